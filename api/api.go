@@ -1,0 +1,194 @@
+// Package api is the Fiber HTTP API: run submission, run state, the live event
+// stream (SSE), the tool catalog, health, metrics and asynqmon.
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/hibiken/asynq"
+	"github.com/hibiken/asynqmon"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/metrics"
+	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/tools"
+	"github.com/aetherium-engine/aetherium/worker"
+)
+
+// Config configures the API.
+type Config struct {
+	// BodyLimit caps request bodies in bytes. Default 1 MiB.
+	BodyLimit int
+	// MonitoringReadOnly makes asynqmon read-only. Default true when nil.
+	MonitoringReadOnly bool
+	// PrometheusURL lets asynqmon chart queue metrics. Default empty (charts off).
+	PrometheusURL string
+	// SSEPoll is the fallback poll interval of the event stream. Default 1s.
+	SSEPoll time.Duration
+}
+
+// Deps are the API's collaborators.
+type Deps struct {
+	Store     *store.Store
+	Redis     redis.UniversalClient
+	RedisOpt  asynq.RedisConnOpt
+	Queue     *worker.Enqueuer
+	Events    *events.Recorder
+	Registry  *tools.Registry
+	Templates templates.Dir
+	Metrics   *metrics.Metrics
+	Log       *slog.Logger
+}
+
+// Server is the API.
+type Server struct {
+	cfg Config
+	d   Deps
+	App *fiber.App
+	mon *asynqmon.HTTPHandler
+}
+
+// New builds the Fiber app with every route.
+func New(cfg Config, d Deps) *Server {
+	if cfg.BodyLimit <= 0 {
+		cfg.BodyLimit = 1 << 20
+	}
+	if cfg.SSEPoll <= 0 {
+		cfg.SSEPoll = time.Second
+	}
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	s := &Server{cfg: cfg, d: d}
+	app := fiber.New(fiber.Config{
+		BodyLimit:             cfg.BodyLimit,
+		DisableStartupMessage: true,
+		ErrorHandler:          s.errorHandler,
+		ReadTimeout:           30 * time.Second,
+		IdleTimeout:           60 * time.Second,
+	})
+	s.App = app
+	if d.Metrics != nil {
+		app.Use(s.observe)
+	}
+	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
+	app.Get("/readyz", s.readyz)
+	if d.Metrics != nil {
+		app.Get("/metrics", adaptor.HTTPHandler(d.Metrics.Handler()))
+	}
+	s.mon = asynqmon.New(asynqmon.Options{
+		RootPath: "/monitoring", RedisConnOpt: d.RedisOpt, ReadOnly: cfg.MonitoringReadOnly,
+		PrometheusAddress: cfg.PrometheusURL,
+	})
+	mon := adaptor.HTTPHandler(s.mon)
+	app.Get("/monitoring", func(c *fiber.Ctx) error { return c.Redirect("/monitoring/", http.StatusMovedPermanently) })
+	app.All("/monitoring/*", mon)
+
+	r := app.Group("/api")
+	r.Post("/orchestrator/run", s.submitInline)
+	r.Post("/orchestrator/run-from-template", s.submitTemplate)
+	r.Get("/runs", s.listRuns)
+	r.Get("/runs/:id", s.getRun)
+	r.Post("/runs/:id/cancel", s.cancelRun)
+	r.Get("/runs/:id/events", s.streamEvents)
+	r.Get("/runs/:id/delegations", s.getDelegations)
+	r.Get("/tools/mcp-schemas", s.schemas)
+	r.Get("/templates", s.listTemplates)
+	app.Use(func(c *fiber.Ctx) error {
+		return &Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no route %s %s", c.Method(), c.Path())}
+	})
+	return s
+}
+
+// Close releases the asynqmon connection.
+func (s *Server) Close() error { return s.mon.Close() }
+
+// Error is an API error answered as {"error": ..., "field": ...}.
+type Error struct {
+	Status  int
+	Message string
+	Field   string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+func badRequest(field, format string, a ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Field: field, Message: fmt.Sprintf(format, a...)}
+}
+
+func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
+	status, body := http.StatusInternalServerError, fiber.Map{"error": "internal error"}
+	var ae *Error
+	var fe *fiber.Error
+	switch {
+	case errors.As(err, &ae):
+		status, body = ae.Status, fiber.Map{"error": ae.Message}
+		if ae.Field != "" {
+			body["field"] = ae.Field
+		}
+	case errors.As(err, &fe):
+		status, body = fe.Code, fiber.Map{"error": fe.Message}
+		if fe.Code == http.StatusRequestEntityTooLarge {
+			body["error"] = fmt.Sprintf("request body is over the %d byte limit", s.cfg.BodyLimit)
+		}
+	default:
+		s.d.Log.Error("api error", "method", c.Method(), "path", c.Path(), "err", err)
+	}
+	return c.Status(status).JSON(body)
+}
+
+func (s *Server) observe(c *fiber.Ctx) error {
+	start := time.Now()
+	err := c.Next()
+	status := c.Response().StatusCode()
+	if err != nil {
+		var ae *Error
+		var fe *fiber.Error
+		switch {
+		case errors.As(err, &ae):
+			status = ae.Status
+		case errors.As(err, &fe):
+			status = fe.Code
+		default:
+			status = 500
+		}
+	}
+	route := c.Route().Path
+	if route == "/" && c.Path() != "/" {
+		route = "unmatched"
+	}
+	s.d.Metrics.HTTPRequests.WithLabelValues(route, c.Method(), strconv.Itoa(status)).Inc()
+	s.d.Metrics.HTTPDuration.WithLabelValues(route, c.Method()).Observe(time.Since(start).Seconds())
+	return err
+}
+
+func (s *Server) readyz(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
+	defer cancel()
+	checks := fiber.Map{}
+	ok := true
+	if err := s.d.Store.Ping(ctx); err != nil {
+		checks["postgres"], ok = err.Error(), false
+	} else {
+		checks["postgres"] = "ok"
+	}
+	if err := s.d.Redis.Ping(ctx).Err(); err != nil {
+		checks["redis"], ok = err.Error(), false
+	} else {
+		checks["redis"] = "ok"
+	}
+	if !ok {
+		return c.Status(http.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "checks": checks})
+	}
+	return c.JSON(fiber.Map{"status": "ready", "checks": checks})
+}

@@ -1,0 +1,287 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+
+	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/worker"
+)
+
+// MaxPromptBytes bounds a run's prompt.
+const MaxPromptBytes = 64 << 10
+
+type inlineRequest struct {
+	Prompt    string          `json:"prompt"`
+	Team      json.RawMessage `json:"team"`
+	Variables map[string]any  `json:"variables"`
+}
+
+type templateRequest struct {
+	Template  string         `json:"template"`
+	Prompt    string         `json:"prompt"`
+	Variables map[string]any `json:"variables"`
+}
+
+// decode parses a JSON body strictly and names the offending field on error.
+func decode(body []byte, into any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return badRequest("", "request body is empty; send a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		var te *json.UnmarshalTypeError
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &te):
+			return badRequest(te.Field, "field %q must be %s", te.Field, te.Type)
+		case errors.As(err, &se):
+			return badRequest("", "malformed JSON at byte %d: %v", se.Offset, err)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return badRequest(f, "unknown field %q", f)
+		default:
+			return badRequest("", "malformed JSON: %v", err)
+		}
+	}
+	if dec.More() {
+		return badRequest("", "malformed JSON: trailing data after the object")
+	}
+	return nil
+}
+
+func checkPrompt(p string) error {
+	if strings.TrimSpace(p) == "" {
+		return badRequest("prompt", "prompt is required")
+	}
+	if len(p) > MaxPromptBytes {
+		return badRequest("prompt", "prompt is over %d bytes", MaxPromptBytes)
+	}
+	return nil
+}
+
+func (s *Server) submitInline(c *fiber.Ctx) error {
+	var req inlineRequest
+	if err := decode(c.Body(), &req); err != nil {
+		return err
+	}
+	if err := checkPrompt(req.Prompt); err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(req.Team)) == 0 || string(bytes.TrimSpace(req.Team)) == "null" {
+		return badRequest("team", "team is required (a template object)")
+	}
+	team, err := templates.ParseJSON(req.Team)
+	if err != nil {
+		return badRequest("team", "%v", err)
+	}
+	if err := team.Validate(s.d.Registry); err != nil {
+		return badRequest("team", "%v", err)
+	}
+	return s.submit(c, team, "", req.Prompt, req.Variables)
+}
+
+func (s *Server) submitTemplate(c *fiber.Ctx) error {
+	var req templateRequest
+	if err := decode(c.Body(), &req); err != nil {
+		return err
+	}
+	if req.Template == "" {
+		return badRequest("template", "template is required")
+	}
+	if err := checkPrompt(req.Prompt); err != nil {
+		return err
+	}
+	team, err := s.d.Templates.Load(req.Template, s.d.Registry)
+	switch {
+	case errors.Is(err, templates.ErrUnknownTemplate):
+		return &Error{Status: http.StatusNotFound, Field: "template", Message: err.Error()}
+	case err != nil:
+		return &Error{Status: http.StatusUnprocessableEntity, Field: "template", Message: err.Error()}
+	}
+	return s.submit(c, team, req.Template, req.Prompt, req.Variables)
+}
+
+func (s *Server) submit(c *fiber.Ctx, team templates.Template, tmplName, prompt string, vars map[string]any) error {
+	if vars == nil {
+		vars = map[string]any{}
+	}
+	rendered, err := team.Render(vars)
+	if err != nil {
+		return badRequest("variables", "%v", err)
+	}
+	teamJSON, _ := json.Marshal(rendered)
+	varsJSON, _ := json.Marshal(vars)
+	run := store.Run{ID: uuid.NewString(), Prompt: prompt, Template: tmplName, Team: teamJSON, Variables: varsJSON, TokenBudget: rendered.TokenBudget()}
+	ctx := c.UserContext()
+	if err := s.d.Store.CreateRun(ctx, run); err != nil {
+		return err
+	}
+	if err := s.d.Events.Emit(ctx, run.ID, "queued", events.RunQueued, "", map[string]any{"team": rendered.Name, "template": tmplName}); err != nil {
+		return err
+	}
+	// A failed enqueue leaves the run queued; the scheduler re-enqueues queued runs,
+	// so the request still succeeds durably (the TaskID makes the retry a no-op).
+	if err := s.d.Queue.Supervise(ctx, run.ID, "start"); err != nil {
+		s.d.Log.Error("enqueue run", "run_id", run.ID, "err", err)
+	}
+	if s.d.Metrics != nil {
+		s.d.Metrics.RunsSubmitted.Inc()
+	}
+	return c.Status(http.StatusAccepted).JSON(fiber.Map{"run_id": run.ID, "status": store.RunQueued})
+}
+
+type runView struct {
+	ID          string  `json:"id"`
+	Status      string  `json:"status"`
+	Prompt      string  `json:"prompt"`
+	Template    string  `json:"template,omitempty"`
+	Team        string  `json:"team"`
+	Result      string  `json:"result"`
+	Error       string  `json:"error"`
+	Reason      string  `json:"reason,omitempty"`
+	TokensUsed  int64   `json:"tokens_used"`
+	TokenBudget int64   `json:"token_budget"`
+	CreatedAt   string  `json:"created_at"`
+	UpdatedAt   string  `json:"updated_at"`
+	FinishedAt  *string `json:"finished_at,omitempty"`
+}
+
+func view(r store.Run) runView {
+	var team struct {
+		Name string `json:"name"`
+	}
+	_ = json.Unmarshal(r.Team, &team)
+	v := runView{ID: r.ID, Status: r.Status, Prompt: r.Prompt, Template: r.Template, Team: team.Name, Result: r.Result,
+		Error: r.Error, Reason: r.Reason, TokensUsed: r.TokensUsed, TokenBudget: r.TokenBudget,
+		CreatedAt: r.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"), UpdatedAt: r.UpdatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")}
+	if r.FinishedAt != nil {
+		f := r.FinishedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+		v.FinishedAt = &f
+	}
+	return v
+}
+
+func runID(c *fiber.Ctx) (string, error) {
+	id := c.Params("id")
+	if _, err := uuid.Parse(id); err != nil {
+		return "", badRequest("id", "run id %q is not a UUID", id)
+	}
+	return strings.ToLower(id), nil
+}
+
+func (s *Server) loadRun(c *fiber.Ctx) (store.Run, error) {
+	id, err := runID(c)
+	if err != nil {
+		return store.Run{}, err
+	}
+	r, err := s.d.Store.GetRun(c.UserContext(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return r, &Error{Status: http.StatusNotFound, Field: "id", Message: fmt.Sprintf("run %s not found", id)}
+	}
+	return r, err
+}
+
+func (s *Server) getRun(c *fiber.Ctx) error {
+	r, err := s.loadRun(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(view(r))
+}
+
+func (s *Server) getDelegations(c *fiber.Ctx) error {
+	r, err := s.loadRun(c)
+	if err != nil {
+		return err
+	}
+	ds, err := s.d.Store.RunDelegations(c.UserContext(), r.ID)
+	if err != nil {
+		return err
+	}
+	if ds == nil {
+		ds = []store.Delegation{}
+	}
+	return c.JSON(fiber.Map{"delegations": ds})
+}
+
+var statuses = map[string]bool{"queued": true, "running": true, "waiting": true, "completed": true, "failed": true, "cancelled": true}
+
+func (s *Server) listRuns(c *fiber.Ctx) error {
+	status := c.Query("status")
+	if status != "" && !statuses[status] {
+		return badRequest("status", "status %q is not one of queued, running, waiting, completed, failed, cancelled", status)
+	}
+	limit := 50
+	if l := c.Query("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 500 {
+			return badRequest("limit", "limit must be an integer from 1 to 500")
+		}
+		limit = n
+	}
+	cursor := c.Query("cursor")
+	if cursor != "" {
+		if _, err := uuid.Parse(cursor); err != nil {
+			return badRequest("cursor", "cursor %q is not a run id", cursor)
+		}
+	}
+	runs, err := s.d.Store.ListRuns(c.UserContext(), status, limit, cursor)
+	if err != nil {
+		return err
+	}
+	out := make([]runView, len(runs))
+	for i, r := range runs {
+		out[i] = view(r)
+	}
+	next := ""
+	if len(runs) == limit {
+		next = runs[len(runs)-1].ID
+	}
+	return c.JSON(fiber.Map{"runs": out, "next_cursor": next})
+}
+
+func (s *Server) cancelRun(c *fiber.Ctx) error {
+	r, err := s.loadRun(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.UserContext()
+	changed, err := s.d.Store.FinishRun(ctx, r.ID, store.RunCancelled, "", "cancelled by request", "cancelled")
+	if err != nil {
+		return err
+	}
+	r, err = s.d.Store.GetRun(ctx, r.ID)
+	if err != nil {
+		return err
+	}
+	if !changed {
+		return &Error{Status: http.StatusConflict, Field: "id", Message: fmt.Sprintf("run %s is already %s", r.ID, r.Status)}
+	}
+	if s.d.Metrics != nil {
+		s.d.Metrics.RunsFinished.WithLabelValues(store.RunCancelled).Inc()
+	}
+	if err := worker.EmitTerminal(ctx, s.d.Events, r); err != nil {
+		return err
+	}
+	return c.JSON(view(r))
+}
+
+func (s *Server) listTemplates(c *fiber.Ctx) error {
+	names, err := s.d.Templates.List()
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"templates": names})
+}

@@ -1,0 +1,96 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/store"
+)
+
+// streamEvents serves a run's events as SSE: replay from Last-Event-ID, then live
+// until the terminal event. Redis pub/sub wakes it; a poll covers lost announcements.
+func (s *Server) streamEvents(c *fiber.Ctx) error {
+	r, err := s.loadRun(c)
+	if err != nil {
+		return err
+	}
+	var after int64
+	last := c.Get("Last-Event-ID")
+	if last == "" {
+		last = c.Query("last_event_id")
+	}
+	if last != "" {
+		n, err := strconv.ParseInt(last, 10, 64)
+		if err != nil || n < 0 {
+			return badRequest("Last-Event-ID", "Last-Event-ID %q is not an event id", last)
+		}
+		after = n
+	}
+	c.Set("Content-Type", "text/event-stream")
+	c.Set("Cache-Control", "no-cache")
+	c.Set("Connection", "keep-alive")
+	c.Set("X-Accel-Buffering", "no")
+	runID := r.ID
+	st, rdb, poll, log := s.d.Store, s.d.Redis, s.cfg.SSEPoll, s.d.Log
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		sub := rdb.Subscribe(ctx, events.Channel(runID))
+		defer sub.Close()
+		wake := sub.Channel()
+		ticker := time.NewTicker(poll)
+		defer ticker.Stop()
+		keepalive := time.Now()
+		for {
+			evs, err := st.EventsAfter(ctx, runID, after, 500)
+			if err != nil {
+				log.Warn("sse: read events", "run_id", runID, "err", err)
+			}
+			for _, e := range evs {
+				if err := writeEvent(w, e); err != nil {
+					return // client went away
+				}
+				after = e.ID
+				if events.Terminal(e.Type) {
+					_ = w.Flush()
+					return
+				}
+			}
+			if len(evs) > 0 {
+				if err := w.Flush(); err != nil {
+					return
+				}
+				keepalive = time.Now()
+				if len(evs) == 500 {
+					continue
+				}
+			}
+			if time.Since(keepalive) > 15*time.Second {
+				if _, err := w.WriteString(": keepalive\n\n"); err != nil || w.Flush() != nil {
+					return
+				}
+				keepalive = time.Now()
+			}
+			select {
+			case <-wake:
+			case <-ticker.C:
+			}
+		}
+	})
+	return nil
+}
+
+func writeEvent(w *bufio.Writer, e store.Event) error {
+	payload, _ := json.Marshal(map[string]any{
+		"id": e.ID, "run_id": e.RunID, "type": e.Type, "agent": e.Agent, "data": e.Data, "time": e.CreatedAt,
+	})
+	_, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.ID, e.Type, payload)
+	return err
+}

@@ -1,0 +1,164 @@
+// Package cli implements the aetherium command: server roles and client commands.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/aetherium-engine/aetherium/config"
+	"github.com/aetherium-engine/aetherium/fleet"
+)
+
+const usage = `aetherium — a queue-driven worker fleet for multi-agent LLM runs
+
+Server roles:
+  api                      HTTP API (runs, events, tools, /metrics, /monitoring/)
+  worker                   asynq worker: supervisor steps and agent turns (scale out freely)
+  scheduler                periodic maintenance (safe with 2+ replicas)
+  dev                      api + worker + scheduler in one process (migrates first)
+  migrate up|down|status   database schema
+
+Client commands (talk to the API at AETHERIUM_API_URL, default http://AETHERIUM_API_ADDR):
+  run [flags]              submit a run; --follow streams its events
+  tools [flags]            print the tool catalog
+
+Configuration: aetherium.yaml (AETHERIUM_CONFIG) with AETHERIUM_* overrides; see README.
+`
+
+// Main runs the command and returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: logLevel()}))
+	ctx, stop := signalContext(log)
+	defer stop()
+	var err error
+	switch args[0] {
+	case "api", "worker", "scheduler", "dev":
+		err = serve(ctx, args[0], log)
+	case "migrate":
+		err = migrate(ctx, args[1:], stdout)
+	case "run":
+		return runCmd(ctx, args[1:], stdout, stderr)
+	case "tools":
+		err = toolsCmd(args[1:], stdout)
+	default:
+		fmt.Fprintf(stderr, "aetherium: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "aetherium %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
+}
+
+func logLevel() slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(os.Getenv("AETHERIUM_LOG_LEVEL"))); err != nil {
+		return slog.LevelInfo
+	}
+	return l
+}
+
+// signalContext ends on the first SIGINT/SIGTERM (graceful shutdown); a second
+// signal exits at once.
+func signalContext(log *slog.Logger) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		s, ok := <-ch
+		if !ok {
+			return
+		}
+		log.Info("shutting down; send the signal again to exit at once", "signal", s.String())
+		cancel()
+		if _, ok := <-ch; ok {
+			log.Warn("second signal: exiting now")
+			os.Exit(130)
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); cancel() }
+}
+
+func serve(ctx context.Context, role string, log *slog.Logger) error {
+	cfg, err := config.Load()
+	if err != nil {
+		return err
+	}
+	log = log.With("role", role)
+	f, err := fleet.Open(ctx, cfg, log, fleet.Options{})
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	switch role {
+	case "api":
+		return f.RunAPI(ctx)
+	case "worker":
+		return fleet.RunAll(ctx, f.RunWorker, func(ctx context.Context) error { return f.ServeMetrics(ctx, cfg.Worker.MetricsAddr) })
+	case "scheduler":
+		return fleet.RunAll(ctx, f.RunScheduler, func(ctx context.Context) error { return f.ServeMetrics(ctx, cfg.Scheduler.MetricsAddr) })
+	default: // dev
+		if err := f.Store.MigrateUp(ctx); err != nil {
+			return err
+		}
+		return fleet.RunAll(ctx, f.RunAPI, f.RunWorker, f.RunScheduler)
+	}
+}
+
+func migrate(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) != 1 || (args[0] != "up" && args[0] != "down" && args[0] != "status") {
+		return errors.New("usage: aetherium migrate up|down|status")
+	}
+	cfg, err := config.Load()
+	if err != nil {
+		return err
+	}
+	f, err := fleet.OpenStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	switch args[0] {
+	case "up":
+		if err := f.MigrateUp(ctx); err != nil {
+			return err
+		}
+	case "down":
+		p, closeDB, err := f.Migrator()
+		if err != nil {
+			return err
+		}
+		defer closeDB()
+		if _, err := p.Down(ctx); err != nil {
+			return fmt.Errorf("migrate down: %w", err)
+		}
+	}
+	p, closeDB, err := f.Migrator()
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	st, err := p.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate status: %w", err)
+	}
+	for _, s := range st {
+		fmt.Fprintf(out, "%-10s %s\n", s.State, s.Source.Path)
+	}
+	return nil
+}

@@ -1,0 +1,265 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aetherium-engine/aetherium/templates"
+)
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func apiURL() string {
+	if u := os.Getenv("AETHERIUM_API_URL"); u != "" {
+		return strings.TrimRight(u, "/")
+	}
+	addr := os.Getenv("AETHERIUM_API_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:8080"
+	}
+	return "http://" + addr
+}
+
+func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	base := fs.String("api", apiURL(), "API base URL (AETHERIUM_API_URL)")
+	tmpl := fs.String("template", "", "template name from the templates directory")
+	teamFile := fs.String("team", "", "inline team: a template YAML file sent with the run")
+	prompt := fs.String("prompt", "", "the task for the team (required)")
+	follow := fs.Bool("follow", false, "stream the run's events until it ends; exit 1 unless it completes")
+	var vars multiFlag
+	fs.Var(&vars, "var", "template variable key=value (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "aetherium run: "+format+"\n", a...)
+		return 1
+	}
+	if (*tmpl == "") == (*teamFile == "") {
+		return fail("give exactly one of --template or --team")
+	}
+	if strings.TrimSpace(*prompt) == "" {
+		return fail("--prompt is required")
+	}
+	variables := map[string]any{}
+	for _, v := range vars {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || k == "" {
+			return fail("--var %q: want key=value", v)
+		}
+		variables[k] = val
+	}
+	var path string
+	var body any
+	if *tmpl != "" {
+		path, body = "/api/orchestrator/run-from-template", map[string]any{"template": *tmpl, "prompt": *prompt, "variables": variables}
+	} else {
+		raw, err := os.ReadFile(*teamFile)
+		if err != nil {
+			return fail("%v", err)
+		}
+		t, err := templates.ParseYAML(raw)
+		if err != nil {
+			return fail("%s: %v", *teamFile, err)
+		}
+		path, body = "/api/orchestrator/run", map[string]any{"team": t, "prompt": *prompt, "variables": variables}
+	}
+	var accepted struct {
+		RunID string `json:"run_id"`
+	}
+	if err := postJSON(ctx, *base+path, body, &accepted); err != nil {
+		return fail("%v", err)
+	}
+	fmt.Fprintf(stdout, "run %s queued\n", accepted.RunID)
+	if !*follow {
+		return 0
+	}
+	status, result, err := followRun(ctx, *base, accepted.RunID, stdout)
+	if err != nil {
+		return fail("%v", err)
+	}
+	fmt.Fprintf(stdout, "\nrun %s %s\n", accepted.RunID, status)
+	if result != "" {
+		fmt.Fprintf(stdout, "result: %s\n", result)
+	}
+	if status != "completed" {
+		return 1
+	}
+	return 0
+}
+
+func postJSON(ctx context.Context, url string, body, into any) error {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("POST %s: %w (is the API running? AETHERIUM_API_URL)", url, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode/100 != 2 {
+		var e struct {
+			Error string `json:"error"`
+			Field string `json:"field"`
+		}
+		if json.Unmarshal(data, &e) == nil && e.Error != "" {
+			return fmt.Errorf("HTTP %d: %s", resp.StatusCode, e.Error)
+		}
+		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(data)))
+	}
+	return json.Unmarshal(data, into)
+}
+
+type sseEvent struct {
+	ID    int64           `json:"id"`
+	Type  string          `json:"type"`
+	Agent string          `json:"agent"`
+	Data  json.RawMessage `json:"data"`
+	Time  time.Time       `json:"time"`
+}
+
+// followRun streams events (reconnecting with Last-Event-ID) until the terminal one.
+func followRun(ctx context.Context, base, runID string, out io.Writer) (status, result string, err error) {
+	var last int64
+	tty := isTTY(out)
+	start := time.Now()
+	events, failures := 0, 0
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/runs/"+runID+"/events", nil)
+		req.Header.Set("Accept", "text/event-stream")
+		if last > 0 {
+			req.Header.Set("Last-Event-ID", fmt.Sprint(last))
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return "", "", ctx.Err()
+			}
+			failures++
+			if failures > 10 {
+				return "", "", fmt.Errorf("event stream: %w", err)
+			}
+			time.Sleep(time.Duration(failures) * 300 * time.Millisecond)
+			continue
+		}
+		if resp.StatusCode != http.StatusOK {
+			data, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			return "", "", fmt.Errorf("event stream: HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(data)))
+		}
+		failures = 0
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			payload, ok := strings.CutPrefix(line, "data: ")
+			if !ok {
+				continue
+			}
+			var e sseEvent
+			if err := json.Unmarshal([]byte(payload), &e); err != nil {
+				continue
+			}
+			last = e.ID
+			events++
+			if tty {
+				fmt.Fprint(out, "\r\033[K")
+			}
+			fmt.Fprintln(out, describe(e))
+			if tty {
+				fmt.Fprintf(out, "⏳ %s elapsed · %d events · last: %s", time.Since(start).Round(100*time.Millisecond), events, e.Type)
+			}
+			if e.Type == "run.completed" || e.Type == "run.failed" || e.Type == "run.cancelled" {
+				resp.Body.Close()
+				var d struct {
+					Status, Result, Error, Reason string
+				}
+				_ = json.Unmarshal(e.Data, &d)
+				if tty {
+					fmt.Fprint(out, "\r\033[K")
+				}
+				if d.Status != "completed" && d.Error != "" {
+					return d.Status, d.Reason + ": " + d.Error, nil
+				}
+				return d.Status, d.Result, nil
+			}
+		}
+		resp.Body.Close()
+	}
+}
+
+func describe(e sseEvent) string {
+	var d map[string]any
+	_ = json.Unmarshal(e.Data, &d)
+	who := e.Agent
+	if who == "" {
+		who = "-"
+	}
+	detail := ""
+	switch e.Type {
+	case "delegation.created":
+		detail = fmt.Sprintf("→ %v: %v", d["to"], d["task"])
+	case "tool.call":
+		detail = fmt.Sprintf("%v [%v]", d["tool"], d["decision"])
+		if s, _ := d["error"].(string); s != "" {
+			detail += " " + s
+		}
+	case "progress":
+		detail = fmt.Sprintf("%v%% %v", d["percent"], d["message"])
+	case "notification":
+		detail = fmt.Sprintf("[%v] %v", d["level"], d["message"])
+	case "delegation.finished":
+		detail = fmt.Sprintf("%v", d["status"])
+	case "agent.message":
+		if c, _ := d["content"].(string); c != "" {
+			detail = oneLine(c, 100)
+		} else {
+			detail = fmt.Sprintf("calls %v", d["tool_calls"])
+		}
+	case "run.failed":
+		detail = fmt.Sprintf("%v: %v", d["reason"], d["error"])
+	}
+	return fmt.Sprintf("%s %-12s %-20s %s", e.Time.Local().Format("15:04:05"), who, e.Type, detail)
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+func isTTY(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

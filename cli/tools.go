@@ -1,0 +1,41 @@
+package cli
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/aetherium-engine/aetherium/tools"
+	"github.com/aetherium-engine/aetherium/tools/toolset"
+)
+
+// toolsCmd prints the catalog this binary registers (no server needed).
+func toolsCmd(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("tools", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print the schemas as JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	reg, err := toolset.New(toolset.Deps{})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		defs := reg.Definitions(tools.Access{Tools: reg.Names()})
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(defs)
+	}
+	docs, err := tools.Catalog()
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOOL\tGROUP\tTIER\tPURPOSE")
+	for _, d := range docs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.Name, d.Group, d.Tier, d.Purpose)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,272 @@
+// Package config loads the fleet's configuration: aetherium.yaml (path in
+// AETHERIUM_CONFIG) overlaid by AETHERIUM_* environment variables, then validated.
+// Every error names the offending key so a bad deployment fails at start-up.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Duration is a time.Duration written as "30s" / "5m" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Config is the whole deployment configuration.
+type Config struct {
+	// RedisURL locates Redis (queues, mailboxes, leases, event fan-out).
+	// Env AETHERIUM_REDIS_URL. Default redis://127.0.0.1:6379/0.
+	RedisURL string `yaml:"redis_url"`
+	// DatabaseURL locates PostgreSQL. Env AETHERIUM_DATABASE_URL.
+	// Default postgres://postgres@127.0.0.1:5432/aetherium?sslmode=disable.
+	DatabaseURL string `yaml:"database_url"`
+	// Workspaces is the root of per-run workspaces. Env AETHERIUM_WORKSPACES.
+	// Default ./data/workspaces.
+	Workspaces string `yaml:"workspaces"`
+	// Templates is the team-template directory. Env AETHERIUM_TEMPLATES. Default templates.
+	Templates string `yaml:"templates"`
+
+	API       API       `yaml:"api"`
+	Worker    Worker    `yaml:"worker"`
+	Scheduler Scheduler `yaml:"scheduler"`
+	LLM       LLM       `yaml:"llm"`
+}
+
+// API configures the HTTP API role.
+type API struct {
+	// Addr is the listen address. Env AETHERIUM_API_ADDR. Default 127.0.0.1:8080.
+	Addr string `yaml:"addr"`
+	// BodyLimit caps request bodies in bytes. Env AETHERIUM_API_BODY_LIMIT. Default 1 MiB.
+	BodyLimit int `yaml:"body_limit"`
+	// MonitoringReadOnly makes asynqmon at /monitoring/ read-only. Default true.
+	MonitoringReadOnly *bool `yaml:"monitoring_read_only"`
+	// PrometheusURL, when set, lets asynqmon draw its queue charts. Default empty.
+	PrometheusURL string `yaml:"prometheus_url"`
+}
+
+// Worker configures the asynq worker role.
+type Worker struct {
+	// Concurrency is the number of tasks one worker process runs at once.
+	// Env AETHERIUM_WORKER_CONCURRENCY. Default 20.
+	Concurrency int `yaml:"concurrency"`
+	// ShutdownTimeout is how long in-flight tasks may run after SIGTERM before they
+	// are handed back to the queue. Default 10s.
+	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+	// TaskCheckInterval is asynq's idle-queue poll interval. Default 100ms
+	// (asynq's own 1s default adds up to a second of latency per hop).
+	TaskCheckInterval Duration `yaml:"task_check_interval"`
+	// StepLease is how long one step holds its session before another delivery may
+	// take it over (a crashed worker's lease simply expires). Default 2m.
+	StepLease Duration `yaml:"step_lease"`
+	// MaxRetry is how often a failing task is retried before its run fails. Default 5.
+	MaxRetry int `yaml:"max_retry"`
+	// CircuitBreaker is the number of consecutive failed tool calls or unusable
+	// model answers in one session after which the run fails. Default 5.
+	CircuitBreaker int `yaml:"circuit_breaker"`
+	// MaxSteps bounds model calls per session, a backstop against loops. Default 50.
+	MaxSteps int `yaml:"max_steps"`
+	// MetricsAddr serves /metrics for this worker. Env AETHERIUM_WORKER_METRICS_ADDR.
+	// Default 127.0.0.1:9091; empty disables it.
+	MetricsAddr string `yaml:"metrics_addr"`
+}
+
+// Scheduler configures the periodic-maintenance role.
+type Scheduler struct {
+	// StuckAfter fails a non-terminal run with no event for this long. Default 1h.
+	StuckAfter Duration `yaml:"stuck_after"`
+	// MetricsAddr serves /metrics for the scheduler. Env AETHERIUM_SCHEDULER_METRICS_ADDR.
+	// Default 127.0.0.1:9092; empty disables it.
+	MetricsAddr string `yaml:"metrics_addr"`
+}
+
+// LLM holds provider endpoints and credentials; templates pick provider and model.
+type LLM struct {
+	OpenAI    Provider `yaml:"openai"`
+	Anthropic Provider `yaml:"anthropic"`
+}
+
+// Provider configures one LLM API.
+type Provider struct {
+	// BaseURL overrides the API root (vLLM, Ollama, llama.cpp server, a proxy).
+	// Env AETHERIUM_OPENAI_BASE_URL / AETHERIUM_ANTHROPIC_BASE_URL.
+	BaseURL string `yaml:"base_url"`
+	// APIKey authenticates. Env AETHERIUM_OPENAI_API_KEY / AETHERIUM_ANTHROPIC_API_KEY
+	// (OPENAI_API_KEY / ANTHROPIC_API_KEY are honoured too).
+	APIKey string `yaml:"api_key"`
+	// Model is the default model when a template names none.
+	Model string `yaml:"model"`
+	// MaxRetries for 429/5xx answers, with exponential backoff. Default 3.
+	MaxRetries int `yaml:"max_retries"`
+	// Timeout per request. Default 120s.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// Default returns the configuration with every default filled in.
+func Default() Config {
+	ro := true
+	return Config{
+		RedisURL:    "redis://127.0.0.1:6379/0",
+		DatabaseURL: "postgres://postgres@127.0.0.1:5432/aetherium?sslmode=disable",
+		Workspaces:  "data/workspaces",
+		Templates:   "templates",
+		API:         API{Addr: "127.0.0.1:8080", BodyLimit: 1 << 20, MonitoringReadOnly: &ro},
+		Worker: Worker{
+			Concurrency: 20, ShutdownTimeout: Duration(10 * time.Second),
+			TaskCheckInterval: Duration(100 * time.Millisecond), StepLease: Duration(2 * time.Minute),
+			MaxRetry: 5, CircuitBreaker: 5, MaxSteps: 50, MetricsAddr: "127.0.0.1:9091",
+		},
+		Scheduler: Scheduler{StuckAfter: Duration(time.Hour), MetricsAddr: "127.0.0.1:9092"},
+		LLM: LLM{
+			OpenAI:    Provider{Model: "gpt-4o-mini", MaxRetries: 3, Timeout: Duration(120 * time.Second)},
+			Anthropic: Provider{Model: "claude-sonnet-4-5", MaxRetries: 3, Timeout: Duration(120 * time.Second)},
+		},
+	}
+}
+
+// Load reads AETHERIUM_CONFIG (when set, the file must exist; otherwise ./aetherium.yaml
+// when present), applies environment overrides and validates the result.
+func Load() (Config, error) {
+	return LoadFrom(os.Getenv("AETHERIUM_CONFIG"), os.LookupEnv)
+}
+
+// LoadFrom is Load with an explicit file path and environment lookup (tests).
+func LoadFrom(path string, env func(string) (string, bool)) (Config, error) {
+	cfg := Default()
+	explicit := path != ""
+	if !explicit {
+		path = "aetherium.yaml"
+	}
+	raw, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		dec := yaml.NewDecoder(bytes.NewReader(raw))
+		dec.KnownFields(true)
+		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+			return cfg, fmt.Errorf("config %s: %w", path, err)
+		}
+	case explicit || !errors.Is(err, os.ErrNotExist):
+		return cfg, fmt.Errorf("config: AETHERIUM_CONFIG=%s: %w", path, err)
+	}
+	if err := applyEnv(&cfg, env); err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.Validate()
+}
+
+func applyEnv(c *Config, env func(string) (string, bool)) error {
+	str := map[string]*string{
+		"AETHERIUM_REDIS_URL":              &c.RedisURL,
+		"AETHERIUM_DATABASE_URL":           &c.DatabaseURL,
+		"AETHERIUM_WORKSPACES":             &c.Workspaces,
+		"AETHERIUM_TEMPLATES":              &c.Templates,
+		"AETHERIUM_API_ADDR":               &c.API.Addr,
+		"AETHERIUM_PROMETHEUS_URL":         &c.API.PrometheusURL,
+		"AETHERIUM_WORKER_METRICS_ADDR":    &c.Worker.MetricsAddr,
+		"AETHERIUM_SCHEDULER_METRICS_ADDR": &c.Scheduler.MetricsAddr,
+		"AETHERIUM_OPENAI_BASE_URL":        &c.LLM.OpenAI.BaseURL,
+		"AETHERIUM_ANTHROPIC_BASE_URL":     &c.LLM.Anthropic.BaseURL,
+		"OPENAI_API_KEY":                   &c.LLM.OpenAI.APIKey,
+		"ANTHROPIC_API_KEY":                &c.LLM.Anthropic.APIKey,
+		"AETHERIUM_OPENAI_API_KEY":         &c.LLM.OpenAI.APIKey,
+		"AETHERIUM_ANTHROPIC_API_KEY":      &c.LLM.Anthropic.APIKey,
+		"AETHERIUM_OPENAI_MODEL":           &c.LLM.OpenAI.Model,
+		"AETHERIUM_ANTHROPIC_MODEL":        &c.LLM.Anthropic.Model,
+	}
+	// Deterministic order: the AETHERIUM_ spelling of a key wins over the vendor one.
+	for _, k := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY"} {
+		if v, ok := env(k); ok && v != "" {
+			*str[k] = v
+		}
+	}
+	for k, p := range str {
+		if k == "OPENAI_API_KEY" || k == "ANTHROPIC_API_KEY" {
+			continue
+		}
+		if v, ok := env(k); ok {
+			*p = v
+		}
+	}
+	ints := map[string]*int{
+		"AETHERIUM_API_BODY_LIMIT":     &c.API.BodyLimit,
+		"AETHERIUM_WORKER_CONCURRENCY": &c.Worker.Concurrency,
+	}
+	for k, p := range ints {
+		if v, ok := env(k); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("config: %s=%q is not an integer", k, v)
+			}
+			*p = n
+		}
+	}
+	return nil
+}
+
+// Validate checks every setting and names the key of the first problems found.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, a...)))
+	}
+	if u, err := url.Parse(c.RedisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
+		bad("redis_url (AETHERIUM_REDIS_URL)", "want redis://host:port/db, got %q", c.RedisURL)
+	}
+	if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		bad("database_url (AETHERIUM_DATABASE_URL)", "want postgres://user@host:port/db, got %q", c.DatabaseURL)
+	}
+	if c.Workspaces == "" {
+		bad("workspaces (AETHERIUM_WORKSPACES)", "must not be empty")
+	}
+	if c.Templates == "" {
+		bad("templates (AETHERIUM_TEMPLATES)", "must not be empty")
+	}
+	if _, _, err := net.SplitHostPort(c.API.Addr); err != nil {
+		bad("api.addr (AETHERIUM_API_ADDR)", "want host:port, got %q", c.API.Addr)
+	}
+	for key, addr := range map[string]string{"worker.metrics_addr": c.Worker.MetricsAddr, "scheduler.metrics_addr": c.Scheduler.MetricsAddr} {
+		if addr == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			bad(key, "want host:port, got %q", addr)
+		}
+	}
+	if c.API.BodyLimit <= 0 {
+		bad("api.body_limit (AETHERIUM_API_BODY_LIMIT)", "must be positive, got %d", c.API.BodyLimit)
+	}
+	if c.Worker.Concurrency <= 0 {
+		bad("worker.concurrency (AETHERIUM_WORKER_CONCURRENCY)", "must be positive, got %d", c.Worker.Concurrency)
+	}
+	if c.Worker.StepLease.D() < time.Second {
+		bad("worker.step_lease", "must be at least 1s")
+	}
+	if c.Worker.MaxRetry < 0 || c.Worker.CircuitBreaker <= 0 || c.Worker.MaxSteps <= 0 {
+		bad("worker", "max_retry must be >= 0, circuit_breaker and max_steps > 0")
+	}
+	return errors.Join(errs...)
+}

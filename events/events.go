@@ -1,0 +1,62 @@
+// Package events records run events in PostgreSQL (the durable, resumable log the SSE
+// stream replays) and announces each new one on Redis pub/sub so followers wake at once.
+package events
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/aetherium-engine/aetherium/store"
+)
+
+// Event types.
+const (
+	RunQueued          = "run.queued"
+	RunStarted         = "run.started"
+	RunCompleted       = "run.completed"
+	RunFailed          = "run.failed"
+	RunCancelled       = "run.cancelled"
+	Delegated          = "delegation.created"
+	DelegationFinished = "delegation.finished"
+	TurnStarted        = "agent.turn_started"
+	ModelAnswered      = "agent.message"
+	ToolCall           = "tool.call"
+	Progress           = "progress"
+	Notification       = "notification"
+)
+
+// Terminal reports whether an event type ends a run's stream.
+func Terminal(typ string) bool {
+	return typ == RunCompleted || typ == RunFailed || typ == RunCancelled
+}
+
+// Channel is the pub/sub channel announcing a run's new events.
+func Channel(runID string) string { return "aetherium:events:" + runID }
+
+// Recorder stores and announces events.
+type Recorder struct {
+	Store *store.Store
+	Redis redis.UniversalClient
+	Log   *slog.Logger
+}
+
+// Emit stores the event once per key and announces it. A failed announcement is only
+// logged: followers also poll, so the event is never lost.
+func (r *Recorder) Emit(ctx context.Context, runID, key, typ, agent string, data map[string]any) error {
+	if data == nil {
+		data = map[string]any{}
+	}
+	id, inserted, err := r.Store.AppendEvent(ctx, runID, key, typ, agent, data)
+	if err != nil {
+		return fmt.Errorf("emit %s: %w", typ, err)
+	}
+	if inserted && r.Redis != nil {
+		if err := r.Redis.Publish(ctx, Channel(runID), id).Err(); err != nil && r.Log != nil {
+			r.Log.Warn("event announce failed", "run_id", runID, "type", typ, "err", err)
+		}
+	}
+	return nil
+}

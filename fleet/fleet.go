@@ -1,0 +1,248 @@
+// Package fleet wires the shared parts (Postgres, Redis, queue client, events, tool
+// router, metrics) once per process and runs the roles on them: api, worker,
+// scheduler, or all three (dev).
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/aetherium-engine/aetherium/api"
+	"github.com/aetherium-engine/aetherium/config"
+	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/metrics"
+	"github.com/aetherium-engine/aetherium/scheduler"
+	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/tools"
+	"github.com/aetherium-engine/aetherium/tools/toolset"
+	"github.com/aetherium-engine/aetherium/worker"
+)
+
+// Fleet is one process's wiring.
+type Fleet struct {
+	Cfg      config.Config
+	Log      *slog.Logger
+	Store    *store.Store
+	Redis    redis.UniversalClient
+	RedisOpt asynq.RedisConnOpt
+	Client   *asynq.Client
+	Queue    *worker.Enqueuer
+	Events   *events.Recorder
+	Registry *tools.Registry
+	Router   *tools.Router
+	Metrics  *metrics.Metrics
+	Worker   *worker.Worker
+}
+
+// Options adjust Open (tests and benchmarks).
+type Options struct {
+	// Models overrides the model factory.
+	Models worker.Models
+	// Middleware wraps tool dispatch (outermost first), e.g. the permission gate.
+	Middleware []tools.Middleware
+}
+
+// Open connects to Postgres and Redis and builds the shared parts.
+func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options) (*Fleet, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	f := &Fleet{Cfg: cfg, Log: log, Metrics: metrics.New()}
+	var err error
+	if f.Store, err = store.Open(ctx, cfg.DatabaseURL); err != nil {
+		return nil, fmt.Errorf("postgres (AETHERIUM_DATABASE_URL): %w", err)
+	}
+	ropt, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("redis (AETHERIUM_REDIS_URL): %w", err)
+	}
+	f.Redis = redis.NewClient(ropt)
+	if err := f.Redis.Ping(ctx).Err(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("redis (AETHERIUM_REDIS_URL) %s: %w", ropt.Addr, err)
+	}
+	if f.RedisOpt, err = asynq.ParseRedisURI(cfg.RedisURL); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("redis (AETHERIUM_REDIS_URL): %w", err)
+	}
+	f.Client = asynq.NewClient(f.RedisOpt)
+	f.Queue = &worker.Enqueuer{Client: f.Client, MaxRetry: cfg.Worker.MaxRetry}
+	f.Events = &events.Recorder{Store: f.Store, Redis: f.Redis, Log: log}
+	if f.Registry, err = toolset.New(toolset.Deps{Store: f.Store}); err != nil {
+		f.Close()
+		return nil, err
+	}
+	f.Router = tools.NewRouter(f.Registry, opts.Middleware...)
+	models := opts.Models
+	if models == nil {
+		models = &worker.ModelFactory{LLM: cfg.LLM}
+	}
+	f.Worker = worker.New(worker.Config{
+		Workspaces: cfg.Workspaces, StepLease: cfg.Worker.StepLease.D(), CircuitBreaker: cfg.Worker.CircuitBreaker,
+		MaxSteps: cfg.Worker.MaxSteps, MaxRetry: cfg.Worker.MaxRetry,
+	}, worker.Deps{Store: f.Store, Queue: f.Queue, Events: f.Events, Router: f.Router, Models: models, Metrics: f.Metrics, Log: log})
+	return f, nil
+}
+
+// Close releases connections.
+func (f *Fleet) Close() {
+	if f.Client != nil {
+		_ = f.Client.Close()
+	}
+	if f.Redis != nil {
+		_ = f.Redis.Close()
+	}
+	if f.Store != nil {
+		f.Store.Close()
+	}
+}
+
+// API builds the HTTP API.
+func (f *Fleet) API() *api.Server {
+	ro := f.Cfg.API.MonitoringReadOnly == nil || *f.Cfg.API.MonitoringReadOnly
+	return api.New(api.Config{BodyLimit: f.Cfg.API.BodyLimit, MonitoringReadOnly: ro, PrometheusURL: f.Cfg.API.PrometheusURL},
+		api.Deps{Store: f.Store, Redis: f.Redis, RedisOpt: f.RedisOpt, Queue: f.Queue, Events: f.Events, Registry: f.Registry,
+			Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Log: f.Log})
+}
+
+// RunAPI serves the API until ctx ends, then drains connections.
+func (f *Fleet) RunAPI(ctx context.Context) error {
+	srv := f.API()
+	defer srv.Close()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.App.Listen(f.Cfg.API.Addr) }()
+	f.Log.Info("api listening", "addr", f.Cfg.API.Addr)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("api (AETHERIUM_API_ADDR=%s): %w", f.Cfg.API.Addr, err)
+	case <-ctx.Done():
+	}
+	if err := srv.App.ShutdownWithTimeout(f.Cfg.Worker.ShutdownTimeout.D()); err != nil {
+		return fmt.Errorf("api shutdown: %w", err)
+	}
+	f.Log.Info("api stopped")
+	return nil
+}
+
+// WorkerServer builds the asynq server and handler of the worker role. The returned
+// cancel ends the handlers' base context: in-flight steps stop, release their
+// sessions and their tasks go back to the queue.
+func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFunc) {
+	base, cancel := context.WithCancel(context.Background())
+	w := f.Worker
+	queues := map[string]int{scheduler.Queue: 1}
+	for q, n := range worker.Queues {
+		queues[q] = n
+	}
+	srv := asynq.NewServer(f.RedisOpt, asynq.Config{
+		Concurrency:       f.Cfg.Worker.Concurrency,
+		Queues:            queues,
+		TaskCheckInterval: f.Cfg.Worker.TaskCheckInterval.D(),
+		ShutdownTimeout:   f.Cfg.Worker.ShutdownTimeout.D(),
+		IsFailure:         worker.IsFailure,
+		RetryDelayFunc:    worker.RetryDelay,
+		ErrorHandler:      w.ErrorHandler(),
+		BaseContext:       func() context.Context { return base },
+		Logger:            asynqLogger{f.Log.With("component", "asynq")},
+		LogLevel:          asynq.WarnLevel,
+	})
+	mux := w.Mux()
+	(&scheduler.Maintenance{
+		Config: scheduler.Config{StuckAfter: f.Cfg.Scheduler.StuckAfter.D()}, Store: f.Store, Queue: f.Queue,
+		Fail: w.FailRun, Log: f.Log,
+	}).Register(mux)
+	return srv, mux, cancel
+}
+
+// RunWorker processes tasks until ctx ends, then lets in-flight steps finish within
+// the shutdown timeout and hands the rest back to the queue.
+func (f *Fleet) RunWorker(ctx context.Context) error {
+	srv, mux, cancel := f.WorkerServer()
+	defer cancel()
+	if err := srv.Start(mux); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	f.Log.Info("worker started", "concurrency", f.Cfg.Worker.Concurrency)
+	<-ctx.Done()
+	f.Log.Info("worker stopping", "timeout", f.Cfg.Worker.ShutdownTimeout.D().String())
+	srv.Stop()
+	timer := time.AfterFunc(f.Cfg.Worker.ShutdownTimeout.D(), cancel)
+	defer timer.Stop()
+	srv.Shutdown()
+	f.Log.Info("worker stopped")
+	return nil
+}
+
+// RunScheduler runs the periodic maintenance scheduler until ctx ends.
+func (f *Fleet) RunScheduler(ctx context.Context) error {
+	s, err := scheduler.New(scheduler.Config{StuckAfter: f.Cfg.Scheduler.StuckAfter.D()}, f.RedisOpt, f.Log)
+	if err != nil {
+		return err
+	}
+	if err := s.Start(); err != nil {
+		return fmt.Errorf("scheduler: %w", err)
+	}
+	f.Log.Info("scheduler started")
+	<-ctx.Done()
+	s.Shutdown()
+	f.Log.Info("scheduler stopped")
+	return nil
+}
+
+// ServeMetrics runs a /metrics listener on addr until ctx ends (no-op when empty).
+func (f *Fleet) ServeMetrics(ctx context.Context, addr string) error {
+	if addr == "" {
+		return nil
+	}
+	if err := f.Metrics.Serve(ctx, addr); err != nil {
+		return fmt.Errorf("metrics listener %s: %w", addr, err)
+	}
+	return nil
+}
+
+// RunAll runs the given role functions concurrently; the first error cancels the rest.
+func RunAll(ctx context.Context, fns ...func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, len(fns))
+	for i, fn := range fns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(ctx); err != nil {
+				errs[i] = err
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+type asynqLogger struct{ l *slog.Logger }
+
+func (a asynqLogger) Debug(args ...any) { a.l.Debug(fmt.Sprint(args...)) }
+func (a asynqLogger) Info(args ...any)  { a.l.Info(fmt.Sprint(args...)) }
+func (a asynqLogger) Warn(args ...any)  { a.l.Warn(fmt.Sprint(args...)) }
+func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...)) }
+func (a asynqLogger) Fatal(args ...any) { a.l.Error(fmt.Sprint(args...)); os.Exit(1) }
+
+// OpenStore connects to Postgres only (migrations).
+func OpenStore(ctx context.Context, cfg config.Config) (*store.Store, error) {
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("postgres (AETHERIUM_DATABASE_URL): %w", err)
+	}
+	return st, nil
+}

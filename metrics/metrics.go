@@ -1,0 +1,95 @@
+// Package metrics owns one Prometheus registry per process, namespace aetherium_.
+// Label sets are bounded: no run ids, no free text.
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics holds every collector this process exports.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	RunsFinished   *prometheus.CounterVec   // status
+	RunsSubmitted  prometheus.Counter
+	RunDuration    prometheus.Histogram
+	TasksProcessed *prometheus.CounterVec   // queue, type, outcome
+	TaskDuration   *prometheus.HistogramVec // queue, type
+	ToolCalls      *prometheus.CounterVec   // tool, tier, decision
+	ToolDuration   *prometheus.HistogramVec // tool
+	GateDenials    *prometheus.CounterVec   // layer
+	LLMRequests    *prometheus.CounterVec   // provider, model, outcome
+	LLMLatency     *prometheus.HistogramVec // provider, model
+	LLMTokens      *prometheus.CounterVec   // provider, model, direction
+	HTTPRequests   *prometheus.CounterVec   // route, method, status
+	HTTPDuration   *prometheus.HistogramVec // route, method
+}
+
+// New builds the registry with Go and process collectors.
+func New() *Metrics {
+	r := prometheus.NewRegistry()
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	f := func(c prometheus.Collector) { r.MustRegister(c) }
+	m := &Metrics{Registry: r}
+	const ns = "aetherium"
+	m.RunsSubmitted = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "runs_submitted_total", Help: "Runs accepted by the API."})
+	m.RunsFinished = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "runs_finished_total", Help: "Runs that reached a terminal status."}, []string{"status"})
+	m.RunDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "run_duration_seconds", Help: "Run wall time from submission to terminal status.", Buckets: prometheus.ExponentialBuckets(0.05, 2, 16)})
+	m.TasksProcessed = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tasks_processed_total", Help: "asynq tasks handled, by outcome (ok, error, busy)."}, []string{"queue", "type", "outcome"})
+	m.TaskDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "task_duration_seconds", Help: "asynq task handling time.", Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14)}, []string{"queue", "type"})
+	m.ToolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tool_calls_total", Help: "Tool calls by tool, tier and gate decision."}, []string{"tool", "tier", "decision"})
+	m.ToolDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "tool_duration_seconds", Help: "Tool execution time.", Buckets: prometheus.ExponentialBuckets(0.0005, 3, 12)}, []string{"tool"})
+	m.GateDenials = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "gate_denials_total", Help: "Tool calls refused, by the gate layer that refused them."}, []string{"layer"})
+	m.LLMRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "llm_requests_total", Help: "Model calls by provider, model and outcome."}, []string{"provider", "model", "outcome"})
+	m.LLMLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "llm_request_duration_seconds", Help: "Model call latency.", Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 12)}, []string{"provider", "model"})
+	m.LLMTokens = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "llm_tokens_total", Help: "Tokens used by provider, model and direction (input, output)."}, []string{"provider", "model", "direction"})
+	m.HTTPRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "http_requests_total", Help: "API requests by route, method and status."}, []string{"route", "method", "status"})
+	m.HTTPDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "http_request_duration_seconds", Help: "API request latency.", Buckets: prometheus.DefBuckets}, []string{"route", "method"})
+	for _, c := range []prometheus.Collector{m.RunsSubmitted, m.RunsFinished, m.RunDuration, m.TasksProcessed, m.TaskDuration, m.ToolCalls, m.ToolDuration, m.GateDenials, m.LLMRequests, m.LLMLatency, m.LLMTokens, m.HTTPRequests, m.HTTPDuration} {
+		f(c)
+	}
+	return m
+}
+
+// Handler serves the registry.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+// TaskMiddleware counts and times every asynq task.
+func (m *Metrics) TaskMiddleware(outcome func(error) string) asynq.MiddlewareFunc {
+	return func(next asynq.Handler) asynq.Handler {
+		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+			q, _ := asynq.GetQueueName(ctx)
+			start := time.Now()
+			err := next.ProcessTask(ctx, t)
+			m.TaskDuration.WithLabelValues(q, t.Type()).Observe(time.Since(start).Seconds())
+			m.TasksProcessed.WithLabelValues(q, t.Type(), outcome(err)).Inc()
+			return err
+		})
+	}
+}
+
+// Serve runs a /metrics listener until ctx ends (workers and the scheduler).
+func (m *Metrics) Serve(ctx context.Context, addr string) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
+		return err
+	}
+	return nil
+}

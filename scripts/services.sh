@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs (from Debian's packages, when absent) and starts the services the fleet and
+# its tests need: Redis and PostgreSQL on loopback. Idempotent: safe to run again.
+set -euo pipefail
+
+PGVER=""
+need_apt=()
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then need_apt+=(postgresql); fi
+if [ "${#need_apt[@]}" -gt 0 ]; then
+  echo "services: installing ${need_apt[*]} from Debian's packages"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# Redis (AOF on so a restart keeps data).
+if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+  mkdir -p /var/lib/aetherium-redis
+  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --appendonly yes \
+    --dir /var/lib/aetherium-redis --save "" >/dev/null
+  for _ in $(seq 1 50); do redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && break; sleep 0.1; done
+fi
+redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null || { echo "services: redis did not start" >&2; exit 1; }
+
+# PostgreSQL: Debian's cluster, trusting loopback so the default URL
+# postgres://postgres@127.0.0.1:5432/aetherium works without a password.
+PGVER=$(ls /usr/lib/postgresql | sort -V | tail -n1)
+if [ ! -d "/etc/postgresql/$PGVER/main" ]; then
+  pg_createcluster "$PGVER" main >/dev/null
+fi
+HBA="/etc/postgresql/$PGVER/main/pg_hba.conf"
+if ! grep -q '^# aetherium-trust' "$HBA"; then
+  tmp=$(mktemp)
+  { echo "# aetherium-trust: loopback trusted for the local fleet and its tests";
+    echo "host all all 127.0.0.1/32 trust";
+    echo "host all all ::1/128 trust";
+    cat "$HBA"; } > "$tmp"
+  cat "$tmp" > "$HBA"; rm -f "$tmp"
+  conf="/etc/postgresql/$PGVER/main/postgresql.conf"
+  grep -q '^max_connections = 300' "$conf" || echo "max_connections = 300" >> "$conf"
+  pg_ctlcluster --skip-systemctl-redirect "$PGVER" main restart >/dev/null 2>&1 || true
+fi
+if ! pg_isready -h 127.0.0.1 -p 5432 -q; then
+  pg_ctlcluster --skip-systemctl-redirect "$PGVER" main start
+fi
+for _ in $(seq 1 100); do pg_isready -h 127.0.0.1 -p 5432 -q && break; sleep 0.1; done
+pg_isready -h 127.0.0.1 -p 5432 -q || { echo "services: postgresql did not start" >&2; exit 1; }
+psql -h 127.0.0.1 -U postgres -tAc "SELECT 1 FROM pg_database WHERE datname='aetherium'" | grep -q 1 \
+  || psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE aetherium"
+echo "services: redis and postgresql $PGVER are up on 127.0.0.1"

@@ -1,0 +1,177 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Run statuses.
+const (
+	RunQueued    = "queued"
+	RunRunning   = "running"
+	RunWaiting   = "waiting"
+	RunCompleted = "completed"
+	RunFailed    = "failed"
+	RunCancelled = "cancelled"
+)
+
+// Terminal reports whether a run status is final.
+func Terminal(status string) bool {
+	return status == RunCompleted || status == RunFailed || status == RunCancelled
+}
+
+// Run is one row of runs.
+type Run struct {
+	ID          string          `json:"id"`
+	Status      string          `json:"status"`
+	Prompt      string          `json:"prompt"`
+	Template    string          `json:"template,omitempty"`
+	Team        json.RawMessage `json:"team"`
+	Variables   json.RawMessage `json:"variables"`
+	Result      string          `json:"result"`
+	Error       string          `json:"error"`
+	Reason      string          `json:"reason,omitempty"`
+	TokensUsed  int64           `json:"tokens_used"`
+	TokenBudget int64           `json:"token_budget"`
+	CreatedAt   time.Time       `json:"created_at"`
+	UpdatedAt   time.Time       `json:"updated_at"`
+	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+}
+
+const runCols = `id::text, status, prompt, template, team, variables, result, error, reason,
+	tokens_used, token_budget, created_at, updated_at, finished_at`
+
+func scanRun(row pgx.Row) (Run, error) {
+	var r Run
+	err := row.Scan(&r.ID, &r.Status, &r.Prompt, &r.Template, &r.Team, &r.Variables, &r.Result,
+		&r.Error, &r.Reason, &r.TokensUsed, &r.TokenBudget, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, ErrNotFound
+	}
+	return r, err
+}
+
+// CreateRun inserts a queued run.
+func (s *Store) CreateRun(ctx context.Context, r Run) error {
+	if len(r.Variables) == 0 {
+		r.Variables = json.RawMessage("{}")
+	}
+	_, err := s.Pool.Exec(ctx, `INSERT INTO runs (id, status, prompt, template, team, variables, token_budget)
+		VALUES ($1, 'queued', $2, $3, $4, $5, $6)`, r.ID, r.Prompt, r.Template, r.Team, r.Variables, r.TokenBudget)
+	if err != nil {
+		return fmt.Errorf("create run: %w", err)
+	}
+	return nil
+}
+
+// GetRun loads a run.
+func (s *Store) GetRun(ctx context.Context, id string) (Run, error) {
+	r, err := scanRun(s.Pool.QueryRow(ctx, `SELECT `+runCols+` FROM runs WHERE id = $1`, id))
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return r, fmt.Errorf("get run %s: %w", id, err)
+	}
+	return r, err
+}
+
+// ListRuns pages runs newest first. cursor is the id of the last run of the previous
+// page ("" for the first page).
+func (s *Store) ListRuns(ctx context.Context, status string, limit int, cursor string) ([]Run, error) {
+	q := `SELECT ` + runCols + ` FROM runs WHERE ($1 = '' OR status = $1)`
+	args := []any{status}
+	if cursor != "" {
+		q += ` AND (created_at, id) < (SELECT created_at, id FROM runs WHERE id = $3)`
+		args = append(args, limit, cursor)
+	} else {
+		args = append(args, limit)
+	}
+	q += ` ORDER BY created_at DESC, id DESC LIMIT $2`
+	rows, err := s.Pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	defer rows.Close()
+	var out []Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list runs: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// StartRun moves a queued run to running; false when it was not queued.
+func (s *Store) StartRun(ctx context.Context, id string) (bool, error) {
+	tag, err := s.Pool.Exec(ctx, `UPDATE runs SET status = 'running', updated_at = now()
+		WHERE id = $1 AND status = 'queued'`, id)
+	if err != nil {
+		return false, fmt.Errorf("start run: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// SetRunWaiting toggles running ⇄ waiting (approvals); false when the run was not in from.
+func (s *Store) SetRunWaiting(ctx context.Context, id string, waiting bool) (bool, error) {
+	from, to := RunRunning, RunWaiting
+	if !waiting {
+		from, to = to, from
+	}
+	tag, err := s.Pool.Exec(ctx, `UPDATE runs SET status = $3, updated_at = now() WHERE id = $1 AND status = $2`, id, from, to)
+	if err != nil {
+		return false, fmt.Errorf("run %s → %s: %w", id, to, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// FinishRun moves a non-terminal run to a terminal status; false when it already was
+// terminal (a duplicate delivery, or a cancel that won the race).
+func (s *Store) FinishRun(ctx context.Context, id, status, result, errMsg, reason string) (bool, error) {
+	if !Terminal(status) {
+		return false, fmt.Errorf("finish run: %q is not terminal", status)
+	}
+	tag, err := s.Pool.Exec(ctx, `UPDATE runs SET status = $2, result = $3, error = $4, reason = $5,
+		updated_at = now(), finished_at = now()
+		WHERE id = $1 AND status IN ('queued','running','waiting')`, id, status, result, errMsg, reason)
+	if err != nil {
+		return false, fmt.Errorf("finish run %s: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// AddTokens adds n to a run's usage and returns the new total and the budget.
+func (s *Store) AddTokens(ctx context.Context, id string, n int) (used, budget int64, err error) {
+	err = s.Pool.QueryRow(ctx, `UPDATE runs SET tokens_used = tokens_used + $2, updated_at = now()
+		WHERE id = $1 RETURNING tokens_used, token_budget`, id, n).Scan(&used, &budget)
+	if err != nil {
+		return 0, 0, fmt.Errorf("add tokens: %w", err)
+	}
+	return used, budget, nil
+}
+
+// StaleRuns returns non-terminal runs whose last event is older than age.
+func (s *Store) StaleRuns(ctx context.Context, age time.Duration, limit int) ([]string, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT r.id::text FROM runs r
+		WHERE r.status IN ('queued','running') AND r.updated_at < now() - $1::interval
+		AND NOT EXISTS (SELECT 1 FROM run_events e WHERE e.run_id = r.id AND e.created_at >= now() - $1::interval)
+		LIMIT $2`, age.String(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("stale runs: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// QueuedRuns returns runs still queued after age (their first step was never picked up).
+func (s *Store) QueuedRuns(ctx context.Context, age time.Duration, limit int) ([]string, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT id::text FROM runs WHERE status = 'queued' AND created_at < now() - $1::interval
+		ORDER BY created_at LIMIT $2`, age.String(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("queued runs: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}

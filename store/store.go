@@ -1,0 +1,86 @@
+// Package store holds the PostgreSQL repositories: runs, sessions, delegations, run
+// events, plans and todos. State transitions are conditional UPDATEs so a duplicate
+// task delivery finds nothing to change.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"github.com/aetherium-engine/aetherium/migrations"
+)
+
+// Sentinel errors.
+var (
+	ErrNotFound = errors.New("not found")
+	// ErrLeaseLost means another delivery took over the session: stop, persist nothing.
+	ErrLeaseLost = errors.New("session lease lost")
+)
+
+// Store wraps the pool.
+type Store struct {
+	Pool *pgxpool.Pool
+}
+
+// Open connects and pings.
+func Open(ctx context.Context, url string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("database url: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect postgres: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect postgres %s@%s:%d/%s: %w", cfg.ConnConfig.User, cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database, err)
+	}
+	return &Store{Pool: pool}, nil
+}
+
+// Close closes the pool.
+func (s *Store) Close() { s.Pool.Close() }
+
+// Ping checks the database (readiness).
+func (s *Store) Ping(ctx context.Context) error { return s.Pool.Ping(ctx) }
+
+// Migrator returns a goose provider over the embedded migrations.
+func (s *Store) Migrator() (*goose.Provider, func() error, error) {
+	db := stdlib.OpenDBFromPool(s.Pool)
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
+	if err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("migrations: %w", err)
+	}
+	return p, db.Close, nil
+}
+
+// MigrateUp applies every pending migration.
+func (s *Store) MigrateUp(ctx context.Context) error {
+	p, closeDB, err := s.Migrator()
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	// Concurrent starters (compose's api + workers) would race on goose's version
+	// table: serialize them on an advisory lock.
+	conn, err := s.Pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(7274001)"); err != nil {
+		return fmt.Errorf("migrate lock: %w", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(7274001)") //nolint:errcheck
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("migrate up: %w", err)
+	}
+	return nil
+}

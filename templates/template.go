@@ -1,0 +1,289 @@
+// Package templates defines team templates: the supervisor and worker nodes of a run,
+// their permissions, model, egress allowlist, budget and (for the script model) the
+// screenplay. Templates live as YAML files in the templates directory, or inline (as
+// JSON) in a run request; both go through the same validation.
+package templates
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"text/template"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/aetherium-engine/aetherium/llm"
+	"github.com/aetherium-engine/aetherium/llm/script"
+	"github.com/aetherium-engine/aetherium/tools"
+)
+
+// Template is a team.
+type Template struct {
+	Name           string                    `yaml:"name" json:"name"`
+	Description    string                    `yaml:"description,omitempty" json:"description,omitempty"`
+	Model          llm.ModelConfig           `yaml:"model" json:"model"`
+	Supervisor     Node                      `yaml:"supervisor" json:"supervisor"`
+	Workers        []Node                    `yaml:"workers" json:"workers"`
+	AllowedDomains []string                  `yaml:"allowed_domains" json:"allowed_domains"`
+	GPUServices    []string                  `yaml:"gpu_services" json:"gpu_services"`
+	ToolDefaults   map[string]map[string]any `yaml:"tool_defaults" json:"tool_defaults"`
+	Budget         Budget                    `yaml:"budget" json:"budget"`
+	Script         script.Script             `yaml:"script" json:"script"`
+}
+
+// Node is one agent of the team.
+type Node struct {
+	Name       string   `yaml:"name" json:"name"`
+	Prompt     string   `yaml:"prompt" json:"prompt"`
+	MCPServers []string `yaml:"mcp_servers" json:"mcp_servers"`
+	Tools      []string `yaml:"tools" json:"tools"`
+	// Model overrides the team's model for this node.
+	Model *llm.ModelConfig `yaml:"model,omitempty" json:"model,omitempty"`
+}
+
+// Budget caps a run's spend.
+type Budget struct {
+	// MaxTokens is the run's token budget (input + output, all agents). 0 means
+	// the default of 200000.
+	MaxTokens int64 `yaml:"max_tokens" json:"max_tokens"`
+}
+
+// DefaultMaxTokens applies when a template sets no budget.
+const DefaultMaxTokens = 200000
+
+// ErrInvalid wraps every validation failure; the message lists all problems.
+var ErrInvalid = errors.New("invalid template")
+
+// ErrUnknownTemplate is a template name with no file behind it.
+var ErrUnknownTemplate = errors.New("unknown template")
+
+// ParseYAML decodes a template strictly (unknown keys are errors).
+func ParseYAML(raw []byte) (Template, error) {
+	var t Template
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&t); err != nil {
+		return t, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return t, nil
+}
+
+// ParseJSON decodes an inline template strictly.
+func ParseJSON(raw []byte) (Template, error) {
+	var t Template
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&t); err != nil {
+		return t, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return t, nil
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+var agentRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+
+// Providers are the model providers a template may name.
+var Providers = []string{"script", "openai", "anthropic"}
+
+// Validate lists every problem at once, so an author fixes a template in one pass.
+func (t *Template) Validate(reg *tools.Registry) error {
+	var errs []string
+	add := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
+	if t.Name == "" {
+		add("name: required")
+	}
+	checkModel := func(where string, m llm.ModelConfig) {
+		if !containsStr(Providers, m.Provider) {
+			add("%s.provider: %q is not one of %s", where, m.Provider, strings.Join(Providers, ", "))
+		}
+	}
+	checkModel("model", t.Model)
+	names := map[string]bool{}
+	nodes := append([]Node{t.Supervisor}, t.Workers...)
+	for i, n := range nodes {
+		where := "supervisor"
+		if i > 0 {
+			where = fmt.Sprintf("workers[%d]", i-1)
+		}
+		switch {
+		case n.Name == "":
+			add("%s.name: required", where)
+		case !agentRE.MatchString(n.Name):
+			add("%s.name: %q must be letters, digits, - or _ (max 64)", where, n.Name)
+		case names[n.Name]:
+			add("%s.name: duplicate agent name %q", where, n.Name)
+		}
+		names[n.Name] = true
+		for _, g := range n.MCPServers {
+			if !tools.IsGroup(g) {
+				add("%s.mcp_servers: unknown server group %q", where, g)
+			}
+		}
+		for _, tool := range n.Tools {
+			if _, ok := tools.GroupOf(tool); !ok {
+				add("%s.tools: unknown tool %q", where, tool)
+			} else if _, ok := reg.Spec(tool); !ok {
+				add("%s.tools: tool %q is not available in this build", where, tool)
+			}
+		}
+		if n.Model != nil {
+			checkModel(where+".model", *n.Model)
+		}
+		if i > 0 && len(n.MCPServers) == 0 && len(n.Tools) == 0 {
+			add("%s: a worker needs mcp_servers or tools", where)
+		}
+	}
+	for _, d := range t.AllowedDomains {
+		if d == "" || strings.ContainsAny(d, "/: ") || strings.Count(d, "*") > 1 || (strings.Contains(d, "*") && !strings.HasPrefix(d, "*.")) {
+			add("allowed_domains: %q must be a host name or *.example.com", d)
+		}
+	}
+	for tool := range t.ToolDefaults {
+		if _, ok := tools.GroupOf(tool); !ok {
+			add("tool_defaults: unknown tool %q", tool)
+		}
+	}
+	if t.Budget.MaxTokens < 0 {
+		add("budget.max_tokens: must not be negative")
+	}
+	agents := make([]string, 0, len(t.Script.Agents))
+	for a := range t.Script.Agents {
+		agents = append(agents, a)
+	}
+	sort.Strings(agents)
+	for _, a := range agents {
+		if !names[a] {
+			add("script.agents: %q is not an agent of this team", a)
+		}
+	}
+	for _, e := range t.Script.Validate() {
+		errs = append(errs, e.Error())
+	}
+	usesScript := t.Model.Provider == "script"
+	for _, n := range nodes {
+		if n.Model != nil && n.Model.Provider == "script" {
+			usesScript = true
+		}
+	}
+	if usesScript && len(t.Script.Agents) == 0 {
+		add("script: provider script needs script.agents")
+	}
+	if len(errs) > 0 {
+		sort.Strings(errs)
+		return fmt.Errorf("%w %q: %s", ErrInvalid, t.Name, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// Render fills {{.var}} placeholders of every prompt from vars; a placeholder with no
+// variable is an error (a prompt with a hole would mislead the model silently).
+func (t Template) Render(vars map[string]any) (Template, error) {
+	out := t
+	render := func(where, s string) (string, error) {
+		if !strings.Contains(s, "{{") {
+			return s, nil
+		}
+		tpl, err := template.New(where).Option("missingkey=error").Parse(s)
+		if err != nil {
+			return "", fmt.Errorf("%w: %s.prompt: %v", ErrInvalid, where, err)
+		}
+		var b strings.Builder
+		if err := tpl.Execute(&b, vars); err != nil {
+			return "", fmt.Errorf("%w: %s.prompt: %v", ErrInvalid, where, err)
+		}
+		return b.String(), nil
+	}
+	var err error
+	if out.Supervisor.Prompt, err = render("supervisor", t.Supervisor.Prompt); err != nil {
+		return t, err
+	}
+	out.Workers = make([]Node, len(t.Workers))
+	for i, w := range t.Workers {
+		out.Workers[i] = w
+		if out.Workers[i].Prompt, err = render("workers."+w.Name, w.Prompt); err != nil {
+			return t, err
+		}
+	}
+	return out, nil
+}
+
+// Worker returns the worker node named name.
+func (t Template) Worker(name string) (Node, bool) {
+	for _, w := range t.Workers {
+		if w.Name == name {
+			return w, true
+		}
+	}
+	return Node{}, false
+}
+
+// ModelFor returns the model of a node (its own, else the team's).
+func (t Template) ModelFor(n Node) llm.ModelConfig {
+	if n.Model != nil {
+		return *n.Model
+	}
+	return t.Model
+}
+
+// TokenBudget is the effective budget.
+func (t Template) TokenBudget() int64 {
+	if t.Budget.MaxTokens == 0 {
+		return DefaultMaxTokens
+	}
+	return t.Budget.MaxTokens
+}
+
+// Dir loads templates by name from a directory.
+type Dir struct{ Path string }
+
+// Load reads, parses and validates <Path>/<name>.yaml.
+func (d Dir) Load(name string, reg *tools.Registry) (Template, error) {
+	if !nameRE.MatchString(name) {
+		return Template{}, fmt.Errorf("%w %q: names are lowercase letters, digits, - or _", ErrUnknownTemplate, name)
+	}
+	raw, err := os.ReadFile(filepath.Join(d.Path, name+".yaml"))
+	if errors.Is(err, os.ErrNotExist) {
+		return Template{}, fmt.Errorf("%w %q (no %s.yaml in %s)", ErrUnknownTemplate, name, name, d.Path)
+	}
+	if err != nil {
+		return Template{}, fmt.Errorf("template %q: %w", name, err)
+	}
+	t, err := ParseYAML(raw)
+	if err != nil {
+		return t, fmt.Errorf("template %q: %w", name, err)
+	}
+	if err := t.Validate(reg); err != nil {
+		return t, err
+	}
+	return t, nil
+}
+
+// List returns the template names in the directory.
+func (d Dir) List() ([]string, error) {
+	entries, err := os.ReadDir(d.Path)
+	if err != nil {
+		return nil, fmt.Errorf("templates dir: %w", err)
+	}
+	var out []string
+	for _, e := range entries {
+		if n, ok := strings.CutSuffix(e.Name(), ".yaml"); ok && nameRE.MatchString(n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+func containsStr(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,62 @@
+package tools
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+
+	"gopkg.in/yaml.v3"
+)
+
+//go:embed catalog.yaml
+var catalogYAML []byte
+
+// Documented is one entry of tools/catalog.yaml.
+type Documented struct {
+	Name    string `yaml:"name" json:"name"`
+	Group   string `yaml:"group" json:"group"`
+	Tier    string `yaml:"tier" json:"tier"`
+	Purpose string `yaml:"purpose" json:"purpose"`
+}
+
+// Catalog returns the documented catalog.
+func Catalog() ([]Documented, error) {
+	var doc struct {
+		Tools []Documented `yaml:"tools"`
+	}
+	if err := yaml.Unmarshal(catalogYAML, &doc); err != nil {
+		return nil, fmt.Errorf("tools/catalog.yaml: %w", err)
+	}
+	return doc.Tools, nil
+}
+
+// CheckCatalog fails when the registered tools and the documented catalog differ in
+// membership, group or tier. Every process runs it at boot.
+func CheckCatalog(reg *Registry) error {
+	docs, err := Catalog()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	seen := map[string]bool{}
+	for _, d := range docs {
+		seen[d.Name] = true
+		s, ok := reg.Spec(d.Name)
+		if !ok {
+			errs = append(errs, fmt.Errorf("catalog: %s is documented but not registered", d.Name))
+			continue
+		}
+		if s.Group != d.Group {
+			errs = append(errs, fmt.Errorf("catalog: %s is in group %s, documented as %s", d.Name, s.Group, d.Group))
+		}
+		if s.Tier.String() != d.Tier {
+			errs = append(errs, fmt.Errorf("catalog: %s has tier %s, documented as %s", d.Name, s.Tier, d.Tier))
+		}
+	}
+	for _, n := range reg.Names() {
+		if !seen[n] {
+			errs = append(errs, fmt.Errorf("catalog: %s is registered but not documented in tools/catalog.yaml", n))
+		}
+	}
+	return errors.Join(errs...)
+}

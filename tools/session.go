@@ -1,0 +1,70 @@
+package tools
+
+import "context"
+
+// Session is the ambient context of one tool call: who calls, for which run, with
+// what rights. It rides the call's context.Context so no tool threads it by hand.
+type Session struct {
+	RunID     string
+	SessionID string
+	Team      string
+	Agent     string
+	Role      string // supervisor | worker | subagent
+	// Workspace is the absolute path of the run's workspace directory.
+	Workspace string
+	// Access is the node's resolved permissions (groups and visible tools).
+	Access Access
+	// AllowedDomains is the team's egress allowlist.
+	AllowedDomains []string
+	// ToolDefaults are the team's per-tool argument defaults, merged under the
+	// model's own arguments before validation.
+	ToolDefaults map[string]map[string]any
+	// Coordinator carries the run-level effects orchestration and comms tools need.
+	Coordinator Coordinator
+}
+
+// Coordinator is implemented by the worker for the session being stepped.
+type Coordinator interface {
+	// Delegate records delegations for one tool call and enqueues their turns. The
+	// call's result arrives later; the session waits for it.
+	Delegate(ctx context.Context, callID string, reqs []DelegateRequest) error
+	// Reply finishes the run with a final answer.
+	Reply(ctx context.Context, message string) error
+	// Emit records a run event; key makes it idempotent under redelivery.
+	Emit(ctx context.Context, key, typ string, data map[string]any) error
+}
+
+// DelegateRequest is one task handed to one agent.
+type DelegateRequest struct {
+	Agent string
+	Task  string
+	// Tools, when set, is the subagent's allowlist (already capped by the parent's).
+	Tools []string
+}
+
+type sessionKey struct{}
+
+// WithSession returns ctx carrying s.
+func WithSession(ctx context.Context, s *Session) context.Context {
+	return context.WithValue(ctx, sessionKey{}, s)
+}
+
+// SessionFrom returns the session of ctx, or nil outside a tool call.
+func SessionFrom(ctx context.Context) *Session {
+	s, _ := ctx.Value(sessionKey{}).(*Session)
+	return s
+}
+
+type callKey struct{}
+
+// WithCallID returns ctx carrying the id of the tool call being dispatched.
+func WithCallID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, callKey{}, id)
+}
+
+// CallID returns the id of the tool call being dispatched ("" outside one). Tools use
+// it to make their effects idempotent under redelivery.
+func CallID(ctx context.Context) string {
+	s, _ := ctx.Value(callKey{}).(string)
+	return s
+}

@@ -1,0 +1,348 @@
+// Package tools is the tool router: typed registration (args struct → JSON schema), the
+// catalog, the connection and capability filters, and dispatch through middleware.
+// The server classes live in sub-packages and register themselves on a Registry.
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/invopop/jsonschema"
+
+	"github.com/aetherium-engine/aetherium/llm"
+)
+
+// Call is one tool invocation as the model asked for it.
+type Call struct {
+	ID   string
+	Name string
+	Args json.RawMessage
+}
+
+// Result is what goes back to the model.
+type Result struct {
+	Content string
+	// Pending marks a call whose result arrives later (delegate, spawn_subagents):
+	// the session waits and is resumed when it is ready.
+	Pending bool
+	// Final ends the session's loop after this call (reply).
+	Final bool
+}
+
+// Text is a convenience Result.
+func Text(format string, a ...any) Result { return Result{Content: fmt.Sprintf(format, a...)} }
+
+// JSON renders v as the result content.
+func JSON(v any) (Result, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Content: string(b)}, nil
+}
+
+// Handler executes a tool call. Middleware wraps Handlers like net/http's.
+type Handler interface {
+	Handle(ctx context.Context, call Call) (Result, error)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, call Call) (Result, error)
+
+// Handle implements Handler.
+func (f HandlerFunc) Handle(ctx context.Context, call Call) (Result, error) { return f(ctx, call) }
+
+// Middleware wraps a Handler (gate layers, audit, metrics).
+type Middleware func(Handler) Handler
+
+// Sentinel errors callers branch on.
+var (
+	// ErrUnknownTool is a call to a tool that is not registered.
+	ErrUnknownTool = errors.New("unknown tool")
+	// ErrNotInCatalog is a call to a tool outside the calling agent's catalog.
+	ErrNotInCatalog = errors.New("tool not in this agent's catalog")
+	// ErrInvalidArgs is a call whose arguments do not match the tool's schema.
+	ErrInvalidArgs = errors.New("invalid tool arguments")
+)
+
+// Spec describes a registered tool.
+type Spec struct {
+	Name        string
+	Description string
+	Group       string
+	Tier        Tier
+	// Outbound marks tools that reach the network (egress + DLP gate).
+	Outbound bool
+	// Idempotent marks tools safe to re-run after a crash.
+	Idempotent bool
+	Schema     json.RawMessage
+	required   []string
+	handler    Handler
+}
+
+// Option adjusts a registration.
+type Option func(*Spec)
+
+// Outbound flags a tool as reaching the network.
+func Outbound() Option { return func(s *Spec) { s.Outbound = true } }
+
+// Idempotent flags a tool as safe to re-run.
+func Idempotent() Option { return func(s *Spec) { s.Idempotent = true } }
+
+// Registry holds the registered tools.
+type Registry struct {
+	specs map[string]*Spec
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{specs: map[string]*Spec{}} }
+
+var reflector = jsonschema.Reflector{DoNotReference: true, ExpandedStruct: true, Anonymous: true}
+
+// Register adds a typed tool: A's JSON schema is what the model sees, and a call's
+// arguments are decoded strictly into A before fn runs. Group and tier come from the
+// static maps, so a tool cannot be registered into a different tier by accident.
+func Register[A any](r *Registry, name, description string, fn func(ctx context.Context, args A) (Result, error), opts ...Option) {
+	group, ok := GroupOf(name)
+	if !ok {
+		panic(fmt.Sprintf("tools: %s is not a tool of the design (add it to the group map first)", name))
+	}
+	if _, dup := r.specs[name]; dup {
+		panic("tools: duplicate registration of " + name)
+	}
+	sch := reflector.Reflect(new(A))
+	sch.Version, sch.ID = "", ""
+	raw, err := json.Marshal(sch)
+	if err != nil {
+		panic(fmt.Sprintf("tools: schema of %s: %v", name, err))
+	}
+	s := &Spec{Name: name, Description: description, Group: group, Tier: TierOf(name), Schema: raw, required: sch.Required}
+	s.handler = HandlerFunc(func(ctx context.Context, call Call) (Result, error) {
+		var a A
+		if err := decodeArgs(call.Args, s.required, &a); err != nil {
+			return Result{}, fmt.Errorf("%s: %w: %v", name, ErrInvalidArgs, err)
+		}
+		return fn(ctx, a)
+	})
+	for _, o := range opts {
+		o(s)
+	}
+	r.specs[name] = s
+}
+
+func decodeArgs(raw json.RawMessage, required []string, into any) error {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		raw = json.RawMessage("{}")
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return fmt.Errorf("arguments must be a JSON object: %v", err)
+	}
+	var missing []string
+	for _, k := range required {
+		if _, ok := obj[k]; !ok {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing required field(s): %s", strings.Join(missing, ", "))
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Spec returns the registered tool, if any.
+func (r *Registry) Spec(name string) (*Spec, bool) {
+	s, ok := r.specs[name]
+	return s, ok
+}
+
+// Names returns registered tool names, sorted.
+func (r *Registry) Names() []string {
+	out := make([]string, 0, len(r.specs))
+	for k := range r.specs {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Access is a node's resolved permissions: the connection layer (groups) and the
+// capability layer (the visible tool set).
+type Access struct {
+	Groups []string `json:"groups"`
+	Tools  []string `json:"tools"`
+}
+
+// Allows reports whether tool is in the catalog this access shows.
+func (a Access) Allows(tool string) bool {
+	for _, t := range a.Tools {
+		if t == tool {
+			return true
+		}
+	}
+	return false
+}
+
+// Node is what a template says about one agent's permissions.
+type Node struct {
+	Role       string // supervisor | worker | subagent
+	MCPServers []string
+	Tools      []string
+}
+
+// Resolve applies the connection and capability layers to a node: it is served its
+// mcp_servers plus the group of every tool its tools list names (so an explicit tool
+// is never hidden by a forgotten group); an explicit tools list then intersects the
+// result; supervisors always get delegate and reply.
+func (r *Registry) Resolve(n Node) Access {
+	groups := map[string]bool{}
+	for _, g := range n.MCPServers {
+		groups[g] = true
+	}
+	for _, t := range n.Tools {
+		if g, ok := GroupOf(t); ok {
+			groups[g] = true
+		}
+	}
+	explicit := map[string]bool{}
+	for _, t := range n.Tools {
+		explicit[t] = true
+	}
+	var visible []string
+	for _, name := range r.Names() {
+		s := r.specs[name]
+		if !groups[s.Group] {
+			continue
+		}
+		if len(explicit) > 0 && !explicit[name] {
+			continue
+		}
+		visible = append(visible, name)
+	}
+	if n.Role == "supervisor" {
+		for _, t := range []string{"delegate", "reply"} {
+			if _, ok := r.specs[t]; ok && !contains(visible, t) {
+				visible = append(visible, t)
+			}
+		}
+		groups["orchestration"] = true
+	}
+	sort.Strings(visible)
+	gs := make([]string, 0, len(groups))
+	for g := range groups {
+		gs = append(gs, g)
+	}
+	sort.Strings(gs)
+	return Access{Groups: gs, Tools: visible}
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// Definitions returns the schemas the model sees for an access: nothing else exists
+// as far as the model knows.
+func (r *Registry) Definitions(a Access) []llm.ToolDef {
+	out := make([]llm.ToolDef, 0, len(a.Tools))
+	for _, t := range a.Tools {
+		if s, ok := r.specs[t]; ok {
+			out = append(out, llm.ToolDef{Name: s.Name, Description: s.Description, Parameters: s.Schema})
+		}
+	}
+	return out
+}
+
+// Router dispatches calls through the middleware chain to the registered tools.
+type Router struct {
+	reg     *Registry
+	handler Handler
+}
+
+// NewRouter builds the dispatch chain. Middleware run outermost first; the innermost
+// layer is always the capability check (the tool must be in the caller's catalog)
+// followed by tool_defaults merging and the typed handler.
+func NewRouter(reg *Registry, mw ...Middleware) *Router {
+	var h Handler = HandlerFunc(func(ctx context.Context, call Call) (Result, error) {
+		s, ok := reg.specs[call.Name]
+		if !ok {
+			return Result{}, fmt.Errorf("%w: %q", ErrUnknownTool, call.Name)
+		}
+		return s.handler.Handle(ctx, call)
+	})
+	h = mergeDefaults(h)
+	h = capability(reg)(h)
+	for i := len(mw) - 1; i >= 0; i-- {
+		h = mw[i](h)
+	}
+	return &Router{reg: reg, handler: h}
+}
+
+// Registry returns the router's registry.
+func (r *Router) Registry() *Registry { return r.reg }
+
+// Dispatch runs one call with the session already on ctx.
+func (r *Router) Dispatch(ctx context.Context, call Call) (Result, error) {
+	return r.handler.Handle(WithCallID(ctx, call.ID), call)
+}
+
+// capability refuses tools that are unregistered or outside the caller's catalog:
+// a hallucinated tool cannot run even if the model names it.
+func capability(reg *Registry) Middleware {
+	return func(next Handler) Handler {
+		return HandlerFunc(func(ctx context.Context, call Call) (Result, error) {
+			if _, ok := reg.specs[call.Name]; !ok {
+				return Result{}, fmt.Errorf("%w: %q (it does not exist; use only the tools you were given)", ErrUnknownTool, call.Name)
+			}
+			s := SessionFrom(ctx)
+			if s == nil {
+				return Result{}, errors.New("tools: call without a session context")
+			}
+			if !s.Access.Allows(call.Name) {
+				return Result{}, fmt.Errorf("%w: %q is not available to %s", ErrNotInCatalog, call.Name, s.Agent)
+			}
+			return next.Handle(ctx, call)
+		})
+	}
+}
+
+// mergeDefaults lays the team's tool_defaults under the model's arguments.
+func mergeDefaults(next Handler) Handler {
+	return HandlerFunc(func(ctx context.Context, call Call) (Result, error) {
+		s := SessionFrom(ctx)
+		if s == nil || len(s.ToolDefaults[call.Name]) == 0 {
+			return next.Handle(ctx, call)
+		}
+		args := map[string]any{}
+		if len(bytes.TrimSpace(call.Args)) > 0 && string(bytes.TrimSpace(call.Args)) != "null" {
+			if err := json.Unmarshal(call.Args, &args); err != nil {
+				return Result{}, fmt.Errorf("%s: %w: arguments must be a JSON object: %v", call.Name, ErrInvalidArgs, err)
+			}
+		}
+		for k, v := range s.ToolDefaults[call.Name] {
+			if _, set := args[k]; !set {
+				args[k] = v
+			}
+		}
+		raw, err := json.Marshal(args)
+		if err != nil {
+			return Result{}, err
+		}
+		call.Args = raw
+		return next.Handle(ctx, call)
+	})
+}

@@ -1,0 +1,179 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/llm"
+	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/tools"
+)
+
+// SupervisorSession is the id of a run's supervisor session.
+func SupervisorSession(runID string) string { return runID + ":supervisor" }
+
+// DelegationSession is the id of the session working on a delegation.
+func DelegationSession(delegationID string) string { return "d:" + delegationID }
+
+func (w *Worker) handleSupervise(ctx context.Context, t *asynq.Task) error {
+	var p SupervisePayload
+	if err := json.Unmarshal(t.Payload(), &p); err != nil {
+		return fmt.Errorf("%w: bad payload: %v", asynq.SkipRetry, err)
+	}
+	run, err := w.store.GetRun(ctx, p.RunID)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w: run %s does not exist", asynq.SkipRetry, p.RunID)
+	}
+	if err != nil {
+		return err
+	}
+	if store.Terminal(run.Status) {
+		w.ensureTerminalEvent(ctx, run.ID)
+		return nil
+	}
+	team, err := templates.ParseJSON(run.Team)
+	if err != nil {
+		w.FailRun(ctx, run.ID, "invalid_team", err.Error())
+		return nil
+	}
+	if run.Status == store.RunQueued {
+		if _, err := w.store.StartRun(ctx, run.ID); err != nil {
+			return err
+		}
+		if err := w.events.Emit(ctx, run.ID, "started", events.RunStarted, team.Supervisor.Name, map[string]any{"team": team.Name}); err != nil {
+			return err
+		}
+	}
+	node := team.Supervisor
+	sess := store.Session{
+		ID: SupervisorSession(run.ID), RunID: run.ID, Agent: node.Name, Role: "supervisor",
+		Messages: []llm.Message{
+			{Role: llm.RoleSystem, Content: supervisorPrompt(team)},
+			{Role: llm.RoleUser, Content: run.Prompt},
+		},
+	}
+	if err := w.store.EnsureSession(ctx, sess); err != nil {
+		return err
+	}
+	access := w.router.Registry().Resolve(tools.Node{Role: "supervisor", MCPServers: node.MCPServers, Tools: node.Tools})
+	return w.step(ctx, stepInput{run: run, team: team, node: node, role: "supervisor", sessionID: sess.ID, access: access})
+}
+
+var subagentName = regexp.MustCompile(`^(.+)-sub-\d+$`)
+
+func (w *Worker) handleTurn(ctx context.Context, t *asynq.Task) error {
+	var p TurnPayload
+	if err := json.Unmarshal(t.Payload(), &p); err != nil {
+		return fmt.Errorf("%w: bad payload: %v", asynq.SkipRetry, err)
+	}
+	d, err := w.store.GetDelegation(ctx, p.DelegationID)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w: delegation %s does not exist", asynq.SkipRetry, p.DelegationID)
+	}
+	if err != nil {
+		return err
+	}
+	run, err := w.store.GetRun(ctx, d.RunID)
+	if err != nil {
+		return err
+	}
+	if store.Terminal(run.Status) {
+		if _, err := w.store.FinishDelegation(ctx, d.ID, store.DelegationFailed, "", "run ended: "+run.Status); err != nil {
+			return err
+		}
+		w.ensureTerminalEvent(ctx, run.ID)
+		return nil
+	}
+	team, err := templates.ParseJSON(run.Team)
+	if err != nil {
+		w.FailRun(ctx, run.ID, "invalid_team", err.Error())
+		return nil
+	}
+	var node templates.Node
+	var access tools.Access
+	role := "worker"
+	if d.Tools != nil {
+		// A subagent: the parent's node (for model and prompt framing) with the tool
+		// list spawn_subagents capped to the parent's own.
+		role = "subagent"
+		parentName := d.Agent
+		if m := subagentName.FindStringSubmatch(d.Agent); m != nil {
+			parentName = m[1]
+		}
+		parent := team.Supervisor
+		if wn, ok := team.Worker(parentName); ok {
+			parent = wn
+		}
+		node = templates.Node{Name: d.Agent, Prompt: "You are a subagent of " + parentName + ". Do the task and answer with your findings.", Model: parent.Model}
+		access = w.router.Registry().Resolve(tools.Node{Role: role, Tools: d.Tools})
+		if len(d.Tools) == 0 {
+			access = tools.Access{}
+		}
+	} else {
+		n, ok := team.Worker(d.Agent)
+		if !ok {
+			w.FailRun(ctx, run.ID, "unknown_agent", fmt.Sprintf("delegation %s names agent %q, which is not in the team", d.ID, d.Agent))
+			return nil
+		}
+		node = n
+		access = w.router.Registry().Resolve(tools.Node{Role: role, MCPServers: n.MCPServers, Tools: n.Tools})
+	}
+	if err := w.store.MarkDelegationRunning(ctx, d.ID); err != nil {
+		return err
+	}
+	sess := store.Session{
+		ID: DelegationSession(d.ID), RunID: run.ID, Agent: d.Agent, Role: role, DelegationID: d.ID,
+		Messages: []llm.Message{{Role: llm.RoleSystem, Content: node.Prompt}, {Role: llm.RoleUser, Content: d.Task}},
+	}
+	if err := w.store.EnsureSession(ctx, sess); err != nil {
+		return err
+	}
+	if err := w.events.Emit(ctx, run.ID, "turn:"+d.ID, events.TurnStarted, d.Agent, map[string]any{"delegation_id": d.ID}); err != nil {
+		return err
+	}
+	return w.step(ctx, stepInput{run: run, team: team, node: node, role: role, sessionID: sess.ID, access: access, delegation: &d})
+}
+
+// supervisorPrompt frames the supervisor's own prompt with its team roster.
+func supervisorPrompt(team templates.Template) string {
+	var b strings.Builder
+	b.WriteString(team.Supervisor.Prompt)
+	if len(team.Workers) > 0 {
+		b.WriteString("\n\nWorkers you can delegate to (delegate tool, one task each):\n")
+		names := make([]string, 0, len(team.Workers))
+		for _, wk := range team.Workers {
+			names = append(names, wk.Name)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			wk, _ := team.Worker(n)
+			first, _, _ := strings.Cut(wk.Prompt, "\n")
+			fmt.Fprintf(&b, "- %s: %s\n", n, first)
+		}
+	}
+	b.WriteString("\nWhen the work is done, call reply with the final answer for the user.")
+	return b.String()
+}
+
+// Workspace returns (and creates) a run's workspace directory.
+func Workspace(root, runID string) (string, error) {
+	dir, err := filepath.Abs(filepath.Join(root, runID))
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("workspace %s: %w", dir, err)
+	}
+	return dir, nil
+}

@@ -1,0 +1,516 @@
+package worker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/llm"
+	"github.com/aetherium-engine/aetherium/llm/script"
+	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/tools"
+)
+
+type stepInput struct {
+	run        store.Run
+	team       templates.Template
+	node       templates.Node
+	role       string
+	sessionID  string
+	access     tools.Access
+	delegation *store.Delegation
+}
+
+// step drives one session as far as it can go without waiting: resolve pending tool
+// calls, ask the model, run its tool calls, repeat. Every change is saved under the
+// step's lease before the next one, so a redelivery resumes where this left off.
+func (w *Worker) step(ctx context.Context, in stepInput) error {
+	token := uuid.NewString()
+	sess, ok, err := w.store.AcquireSession(ctx, in.sessionID, token, w.cfg.StepLease)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrSessionBusy, in.sessionID)
+	}
+	defer func() {
+		if err := w.store.ReleaseSession(context.WithoutCancel(ctx), sess.ID, token); err != nil {
+			w.log.Warn("release session", "session", sess.ID, "err", err)
+		}
+	}()
+	log := w.log.With("run_id", in.run.ID, "agent", in.node.Name, "session", sess.ID)
+	if sess.Status == "done" {
+		return w.finishSession(ctx, in, &sess)
+	}
+	workspace, err := Workspace(w.cfg.Workspaces, in.run.ID)
+	if err != nil {
+		return err
+	}
+	c := &coordinator{w: w, in: in, session: &sess}
+	tsess := &tools.Session{
+		RunID: in.run.ID, SessionID: sess.ID, Team: in.team.Name, Agent: in.node.Name, Role: in.role,
+		Workspace: workspace, Access: in.access, AllowedDomains: in.team.AllowedDomains,
+		ToolDefaults: in.team.ToolDefaults, Coordinator: c,
+	}
+	tctx := tools.WithSession(ctx, tsess)
+	save := func() error { return w.store.SaveSession(ctx, &sess, token, w.cfg.StepLease) }
+
+	provider, model, err := w.models.For(in.team, in.node)
+	if err != nil {
+		w.FailRun(ctx, in.run.ID, "model_unavailable", fmt.Sprintf("%s: %v", in.node.Name, err))
+		return nil
+	}
+	defs := w.router.Registry().Definitions(in.access)
+
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		run, err := w.store.GetRun(ctx, in.run.ID)
+		if err != nil {
+			return err
+		}
+		if store.Terminal(run.Status) {
+			w.ensureTerminalEvent(ctx, run.ID)
+			return nil
+		}
+
+		// 1. Tool calls of the last assistant message that have no result yet.
+		if pending := pendingCalls(sess.Messages); len(pending) > 0 {
+			waiting := false
+			for _, call := range pending {
+				msg, state, err := w.resolveCall(tctx, in, &sess, call)
+				if err != nil {
+					return err
+				}
+				switch state {
+				case callWaiting:
+					waiting = true
+					continue
+				case callFinal:
+					sess.Messages = append(sess.Messages, msg)
+					sess.Status = "done"
+					if err := save(); err != nil {
+						return err
+					}
+					return w.finishSession(ctx, in, &sess)
+				}
+				sess.Messages = append(sess.Messages, msg)
+				if msg.IsError {
+					sess.Failures++
+				} else {
+					sess.Failures = 0
+				}
+				if err := save(); err != nil {
+					return err
+				}
+				if sess.Failures >= w.cfg.CircuitBreaker {
+					w.FailRun(ctx, run.ID, "circuit_breaker", fmt.Sprintf("%s: %d consecutive failed tool calls, last: %s", in.node.Name, sess.Failures, msg.Content))
+					return nil
+				}
+			}
+			if waiting {
+				if sess.Status != "waiting" {
+					sess.Status = "waiting"
+					if err := save(); err != nil {
+						return err
+					}
+				}
+				log.Debug("session waits for delegations")
+				return nil
+			}
+			// Results are complete in the tool order the model gave, since pending
+			// calls are answered in order and only appended when ready.
+			sess.Status = "active"
+			continue
+		}
+
+		// 2. A final answer ends the session.
+		if last := sess.Messages[len(sess.Messages)-1]; last.Role == llm.RoleAssistant && len(last.ToolCalls) == 0 {
+			sess.Status = "done"
+			if err := save(); err != nil {
+				return err
+			}
+			return w.finishSession(ctx, in, &sess)
+		}
+
+		// 3. Ask the model.
+		if sess.Steps >= w.cfg.MaxSteps {
+			w.FailRun(ctx, run.ID, "max_steps", fmt.Sprintf("%s used its %d model calls without finishing", in.node.Name, w.cfg.MaxSteps))
+			return nil
+		}
+		if run.TokenBudget > 0 && run.TokensUsed >= run.TokenBudget {
+			w.FailRun(ctx, run.ID, "budget_exceeded", fmt.Sprintf("token budget of %d is spent (%d used)", run.TokenBudget, run.TokensUsed))
+			return nil
+		}
+		start := time.Now()
+		resp, err := provider.Complete(ctx, llm.Request{Model: model.Model, Agent: in.node.Name, Messages: sess.Messages, Tools: defs, MaxTokens: model.MaxTokens})
+		w.observeLLM(provider.Name(), model.Model, start, resp, err)
+		if err == nil {
+			err = checkAnswer(&resp.Message, sess.Steps)
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, script.ErrExhausted):
+			w.FailRun(ctx, run.ID, "script_exhausted", fmt.Sprintf("%s: %v", in.node.Name, err))
+			return nil
+		case errors.Is(err, llm.ErrMalformed):
+			// Tell the model what was wrong and ask again; the breaker bounds this.
+			sess.Failures++
+			sess.Steps++
+			sess.Messages = append(sess.Messages, llm.Message{Role: llm.RoleUser, Content: "Your last answer could not be used (" + err.Error() + "). Answer again, using only the tools you were given."})
+			if sess.Failures >= w.cfg.CircuitBreaker {
+				w.FailRun(ctx, run.ID, "circuit_breaker", fmt.Sprintf("%s: %d consecutive unusable model answers, last: %v", in.node.Name, sess.Failures, err))
+				return nil
+			}
+			if err := save(); err != nil {
+				return err
+			}
+			continue
+		case ctx.Err() != nil:
+			return ctx.Err()
+		default:
+			return fmt.Errorf("model call for %s: %w", in.node.Name, err)
+		}
+		used, budget, err := w.store.AddTokens(ctx, run.ID, resp.Usage.Total())
+		if err != nil {
+			return err
+		}
+		sess.Messages = append(sess.Messages, resp.Message)
+		sess.Steps++
+		if err := save(); err != nil {
+			return err
+		}
+		if err := w.events.Emit(ctx, run.ID, fmt.Sprintf("msg:%s:%d", sess.ID, sess.Steps), events.ModelAnswered, in.node.Name, map[string]any{
+			"content": truncate(resp.Message.Content, 2000), "tool_calls": callNames(resp.Message.ToolCalls), "tokens": resp.Usage.Total(),
+		}); err != nil {
+			return err
+		}
+		if budget > 0 && used > budget {
+			w.FailRun(ctx, run.ID, "budget_exceeded", fmt.Sprintf("token budget of %d exceeded (%d used)", budget, used))
+			return nil
+		}
+	}
+}
+
+type callState int
+
+const (
+	callDone callState = iota
+	callWaiting
+	callFinal
+)
+
+// resolveCall produces the tool message for one pending call: from its finished
+// delegations, or by dispatching it through the router (gate included).
+func (w *Worker) resolveCall(ctx context.Context, in stepInput, sess *store.Session, call llm.ToolCall) (llm.Message, callState, error) {
+	if call.Name == "delegate" || call.Name == "spawn_subagents" {
+		ds, err := w.store.DelegationsForCall(ctx, sess.ID, call.ID)
+		if err != nil {
+			return llm.Message{}, callDone, err
+		}
+		// Once the session is waiting, every delegation of its calls was recorded and
+		// enqueued; before that (a crash mid-dispatch) the call is dispatched again,
+		// which is idempotent and completes whatever was missing.
+		if len(ds) > 0 && (sess.Status == "waiting" || allFinished(ds)) {
+			return delegationResult(call, ds)
+		}
+	}
+	start := time.Now()
+	res, err := w.router.Dispatch(ctx, tools.Call{ID: call.ID, Name: call.Name, Args: call.Args})
+	if ctx.Err() != nil {
+		return llm.Message{}, callDone, ctx.Err()
+	}
+	decision := "allowed"
+	msg := llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: res.Content}
+	if err != nil {
+		decision = "error"
+		if errors.Is(err, tools.ErrUnknownTool) || errors.Is(err, tools.ErrNotInCatalog) {
+			decision = "refused"
+		}
+		msg.Content, msg.IsError = "error: "+err.Error(), true
+	}
+	w.observeTool(call.Name, decision, start)
+	if err := w.events.Emit(ctx, in.run.ID, "tool:"+sess.ID+":"+call.ID, events.ToolCall, in.node.Name, map[string]any{
+		"tool": call.Name, "call_id": call.ID, "decision": decision, "error": errString(err), "result": truncate(msg.Content, 500),
+		"duration_ms": time.Since(start).Milliseconds(),
+	}); err != nil {
+		return llm.Message{}, callDone, err
+	}
+	switch {
+	case err == nil && res.Pending:
+		return llm.Message{}, callWaiting, nil
+	case err == nil && res.Final:
+		return msg, callFinal, nil
+	}
+	return msg, callDone, nil
+}
+
+// delegationResult answers a delegate / spawn_subagents call once all its
+// delegations are finished.
+func delegationResult(call llm.ToolCall, ds []store.Delegation) (llm.Message, callState, error) {
+	if !allFinished(ds) {
+		return llm.Message{}, callWaiting, nil
+	}
+	msg := llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name}
+	if call.Name == "delegate" {
+		d := ds[0]
+		if d.Status == store.DelegationFailed {
+			msg.Content, msg.IsError = fmt.Sprintf("%s failed: %s", d.Agent, d.Error), true
+		} else {
+			msg.Content = d.Result
+		}
+		return msg, callDone, nil
+	}
+	type out struct {
+		Agent  string `json:"agent"`
+		Status string `json:"status"`
+		Result string `json:"result,omitempty"`
+		Error  string `json:"error,omitempty"`
+	}
+	res := make([]out, len(ds))
+	for i, d := range ds {
+		res[i] = out{Agent: d.Agent, Status: d.Status, Result: d.Result, Error: d.Error}
+	}
+	raw, _ := json.Marshal(res)
+	msg.Content = string(raw)
+	return msg, callDone, nil
+}
+
+func allFinished(ds []store.Delegation) bool {
+	for _, d := range ds {
+		if d.Status != store.DelegationCompleted && d.Status != store.DelegationFailed {
+			return false
+		}
+	}
+	return true
+}
+
+// finishSession publishes a finished session's outcome. Idempotent: it runs again
+// when a redelivery finds the session already done.
+func (w *Worker) finishSession(ctx context.Context, in stepInput, sess *store.Session) error {
+	final := ""
+	if n := len(sess.Messages); n > 0 {
+		last := sess.Messages[n-1]
+		if last.Role == llm.RoleAssistant {
+			final = last.Content
+		}
+	}
+	if in.role == "supervisor" {
+		// A supervisor that ends without reply still finishes the run with its last words.
+		changed, err := w.store.FinishRun(ctx, in.run.ID, store.RunCompleted, final, "", "")
+		if err != nil {
+			return err
+		}
+		if changed {
+			w.observeFinished(ctx, in.run.ID)
+		}
+		w.ensureTerminalEvent(ctx, in.run.ID)
+		return nil
+	}
+	d := in.delegation
+	if _, err := w.store.FinishDelegation(ctx, d.ID, store.DelegationCompleted, final, ""); err != nil {
+		return err
+	}
+	if err := w.events.Emit(ctx, in.run.ID, "delegation-finished:"+d.ID, events.DelegationFinished, d.Agent, map[string]any{
+		"delegation_id": d.ID, "status": store.DelegationCompleted, "result": truncate(final, 2000),
+	}); err != nil {
+		return err
+	}
+	return w.resumeParent(ctx, *d)
+}
+
+// resumeParent enqueues the step of the session that delegated d. The TaskID names
+// d, so however often d finishes, the parent is resumed once for it.
+func (w *Worker) resumeParent(ctx context.Context, d store.Delegation) error {
+	if d.ParentSession == SupervisorSession(d.RunID) {
+		return w.queue.Supervise(ctx, d.RunID, "after:"+d.ID)
+	}
+	parent, ok := strings.CutPrefix(d.ParentSession, "d:")
+	if !ok {
+		return fmt.Errorf("delegation %s: unknown parent session %q", d.ID, d.ParentSession)
+	}
+	return w.queue.Turn(ctx, parent, "after:"+d.ID)
+}
+
+// pendingCalls returns the calls of the last assistant message that no tool message
+// answers yet.
+func pendingCalls(msgs []llm.Message) []llm.ToolCall {
+	last := -1
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == llm.RoleAssistant {
+			last = i
+			break
+		}
+	}
+	if last < 0 || len(msgs[last].ToolCalls) == 0 {
+		return nil
+	}
+	answered := map[string]bool{}
+	for _, m := range msgs[last+1:] {
+		if m.Role == llm.RoleTool {
+			answered[m.ToolCallID] = true
+		}
+	}
+	var out []llm.ToolCall
+	for _, c := range msgs[last].ToolCalls {
+		if !answered[c.ID] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// checkAnswer rejects answers the loop cannot act on and gives every tool call a
+// unique id (some servers omit or repeat them).
+func checkAnswer(m *llm.Message, step int) error {
+	m.Role = llm.RoleAssistant
+	if len(m.ToolCalls) == 0 && strings.TrimSpace(m.Content) == "" {
+		return fmt.Errorf("%w: empty answer with no tool calls", llm.ErrMalformed)
+	}
+	seen := map[string]bool{}
+	for i := range m.ToolCalls {
+		c := &m.ToolCalls[i]
+		if strings.TrimSpace(c.Name) == "" {
+			return fmt.Errorf("%w: tool call %d has no name", llm.ErrMalformed, i+1)
+		}
+		if c.ID == "" || seen[c.ID] {
+			c.ID = fmt.Sprintf("call_s%d_%d", step+1, i+1)
+		}
+		seen[c.ID] = true
+		if len(c.Args) == 0 {
+			c.Args = json.RawMessage("{}")
+		}
+	}
+	return nil
+}
+
+// coordinator implements tools.Coordinator for the session being stepped.
+type coordinator struct {
+	w       *Worker
+	in      stepInput
+	session *store.Session
+}
+
+// Delegate implements tools.Coordinator.
+func (c *coordinator) Delegate(ctx context.Context, callID string, reqs []tools.DelegateRequest) error {
+	for _, r := range reqs {
+		if r.Tools != nil {
+			continue // subagents are created by name from their parent
+		}
+		if r.Agent == c.in.node.Name {
+			return fmt.Errorf("delegate: %s cannot delegate to itself", r.Agent)
+		}
+		if _, ok := c.in.team.Worker(r.Agent); !ok {
+			names := make([]string, 0, len(c.in.team.Workers))
+			for _, wk := range c.in.team.Workers {
+				names = append(names, wk.Name)
+			}
+			return fmt.Errorf("delegate: unknown agent %q (workers: %s)", r.Agent, strings.Join(names, ", "))
+		}
+	}
+	for i, r := range reqs {
+		id := delegationID(c.session.ID, callID, i, r.Agent)
+		d := store.Delegation{ID: id, RunID: c.in.run.ID, ParentSession: c.session.ID, ToolCallID: callID, Agent: r.Agent, Task: r.Task, Tools: r.Tools}
+		if r.Tools == nil && c.in.role == "subagent" {
+			return errors.New("delegate: subagents cannot delegate")
+		}
+		if _, err := c.w.store.InsertDelegation(ctx, d); err != nil {
+			return err
+		}
+		if err := c.Emit(ctx, "delegated:"+id, events.Delegated, map[string]any{"delegation_id": id, "to": r.Agent, "task": truncate(r.Task, 2000)}); err != nil {
+			return err
+		}
+		if err := c.w.queue.Turn(ctx, id, "start"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Reply implements tools.Coordinator.
+func (c *coordinator) Reply(ctx context.Context, message string) error {
+	if c.in.role != "supervisor" {
+		return errors.New("reply: only the supervisor replies to the user; end your turn with a final message instead")
+	}
+	changed, err := c.w.store.FinishRun(ctx, c.in.run.ID, store.RunCompleted, message, "", "")
+	if err != nil {
+		return err
+	}
+	if changed {
+		c.w.observeFinished(ctx, c.in.run.ID)
+	}
+	c.w.ensureTerminalEvent(ctx, c.in.run.ID)
+	return nil
+}
+
+// Emit implements tools.Coordinator.
+func (c *coordinator) Emit(ctx context.Context, key, typ string, data map[string]any) error {
+	return c.w.events.Emit(ctx, c.in.run.ID, key, typ, c.in.node.Name, data)
+}
+
+func delegationID(sessionID, callID string, i int, agent string) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00%d\x00%s", sessionID, callID, i, agent)))
+	return "del_" + hex.EncodeToString(h[:12])
+}
+
+func (w *Worker) observeLLM(provider, model string, start time.Time, resp llm.Response, err error) {
+	if w.metrics == nil {
+		return
+	}
+	if model == "" {
+		model = resp.Model
+	}
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	w.metrics.LLMRequests.WithLabelValues(provider, model, outcome).Inc()
+	w.metrics.LLMLatency.WithLabelValues(provider, model).Observe(time.Since(start).Seconds())
+	if err == nil {
+		w.metrics.LLMTokens.WithLabelValues(provider, model, "input").Add(float64(resp.Usage.InputTokens))
+		w.metrics.LLMTokens.WithLabelValues(provider, model, "output").Add(float64(resp.Usage.OutputTokens))
+	}
+}
+
+func (w *Worker) observeTool(tool, decision string, start time.Time) {
+	if w.metrics == nil {
+		return
+	}
+	w.metrics.ToolCalls.WithLabelValues(tool, tools.TierOf(tool).String(), decision).Inc()
+	w.metrics.ToolDuration.WithLabelValues(tool).Observe(time.Since(start).Seconds())
+	if decision == "refused" {
+		w.metrics.GateDenials.WithLabelValues("capability").Inc()
+	}
+}
+
+func callNames(cs []llm.ToolCall) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Name
+	}
+	return out
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,212 @@
+// Package worker holds the asynq handlers of the fleet: the supervisor step
+// (run:supervise) and the agent turn (agent:turn), both driving the same durable
+// agent loop. A step persists after every model answer and every tool result and
+// returns when it must wait; it never blocks on another job.
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/metrics"
+	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/tools"
+)
+
+// Config tunes the agent loop.
+type Config struct {
+	// Workspaces is the root of per-run workspace directories.
+	Workspaces string
+	// StepLease is how long a step owns its session; renewed on every save. Default 2m.
+	StepLease time.Duration
+	// CircuitBreaker fails a run after this many consecutive failed tool calls or
+	// unusable model answers in one session. Default 5.
+	CircuitBreaker int
+	// MaxSteps bounds model calls per session. Default 50.
+	MaxSteps int
+	// MaxRetry is the asynq retry budget per task; the last failure fails the run. Default 5.
+	MaxRetry int
+}
+
+func (c *Config) defaults() {
+	if c.StepLease <= 0 {
+		c.StepLease = 2 * time.Minute
+	}
+	if c.CircuitBreaker <= 0 {
+		c.CircuitBreaker = 5
+	}
+	if c.MaxSteps <= 0 {
+		c.MaxSteps = 50
+	}
+	if c.MaxRetry < 0 {
+		c.MaxRetry = 5
+	}
+}
+
+// ErrSessionBusy means another delivery is stepping the session right now; the task
+// is retried shortly and the retry is not counted as a failure.
+var ErrSessionBusy = errors.New("session busy")
+
+// Worker runs the handlers.
+type Worker struct {
+	cfg     Config
+	store   *store.Store
+	queue   *Enqueuer
+	events  *events.Recorder
+	router  *tools.Router
+	models  Models
+	metrics *metrics.Metrics
+	log     *slog.Logger
+}
+
+// Deps are the Worker's collaborators.
+type Deps struct {
+	Store   *store.Store
+	Queue   *Enqueuer
+	Events  *events.Recorder
+	Router  *tools.Router
+	Models  Models
+	Metrics *metrics.Metrics
+	Log     *slog.Logger
+}
+
+// New returns a Worker.
+func New(cfg Config, d Deps) *Worker {
+	cfg.defaults()
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	return &Worker{cfg: cfg, store: d.Store, queue: d.Queue, events: d.Events, router: d.Router, models: d.Models, metrics: d.Metrics, log: d.Log}
+}
+
+// Mux returns the asynq handler for both task types.
+func (w *Worker) Mux() *asynq.ServeMux {
+	mux := asynq.NewServeMux()
+	if w.metrics != nil {
+		mux.Use(w.metrics.TaskMiddleware(Outcome))
+	}
+	mux.HandleFunc(TypeSupervise, w.handleSupervise)
+	mux.HandleFunc(TypeTurn, w.handleTurn)
+	return mux
+}
+
+// Outcome labels a handler error for metrics.
+func Outcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrSessionBusy):
+		return "busy"
+	default:
+		return "error"
+	}
+}
+
+// IsFailure tells asynq which errors count against the retry budget: a busy session
+// or a shutdown is not the task's fault.
+func IsFailure(err error) bool {
+	return !errors.Is(err, ErrSessionBusy) && !errors.Is(err, context.Canceled)
+}
+
+// RetryDelay retries busy sessions quickly and everything else with backoff.
+func RetryDelay(n int, err error, t *asynq.Task) time.Duration {
+	if errors.Is(err, ErrSessionBusy) || errors.Is(err, context.Canceled) {
+		return 200 * time.Millisecond
+	}
+	d := time.Second << min(n, 6)
+	return d
+}
+
+// ErrorHandler fails the run when a task has exhausted its retries: the circuit
+// breaker at task level, so a run never hangs on a job that keeps failing.
+func (w *Worker) ErrorHandler() asynq.ErrorHandler {
+	return asynq.ErrorHandlerFunc(func(ctx context.Context, t *asynq.Task, err error) {
+		retried, _ := asynq.GetRetryCount(ctx)
+		maxRetry, _ := asynq.GetMaxRetry(ctx)
+		if !IsFailure(err) || retried < maxRetry {
+			w.log.Warn("task failed, will retry", "type", t.Type(), "retried", retried, "err", err)
+			return
+		}
+		runID, err2 := w.runOfTask(context.WithoutCancel(ctx), t)
+		if err2 != nil {
+			w.log.Error("task exhausted retries; cannot find its run", "type", t.Type(), "err", err, "lookup_err", err2)
+			return
+		}
+		w.FailRun(context.WithoutCancel(ctx), runID, "task_failed", fmt.Sprintf("%s failed %d times: %v", t.Type(), retried+1, err))
+	})
+}
+
+func (w *Worker) runOfTask(ctx context.Context, t *asynq.Task) (string, error) {
+	switch t.Type() {
+	case TypeSupervise:
+		var p SupervisePayload
+		if err := json.Unmarshal(t.Payload(), &p); err != nil {
+			return "", err
+		}
+		return p.RunID, nil
+	case TypeTurn:
+		var p TurnPayload
+		if err := json.Unmarshal(t.Payload(), &p); err != nil {
+			return "", err
+		}
+		d, err := w.store.GetDelegation(ctx, p.DelegationID)
+		return d.RunID, err
+	}
+	return "", fmt.Errorf("unknown task type %s", t.Type())
+}
+
+// FailRun ends a run as failed (once) and records the terminal event.
+func (w *Worker) FailRun(ctx context.Context, runID, reason, msg string) {
+	changed, err := w.store.FinishRun(ctx, runID, store.RunFailed, "", msg, reason)
+	if err != nil {
+		w.log.Error("fail run", "run_id", runID, "err", err)
+		return
+	}
+	if changed {
+		w.log.Warn("run failed", "run_id", runID, "reason", reason, "error", msg)
+		w.observeFinished(ctx, runID)
+	}
+	w.ensureTerminalEvent(ctx, runID)
+}
+
+func (w *Worker) observeFinished(ctx context.Context, runID string) {
+	if w.metrics == nil {
+		return
+	}
+	r, err := w.store.GetRun(ctx, runID)
+	if err != nil {
+		return
+	}
+	w.metrics.RunsFinished.WithLabelValues(r.Status).Inc()
+	if r.FinishedAt != nil {
+		w.metrics.RunDuration.Observe(r.FinishedAt.Sub(r.CreatedAt).Seconds())
+	}
+}
+
+// ensureTerminalEvent records the run's terminal event from its stored status. Keyed
+// "terminal", so whoever finished the run, and however often this runs, the stream
+// gets exactly one.
+func (w *Worker) ensureTerminalEvent(ctx context.Context, runID string) {
+	r, err := w.store.GetRun(ctx, runID)
+	if err != nil || !store.Terminal(r.Status) {
+		return
+	}
+	if err := EmitTerminal(ctx, w.events, r); err != nil {
+		w.log.Error("terminal event", "run_id", runID, "err", err)
+	}
+}
+
+// EmitTerminal records the terminal event of a finished run (idempotent).
+func EmitTerminal(ctx context.Context, rec *events.Recorder, r store.Run) error {
+	typ := map[string]string{store.RunCompleted: events.RunCompleted, store.RunFailed: events.RunFailed, store.RunCancelled: events.RunCancelled}[r.Status]
+	return rec.Emit(ctx, r.ID, "terminal", typ, "", map[string]any{
+		"status": r.Status, "result": r.Result, "error": r.Error, "reason": r.Reason, "tokens_used": r.TokensUsed,
+	})
+}
