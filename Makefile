@@ -1,0 +1,31 @@
+# The two set-up commands: `make demo` runs the main job end to end, `make test`
+# runs the tests. Both install and start Redis and PostgreSQL (Debian's packages)
+# when they are absent.
+SHELL := /bin/bash
+export PATH := /usr/local/go/bin:$(PATH)
+GO ?= go
+
+.PHONY: demo test services build vet compose-check clean
+
+build:
+	$(GO) build -o bin/aetherium ./cmd/aetherium
+
+services:
+	bash scripts/services.sh
+
+demo: services build
+	bash scripts/demo.sh
+
+vet:
+	$(GO) vet ./...
+
+test: services vet
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+compose-check:
+	@if command -v docker-compose >/dev/null 2>&1; then docker-compose -f docker-compose.yml config -q && echo "docker-compose.yml: valid"; \
+	elif docker compose version >/dev/null 2>&1; then docker compose -f docker-compose.yml config -q && echo "docker-compose.yml: valid"; \
+	else echo "compose-check: no docker-compose here, skipped"; fi
+
+clean:
+	rm -rf bin data
