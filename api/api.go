@@ -91,8 +91,7 @@ func New(cfg Config, d Deps) *Server {
 		PrometheusAddress: cfg.PrometheusURL,
 	})
 	mon := adaptor.HTTPHandler(s.mon)
-	app.Get("/monitoring", func(c *fiber.Ctx) error { return c.Redirect("/monitoring/", http.StatusMovedPermanently) })
-	app.All("/monitoring/*", mon)
+	app.Use("/monitoring", mon)
 
 	r := app.Group("/api")
 	r.Post("/orchestrator/run", s.submitInline)

@@ -140,7 +140,7 @@ func (t *Template) Validate(reg *tools.Registry) error {
 		}
 	}
 	for _, d := range t.AllowedDomains {
-		if d == "" || strings.ContainsAny(d, "/: ") || strings.Count(d, "*") > 1 || (strings.Contains(d, "*") && !strings.HasPrefix(d, "*.")) {
+		if strings.TrimPrefix(d, "*.") == "" || strings.ContainsAny(d, "/: ") || strings.Count(d, "*") > 1 || (strings.Contains(d, "*") && !strings.HasPrefix(d, "*.")) {
 			add("allowed_domains: %q must be a host name or *.example.com", d)
 		}
 	}

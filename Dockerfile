@@ -1,0 +1,18 @@
+# The one binary, every role. Build: docker build -t aetherium .
+# (Needs a Go toolchain image; on a machine without a registry, build the binary with
+# `make build` and use Dockerfile.local instead.)
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/aetherium ./cmd/aetherium
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/aetherium /usr/local/bin/aetherium
+COPY templates /app/templates
+COPY config /app/config
+WORKDIR /app
+ENV AETHERIUM_TEMPLATES=/app/templates AETHERIUM_WORKSPACES=/data/workspaces
+USER nonroot
+ENTRYPOINT ["/usr/local/bin/aetherium"]

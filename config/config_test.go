@@ -1,0 +1,308 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aetherium-engine/aetherium/config"
+)
+
+// envOf returns a fake environment lookup over m, so tests never read the real one.
+func envOf(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
+// writeFile writes a config file into a fresh temp dir and returns its path.
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "aetherium.yaml")
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+	return p
+}
+
+func TestDefault(t *testing.T) {
+	t.Parallel()
+	c := config.Default()
+	require.NoError(t, c.Validate())
+	require.Equal(t, "redis://127.0.0.1:6379/0", c.RedisURL)
+	require.Equal(t, "postgres://postgres@127.0.0.1:5432/aetherium?sslmode=disable", c.DatabaseURL)
+	require.Equal(t, "data/workspaces", c.Workspaces)
+	require.Equal(t, "templates", c.Templates)
+	require.Equal(t, "127.0.0.1:8080", c.API.Addr)
+	require.Equal(t, 1<<20, c.API.BodyLimit)
+	require.NotNil(t, c.API.MonitoringReadOnly)
+	require.True(t, *c.API.MonitoringReadOnly)
+	require.Empty(t, c.API.PrometheusURL)
+	require.Equal(t, 20, c.Worker.Concurrency)
+	require.Equal(t, 10*time.Second, c.Worker.ShutdownTimeout.D())
+	require.Equal(t, 100*time.Millisecond, c.Worker.TaskCheckInterval.D())
+	require.Equal(t, 2*time.Minute, c.Worker.StepLease.D())
+	require.Equal(t, 5, c.Worker.MaxRetry)
+	require.Equal(t, 5, c.Worker.CircuitBreaker)
+	require.Equal(t, 50, c.Worker.MaxSteps)
+	require.Equal(t, "127.0.0.1:9091", c.Worker.MetricsAddr)
+	require.Equal(t, time.Hour, c.Scheduler.StuckAfter.D())
+	require.Equal(t, "127.0.0.1:9092", c.Scheduler.MetricsAddr)
+	require.Equal(t, "gpt-4o-mini", c.LLM.OpenAI.Model)
+	require.Equal(t, "claude-sonnet-4-5", c.LLM.Anthropic.Model)
+	for _, p := range []config.Provider{c.LLM.OpenAI, c.LLM.Anthropic} {
+		require.Equal(t, 3, p.MaxRetries)
+		require.Equal(t, 120*time.Second, p.Timeout.D())
+		require.Empty(t, p.APIKey)
+		require.Empty(t, p.BaseURL)
+	}
+}
+
+func TestDefaultsDoNotShareState(t *testing.T) {
+	t.Parallel()
+	a, b := config.Default(), config.Default()
+	*a.API.MonitoringReadOnly = false
+	require.True(t, *b.API.MonitoringReadOnly, "Default must return a fresh MonitoringReadOnly pointer")
+}
+
+func TestLoadFromNoFileGivesDefaults(t *testing.T) {
+	t.Parallel()
+	// The package directory has no aetherium.yaml, so an empty path falls back to
+	// defaults rather than failing.
+	c, err := config.LoadFrom("", envOf(nil))
+	require.NoError(t, err)
+	require.Equal(t, config.Default(), c)
+}
+
+func TestLoadFromEmptyFileGivesDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := config.LoadFrom(writeFile(t, "# only a comment\n"), envOf(nil))
+	require.NoError(t, err)
+	require.Equal(t, config.Default(), c)
+}
+
+func TestLoadFromFileAndEnv(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, `
+redis_url: redis://redis.internal:6380/2
+database_url: postgresql://fleet@db:5432/fleet
+workspaces: /srv/ws
+api:
+  addr: 0.0.0.0:9000
+  body_limit: 2048
+  monitoring_read_only: false
+worker:
+  concurrency: 7
+  shutdown_timeout: 30s
+  step_lease: 5m
+  metrics_addr: ""
+scheduler:
+  stuck_after: 90m
+llm:
+  openai:
+    base_url: http://vllm:8000/v1
+    api_key: from-file
+    model: local-model
+  anthropic:
+    timeout: 45s
+`)
+	tests := []struct {
+		name  string
+		env   map[string]string
+		check func(t *testing.T, c config.Config)
+	}{
+		{
+			name: "file only",
+			check: func(t *testing.T, c config.Config) {
+				require.Equal(t, "redis://redis.internal:6380/2", c.RedisURL)
+				require.Equal(t, "postgresql://fleet@db:5432/fleet", c.DatabaseURL)
+				require.Equal(t, "/srv/ws", c.Workspaces)
+				require.Equal(t, "templates", c.Templates, "keys absent from the file keep their default")
+				require.Equal(t, "0.0.0.0:9000", c.API.Addr)
+				require.Equal(t, 2048, c.API.BodyLimit)
+				require.False(t, *c.API.MonitoringReadOnly)
+				require.Equal(t, 7, c.Worker.Concurrency)
+				require.Equal(t, 30*time.Second, c.Worker.ShutdownTimeout.D())
+				require.Equal(t, 5*time.Minute, c.Worker.StepLease.D())
+				require.Equal(t, 100*time.Millisecond, c.Worker.TaskCheckInterval.D())
+				require.Equal(t, 5, c.Worker.MaxRetry)
+				require.Empty(t, c.Worker.MetricsAddr, "an empty metrics address disables it")
+				require.Equal(t, 90*time.Minute, c.Scheduler.StuckAfter.D())
+				require.Equal(t, "127.0.0.1:9092", c.Scheduler.MetricsAddr)
+				require.Equal(t, "http://vllm:8000/v1", c.LLM.OpenAI.BaseURL)
+				require.Equal(t, "from-file", c.LLM.OpenAI.APIKey)
+				require.Equal(t, "local-model", c.LLM.OpenAI.Model)
+				require.Equal(t, 3, c.LLM.OpenAI.MaxRetries)
+				require.Equal(t, 45*time.Second, c.LLM.Anthropic.Timeout.D())
+				require.Equal(t, "claude-sonnet-4-5", c.LLM.Anthropic.Model)
+			},
+		},
+		{
+			name: "env overrides file",
+			env: map[string]string{
+				"AETHERIUM_REDIS_URL":              "rediss://cache:6379/0",
+				"AETHERIUM_DATABASE_URL":           "postgres://other@db2/x",
+				"AETHERIUM_WORKSPACES":             "/tmp/ws",
+				"AETHERIUM_TEMPLATES":              "/etc/aetherium/templates",
+				"AETHERIUM_API_ADDR":               ":8081",
+				"AETHERIUM_PROMETHEUS_URL":         "http://prom:9090",
+				"AETHERIUM_API_BODY_LIMIT":         "4096",
+				"AETHERIUM_WORKER_CONCURRENCY":     "3",
+				"AETHERIUM_WORKER_METRICS_ADDR":    "127.0.0.1:9191",
+				"AETHERIUM_SCHEDULER_METRICS_ADDR": "",
+				"AETHERIUM_OPENAI_BASE_URL":        "http://ollama:11434/v1",
+				"AETHERIUM_ANTHROPIC_BASE_URL":     "http://proxy/anthropic",
+				"AETHERIUM_OPENAI_MODEL":           "env-model",
+				"AETHERIUM_ANTHROPIC_MODEL":        "claude-env",
+				"AETHERIUM_ANTHROPIC_API_KEY":      "ant-env",
+			},
+			check: func(t *testing.T, c config.Config) {
+				require.Equal(t, "rediss://cache:6379/0", c.RedisURL)
+				require.Equal(t, "postgres://other@db2/x", c.DatabaseURL)
+				require.Equal(t, "/tmp/ws", c.Workspaces)
+				require.Equal(t, "/etc/aetherium/templates", c.Templates)
+				require.Equal(t, ":8081", c.API.Addr)
+				require.Equal(t, "http://prom:9090", c.API.PrometheusURL)
+				require.Equal(t, 4096, c.API.BodyLimit)
+				require.Equal(t, 3, c.Worker.Concurrency)
+				require.Equal(t, "127.0.0.1:9191", c.Worker.MetricsAddr)
+				require.Empty(t, c.Scheduler.MetricsAddr, "a set-but-empty env var still overrides")
+				require.Equal(t, "http://ollama:11434/v1", c.LLM.OpenAI.BaseURL)
+				require.Equal(t, "http://proxy/anthropic", c.LLM.Anthropic.BaseURL)
+				require.Equal(t, "env-model", c.LLM.OpenAI.Model)
+				require.Equal(t, "claude-env", c.LLM.Anthropic.Model)
+				require.Equal(t, "from-file", c.LLM.OpenAI.APIKey)
+				require.Equal(t, "ant-env", c.LLM.Anthropic.APIKey)
+				require.Equal(t, 30*time.Second, c.Worker.ShutdownTimeout.D(), "file values without an env var survive")
+			},
+		},
+		{
+			name: "vendor api key env overrides file",
+			env:  map[string]string{"OPENAI_API_KEY": "sk-vendor", "ANTHROPIC_API_KEY": "ant-vendor"},
+			check: func(t *testing.T, c config.Config) {
+				require.Equal(t, "sk-vendor", c.LLM.OpenAI.APIKey)
+				require.Equal(t, "ant-vendor", c.LLM.Anthropic.APIKey)
+			},
+		},
+		{
+			name: "aetherium api key wins over vendor key",
+			env: map[string]string{
+				"OPENAI_API_KEY": "sk-vendor", "AETHERIUM_OPENAI_API_KEY": "sk-aeth",
+				"ANTHROPIC_API_KEY": "ant-vendor", "AETHERIUM_ANTHROPIC_API_KEY": "ant-aeth",
+			},
+			check: func(t *testing.T, c config.Config) {
+				require.Equal(t, "sk-aeth", c.LLM.OpenAI.APIKey)
+				require.Equal(t, "ant-aeth", c.LLM.Anthropic.APIKey)
+			},
+		},
+		{
+			name: "empty vendor key does not clear the file's key",
+			env:  map[string]string{"OPENAI_API_KEY": ""},
+			check: func(t *testing.T, c config.Config) {
+				require.Equal(t, "from-file", c.LLM.OpenAI.APIKey)
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := config.LoadFrom(path, envOf(tc.env))
+			require.NoError(t, err)
+			tc.check(t, c)
+		})
+	}
+}
+
+func TestLoadFromErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// file is the YAML body; "" with missing=true means no file at all.
+		file    string
+		missing bool
+		env     map[string]string
+		// want are substrings the error must contain (the key it names).
+		want []string
+	}{
+		{name: "explicit missing file", missing: true, want: []string{"AETHERIUM_CONFIG", "no such file"}},
+		{name: "unknown top-level key", file: "redis_url: redis://x:1/0\nredis_ulr: typo\n", want: []string{"redis_ulr", "not found"}},
+		{name: "unknown nested key", file: "api:\n  adr: 1.2.3.4:80\n", want: []string{"adr", "not found"}},
+		{name: "malformed yaml", file: "api: [unclosed\n", want: []string{"config "}},
+		{name: "bad duration", file: "worker:\n  shutdown_timeout: soon\n", want: []string{"soon"}},
+		{name: "duration without unit", file: "worker:\n  step_lease: 5\n", want: []string{"missing unit"}},
+		{name: "bad redis url in file", file: "redis_url: http://localhost:6379\n", want: []string{"redis_url", "AETHERIUM_REDIS_URL"}},
+		{name: "bad redis url in env", env: map[string]string{"AETHERIUM_REDIS_URL": "localhost:6379"}, want: []string{"redis_url (AETHERIUM_REDIS_URL)", "localhost:6379"}},
+		{name: "bad database url", env: map[string]string{"AETHERIUM_DATABASE_URL": "mysql://db/x"}, want: []string{"database_url (AETHERIUM_DATABASE_URL)"}},
+		{name: "bad api addr in env", env: map[string]string{"AETHERIUM_API_ADDR": "8080"}, want: []string{"api.addr (AETHERIUM_API_ADDR)", `"8080"`}},
+		{name: "bad api addr in file", file: "api:\n  addr: localhost\n", want: []string{"api.addr"}},
+		{name: "non-integer concurrency", env: map[string]string{"AETHERIUM_WORKER_CONCURRENCY": "lots"}, want: []string{"AETHERIUM_WORKER_CONCURRENCY", `"lots"`, "not an integer"}},
+		{name: "non-integer body limit", env: map[string]string{"AETHERIUM_API_BODY_LIMIT": "1MB"}, want: []string{"AETHERIUM_API_BODY_LIMIT", "not an integer"}},
+		{name: "zero body limit in file", file: "api:\n  body_limit: 0\n", want: []string{"api.body_limit (AETHERIUM_API_BODY_LIMIT)", "must be positive"}},
+		{name: "zero body limit in env", env: map[string]string{"AETHERIUM_API_BODY_LIMIT": "0"}, want: []string{"api.body_limit", "got 0"}},
+		{name: "negative concurrency", env: map[string]string{"AETHERIUM_WORKER_CONCURRENCY": "-1"}, want: []string{"worker.concurrency (AETHERIUM_WORKER_CONCURRENCY)"}},
+		{name: "empty workspaces", env: map[string]string{"AETHERIUM_WORKSPACES": ""}, want: []string{"workspaces (AETHERIUM_WORKSPACES)"}},
+		{name: "empty templates", env: map[string]string{"AETHERIUM_TEMPLATES": ""}, want: []string{"templates (AETHERIUM_TEMPLATES)"}},
+		{name: "bad worker metrics addr", env: map[string]string{"AETHERIUM_WORKER_METRICS_ADDR": "nope"}, want: []string{"worker.metrics_addr"}},
+		{name: "bad scheduler metrics addr", file: "scheduler:\n  metrics_addr: nope\n", want: []string{"scheduler.metrics_addr"}},
+		{name: "short step lease", file: "worker:\n  step_lease: 500ms\n", want: []string{"worker.step_lease"}},
+		{name: "zero max steps", file: "worker:\n  max_steps: 0\n", want: []string{"worker", "max_steps"}},
+		{name: "negative max retry", file: "worker:\n  max_retry: -1\n", want: []string{"max_retry"}},
+		{name: "zero circuit breaker", file: "worker:\n  circuit_breaker: 0\n", want: []string{"circuit_breaker"}},
+		{
+			name: "every problem is listed",
+			env: map[string]string{
+				"AETHERIUM_REDIS_URL": "nope", "AETHERIUM_API_ADDR": "nope", "AETHERIUM_API_BODY_LIMIT": "0",
+			},
+			want: []string{"redis_url", "api.addr", "api.body_limit"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var path string
+			if tc.missing {
+				path = filepath.Join(t.TempDir(), "absent.yaml")
+			} else {
+				path = writeFile(t, tc.file)
+			}
+			_, err := config.LoadFrom(path, envOf(tc.env))
+			require.Error(t, err)
+			for _, w := range tc.want {
+				require.ErrorContains(t, err, w)
+			}
+		})
+	}
+}
+
+func TestValidateNamesEachKey(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		mutate func(c *config.Config)
+		want   string
+	}{
+		{name: "rediss scheme is fine", mutate: func(c *config.Config) { c.RedisURL = "rediss://h:1/0" }},
+		{name: "postgresql scheme is fine", mutate: func(c *config.Config) { c.DatabaseURL = "postgresql://u@h/db" }},
+		{name: "metrics disabled is fine", mutate: func(c *config.Config) { c.Worker.MetricsAddr, c.Scheduler.MetricsAddr = "", "" }},
+		{name: "unparsable redis url", mutate: func(c *config.Config) { c.RedisURL = "redis://[::1" }, want: "redis_url"},
+		{name: "empty database url", mutate: func(c *config.Config) { c.DatabaseURL = "" }, want: "database_url"},
+		{name: "empty api addr", mutate: func(c *config.Config) { c.API.Addr = "" }, want: "api.addr"},
+		{name: "zero concurrency", mutate: func(c *config.Config) { c.Worker.Concurrency = 0 }, want: "worker.concurrency"},
+		{name: "negative body limit", mutate: func(c *config.Config) { c.API.BodyLimit = -5 }, want: "api.body_limit"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := config.Default()
+			tc.mutate(&c)
+			err := c.Validate()
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, "config: "+tc.want)
+		})
+	}
+}

@@ -1,0 +1,327 @@
+package fleet_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aetherium-engine/aetherium/fleet"
+	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/worker"
+)
+
+func types(evs []fleettest.Event) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.Type
+	}
+	return out
+}
+
+// requireSubsequence asserts want appears in got in order (other events may interleave).
+func requireSubsequence(t *testing.T, got, want []string) {
+	t.Helper()
+	i := 0
+	for _, g := range got {
+		if i < len(want) && g == want[i] {
+			i++
+		}
+	}
+	require.Equal(t, len(want), i, "event sequence %v lacks %v in order (matched %d)", got, want, i)
+}
+
+func TestDemoRunEndToEnd(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{})
+	id := f.Submit("demo", "Greet the user in a file", map[string]any{"topic": "greetings"})
+	evs := f.Follow(id, 0, 60*time.Second)
+
+	requireSubsequence(t, types(evs), []string{
+		"run.queued", "run.started", "agent.message", "tool.call", "progress",
+		"delegation.created", "agent.turn_started", "tool.call", "tool.call",
+		"delegation.finished", "progress", "run.completed",
+	})
+	last := evs[len(evs)-1]
+	var term struct{ Status, Result string }
+	require.NoError(t, json.Unmarshal(last.Data, &term))
+	require.Equal(t, "completed", term.Status)
+	require.Equal(t, "hello.txt is written", term.Result)
+	for i := 1; i < len(evs); i++ {
+		require.Greater(t, evs[i].ID, evs[i-1].ID, "event ids increase")
+	}
+
+	run := f.GetRun(id)
+	require.Equal(t, "completed", run.Status)
+	require.Positive(t, run.TokensUsed)
+
+	ds, err := f.Store.RunDelegations(context.Background(), id)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	require.Equal(t, "writer", ds[0].Agent)
+	require.Equal(t, store.DelegationCompleted, ds[0].Status)
+	require.Equal(t, "wrote hello.txt", ds[0].Result)
+
+	content, err := os.ReadFile(filepath.Join(f.Cfg.Workspaces, id, "hello.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "hello from the aetherium fleet\n", string(content))
+
+	// Resuming the stream after an event replays only what followed it.
+	tail := f.Follow(id, evs[len(evs)-3].ID, 10*time.Second)
+	require.Equal(t, types(evs[len(evs)-2:]), types(tail))
+
+	var dl struct {
+		Delegations []store.Delegation `json:"delegations"`
+	}
+	code, _ := f.Do("GET", "/api/runs/"+id+"/delegations", nil, &dl)
+	require.Equal(t, http.StatusOK, code)
+	require.Len(t, dl.Delegations, 1)
+}
+
+// snapshot captures everything a duplicate delivery must not change.
+type snapshot struct {
+	events, delegations int
+	tokens              int64
+	status              string
+	sessions            map[string]int
+}
+
+func takeSnapshot(t *testing.T, st *store.Store, runID string) snapshot {
+	t.Helper()
+	ctx := context.Background()
+	s := snapshot{sessions: map[string]int{}}
+	require.NoError(t, st.Pool.QueryRow(ctx, `SELECT count(*) FROM run_events WHERE run_id = $1`, runID).Scan(&s.events))
+	require.NoError(t, st.Pool.QueryRow(ctx, `SELECT count(*) FROM delegations WHERE run_id = $1`, runID).Scan(&s.delegations))
+	require.NoError(t, st.Pool.QueryRow(ctx, `SELECT tokens_used, status FROM runs WHERE id = $1`, runID).Scan(&s.tokens, &s.status))
+	rows, err := st.Pool.Query(ctx, `SELECT id, jsonb_array_length(messages) FROM sessions WHERE run_id = $1`, runID)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var n int
+		require.NoError(t, rows.Scan(&id, &n))
+		s.sessions[id] = n
+	}
+	return s
+}
+
+func superviseTask(runID string) *asynq.Task {
+	raw, _ := json.Marshal(worker.SupervisePayload{RunID: runID})
+	return asynq.NewTask(worker.TypeSupervise, raw)
+}
+
+func turnTask(delID string) *asynq.Task {
+	raw, _ := json.Marshal(worker.TurnPayload{DelegationID: delID})
+	return asynq.NewTask(worker.TypeTurn, raw)
+}
+
+func TestDuplicateDeliveryIsNoop(t *testing.T) {
+	t.Parallel()
+	// No worker server: the test delivers tasks to the handlers itself.
+	f := fleettest.Start(t, fleettest.Options{NoWorker: true})
+	ctx := context.Background()
+	mux := f.Worker.Mux()
+	id := f.Submit("demo", "Greet", map[string]any{"topic": "x"})
+
+	// First delivery: the supervisor plans and delegates, then waits.
+	require.NoError(t, mux.ProcessTask(ctx, superviseTask(id)))
+	afterFirst := takeSnapshot(t, f.Store, id)
+	require.Equal(t, 1, afterFirst.delegations)
+	// Same task again: nothing changes (no second model call, no second delegation).
+	require.NoError(t, mux.ProcessTask(ctx, superviseTask(id)))
+	require.Equal(t, afterFirst, takeSnapshot(t, f.Store, id))
+
+	ds, err := f.Store.RunDelegations(ctx, id)
+	require.NoError(t, err)
+	require.NoError(t, mux.ProcessTask(ctx, turnTask(ds[0].ID)))
+	afterTurn := takeSnapshot(t, f.Store, id)
+	require.NoError(t, mux.ProcessTask(ctx, turnTask(ds[0].ID)))
+	require.Equal(t, afterTurn, takeSnapshot(t, f.Store, id), "second delivery of the finished turn is a no-op")
+
+	// Resume the supervisor to the end, then deliver everything once more.
+	require.NoError(t, mux.ProcessTask(ctx, superviseTask(id)))
+	done := takeSnapshot(t, f.Store, id)
+	require.Equal(t, "completed", done.status)
+	require.NoError(t, mux.ProcessTask(ctx, superviseTask(id)))
+	require.NoError(t, mux.ProcessTask(ctx, turnTask(ds[0].ID)))
+	require.Equal(t, done, takeSnapshot(t, f.Store, id))
+	var terminal int
+	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type LIKE 'run.completed'`, id).Scan(&terminal))
+	require.Equal(t, 1, terminal)
+
+	// Enqueueing the same deterministic TaskID twice keeps one task.
+	require.NoError(t, f.Queue.Supervise(ctx, id, "dup-check"))
+	require.NoError(t, f.Queue.Supervise(ctx, id, "dup-check"))
+	info, err := f.Inspector().GetTaskInfo(worker.QueueSupervisor, "supervise:"+id+":dup-check")
+	require.NoError(t, err)
+	require.Equal(t, "supervise:"+id+":dup-check", info.ID)
+}
+
+func TestWorkerStoppedMidTurnRunStillCompletes(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{
+		// Every model answer takes 700ms, so the turn is surely mid-flight when the
+		// worker is stopped.
+		Fleet: fleet.Options{Models: &worker.ModelFactory{ScriptLatency: 700 * time.Millisecond}},
+	})
+	id := f.Submit("demo", "Greet", map[string]any{"topic": "x"})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		evs, err := f.Store.EventsAfter(context.Background(), id, 0, 100)
+		require.NoError(t, err)
+		if len(evs) > 0 && evs[len(evs)-1].Type == "agent.turn_started" {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "writer turn never started")
+		time.Sleep(20 * time.Millisecond)
+	}
+	// SIGTERM-like stop: the in-flight step's context ends after the shutdown
+	// timeout and its task goes back to the queue.
+	f.StopWorker()
+	require.NotEqual(t, "completed", f.GetRun(id).Status)
+	f.StartWorker()
+	run := f.WaitTerminal(id, 90*time.Second)
+	require.Equal(t, "completed", run.Status, run.Error)
+
+	ctx := context.Background()
+	ds, err := f.Store.RunDelegations(ctx, id)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	require.Equal(t, store.DelegationCompleted, ds[0].Status)
+	// Each tool call of the writer appears once in its conversation.
+	var n int
+	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM sessions s, jsonb_array_elements(s.messages) m
+		WHERE s.run_id = $1 AND s.agent = 'writer' AND m->>'role' = 'tool'`, id).Scan(&n))
+	require.Equal(t, 2, n)
+	_, err = os.Stat(filepath.Join(f.Cfg.Workspaces, id, "hello.txt"))
+	require.NoError(t, err)
+}
+
+// team builds an inline team whose writer plays the given script.
+func team(writer []map[string]any, extra map[string]any) map[string]any {
+	t := map[string]any{
+		"name":  "inline",
+		"model": map[string]any{"provider": "script"},
+		"supervisor": map[string]any{
+			"name": "boss", "prompt": "coordinate", "mcp_servers": []string{"orchestration"},
+		},
+		"workers": []map[string]any{{"name": "writer", "prompt": "write", "mcp_servers": []string{"workspace"}}},
+		"script": map[string]any{"agents": map[string]any{
+			"boss": []map[string]any{
+				{"calls": []map[string]any{{"tool": "delegate", "args": map[string]any{"agent": "writer", "task": "go"}}}},
+				{"calls": []map[string]any{{"tool": "reply", "args": map[string]any{"message": "done"}}}},
+			},
+			"writer": writer,
+		}},
+	}
+	for k, v := range extra {
+		t[k] = v
+	}
+	return t
+}
+
+func call(tool string, args map[string]any) map[string]any {
+	return map[string]any{"calls": []map[string]any{{"tool": tool, "args": args}}}
+}
+
+func TestModelMistakesGoBackAsToolErrors(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{})
+	id := f.SubmitTeam(team([]map[string]any{
+		call("rm_everything", map[string]any{"path": "/"}),                      // hallucinated tool
+		call("create_plan", map[string]any{"steps": []string{"x"}}),             // real tool, not in the writer's catalog
+		call("write_file", map[string]any{"path": "ok.txt", "content": "fine"}), // resets the breaker
+		call("write_file", map[string]any{"path": 3}),                           // wrong type
+		call("write_file", map[string]any{"path": "a.txt"}),                     // missing required content
+		call("write_file", map[string]any{"path": "../escape", "content": "x"}),
+		call("write_file", map[string]any{"path": "ok.txt", "content": "fine"}),
+		{"say": "recovered"},
+	}, nil), "test")
+	evs := f.Follow(id, 0, 60*time.Second)
+	require.Equal(t, "run.completed", evs[len(evs)-1].Type)
+
+	var decisions []string
+	for _, e := range evs {
+		if e.Type != "tool.call" || e.Agent != "writer" {
+			continue
+		}
+		var d struct{ Tool, Decision, Error string }
+		require.NoError(t, json.Unmarshal(e.Data, &d))
+		decisions = append(decisions, d.Tool+":"+d.Decision)
+		switch d.Tool {
+		case "rm_everything":
+			require.Contains(t, d.Error, "unknown tool")
+		}
+	}
+	require.Equal(t, []string{
+		"rm_everything:refused", "create_plan:refused", "write_file:allowed", "write_file:error", "write_file:error",
+		"write_file:error", "write_file:allowed",
+	}, decisions)
+
+	// The errors went back to the model as tool messages.
+	var msgs string
+	require.NoError(t, f.Store.Pool.QueryRow(context.Background(),
+		`SELECT messages::text FROM sessions WHERE run_id = $1 AND agent = 'writer'`, id).Scan(&msgs))
+	require.Contains(t, msgs, "invalid tool arguments")
+	require.Contains(t, msgs, "missing required field(s): content")
+	require.Contains(t, msgs, "escapes the workspace")
+	_, err := os.Stat(filepath.Join(f.Cfg.Workspaces, "escape"))
+	require.True(t, os.IsNotExist(err))
+}
+
+func TestRunFailsCleanly(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{})
+	bad := call("nope", nil)
+	cases := []struct {
+		name   string
+		team   map[string]any
+		reason string
+		errHas string
+	}{
+		{"script exhausted", team([]map[string]any{call("write_file", map[string]any{"path": "a", "content": "b"})}, nil), "script_exhausted", "writer"},
+		{"circuit breaker", team([]map[string]any{bad, bad, bad, bad, bad, bad}, nil), "circuit_breaker", "5 consecutive failed tool calls"},
+		{"token budget", team([]map[string]any{{"say": strings.Repeat("long answer ", 200)}}, map[string]any{"budget": map[string]any{"max_tokens": 50}}), "budget_exceeded", "token budget"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			id := f.SubmitTeam(tc.team, "x")
+			evs := f.Follow(id, 0, 60*time.Second)
+			last := evs[len(evs)-1]
+			require.Equal(t, "run.failed", last.Type)
+			run := f.GetRun(id)
+			require.Equal(t, "failed", run.Status)
+			require.Equal(t, tc.reason, run.Reason)
+			require.Contains(t, run.Error, tc.errHas)
+		})
+	}
+}
+
+func TestCancelRun(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{Fleet: fleet.Options{Models: &worker.ModelFactory{ScriptLatency: 300 * time.Millisecond}}})
+	id := f.Submit("demo", "Greet", map[string]any{"topic": "x"})
+	var r fleettest.Run
+	code, raw := f.Do("POST", "/api/runs/"+id+"/cancel", nil, &r)
+	require.Equal(t, http.StatusOK, code, string(raw))
+	require.Equal(t, "cancelled", r.Status)
+	evs := f.Follow(id, 0, 30*time.Second)
+	require.Equal(t, "run.cancelled", evs[len(evs)-1].Type)
+	code, raw = f.Do("POST", "/api/runs/"+id+"/cancel", nil, nil)
+	require.Equal(t, http.StatusConflict, code)
+	require.Contains(t, string(raw), "already cancelled")
+	// Work in flight stops at its next step: the run stays cancelled, no reply lands.
+	time.Sleep(1500 * time.Millisecond)
+	run := f.GetRun(id)
+	require.Equal(t, "cancelled", run.Status)
+	require.Empty(t, run.Result)
+}

@@ -1,0 +1,302 @@
+package fleettest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/aetherium-engine/aetherium/config"
+	"github.com/aetherium-engine/aetherium/fleet"
+)
+
+// Options adjust a test fleet.
+type Options struct {
+	// Configure edits the config before the fleet opens.
+	Configure func(*config.Config)
+	// Fleet options (models, tool middleware).
+	Fleet fleet.Options
+	// NoWorker starts only the API (tests that drive workers themselves).
+	NoWorker bool
+}
+
+// Fleet is a running in-process fleet on private Redis and Postgres.
+type Fleet struct {
+	*fleet.Fleet
+	URL string // API base URL
+	t   testing.TB
+	// StopWorker stops the worker role (graceful, like SIGTERM); nil with NoWorker.
+	StopWorker func()
+}
+
+// Config returns a config on a fresh database and a private Redis.
+func Config(t testing.TB) config.Config {
+	t.Helper()
+	cfg := config.Default()
+	cfg.DatabaseURL = Database(t)
+	cfg.RedisURL = Redis(t)
+	cfg.Workspaces = t.TempDir()
+	cfg.Templates = RepoPath(t, "templates")
+	cfg.API.Addr = "127.0.0.1:0"
+	cfg.Worker.TaskCheckInterval = config.Duration(20 * time.Millisecond)
+	cfg.Worker.ShutdownTimeout = config.Duration(2 * time.Second)
+	cfg.Worker.Concurrency = 8
+	cfg.Worker.MetricsAddr, cfg.Scheduler.MetricsAddr = "", ""
+	return cfg
+}
+
+// RepoPath returns an absolute path inside the repository (tests run in their
+// package directory).
+func RepoPath(t testing.TB, rel string) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(dir + "/go.mod"); err == nil {
+			return dir + "/" + rel
+		}
+		parent := dir[:strings.LastIndex(dir, "/")]
+		if parent == "" || parent == dir {
+			t.Fatalf("go.mod not found above the test directory")
+		}
+		dir = parent
+	}
+}
+
+// Logger writes slog output to the test log.
+func Logger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// Start runs api + worker in-process on private infrastructure.
+func Start(t testing.TB, opts Options) *Fleet {
+	t.Helper()
+	cfg := Config(t)
+	if opts.Configure != nil {
+		opts.Configure(&cfg)
+	}
+	return StartWith(t, cfg, opts)
+}
+
+// StartWith runs api + worker with an explicit config.
+func StartWith(t testing.TB, cfg config.Config, opts Options) *Fleet {
+	t.Helper()
+	ctx := context.Background()
+	f, err := fleet.Open(ctx, cfg, Logger(t), opts.Fleet)
+	if err != nil {
+		t.Fatalf("open fleet: %v", err)
+	}
+	t.Cleanup(f.Close)
+	srv := f.API()
+	ln, err := net.Listen("tcp", cfg.API.Addr)
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	go func() { _ = srv.App.Listener(ln) }()
+	t.Cleanup(func() { _ = srv.App.ShutdownWithTimeout(2 * time.Second); _ = srv.Close() })
+	tf := &Fleet{Fleet: f, URL: "http://" + ln.Addr().String(), t: t}
+	if !opts.NoWorker {
+		tf.StopWorker = tf.StartWorker()
+	}
+	return tf
+}
+
+// StartWorker starts one more worker server on the fleet's Redis; the returned func
+// stops it gracefully (idempotent).
+func (f *Fleet) StartWorker() func() {
+	f.t.Helper()
+	srv, mux, cancel := f.WorkerServer()
+	if err := srv.Start(mux); err != nil {
+		f.t.Fatalf("start worker: %v", err)
+	}
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		srv.Stop()
+		timer := time.AfterFunc(f.Cfg.Worker.ShutdownTimeout.D(), cancel)
+		srv.Shutdown()
+		timer.Stop()
+		cancel()
+	}
+	f.t.Cleanup(stop)
+	return stop
+}
+
+// Inspector returns an asynq inspector on the fleet's Redis.
+func (f *Fleet) Inspector() *asynq.Inspector {
+	i := asynq.NewInspector(f.RedisOpt)
+	f.t.Cleanup(func() { _ = i.Close() })
+	return i
+}
+
+// Do sends a request and decodes a JSON answer into out (when non-nil); it returns
+// the status code and the raw body.
+func (f *Fleet) Do(method, path string, body any, out any) (int, []byte) {
+	f.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, f.URL+path, rd)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			f.t.Fatalf("%s %s: decode %q: %v", method, path, raw, err)
+		}
+	}
+	return resp.StatusCode, raw
+}
+
+// Submit posts a run from a template and returns its id.
+func (f *Fleet) Submit(template, prompt string, vars map[string]any) string {
+	f.t.Helper()
+	var out struct {
+		RunID string `json:"run_id"`
+	}
+	code, raw := f.Do("POST", "/api/orchestrator/run-from-template", map[string]any{"template": template, "prompt": prompt, "variables": vars}, &out)
+	if code != http.StatusAccepted {
+		f.t.Fatalf("submit: HTTP %d: %s", code, raw)
+	}
+	return out.RunID
+}
+
+// SubmitTeam posts a run with an inline team (any JSON-encodable template value).
+func (f *Fleet) SubmitTeam(team any, prompt string) string {
+	f.t.Helper()
+	var out struct {
+		RunID string `json:"run_id"`
+	}
+	code, raw := f.Do("POST", "/api/orchestrator/run", map[string]any{"team": team, "prompt": prompt}, &out)
+	if code != http.StatusAccepted {
+		f.t.Fatalf("submit: HTTP %d: %s", code, raw)
+	}
+	return out.RunID
+}
+
+// Event is one SSE event as the API sends it.
+type Event struct {
+	ID    int64           `json:"id"`
+	Type  string          `json:"type"`
+	Agent string          `json:"agent"`
+	Data  json.RawMessage `json:"data"`
+}
+
+// Follow reads the run's SSE stream from after until the terminal event (or timeout).
+func (f *Fleet) Follow(runID string, after int64, timeout time.Duration) []Event {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", f.URL+"/api/runs/"+runID+"/events", nil)
+	if after > 0 {
+		req.Header.Set("Last-Event-ID", fmt.Sprint(after))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatalf("follow: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		raw, _ := io.ReadAll(resp.Body)
+		f.t.Fatalf("follow: HTTP %d: %s", resp.StatusCode, raw)
+	}
+	var out []Event
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 8<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var e Event
+		if err := json.Unmarshal([]byte(data), &e); err != nil {
+			f.t.Fatalf("follow: bad event %q: %v", data, err)
+		}
+		out = append(out, e)
+		switch e.Type {
+		case "run.completed", "run.failed", "run.cancelled":
+			return out
+		}
+	}
+	f.t.Fatalf("follow %s: stream ended without a terminal event after %d events (err %v)", runID, len(out), sc.Err())
+	return nil
+}
+
+// Run is the API's run view.
+type Run struct {
+	ID         string `json:"id"`
+	Status     string `json:"status"`
+	Result     string `json:"result"`
+	Error      string `json:"error"`
+	Reason     string `json:"reason"`
+	TokensUsed int64  `json:"tokens_used"`
+}
+
+// GetRun fetches a run over the API.
+func (f *Fleet) GetRun(id string) Run {
+	f.t.Helper()
+	var r Run
+	code, raw := f.Do("GET", "/api/runs/"+id, nil, &r)
+	if code != 200 {
+		f.t.Fatalf("get run: HTTP %d: %s", code, raw)
+	}
+	return r
+}
+
+// WaitTerminal polls until the run is terminal.
+func (f *Fleet) WaitTerminal(id string, timeout time.Duration) Run {
+	f.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		r := f.GetRun(id)
+		switch r.Status {
+		case "completed", "failed", "cancelled":
+			return r
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("run %s still %s after %s", id, r.Status, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
