@@ -11,7 +11,9 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -46,7 +48,7 @@ type Config struct {
 	// Default postgres://postgres@127.0.0.1:5432/aetherium?sslmode=disable.
 	DatabaseURL string `yaml:"database_url"`
 	// Workspaces is the root of per-run workspaces. Env AETHERIUM_WORKSPACES.
-	// Default ./data/workspaces.
+	// Default data/workspaces.
 	Workspaces string `yaml:"workspaces"`
 	// Templates is the team-template directory. Env AETHERIUM_TEMPLATES. Default templates.
 	Templates string `yaml:"templates"`
@@ -203,28 +205,38 @@ func applyEnv(c *Config, env func(string) (string, bool)) error {
 			*str[k] = v
 		}
 	}
-	for k, p := range str {
+	keys := make([]string, 0, len(str))
+	for k := range str {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
 		if k == "OPENAI_API_KEY" || k == "ANTHROPIC_API_KEY" {
 			continue
 		}
-		if v, ok := env(k); ok {
-			*p = v
+		v, ok := env(k)
+		// An empty key variable (compose's ${VAR:-}) must not wipe a key set elsewhere.
+		if !ok || (v == "" && strings.HasSuffix(k, "_API_KEY")) {
+			continue
 		}
+		*str[k] = v
 	}
 	ints := map[string]*int{
 		"AETHERIUM_API_BODY_LIMIT":     &c.API.BodyLimit,
 		"AETHERIUM_WORKER_CONCURRENCY": &c.Worker.Concurrency,
 	}
-	for k, p := range ints {
+	var errs []error
+	for _, k := range []string{"AETHERIUM_API_BODY_LIMIT", "AETHERIUM_WORKER_CONCURRENCY"} {
 		if v, ok := env(k); ok {
 			n, err := strconv.Atoi(v)
 			if err != nil {
-				return fmt.Errorf("config: %s=%q is not an integer", k, v)
+				errs = append(errs, fmt.Errorf("config: %s=%q is not an integer", k, v))
+				continue
 			}
-			*p = n
+			*ints[k] = n
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Validate checks every setting and names the key of the first problems found.

@@ -86,6 +86,7 @@ func ParseJSON(raw []byte) (Template, error) {
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+var subagentRE = regexp.MustCompile(`^(.+)-sub-\d+$`)
 var agentRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 
 // Providers are the model providers a template may name.
@@ -158,6 +159,11 @@ func (t *Template) Validate(reg *tools.Registry) error {
 	}
 	sort.Strings(agents)
 	for _, a := range agents {
+		// Subagents spawned by an agent are named <agent>-sub-<n>; their script
+		// lines are valid when the parent is on the team.
+		if m := subagentRE.FindStringSubmatch(a); m != nil && names[m[1]] {
+			continue
+		}
 		if !names[a] {
 			add("script.agents: %q is not an agent of this team", a)
 		}

@@ -42,12 +42,12 @@ var groupOf = map[string]string{
 	"notify_user": "comms", "report_progress": "comms",
 	"delegate": "orchestration", "reply": "orchestration", "spawn_subagents": "orchestration",
 	"send_message_to": "team",
-	"analyze_code": "quality", "code_review": "quality", "run_tests": "quality",
+	"analyze_code":    "quality", "code_review": "quality", "run_tests": "quality",
 	"validate_web_app": "quality", "capture_api_schema": "quality", "record_style": "quality",
 	"check_finishing": "quality", "play_test": "quality",
 	"comfyui_generate": "comfyui", "comfyui_status": "comfyui", "finish_image": "comfyui",
 	"comfyui_video": "video",
-	"tts_render": "audio", "tts_status": "audio",
+	"tts_render":    "audio", "tts_status": "audio",
 	"frame_status": "device", "frame_install": "device", "frame_run": "device", "frame_grab": "device",
 }
 

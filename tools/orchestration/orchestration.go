@@ -70,6 +70,9 @@ func Register(reg *tools.Registry) {
 			s := tools.SessionFrom(ctx)
 			reqs := make([]tools.DelegateRequest, len(a.Tasks))
 			for i, t := range a.Tasks {
+				if strings.TrimSpace(t.Task) == "" {
+					return tools.Result{}, fmt.Errorf("spawn_subagents: task %d is empty", i+1)
+				}
 				allowed, err := Cap(s.Access.Tools, t.Tools)
 				if err != nil {
 					return tools.Result{}, fmt.Errorf("spawn_subagents: task %d: %w", i+1, err)
