@@ -57,6 +57,24 @@ type Config struct {
 	Worker    Worker    `yaml:"worker"`
 	Scheduler Scheduler `yaml:"scheduler"`
 	LLM       LLM       `yaml:"llm"`
+	Security  Security  `yaml:"security"`
+}
+
+// Security configures the permission gate.
+type Security struct {
+	// PermissionsFile holds the YAML rules, hot-reloaded. Env AETHERIUM_PERMISSIONS.
+	// Default config/permissions.yaml (a missing file means no rules).
+	PermissionsFile string `yaml:"permissions_file"`
+	// ApprovalWindow is how long a human has to decide a Restricted call. Default 5m.
+	ApprovalWindow Duration `yaml:"approval_window"`
+	// SupervisorFallback approves instead of timing out when nobody decides. Default false.
+	SupervisorFallback bool `yaml:"supervisor_fallback"`
+	// AuditRetention is how long tool_audit rows are kept. Default 2160h (90 days).
+	AuditRetention Duration `yaml:"audit_retention"`
+	// MaxRedirects caps redirects of outbound requests. Default 5.
+	MaxRedirects int `yaml:"max_redirects"`
+	// EgressTimeout bounds one outbound request. Default 30s.
+	EgressTimeout Duration `yaml:"egress_timeout"`
 }
 
 // API configures the HTTP API role.
@@ -142,6 +160,10 @@ func Default() Config {
 			TaskCheckInterval: Duration(100 * time.Millisecond), StepLease: Duration(2 * time.Minute),
 			MaxRetry: 5, CircuitBreaker: 5, MaxSteps: 50, MetricsAddr: "127.0.0.1:9091",
 		},
+		Security: Security{
+			PermissionsFile: "config/permissions.yaml", ApprovalWindow: Duration(5 * time.Minute),
+			AuditRetention: Duration(90 * 24 * time.Hour), MaxRedirects: 5, EgressTimeout: Duration(30 * time.Second),
+		},
 		Scheduler: Scheduler{StuckAfter: Duration(time.Hour), MetricsAddr: "127.0.0.1:9092"},
 		LLM: LLM{
 			OpenAI:    Provider{Model: "gpt-4o-mini", MaxRetries: 3, Timeout: Duration(120 * time.Second)},
@@ -186,6 +208,7 @@ func applyEnv(c *Config, env func(string) (string, bool)) error {
 		"AETHERIUM_DATABASE_URL":           &c.DatabaseURL,
 		"AETHERIUM_WORKSPACES":             &c.Workspaces,
 		"AETHERIUM_TEMPLATES":              &c.Templates,
+		"AETHERIUM_PERMISSIONS":            &c.Security.PermissionsFile,
 		"AETHERIUM_API_ADDR":               &c.API.Addr,
 		"AETHERIUM_PROMETHEUS_URL":         &c.API.PrometheusURL,
 		"AETHERIUM_WORKER_METRICS_ADDR":    &c.Worker.MetricsAddr,
@@ -279,6 +302,12 @@ func (c Config) Validate() error {
 	}
 	if c.Worker.MaxRetry < 0 || c.Worker.CircuitBreaker <= 0 || c.Worker.MaxSteps <= 0 {
 		bad("worker", "max_retry must be >= 0, circuit_breaker and max_steps > 0")
+	}
+	if c.Security.ApprovalWindow.D() < time.Second {
+		bad("security.approval_window", "must be at least 1s")
+	}
+	if c.Security.MaxRedirects < 0 {
+		bad("security.max_redirects", "must not be negative")
 	}
 	return errors.Join(errs...)
 }

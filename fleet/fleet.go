@@ -20,6 +20,7 @@ import (
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/metrics"
 	"github.com/aetherium-engine/aetherium/scheduler"
+	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -41,14 +42,21 @@ type Fleet struct {
 	Router   *tools.Router
 	Metrics  *metrics.Metrics
 	Worker   *worker.Worker
+	// The permission gate's parts (nil with Options.NoGate).
+	Rules     *security.Rules
+	Approvals *security.Approvals
+	Audit     *security.Auditor
+	Egress    *security.Egress
 }
 
 // Options adjust Open (tests and benchmarks).
 type Options struct {
 	// Models overrides the model factory.
 	Models worker.Models
-	// Middleware wraps tool dispatch (outermost first), e.g. the permission gate.
+	// Middleware wraps tool dispatch (outermost first), outside the gate.
 	Middleware []tools.Middleware
+	// NoGate dispatches tools without the permission gate (unit benchmarks only).
+	NoGate bool
 }
 
 // Open connects to Postgres and Redis and builds the shared parts.
@@ -78,11 +86,22 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options
 	f.Client = asynq.NewClient(f.RedisOpt)
 	f.Queue = &worker.Enqueuer{Client: f.Client, MaxRetry: cfg.Worker.MaxRetry}
 	f.Events = &events.Recorder{Store: f.Store, Redis: f.Redis, Log: log}
-	if f.Registry, err = toolset.New(toolset.Deps{Store: f.Store}); err != nil {
+	sec := cfg.Security
+	f.Egress = security.NewEgress(security.EgressConfig{MaxRedirects: sec.MaxRedirects, Timeout: sec.EgressTimeout.D()})
+	if f.Registry, err = toolset.New(toolset.Deps{Store: f.Store, Egress: f.Egress}); err != nil {
 		f.Close()
 		return nil, err
 	}
-	f.Router = tools.NewRouter(f.Registry, opts.Middleware...)
+	mw := append([]tools.Middleware{}, opts.Middleware...)
+	if !opts.NoGate {
+		gate, err := f.openGate(sec)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		mw = append(mw, gate.Middleware)
+	}
+	f.Router = tools.NewRouter(f.Registry, mw...)
 	models := opts.Models
 	if models == nil {
 		models = &worker.ModelFactory{LLM: cfg.LLM}
@@ -90,12 +109,53 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options
 	f.Worker = worker.New(worker.Config{
 		Workspaces: cfg.Workspaces, StepLease: cfg.Worker.StepLease.D(), CircuitBreaker: cfg.Worker.CircuitBreaker,
 		MaxSteps: cfg.Worker.MaxSteps, MaxRetry: cfg.Worker.MaxRetry,
-	}, worker.Deps{Store: f.Store, Queue: f.Queue, Events: f.Events, Router: f.Router, Models: models, Metrics: f.Metrics, Log: log})
+	}, worker.Deps{Store: f.Store, Queue: f.Queue, Events: f.Events, Router: f.Router, Models: models, Metrics: f.Metrics, Log: log, Gated: !opts.NoGate})
 	return f, nil
 }
 
-// Close releases connections.
+func (f *Fleet) openGate(sec config.Security) (*security.Gate, error) {
+	rules, err := security.LoadRules(sec.PermissionsFile, f.Log)
+	if err != nil {
+		// At boot there is no last good file to keep: refuse to start.
+		return nil, fmt.Errorf("security.permissions_file (AETHERIUM_PERMISSIONS): %w", err)
+	}
+	rules.OnReload = func(n int, err error) {
+		if err != nil {
+			f.Metrics.RulesReloads.WithLabelValues("error").Inc()
+			f.Metrics.RulesValid.Set(0)
+			return
+		}
+		f.Metrics.RulesReloads.WithLabelValues("ok").Inc()
+		f.Metrics.RulesValid.Set(1)
+	}
+	f.Rules = rules
+	dlp, err := security.NewDLP()
+	if err != nil {
+		return nil, err
+	}
+	f.Audit = security.NewAuditor(security.AuditConfig{}, f.Store, f.Log, func(n int) { f.Metrics.AuditBuffer.Set(float64(n)) })
+	// The worker is built after the router it uses; resume reaches it late-bound.
+	resume := func(ctx context.Context, runID, sessionID, key string) error {
+		return f.Worker.ResumeSession(ctx, runID, sessionID, key)
+	}
+	f.Approvals = security.NewApprovals(security.ApprovalsConfig{Window: sec.ApprovalWindow.D(), SupervisorFallback: sec.SupervisorFallback},
+		f.Store, f.Events, f.Client, resume, f.Metrics, f.Log)
+	return security.NewGate(security.GateDeps{Registry: f.Registry, Rules: rules, DLP: dlp, Approvals: f.Approvals, Audit: f.Audit, Metrics: f.Metrics, Log: f.Log}), nil
+}
+
+// WatchRules hot-reloads the permissions file until ctx ends (roles that dispatch tools).
+func (f *Fleet) WatchRules(ctx context.Context) error {
+	if f.Rules == nil {
+		return nil
+	}
+	return f.Rules.Watch(ctx, 200*time.Millisecond)
+}
+
+// Close flushes the audit buffer and releases connections.
 func (f *Fleet) Close() {
+	if f.Audit != nil {
+		f.Audit.Close()
+	}
 	if f.Client != nil {
 		_ = f.Client.Close()
 	}
@@ -157,6 +217,9 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 		LogLevel:          asynq.WarnLevel,
 	})
 	mux := w.Mux()
+	if f.Approvals != nil {
+		mux.HandleFunc(security.TypeApprovalExpire, f.Approvals.Expire)
+	}
 	(&scheduler.Maintenance{
 		Config: scheduler.Config{StuckAfter: f.Cfg.Scheduler.StuckAfter.D()}, Store: f.Store, Queue: f.Queue,
 		Fail: w.FailRun, Log: f.Log,
@@ -169,6 +232,9 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 func (f *Fleet) RunWorker(ctx context.Context) error {
 	srv, mux, cancel := f.WorkerServer()
 	defer cancel()
+	if err := f.WatchRules(ctx); err != nil {
+		return err
+	}
 	if err := srv.Start(mux); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}

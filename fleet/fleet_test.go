@@ -262,7 +262,7 @@ func TestModelMistakesGoBackAsToolErrors(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{
-		"rm_everything:refused", "create_plan:refused", "write_file:allowed", "write_file:error", "write_file:error",
+		"rm_everything:denied", "create_plan:denied", "write_file:allowed", "write_file:error", "write_file:error",
 		"write_file:error", "write_file:allowed",
 	}, decisions)
 

@@ -53,6 +53,7 @@ func Config(t testing.TB) config.Config {
 	cfg.Worker.ShutdownTimeout = config.Duration(2 * time.Second)
 	cfg.Worker.Concurrency = 8
 	cfg.Worker.MetricsAddr, cfg.Scheduler.MetricsAddr = "", ""
+	cfg.Security.PermissionsFile = RepoPath(t, "config/permissions.yaml")
 	return cfg
 }
 

@@ -17,19 +17,26 @@ import (
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	RunsFinished   *prometheus.CounterVec   // status
-	RunsSubmitted  prometheus.Counter
-	RunDuration    prometheus.Histogram
-	TasksProcessed *prometheus.CounterVec   // queue, type, outcome
-	TaskDuration   *prometheus.HistogramVec // queue, type
-	ToolCalls      *prometheus.CounterVec   // tool, tier, decision
-	ToolDuration   *prometheus.HistogramVec // tool
-	GateDenials    *prometheus.CounterVec   // layer
-	LLMRequests    *prometheus.CounterVec   // provider, model, outcome
-	LLMLatency     *prometheus.HistogramVec // provider, model
-	LLMTokens      *prometheus.CounterVec   // provider, model, direction
-	HTTPRequests   *prometheus.CounterVec   // route, method, status
-	HTTPDuration   *prometheus.HistogramVec // route, method
+	RunsFinished     *prometheus.CounterVec // status
+	RunsSubmitted    prometheus.Counter
+	RunDuration      prometheus.Histogram
+	TasksProcessed   *prometheus.CounterVec   // queue, type, outcome
+	TaskDuration     *prometheus.HistogramVec // queue, type
+	ToolCalls        *prometheus.CounterVec   // tool, tier, decision
+	ToolDuration     *prometheus.HistogramVec // tool
+	GateDenials      *prometheus.CounterVec   // layer
+	LLMRequests      *prometheus.CounterVec   // provider, model, outcome
+	LLMLatency       *prometheus.HistogramVec // provider, model
+	LLMTokens        *prometheus.CounterVec   // provider, model, direction
+	DLPHits          *prometheus.CounterVec   // rule
+	ApprovalsDecided *prometheus.CounterVec   // outcome
+	ApprovalWait     prometheus.Histogram     // seconds from request to decision
+	ApprovalsPending prometheus.Gauge         // refreshed from the database
+	AuditBuffer      prometheus.Gauge         // rows waiting to be written
+	RulesReloads     *prometheus.CounterVec   // result
+	RulesValid       prometheus.Gauge         // 1 when the permissions file in force parsed
+	HTTPRequests     *prometheus.CounterVec   // route, method, status
+	HTTPDuration     *prometheus.HistogramVec // route, method
 }
 
 // New builds the registry with Go and process collectors.
@@ -52,6 +59,17 @@ func New() *Metrics {
 	m.LLMTokens = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "llm_tokens_total", Help: "Tokens used by provider, model and direction (input, output)."}, []string{"provider", "model", "direction"})
 	m.HTTPRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "http_requests_total", Help: "API requests by route, method and status."}, []string{"route", "method", "status"})
 	m.HTTPDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "http_request_duration_seconds", Help: "API request latency.", Buckets: prometheus.DefBuckets}, []string{"route", "method"})
+	m.DLPHits = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "dlp_hits_total", Help: "Outbound calls blocked by DLP, by gitleaks rule."}, []string{"rule"})
+	m.ApprovalsDecided = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "approvals_decided_total", Help: "Approvals decided, by outcome (approved, denied, timed_out)."}, []string{"outcome"})
+	m.ApprovalWait = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "approval_wait_seconds", Help: "Time from approval request to decision.", Buckets: prometheus.ExponentialBuckets(0.5, 2, 12)})
+	m.ApprovalsPending = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "approvals_pending", Help: "Approvals waiting for a human."})
+	m.AuditBuffer = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "audit_buffer_depth", Help: "Audit rows buffered, not yet written."})
+	m.RulesReloads = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "permission_rules_reloads_total", Help: "Permission rule reloads by result (ok, error)."}, []string{"result"})
+	m.RulesValid = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "permission_rules_valid", Help: "1 when the last permissions file read parsed; 0 when the last good rules are kept after an error."})
+	for _, c := range []prometheus.Collector{m.DLPHits, m.ApprovalsDecided, m.ApprovalWait, m.ApprovalsPending, m.AuditBuffer, m.RulesReloads, m.RulesValid} {
+		f(c)
+	}
+	m.RulesValid.Set(1)
 	for _, c := range []prometheus.Collector{m.RunsSubmitted, m.RunsFinished, m.RunDuration, m.TasksProcessed, m.TaskDuration, m.ToolCalls, m.ToolDuration, m.GateDenials, m.LLMRequests, m.LLMLatency, m.LLMTokens, m.HTTPRequests, m.HTTPDuration} {
 		f(c)
 	}

@@ -70,6 +70,20 @@ var (
 	ErrInvalidArgs = errors.New("invalid tool arguments")
 )
 
+// Denied is a call refused by a gate layer (capability, rules, egress, dlp,
+// approval). Callers branch on it to tell refusals from tool failures.
+type Denied struct {
+	Layer  string
+	Reason string
+	// Err is a sentinel the refusal also matches (ErrUnknownTool, ErrNotInCatalog).
+	Err error
+}
+
+func (d *Denied) Error() string { return "denied by " + d.Layer + ": " + d.Reason }
+
+// Unwrap lets errors.Is see the sentinel.
+func (d *Denied) Unwrap() error { return d.Err }
+
 // Spec describes a registered tool.
 type Spec struct {
 	Name        string
@@ -305,19 +319,28 @@ func (r *Router) Dispatch(ctx context.Context, call Call) (Result, error) {
 func capability(reg *Registry) Middleware {
 	return func(next Handler) Handler {
 		return HandlerFunc(func(ctx context.Context, call Call) (Result, error) {
-			if _, ok := reg.specs[call.Name]; !ok {
-				return Result{}, fmt.Errorf("%w: %q (it does not exist; use only the tools you were given)", ErrUnknownTool, call.Name)
-			}
 			s := SessionFrom(ctx)
 			if s == nil {
 				return Result{}, errors.New("tools: call without a session context")
 			}
-			if !s.Access.Allows(call.Name) {
-				return Result{}, fmt.Errorf("%w: %q is not available to %s", ErrNotInCatalog, call.Name, s.Agent)
+			if err := CheckCapability(reg, s.Access, s.Agent, call.Name); err != nil {
+				return Result{}, err
 			}
 			return next.Handle(ctx, call)
 		})
 	}
+}
+
+// CheckCapability is the capability layer: the tool must be registered and in the
+// caller's catalog.
+func CheckCapability(reg *Registry, a Access, agent, tool string) error {
+	if _, ok := reg.specs[tool]; !ok {
+		return &Denied{Layer: "capability", Reason: fmt.Sprintf("unknown tool %q (it does not exist; use only the tools you were given)", tool), Err: ErrUnknownTool}
+	}
+	if !a.Allows(tool) {
+		return &Denied{Layer: "capability", Reason: fmt.Sprintf("tool %q is not available to %s", tool, agent), Err: ErrNotInCatalog}
+	}
+	return nil
 }
 
 // mergeDefaults lays the team's tool_defaults under the model's arguments.

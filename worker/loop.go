@@ -211,8 +211,11 @@ const (
 )
 
 // resolveCall produces the tool message for one pending call: from its finished
-// delegations, or by dispatching it through the router (gate included).
+// delegations, or by dispatching it through the router (gate included). A call that
+// must wait (delegations, an approval) yields callWaiting and no message; its
+// tool.call event is recorded once, when its outcome is known.
 func (w *Worker) resolveCall(ctx context.Context, in stepInput, sess *store.Session, call llm.ToolCall) (llm.Message, callState, error) {
+	start := time.Now()
 	if call.Name == "delegate" || call.Name == "spawn_subagents" {
 		ds, err := w.store.DelegationsForCall(ctx, sess.ID, call.ID)
 		if err != nil {
@@ -222,37 +225,49 @@ func (w *Worker) resolveCall(ctx context.Context, in stepInput, sess *store.Sess
 		// enqueued; before that (a crash mid-dispatch) the call is dispatched again,
 		// which is idempotent and completes whatever was missing.
 		if len(ds) > 0 && (sess.Status == "waiting" || allFinished(ds)) {
-			return delegationResult(call, ds)
+			msg, state, err := delegationResult(call, ds)
+			if err != nil || state == callWaiting {
+				return msg, state, err
+			}
+			decision := "allowed"
+			if msg.IsError {
+				decision = "error"
+			}
+			return msg, state, w.recordCall(ctx, in, sess, call, decision, "", "", msg.Content, start)
 		}
 	}
-	start := time.Now()
 	res, err := w.router.Dispatch(ctx, tools.Call{ID: call.ID, Name: call.Name, Args: call.Args})
 	if ctx.Err() != nil {
 		return llm.Message{}, callDone, ctx.Err()
 	}
-	decision := "allowed"
+	if err == nil && res.Pending {
+		return llm.Message{}, callWaiting, nil
+	}
+	decision, layer := "allowed", ""
 	msg := llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: res.Content}
 	if err != nil {
 		decision = "error"
-		if errors.Is(err, tools.ErrUnknownTool) || errors.Is(err, tools.ErrNotInCatalog) {
-			decision = "refused"
+		var d *tools.Denied
+		if errors.As(err, &d) {
+			decision, layer = "denied", d.Layer
 		}
 		msg.Content, msg.IsError = "error: "+err.Error(), true
 	}
-	w.observeTool(call.Name, decision, start)
-	if err := w.events.Emit(ctx, in.run.ID, "tool:"+sess.ID+":"+call.ID, events.ToolCall, in.node.Name, map[string]any{
-		"tool": call.Name, "call_id": call.ID, "decision": decision, "error": errString(err), "result": truncate(msg.Content, 500),
-		"duration_ms": time.Since(start).Milliseconds(),
-	}); err != nil {
+	if err := w.recordCall(ctx, in, sess, call, decision, layer, errString(err), msg.Content, start); err != nil {
 		return llm.Message{}, callDone, err
 	}
-	switch {
-	case err == nil && res.Pending:
-		return llm.Message{}, callWaiting, nil
-	case err == nil && res.Final:
+	if err == nil && res.Final {
 		return msg, callFinal, nil
 	}
 	return msg, callDone, nil
+}
+
+func (w *Worker) recordCall(ctx context.Context, in stepInput, sess *store.Session, call llm.ToolCall, decision, layer, errMsg, result string, start time.Time) error {
+	w.observeTool(call.Name, decision, layer, start)
+	return w.events.Emit(ctx, in.run.ID, "tool:"+sess.ID+":"+call.ID, events.ToolCall, in.node.Name, map[string]any{
+		"tool": call.Name, "call_id": call.ID, "decision": decision, "layer": layer, "error": errMsg,
+		"result": truncate(result, 500), "duration_ms": time.Since(start).Milliseconds(),
+	})
 }
 
 // delegationResult answers a delegate / spawn_subagents call once all its
@@ -327,6 +342,19 @@ func (w *Worker) finishSession(ctx context.Context, in stepInput, sess *store.Se
 		return err
 	}
 	return w.resumeParent(ctx, *d)
+}
+
+// ResumeSession enqueues the next step of a session (after an approval decision,
+// say); key makes the task id unique per cause.
+func (w *Worker) ResumeSession(ctx context.Context, runID, sessionID, key string) error {
+	if sessionID == SupervisorSession(runID) {
+		return w.queue.Supervise(ctx, runID, key)
+	}
+	del, ok := strings.CutPrefix(sessionID, "d:")
+	if !ok {
+		return fmt.Errorf("resume: unknown session %q", sessionID)
+	}
+	return w.queue.Turn(ctx, del, key)
 }
 
 // resumeParent enqueues the step of the session that delegated d. The TaskID names
@@ -482,14 +510,15 @@ func (w *Worker) observeLLM(provider, model string, start time.Time, resp llm.Re
 	}
 }
 
-func (w *Worker) observeTool(tool, decision string, start time.Time) {
+func (w *Worker) observeTool(tool, decision, layer string, start time.Time) {
 	if w.metrics == nil {
 		return
 	}
 	w.metrics.ToolCalls.WithLabelValues(tool, tools.TierOf(tool).String(), decision).Inc()
 	w.metrics.ToolDuration.WithLabelValues(tool).Observe(time.Since(start).Seconds())
-	if decision == "refused" {
-		w.metrics.GateDenials.WithLabelValues("capability").Inc()
+	// The gate counts its own denials; without a gate, count the router's refusals.
+	if decision == "denied" && !w.gated {
+		w.metrics.GateDenials.WithLabelValues(layer).Inc()
 	}
 }
 

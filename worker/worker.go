@@ -64,6 +64,7 @@ type Worker struct {
 	models  Models
 	metrics *metrics.Metrics
 	log     *slog.Logger
+	gated   bool
 }
 
 // Deps are the Worker's collaborators.
@@ -75,6 +76,8 @@ type Deps struct {
 	Models  Models
 	Metrics *metrics.Metrics
 	Log     *slog.Logger
+	// Gated tells the worker a permission gate middleware counts denials.
+	Gated bool
 }
 
 // New returns a Worker.
@@ -83,7 +86,7 @@ func New(cfg Config, d Deps) *Worker {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	return &Worker{cfg: cfg, store: d.Store, queue: d.Queue, events: d.Events, router: d.Router, models: d.Models, metrics: d.Metrics, log: d.Log}
+	return &Worker{cfg: cfg, store: d.Store, queue: d.Queue, events: d.Events, router: d.Router, models: d.Models, metrics: d.Metrics, log: d.Log, gated: d.Gated}
 }
 
 // Mux returns the asynq handler for both task types.

@@ -5,11 +5,13 @@ package toolset
 import (
 	"fmt"
 
+	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/comms"
 	"github.com/aetherium-engine/aetherium/tools/orchestration"
 	"github.com/aetherium-engine/aetherium/tools/planning"
+	"github.com/aetherium-engine/aetherium/tools/research"
 	"github.com/aetherium-engine/aetherium/tools/workspace"
 )
 
@@ -18,6 +20,9 @@ type Deps struct {
 	// Store backs planning tools; nil builds a catalog-only registry (schemas, CLI).
 	Store     *store.Store
 	Workspace workspace.Config
+	// Egress is the policy-enforcing HTTP client factory of outbound tools.
+	Egress   *security.Egress
+	Research research.Config
 }
 
 // New registers every tool and checks the result against tools/catalog.yaml.
@@ -27,6 +32,7 @@ func New(d Deps) (*tools.Registry, error) {
 	planning.Register(reg, d.Store)
 	comms.Register(reg)
 	orchestration.Register(reg)
+	research.Register(reg, d.Egress, d.Research)
 	if err := tools.CheckCatalog(reg); err != nil {
 		return nil, fmt.Errorf("tool catalog check: %w", err)
 	}

@@ -1,0 +1,179 @@
+package security
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/metrics"
+	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/tools"
+)
+
+// TypeApprovalExpire is the delayed task that times an approval out.
+const TypeApprovalExpire = "approval:expire"
+
+// ExpirePayload names the approval to expire.
+type ExpirePayload struct {
+	ApprovalID string `json:"approval_id"`
+}
+
+// ApprovalsConfig tunes approvals.
+type ApprovalsConfig struct {
+	// Window is how long a human has to decide. Default 5m.
+	Window time.Duration
+	// SupervisorFallback approves (as "supervisor-fallback") instead of timing out.
+	// Off by default: a Restricted tool cannot be waved through by another agent.
+	SupervisorFallback bool
+}
+
+// Approvals runs the durable approval flow: request (row + expiry task + event, run
+// waiting), decide (once; 409 on a second decision), expire, and resume the
+// suspended session.
+type Approvals struct {
+	cfg     ApprovalsConfig
+	store   *store.Store
+	events  *events.Recorder
+	client  *asynq.Client
+	resume  func(ctx context.Context, runID, sessionID, key string) error
+	metrics *metrics.Metrics
+	log     *slog.Logger
+}
+
+// NewApprovals wires the approval flow. resume re-enqueues the step of a session.
+func NewApprovals(cfg ApprovalsConfig, st *store.Store, rec *events.Recorder, client *asynq.Client,
+	resume func(ctx context.Context, runID, sessionID, key string) error, m *metrics.Metrics, log *slog.Logger) *Approvals {
+	if cfg.Window <= 0 {
+		cfg.Window = 5 * time.Minute
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Approvals{cfg: cfg, store: st, events: rec, client: client, resume: resume, metrics: m, log: log}
+}
+
+// ApprovalID is deterministic per call, so a redelivered step finds its approval.
+func ApprovalID(sessionID, callID string) string {
+	h := sha256.Sum256([]byte(sessionID + "\x00" + callID))
+	return "apr_" + hex.EncodeToString(h[:12])
+}
+
+// Ensure returns the approval of a call, requesting it when there is none yet.
+func (a *Approvals) Ensure(ctx context.Context, s *tools.Session, call tools.Call, tier, why string, redactedArgs json.RawMessage) (store.Approval, error) {
+	id := ApprovalID(s.SessionID, call.ID)
+	appr, created, err := a.store.RequestApproval(ctx, store.Approval{
+		ID: id, RunID: s.RunID, SessionID: s.SessionID, CallID: call.ID, Team: s.Team, Agent: s.Agent,
+		Tool: call.Name, Tier: tier, Args: redactedArgs, Why: why,
+	}, a.cfg.Window)
+	if err != nil {
+		return appr, err
+	}
+	if appr.Status != store.ApprovalPending {
+		return appr, nil
+	}
+	// Idempotent even when not created now: a crash after the insert must still get
+	// its expiry task, event and waiting status.
+	raw, _ := json.Marshal(ExpirePayload{ApprovalID: id})
+	_, err = a.client.EnqueueContext(ctx, asynq.NewTask(TypeApprovalExpire, raw), asynq.Queue("supervisor"),
+		asynq.TaskID("approval-expire:"+id), asynq.ProcessAt(appr.ExpiresAt), asynq.MaxRetry(10), asynq.Retention(24*time.Hour))
+	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
+		return appr, fmt.Errorf("schedule approval expiry: %w", err)
+	}
+	if err := a.events.Emit(ctx, s.RunID, "approval-requested:"+id, "approval.requested", s.Agent, map[string]any{
+		"approval_id": id, "tool": call.Name, "tier": tier, "why": why, "expires_at": appr.ExpiresAt,
+	}); err != nil {
+		return appr, err
+	}
+	if _, err := a.store.SetRunWaiting(ctx, s.RunID, true); err != nil {
+		return appr, err
+	}
+	if created {
+		a.log.Info("approval requested", "approval_id", id, "run_id", s.RunID, "agent", s.Agent, "tool", call.Name, "why", why)
+		a.refreshPending(ctx)
+	}
+	return appr, nil
+}
+
+// Decide records a human decision once; store.ErrDecided on a second one.
+func (a *Approvals) Decide(ctx context.Context, id string, approve bool, by, reason string) (store.Approval, error) {
+	status := store.ApprovalDenied
+	if approve {
+		status = store.ApprovalApproved
+	}
+	appr, err := a.store.DecideApproval(ctx, id, status, by, reason)
+	if err != nil {
+		return appr, err
+	}
+	a.observe(appr)
+	return appr, a.afterDecision(ctx, appr)
+}
+
+// Expire handles the expiry task: time the approval out (or fall back), and in any
+// case make sure a decided approval resumed its session (covers a crash between a
+// decision and its resume).
+func (a *Approvals) Expire(ctx context.Context, t *asynq.Task) error {
+	var p ExpirePayload
+	if err := json.Unmarshal(t.Payload(), &p); err != nil {
+		return fmt.Errorf("%w: %v", asynq.SkipRetry, err)
+	}
+	status, by, reason := store.ApprovalTimedOut, "system", "no decision within "+a.cfg.Window.String()
+	if a.cfg.SupervisorFallback {
+		status, by, reason = store.ApprovalApproved, "supervisor-fallback", "approved by fallback after "+a.cfg.Window.String()
+	}
+	appr, err := a.store.DecideApproval(ctx, p.ApprovalID, status, by, reason)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case errors.Is(err, store.ErrDecided):
+	case err != nil:
+		return err
+	default:
+		a.observe(appr)
+		a.log.Info("approval timed out", "approval_id", appr.ID, "run_id", appr.RunID, "tool", appr.Tool, "outcome", appr.Status)
+	}
+	return a.afterDecision(ctx, appr)
+}
+
+func (a *Approvals) observe(appr store.Approval) {
+	if a.metrics == nil {
+		return
+	}
+	a.metrics.ApprovalsDecided.WithLabelValues(appr.Status).Inc()
+	if appr.DecidedAt != nil {
+		a.metrics.ApprovalWait.Observe(appr.DecidedAt.Sub(appr.CreatedAt).Seconds())
+	}
+	a.refreshPending(context.Background())
+}
+
+func (a *Approvals) refreshPending(ctx context.Context) {
+	if a.metrics == nil {
+		return
+	}
+	if n, err := a.store.CountPendingApprovals(ctx); err == nil {
+		a.metrics.ApprovalsPending.Set(float64(n))
+	}
+}
+
+func (a *Approvals) afterDecision(ctx context.Context, appr store.Approval) error {
+	if err := a.events.Emit(ctx, appr.RunID, "approval-decided:"+appr.ID, "approval.decided", appr.Agent, map[string]any{
+		"approval_id": appr.ID, "tool": appr.Tool, "status": appr.Status, "decided_by": appr.DecidedBy, "reason": appr.DecisionReason,
+	}); err != nil {
+		return err
+	}
+	if n, err := a.store.PendingApprovals(ctx, appr.RunID); err != nil {
+		return err
+	} else if n == 0 {
+		if _, err := a.store.SetRunWaiting(ctx, appr.RunID, false); err != nil {
+			return err
+		}
+	}
+	return a.resume(ctx, appr.RunID, appr.SessionID, "approval:"+appr.ID)
+}

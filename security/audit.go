@@ -1,0 +1,159 @@
+package security
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aetherium-engine/aetherium/store"
+)
+
+// AuditConfig tunes the audit writer.
+type AuditConfig struct {
+	// Buffer is the number of rows held before a writer waits. Default 4096.
+	Buffer int
+	// Batch is the most rows written per statement. Default 500.
+	Batch int
+	// Interval is the longest a row waits before it is written. Default 100ms.
+	Interval time.Duration
+}
+
+// Auditor writes audit rows in batches from a bounded buffer. A full buffer makes
+// the caller wait (backpressure) rather than drop a row; a failed write is retried
+// until it succeeds or Close gives up (and logs every row it could not write).
+type Auditor struct {
+	cfg    AuditConfig
+	store  *store.Store
+	log    *slog.Logger
+	ch     chan store.AuditRow
+	done   chan struct{}
+	once   sync.Once
+	depth  func(int)
+	closed chan struct{}
+	mu     sync.RWMutex
+	flushc chan chan struct{}
+}
+
+// NewAuditor starts the writer goroutine. depth (optional) receives the buffer depth.
+func NewAuditor(cfg AuditConfig, st *store.Store, log *slog.Logger, depth func(int)) *Auditor {
+	if cfg.Buffer <= 0 {
+		cfg.Buffer = 4096
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 500
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 100 * time.Millisecond
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	if depth == nil {
+		depth = func(int) {}
+	}
+	a := &Auditor{cfg: cfg, store: st, log: log, ch: make(chan store.AuditRow, cfg.Buffer), done: make(chan struct{}),
+		depth: depth, closed: make(chan struct{}), flushc: make(chan chan struct{})}
+	go a.loop()
+	return a
+}
+
+// ErrAuditClosed is a write after Close.
+var ErrAuditClosed = errors.New("audit writer closed")
+
+// Write queues a row, waiting while the buffer is full.
+func (a *Auditor) Write(ctx context.Context, r store.AuditRow) error {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	select {
+	case <-a.closed:
+		// After Close, write synchronously so nothing is lost at the very end.
+		return a.store.InsertAudit(context.WithoutCancel(ctx), []store.AuditRow{r})
+	default:
+	}
+	select {
+	case a.ch <- r:
+		a.depth(len(a.ch))
+		return nil
+	case <-ctx.Done():
+		// The caller is going away; the row still must land.
+		return a.store.InsertAudit(context.WithoutCancel(ctx), []store.AuditRow{r})
+	}
+}
+
+// Flush waits until every row queued before the call is written.
+func (a *Auditor) Flush() {
+	done := make(chan struct{})
+	select {
+	case a.flushc <- done:
+		<-done
+	case <-a.done:
+	}
+}
+
+// Close flushes and stops the writer.
+func (a *Auditor) Close() {
+	a.once.Do(func() {
+		a.mu.Lock()
+		close(a.closed)
+		a.mu.Unlock()
+		close(a.ch)
+		<-a.done
+	})
+}
+
+func (a *Auditor) loop() {
+	defer close(a.done)
+	ticker := time.NewTicker(a.cfg.Interval)
+	defer ticker.Stop()
+	batch := make([]store.AuditRow, 0, a.cfg.Batch)
+	write := func() {
+		if len(batch) == 0 {
+			return
+		}
+		backoff := 50 * time.Millisecond
+		for attempt := 1; ; attempt++ {
+			err := a.store.InsertAudit(context.Background(), batch)
+			if err == nil {
+				break
+			}
+			a.log.Error("audit write failed; retrying", "rows", len(batch), "attempt", attempt, "err", err)
+			if attempt >= 60 {
+				for _, r := range batch {
+					a.log.Error("audit row NOT written", "call_key", r.CallKey, "run_id", r.RunID, "tool", r.Tool, "decision", r.Decision)
+				}
+				break
+			}
+			time.Sleep(backoff)
+			backoff = min(backoff*2, 2*time.Second)
+		}
+		batch = batch[:0]
+		a.depth(len(a.ch))
+	}
+	for {
+		select {
+		case r, ok := <-a.ch:
+			if !ok {
+				write()
+				return
+			}
+			batch = append(batch, r)
+			if len(batch) >= a.cfg.Batch {
+				write()
+			}
+		case <-ticker.C:
+			write()
+		case done := <-a.flushc:
+			// Drain what is queued now, then write.
+			for n := len(a.ch); n > 0; n-- {
+				batch = append(batch, <-a.ch)
+				if len(batch) >= a.cfg.Batch {
+					write()
+				}
+			}
+			write()
+			close(done)
+		}
+	}
+}

@@ -1,0 +1,160 @@
+package security
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ErrEgressDenied is a destination outside policy.
+var ErrEgressDenied = errors.New("egress denied")
+
+var (
+	linkLocal4 = netip.MustParsePrefix("169.254.0.0/16")
+	linkLocal6 = netip.MustParsePrefix("fe80::/10")
+	awsIMDS6   = netip.MustParseAddr("fd00:ec2::254")
+)
+
+// ipVerdict classifies an address: denied always (link-local, cloud metadata,
+// unspecified, multicast), private (loopback and private ranges: allowed without an
+// allowlist entry), or public (allowed only for an allowlisted name).
+func ipVerdict(a netip.Addr) (denied bool, private bool) {
+	a = a.Unmap() // ::ffff:169.254.169.254 is 169.254.169.254
+	switch {
+	case !a.IsValid(), a.IsUnspecified(), a.IsMulticast(), a.IsInterfaceLocalMulticast():
+		return true, false
+	case linkLocal4.Contains(a), linkLocal6.Contains(a), a == awsIMDS6:
+		return true, false
+	case a.IsLoopback(), a.IsPrivate():
+		return false, true
+	}
+	return false, false
+}
+
+// DomainAllowed matches host against an allowlist of exact names and *.example.com
+// wildcards (the wildcard matches subdomains, not the apex).
+func DomainAllowed(host string, allowlist []string) bool {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	for _, d := range allowlist {
+		d = strings.ToLower(strings.TrimSuffix(d, "."))
+		if suffix, ok := strings.CutPrefix(d, "*."); ok {
+			if strings.HasSuffix(host, "."+suffix) {
+				return true
+			}
+			continue
+		}
+		if host == d {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckURL applies the destination policy before a call runs: http(s) only, and the
+// host must be allowlisted, or an IP literal in loopback / private ranges, or
+// localhost. Link-local and metadata addresses are denied whatever the allowlist says.
+func CheckURL(raw string, allowlist []string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("%w: unparsable URL: %v", ErrEgressDenied, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("%w: scheme %q (only http and https)", ErrEgressDenied, u.Scheme)
+	}
+	host := u.Hostname()
+	if host == "" {
+		return fmt.Errorf("%w: URL has no host", ErrEgressDenied)
+	}
+	if u.User != nil {
+		return fmt.Errorf("%w: credentials in the URL", ErrEgressDenied)
+	}
+	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		denied, private := ipVerdict(a)
+		switch {
+		case denied:
+			return fmt.Errorf("%w: %s is a link-local or metadata address", ErrEgressDenied, host)
+		case private:
+			return nil
+		case DomainAllowed(host, allowlist):
+			return nil
+		}
+		return fmt.Errorf("%w: %s is not in the team's allowed_domains", ErrEgressDenied, host)
+	}
+	if strings.EqualFold(host, "localhost") || DomainAllowed(host, allowlist) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is not in the team's allowed_domains", ErrEgressDenied, host)
+}
+
+// dialControl checks the address actually dialed, after DNS: a name that resolves
+// (or rebinds) to a metadata address fails here even though its name was allowed.
+func dialControl(network, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("%w: cannot parse dialed address %q", ErrEgressDenied, address)
+	}
+	if denied, _ := ipVerdict(ap.Addr()); denied {
+		return fmt.Errorf("%w: dialing %s (link-local / metadata)", ErrEgressDenied, ap.Addr())
+	}
+	return nil
+}
+
+// EgressConfig tunes the outbound client.
+type EgressConfig struct {
+	// MaxRedirects caps redirects per request. Default 5.
+	MaxRedirects int
+	// Timeout bounds a whole request. Default 30s.
+	Timeout time.Duration
+}
+
+// Egress builds HTTP clients that enforce the policy on every hop.
+type Egress struct {
+	cfg       EgressConfig
+	transport *http.Transport
+}
+
+// NewEgress returns the egress client factory. Proxy environment variables are
+// ignored on purpose: a proxy would hide the real destination from the check.
+func NewEgress(cfg EgressConfig) *Egress {
+	if cfg.MaxRedirects <= 0 {
+		cfg.MaxRedirects = 5
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: dialControl}
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           d.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          100,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 30 * time.Second,
+	}
+	return &Egress{cfg: cfg, transport: tr}
+}
+
+// Client returns a client for one team's allowlist; every redirect target is checked
+// against the same policy and redirects are capped.
+func (e *Egress) Client(allowlist []string) *http.Client {
+	return &http.Client{
+		Transport: e.transport,
+		Timeout:   e.cfg.Timeout,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= e.cfg.MaxRedirects {
+				return fmt.Errorf("%w: more than %d redirects", ErrEgressDenied, e.cfg.MaxRedirects)
+			}
+			if err := CheckURL(req.URL.String(), allowlist); err != nil {
+				return fmt.Errorf("redirect to %s: %w", req.URL.Host, err)
+			}
+			return nil
+		},
+	}
+}

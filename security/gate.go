@@ -1,0 +1,225 @@
+package security
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/aetherium-engine/aetherium/metrics"
+	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/tools"
+)
+
+// Gate is the permission gate as a tools.Middleware.
+type Gate struct {
+	reg       *tools.Registry
+	rules     *Rules
+	dlp       *DLP
+	approvals *Approvals
+	audit     *Auditor
+	metrics   *metrics.Metrics
+	log       *slog.Logger
+}
+
+// GateDeps are the gate's collaborators; Rules, DLP, Approvals and Audit are required.
+type GateDeps struct {
+	Registry  *tools.Registry
+	Rules     *Rules
+	DLP       *DLP
+	Approvals *Approvals
+	Audit     *Auditor
+	Metrics   *metrics.Metrics
+	Log       *slog.Logger
+}
+
+// NewGate returns the gate.
+func NewGate(d GateDeps) *Gate {
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	return &Gate{reg: d.Registry, rules: d.Rules, dlp: d.DLP, approvals: d.Approvals, audit: d.Audit, metrics: d.Metrics, log: d.Log}
+}
+
+// summaryBytes bounds what a Standard call keeps in its audit row.
+const summaryBytes = 240
+
+// Middleware gates every call and audits every attempt exactly once.
+func (g *Gate) Middleware(next tools.Handler) tools.Handler {
+	return tools.HandlerFunc(func(ctx context.Context, call tools.Call) (res tools.Result, err error) {
+		s := tools.SessionFrom(ctx)
+		if s == nil {
+			return tools.Result{}, errors.New("gate: call without a session context")
+		}
+		start := time.Now()
+		tier := tools.TierOf(call.Name)
+		row := store.AuditRow{
+			CallKey: s.SessionID + ":" + call.ID, RunID: s.RunID, Team: s.Team, Agent: s.Agent, Role: s.Role,
+			Tool: call.Name, Tier: tier.String(),
+		}
+		var findings []Finding
+		pending := false
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("tool %s panicked: %v", call.Name, p)
+				g.log.Error("tool panic", "tool", call.Name, "run_id", s.RunID, "panic", p)
+			}
+			if pending {
+				return // no attempt yet: it is audited when it is decided and runs
+			}
+			g.writeAudit(ctx, &row, call, tier, res, err, findings, start)
+		}()
+		deny := func(layer, reason string, sentinel error) (tools.Result, error) {
+			if g.metrics != nil {
+				g.metrics.GateDenials.WithLabelValues(layer).Inc()
+			}
+			return tools.Result{}, &tools.Denied{Layer: layer, Reason: reason, Err: sentinel}
+		}
+
+		// 1. capability
+		if err := tools.CheckCapability(g.reg, s.Access, s.Agent, call.Name); err != nil {
+			var d *tools.Denied
+			errors.As(err, &d)
+			return deny(d.Layer, d.Reason, d.Err)
+		}
+		spec, _ := g.reg.Spec(call.Name)
+
+		// 2. rules
+		rule, advisory := g.rules.Current().Evaluate(CallFacts{Tool: call.Name, Team: s.Team, Agent: s.Agent, Args: call.Args})
+		for _, r := range advisory {
+			g.log.Info("permission rule matched (advisory)", "action", r.Action, "tool", call.Name, "agent", s.Agent, "reason", r.Reason)
+		}
+		if rule != nil {
+			reason := rule.Reason
+			if reason == "" {
+				reason = "blocked by a permissions rule"
+			}
+			return deny("rules", reason, nil)
+		}
+
+		// 3. tier and destructive escalation
+		why := ""
+		if tier == tools.Restricted {
+			why = "restricted tool"
+		}
+		if call.Name == "run_shell" {
+			var a struct {
+				Command string `json:"command"`
+			}
+			_ = json.Unmarshal(call.Args, &a)
+			if ok, pattern := Destructive(a.Command); ok {
+				why = "destructive command (" + pattern + ")"
+			}
+		}
+
+		// 4. egress + DLP on outbound tools
+		if spec.Outbound {
+			var strs, paths, urls []string
+			var args map[string]any
+			_ = json.Unmarshal(call.Args, &args)
+			collect("", args, &strs, &paths, &urls)
+			for _, u := range urls {
+				if err := CheckURL(u, s.AllowedDomains); err != nil {
+					return deny("egress", strings.TrimPrefix(err.Error(), ErrEgressDenied.Error()+": "), ErrEgressDenied)
+				}
+			}
+			if findings = g.dlp.Scan(string(call.Args)); len(findings) > 0 {
+				ids := RuleIDs(findings)
+				if g.metrics != nil {
+					for _, id := range ids {
+						g.metrics.DLPHits.WithLabelValues(id).Inc()
+					}
+				}
+				return deny("dlp", "outgoing arguments carry a credential (gitleaks rule "+strings.Join(ids, ", ")+"); remove it", nil)
+			}
+		}
+
+		// 5. approval
+		if why != "" {
+			redacted := g.redactJSON(call.Args, &findings)
+			appr, err := g.approvals.Ensure(ctx, s, call, tier.String(), why, redacted)
+			if err != nil {
+				return tools.Result{}, fmt.Errorf("approval: %w", err)
+			}
+			switch appr.Status {
+			case store.ApprovalPending:
+				pending = true
+				return tools.Result{Pending: true, Content: "waiting for approval " + appr.ID}, nil
+			case store.ApprovalApproved:
+				row.ApprovedBy = appr.DecidedBy
+			case store.ApprovalTimedOut:
+				row.Decision = "timed_out"
+				return deny("approval", "timed_out: no human decision within the approval window", nil)
+			default:
+				reason := appr.DecisionReason
+				if reason == "" {
+					reason = "no reason given"
+				}
+				return deny("approval", "denied by "+appr.DecidedBy+": "+reason, nil)
+			}
+		}
+
+		// 6. execute
+		return next.Handle(ctx, call)
+	})
+}
+
+func (g *Gate) redactJSON(args json.RawMessage, findings *[]Finding) json.RawMessage {
+	if *findings == nil {
+		*findings = g.dlp.Scan(string(args))
+	}
+	red := Redact(string(args), *findings)
+	if json.Valid([]byte(red)) {
+		return json.RawMessage(red)
+	}
+	b, _ := json.Marshal(map[string]string{"redacted": red})
+	return b
+}
+
+func (g *Gate) writeAudit(ctx context.Context, row *store.AuditRow, call tools.Call, tier tools.Tier, res tools.Result, err error, findings []Finding, start time.Time) {
+	row.At = start
+	row.DurationMS = time.Since(start).Milliseconds()
+	var d *tools.Denied
+	switch {
+	case errors.As(err, &d):
+		row.DenyLayer, row.DenyReason = d.Layer, d.Reason
+		if row.Decision == "" {
+			row.Decision = "denied"
+		}
+	case err != nil:
+		row.Allowed, row.Decision, row.Error = true, "error", err.Error()
+	default:
+		row.Allowed, row.Decision = true, "allowed"
+	}
+	if tier == tools.Standard {
+		row.Summary = g.redactText(truncateBytes(string(call.Args), summaryBytes))
+	} else {
+		row.Args = g.redactJSON(call.Args, &findings)
+		result := g.redactText(res.Content)
+		row.Result = &result
+		row.Summary = truncateBytes(string(row.Args), summaryBytes)
+	}
+	if row.Error != "" {
+		row.Error = g.redactText(row.Error)
+	}
+	if werr := g.audit.Write(ctx, *row); werr != nil {
+		g.log.Error("audit write", "call_key", row.CallKey, "err", werr)
+	}
+}
+
+func (g *Gate) redactText(s string) string {
+	if s == "" {
+		return s
+	}
+	return Redact(s, g.dlp.Scan(s))
+}
+
+func truncateBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
