@@ -19,6 +19,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/metrics"
+	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -35,6 +36,9 @@ type Config struct {
 	PrometheusURL string
 	// SSEPoll is the fallback poll interval of the event stream. Default 1s.
 	SSEPoll time.Duration
+	// Tokens are the accepted bearer tokens; none means no authentication (allowed
+	// only on loopback, enforced by the caller that listens).
+	Tokens []Token
 }
 
 // Deps are the API's collaborators.
@@ -47,6 +51,8 @@ type Deps struct {
 	Registry  *tools.Registry
 	Templates templates.Dir
 	Metrics   *metrics.Metrics
+	// Approvals decides approvals; nil without a permission gate.
+	Approvals *security.Approvals
 	Log       *slog.Logger
 }
 
@@ -91,18 +97,23 @@ func New(cfg Config, d Deps) *Server {
 		PrometheusAddress: cfg.PrometheusURL,
 	})
 	mon := adaptor.HTTPHandler(s.mon)
-	app.Use("/monitoring", mon)
+	app.Use("/monitoring", s.auth(RoleAdmin), mon)
 
 	r := app.Group("/api")
-	r.Post("/orchestrator/run", s.submitInline)
-	r.Post("/orchestrator/run-from-template", s.submitTemplate)
-	r.Get("/runs", s.listRuns)
-	r.Get("/runs/:id", s.getRun)
-	r.Post("/runs/:id/cancel", s.cancelRun)
-	r.Get("/runs/:id/events", s.streamEvents)
-	r.Get("/runs/:id/delegations", s.getDelegations)
-	r.Get("/tools/mcp-schemas", s.schemas)
-	r.Get("/templates", s.listTemplates)
+	submit, read, approve := s.auth(RoleSubmit), s.auth(RoleRead), s.auth(RoleApprove)
+	r.Post("/orchestrator/run", submit, s.submitInline)
+	r.Post("/orchestrator/run-from-template", submit, s.submitTemplate)
+	r.Get("/runs", read, s.listRuns)
+	r.Get("/runs/:id", read, s.getRun)
+	r.Post("/runs/:id/cancel", submit, s.cancelRun)
+	r.Get("/runs/:id/events", read, s.streamEvents)
+	r.Get("/runs/:id/delegations", read, s.getDelegations)
+	r.Get("/runs/:id/audit", read, s.runAudit)
+	r.Get("/approvals", read, s.listApprovals)
+	r.Post("/approvals/:id/approve", approve, s.decide(true))
+	r.Post("/approvals/:id/deny", approve, s.decide(false))
+	r.Get("/tools/mcp-schemas", read, s.schemas)
+	r.Get("/templates", read, s.listTemplates)
 	app.Use(func(c *fiber.Ctx) error {
 		return &Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no route %s %s", c.Method(), c.Path())}
 	})

@@ -25,8 +25,10 @@ Server roles:
   dev                      api + worker + scheduler in one process (migrates first)
   migrate up|down|status   database schema
 
-Client commands (talk to the API at AETHERIUM_API_URL, default http://AETHERIUM_API_ADDR):
+Client commands (talk to the API at AETHERIUM_API_URL, default http://AETHERIUM_API_ADDR;
+bearer token from AETHERIUM_API_TOKEN):
   run [flags]              submit a run; --follow streams its events
+  approvals list|approve|deny   human decisions on Restricted calls
   tools [flags]            print the tool catalog
 
 Configuration: aetherium.yaml (AETHERIUM_CONFIG) with AETHERIUM_* overrides; see README.
@@ -44,7 +46,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	var err error
 	switch args[0] {
 	case "api", "worker", "scheduler", "dev":
-		err = serve(ctx, args[0], log)
+		err = serve(ctx, args[0], args[1:], log)
+	case "approvals":
+		return approvalsCmd(ctx, args[1:], stdout, stderr)
 	case "migrate":
 		err = migrate(ctx, args[1:], stdout)
 	case "run":
@@ -94,11 +98,17 @@ func signalContext(log *slog.Logger) (context.Context, func()) {
 	return ctx, func() { signal.Stop(ch); cancel() }
 }
 
-func serve(ctx context.Context, role string, log *slog.Logger) error {
+func serve(ctx context.Context, role string, args []string, log *slog.Logger) error {
+	fs := flag.NewFlagSet(role, flag.ContinueOnError)
+	insecure := fs.Bool("insecure-no-auth", false, "allow a non-loopback API address without bearer tokens")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 	cfg, err := config.Load()
 	if err != nil {
 		return err
 	}
+	cfg.API.InsecureNoAuth = cfg.API.InsecureNoAuth || *insecure
 	log = log.With("role", role)
 	f, err := fleet.Open(ctx, cfg, log, fleet.Options{})
 	if err != nil {

@@ -116,6 +116,7 @@ func postJSON(ctx context.Context, url string, body, into any) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	authorize(req)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("POST %s: %w (is the API running? AETHERIUM_API_URL)", url, err)
@@ -135,6 +136,12 @@ func postJSON(ctx context.Context, url string, body, into any) error {
 	return json.Unmarshal(data, into)
 }
 
+func authorize(req *http.Request) {
+	if tok := os.Getenv("AETHERIUM_API_TOKEN"); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+}
+
 type sseEvent struct {
 	ID    int64           `json:"id"`
 	Type  string          `json:"type"`
@@ -152,6 +159,7 @@ func followRun(ctx context.Context, base, runID string, out io.Writer) (status, 
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/runs/"+runID+"/events", nil)
 		req.Header.Set("Accept", "text/event-stream")
+		authorize(req)
 		if last > 0 {
 			req.Header.Set("Last-Event-ID", fmt.Sprint(last))
 		}

@@ -87,6 +87,30 @@ type API struct {
 	MonitoringReadOnly *bool `yaml:"monitoring_read_only"`
 	// PrometheusURL, when set, lets asynqmon draw its queue charts. Default empty.
 	PrometheusURL string `yaml:"prometheus_url"`
+	// Tokens are the accepted bearer tokens (roles submit, read, approve, admin).
+	// Required when Addr is not loopback, unless InsecureNoAuth. Default none.
+	Tokens []APIToken `yaml:"tokens"`
+	// InsecureNoAuth allows a non-loopback Addr without tokens (flag --insecure-no-auth).
+	InsecureNoAuth bool `yaml:"insecure_no_auth"`
+	// Webhooks receive every run event, signed with HMAC-SHA256. Default none.
+	Webhooks []Webhook `yaml:"webhooks"`
+}
+
+// APIToken is a bearer token: only the SHA-256 of its secret is configured.
+type APIToken struct {
+	Name string `yaml:"name"`
+	// SHA256 is the hex SHA-256 of the secret (printf %s "$TOKEN" | sha256sum).
+	SHA256 string   `yaml:"sha256"`
+	Roles  []string `yaml:"roles"`
+}
+
+// Webhook is an endpoint that receives run events as signed POSTs.
+type Webhook struct {
+	URL string `yaml:"url"`
+	// Secret keys the X-Aetherium-Signature HMAC-SHA256 header.
+	Secret string `yaml:"secret"`
+	// Events filters by event type; empty means all.
+	Events []string `yaml:"events"`
 }
 
 // Worker configures the asynq worker role.

@@ -57,6 +57,9 @@ type Options struct {
 	Middleware []tools.Middleware
 	// NoGate dispatches tools without the permission gate (unit benchmarks only).
 	NoGate bool
+	// ExtraTools registers tools after the shipped catalog (tests standing in for a
+	// tool of the design this build does not ship yet).
+	ExtraTools func(*tools.Registry)
 }
 
 // Open connects to Postgres and Redis and builds the shared parts.
@@ -91,6 +94,9 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options
 	if f.Registry, err = toolset.New(toolset.Deps{Store: f.Store, Egress: f.Egress}); err != nil {
 		f.Close()
 		return nil, err
+	}
+	if opts.ExtraTools != nil {
+		opts.ExtraTools(f.Registry)
 	}
 	mw := append([]tools.Middleware{}, opts.Middleware...)
 	if !opts.NoGate {
@@ -170,13 +176,16 @@ func (f *Fleet) Close() {
 // API builds the HTTP API.
 func (f *Fleet) API() *api.Server {
 	ro := f.Cfg.API.MonitoringReadOnly == nil || *f.Cfg.API.MonitoringReadOnly
-	return api.New(api.Config{BodyLimit: f.Cfg.API.BodyLimit, MonitoringReadOnly: ro, PrometheusURL: f.Cfg.API.PrometheusURL},
+	return api.New(api.Config{BodyLimit: f.Cfg.API.BodyLimit, MonitoringReadOnly: ro, PrometheusURL: f.Cfg.API.PrometheusURL, Tokens: f.Cfg.API.Tokens},
 		api.Deps{Store: f.Store, Redis: f.Redis, RedisOpt: f.RedisOpt, Queue: f.Queue, Events: f.Events, Registry: f.Registry,
-			Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Log: f.Log})
+			Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Approvals: f.Approvals, Log: f.Log})
 }
 
 // RunAPI serves the API until ctx ends, then drains connections.
 func (f *Fleet) RunAPI(ctx context.Context) error {
+	if err := CheckAPIAuth(f.Cfg.API); err != nil {
+		return err
+	}
 	srv := f.API()
 	defer srv.Close()
 	errc := make(chan error, 1)
@@ -191,6 +200,18 @@ func (f *Fleet) RunAPI(ctx context.Context) error {
 		return fmt.Errorf("api shutdown: %w", err)
 	}
 	f.Log.Info("api stopped")
+	return nil
+}
+
+// CheckAPIAuth refuses an API reachable beyond loopback without tokens: every agent
+// can write files and run commands, so an open API is a code-execution surface.
+func CheckAPIAuth(c config.API) error {
+	if err := api.ValidateTokens(c.Tokens); err != nil {
+		return err
+	}
+	if len(c.Tokens) == 0 && !api.IsLoopback(c.Addr) && !c.InsecureNoAuth {
+		return fmt.Errorf("api.addr %s is not loopback and api.tokens is empty: configure bearer tokens, or pass --insecure-no-auth if an authenticating proxy guards it", c.Addr)
+	}
 	return nil
 }
 

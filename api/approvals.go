@@ -1,0 +1,83 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/aetherium-engine/aetherium/store"
+)
+
+var approvalStatuses = map[string]bool{"pending": true, "approved": true, "denied": true, "timed_out": true}
+
+func (s *Server) listApprovals(c *fiber.Ctx) error {
+	status := c.Query("status")
+	if status != "" && !approvalStatuses[status] {
+		return badRequest("status", "status %q is not one of pending, approved, denied, timed_out", status)
+	}
+	runID := c.Query("run_id")
+	limit := 100
+	if l := c.Query("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 1000 {
+			return badRequest("limit", "limit must be an integer from 1 to 1000")
+		}
+		limit = n
+	}
+	list, err := s.d.Store.ListApprovals(c.UserContext(), status, runID, limit)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"approvals": list})
+}
+
+type decisionRequest struct {
+	Reason string `json:"reason"`
+}
+
+func (s *Server) decide(approve bool) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		if s.d.Approvals == nil {
+			return &Error{Status: http.StatusNotImplemented, Message: "approvals are not enabled (no permission gate)"}
+		}
+		id := c.Params("id")
+		if !strings.HasPrefix(id, "apr_") || len(id) > 64 {
+			return badRequest("id", "approval id %q is not valid", id)
+		}
+		var req decisionRequest
+		if len(c.Body()) > 0 {
+			if err := decode(c.Body(), &req); err != nil {
+				return err
+			}
+		}
+		if len(req.Reason) > 2000 {
+			return badRequest("reason", "reason is over 2000 bytes")
+		}
+		appr, err := s.d.Approvals.Decide(c.UserContext(), id, approve, principal(c), req.Reason)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return &Error{Status: http.StatusNotFound, Field: "id", Message: fmt.Sprintf("approval %s not found", id)}
+		case errors.Is(err, store.ErrDecided):
+			return &Error{Status: http.StatusConflict, Field: "id", Message: err.Error()}
+		case err != nil:
+			return err
+		}
+		return c.JSON(appr)
+	}
+}
+
+func (s *Server) runAudit(c *fiber.Ctx) error {
+	r, err := s.loadRun(c)
+	if err != nil {
+		return err
+	}
+	rows, err := s.d.Store.RunAudit(c.UserContext(), r.ID, 5000)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"audit": rows})
+}

@@ -1,0 +1,119 @@
+package api
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/aetherium-engine/aetherium/config"
+)
+
+// Roles a token may hold.
+const (
+	RoleSubmit  = "submit"
+	RoleRead    = "read"
+	RoleApprove = "approve"
+	RoleAdmin   = "admin"
+)
+
+// Token is an API bearer token as configured: only its SHA-256 is stored.
+type Token = config.APIToken
+
+type principalKey struct{}
+
+// principal names who is calling: the token's name, or "local" when auth is off.
+func principal(c *fiber.Ctx) string {
+	if p, ok := c.Locals(principalKey{}).(string); ok && p != "" {
+		return p
+	}
+	return "local"
+}
+
+// HashToken returns the hex SHA-256 of a token secret (for the config file).
+func HashToken(secret string) string {
+	h := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(h[:])
+}
+
+// ValidateTokens checks configured tokens.
+func ValidateTokens(tokens []Token) error {
+	seen := map[string]bool{}
+	for i, t := range tokens {
+		if t.Name == "" || seen[t.Name] {
+			return fmt.Errorf("config: api.tokens[%d].name: empty or duplicate", i)
+		}
+		seen[t.Name] = true
+		if b, err := hex.DecodeString(t.SHA256); err != nil || len(b) != sha256.Size {
+			return fmt.Errorf("config: api.tokens[%d].sha256: want 64 hex characters (sha256 of the token)", i)
+		}
+		for _, r := range t.Roles {
+			switch r {
+			case RoleSubmit, RoleRead, RoleApprove, RoleAdmin:
+			default:
+				return fmt.Errorf("config: api.tokens[%d].roles: unknown role %q", i, r)
+			}
+		}
+	}
+	return nil
+}
+
+// IsLoopback reports whether a listen address only accepts local connections.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// auth returns a middleware demanding a token with role (admin implies every role).
+// With no tokens configured it lets everything through (loopback-only deployments;
+// the server refuses to listen elsewhere without tokens).
+func (s *Server) auth(role string) fiber.Handler {
+	type entry struct {
+		name  string
+		hash  []byte
+		roles map[string]bool
+	}
+	var entries []entry
+	for _, t := range s.cfg.Tokens {
+		h, _ := hex.DecodeString(t.SHA256)
+		roles := map[string]bool{}
+		for _, r := range t.Roles {
+			roles[r] = true
+		}
+		entries = append(entries, entry{t.Name, h, roles})
+	}
+	return func(c *fiber.Ctx) error {
+		if len(entries) == 0 {
+			return c.Next()
+		}
+		hdr := c.Get("Authorization")
+		secret, ok := strings.CutPrefix(hdr, "Bearer ")
+		if !ok || secret == "" {
+			c.Set("WWW-Authenticate", `Bearer realm="aetherium"`)
+			return &Error{Status: http.StatusUnauthorized, Message: "missing bearer token"}
+		}
+		sum := sha256.Sum256([]byte(secret))
+		for _, e := range entries {
+			if subtle.ConstantTimeCompare(sum[:], e.hash) == 1 {
+				if !e.roles[role] && !e.roles[RoleAdmin] {
+					return &Error{Status: http.StatusForbidden, Message: fmt.Sprintf("token %q lacks role %q", e.name, role)}
+				}
+				c.Locals(principalKey{}, e.name)
+				return c.Next()
+			}
+		}
+		return &Error{Status: http.StatusUnauthorized, Message: "invalid bearer token"}
+	}
+}

@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+func getJSON(ctx context.Context, url string, into any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	authorize(req)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("GET %s: %w (is the API running? AETHERIUM_API_URL)", url, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if resp.StatusCode/100 != 2 {
+		var e struct{ Error string }
+		if json.Unmarshal(data, &e) == nil && e.Error != "" {
+			return fmt.Errorf("HTTP %d: %s", resp.StatusCode, e.Error)
+		}
+		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(data)))
+	}
+	return json.Unmarshal(data, into)
+}
+
+// approvalsCmd: list | approve <id> | deny <id> [--reason r].
+func approvalsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "aetherium approvals: "+format+"\n", a...)
+		return 1
+	}
+	if len(args) == 0 {
+		return fail("usage: aetherium approvals list [--status pending|approved|denied|timed_out|all] | approve <id> [--reason r] | deny <id> [--reason r]")
+	}
+	fs := flag.NewFlagSet("approvals", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	base := fs.String("api", apiURL(), "API base URL (AETHERIUM_API_URL)")
+	status := fs.String("status", "pending", "filter for list (all for every status)")
+	reason := fs.String("reason", "", "reason recorded with the decision")
+	sub, rest := args[0], args[1:]
+	var id string
+	if (sub == "approve" || sub == "deny") && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		id, rest = rest[0], rest[1:]
+	}
+	if err := fs.Parse(rest); err != nil {
+		return 2
+	}
+	switch sub {
+	case "list":
+		q := ""
+		if *status != "all" {
+			q = "?status=" + *status
+		}
+		var out struct {
+			Approvals []struct {
+				ID        string    `json:"id"`
+				RunID     string    `json:"run_id"`
+				Agent     string    `json:"agent"`
+				Tool      string    `json:"tool"`
+				Why       string    `json:"why"`
+				Status    string    `json:"status"`
+				ExpiresAt time.Time `json:"expires_at"`
+			} `json:"approvals"`
+		}
+		if err := getJSON(ctx, *base+"/api/approvals"+q, &out); err != nil {
+			return fail("%v", err)
+		}
+		if len(out.Approvals) == 0 {
+			fmt.Fprintln(stdout, "no approvals")
+			return 0
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tRUN\tAGENT\tTOOL\tWHY\tSTATUS\tEXPIRES")
+		for _, a := range out.Approvals {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.RunID, a.Agent, a.Tool, a.Why, a.Status, time.Until(a.ExpiresAt).Round(time.Second))
+		}
+		_ = tw.Flush()
+		return 0
+	case "approve", "deny":
+		if id == "" {
+			return fail("%s needs an approval id", sub)
+		}
+		var out struct {
+			Status    string `json:"status"`
+			DecidedBy string `json:"decided_by"`
+		}
+		if err := postJSON(ctx, *base+"/api/approvals/"+id+"/"+sub, map[string]string{"reason": *reason}, &out); err != nil {
+			return fail("%v", err)
+		}
+		fmt.Fprintf(stdout, "approval %s %s by %s\n", id, out.Status, out.DecidedBy)
+		return 0
+	default:
+		return fail("unknown subcommand %q (list, approve, deny)", sub)
+	}
+}
