@@ -86,7 +86,7 @@ rules:
 	a := pendingApproval(t, f, id)
 	require.Equal(t, "download_pdf", a.Tool)
 	require.Equal(t, "restricted tool", a.Why)
-	require.Equal(t, "waiting", f.GetRun(id).Status)
+	require.Eventually(t, func() bool { return f.GetRun(id).Status == "waiting" }, 10*time.Second, 20*time.Millisecond)
 	var decided store.Approval
 	code, raw := f.Do("POST", "/api/approvals/"+a.ID+"/approve", map[string]string{"reason": "fine"}, &decided)
 	require.Equal(t, http.StatusOK, code, string(raw))
@@ -145,7 +145,8 @@ rules:
 	for _, want := range []string{"denied by capability", "denied by rules: secrets/ is off limits", "denied by dlp", "denied by egress", "downloaded", "denied by approval: denied by local: not this one", "timed_out"} {
 		require.Contains(t, msgs, want)
 	}
-	require.NotContains(t, msgs, pat[8:], "the DLP message does not echo the secret")
+	// The refusal names the rule, never the secret (the model's own call holds it).
+	require.Contains(t, msgs, `denied by dlp: outgoing arguments carry a credential (gitleaks rule github-pat); remove it"`)
 
 	var evTypes []string
 	for _, e := range evs {
