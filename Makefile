@@ -5,7 +5,7 @@ SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 GO ?= go
 
-.PHONY: demo test services build vet compose-check clean
+.PHONY: demo test services sandbox-image build vet compose-check clean
 
 build:
 	$(GO) build -o bin/aetherium ./cmd/aetherium
@@ -13,13 +13,18 @@ build:
 services:
 	bash scripts/services.sh
 
-demo: services build
+# The sandbox image run_shell uses, built locally (FROM scratch + busybox-static).
+sandbox-image:
+	@if docker info >/dev/null 2>&1; then bash sandbox/build-image.sh; \
+	else echo "sandbox-image: no Docker engine answers; run_shell will report it has no sandbox"; fi
+
+demo: services sandbox-image build
 	bash scripts/demo.sh
 
 vet:
 	$(GO) vet ./...
 
-test: services vet
+test: services sandbox-image vet
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 compose-check:

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/metrics"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
@@ -53,7 +54,9 @@ type Deps struct {
 	Metrics   *metrics.Metrics
 	// Approvals decides approvals; nil without a permission gate.
 	Approvals *security.Approvals
-	Log       *slog.Logger
+	// Leases serves GET /api/leases and checks a team's gpu_services.
+	Leases *lease.Manager
+	Log    *slog.Logger
 }
 
 // Server is the API.
@@ -114,6 +117,7 @@ func New(cfg Config, d Deps) *Server {
 	r.Post("/approvals/:id/deny", approve, s.decide(false))
 	r.Get("/tools/mcp-schemas", read, s.schemas)
 	r.Get("/templates", read, s.listTemplates)
+	r.Get("/leases", read, LeasesHandler(d.Leases))
 	app.Use(func(c *fiber.Ctx) error {
 		return &Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no route %s %s", c.Method(), c.Path())}
 	})

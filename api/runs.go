@@ -121,6 +121,14 @@ func (s *Server) submit(c *fiber.Ctx, team templates.Template, tmplName, prompt 
 	if err != nil {
 		return badRequest("variables", "%v", err)
 	}
+	for _, svc := range rendered.GPUServices {
+		if s.d.Leases == nil {
+			return badRequest("team", "gpu_services: this deployment declares no GPU services")
+		}
+		if _, ok := s.d.Leases.Service(svc); !ok {
+			return badRequest("team", "gpu_services: %q is not a GPU service of this deployment (streams.leases.services)", svc)
+		}
+	}
 	teamJSON, _ := json.Marshal(rendered)
 	varsJSON, _ := json.Marshal(vars)
 	run := store.Run{ID: uuid.NewString(), Prompt: prompt, Template: tmplName, Team: teamJSON, Variables: varsJSON, TokenBudget: rendered.TokenBudget()}

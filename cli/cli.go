@@ -29,6 +29,7 @@ Client commands (talk to the API at AETHERIUM_API_URL, default http://AETHERIUM_
 bearer token from AETHERIUM_API_TOKEN):
   run [flags]              submit a run; --follow streams its events
   approvals list|approve|deny   human decisions on Restricted calls
+  leases [--events N]      GPU lease holders, waiters, tokens and recent lease events
   tools [flags]            print the tool catalog
 
 Configuration: aetherium.yaml (AETHERIUM_CONFIG) with AETHERIUM_* overrides; see README.
@@ -49,6 +50,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = serve(ctx, args[0], args[1:], log)
 	case "approvals":
 		return approvalsCmd(ctx, args[1:], stdout, stderr)
+	case "leases":
+		return leasesCmd(ctx, args[1:], stdout, stderr)
 	case "migrate":
 		err = migrate(ctx, args[1:], stdout)
 	case "run":

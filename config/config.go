@@ -17,6 +17,10 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/aetherium-engine/aetherium/lease"
+	"github.com/aetherium-engine/aetherium/mailbox"
+	"github.com/aetherium-engine/aetherium/sandbox"
 )
 
 // Duration is a time.Duration written as "30s" / "5m" in YAML.
@@ -58,6 +62,50 @@ type Config struct {
 	Scheduler Scheduler `yaml:"scheduler"`
 	LLM       LLM       `yaml:"llm"`
 	Security  Security  `yaml:"security"`
+	Streams   Streams   `yaml:"streams"`
+	Devices   Devices   `yaml:"devices"`
+	// Sandbox configures run_shell's executor (kind docker|local|auto, image, limits);
+	// see package sandbox and sandbox/README.md.
+	Sandbox sandbox.Config `yaml:"sandbox"`
+}
+
+// Streams configures the Redis-stream parts: agent mailboxes and GPU leases.
+type Streams struct {
+	// Mailbox bounds the agent mailboxes (prefix, max_len, max_age, max_deliveries,
+	// read_limit, reclaim_idle); see package mailbox for defaults.
+	Mailbox mailbox.Config `yaml:"mailbox"`
+	// Leases declares the leasable GPU services of this deployment (name, capacity,
+	// ttl, image, container, ports, gpus, health_url, start_timeout, idle_stop) and
+	// the waiter TTL; see package lease. Default: no services.
+	Leases lease.Config `yaml:"leases"`
+	// LeaseRetry is how soon a step waiting for a GPU lease is retried. Default 2s.
+	LeaseRetry Duration `yaml:"lease_retry"`
+}
+
+// Devices configures hardware the device tools drive.
+type Devices struct {
+	SteamFrame SteamFrame `yaml:"steam_frame"`
+}
+
+// SteamFrame configures the Steam Frame headset (device tools). Zero values take the
+// defaults of package device.
+type SteamFrame struct {
+	// Enabled turns the device tools on; off, they fail with "not configured".
+	Enabled bool `yaml:"enabled"`
+	// Host, User, SSHPort, ADBPort, KeyPath reach the headset.
+	Host    string `yaml:"host"`
+	User    string `yaml:"user"`
+	SSHPort int    `yaml:"ssh_port"`
+	ADBPort int    `yaml:"adb_port"`
+	KeyPath string `yaml:"key_path"`
+	// ScriptsDir holds device/steam-frame. Default device/steam-frame.
+	ScriptsDir string `yaml:"scripts_dir"`
+	// SimScenario selects the headset simulator (development and tests).
+	SimScenario string `yaml:"sim_scenario"`
+	SimBin      string `yaml:"sim_bin"`
+	// CaptureInterval, MaxRunDuration bound frame_run.
+	CaptureInterval Duration `yaml:"capture_interval"`
+	MaxRunDuration  Duration `yaml:"max_run_duration"`
 }
 
 // Security configures the permission gate.
@@ -141,6 +189,8 @@ type Worker struct {
 
 // Scheduler configures the periodic-maintenance role.
 type Scheduler struct {
+	// Period is the maintenance tick interval. Default 15s.
+	Period Duration `yaml:"period"`
 	// StuckAfter fails a non-terminal run with no event for this long. Default 1h.
 	StuckAfter Duration `yaml:"stuck_after"`
 	// MetricsAddr serves /metrics for the scheduler. Env AETHERIUM_SCHEDULER_METRICS_ADDR.
@@ -188,7 +238,7 @@ func Default() Config {
 			PermissionsFile: "config/permissions.yaml", ApprovalWindow: Duration(5 * time.Minute),
 			AuditRetention: Duration(90 * 24 * time.Hour), MaxRedirects: 5, EgressTimeout: Duration(30 * time.Second),
 		},
-		Scheduler: Scheduler{StuckAfter: Duration(time.Hour), MetricsAddr: "127.0.0.1:9092"},
+		Scheduler: Scheduler{Period: Duration(15 * time.Second), StuckAfter: Duration(time.Hour), MetricsAddr: "127.0.0.1:9092"},
 		LLM: LLM{
 			OpenAI:    Provider{Model: "gpt-4o-mini", MaxRetries: 3, Timeout: Duration(120 * time.Second)},
 			Anthropic: Provider{Model: "claude-sonnet-4-5", MaxRetries: 3, Timeout: Duration(120 * time.Second)},
@@ -332,6 +382,14 @@ func (c Config) Validate() error {
 	}
 	if c.Security.MaxRedirects < 0 {
 		bad("security.max_redirects", "must not be negative")
+	}
+	for i, h := range c.API.Webhooks {
+		if u, err := url.Parse(h.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad(fmt.Sprintf("api.webhooks[%d].url", i), "want an http(s) URL, got %q", h.URL)
+		}
+		if len(h.Secret) < 16 {
+			bad(fmt.Sprintf("api.webhooks[%d].secret", i), "must be at least 16 characters (it keys the HMAC signature)")
+		}
 	}
 	return errors.Join(errs...)
 }

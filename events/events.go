@@ -41,6 +41,16 @@ type Recorder struct {
 	Store *store.Store
 	Redis redis.UniversalClient
 	Log   *slog.Logger
+	// OnEvent, when set, is called once per newly stored event (webhook fan-out).
+	// Its error fails the Emit, so the step retries and the delivery is not lost.
+	OnEvent func(ctx context.Context, e Stored) error
+}
+
+// Stored identifies a newly stored event.
+type Stored struct {
+	ID    int64
+	RunID string
+	Type  string
 }
 
 // Emit stores the event once per key and announces it. A failed announcement is only
@@ -52,6 +62,11 @@ func (r *Recorder) Emit(ctx context.Context, runID, key, typ, agent string, data
 	id, inserted, err := r.Store.AppendEvent(ctx, runID, key, typ, agent, data)
 	if err != nil {
 		return fmt.Errorf("emit %s: %w", typ, err)
+	}
+	if inserted && r.OnEvent != nil {
+		if err := r.OnEvent(ctx, Stored{ID: id, RunID: runID, Type: typ}); err != nil {
+			return fmt.Errorf("emit %s: %w", typ, err)
+		}
 	}
 	if inserted && r.Redis != nil {
 		if err := r.Redis.Publish(ctx, Channel(runID), id).Err(); err != nil && r.Log != nil {

@@ -17,14 +17,20 @@ import (
 
 	"github.com/aetherium-engine/aetherium/api"
 	"github.com/aetherium-engine/aetherium/config"
+	"github.com/aetherium-engine/aetherium/device"
 	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/gpu"
+	"github.com/aetherium-engine/aetherium/lease"
+	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/metrics"
+	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/scheduler"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/toolset"
+	"github.com/aetherium-engine/aetherium/webhook"
 	"github.com/aetherium-engine/aetherium/worker"
 )
 
@@ -47,6 +53,17 @@ type Fleet struct {
 	Approvals *security.Approvals
 	Audit     *security.Auditor
 	Egress    *security.Egress
+	// Webhooks delivers signed run events (nil when none are configured).
+	Webhooks *webhook.Deliverer
+	Mailbox  *mailbox.Mailbox
+	Leases   *lease.Manager
+	// GPU starts and stops leased services' containers (nil without images).
+	GPU *gpu.Controller
+	// Device drives the Steam Frame (nil unless devices.steam_frame.enabled).
+	Device *device.Driver
+	// Executor runs shell commands (nil when no sandbox could start).
+	Executor    sandbox.Executor
+	ownExecutor bool
 }
 
 // Options adjust Open (tests and benchmarks).
@@ -60,6 +77,10 @@ type Options struct {
 	// ExtraTools registers tools after the shipped catalog (tests standing in for a
 	// tool of the design this build does not ship yet).
 	ExtraTools func(*tools.Registry)
+	// Executor runs run_shell commands; nil builds one from config.Sandbox.
+	Executor sandbox.Executor
+	// NoSandbox skips building an executor (tests that run no shell commands).
+	NoSandbox bool
 }
 
 // Open connects to Postgres and Redis and builds the shared parts.
@@ -89,9 +110,24 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options
 	f.Client = asynq.NewClient(f.RedisOpt)
 	f.Queue = &worker.Enqueuer{Client: f.Client, MaxRetry: cfg.Worker.MaxRetry}
 	f.Events = &events.Recorder{Store: f.Store, Redis: f.Redis, Log: log}
+	if len(cfg.API.Webhooks) > 0 {
+		f.Webhooks = &webhook.Deliverer{Hooks: cfg.API.Webhooks, Store: f.Store, Client: f.Client}
+	}
+	f.Events.OnEvent = f.onEvent
+	if err := f.openParts(ctx, cfg, opts); err != nil {
+		f.Close()
+		return nil, err
+	}
 	sec := cfg.Security
 	f.Egress = security.NewEgress(security.EgressConfig{MaxRedirects: sec.MaxRedirects, Timeout: sec.EgressTimeout.D()})
-	if f.Registry, err = toolset.New(toolset.Deps{Store: f.Store, Egress: f.Egress}); err != nil {
+	roster := func(ctx context.Context) ([]string, error) {
+		if s := tools.SessionFrom(ctx); s != nil {
+			return s.Peers, nil
+		}
+		return nil, errors.New("no session")
+	}
+	if f.Registry, err = toolset.New(toolset.Deps{Store: f.Store, Egress: f.Egress, Executor: f.Executor,
+		Mailbox: f.Mailbox, Roster: roster, Device: f.Device}); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -115,7 +151,8 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options
 	f.Worker = worker.New(worker.Config{
 		Workspaces: cfg.Workspaces, StepLease: cfg.Worker.StepLease.D(), CircuitBreaker: cfg.Worker.CircuitBreaker,
 		MaxSteps: cfg.Worker.MaxSteps, MaxRetry: cfg.Worker.MaxRetry,
-	}, worker.Deps{Store: f.Store, Queue: f.Queue, Events: f.Events, Router: f.Router, Models: models, Metrics: f.Metrics, Log: log, Gated: !opts.NoGate})
+	}, worker.Deps{Store: f.Store, Queue: f.Queue, Events: f.Events, Router: f.Router, Models: models, Metrics: f.Metrics, Log: log, Gated: !opts.NoGate,
+		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, LeaseRetry: cfg.Streams.LeaseRetry.D()})
 	return f, nil
 }
 
@@ -162,6 +199,9 @@ func (f *Fleet) Close() {
 	if f.Audit != nil {
 		f.Audit.Close()
 	}
+	if f.Executor != nil && f.ownExecutor {
+		_ = f.Executor.Close()
+	}
 	if f.Client != nil {
 		_ = f.Client.Close()
 	}
@@ -178,7 +218,7 @@ func (f *Fleet) API() *api.Server {
 	ro := f.Cfg.API.MonitoringReadOnly == nil || *f.Cfg.API.MonitoringReadOnly
 	return api.New(api.Config{BodyLimit: f.Cfg.API.BodyLimit, MonitoringReadOnly: ro, PrometheusURL: f.Cfg.API.PrometheusURL, Tokens: f.Cfg.API.Tokens},
 		api.Deps{Store: f.Store, Redis: f.Redis, RedisOpt: f.RedisOpt, Queue: f.Queue, Events: f.Events, Registry: f.Registry,
-			Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Approvals: f.Approvals, Log: f.Log})
+			Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Approvals: f.Approvals, Leases: f.Leases, Log: f.Log})
 }
 
 // RunAPI serves the API until ctx ends, then drains connections.
@@ -241,9 +281,13 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 	if f.Approvals != nil {
 		mux.HandleFunc(security.TypeApprovalExpire, f.Approvals.Expire)
 	}
+	if f.Webhooks != nil {
+		mux.HandleFunc(webhook.TypeDeliver, f.Webhooks.Handle)
+	}
+	mux.HandleFunc(TypeRunCleanup, f.cleanupRun)
 	(&scheduler.Maintenance{
-		Config: scheduler.Config{StuckAfter: f.Cfg.Scheduler.StuckAfter.D()}, Store: f.Store, Queue: f.Queue,
-		Fail: w.FailRun, Log: f.Log,
+		Config: f.schedulerConfig(), Store: f.Store, Queue: f.Queue, Fail: w.FailRun, Log: f.Log,
+		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, Orphans: f.cleanupOrphans,
 	}).Register(mux)
 	return srv, mux, cancel
 }
@@ -270,20 +314,16 @@ func (f *Fleet) RunWorker(ctx context.Context) error {
 	return nil
 }
 
-// RunScheduler runs the periodic maintenance scheduler until ctx ends.
+// RunScheduler enqueues the periodic maintenance ticks until ctx ends.
 func (f *Fleet) RunScheduler(ctx context.Context) error {
-	s, err := scheduler.New(scheduler.Config{StuckAfter: f.Cfg.Scheduler.StuckAfter.D()}, f.RedisOpt, f.Log)
-	if err != nil {
-		return err
-	}
-	if err := s.Start(); err != nil {
-		return fmt.Errorf("scheduler: %w", err)
-	}
-	f.Log.Info("scheduler started")
-	<-ctx.Done()
-	s.Shutdown()
+	f.Log.Info("scheduler started", "period", f.schedulerConfig().Period.String())
+	err := scheduler.New(f.schedulerConfig(), f.Client, f.Log).Run(ctx)
 	f.Log.Info("scheduler stopped")
-	return nil
+	return err
+}
+
+func (f *Fleet) schedulerConfig() scheduler.Config {
+	return scheduler.Config{Period: f.Cfg.Scheduler.Period.D(), StuckAfter: f.Cfg.Scheduler.StuckAfter.D(), AuditRetention: f.Cfg.Security.AuditRetention.D()}
 }
 
 // ServeMetrics runs a /metrics listener on addr until ctx ends (no-op when empty).

@@ -103,6 +103,10 @@ func Start(t testing.TB, opts Options) *Fleet {
 func StartWith(t testing.TB, cfg config.Config, opts Options) *Fleet {
 	t.Helper()
 	ctx := context.Background()
+	if opts.Fleet.Executor == nil {
+		// A container per run is costly; tests that run commands pass an executor.
+		opts.Fleet.NoSandbox = true
+	}
 	f, err := fleet.Open(ctx, cfg, Logger(t), opts.Fleet)
 	if err != nil {
 		t.Fatalf("open fleet: %v", err)

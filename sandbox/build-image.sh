@@ -6,6 +6,13 @@
 set -euo pipefail
 
 image="${1:-${AETHERIUM_SANDBOX_IMAGE:-aetherium-sandbox:latest}}"
+
+# Test binaries run in parallel and may all call this: one build (and one apt-get)
+# at a time.
+if command -v flock >/dev/null 2>&1; then
+	exec 9>"${TMPDIR:-/tmp}/aetherium-sandbox-build.lock"
+	flock 9
+fi
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 busybox=/bin/busybox
 
@@ -31,9 +38,13 @@ ctx="$(mktemp -d)"
 trap 'rm -rf "$ctx"' EXIT
 cp "$here/Dockerfile" "$ctx/Dockerfile"
 cp "$busybox" "$ctx/busybox"
-# The legacy builder needs no buildx plugin and runs RUN steps on a scratch base.
+# The legacy builder needs no buildx plugin; engines that dropped it build with
+# BuildKit instead.
 if ! out="$(DOCKER_BUILDKIT=0 docker build -q --label "io.aetherium.sandbox.hash=$hash" -t "$image" "$ctx" 2>&1)"; then
-	echo "$out" >&2
-	exit 1
+	if ! out2="$(docker build -q --label "io.aetherium.sandbox.hash=$hash" -t "$image" "$ctx" 2>&1)"; then
+		echo "$out" >&2
+		echo "$out2" >&2
+		exit 1
+	fi
 fi
 echo "built $image ($hash)"

@@ -1,40 +1,58 @@
-// Package scheduler is the periodic-maintenance role: an asynq Scheduler enqueues
-// maintenance ticks (deduplicated with Unique, so 2+ replicas run each tick once) and
-// the worker fleet handles them like any other task.
+// Package scheduler is the periodic-maintenance role. Each period every replica
+// enqueues each maintenance task with the TaskID <type>:<tick>, where tick is the
+// period-aligned time: replicas compute the same id, so however many schedulers run,
+// a tick is enqueued — and run — once (asynq refuses a duplicate TaskID while the
+// task, or its retained record, exists). The worker fleet handles the tasks.
 package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/hibiken/asynq"
 
+	"github.com/aetherium-engine/aetherium/gpu"
+	"github.com/aetherium-engine/aetherium/lease"
+	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/worker"
 )
 
 // Task types and queue.
 const (
-	TypeRequeueQueued = "maintenance:requeue-queued"
-	TypeStuckRuns     = "maintenance:stuck-runs"
-	Queue             = "maintenance"
+	TypeRequeueQueued  = "maintenance:requeue-queued"
+	TypeStuckRuns      = "maintenance:stuck-runs"
+	TypeAuditPurge     = "maintenance:audit-purge"
+	TypeLeaseReap      = "maintenance:lease-reap"
+	TypeMailboxReclaim = "maintenance:mailbox-reclaim"
+	TypeMailboxTrim    = "maintenance:mailbox-trim"
+	TypeGPUStopIdle    = "maintenance:gpu-stop-idle"
+	TypeSandboxOrphans = "maintenance:sandbox-orphans"
+	Queue              = "maintenance"
 )
+
+// Tasks are the periodic tasks, in enqueue order.
+var Tasks = []string{TypeRequeueQueued, TypeStuckRuns, TypeAuditPurge, TypeLeaseReap, TypeMailboxReclaim,
+	TypeMailboxTrim, TypeGPUStopIdle, TypeSandboxOrphans}
 
 // Config tunes maintenance.
 type Config struct {
-	// Every is the tick interval (cron spec). Default "@every 30s".
-	Every string
+	// Period is the tick interval of every task. Default 15s.
+	Period time.Duration
 	// QueuedAfter re-enqueues runs still queued after this long. Default 30s.
 	QueuedAfter time.Duration
 	// StuckAfter fails non-terminal runs with no event for this long. Default 1h.
 	StuckAfter time.Duration
+	// AuditRetention deletes tool_audit rows older than this. Default 2160h (90 days).
+	AuditRetention time.Duration
 }
 
 func (c *Config) defaults() {
-	if c.Every == "" {
-		c.Every = "@every 30s"
+	if c.Period <= 0 {
+		c.Period = 15 * time.Second
 	}
 	if c.QueuedAfter <= 0 {
 		c.QueuedAfter = 30 * time.Second
@@ -42,45 +60,140 @@ func (c *Config) defaults() {
 	if c.StuckAfter <= 0 {
 		c.StuckAfter = time.Hour
 	}
+	if c.AuditRetention <= 0 {
+		c.AuditRetention = 90 * 24 * time.Hour
+	}
 }
 
-// New returns an asynq Scheduler with the maintenance ticks registered.
-func New(cfg Config, redis asynq.RedisConnOpt, log *slog.Logger) (*asynq.Scheduler, error) {
+// Scheduler enqueues the ticks.
+type Scheduler struct {
+	cfg    Config
+	client *asynq.Client
+	log    *slog.Logger
+	now    func() time.Time
+}
+
+// New returns a Scheduler enqueueing through client.
+func New(cfg Config, client *asynq.Client, log *slog.Logger) *Scheduler {
 	cfg.defaults()
-	s := asynq.NewScheduler(redis, &asynq.SchedulerOpts{
-		Location: time.UTC,
-		PostEnqueueFunc: func(info *asynq.TaskInfo, err error) {
-			if err != nil && log != nil {
-				log.Debug("maintenance tick not enqueued", "err", err)
-			}
-		},
-	})
-	for _, typ := range []string{TypeRequeueQueued, TypeStuckRuns} {
-		// Unique dedupes the ticks of several scheduler replicas.
-		if _, err := s.Register(cfg.Every, asynq.NewTask(typ, nil), asynq.Queue(Queue), asynq.Unique(20*time.Second), asynq.MaxRetry(1)); err != nil {
-			return nil, fmt.Errorf("scheduler: register %s: %w", typ, err)
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Scheduler{cfg: cfg, client: client, log: log, now: time.Now}
+}
+
+// TaskID is the id of a task's tick containing t.
+func TaskID(typ string, t time.Time, period time.Duration) string {
+	return fmt.Sprintf("%s:%d", typ, t.Truncate(period).Unix())
+}
+
+// Tick enqueues every task for the tick containing now; it returns how many this
+// call enqueued (0 when another replica was first).
+func (s *Scheduler) Tick(ctx context.Context) (int, error) {
+	now := s.now()
+	n := 0
+	var errs []error
+	for _, typ := range Tasks {
+		_, err := s.client.EnqueueContext(ctx, asynq.NewTask(typ, nil), asynq.Queue(Queue),
+			asynq.TaskID(TaskID(typ, now, s.cfg.Period)), asynq.MaxRetry(1),
+			// Keep the record for a few periods so a late replica's enqueue conflicts.
+			asynq.Retention(4*s.cfg.Period), asynq.Timeout(s.cfg.Period*4))
+		switch {
+		case err == nil:
+			n++
+		case errors.Is(err, asynq.ErrTaskIDConflict):
+		default:
+			errs = append(errs, fmt.Errorf("enqueue %s: %w", typ, err))
 		}
 	}
-	return s, nil
+	return n, errors.Join(errs...)
 }
 
-// Maintenance handles the ticks on the worker fleet.
+// Run ticks at every period boundary until ctx ends.
+func (s *Scheduler) Run(ctx context.Context) error {
+	for {
+		if _, err := s.Tick(ctx); err != nil {
+			s.log.Warn("maintenance tick", "err", err)
+		}
+		next := s.now().Truncate(s.cfg.Period).Add(s.cfg.Period)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Until(next)):
+		}
+	}
+}
+
+// Maintenance handles the ticks on the worker fleet. Optional parts left nil skip
+// their task.
 type Maintenance struct {
-	Config Config
-	Store  *store.Store
-	Queue  *worker.Enqueuer
-	Fail   func(ctx context.Context, runID, reason, msg string)
-	Log    *slog.Logger
+	Config  Config
+	Store   *store.Store
+	Queue   *worker.Enqueuer
+	Fail    func(ctx context.Context, runID, reason, msg string)
+	Mailbox *mailbox.Mailbox
+	Leases  *lease.Manager
+	GPU     *gpu.Controller
+	Orphans func(ctx context.Context) error
+	Log     *slog.Logger
+	// Ran, when set, is told each task type that ran (tests, metrics).
+	Ran func(typ string)
 }
 
 // Register adds the maintenance handlers to mux.
 func (m *Maintenance) Register(mux *asynq.ServeMux) {
 	m.Config.defaults()
-	mux.HandleFunc(TypeRequeueQueued, m.requeueQueued)
-	mux.HandleFunc(TypeStuckRuns, m.stuckRuns)
+	h := func(typ string, fn func(context.Context) error) {
+		mux.HandleFunc(typ, func(ctx context.Context, _ *asynq.Task) error {
+			if m.Ran != nil {
+				m.Ran(typ)
+			}
+			return fn(ctx)
+		})
+	}
+	h(TypeRequeueQueued, m.requeueQueued)
+	h(TypeStuckRuns, m.stuckRuns)
+	h(TypeAuditPurge, m.auditPurge)
+	h(TypeLeaseReap, func(ctx context.Context) error {
+		if m.Leases == nil {
+			return nil
+		}
+		_, err := m.Leases.Reap(ctx)
+		return err
+	})
+	h(TypeMailboxReclaim, func(ctx context.Context) error {
+		if m.Mailbox == nil {
+			return nil
+		}
+		_, err := m.Mailbox.Reclaim(ctx)
+		return err
+	})
+	h(TypeMailboxTrim, func(ctx context.Context) error {
+		if m.Mailbox == nil {
+			return nil
+		}
+		_, err := m.Mailbox.Trim(ctx)
+		return err
+	})
+	h(TypeGPUStopIdle, func(ctx context.Context) error {
+		if m.GPU == nil {
+			return nil
+		}
+		stopped, err := m.GPU.StopIdle(ctx)
+		if len(stopped) > 0 {
+			m.Log.Info("idle GPU services stopped", "services", stopped)
+		}
+		return err
+	})
+	h(TypeSandboxOrphans, func(ctx context.Context) error {
+		if m.Orphans == nil {
+			return nil
+		}
+		return m.Orphans(ctx)
+	})
 }
 
-func (m *Maintenance) requeueQueued(ctx context.Context, _ *asynq.Task) error {
+func (m *Maintenance) requeueQueued(ctx context.Context) error {
 	ids, err := m.Store.QueuedRuns(ctx, m.Config.QueuedAfter, 500)
 	if err != nil {
 		return err
@@ -96,13 +209,24 @@ func (m *Maintenance) requeueQueued(ctx context.Context, _ *asynq.Task) error {
 	return nil
 }
 
-func (m *Maintenance) stuckRuns(ctx context.Context, _ *asynq.Task) error {
+func (m *Maintenance) stuckRuns(ctx context.Context) error {
 	ids, err := m.Store.StaleRuns(ctx, m.Config.StuckAfter, 500)
 	if err != nil {
 		return err
 	}
 	for _, id := range ids {
 		m.Fail(ctx, id, "stuck", fmt.Sprintf("no progress for %s", m.Config.StuckAfter))
+	}
+	return nil
+}
+
+func (m *Maintenance) auditPurge(ctx context.Context) error {
+	n, err := m.Store.PurgeAudit(ctx, m.Config.AuditRetention)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		m.Log.Info("audit rows purged", "count", n, "retention", m.Config.AuditRetention.String())
 	}
 	return nil
 }

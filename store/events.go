@@ -51,3 +51,14 @@ func (s *Store) EventsAfter(ctx context.Context, runID string, after int64, limi
 	}
 	return out, rows.Err()
 }
+
+// GetEvent loads one event by id.
+func (s *Store) GetEvent(ctx context.Context, id int64) (Event, error) {
+	var e Event
+	err := s.Pool.QueryRow(ctx, `SELECT id, run_id::text, type, agent, data, created_at FROM run_events WHERE id = $1`, id).
+		Scan(&e.ID, &e.RunID, &e.Type, &e.Agent, &e.Data, &e.CreatedAt)
+	if err != nil {
+		return e, fmt.Errorf("get event %d: %w", id, err)
+	}
+	return e, nil
+}

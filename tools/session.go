@@ -14,6 +14,8 @@ type Session struct {
 	Workspace string
 	// Access is the node's resolved permissions (groups and visible tools).
 	Access Access
+	// Peers are the names of every agent of the team (send_message_to targets).
+	Peers []string
 	// AllowedDomains is the team's egress allowlist.
 	AllowedDomains []string
 	// ToolDefaults are the team's per-tool argument defaults, merged under the

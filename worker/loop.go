@@ -13,8 +13,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/llm/script"
+	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -51,6 +53,21 @@ func (w *Worker) step(ctx context.Context, in stepInput) error {
 	if sess.Status == "done" {
 		return w.finishSession(ctx, in, &sess)
 	}
+	if len(in.team.GPUServices) > 0 {
+		lctx, release, err := w.holdLeases(ctx, in.run.ID, in.team.GPUServices)
+		if err != nil {
+			if retry, reason := leaseFailure(err); !retry {
+				w.FailRun(ctx, in.run.ID, reason, err.Error())
+				return nil
+			} else if errors.Is(err, lease.ErrWaiting) {
+				log.Info("waiting for a GPU lease", "err", err)
+				return &leaseWait{after: w.leaseRetry, err: err}
+			}
+			return err
+		}
+		defer release()
+		ctx = lctx
+	}
 	workspace, err := Workspace(w.cfg.Workspaces, in.run.ID)
 	if err != nil {
 		return err
@@ -59,10 +76,39 @@ func (w *Worker) step(ctx context.Context, in stepInput) error {
 	tsess := &tools.Session{
 		RunID: in.run.ID, SessionID: sess.ID, Team: in.team.Name, Agent: in.node.Name, Role: in.role,
 		Workspace: workspace, Access: in.access, AllowedDomains: in.team.AllowedDomains,
-		ToolDefaults: in.team.ToolDefaults, Coordinator: c,
+		ToolDefaults: in.team.ToolDefaults, Coordinator: c, Peers: peers(in.team),
 	}
 	tctx := tools.WithSession(ctx, tsess)
 	save := func() error { return w.store.SaveSession(ctx, &sess, token, w.cfg.StepLease) }
+
+	// Teammates' messages join the context once per turn, right before the model is
+	// asked (after any tool results, which must directly follow their call). They are
+	// acknowledged only when this step returns having persisted its work, so a crash
+	// mid-turn shows them again — and SkipSeen keeps them from appearing twice.
+	var ackMail mailbox.Ack
+	mailRead := w.mailbox == nil || in.role == "subagent"
+	readMail := func() error {
+		mailRead = true
+		msgs, ack, err := w.mailbox.Read(ctx, in.run.ID, in.node.Name, w.consumer, mailbox.SkipSeen(func(id string) bool {
+			return inContext(sess.Messages, id)
+		}))
+		if err != nil {
+			return fmt.Errorf("read mailbox: %w", err)
+		}
+		ackMail = ack
+		if len(msgs) == 0 {
+			return nil
+		}
+		sess.Messages = append(sess.Messages, llm.Message{Role: llm.RoleUser, Content: mailbox.Format(msgs)})
+		return save()
+	}
+	defer func() {
+		if ackMail != nil && ctx.Err() == nil {
+			if err := ackMail(context.WithoutCancel(ctx)); err != nil {
+				w.log.Warn("mailbox ack", "session", sess.ID, "err", err)
+			}
+		}
+	}()
 
 	provider, model, err := w.models.For(in.team, in.node)
 	if err != nil {
@@ -143,7 +189,14 @@ func (w *Worker) step(ctx context.Context, in stepInput) error {
 			return w.finishSession(ctx, in, &sess)
 		}
 
-		// 3. Ask the model.
+		// 3. Teammates' messages, once per turn.
+		if !mailRead {
+			if err := readMail(); err != nil {
+				return err
+			}
+		}
+
+		// 4. Ask the model.
 		if sess.Steps >= w.cfg.MaxSteps {
 			w.FailRun(ctx, run.ID, "max_steps", fmt.Sprintf("%s used its %d model calls without finishing", in.node.Name, w.cfg.MaxSteps))
 			return nil
@@ -368,6 +421,25 @@ func (w *Worker) resumeParent(ctx context.Context, d store.Delegation) error {
 		return fmt.Errorf("delegation %s: unknown parent session %q", d.ID, d.ParentSession)
 	}
 	return w.queue.Turn(ctx, parent, "after:"+d.ID)
+}
+
+func peers(t templates.Template) []string {
+	out := []string{t.Supervisor.Name}
+	for _, w := range t.Workers {
+		out = append(out, w.Name)
+	}
+	return out
+}
+
+// inContext reports whether a mailbox message id already appears in the context.
+func inContext(msgs []llm.Message, id string) bool {
+	marker := "--- message " + id + " from "
+	for _, m := range msgs {
+		if m.Role == llm.RoleUser && strings.Contains(m.Content, marker) {
+			return true
+		}
+	}
+	return false
 }
 
 // pendingCalls returns the calls of the last assistant message that no tool message

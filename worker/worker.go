@@ -10,11 +10,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/hibiken/asynq"
 
 	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/gpu"
+	"github.com/aetherium-engine/aetherium/lease"
+	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/metrics"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -65,6 +69,12 @@ type Worker struct {
 	metrics *metrics.Metrics
 	log     *slog.Logger
 	gated   bool
+	mailbox *mailbox.Mailbox
+	// consumer names this process as a mailbox reader.
+	consumer   string
+	leases     *lease.Manager
+	gpu        *gpu.Controller
+	leaseRetry time.Duration
 }
 
 // Deps are the Worker's collaborators.
@@ -78,6 +88,14 @@ type Deps struct {
 	Log     *slog.Logger
 	// Gated tells the worker a permission gate middleware counts denials.
 	Gated bool
+	// Mailbox, when set, is drained into each session at the start of its turn.
+	Mailbox *mailbox.Mailbox
+	// Leases and GPU serve teams that declare gpu_services (GPU may be nil when
+	// no service has a container to start).
+	Leases *lease.Manager
+	GPU    *gpu.Controller
+	// LeaseRetry is how soon a step waiting for a lease is retried. Default 2s.
+	LeaseRetry time.Duration
 }
 
 // New returns a Worker.
@@ -86,7 +104,16 @@ func New(cfg Config, d Deps) *Worker {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	return &Worker{cfg: cfg, store: d.Store, queue: d.Queue, events: d.Events, router: d.Router, models: d.Models, metrics: d.Metrics, log: d.Log, gated: d.Gated}
+	if d.LeaseRetry <= 0 {
+		d.LeaseRetry = 2 * time.Second
+	}
+	return &Worker{cfg: cfg, store: d.Store, queue: d.Queue, events: d.Events, router: d.Router, models: d.Models, metrics: d.Metrics, log: d.Log, gated: d.Gated,
+		mailbox: d.Mailbox, consumer: consumerName(), leases: d.Leases, gpu: d.GPU, leaseRetry: d.LeaseRetry}
+}
+
+func consumerName() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }
 
 // Mux returns the asynq handler for both task types.
@@ -107,6 +134,8 @@ func Outcome(err error) string {
 		return "ok"
 	case errors.Is(err, ErrSessionBusy):
 		return "busy"
+	case errors.Is(err, ErrLeaseWaiting):
+		return "lease_wait"
 	default:
 		return "error"
 	}
@@ -115,13 +144,17 @@ func Outcome(err error) string {
 // IsFailure tells asynq which errors count against the retry budget: a busy session
 // or a shutdown is not the task's fault.
 func IsFailure(err error) bool {
-	return !errors.Is(err, ErrSessionBusy) && !errors.Is(err, context.Canceled)
+	return !errors.Is(err, ErrSessionBusy) && !errors.Is(err, ErrLeaseWaiting) && !errors.Is(err, context.Canceled)
 }
 
 // RetryDelay retries busy sessions quickly and everything else with backoff.
 func RetryDelay(n int, err error, t *asynq.Task) time.Duration {
 	if errors.Is(err, ErrSessionBusy) || errors.Is(err, context.Canceled) {
 		return 200 * time.Millisecond
+	}
+	var lw *leaseWait
+	if errors.As(err, &lw) {
+		return lw.after
 	}
 	d := time.Second << min(n, 6)
 	return d

@@ -5,13 +5,19 @@ package toolset
 import (
 	"fmt"
 
+	hwdevice "github.com/aetherium-engine/aetherium/device"
+	"github.com/aetherium-engine/aetherium/mailbox"
+	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/comms"
+	"github.com/aetherium-engine/aetherium/tools/device"
 	"github.com/aetherium-engine/aetherium/tools/orchestration"
 	"github.com/aetherium-engine/aetherium/tools/planning"
 	"github.com/aetherium-engine/aetherium/tools/research"
+	"github.com/aetherium-engine/aetherium/tools/shell"
+	"github.com/aetherium-engine/aetherium/tools/team"
 	"github.com/aetherium-engine/aetherium/tools/workspace"
 )
 
@@ -23,18 +29,53 @@ type Deps struct {
 	// Egress is the policy-enforcing HTTP client factory of outbound tools.
 	Egress   *security.Egress
 	Research research.Config
+	// Device drives the Steam Frame headset; nil registers the device tools but
+	// they fail at call time (no headset configured).
+	Device *hwdevice.Driver
+	// Mailbox and Roster back send_message_to; nil registers it but it fails at
+	// call time. Roster lists the agents of the calling session's run.
+	Mailbox *mailbox.Mailbox
+	Roster  team.Roster
+	// Executor runs run_shell commands (sandbox.New); nil registers the shell
+	// tools but they fail at call time. With Store it also backs the command log.
+	Executor sandbox.Executor
+	Shell    shell.Config
 }
 
 // New registers every tool and checks the result against tools/catalog.yaml.
 func New(d Deps) (*tools.Registry, error) {
 	reg := tools.NewRegistry()
-	workspace.Register(reg, d.Workspace)
+	workspace.Register(reg, workspaceConfig(d))
 	planning.Register(reg, d.Store)
 	comms.Register(reg)
 	orchestration.Register(reg)
+	device.Register(reg, d.Device)
 	research.Register(reg, d.Egress, d.Research)
+	team.Register(reg, d.Mailbox, d.Roster)
+	shell.Register(reg, shellDeps(d), d.Shell)
 	if err := tools.CheckCatalog(reg); err != nil {
 		return nil, fmt.Errorf("tool catalog check: %w", err)
 	}
 	return reg, nil
+}
+
+// shellDeps avoids a typed-nil command log when there is no store.
+func shellDeps(d Deps) shell.Deps {
+	sd := shell.Deps{Executor: d.Executor}
+	if d.Store != nil {
+		sd.Commands = d.Store
+	}
+	return sd
+}
+
+// workspaceConfig hands files the tools write to the sandbox's user when the
+// executor runs commands as another user than the worker.
+func workspaceConfig(d Deps) workspace.Config {
+	c := d.Workspace
+	if o, ok := d.Executor.(interface{ Owner() (int, int, bool) }); ok && c.Owner == nil {
+		if uid, gid, chown := o.Owner(); chown {
+			c.Owner = &workspace.Owner{UID: uid, GID: gid}
+		}
+	}
+	return c
 }

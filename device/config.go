@@ -1,0 +1,206 @@
+// Package device drives the Steam Frame headset for the device tools. The work is
+// done by the bash scripts in device/steam-frame/ (ssh to the headset's SteamOS side,
+// adb over TCP to its Android container); this package validates every value before
+// it becomes an argv word of those scripts, holds the headset for one call at a time
+// (a Redis lock), files everything captured under .frame/ in the run's workspace,
+// composes the contact sheet and judges the frame rate against the 72 fps bar.
+package device
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/aetherium-engine/aetherium/device/apk"
+	"github.com/aetherium-engine/aetherium/device/fps"
+)
+
+// Config is the headset connection and the bounds of what agents may ask for. The
+// lead maps the devices.steam_frame config section onto it; zero fields take the
+// defaults documented per field.
+type Config struct {
+	// Host is the headset's address for ssh and adb. Default steam-frame.local.
+	Host string
+	// User is the SteamOS account ssh logs in as. Default deck.
+	User string
+	// SSHPort is the headset's sshd port. Default 22.
+	SSHPort int
+	// ADBPort is the Android container's adb-over-TCP port. Default 5555.
+	ADBPort int
+	// KeyPath is the ssh private key paired with the headset. Default empty: ssh's
+	// own identity files. The headset's host key must be in known_hosts (pairing);
+	// the scripts run ssh with StrictHostKeyChecking=yes and BatchMode=yes.
+	KeyPath string
+	// ScriptsDir holds the device/steam-frame scripts. Default device/steam-frame,
+	// relative to the working directory (New makes every path absolute).
+	ScriptsDir string
+
+	// SimScenario, when set, points the scripts at the headset simulator: the
+	// simulator's stand-in ssh and adb come first on the scripts' PATH and read this
+	// scenario file. Default empty (the real headset).
+	SimScenario string
+	// SimBin is the directory holding the simulator's ssh and adb (built by
+	// device/steam-frame/sim/build.sh). Default <ScriptsDir>/sim/bin.
+	SimBin string
+	// SimState is the simulated headset's state directory. Default
+	// <SimScenario>.state next to the scenario file.
+	SimState string
+
+	// MaxAPKBytes caps an APK. Default 512 MiB.
+	MaxAPKBytes int64
+	// MaxUncompressedBytes caps an APK's inflated size (zip-bomb guard). Default 2 GiB.
+	MaxUncompressedBytes int64
+	// AndroidAPI is the Android container's API level. Default 30.
+	AndroidAPI int
+
+	// MaxRunDuration bounds frame_run's max_seconds. Default 20m: a run, its set-up
+	// and the collection after it must fit in one worker task (asynq timeout 30m).
+	MaxRunDuration time.Duration
+	// DefaultRunDuration is frame_run's wait when the agent names none. Default 10m.
+	DefaultRunDuration time.Duration
+	// CaptureInterval is how often frame_run captures the headset view when the agent
+	// names none (agents may ask for 1–60 s). Default 5s.
+	CaptureInterval time.Duration
+	// MaxCaptures caps the captures of one run; later ones are skipped. Default 360.
+	MaxCaptures int
+	// PollInterval is how often frame_run checks whether the app still runs. Default
+	// 1s (never longer than the capture interval).
+	PollInterval time.Duration
+
+	// WarmUp is excluded from the start of a performance recording. Default 5s.
+	WarmUp time.Duration
+	// MinSteady is the least steady state the 72 fps check judges. Default 5s.
+	MinSteady time.Duration
+
+	// LockKey is the Redis key of the headset lock. Default
+	// aetherium:device:steam_frame:lock.
+	LockKey string
+	// LockTTL is the lock's time to live; a call renews it every third of it, so a
+	// crashed holder frees the headset after at most this long. Default 30s.
+	LockTTL time.Duration
+
+	// ScriptTimeout bounds one script invocation. Default 2m.
+	ScriptTimeout time.Duration
+	// InstallTimeout bounds the install script (large APKs over Wi-Fi). Default 10m.
+	InstallTimeout time.Duration
+}
+
+// Defaults of Config.
+const (
+	DefaultHost    = "steam-frame.local"
+	DefaultUser    = "deck"
+	DefaultSSHPort = 22
+	DefaultADBPort = 5555
+	DefaultScripts = "device/steam-frame"
+	DefaultLockKey = "aetherium:device:steam_frame:lock"
+	// Bounds of what an agent may ask of frame_run.
+	MinRunDuration  = time.Second
+	MinCaptureEvery = time.Second
+	MaxCaptureEvery = 60 * time.Second
+)
+
+// WithDefaults returns c with every zero field filled in.
+func (c Config) WithDefaults() Config {
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	defInt := func(n *int, v int) {
+		if *n <= 0 {
+			*n = v
+		}
+	}
+	defDur := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.Host, DefaultHost)
+	def(&c.User, DefaultUser)
+	defInt(&c.SSHPort, DefaultSSHPort)
+	defInt(&c.ADBPort, DefaultADBPort)
+	def(&c.ScriptsDir, DefaultScripts)
+	def(&c.LockKey, DefaultLockKey)
+	if c.SimScenario != "" {
+		def(&c.SimBin, filepath.Join(c.ScriptsDir, "sim", "bin"))
+		def(&c.SimState, c.SimScenario+".state")
+	}
+	if c.MaxAPKBytes <= 0 {
+		c.MaxAPKBytes = 512 << 20
+	}
+	if c.MaxUncompressedBytes <= 0 {
+		c.MaxUncompressedBytes = 2 << 30
+	}
+	defInt(&c.AndroidAPI, 30)
+	defDur(&c.MaxRunDuration, 20*time.Minute)
+	defDur(&c.DefaultRunDuration, 10*time.Minute)
+	c.DefaultRunDuration = min(c.DefaultRunDuration, c.MaxRunDuration)
+	defDur(&c.CaptureInterval, 5*time.Second)
+	defInt(&c.MaxCaptures, 360)
+	defDur(&c.PollInterval, time.Second)
+	c.PollInterval = min(c.PollInterval, c.CaptureInterval)
+	defDur(&c.WarmUp, 5*time.Second)
+	defDur(&c.MinSteady, 5*time.Second)
+	defDur(&c.LockTTL, 30*time.Second)
+	defDur(&c.ScriptTimeout, 2*time.Minute)
+	defDur(&c.InstallTimeout, 10*time.Minute)
+	return c
+}
+
+// absolute makes the configured paths absolute: the scripts run with their own
+// directory as the working directory.
+func (c Config) absolute() Config {
+	for _, p := range []*string{&c.ScriptsDir, &c.SimScenario, &c.SimBin, &c.SimState, &c.KeyPath} {
+		if *p != "" {
+			if a, err := filepath.Abs(*p); err == nil {
+				*p = a
+			}
+		}
+	}
+	return c
+}
+
+// Validate checks a defaulted config; every error names the field.
+func (c Config) Validate() error {
+	var errs []error
+	if !hostRE.MatchString(c.Host) {
+		errs = append(errs, fmt.Errorf("host: %q is not a host name or address", c.Host))
+	}
+	if !userRE.MatchString(c.User) {
+		errs = append(errs, fmt.Errorf("user: %q is not a user name", c.User))
+	}
+	if c.SSHPort > 65535 || c.ADBPort > 65535 {
+		errs = append(errs, fmt.Errorf("ssh_port/adb_port: must be 1..65535"))
+	}
+	if fi, err := os.Stat(c.ScriptsDir); err != nil || !fi.IsDir() {
+		errs = append(errs, fmt.Errorf("scripts_dir: %q is not a directory", c.ScriptsDir))
+	} else {
+		for _, s := range scripts {
+			if fi, err := os.Stat(filepath.Join(c.ScriptsDir, s)); err != nil || fi.Mode()&0o111 == 0 {
+				errs = append(errs, fmt.Errorf("scripts_dir: %s is missing or not executable", s))
+			}
+		}
+	}
+	if c.SimScenario != "" {
+		if _, err := os.Stat(c.SimScenario); err != nil {
+			errs = append(errs, fmt.Errorf("sim_scenario: %w", err))
+		}
+		for _, b := range []string{"ssh", "adb"} {
+			if _, err := os.Stat(filepath.Join(c.SimBin, b)); err != nil {
+				errs = append(errs, fmt.Errorf("sim_bin: no %s in %s (run device/steam-frame/sim/build.sh %s)", b, c.SimBin, c.SimBin))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) apkLimits() apk.Limits {
+	return apk.Limits{MaxBytes: c.MaxAPKBytes, MaxUncompressed: c.MaxUncompressedBytes, APILevel: c.AndroidAPI}
+}
+
+func (c Config) fpsOptions() fps.Options {
+	return fps.Options{TargetFPS: 72, WarmUp: c.WarmUp, MinSteady: c.MinSteady}
+}

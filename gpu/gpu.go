@@ -1,0 +1,496 @@
+// Package gpu is the GPU service controller: the first lease on a stopped service
+// starts its container through the Docker Engine API and waits for its health URL
+// before the grant is handed to the run; a service nobody has held for its idle
+// delay is stopped. Leases themselves live in package lease.
+//
+// Start and stop never race: a stop first marks the service as stopping, in the
+// same atomic step that checks nobody holds it (lease.Manager.BeginStop), and a
+// start runs only after the caller holds a grant and no stop is in progress. So a
+// container is never stopped under a holder, and a holder granted during a stop
+// waits for the stop and starts the container again.
+package gpu
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/docker/go-connections/nat"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/aetherium-engine/aetherium/lease"
+)
+
+// ErrStartFailed is a service that could not be started or did not become healthy.
+var ErrStartFailed = errors.New("gpu: service failed to start")
+
+// Labels put on every container the controller creates.
+const (
+	LabelService = "aetherium.gpu-service"
+	LabelSpec    = "aetherium.gpu-spec"
+)
+
+// Docker is the part of the Docker Engine API the controller uses; *client.Client
+// implements it.
+type Docker interface {
+	ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error)
+	ContainerCreate(ctx context.Context, config *container.Config, hostConfig *container.HostConfig, networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, name string) (container.CreateResponse, error)
+	ContainerStart(ctx context.Context, id string, opts container.StartOptions) error
+	ContainerStop(ctx context.Context, id string, opts container.StopOptions) error
+	ContainerRemove(ctx context.Context, id string, opts container.RemoveOptions) error
+	ContainerLogs(ctx context.Context, id string, opts container.LogsOptions) (io.ReadCloser, error)
+}
+
+// NewDockerClient connects to the engine named by the environment (DOCKER_HOST,
+// default the local socket), negotiating the API version with it.
+func NewDockerClient() (*client.Client, error) {
+	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("gpu: docker client: %w", err)
+	}
+	return c, nil
+}
+
+// Config tunes the controller. Zero values take the documented defaults; the
+// per-service settings (image, health URL, start timeout, idle delay) are in
+// lease.Service.
+type Config struct {
+	// HealthPoll is how often a starting service's health URL and container state
+	// are checked. Default 250ms.
+	HealthPoll time.Duration
+	// StopTimeout is the grace period of a stop before the engine kills the
+	// container. Default 30s.
+	StopTimeout time.Duration
+	// StoppingWait bounds how long a start waits for a stop in progress. Default 2m.
+	StoppingWait time.Duration
+}
+
+func (c *Config) defaults() {
+	if c.HealthPoll <= 0 {
+		c.HealthPoll = 250 * time.Millisecond
+	}
+	if c.StopTimeout <= 0 {
+		c.StopTimeout = 30 * time.Second
+	}
+	if c.StoppingWait <= 0 {
+		c.StoppingWait = 2 * time.Minute
+	}
+}
+
+// Options are the controller's optional collaborators.
+type Options struct {
+	Metrics *Metrics
+	Log     *slog.Logger
+	// HTTP checks health URLs. Default a client with a 5s timeout.
+	HTTP *http.Client
+}
+
+// Controller starts and stops the containers of leased GPU services.
+type Controller struct {
+	leases *lease.Manager
+	docker Docker
+	cfg    Config
+	opts   Options
+	ports  map[string]portSpec
+
+	mu    sync.Mutex
+	locks map[string]chan struct{}
+}
+
+type portSpec struct {
+	exposed  nat.PortSet
+	bindings nat.PortMap
+}
+
+// New returns a controller for the services of leases that name an image.
+func New(leases *lease.Manager, docker Docker, cfg Config, opts Options) (*Controller, error) {
+	cfg.defaults()
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.HTTP == nil {
+		opts.HTTP = &http.Client{Timeout: 5 * time.Second}
+	}
+	c := &Controller{leases: leases, docker: docker, cfg: cfg, opts: opts, ports: map[string]portSpec{}, locks: map[string]chan struct{}{}}
+	for _, s := range leases.Services() {
+		if s.Image == "" {
+			continue
+		}
+		exposed, bindings, err := nat.ParsePortSpecs(s.Ports)
+		if err != nil {
+			return nil, fmt.Errorf("gpu: service %s: ports: %w", s.Name, err)
+		}
+		if s.GPUs != "" && s.GPUs != "all" {
+			if n, err := strconv.Atoi(s.GPUs); err != nil || n <= 0 {
+				return nil, fmt.Errorf("gpu: service %s: gpus %q: want \"all\" or a positive count", s.Name, s.GPUs)
+			}
+		}
+		c.ports[s.Name] = portSpec{exposed: exposed, bindings: bindings}
+	}
+	return c, nil
+}
+
+// lock serializes starts of one service within this process (across processes
+// the engine's unique container names do); waiting for it honours ctx.
+func (c *Controller) lock(ctx context.Context, service string) (unlock func(), err error) {
+	c.mu.Lock()
+	l, ok := c.locks[service]
+	if !ok {
+		l = make(chan struct{}, 1)
+		c.locks[service] = l
+	}
+	c.mu.Unlock()
+	select {
+	case l <- struct{}{}:
+		return func() { <-l }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Acquire takes holder's lease on service (lease.Manager.Acquire: it does not
+// wait for other holders; ErrWaiting passes through) and makes sure the service
+// runs and answers its health URL before returning the grant. If the service
+// cannot be started, the lease is released and the error wraps ErrStartFailed.
+// The start is bounded by the service's StartTimeout.
+func (c *Controller) Acquire(ctx context.Context, service, holder string) (lease.Grant, error) {
+	g, err := c.leases.Acquire(ctx, service, holder)
+	if err != nil {
+		return g, err
+	}
+	if err := c.Ensure(ctx, service); err != nil {
+		if _, rerr := c.leases.Release(context.WithoutCancel(ctx), service, holder, g.Token); rerr != nil {
+			c.opts.Log.Warn("release after failed start", "service", service, "holder", holder, "err", rerr)
+		}
+		return lease.Grant{}, err
+	}
+	return g, nil
+}
+
+// Ensure starts service's container unless it runs, and waits until its health
+// URL answers 2xx, for at most the service's StartTimeout. The caller should hold
+// a lease on the service (else an idle stop may follow at once). A service
+// without an image is not managed: Ensure returns nil.
+func (c *Controller) Ensure(ctx context.Context, service string) error {
+	s, ok := c.leases.Service(service)
+	if !ok {
+		return fmt.Errorf("%w: %q", lease.ErrUnknownService, service)
+	}
+	if s.Image == "" {
+		return nil
+	}
+	unlock, err := c.lock(ctx, service)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	if err := c.waitNotStopping(ctx, s); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.StartTimeout)
+	defer cancel()
+	start := time.Now()
+	started, err := c.start(ctx, s)
+	if err == nil {
+		err = c.waitHealthy(ctx, s)
+	}
+	if err != nil {
+		c.opts.Metrics.start(service, "failed", time.Since(start))
+		_ = c.leases.Record(context.WithoutCancel(ctx), service, "service_start_failed", "error", err.Error())
+		return err
+	}
+	if started {
+		c.opts.Metrics.start(service, "ok", time.Since(start))
+		_ = c.leases.Record(ctx, service, "service_start", "container", s.Container, "start_ms", time.Since(start).Milliseconds())
+		c.opts.Log.Info("gpu service started", "service", service, "container", s.Container, "took", time.Since(start))
+	}
+	return nil
+}
+
+func (c *Controller) waitNotStopping(ctx context.Context, s lease.Service) error {
+	deadline := time.Now().Add(c.cfg.StoppingWait)
+	for {
+		stopping, err := c.leases.Stopping(ctx, s.Name)
+		if err != nil {
+			return fmt.Errorf("gpu: %s: %w", s.Name, err)
+		}
+		if !stopping {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: %s: a stop of the service did not finish within %v", ErrStartFailed, s.Name, c.cfg.StoppingWait)
+		}
+		if err := sleep(ctx, c.cfg.HealthPoll); err != nil {
+			return err
+		}
+	}
+}
+
+// specHash identifies the container definition, so a changed config replaces the
+// container instead of restarting a stale one.
+func specHash(s lease.Service) string {
+	b, _ := json.Marshal([]any{s.Image, s.Cmd, s.Env, s.Ports, s.Network, s.GPUs})
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:8])
+}
+
+// start makes the container run; it reports whether it had to start it.
+func (c *Controller) start(ctx context.Context, s lease.Service) (bool, error) {
+	fail := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrStartFailed, s.Name, fmt.Sprintf(format, a...))
+	}
+	for attempt := 0; attempt < 3; attempt++ {
+		info, err := c.docker.ContainerInspect(ctx, s.Container)
+		switch {
+		case cerrdefs.IsNotFound(err):
+			if err := c.create(ctx, s); err != nil {
+				if cerrdefs.IsConflict(err) { // another process created it meanwhile
+					continue
+				}
+				if cerrdefs.IsNotFound(err) {
+					return false, fail("image %q is not on the Docker engine (images are built or loaded locally, never pulled): %v", s.Image, err)
+				}
+				return false, fail("create container %s: %v", s.Container, err)
+			}
+			continue
+		case err != nil:
+			return false, fail("inspect container %s: %v", s.Container, err)
+		}
+		if info.State != nil && info.State.Running {
+			// A running container is kept even if its definition changed: other
+			// holders may be using it. The change applies at the next start.
+			return false, nil
+		}
+		if info.Config != nil && info.Config.Labels[LabelSpec] != specHash(s) {
+			c.opts.Log.Info("gpu service definition changed; replacing its container", "service", s.Name, "container", s.Container)
+			if err := c.docker.ContainerRemove(ctx, info.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+				return false, fail("remove outdated container %s: %v", s.Container, err)
+			}
+			continue
+		}
+		if err := c.docker.ContainerStart(ctx, info.ID, container.StartOptions{}); err != nil {
+			return false, fail("start container %s: %v", s.Container, err)
+		}
+		return true, nil
+	}
+	return false, fail("container %s kept changing while being started", s.Container)
+}
+
+func (c *Controller) create(ctx context.Context, s lease.Service) error {
+	ps := c.ports[s.Name]
+	cfg := &container.Config{
+		Image: s.Image, Cmd: s.Cmd, Env: s.Env, ExposedPorts: ps.exposed,
+		Labels: map[string]string{LabelService: s.Name, LabelSpec: specHash(s)},
+	}
+	host := &container.HostConfig{PortBindings: ps.bindings}
+	if s.GPUs != "" {
+		n := -1
+		if s.GPUs != "all" {
+			n, _ = strconv.Atoi(s.GPUs)
+		}
+		host.DeviceRequests = []container.DeviceRequest{{Count: n, Capabilities: [][]string{{"gpu"}}}}
+	}
+	var netCfg *network.NetworkingConfig
+	if s.Network != "" {
+		host.NetworkMode = container.NetworkMode(s.Network)
+		netCfg = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{s.Network: {}}}
+	}
+	_, err := c.docker.ContainerCreate(ctx, cfg, host, netCfg, nil, s.Container)
+	return err
+}
+
+// waitHealthy polls the health URL until it answers 2xx, failing fast when the
+// container stops running and with the last error when the start timeout ends.
+func (c *Controller) waitHealthy(ctx context.Context, s lease.Service) error {
+	var last error
+	for {
+		info, err := c.docker.ContainerInspect(ctx, s.Container)
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("%w: %s: inspect container %s: %v", ErrStartFailed, s.Name, s.Container, err)
+		}
+		if err == nil && info.State != nil && !info.State.Running {
+			return fmt.Errorf("%w: %s: container %s exited (code %d) before it was healthy; last log lines:\n%s",
+				ErrStartFailed, s.Name, s.Container, info.State.ExitCode, c.tail(context.WithoutCancel(ctx), s.Container))
+		}
+		if err == nil {
+			if s.HealthURL == "" {
+				return nil
+			}
+			if last = c.probe(ctx, s.HealthURL); last == nil {
+				return nil
+			}
+		}
+		if err := sleep(ctx, c.cfg.HealthPoll); err != nil {
+			if last == nil {
+				last = err
+			}
+			return fmt.Errorf("%w: %s: not healthy within %v (%s): %v", ErrStartFailed, s.Name, s.StartTimeout, s.HealthURL, last)
+		}
+	}
+}
+
+func (c *Controller) probe(ctx context.Context, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.opts.HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("health check answered %s", resp.Status)
+	}
+	return nil
+}
+
+func (c *Controller) tail(ctx context.Context, name string) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rc, err := c.docker.ContainerLogs(ctx, name, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: "20"})
+	if err != nil {
+		return "(logs unavailable: " + err.Error() + ")"
+	}
+	defer rc.Close()
+	var out bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &out, io.LimitReader(rc, 64<<10)); err != nil && out.Len() == 0 {
+		return "(logs unreadable: " + err.Error() + ")"
+	}
+	if s := strings.TrimSpace(out.String()); s != "" {
+		return s
+	}
+	return "(no output)"
+}
+
+// StopIdle stops the running container of every managed service nobody has held
+// for its IdleStop (the scheduler calls it periodically). It returns the services
+// it stopped.
+func (c *Controller) StopIdle(ctx context.Context) ([]string, error) {
+	var stopped []string
+	var errs []error
+	for _, s := range c.leases.Services() {
+		if s.Image == "" {
+			continue
+		}
+		ok, err := c.stopIfIdle(ctx, s)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ok {
+			stopped = append(stopped, s.Name)
+		}
+	}
+	return stopped, errors.Join(errs...)
+}
+
+func (c *Controller) stopIfIdle(ctx context.Context, s lease.Service) (bool, error) {
+	info, err := c.docker.ContainerInspect(ctx, s.Container)
+	if cerrdefs.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("gpu: %s: inspect container %s: %w", s.Name, s.Container, err)
+	}
+	if info.State == nil || !info.State.Running {
+		return false, nil
+	}
+	ok, err := c.leases.BeginStop(ctx, s.Name, s.IdleStop, c.cfg.StopTimeout+time.Minute)
+	if err != nil || !ok {
+		return false, err
+	}
+	defer func() {
+		if err := c.leases.EndStop(context.WithoutCancel(ctx), s.Name); err != nil {
+			c.opts.Log.Warn("clear stopping mark", "service", s.Name, "err", err)
+		}
+	}()
+	secs := int(c.cfg.StopTimeout / time.Second)
+	if err := c.docker.ContainerStop(ctx, info.ID, container.StopOptions{Timeout: &secs}); err != nil && !cerrdefs.IsNotFound(err) {
+		return false, fmt.Errorf("gpu: %s: stop container %s: %w", s.Name, s.Container, err)
+	}
+	c.opts.Metrics.stop(s.Name)
+	// The container is stopped whatever happens to ctx now: record it.
+	_ = c.leases.Record(context.WithoutCancel(ctx), s.Name, "service_stop", "container", s.Container, "idle_stop", s.IdleStop.String())
+	c.opts.Log.Info("gpu service stopped after idle delay", "service", s.Name, "container", s.Container, "idle_stop", s.IdleStop)
+	return true, nil
+}
+
+// RunIdleStopper calls StopIdle every interval until ctx ends (dev mode and
+// tests; in a fleet the scheduler calls StopIdle as a periodic task).
+func (c *Controller) RunIdleStopper(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := c.StopIdle(ctx); err != nil && ctx.Err() == nil {
+				c.opts.Log.Warn("gpu idle stopper", "err", err)
+			}
+		}
+	}
+}
+
+// Status is what the engine says about a service's container.
+type Status struct {
+	Service   string `json:"service"`
+	Container string `json:"container"`
+	Managed   bool   `json:"managed"`
+	Exists    bool   `json:"exists"`
+	Running   bool   `json:"running"`
+	State     string `json:"state,omitempty"`
+}
+
+// Status inspects service's container.
+func (c *Controller) Status(ctx context.Context, service string) (Status, error) {
+	s, ok := c.leases.Service(service)
+	if !ok {
+		return Status{}, fmt.Errorf("%w: %q", lease.ErrUnknownService, service)
+	}
+	st := Status{Service: service, Container: s.Container, Managed: s.Image != ""}
+	if !st.Managed {
+		return st, nil
+	}
+	info, err := c.docker.ContainerInspect(ctx, s.Container)
+	if cerrdefs.IsNotFound(err) {
+		return st, nil
+	}
+	if err != nil {
+		return st, fmt.Errorf("gpu: %s: inspect container %s: %w", service, s.Container, err)
+	}
+	st.Exists = true
+	if info.State != nil {
+		st.Running, st.State = info.State.Running, info.State.Status
+	}
+	return st, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,69 @@
+// Package lease shares GPU services between runs through leases kept in Redis.
+//
+// A service (comfyui, comfyui-qwen, comfyui-video, qwen-tts, …) has a capacity: how
+// many runs may use it at once. A run (the holder) asks with Acquire; it is granted
+// a slot or queued. A grant carries a fencing token and an expiry; the holder
+// renews it (Renew, or Keep as a heartbeat) and releases it when the run ends
+// (Release, ReleaseAll). A grant that is not renewed expires and the reaper (Reap,
+// or any later operation on the service) reclaims it and hands the slot on. Every
+// acquire, wait, renew, release, cancel and expiry is appended to the lease-events
+// stream (Events, EventsKey) for operators.
+//
+// # How a worker uses it
+//
+// Nothing blocks a worker on another run: Acquire never waits. While the service
+// is busy it returns a *WaitError (errors.Is ErrWaiting) with the queue position
+// and keeps the holder queued; the caller re-enqueues its job (asynq ProcessIn)
+// and calls Acquire again within Config.WaiterTTL to keep its place. When a slot
+// frees up it is handed to the head of the queue immediately, so the next Acquire
+// finds the grant. AcquireWait is the same with a short bounded poll.
+//
+// # Why it is safe
+//
+//   - Atomicity. Every state change is one Lua script, and Redis runs a script
+//     with nothing interleaved. Expiry, hand-off and the change the caller asked for
+//     happen in one step, so two processes can never both see a free slot and both
+//     take it: capacity holds under any contention from any number of processes.
+//   - One clock. Expiries are computed from Redis's TIME inside the scripts, never
+//     from a worker's clock, so skewed worker clocks cannot make a grant look alive
+//     or dead early.
+//   - FIFO. A holder joins the queue once (an enqueue sequence number orders it);
+//     slots are granted only to the head of the queue, in every script, so grant
+//     order is queue order no matter which process performs the hand-off.
+//   - Fencing. Every grant takes the next value of a per-service counter that is
+//     only ever incremented, so tokens strictly increase in grant order. A holder
+//     that paused (GC, network partition) past its expiry still has its old token;
+//     its Renew fails with ErrLost, its Release is a no-op (a stale token never
+//     frees a newer grant), and a service that checks the token (Header, Validate:
+//     reject anything below the highest token it has seen, or anything Validate
+//     calls dead) refuses its late requests.
+//   - Idempotence. Acquire while holding returns the same grant; Release of what
+//     is not held does nothing; so at-least-once job delivery cannot double-grant
+//     or double-free.
+//   - Liveness. A holder that stops renewing is reclaimed after its TTL (plus up to
+//     one reaper period); a waiter that stops asking is dropped after WaiterTTL, so
+//     neither can block the queue forever.
+//
+// # Limits
+//
+//   - Fencing depends on Redis persistence. If Redis loses its data (no AOF, or a
+//     failover to a replica that had not received the latest writes), the token
+//     counter can go back and a token can be issued twice; run Redis with
+//     appendonly yes (appendfsync everysec loses at most about a second) and, for
+//     services that must never see a reused token, have them remember the highest
+//     token seen and refuse anything lower. Grants made during the lost window are
+//     lost too, and their holders discover it on the next Renew (ErrLost).
+//   - A lease bounds who should use the service, not who can: a holder that
+//     ignores ErrLost and a service that ignores the token are not stopped. The
+//     token only protects services that check it.
+//   - Expiry is judged by Redis's clock, but a holder decides to stop by its own:
+//     renew well inside the TTL (Keep uses TTL/3).
+//   - A grant handed to the head of the queue starts its TTL at once; if that
+//     holder vanished it occupies the slot until expiry. WaiterTTL much smaller than
+//     TTL keeps such vanished waiters rare.
+//   - One Redis (or one primary). A service's keys share a hash tag but the events
+//     stream is global, so the scripts are not written for Redis Cluster.
+//   - All processes must agree on a service's capacity and TTL (they are passed to
+//     the scripts by each caller; a process with a different config applies its own
+//     values to the calls it makes).
+package lease

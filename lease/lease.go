@@ -1,0 +1,510 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Sentinel errors callers branch on.
+var (
+	// ErrUnknownService names a service that is not configured.
+	ErrUnknownService = errors.New("lease: unknown GPU service")
+	// ErrWaiting means the caller is queued behind other holders: retry Acquire
+	// (within Config.WaiterTTL to keep the place) or Release to leave the queue.
+	// The concrete error is a *WaitError with the queue position.
+	ErrWaiting = errors.New("lease: waiting for a free slot")
+	// ErrLost means the grant is no longer valid (expired and reclaimed, or
+	// released): the holder must stop using the service.
+	ErrLost = errors.New("lease: lease lost")
+)
+
+// WaitError is returned by Acquire while the holder is queued.
+type WaitError struct {
+	Service string
+	Holder  string
+	// Position is 1 for the head of the queue.
+	Position int
+	// Holders and Waiting describe the service at the time of the answer.
+	Holders, Waiting int
+}
+
+func (e *WaitError) Error() string {
+	return fmt.Sprintf("lease: %s is busy (%d holder(s)); %s is waiting at position %d of %d", e.Service, e.Holders, e.Holder, e.Position, e.Waiting)
+}
+
+// Is makes errors.Is(err, ErrWaiting) true.
+func (e *WaitError) Is(target error) bool { return target == ErrWaiting }
+
+// Service declares one shared GPU service. Zero values take the documented defaults.
+type Service struct {
+	// Name identifies the service (e.g. comfyui, comfyui-qwen, comfyui-video,
+	// qwen-tts): lowercase letters, digits, '.', '_' and '-'. Required.
+	Name string `yaml:"name" json:"name"`
+	// Capacity is how many runs may hold the service at once. Default 1.
+	Capacity int `yaml:"capacity" json:"capacity"`
+	// TTL is how long a grant lives without renewal; the reaper reclaims it after.
+	// Default 2m.
+	TTL time.Duration `yaml:"ttl" json:"ttl"`
+
+	// Image is the Docker image the controller starts for the service. Empty: the
+	// service runs elsewhere and is only leased, never started or stopped.
+	Image string `yaml:"image" json:"image,omitempty"`
+	// Container is the container's name. Default "aetherium-gpu-<name>".
+	Container string `yaml:"container" json:"container,omitempty"`
+	// Cmd overrides the image's command. Default: the image's.
+	Cmd []string `yaml:"cmd" json:"cmd,omitempty"`
+	// Env is KEY=value pairs for the container. Default none.
+	Env []string `yaml:"env" json:"env,omitempty"`
+	// Ports publishes container ports, docker-run style
+	// ("127.0.0.1:8188:8188"). Default none.
+	Ports []string `yaml:"ports" json:"ports,omitempty"`
+	// Network is the Docker network to attach the container to. Default the
+	// engine's default bridge.
+	Network string `yaml:"network" json:"network,omitempty"`
+	// GPUs requests GPUs from the engine: "all", a count ("1"), or empty for none.
+	// Default empty.
+	GPUs string `yaml:"gpus" json:"gpus,omitempty"`
+	// HealthURL answers 2xx once the service is ready. Empty: ready as soon as the
+	// container runs. Default empty.
+	HealthURL string `yaml:"health_url" json:"health_url,omitempty"`
+	// StartTimeout bounds the wait for the health URL after a start. Default 2m.
+	StartTimeout time.Duration `yaml:"start_timeout" json:"start_timeout,omitempty"`
+	// IdleStop stops the container after nobody held the service for this long.
+	// Default 5m.
+	IdleStop time.Duration `yaml:"idle_stop" json:"idle_stop,omitempty"`
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+func (s *Service) defaults() error {
+	if !nameRE.MatchString(s.Name) {
+		return fmt.Errorf("lease: service name %q: want lowercase letters, digits, '.', '_' or '-'", s.Name)
+	}
+	if s.Capacity <= 0 {
+		s.Capacity = 1
+	}
+	if s.TTL <= 0 {
+		s.TTL = 2 * time.Minute
+	}
+	if s.TTL < 10*time.Millisecond {
+		return fmt.Errorf("lease: service %s: ttl %v is too short", s.Name, s.TTL)
+	}
+	if s.Container == "" {
+		s.Container = "aetherium-gpu-" + s.Name
+	}
+	if s.StartTimeout <= 0 {
+		s.StartTimeout = 2 * time.Minute
+	}
+	if s.IdleStop <= 0 {
+		s.IdleStop = 5 * time.Minute
+	}
+	return nil
+}
+
+// Config configures the lease manager. Zero values take the documented defaults.
+type Config struct {
+	// Prefix namespaces every key. Default "aeth:lease".
+	Prefix string `yaml:"prefix"`
+	// Services are the leasable services of this deployment.
+	Services []Service `yaml:"services"`
+	// WaiterTTL is how long a queued holder keeps its place without asking again
+	// (Acquire); after it, the waiter is dropped so a vanished run cannot block
+	// the queue. Default 30s.
+	WaiterTTL time.Duration `yaml:"waiter_ttl"`
+	// PollInterval is how often AcquireWait asks again. Default 250ms.
+	PollInterval time.Duration `yaml:"poll_interval"`
+	// EventsMaxLen bounds the lease-events stream (approximately). Default 10000.
+	EventsMaxLen int64 `yaml:"events_max_len"`
+}
+
+// Options are the manager's optional collaborators.
+type Options struct {
+	Metrics *Metrics
+	Log     *slog.Logger
+}
+
+// Manager grants, renews and reclaims leases. It holds no state of its own: every
+// process may have one, and all of them see one truth in Redis.
+type Manager struct {
+	rdb      redis.UniversalClient
+	cfg      Config
+	services map[string]Service
+	names    []string
+	opts     Options
+}
+
+// New validates cfg and returns a manager on rdb.
+func New(rdb redis.UniversalClient, cfg Config, opts Options) (*Manager, error) {
+	if cfg.Prefix == "" {
+		cfg.Prefix = "aeth:lease"
+	}
+	if cfg.WaiterTTL <= 0 {
+		cfg.WaiterTTL = 30 * time.Second
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 250 * time.Millisecond
+	}
+	if cfg.EventsMaxLen <= 0 {
+		cfg.EventsMaxLen = 10000
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	m := &Manager{rdb: rdb, cfg: cfg, services: map[string]Service{}, opts: opts}
+	for i := range cfg.Services {
+		s := cfg.Services[i]
+		if err := s.defaults(); err != nil {
+			return nil, err
+		}
+		if _, dup := m.services[s.Name]; dup {
+			return nil, fmt.Errorf("lease: service %s is declared twice", s.Name)
+		}
+		m.services[s.Name] = s
+		m.names = append(m.names, s.Name)
+		cfg.Services[i] = s
+	}
+	sort.Strings(m.names)
+	m.cfg.Services = cfg.Services
+	return m, nil
+}
+
+// Services returns the configured services (defaults applied), sorted by name.
+func (m *Manager) Services() []Service {
+	out := make([]Service, 0, len(m.names))
+	for _, n := range m.names {
+		out = append(out, m.services[n])
+	}
+	return out
+}
+
+// Service returns one configured service.
+func (m *Manager) Service(name string) (Service, bool) {
+	s, ok := m.services[name]
+	return s, ok
+}
+
+// Config returns the effective configuration.
+func (m *Manager) Config() Config { return m.cfg }
+
+// EventsKey is the lease-events stream an operator can read (XRANGE / Events).
+func (m *Manager) EventsKey() string { return m.cfg.Prefix + ":events" }
+
+func (m *Manager) keys(service string) []string {
+	p := m.cfg.Prefix + ":{" + service + "}:"
+	return []string{p + "holders", p + "grants", p + "queue", p + "waiters", p + "wsince",
+		p + "fence", p + "seq", p + "state", p + "stopping", m.EventsKey()}
+}
+
+// reply is the decoded common part of every script's answer.
+type reply struct {
+	held, waiting, expired, dropped int
+	result                          []any
+}
+
+func (m *Manager) run(ctx context.Context, sc *redis.Script, service string, args ...any) (reply, error) {
+	s, ok := m.services[service]
+	if !ok {
+		return reply{}, fmt.Errorf("%w: %q", ErrUnknownService, service)
+	}
+	argv := append([]any{service, s.Capacity, s.TTL.Milliseconds(), m.cfg.WaiterTTL.Milliseconds(), m.cfg.EventsMaxLen}, args...)
+	raw, err := sc.Run(ctx, m.rdb, m.keys(service), argv...).Slice()
+	if err != nil {
+		return reply{}, fmt.Errorf("lease: %s: %w", service, err)
+	}
+	if len(raw) != 3 {
+		return reply{}, fmt.Errorf("lease: %s: unexpected script reply %v", service, raw)
+	}
+	stats, _ := raw[0].([]any)
+	promoted, _ := raw[1].([]any)
+	result, _ := raw[2].([]any)
+	r := reply{held: int(toInt(stats, 0)), waiting: int(toInt(stats, 1)), expired: int(toInt(stats, 2)), dropped: int(toInt(stats, 3)), result: result}
+	for i := 0; i+2 < len(promoted); i += 3 {
+		h, _ := promoted[i].(string)
+		m.opts.Metrics.granted(service, time.Duration(toInt(promoted, i+2))*time.Millisecond)
+		m.opts.Log.Debug("lease granted", "service", service, "holder", h, "token", toInt(promoted, i+1))
+	}
+	m.opts.Metrics.observe(service, r)
+	return r, nil
+}
+
+func toInt(xs []any, i int) int64 {
+	if i >= len(xs) {
+		return 0
+	}
+	switch v := xs[i].(type) {
+	case int64:
+		return v
+	case string:
+		n, _ := strconv.ParseInt(v, 10, 64)
+		return n
+	}
+	return 0
+}
+
+func toStr(xs []any, i int) string {
+	if i >= len(xs) {
+		return ""
+	}
+	s, _ := xs[i].(string)
+	return s
+}
+
+// Grant is a held lease.
+type Grant struct {
+	Service string `json:"service"`
+	Holder  string `json:"holder"`
+	// Token is the fencing token: strictly greater than every token granted for
+	// this service before. Send it to the service (Header) so it can refuse a
+	// holder whose grant was reclaimed and handed on.
+	Token    uint64        `json:"token"`
+	Acquired time.Time     `json:"acquired"`
+	Expires  time.Time     `json:"expires"`
+	Waited   time.Duration `json:"waited"`
+}
+
+// Acquire asks for a lease on service for holder (one holder = one run) without
+// blocking. It returns the grant when holder holds the service (asking again while
+// holding returns the same grant and extends it); otherwise holder is queued, in
+// FIFO order, and a *WaitError (errors.Is ErrWaiting) says where. A queued holder
+// must ask again within Config.WaiterTTL to keep its place, and should Release to
+// give it up. Grants are handed out in queue order: a slot that frees up goes to
+// the head of the queue even before it asks again.
+func (m *Manager) Acquire(ctx context.Context, service, holder string) (Grant, error) {
+	if holder == "" {
+		return Grant{}, errors.New("lease: empty holder")
+	}
+	r, err := m.run(ctx, acquireScript, service, holder)
+	if err != nil {
+		return Grant{}, err
+	}
+	if toInt(r.result, 0) == 1 {
+		return Grant{
+			Service: service, Holder: holder, Token: uint64(toInt(r.result, 1)),
+			Expires:  time.UnixMilli(toInt(r.result, 2)).UTC(),
+			Acquired: time.UnixMilli(toInt(r.result, 3)).UTC(),
+			Waited:   time.Duration(toInt(r.result, 4)) * time.Millisecond,
+		}, nil
+	}
+	return Grant{}, &WaitError{Service: service, Holder: holder, Position: int(toInt(r.result, 1)), Holders: r.held, Waiting: r.waiting}
+}
+
+// AcquireWait is Acquire retried every PollInterval for at most maxWait. When the
+// wait runs out it returns the last *WaitError and holder stays queued: a worker
+// job should return and retry later (e.g. re-enqueue itself) rather than block on
+// another run's lease.
+func (m *Manager) AcquireWait(ctx context.Context, service, holder string, maxWait time.Duration) (Grant, error) {
+	deadline := time.Now().Add(maxWait)
+	for {
+		g, err := m.Acquire(ctx, service, holder)
+		if !errors.Is(err, ErrWaiting) {
+			return g, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return g, err
+		}
+		t := time.NewTimer(min(left, m.cfg.PollInterval))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return Grant{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// AcquireAll acquires every listed service for holder, in name order (the same
+// order for every run, so two runs cannot each hold what the other waits for). It
+// stops at the first service holder has to wait for and returns the grants held
+// so far with that *WaitError; call it again later with the same arguments.
+func (m *Manager) AcquireAll(ctx context.Context, services []string, holder string) ([]Grant, error) {
+	names := append([]string(nil), services...)
+	sort.Strings(names)
+	var out []Grant
+	for i, s := range names {
+		if i > 0 && s == names[i-1] {
+			continue
+		}
+		g, err := m.Acquire(ctx, s, holder)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// Renew extends a grant by the service's TTL. It fails with ErrLost once the
+// grant expired (whether or not the reaper got to it yet) or was released.
+func (m *Manager) Renew(ctx context.Context, g Grant) (Grant, error) {
+	r, err := m.run(ctx, renewScript, g.Service, g.Holder, g.Token)
+	if err != nil {
+		return g, err
+	}
+	if toInt(r.result, 0) != 1 {
+		return g, fmt.Errorf("%w: %s token %d of %s", ErrLost, g.Service, g.Token, g.Holder)
+	}
+	g.Expires = time.UnixMilli(toInt(r.result, 1)).UTC()
+	m.opts.Metrics.renewed(g.Service)
+	return g, nil
+}
+
+// Keep renews g every interval (TTL/3 when 0) until ctx ends (returns ctx.Err())
+// or the lease is lost (returns ErrLost). Redis errors are retried until the grant
+// would have expired. Run it beside the work that uses the service and stop that
+// work when it returns ErrLost.
+func (m *Manager) Keep(ctx context.Context, g Grant, interval time.Duration) error {
+	if interval <= 0 {
+		s, ok := m.services[g.Service]
+		if !ok {
+			return fmt.Errorf("%w: %q", ErrUnknownService, g.Service)
+		}
+		interval = s.TTL / 3
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		ng, err := m.Renew(ctx, g)
+		switch {
+		case err == nil:
+			g = ng
+		case errors.Is(err, ErrLost):
+			return err
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case time.Now().After(g.Expires):
+			return fmt.Errorf("%w: could not renew before expiry: %v", ErrLost, err)
+		default:
+			m.opts.Log.Warn("lease renewal failed; retrying", "service", g.Service, "holder", g.Holder, "err", err)
+		}
+	}
+}
+
+// Release gives up holder's lease on service (token 0: whatever grant holder has)
+// or, if holder is still queued, its place in the queue. Releasing what is not
+// held is a no-op, so Release is safe to repeat and to call on every run ending
+// (completion, failure, cancel). A stale token never releases a newer grant.
+func (m *Manager) Release(ctx context.Context, service, holder string, token uint64) (bool, error) {
+	r, err := m.run(ctx, releaseScript, service, holder, token)
+	if err != nil {
+		return false, err
+	}
+	switch toInt(r.result, 0) {
+	case 1:
+		m.opts.Metrics.released(service)
+		return true, nil
+	case 2:
+		return true, nil
+	}
+	return false, nil
+}
+
+// ReleaseAll releases holder's leases and queue places on every configured service.
+func (m *Manager) ReleaseAll(ctx context.Context, holder string) error {
+	var errs []error
+	for _, s := range m.names {
+		if _, err := m.Release(ctx, s, holder, 0); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ReapStats reports one Reap pass.
+type ReapStats struct {
+	Services       int `json:"services"`
+	Expired        int `json:"expired"`
+	WaitersDropped int `json:"waiters_dropped"`
+	Held           int `json:"held"`
+	Waiting        int `json:"waiting"`
+}
+
+// Reap reclaims expired grants and vanished waiters on every service and hands the
+// freed slots on (the scheduler calls it periodically; any call on a service does
+// the same for that service). It also refreshes the held/waiting gauges.
+func (m *Manager) Reap(ctx context.Context) (ReapStats, error) {
+	var st ReapStats
+	var errs []error
+	for _, s := range m.names {
+		r, err := m.run(ctx, reapScript, s)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		st.Services++
+		st.Expired += r.expired
+		st.WaitersDropped += r.dropped
+		st.Held += r.held
+		st.Waiting += r.waiting
+	}
+	return st, errors.Join(errs...)
+}
+
+// RunReaper calls Reap every interval until ctx ends (dev mode and tests; in a
+// fleet the scheduler calls Reap as a periodic task).
+func (m *Manager) RunReaper(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := m.Reap(ctx); err != nil && ctx.Err() == nil {
+				m.opts.Log.Warn("lease reaper", "err", err)
+			}
+		}
+	}
+}
+
+// Validate reports whether token is a live grant on service and for whom: what a
+// service (or its proxy) checks before acting on a fenced request.
+func (m *Manager) Validate(ctx context.Context, service string, token uint64) (holder string, ok bool, err error) {
+	r, err := m.run(ctx, validateScript, service, token)
+	if err != nil {
+		return "", false, err
+	}
+	return toStr(r.result, 1), toInt(r.result, 0) == 1, nil
+}
+
+// BeginStop marks service as stopping if nobody has held it for idleFor; the mark
+// expires after ttl. It reports whether the caller may stop the service now. A
+// grant made after the mark finds it (Stopping) and must wait for EndStop before
+// starting the service again.
+func (m *Manager) BeginStop(ctx context.Context, service string, idleFor, ttl time.Duration) (bool, error) {
+	r, err := m.run(ctx, beginStopScript, service, idleFor.Milliseconds(), ttl.Milliseconds())
+	if err != nil {
+		return false, err
+	}
+	return toInt(r.result, 0) == 1, nil
+}
+
+// EndStop clears the stopping mark.
+func (m *Manager) EndStop(ctx context.Context, service string) error {
+	if _, ok := m.services[service]; !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownService, service)
+	}
+	return m.rdb.Del(ctx, m.keys(service)[8]).Err()
+}
+
+// Stopping reports whether a stop of service is in progress.
+func (m *Manager) Stopping(ctx context.Context, service string) (bool, error) {
+	if _, ok := m.services[service]; !ok {
+		return false, fmt.Errorf("%w: %q", ErrUnknownService, service)
+	}
+	n, err := m.rdb.Exists(ctx, m.keys(service)[8]).Result()
+	return n == 1, err
+}

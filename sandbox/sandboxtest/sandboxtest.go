@@ -1,0 +1,132 @@
+// Package sandboxtest gives tests a real Docker executor: it builds the sandbox image
+// when missing (sandbox/build-image.sh, no registry) and removes every container the
+// test created. Without a Docker engine a test fails under CI=true and skips
+// otherwise.
+package sandboxtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aetherium-engine/aetherium/sandbox"
+)
+
+func unavailable(t testing.TB, format string, a ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, a...)
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s (CI=true: the Docker engine and the sandbox image are required)", msg)
+	}
+	t.Skipf("%s", msg)
+}
+
+var (
+	buildOnce sync.Once
+	buildErr  error
+)
+
+// BuildImage runs sandbox/build-image.sh once per test binary (it is idempotent and
+// returns at once when the image is current).
+func BuildImage(t testing.TB) {
+	t.Helper()
+	buildOnce.Do(func() {
+		script, err := repoPath("sandbox/build-image.sh")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		out, err := exec.Command("bash", script).CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("%s: %v: %s", script, err, out)
+		}
+	})
+	if buildErr != nil {
+		unavailable(t, "sandbox image: %v", buildErr)
+	}
+}
+
+// Docker returns a Docker executor in a private scope; its containers are removed at
+// cleanup. configure, when given, edits the config first.
+func Docker(t testing.TB, configure ...func(*sandbox.Config)) *sandbox.Docker {
+	t.Helper()
+	if _, err := exec.LookPath("docker"); err != nil {
+		unavailable(t, "docker CLI not installed")
+	}
+	BuildImage(t)
+	cfg := Config()
+	for _, c := range configure {
+		c(&cfg)
+	}
+	d, err := sandbox.NewDocker(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if errors.Is(err, sandbox.ErrNoEngine) {
+		unavailable(t, "%v", err)
+	}
+	if err != nil {
+		t.Fatalf("docker executor: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := d.CleanupOrphans(ctx, func(string) bool { return false }); err != nil {
+			t.Errorf("remove test sandboxes: %v", err)
+		}
+		_ = d.Close()
+	})
+	return d
+}
+
+// Config is a test sandbox config: a private scope and short timeouts.
+func Config() sandbox.Config {
+	return sandbox.Config{
+		Kind:    "docker",
+		Timeout: 30 * time.Second,
+		Docker:  sandbox.DockerConfig{Scope: "test-" + randomHex(5), MemoryBytes: 256 << 20, PidsLimit: 128},
+	}
+}
+
+// Workspace returns a fresh workspace directory.
+func Workspace(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+// Project returns a unique project id.
+func Project() string { return "proj-" + randomHex(6) }
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func repoPath(rel string) (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, rel), nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the test directory")
+		}
+		dir = parent
+	}
+}

@@ -1,0 +1,119 @@
+// Package webhook delivers run events to configured endpoints as signed POSTs. Each
+// delivery is an asynq task (deterministic id per event and endpoint, retried with
+// backoff), so a slow or failing endpoint never slows a run and nothing is lost.
+//
+// The body is the event as JSON; X-Aetherium-Signature is
+// "sha256=" + hex(HMAC-SHA256(secret, body)), X-Aetherium-Event the event type and
+// X-Aetherium-Delivery the delivery id (stable across retries, for dedupe).
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/aetherium-engine/aetherium/config"
+	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/store"
+)
+
+// TypeDeliver is the delivery task.
+const TypeDeliver = "webhook:deliver"
+
+type payload struct {
+	EventID int64 `json:"event_id"`
+	Hook    int   `json:"hook"`
+}
+
+// Sign returns the signature header value for body.
+func Sign(secret string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// Verify checks a signature header in constant time (for receivers written in Go).
+func Verify(secret string, body []byte, header string) bool {
+	return hmac.Equal([]byte(Sign(secret, body)), []byte(header))
+}
+
+// Deliverer fans events out to hooks.
+type Deliverer struct {
+	Hooks  []config.Webhook
+	Store  *store.Store
+	Client *asynq.Client
+	HTTP   *http.Client
+}
+
+// OnEvent enqueues one delivery per matching hook (events.Recorder.OnEvent).
+func (d *Deliverer) OnEvent(ctx context.Context, e events.Stored) error {
+	for i, h := range d.Hooks {
+		if !wants(h, e.Type) {
+			continue
+		}
+		raw, _ := json.Marshal(payload{EventID: e.ID, Hook: i})
+		_, err := d.Client.EnqueueContext(ctx, asynq.NewTask(TypeDeliver, raw), asynq.Queue("maintenance"),
+			asynq.TaskID(fmt.Sprintf("webhook:%d:%d", i, e.ID)), asynq.MaxRetry(12), asynq.Retention(24*time.Hour))
+		if err != nil && err != asynq.ErrTaskIDConflict {
+			return fmt.Errorf("enqueue webhook: %w", err)
+		}
+	}
+	return nil
+}
+
+func wants(h config.Webhook, typ string) bool {
+	if len(h.Events) == 0 {
+		return true
+	}
+	for _, t := range h.Events {
+		if t == typ {
+			return true
+		}
+	}
+	return false
+}
+
+// Handle delivers one event (asynq handler).
+func (d *Deliverer) Handle(ctx context.Context, t *asynq.Task) error {
+	var p payload
+	if err := json.Unmarshal(t.Payload(), &p); err != nil || p.Hook < 0 || p.Hook >= len(d.Hooks) {
+		return fmt.Errorf("%w: bad webhook payload", asynq.SkipRetry)
+	}
+	h := d.Hooks[p.Hook]
+	e, err := d.Store.GetEvent(ctx, p.EventID)
+	if err != nil {
+		return err
+	}
+	body, _ := json.Marshal(map[string]any{"id": e.ID, "run_id": e.RunID, "type": e.Type, "agent": e.Agent, "data": e.Data, "time": e.CreatedAt})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("%w: webhook url: %v", asynq.SkipRetry, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Aetherium-Event", e.Type)
+	req.Header.Set("X-Aetherium-Delivery", fmt.Sprintf("%d-%d", p.Hook, e.ID))
+	req.Header.Set("X-Aetherium-Signature", Sign(h.Secret, body))
+	client := d.HTTP
+	if client == nil {
+		client = &http.Client{Timeout: 15 * time.Second}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("webhook %s: %w", h.URL, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("webhook %s: HTTP %d", h.URL, resp.StatusCode)
+	}
+	return nil
+}
