@@ -555,7 +555,9 @@ func (d *Docker) Release(ctx context.Context, projectID string) error {
 	}
 	name := d.ContainerName(projectID)
 	err := d.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true})
-	if err != nil && !cerrdefs.IsNotFound(err) {
+	// Another process (the run's cleanup task, the orphan sweep) may be removing it
+	// at the same moment: that is the outcome wanted, not a failure.
+	if err != nil && !cerrdefs.IsNotFound(err) && !strings.Contains(err.Error(), "already in progress") {
 		return fmt.Errorf("release sandbox %s: %w", name, err)
 	}
 	return nil
