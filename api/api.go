@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -181,8 +182,11 @@ func (s *Server) observe(c *fiber.Ctx) error {
 	if route == "/" && c.Path() != "/" {
 		route = "unmatched"
 	}
-	s.d.Metrics.HTTPRequests.WithLabelValues(route, c.Method(), strconv.Itoa(status)).Inc()
-	s.d.Metrics.HTTPDuration.WithLabelValues(route, c.Method()).Observe(time.Since(start).Seconds())
+	// Fiber's Method() aliases fasthttp's reused request buffer: a label value kept
+	// by the registry must be a copy, or the next request rewrites it mid-scrape.
+	method := strings.Clone(c.Method())
+	s.d.Metrics.HTTPRequests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+	s.d.Metrics.HTTPDuration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
 	return err
 }
 

@@ -185,6 +185,9 @@ type Worker struct {
 	// MetricsAddr serves /metrics for this worker. Env AETHERIUM_WORKER_METRICS_ADDR.
 	// Default 127.0.0.1:9091; empty disables it.
 	MetricsAddr string `yaml:"metrics_addr"`
+	// ScriptLatency is slept before every answer of the script model, standing in
+	// for model think time (benchmarks and drills of I/O-bound fleets). Default 0.
+	ScriptLatency Duration `yaml:"script_latency"`
 }
 
 // Scheduler configures the periodic-maintenance role.

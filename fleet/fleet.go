@@ -21,6 +21,7 @@ import (
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/gpu"
 	"github.com/aetherium-engine/aetherium/lease"
+	"github.com/aetherium-engine/aetherium/logctx"
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/metrics"
 	"github.com/aetherium-engine/aetherium/sandbox"
@@ -81,6 +82,9 @@ type Options struct {
 	Executor sandbox.Executor
 	// NoSandbox skips building an executor (tests that run no shell commands).
 	NoSandbox bool
+	// Device, when set, drives the headset with this configuration (a test's
+	// simulator) whatever devices.steam_frame says.
+	Device *device.Config
 }
 
 // Open connects to Postgres and Redis and builds the shared parts.
@@ -141,12 +145,12 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options
 			f.Close()
 			return nil, err
 		}
-		mw = append(mw, gate.Middleware)
+		mw = append(mw, gate.Middleware, (&security.Intents{Store: f.Store, Reg: f.Registry}).Middleware)
 	}
 	f.Router = tools.NewRouter(f.Registry, mw...)
 	models := opts.Models
 	if models == nil {
-		models = &worker.ModelFactory{LLM: cfg.LLM}
+		models = &worker.ModelFactory{LLM: cfg.LLM, ScriptLatency: cfg.Worker.ScriptLatency.D()}
 	}
 	f.Worker = worker.New(worker.Config{
 		Workspaces: cfg.Workspaces, StepLease: cfg.Worker.StepLease.D(), CircuitBreaker: cfg.Worker.CircuitBreaker,
@@ -216,6 +220,9 @@ func (f *Fleet) Close() {
 // API builds the HTTP API.
 func (f *Fleet) API() *api.Server {
 	ro := f.Cfg.API.MonitoringReadOnly == nil || *f.Cfg.API.MonitoringReadOnly
+	if err := f.Metrics.WatchQueues(asynq.NewInspectorFromRedisClient(f.Redis), metrics.QueueConfig{Queues: []string{worker.QueueSupervisor, worker.QueueWorkers, scheduler.Queue}, AsynqmonNames: true, Log: f.Log}); err != nil {
+		f.Log.Error("queue metrics", "err", err)
+	}
 	return api.New(api.Config{BodyLimit: f.Cfg.API.BodyLimit, MonitoringReadOnly: ro, PrometheusURL: f.Cfg.API.PrometheusURL, Tokens: f.Cfg.API.Tokens},
 		api.Deps{Store: f.Store, Redis: f.Redis, RedisOpt: f.RedisOpt, Queue: f.Queue, Events: f.Events, Registry: f.Registry,
 			Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Approvals: f.Approvals, Leases: f.Leases, Log: f.Log})
@@ -285,11 +292,14 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 		mux.HandleFunc(webhook.TypeDeliver, f.Webhooks.Handle)
 	}
 	mux.HandleFunc(TypeRunCleanup, f.cleanupRun)
+	mux.Use(logctx.TaskMiddleware())
 	(&scheduler.Maintenance{
 		Config: f.schedulerConfig(), Store: f.Store, Queue: f.Queue, Fail: w.FailRun, Log: f.Log,
 		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, Orphans: f.cleanupOrphans,
 	}).Register(mux)
-	return srv, mux, cancel
+	f.Metrics.WorkerStarted(f.Cfg.Worker.Concurrency)
+	stopped := sync.OnceFunc(func() { f.Metrics.WorkerStopped(f.Cfg.Worker.Concurrency) })
+	return srv, mux, func() { cancel(); stopped() }
 }
 
 // RunWorker processes tasks until ctx ends, then lets in-flight steps finish within

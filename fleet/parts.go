@@ -68,7 +68,11 @@ func (f *Fleet) openParts(ctx context.Context, cfg config.Config, opts Options) 
 	}
 
 	dm := device.NewMetrics(reg)
-	if sf := cfg.Devices.SteamFrame; sf.Enabled {
+	if opts.Device != nil {
+		if f.Device, err = device.New(*opts.Device, device.Deps{Redis: f.Redis, Metrics: dm, Log: f.Log}); err != nil {
+			return fmt.Errorf("device: %w", err)
+		}
+	} else if sf := cfg.Devices.SteamFrame; sf.Enabled {
 		f.Device, err = device.New(device.Config{
 			Host: sf.Host, User: sf.User, SSHPort: sf.SSHPort, ADBPort: sf.ADBPort, KeyPath: sf.KeyPath,
 			ScriptsDir: sf.ScriptsDir, SimScenario: sf.SimScenario, SimBin: sf.SimBin,

@@ -5,6 +5,8 @@ package metrics
 import (
 	"context"
 	"net/http"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -37,14 +39,29 @@ type Metrics struct {
 	RulesValid       prometheus.Gauge         // 1 when the permissions file in force parsed
 	HTTPRequests     *prometheus.CounterVec   // route, method, status
 	HTTPDuration     *prometheus.HistogramVec // route, method
+	// WorkerUp counts the asynq worker servers running in this process (1 in a
+	// worker process); WorkerConcurrency is their summed concurrency. Both are
+	// registered by WorkerStarted, so only processes that run a worker export them.
+	WorkerUp          prometheus.Gauge
+	WorkerConcurrency prometheus.Gauge
+
+	mu         sync.Mutex
+	collectors []prometheus.Collector
+	worker     bool
+	queues     queueOnce
 }
 
 // New builds the registry with Go and process collectors.
 func New() *Metrics {
 	r := prometheus.NewRegistry()
-	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	f := func(c prometheus.Collector) { r.MustRegister(c) }
 	m := &Metrics{Registry: r}
+	f := func(c prometheus.Collector) {
+		if err := m.register(c); err != nil {
+			panic(err)
+		}
+	}
+	f(collectors.NewGoCollector())
+	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	const ns = "aetherium"
 	m.RunsSubmitted = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "runs_submitted_total", Help: "Runs accepted by the API."})
 	m.RunsFinished = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "runs_finished_total", Help: "Runs that reached a terminal status."}, []string{"status"})
@@ -65,6 +82,8 @@ func New() *Metrics {
 	m.ApprovalsPending = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "approvals_pending", Help: "Approvals waiting for a human."})
 	m.AuditBuffer = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "audit_buffer_depth", Help: "Audit rows buffered, not yet written."})
 	m.RulesReloads = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "permission_rules_reloads_total", Help: "Permission rule reloads by result (ok, error)."}, []string{"result"})
+	m.WorkerUp = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "worker_up", Help: "asynq worker servers running in this process (1 in a worker process, 0 once it stopped)."})
+	m.WorkerConcurrency = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "worker_concurrency", Help: "Tasks the worker servers of this process run at once."})
 	m.RulesValid = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "permission_rules_valid", Help: "1 when the last permissions file read parsed; 0 when the last good rules are kept after an error."})
 	for _, c := range []prometheus.Collector{m.DLPHits, m.ApprovalsDecided, m.ApprovalWait, m.ApprovalsPending, m.AuditBuffer, m.RulesReloads, m.RulesValid} {
 		f(c)
@@ -74,6 +93,51 @@ func New() *Metrics {
 		f(c)
 	}
 	return m
+}
+
+func (m *Metrics) register(c prometheus.Collector) error {
+	if err := m.Registry.Register(c); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.collectors = append(m.collectors, c)
+	m.mu.Unlock()
+	return nil
+}
+
+// Collectors returns every collector registered through this package, in order
+// (the subsystems' own collectors, registered on Registry directly, are not
+// included). Tests list the metric names the code exports with it.
+func (m *Metrics) Collectors() []prometheus.Collector {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.collectors)
+}
+
+// WorkerStarted marks an asynq worker server of the given concurrency as running;
+// the first call registers the worker gauges. Pair it with WorkerStopped.
+func (m *Metrics) WorkerStarted(concurrency int) {
+	m.mu.Lock()
+	first := !m.worker
+	m.worker = true
+	m.mu.Unlock()
+	if first {
+		// Registered lazily: an api or scheduler process exports no worker series.
+		if err := m.register(m.WorkerUp); err != nil {
+			panic(err)
+		}
+		if err := m.register(m.WorkerConcurrency); err != nil {
+			panic(err)
+		}
+	}
+	m.WorkerUp.Inc()
+	m.WorkerConcurrency.Add(float64(concurrency))
+}
+
+// WorkerStopped undoes WorkerStarted.
+func (m *Metrics) WorkerStopped(concurrency int) {
+	m.WorkerUp.Dec()
+	m.WorkerConcurrency.Sub(float64(concurrency))
 }
 
 // Handler serves the registry.

@@ -136,8 +136,8 @@ type Maintenance struct {
 	GPU     *gpu.Controller
 	Orphans func(ctx context.Context) error
 	Log     *slog.Logger
-	// Ran, when set, is told each task type that ran (tests, metrics).
-	Ran func(typ string)
+	// Ran, when set, is told each task that ran: its type and task id (tests).
+	Ran func(typ, taskID string)
 }
 
 // Register adds the maintenance handlers to mux.
@@ -146,7 +146,8 @@ func (m *Maintenance) Register(mux *asynq.ServeMux) {
 	h := func(typ string, fn func(context.Context) error) {
 		mux.HandleFunc(typ, func(ctx context.Context, _ *asynq.Task) error {
 			if m.Ran != nil {
-				m.Ran(typ)
+				id, _ := asynq.GetTaskID(ctx)
+				m.Ran(typ, id)
 			}
 			return fn(ctx)
 		})

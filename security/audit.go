@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/aetherium-engine/aetherium/store"
 )
@@ -118,6 +121,16 @@ func (a *Auditor) loop() {
 			if err == nil {
 				break
 			}
+			if permanent(err) {
+				// One bad row must not hold back (or take down) the others: write
+				// them one by one and log, with its identity, any row refused for good.
+				for _, r := range batch {
+					if err := a.store.InsertAudit(context.Background(), []store.AuditRow{r}); err != nil {
+						a.log.Error("audit row NOT written (refused by the database)", "call_key", r.CallKey, "run_id", r.RunID, "tool", r.Tool, "decision", r.Decision, "err", err)
+					}
+				}
+				break
+			}
 			a.log.Error("audit write failed; retrying", "rows", len(batch), "attempt", attempt, "err", err)
 			if attempt >= 60 {
 				for _, r := range batch {
@@ -156,4 +169,14 @@ func (a *Auditor) loop() {
 			close(done)
 		}
 	}
+}
+
+// permanent reports database refusals a retry cannot fix: data exceptions (class 22)
+// and integrity violations (class 23).
+func permanent(err error) bool {
+	var pg *pgconn.PgError
+	if !errors.As(err, &pg) {
+		return false
+	}
+	return strings.HasPrefix(pg.Code, "22") || strings.HasPrefix(pg.Code, "23")
 }

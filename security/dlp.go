@@ -2,7 +2,7 @@ package security
 
 import (
 	"fmt"
-	"net/url"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -64,7 +64,7 @@ func (d *DLP) Scan(s string) []Finding {
 	}
 	add(s)
 	if strings.Contains(s, "%") {
-		if dec, err := url.QueryUnescape(s); err == nil && dec != s {
+		if dec := queryUnescapeLenient(s); dec != s {
 			add(dec)
 		}
 	}
@@ -72,17 +72,83 @@ func (d *DLP) Scan(s string) []Finding {
 	return out
 }
 
-// Redact replaces every finding's secret in s by [REDACTED:rule].
+// queryUnescapeLenient is url.QueryUnescape that keeps a malformed escape as it is
+// instead of failing: one stray "%" must not hide every encoded secret after it.
+func queryUnescapeLenient(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '+':
+			b.WriteByte(' ')
+		case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
+			b.WriteByte(unhex(s[i+1])<<4 | unhex(s[i+2]))
+			i += 2
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	}
+	return c - 'a' + 10
+}
+
+// Redact replaces every finding's secret in s by [REDACTED:rule]: the secret as it
+// stands, or percent-encoded in whole or in part (the forms Scan and gitleaks
+// decode). A secret found only inside another encoding (base64, hex, \u escapes)
+// cannot be located in s, so then all of s is withheld rather than kept.
 func Redact(s string, fs []Finding) string {
 	for _, f := range fs {
-		if len(f.Secret) >= 4 {
-			s = strings.ReplaceAll(s, f.Secret, "[REDACTED:"+f.Rule+"]")
+		if len(f.Secret) < 4 {
+			continue
 		}
+		mark := "[REDACTED:" + f.Rule + "]"
+		if strings.Contains(s, f.Secret) {
+			s = strings.ReplaceAll(s, f.Secret, mark)
+			continue
+		}
+		if re := percentEncodedForm(f.Secret); re.MatchString(s) {
+			s = re.ReplaceAllLiteralString(s, mark)
+			continue
+		}
+		return "[REDACTED:" + strings.Join(RuleIDs(fs), ",") + "] (withheld: an encoded credential)"
 	}
 	return s
 }
 
-// Rules lists the rule ids of findings, deduplicated, for messages and metrics.
+// percentEncodedForm matches secret with any of its characters percent-encoded
+// (and a space also written as +).
+func percentEncodedForm(secret string) *regexp.Regexp {
+	var b strings.Builder
+	for _, r := range secret {
+		lit := string(r)
+		b.WriteString("(?:")
+		b.WriteString(regexp.QuoteMeta(lit))
+		if r == ' ' {
+			b.WriteString(`|\+`)
+		}
+		b.WriteString("|")
+		for i := 0; i < len(lit); i++ {
+			fmt.Fprintf(&b, "%%(?i:%02x)", lit[i])
+		}
+		b.WriteString(")")
+	}
+	return regexp.MustCompile(b.String())
+}
+
+// RuleIDs lists the rule ids of findings, deduplicated, for messages and metrics.
 func RuleIDs(fs []Finding) []string {
 	seen := map[string]bool{}
 	var out []string

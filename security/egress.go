@@ -25,7 +25,9 @@ var (
 // unspecified, multicast), private (loopback and private ranges: allowed without an
 // allowlist entry), or public (allowed only for an allowlisted name).
 func ipVerdict(a netip.Addr) (denied bool, private bool) {
-	a = a.Unmap() // ::ffff:169.254.169.254 is 169.254.169.254
+	// ::ffff:169.254.169.254 is 169.254.169.254, and fe80::1%eth0 is link-local
+	// (netip prefixes never contain a zoned address).
+	a = a.Unmap().WithZone("")
 	switch {
 	case !a.IsValid(), a.IsUnspecified(), a.IsMulticast(), a.IsInterfaceLocalMulticast():
 		return true, false
@@ -111,6 +113,9 @@ type EgressConfig struct {
 	MaxRedirects int
 	// Timeout bounds a whole request. Default 30s.
 	Timeout time.Duration
+	// Resolver looks up names for the dialer. Default net.DefaultResolver; tests
+	// point it at their own DNS server.
+	Resolver *net.Resolver
 }
 
 // Egress builds HTTP clients that enforce the policy on every hop.
@@ -128,7 +133,10 @@ func NewEgress(cfg EgressConfig) *Egress {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
 	}
-	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: dialControl}
+	if cfg.Resolver == nil {
+		cfg.Resolver = net.DefaultResolver
+	}
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: dialControl, Resolver: cfg.Resolver}
 	tr := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           d.DialContext,
@@ -145,10 +153,13 @@ func NewEgress(cfg EgressConfig) *Egress {
 // against the same policy and redirects are capped.
 func (e *Egress) Client(allowlist []string) *http.Client {
 	return &http.Client{
-		Transport: e.transport,
+		// Every request (not only redirects) is checked here too, so the policy
+		// does not depend on the gate finding the URL among a tool's arguments.
+		Transport: checked{base: e.transport, allowlist: allowlist},
 		Timeout:   e.cfg.Timeout,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) >= e.cfg.MaxRedirects {
+			// via holds the requests made so far: the first redirect sees one.
+			if len(via) > e.cfg.MaxRedirects {
 				return fmt.Errorf("%w: more than %d redirects", ErrEgressDenied, e.cfg.MaxRedirects)
 			}
 			if err := CheckURL(req.URL.String(), allowlist); err != nil {
@@ -157,4 +168,20 @@ func (e *Egress) Client(allowlist []string) *http.Client {
 			return nil
 		},
 	}
+}
+
+// checked enforces the destination policy on every request it carries.
+type checked struct {
+	base      http.RoundTripper
+	allowlist []string
+}
+
+func (c checked) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := CheckURL(req.URL.String(), c.allowlist); err != nil {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, err
+	}
+	return c.base.RoundTrip(req)
 }

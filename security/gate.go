@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aetherium-engine/aetherium/metrics"
 	"github.com/aetherium-engine/aetherium/store"
@@ -20,9 +21,15 @@ type Gate struct {
 	rules     *Rules
 	dlp       *DLP
 	approvals *Approvals
-	audit     *Auditor
+	audit     auditWriter
 	metrics   *metrics.Metrics
 	log       *slog.Logger
+}
+
+// auditWriter is what the gate needs of the Auditor; a seam so the decision path can
+// be benchmarked without I/O.
+type auditWriter interface {
+	Write(ctx context.Context, r store.AuditRow) error
 }
 
 // GateDeps are the gate's collaborators; Rules, DLP, Approvals and Audit are required.
@@ -44,8 +51,12 @@ func NewGate(d GateDeps) *Gate {
 	return &Gate{reg: d.Registry, rules: d.Rules, dlp: d.DLP, approvals: d.Approvals, audit: d.Audit, metrics: d.Metrics, log: d.Log}
 }
 
-// summaryBytes bounds what a Standard call keeps in its audit row.
-const summaryBytes = 240
+// summaryBytes bounds what a Standard call keeps in its audit row; summaryScanBytes
+// is the head of the arguments scanned for secrets before that cut.
+const (
+	summaryBytes     = 240
+	summaryScanBytes = 4 << 10
+)
 
 // Middleware gates every call and audits every attempt exactly once.
 func (g *Gate) Middleware(next tools.Handler) tools.Handler {
@@ -69,6 +80,11 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 			}
 			if pending {
 				return // no attempt yet: it is audited when it is decided and runs
+			}
+			if ctx.Err() != nil && err != nil {
+				// Interrupted by a shutdown: the step is redelivered and that attempt
+				// (re-run, replayed or "outcome unknown") writes the call's one row.
+				return
 			}
 			g.writeAudit(ctx, &row, call, tier, res, err, findings, start)
 		}()
@@ -172,11 +188,12 @@ func (g *Gate) redactJSON(args json.RawMessage, findings *[]Finding) json.RawMes
 		*findings = g.dlp.Scan(string(args))
 	}
 	red := Redact(string(args), *findings)
-	if json.Valid([]byte(red)) {
-		return json.RawMessage(red)
+	if !json.Valid([]byte(red)) {
+		b, _ := json.Marshal(map[string]string{"redacted": red})
+		red = string(b)
 	}
-	b, _ := json.Marshal(map[string]string{"redacted": red})
-	return b
+	// jsonb refuses the NUL escape; the row must land whatever the model sent.
+	return json.RawMessage(strings.ReplaceAll(red, `\u0000`, `\ufffd`))
 }
 
 func (g *Gate) writeAudit(ctx context.Context, row *store.AuditRow, call tools.Call, tier tools.Tier, res tools.Result, err error, findings []Finding, start time.Time) {
@@ -189,22 +206,27 @@ func (g *Gate) writeAudit(ctx context.Context, row *store.AuditRow, call tools.C
 		if row.Decision == "" {
 			row.Decision = "denied"
 		}
+	case errors.Is(err, tools.ErrOutcomeUnknown):
+		row.Allowed, row.Decision, row.Error = true, "unknown", err.Error()
 	case err != nil:
 		row.Allowed, row.Decision, row.Error = true, "error", err.Error()
 	default:
 		row.Allowed, row.Decision = true, "allowed"
 	}
 	if tier == tools.Standard {
-		row.Summary = g.redactText(truncateBytes(string(call.Args), summaryBytes))
+		// Redact before the cut, so a secret straddling it is still recognised; a
+		// bounded window keeps a large write_file body cheap.
+		row.Summary = pgText(truncateBytes(g.redactText(truncateBytes(string(call.Args), summaryScanBytes)), summaryBytes))
 	} else {
 		row.Args = g.redactJSON(call.Args, &findings)
-		result := g.redactText(res.Content)
+		result := pgText(g.redactText(res.Content))
 		row.Result = &result
-		row.Summary = truncateBytes(string(row.Args), summaryBytes)
+		row.Summary = pgText(truncateBytes(string(row.Args), summaryBytes))
 	}
 	if row.Error != "" {
-		row.Error = g.redactText(row.Error)
+		row.Error = pgText(g.redactText(row.Error))
 	}
+	row.DenyReason = pgText(row.DenyReason)
 	if werr := g.audit.Write(ctx, *row); werr != nil {
 		g.log.Error("audit write", "call_key", row.CallKey, "err", werr)
 	}
@@ -217,9 +239,20 @@ func (g *Gate) redactText(s string) string {
 	return Redact(s, g.dlp.Scan(s))
 }
 
+// truncateBytes cuts s to at most n bytes on a character boundary.
 func truncateBytes(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
 	return s[:n] + "…"
+}
+
+// pgText makes s storable in a PostgreSQL text column, which refuses invalid UTF-8
+// and NUL (a tool's binary output must not make its audit row fail, and with it
+// the rest of the batch).
+func pgText(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }

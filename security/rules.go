@@ -245,17 +245,21 @@ func (r *Rules) reload() error {
 	if err == nil {
 		rs, err = ParseRules(raw)
 	}
+	if err != nil {
+		msg := err.Error()
+		r.lastErr.Store(&msg)
+	} else {
+		empty := ""
+		r.lastErr.Store(&empty)
+		r.current.Store(rs)
+	}
+	// After the state is updated, so the callback sees what it reports.
 	if r.OnReload != nil {
 		r.OnReload(rs.Len(), err)
 	}
 	if err != nil {
-		msg := err.Error()
-		r.lastErr.Store(&msg)
 		return fmt.Errorf("%s: %w", r.path, err)
 	}
-	empty := ""
-	r.lastErr.Store(&empty)
-	r.current.Store(rs)
 	return nil
 }
 

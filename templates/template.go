@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"text/template"
+	"text/template/parse"
 
 	"gopkg.in/yaml.v3"
 
@@ -63,7 +64,9 @@ var ErrInvalid = errors.New("invalid template")
 // ErrUnknownTemplate is a template name with no file behind it.
 var ErrUnknownTemplate = errors.New("unknown template")
 
-// ParseYAML decodes a template strictly (unknown keys are errors).
+// ParseYAML decodes a template strictly (unknown keys are errors). A run stores its
+// team as JSON, so mappings inside tool arguments get string keys, as in JSON
+// (YAML decodes `{1: x}` with an integer key, which JSON cannot encode).
 func ParseYAML(raw []byte) (Template, error) {
 	var t Template
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
@@ -71,7 +74,43 @@ func ParseYAML(raw []byte) (Template, error) {
 	if err := dec.Decode(&t); err != nil {
 		return t, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
+	for _, args := range t.ToolDefaults {
+		stringKeys(args)
+	}
+	for _, turns := range t.Script.Agents {
+		for i := range turns {
+			for j := range turns[i].Calls {
+				stringKeys(turns[i].Calls[j].Args)
+			}
+		}
+	}
 	return t, nil
+}
+
+// stringKeys rewrites the nested mappings of m that have non-string keys into
+// string-keyed ones, in place.
+func stringKeys(m map[string]any) {
+	for k, v := range m {
+		m[k] = jsonValue(v)
+	}
+}
+
+func jsonValue(v any) any {
+	switch x := v.(type) {
+	case map[any]any:
+		out := make(map[string]any, len(x))
+		for k, vv := range x {
+			out[fmt.Sprint(k)] = jsonValue(vv)
+		}
+		return out
+	case map[string]any:
+		stringKeys(x)
+	case []any:
+		for i, vv := range x {
+			x[i] = jsonValue(vv)
+		}
+	}
+	return v
 }
 
 // ParseJSON decodes an inline template strictly.
@@ -180,6 +219,11 @@ func (t *Template) Validate(reg *tools.Registry) error {
 	if usesScript && len(t.Script.Agents) == 0 {
 		add("script: provider script needs script.agents")
 	}
+	// A run stores its team as JSON: a value JSON cannot carry (YAML's .inf, .nan)
+	// must fail here, not as a failed submission.
+	if _, err := json.Marshal(t); err != nil {
+		add("not representable as JSON, which is how a run stores its team: %v", err)
+	}
 	if len(errs) > 0 {
 		sort.Strings(errs)
 		return fmt.Errorf("%w %q: %s", ErrInvalid, t.Name, strings.Join(errs, "; "))
@@ -187,10 +231,22 @@ func (t *Template) Validate(reg *tools.Registry) error {
 	return nil
 }
 
+// MaxRenderedBytes bounds what the placeholders of a team's prompts expand to, all
+// prompts together: an inline team is outsider input, and a variable repeated in
+// a prompt multiplies the request's size.
+const MaxRenderedBytes = 1 << 20
+
+// ErrRenderTooLarge is a rendering past MaxRenderedBytes.
+var ErrRenderTooLarge = fmt.Errorf("rendered prompts are over %d bytes", MaxRenderedBytes)
+
 // Render fills {{.var}} placeholders of every prompt from vars; a placeholder with no
 // variable is an error (a prompt with a hole would mislead the model silently).
+// Placeholders are all a prompt may contain: the rest of Go's template language
+// (range, printf, template calls) lets a few bytes of input run for hours or
+// expand to gigabytes, so it is refused.
 func (t Template) Render(vars map[string]any) (Template, error) {
 	out := t
+	budget := &cappedBuilder{left: MaxRenderedBytes}
 	render := func(where, s string) (string, error) {
 		if !strings.Contains(s, "{{") {
 			return s, nil
@@ -199,11 +255,17 @@ func (t Template) Render(vars map[string]any) (Template, error) {
 		if err != nil {
 			return "", fmt.Errorf("%w: %s.prompt: %v", ErrInvalid, where, err)
 		}
-		var b strings.Builder
-		if err := tpl.Execute(&b, vars); err != nil {
+		if err := onlyPlaceholders(tpl); err != nil {
 			return "", fmt.Errorf("%w: %s.prompt: %v", ErrInvalid, where, err)
 		}
-		return b.String(), nil
+		budget.b.Reset()
+		if err := tpl.Execute(budget, vars); err != nil {
+			if errors.Is(err, ErrRenderTooLarge) {
+				return "", fmt.Errorf("%w: %s.prompt: %w", ErrInvalid, where, ErrRenderTooLarge)
+			}
+			return "", fmt.Errorf("%w: %s.prompt: %v", ErrInvalid, where, err)
+		}
+		return budget.b.String(), nil
 	}
 	var err error
 	if out.Supervisor.Prompt, err = render("supervisor", t.Supervisor.Prompt); err != nil {
@@ -217,6 +279,50 @@ func (t Template) Render(vars map[string]any) (Template, error) {
 		}
 	}
 	return out, nil
+}
+
+// onlyPlaceholders accepts text and {{.name}} actions (.a.b reaches into a map
+// variable), nothing else.
+func onlyPlaceholders(tpl *template.Template) error {
+	if len(tpl.Templates()) > 1 {
+		return errors.New("only {{.name}} placeholders are allowed (found a template definition)")
+	}
+	for _, n := range tpl.Tree.Root.Nodes {
+		switch x := n.(type) {
+		case *parse.TextNode:
+			continue
+		case *parse.ActionNode:
+			if p := x.Pipe; len(p.Decl) == 0 && len(p.Cmds) == 1 && len(p.Cmds[0].Args) == 1 {
+				if _, ok := p.Cmds[0].Args[0].(*parse.FieldNode); ok {
+					continue
+				}
+			}
+		}
+		return fmt.Errorf("only {{.name}} placeholders are allowed, not %s", clipNode(n.String()))
+	}
+	return nil
+}
+
+func clipNode(s string) string {
+	if r := []rune(s); len(r) > 60 {
+		return string(r[:60]) + "…"
+	}
+	return s
+}
+
+// cappedBuilder is a strings.Builder that refuses to grow past a byte budget shared
+// by every prompt of one Render.
+type cappedBuilder struct {
+	b    strings.Builder
+	left int
+}
+
+func (c *cappedBuilder) Write(p []byte) (int, error) {
+	if len(p) > c.left {
+		return 0, ErrRenderTooLarge
+	}
+	c.left -= len(p)
+	return c.b.Write(p)
 }
 
 // Worker returns the worker node named name.

@@ -68,6 +68,9 @@ var (
 	ErrNotInCatalog = errors.New("tool not in this agent's catalog")
 	// ErrInvalidArgs is a call whose arguments do not match the tool's schema.
 	ErrInvalidArgs = errors.New("invalid tool arguments")
+	// ErrOutcomeUnknown is a non-idempotent call that started before a crash and
+	// never finished: it is not run again, and nobody knows whether it took effect.
+	ErrOutcomeUnknown = errors.New("outcome unknown")
 )
 
 // Denied is a call refused by a gate layer (capability, rules, egress, dlp,

@@ -301,8 +301,11 @@ func (w *Worker) resolveCall(ctx context.Context, in stepInput, sess *store.Sess
 	if err != nil {
 		decision = "error"
 		var d *tools.Denied
-		if errors.As(err, &d) {
+		switch {
+		case errors.As(err, &d):
 			decision, layer = "denied", d.Layer
+		case errors.Is(err, tools.ErrOutcomeUnknown):
+			decision = "unknown"
 		}
 		msg.Content, msg.IsError = "error: "+err.Error(), true
 	}

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"time"
+
+	"github.com/aetherium-engine/aetherium/bench/harness"
+	"github.com/aetherium-engine/aetherium/fleet"
+	"github.com/aetherium-engine/aetherium/templates"
+)
+
+// FleetResult is section 2: the fleet's own work on the same Redis and PostgreSQL —
+// tool calls that pass the whole permission gate and are audited, and delegations.
+type FleetResult struct {
+	Concurrency int `json:"concurrency"`
+	// Tool calls: runs × (caller turns × calls + the supervisor's delegate and reply).
+	ToolRuns       int     `json:"tool_runs"`
+	ToolCalls      int     `json:"tool_calls"`
+	ToolSeconds    float64 `json:"tool_seconds"`
+	ToolCallsPerS  float64 `json:"tool_calls_per_s"`
+	ToolRatio      float64 `json:"tool_calls_ratio_to_asynq"`
+	ToolModelTurns int     `json:"tool_model_turns"`
+	// ToolXactPerCall is PostgreSQL transactions committed per gated call.
+	ToolXactPerCall float64 `json:"tool_pg_xact_per_call"`
+	ToolCPU         string  `json:"tool_cpu"`
+	ToolProfile     string  `json:"tool_profile,omitempty"`
+	// The same workload with the permission gate off (fleet.Options.NoGate): what
+	// the gate and its audit cost.
+	UngatedPerS  float64 `json:"ungated_tool_calls_per_s"`
+	UngatedRatio float64 `json:"ungated_ratio_to_asynq"`
+	UngatedXact  float64 `json:"ungated_pg_xact_per_call"`
+	UngatedCPU   string  `json:"ungated_cpu"`
+	// Delegations: runs × depth sequential supervisor → worker → supervisor trips.
+	RelayRuns        int     `json:"relay_runs"`
+	Delegations      int     `json:"delegations"`
+	RelaySeconds     float64 `json:"relay_seconds"`
+	DelegationsPerS  float64 `json:"delegations_per_s"`
+	DelegationsRatio float64 `json:"delegations_ratio_to_asynq"`
+	RelayXactPerDel  float64 `json:"relay_pg_xact_per_delegation"`
+	RelayCPU         string  `json:"relay_cpu"`
+	// SubmitPerS is how fast the API accepted the runs (HTTP, insert, enqueue).
+	SubmitPerS float64 `json:"submit_per_s"`
+}
+
+// workload is one timed fleet workload.
+type workload struct {
+	ids        []string
+	elapsed    time.Duration
+	submitPerS float64
+	xact       int64
+	cpu        harness.CPUUse
+}
+
+// xactCommits reads the bench database's committed transactions. A backend
+// publishes its statistics at most once a second while busy and only after ten
+// seconds when idle, but always when it exits: the fleets' pools are reset first.
+func (e *env) xactCommits(ctx context.Context, fleets ...*fleet.Fleet) (int64, error) {
+	for _, fl := range append(fleets, e.fleet) {
+		fl.Store.Pool.Reset()
+	}
+	time.Sleep(300 * time.Millisecond)
+	var n int64
+	err := e.db.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = $1`, e.o.database).Scan(&n)
+	return n, err
+}
+
+// fleetWorkload submits runs of team with no worker running, then starts fl's
+// worker server and times it until every run is terminal.
+func fleetWorkload(ctx context.Context, e *env, fl *fleet.Fleet, team templates.Template, runs int, profile string) (w workload, err error) {
+	start := time.Now()
+	w.ids, err = harness.SubmitMany(ctx, runs, 16, 0, func(ctx context.Context, i int) (string, error) {
+		return e.client.SubmitTeam(ctx, team, fmt.Sprintf("bench run %d", i))
+	})
+	if err != nil {
+		return w, err
+	}
+	w.submitPerS = float64(runs) / time.Since(start).Seconds()
+	x0, err := e.xactCommits(ctx, fl)
+	if err != nil {
+		return w, err
+	}
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			return w, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return w, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	meter := e.cpu()
+	srv, mux, cancel := fl.WorkerServer()
+	defer cancel()
+	start = time.Now()
+	if err := srv.Start(mux); err != nil {
+		return w, err
+	}
+	counts, err := harness.WaitTerminal(ctx, e.db, w.ids, 5*time.Minute, func(c harness.RunCounts) {
+		progress("  … %d/%d runs finished", c.Terminal(), len(w.ids))
+	})
+	w.elapsed = time.Since(start)
+	w.cpu = meter.Stop()
+	srv.Shutdown()
+	if err != nil {
+		return w, err
+	}
+	if counts.ByStatus["completed"] != runs {
+		return w, fmt.Errorf("%d of %d runs completed (%v; %v)", counts.ByStatus["completed"], runs, counts.Reasons, counts.Errors)
+	}
+	if fl.Audit != nil {
+		fl.Audit.Flush()
+	}
+	x1, err := e.xactCommits(ctx, fl)
+	w.xact = x1 - x0
+	return w, err
+}
+
+// audited counts the allowed audit rows of ids. The reply call finishes its run
+// before the gate queues the call's audit row, so rows may still arrive after the
+// last run is terminal: flush and count until want is reached (or a few seconds).
+func (e *env) audited(ctx context.Context, ids []string, want int) (int, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		e.fleet.Audit.Flush()
+		var n int
+		if err := e.db.QueryRow(ctx, `SELECT count(*) FROM tool_audit WHERE run_id = ANY($1::uuid[]) AND decision = 'allowed'`, ids).Scan(&n); err != nil {
+			return 0, err
+		}
+		if n >= want || time.Now().After(deadline) {
+			return n, nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func benchFleet(ctx context.Context, e *env, res *Result) error {
+	r := &res.Fleet
+	r.Concurrency = e.o.concurrency
+	profile := ""
+	if e.o.profile {
+		if err := os.MkdirAll(filepath.Join(e.o.out, "profiles"), 0o755); err != nil {
+			return err
+		}
+		profile = filepath.Join(e.o.out, "profiles", "fleet-tools.cpu.pprof")
+	}
+
+	team := harness.ToolLoop(e.o.toolTurns, e.o.toolCalls, "todo", map[string]any{"action": "read"})
+	want := harness.ExpectOf(team).Times(e.o.toolRuns)
+	progress("fleet tool calls: %d runs × %d gated calls (caller: %d turns × %d todo{read}; supervisor: delegate, reply)",
+		e.o.toolRuns, want.ToolCalls/e.o.toolRuns, e.o.toolTurns, e.o.toolCalls)
+	w, err := fleetWorkload(ctx, e, e.fleet, team, e.o.toolRuns, profile)
+	if err != nil {
+		return err
+	}
+	audited, err := e.audited(ctx, w.ids, want.ToolCalls)
+	if err != nil {
+		return err
+	}
+	if audited != want.ToolCalls {
+		return fmt.Errorf("audited %d allowed tool calls, want %d", audited, want.ToolCalls)
+	}
+	turns, err := e.countEvents(ctx, w.ids, "agent.message")
+	if err != nil {
+		return err
+	}
+	r.ToolRuns, r.ToolCalls, r.ToolSeconds, r.ToolModelTurns, r.SubmitPerS = e.o.toolRuns, audited, w.elapsed.Seconds(), turns, w.submitPerS
+	r.ToolCallsPerS = float64(audited) / w.elapsed.Seconds()
+	r.ToolRatio = r.ToolCallsPerS / res.Asynq.ProcessPerS
+	r.ToolXactPerCall = float64(w.xact) / float64(audited)
+	r.ToolCPU = w.cpu.String()
+	progress("fleet tool calls: %d gated+audited calls in %.2fs = %.0f/s (%.2f × raw asynq), %.1f PostgreSQL transactions per call; CPU: %s",
+		audited, w.elapsed.Seconds(), r.ToolCallsPerS, r.ToolRatio, r.ToolXactPerCall, w.cpu)
+	if profile != "" {
+		r.ToolProfile = profile
+		top := filepath.Join(e.o.out, "profiles", "fleet-tools.top.txt")
+		if exe, err := os.Executable(); err == nil {
+			if out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=40", exe, profile).Output(); err == nil {
+				_ = os.WriteFile(top, out, 0o644)
+				progress("fleet tool calls: CPU profile %s (top: %s)", profile, top)
+			}
+		}
+	}
+
+	// The same workload without the gate, to tell the gate's share from the loop's.
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	ungated, err := fleet.Open(ctx, e.fleet.Cfg, log, fleet.Options{NoSandbox: true, NoGate: true})
+	if err != nil {
+		return err
+	}
+	w, err = fleetWorkload(ctx, e, ungated, team, e.o.toolRuns, "")
+	ungated.Close()
+	if err != nil {
+		return err
+	}
+	calls, err := e.countEvents(ctx, w.ids, "tool.call")
+	if err != nil {
+		return err
+	}
+	if calls != want.ToolCalls {
+		return fmt.Errorf("ungated: %d tool.call events, want %d", calls, want.ToolCalls)
+	}
+	r.UngatedPerS = float64(calls) / w.elapsed.Seconds()
+	r.UngatedRatio = r.UngatedPerS / res.Asynq.ProcessPerS
+	r.UngatedXact = float64(w.xact) / float64(calls)
+	r.UngatedCPU = w.cpu.String()
+	progress("fleet tool calls without the gate: %d calls in %.2fs = %.0f/s (%.2f × raw asynq), %.1f PostgreSQL transactions per call; CPU: %s",
+		calls, w.elapsed.Seconds(), r.UngatedPerS, r.UngatedRatio, r.UngatedXact, w.cpu)
+
+	relay := harness.Relay(e.o.relayDepth)
+	want = harness.ExpectOf(relay).Times(e.o.relayRuns)
+	progress("fleet delegations: %d runs × %d sequential delegations", e.o.relayRuns, e.o.relayDepth)
+	w, err = fleetWorkload(ctx, e, e.fleet, relay, e.o.relayRuns, "")
+	if err != nil {
+		return err
+	}
+	var dels int
+	if err := e.db.QueryRow(ctx, `SELECT count(*) FROM delegations WHERE run_id = ANY($1::uuid[]) AND status = 'completed'`, w.ids).Scan(&dels); err != nil {
+		return err
+	}
+	if dels != want.Delegations {
+		return fmt.Errorf("%d delegations completed, want %d", dels, want.Delegations)
+	}
+	r.RelayRuns, r.Delegations, r.RelaySeconds = e.o.relayRuns, dels, w.elapsed.Seconds()
+	r.DelegationsPerS = float64(dels) / w.elapsed.Seconds()
+	r.DelegationsRatio = r.DelegationsPerS / res.Asynq.ProcessPerS
+	r.RelayXactPerDel = float64(w.xact) / float64(dels)
+	r.RelayCPU = w.cpu.String()
+	progress("fleet delegations: %d round trips in %.2fs = %.0f/s (%.3f × raw asynq), %.1f PostgreSQL transactions per delegation; CPU: %s",
+		dels, w.elapsed.Seconds(), r.DelegationsPerS, r.DelegationsRatio, r.RelayXactPerDel, w.cpu)
+	return nil
+}

@@ -1,0 +1,369 @@
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// FleetConfig is what the harness sets in the aetherium.yaml of the processes it
+// starts; zero fields keep the product defaults.
+type FleetConfig struct {
+	RedisURL    string
+	DatabaseURL string
+	Workspaces  string
+	Templates   string
+	Permissions string
+	APIAddr     string
+	BodyLimit   int
+	// Worker knobs.
+	Concurrency       int
+	ScriptLatency     time.Duration
+	ShutdownTimeout   time.Duration
+	StepLease         time.Duration
+	TaskCheckInterval time.Duration
+	MaxRetry          int
+	// SchedulerPeriod is the maintenance tick.
+	SchedulerPeriod time.Duration
+}
+
+// Write renders the config as an aetherium.yaml at path. Metrics listeners are off
+// (several processes share the machine) and run_shell gets the local executor (no
+// workload here runs commands, and the per-run container cleanup would otherwise
+// put the Docker engine in the measurements).
+func (c FleetConfig) Write(path string) error {
+	worker := map[string]any{"metrics_addr": ""}
+	set := func(m map[string]any, k string, v any, zero bool) {
+		if !zero {
+			m[k] = v
+		}
+	}
+	set(worker, "concurrency", c.Concurrency, c.Concurrency == 0)
+	set(worker, "script_latency", c.ScriptLatency.String(), c.ScriptLatency == 0)
+	set(worker, "shutdown_timeout", c.ShutdownTimeout.String(), c.ShutdownTimeout == 0)
+	set(worker, "step_lease", c.StepLease.String(), c.StepLease == 0)
+	set(worker, "task_check_interval", c.TaskCheckInterval.String(), c.TaskCheckInterval == 0)
+	set(worker, "max_retry", c.MaxRetry, c.MaxRetry == 0)
+	sched := map[string]any{"metrics_addr": ""}
+	set(sched, "period", c.SchedulerPeriod.String(), c.SchedulerPeriod == 0)
+	api := map[string]any{}
+	set(api, "addr", c.APIAddr, c.APIAddr == "")
+	set(api, "body_limit", c.BodyLimit, c.BodyLimit == 0)
+	doc := map[string]any{
+		"redis_url": c.RedisURL, "database_url": c.DatabaseURL, "workspaces": c.Workspaces, "templates": c.Templates,
+		"worker": worker, "scheduler": sched, "api": api,
+		"security": map[string]any{"permissions_file": c.Permissions},
+		"sandbox":  map[string]any{"kind": "local", "allow_local": true},
+	}
+	raw, err := yaml.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, raw, 0o644)
+}
+
+// Proc is one aetherium process (api, worker or scheduler).
+type Proc struct {
+	Role string
+	Log  string
+	cmd  *exec.Cmd
+	done chan struct{}
+	mu   sync.Mutex
+	err  error
+}
+
+// StartProc runs `bin role` with AETHERIUM_CONFIG=config, its output in logPath.
+// AETHERIUM_* variables of this process are not passed on: the config file decides.
+func StartProc(bin, role, config, logPath string) (*Proc, error) {
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, role)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AETHERIUM_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "AETHERIUM_CONFIG="+config, "AETHERIUM_LOG_LEVEL=info")
+	cmd.Stdout, cmd.Stderr = f, f
+	// Its own process group: a Ctrl-C of the harness is the harness's to handle.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start %s: %w", role, err)
+	}
+	p := &Proc{Role: role, Log: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		err := cmd.Wait()
+		f.Close()
+		p.mu.Lock()
+		p.err = err
+		p.mu.Unlock()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Pid is the process id.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// Exited reports whether the process has ended, and how.
+func (p *Proc) Exited() (bool, error) {
+	select {
+	case <-p.done:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// Kill sends SIGKILL and waits for the process to be gone.
+func (p *Proc) Kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// Stop sends SIGTERM (graceful shutdown) and waits up to timeout before SIGKILL.
+func (p *Proc) Stop(timeout time.Duration) {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		p.Kill()
+	}
+}
+
+// WaitLog waits until the process's log contains marker (its start-up line).
+func (p *Proc) WaitLog(marker string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		raw, _ := os.ReadFile(p.Log)
+		if bytes.Contains(raw, []byte(marker)) {
+			return nil
+		}
+		if exited, err := p.Exited(); exited {
+			return fmt.Errorf("%s exited before %q (%v); log %s:\n%s", p.Role, marker, err, p.Log, tail(raw, 2000))
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: no %q after %s; log %s:\n%s", p.Role, marker, timeout, p.Log, tail(raw, 2000))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// LogLines returns the lines of the process's log that contain s.
+func (p *Proc) LogLines(s string) []string {
+	f, err := os.Open(p.Log)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), s) {
+			out = append(out, sc.Text())
+		}
+	}
+	return out
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// StartWorker starts a worker process and waits until it takes tasks.
+func StartWorker(bin, config, logPath string) (*Proc, error) {
+	p, err := StartProc(bin, "worker", config, logPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.WaitLog(`"worker started"`, 60*time.Second); err != nil {
+		p.Kill()
+		return nil, err
+	}
+	return p, nil
+}
+
+// StartScheduler starts a scheduler process.
+func StartScheduler(bin, config, logPath string) (*Proc, error) {
+	p, err := StartProc(bin, "scheduler", config, logPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.WaitLog(`"scheduler started"`, 60*time.Second); err != nil {
+		p.Kill()
+		return nil, err
+	}
+	return p, nil
+}
+
+// StartAPI starts an api process listening on addr and waits for /healthz.
+func StartAPI(bin, config, logPath, addr string) (*Proc, error) {
+	p, err := StartProc(bin, "api", config, logPath)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/healthz", nil)
+		resp, err := http.DefaultClient.Do(req)
+		cancel()
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return p, nil
+			}
+		}
+		if exited, perr := p.Exited(); exited {
+			raw, _ := os.ReadFile(logPath)
+			return nil, fmt.Errorf("api exited (%v); log:\n%s", perr, tail(raw, 2000))
+		}
+		if time.Now().After(deadline) {
+			p.Kill()
+			return nil, fmt.Errorf("api on %s did not answer /healthz: %v", addr, err)
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+}
+
+// Memory is a process's resident memory from /proc/<pid>/status, in KiB.
+type Memory struct {
+	RSS, HWM int64
+}
+
+// ReadMemory reads VmRSS and VmHWM (peak RSS) of pid.
+func ReadMemory(pid int) (Memory, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return Memory{}, err
+	}
+	var m Memory
+	for _, l := range strings.Split(string(raw), "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) == 0 {
+			continue
+		}
+		n, _ := strconv.ParseInt(f[0], 10, 64)
+		switch k {
+		case "VmRSS":
+			m.RSS = n
+		case "VmHWM":
+			m.HWM = n
+		}
+	}
+	return m, nil
+}
+
+// CPUSeconds is the user+system CPU time pid has used.
+func CPUSeconds(pid int) float64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the parenthesised command name; utime and stime are fields 14, 15.
+	s := string(raw)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100 // USER_HZ is 100 on Linux
+}
+
+// PidsNamed lists the processes whose command name is name.
+func PidsNamed(name string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if err == nil && strings.TrimSpace(string(comm)) == name {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// CPUMeter measures the CPU seconds of groups of processes over an interval. Groups
+// given by name are re-listed at the end (PostgreSQL forks a backend per connection),
+// so a backend that exited meanwhile is missed: the figures are lower bounds.
+type CPUMeter struct {
+	start   time.Time
+	base    map[int]float64
+	groups  map[string]func() []int
+	ordered []string
+}
+
+// NewCPUMeter starts measuring the groups.
+func NewCPUMeter(groups map[string]func() []int, order []string) *CPUMeter {
+	m := &CPUMeter{start: time.Now(), base: map[int]float64{}, groups: groups, ordered: order}
+	for _, g := range groups {
+		for _, pid := range g() {
+			m.base[pid] = CPUSeconds(pid)
+		}
+	}
+	return m
+}
+
+// CPUUse is CPU seconds per group over the measured wall time.
+type CPUUse struct {
+	Wall   float64            `json:"wall_s"`
+	Groups map[string]float64 `json:"cpu_s"`
+	Order  []string           `json:"-"`
+}
+
+// Stop returns the CPU seconds each group used since NewCPUMeter.
+func (m *CPUMeter) Stop() CPUUse {
+	u := CPUUse{Wall: time.Since(m.start).Seconds(), Groups: map[string]float64{}, Order: m.ordered}
+	for name, g := range m.groups {
+		total := 0.0
+		for _, pid := range g() {
+			total += CPUSeconds(pid) - m.base[pid]
+		}
+		u.Groups[name] = total
+	}
+	return u
+}
+
+// String renders "bench 1.2 s (0.6 cores), postgres …".
+func (u CPUUse) String() string {
+	var parts []string
+	for _, name := range u.Order {
+		s := u.Groups[name]
+		parts = append(parts, fmt.Sprintf("%s %.1f cores", name, s/max(u.Wall, 1e-9)))
+	}
+	return strings.Join(parts, ", ")
+}

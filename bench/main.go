@@ -1,0 +1,215 @@
+// Command bench measures, in one run on the same Redis and PostgreSQL, the raw asynq
+// floor, the fleet's gated tool calls and delegations, River on the same
+// PostgreSQL, I/O-bound scaling over worker processes, and demo-run latency with a
+// worker's peak memory. It prints progress on stderr, the result table (markdown) on
+// stdout, and writes bench/results/latest.{md,json}.
+//
+//	go run ./bench [-bin bin/aetherium] [-quick]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/aetherium-engine/aetherium/bench/harness"
+	"github.com/aetherium-engine/aetherium/config"
+	"github.com/aetherium-engine/aetherium/fleet"
+)
+
+// options are the bench's knobs; the defaults keep the whole run within about three
+// minutes on a two-core machine.
+type options struct {
+	bin         string
+	out         string
+	redisAddr   string
+	redisDB     int
+	database    string
+	concurrency int
+	asynqTasks  int
+	riverJobs   int
+	toolRuns    int
+	toolTurns   int
+	toolCalls   int
+	relayRuns   int
+	relayDepth  int
+	latency     time.Duration
+	scaleConc   int
+	scaleRuns   int
+	procs       []int
+	seqRuns     int
+	concRuns    int
+	profile     bool
+	poolConns   int
+}
+
+func main() {
+	var o options
+	quick := flag.Bool("quick", false, "small sizes (a smoke run of every section)")
+	flag.StringVar(&o.bin, "bin", "", "aetherium binary for the worker processes (default: build ./cmd/aetherium)")
+	flag.StringVar(&o.out, "out", "bench/results", "directory for latest.md, latest.json and profiles")
+	flag.StringVar(&o.redisAddr, "redis", "127.0.0.1:6379", "Redis (the local one of scripts/services.sh)")
+	flag.IntVar(&o.redisDB, "redis-db", 13, "Redis database number dedicated to the bench (flushed)")
+	flag.StringVar(&o.database, "database", "aetherium_bench", "PostgreSQL database dedicated to the bench (recreated)")
+	flag.IntVar(&o.concurrency, "concurrency", 20, "worker concurrency of sections 1-3 (asynq, fleet, River)")
+	flag.IntVar(&o.asynqTasks, "asynq-tasks", 20000, "no-op tasks of section 1")
+	flag.IntVar(&o.riverJobs, "river-jobs", 10000, "no-op jobs of section 3")
+	flag.IntVar(&o.toolRuns, "tool-runs", 100, "runs of the tool-call workload")
+	flag.IntVar(&o.toolTurns, "tool-turns", 5, "model turns of the caller per run")
+	flag.IntVar(&o.toolCalls, "tool-calls", 20, "todo calls per model turn")
+	flag.IntVar(&o.relayRuns, "relay-runs", 100, "runs of the delegation workload")
+	flag.IntVar(&o.relayDepth, "relay-depth", 5, "sequential delegations per run")
+	flag.DurationVar(&o.latency, "latency", 100*time.Millisecond, "script model latency of sections 4 and 5")
+	flag.IntVar(&o.scaleConc, "scale-concurrency", 10, "worker concurrency per process in section 4")
+	flag.IntVar(&o.scaleRuns, "scale-runs", 30, "runs per worker process in section 4")
+	flag.IntVar(&o.seqRuns, "latency-runs", 30, "demo runs submitted one at a time in section 5")
+	flag.IntVar(&o.concRuns, "concurrent-runs", 100, "demo runs submitted at once in section 5 (the worker's concurrency)")
+	flag.BoolVar(&o.profile, "profile", true, "CPU-profile the fleet sections into <out>/profiles")
+	flag.IntVar(&o.poolConns, "pool-max-conns", 0, "pgxpool size of the fleet (0: pgx's default, max(4, cores))")
+	flag.Parse()
+	o.procs = []int{1, 2, 4}
+	if *quick {
+		o.asynqTasks, o.riverJobs, o.toolRuns, o.relayRuns, o.scaleRuns, o.seqRuns, o.concRuns = 2000, 1000, 20, 20, 6, 5, 20
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: FAILED:", err)
+		os.Exit(1)
+	}
+}
+
+// env is what every section shares.
+type env struct {
+	o        options
+	root     string
+	tmp      string
+	bin      string
+	dbURL    string
+	redisURL string
+	db       *pgxpool.Pool
+	rdb      *redis.Client
+	fleet    *fleet.Fleet
+	client   *harness.Client
+	meter    map[string]func() []int
+	order    []string
+}
+
+func progress(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "[bench %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
+}
+
+func run(ctx context.Context, o options) error {
+	start := time.Now()
+	root, err := harness.RepoRoot()
+	if err != nil {
+		return err
+	}
+	e := &env{o: o, root: root}
+	if e.tmp, err = os.MkdirTemp("", "aetherium-bench-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(e.tmp)
+	e.bin = o.bin
+	if e.bin == "" {
+		progress("building ./cmd/aetherium")
+		if e.bin, err = harness.Build(ctx, root, e.tmp); err != nil {
+			return err
+		}
+	} else if e.bin, err = filepath.Abs(e.bin); err != nil {
+		return err
+	}
+
+	progress("database %s: recreating and migrating", o.database)
+	if e.dbURL, err = harness.CreateDatabase(ctx, harness.AdminURL(), o.database); err != nil {
+		return err
+	}
+	if o.poolConns > 0 {
+		e.dbURL += fmt.Sprintf("&pool_max_conns=%d", o.poolConns)
+	}
+	if e.db, err = pgxpool.New(ctx, e.dbURL); err != nil {
+		return err
+	}
+	defer e.db.Close()
+	e.redisURL = fmt.Sprintf("redis://%s/%d", o.redisAddr, o.redisDB)
+	e.rdb = redis.NewClient(&redis.Options{Addr: o.redisAddr, DB: o.redisDB})
+	defer e.rdb.Close()
+	if err := e.rdb.FlushDB(ctx).Err(); err != nil {
+		return fmt.Errorf("redis %s db %d: %w", o.redisAddr, o.redisDB, err)
+	}
+	defer e.rdb.FlushDB(context.Background())
+	machine := harness.DescribeMachine(ctx, e.db, e.rdb)
+	progress("machine: %d cores (%s), %d MiB, PostgreSQL %s, Redis %s", machine.Cores, machine.CPU, machine.MemoryMB, machine.Postgres, machine.Redis)
+
+	// The in-process fleet: its API takes the runs of every section, its worker
+	// server runs section 2.
+	cfg := config.Default()
+	cfg.DatabaseURL, cfg.RedisURL = e.dbURL, e.redisURL
+	cfg.Workspaces = filepath.Join(e.tmp, "workspaces")
+	cfg.Templates = filepath.Join(root, "templates")
+	cfg.Security.PermissionsFile = filepath.Join(root, "config", "permissions.yaml")
+	cfg.Worker.Concurrency = o.concurrency
+	cfg.Worker.MetricsAddr, cfg.Scheduler.MetricsAddr = "", ""
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	if e.fleet, err = fleet.Open(ctx, cfg, log, fleet.Options{NoSandbox: true}); err != nil {
+		return err
+	}
+	defer e.fleet.Close()
+	srv := e.fleet.API()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go func() { _ = srv.App.Listener(ln) }()
+	defer func() { _ = srv.App.ShutdownWithTimeout(2 * time.Second); _ = srv.Close() }()
+	e.client = harness.NewClient("http://" + ln.Addr().String())
+
+	self := os.Getpid()
+	e.meter = map[string]func() []int{
+		"bench":    func() []int { return []int{self} },
+		"workers":  func() []int { return harness.PidsNamed("aetherium") },
+		"postgres": func() []int { return harness.PidsNamed("postgres") },
+		"redis":    func() []int { return harness.PidsNamed("redis-server") },
+	}
+	e.order = []string{"bench", "workers", "postgres", "redis"}
+
+	res := Result{Machine: machine, Config: configOf(o)}
+	sections := []struct {
+		name string
+		fn   func(context.Context, *env, *Result) error
+	}{
+		{"1/5 raw asynq", benchAsynq},
+		{"2/5 fleet: gated tool calls and delegations", benchFleet},
+		{"3/5 River", benchRiver},
+		{"4/5 I/O-bound scaling over worker processes", benchScaling},
+		{"5/5 demo-run latency and worker memory", benchLatency},
+	}
+	for _, s := range sections {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		progress("section %s", s.name)
+		t := time.Now()
+		if err := s.fn(ctx, e, &res); err != nil {
+			return fmt.Errorf("section %s: %w", s.name, err)
+		}
+		progress("section %s took %.1fs", s.name, time.Since(t).Seconds())
+	}
+	res.TotalSeconds = time.Since(start).Seconds()
+	md := res.Markdown()
+	fmt.Print(md)
+	return res.Write(o.out, md)
+}
+
+// cpu starts a CPU meter over the bench, worker processes, PostgreSQL and Redis.
+func (e *env) cpu() *harness.CPUMeter { return harness.NewCPUMeter(e.meter, e.order) }

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/aetherium-engine/aetherium/bench/harness"
+	"github.com/aetherium-engine/aetherium/templates"
+)
+
+// startWorkers starts n `aetherium worker` processes with the given concurrency and
+// script-model latency, on the bench's database and Redis.
+func startWorkers(e *env, n, concurrency int, latency time.Duration, tag string) ([]*harness.Proc, error) {
+	cfgPath := filepath.Join(e.tmp, fmt.Sprintf("aetherium-%s.yaml", tag))
+	err := harness.FleetConfig{
+		RedisURL: e.redisURL, DatabaseURL: e.dbURL, Workspaces: filepath.Join(e.tmp, "workspaces"),
+		Templates: filepath.Join(e.root, "templates"), Permissions: filepath.Join(e.root, "config", "permissions.yaml"),
+		Concurrency: concurrency, ScriptLatency: latency, ShutdownTimeout: 5 * time.Second,
+	}.Write(cfgPath)
+	if err != nil {
+		return nil, err
+	}
+	procs := make([]*harness.Proc, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			procs[i], errs[i] = harness.StartWorker(e.bin, cfgPath, filepath.Join(e.tmp, fmt.Sprintf("worker-%s-%d.log", tag, i)))
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			stopWorkers(procs)
+			return nil, err
+		}
+	}
+	return procs, nil
+}
+
+func stopWorkers(procs []*harness.Proc) {
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		if p == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); p.Stop(15 * time.Second) }()
+	}
+	wg.Wait()
+}
+
+// submitTeamRuns posts n runs of team and returns their ids.
+func submitTeamRuns(ctx context.Context, e *env, team templates.Template, n int) ([]string, error) {
+	return harness.SubmitMany(ctx, n, 16, 0, func(ctx context.Context, i int) (string, error) {
+		return e.client.SubmitTeam(ctx, team, fmt.Sprintf("bench run %d", i))
+	})
+}
+
+// span is the wall time from the first run's creation to the last one's finish, as
+// PostgreSQL recorded them.
+func span(ctx context.Context, e *env, ids []string) (time.Duration, error) {
+	var s float64
+	err := e.db.QueryRow(ctx, `SELECT extract(epoch FROM max(finished_at) - min(created_at)) FROM runs WHERE id = ANY($1::uuid[])`, ids).Scan(&s)
+	return time.Duration(s * float64(time.Second)), err
+}
+
+// latencies returns each run's end-to-end time (creation to finish), sorted.
+func latencies(ctx context.Context, e *env, ids []string) ([]time.Duration, error) {
+	rows, err := e.db.Query(ctx, `SELECT extract(epoch FROM finished_at - created_at) FROM runs WHERE id = ANY($1::uuid[])`, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []time.Duration
+	for rows.Next() {
+		var s float64
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, time.Duration(s*float64(time.Second)))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, rows.Err()
+}
+
+// percentile is the nearest-rank percentile of sorted ds.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	i := int(p*float64(len(ds))+0.999999) - 1
+	return ds[min(max(i, 0), len(ds)-1)]
+}
+
+func (e *env) countEvents(ctx context.Context, ids []string, typ string) (int, error) {
+	var n int
+	err := e.db.QueryRow(ctx, `SELECT count(*) FROM run_events WHERE run_id = ANY($1::uuid[]) AND type = $2`, ids, typ).Scan(&n)
+	return n, err
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/aetherium-engine/aetherium/bench/harness"
+)
+
+// Result is everything one bench run measured.
+type Result struct {
+	Machine      harness.Machine `json:"machine"`
+	Config       map[string]any  `json:"config"`
+	Asynq        AsynqResult     `json:"asynq"`
+	Fleet        FleetResult     `json:"fleet"`
+	River        RiverResult     `json:"river"`
+	Scaling      []ScalePoint    `json:"scaling"`
+	Latency      LatencyResult   `json:"latency"`
+	TotalSeconds float64         `json:"total_seconds"`
+}
+
+func configOf(o options) map[string]any {
+	return map[string]any{
+		"concurrency": o.concurrency, "asynq_tasks": o.asynqTasks, "river_jobs": o.riverJobs,
+		"tool_runs": o.toolRuns, "tool_turns": o.toolTurns, "tool_calls_per_turn": o.toolCalls,
+		"relay_runs": o.relayRuns, "relay_depth": o.relayDepth, "model_latency": o.latency.String(),
+		"scale_concurrency": o.scaleConc, "pool_max_conns": o.poolConns, "scale_runs_per_proc": o.scaleRuns, "latency_runs": o.seqRuns, "concurrent_runs": o.concRuns,
+	}
+}
+
+// Markdown renders the result table.
+func (r Result) Markdown() string {
+	var b strings.Builder
+	m := r.Machine
+	fmt.Fprintf(&b, "## Benchmark (`make bench`, %s)\n\n", m.Date)
+	fmt.Fprintf(&b, "Machine: %d cores (%s), %d MiB RAM, Linux %s, %s; PostgreSQL %s and Redis %s on the same machine (loopback); load average at start %s.\n\n",
+		m.Cores, m.CPU, m.MemoryMB, m.Kernel, m.Go, m.Postgres, m.Redis, m.LoadAvg)
+	b.WriteString("| # | what | measured | note |\n| --- | --- | --- | --- |\n")
+	row := func(n, what, val, note string) { fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", n, what, val, note) }
+	a := r.Asynq
+	row("1", "raw asynq no-op: enqueue", fmt.Sprintf("%.0f tasks/s", a.EnqueuePerS), fmt.Sprintf("%d tasks, %d goroutines", a.Tasks, enqueuers))
+	row("1", "raw asynq no-op: process", fmt.Sprintf("**%.0f tasks/s**", a.ProcessPerS), fmt.Sprintf("concurrency %d — the floor (ratio 1)", a.Concurrency))
+	f := r.Fleet
+	row("2", "fleet: gated tool calls", fmt.Sprintf("**%.0f calls/s** (%.2f × asynq)", f.ToolCallsPerS, f.ToolRatio),
+		fmt.Sprintf("%d calls (`todo` read) through capability, rules, tier, audit, in %d agent turns of %d runs; concurrency %d", f.ToolCalls, f.ToolModelTurns, f.ToolRuns, f.Concurrency))
+	row("2", "fleet: the same tool calls, gate off", fmt.Sprintf("%.0f calls/s (%.2f × asynq)", f.UngatedPerS, f.UngatedRatio),
+		fmt.Sprintf("diagnostic (`fleet.Options.NoGate`): the gate and audit cost %.0f%% of the gated rate; PostgreSQL transactions per call: %.1f gated, %.1f ungated",
+			100*(1-f.ToolCallsPerS/max(f.UngatedPerS, 1e-9)), f.ToolXactPerCall, f.UngatedXact))
+	row("2", "fleet: delegations", fmt.Sprintf("**%.0f round trips/s** (%.3f × asynq)", f.DelegationsPerS, f.DelegationsRatio),
+		fmt.Sprintf("%d supervisor → worker → supervisor trips (2 asynq tasks, %.0f PostgreSQL transactions each), %d runs", f.Delegations, f.RelayXactPerDel, f.RelayRuns))
+	row("2", "API: run submissions", fmt.Sprintf("%.0f runs/s", f.SubmitPerS), "POST /api/orchestrator/run (validate, insert, event, enqueue), 16 clients")
+	rv := r.River
+	row("3", "River no-op: insert", fmt.Sprintf("%.0f jobs/s (bulk %.0f/s)", rv.InsertPerS, rv.BulkPerS), fmt.Sprintf("%d jobs, %d goroutines; bulk = InsertManyFast", rv.Jobs, enqueuers))
+	row("3", "River no-op: process (default FetchCooldown 100ms)", fmt.Sprintf("%.0f jobs/s", rv.ProcessPerS), fmt.Sprintf("MaxWorkers %d; the cooldown caps a queue near MaxWorkers × 10/s", rv.Concurrency))
+	row("3", "River no-op: process (FetchCooldown 1ms)", fmt.Sprintf("**%.0f jobs/s** (%.2f × asynq)", rv.TunedPerS, rv.TunedPerS/max(a.ProcessPerS, 1e-9)), fmt.Sprintf("MaxWorkers %d, same PostgreSQL", rv.Concurrency))
+	for _, p := range r.Scaling {
+		row("4", fmt.Sprintf("I/O-bound: %d worker process(es) × %d", p.Procs, p.Concurrency),
+			fmt.Sprintf("**%.0f turns/s** of ideal %.0f (%.0f%%)", p.AchievedPerS, p.IdealPerS, 100*p.Efficiency),
+			fmt.Sprintf("%d model turns of %d ms, %d runs, %.1f s", p.ModelTurns, p.LatencyMS, p.Runs, p.Seconds))
+	}
+	l := r.Latency
+	row("5", "demo run end to end, one at a time", fmt.Sprintf("p50 %.0f ms, p99 %.0f ms", l.SeqP50MS, l.SeqP99MS), fmt.Sprintf("%d runs, script model without latency", l.SeqRuns))
+	row("5", fmt.Sprintf("demo run end to end, %d at once", l.ConcRuns), fmt.Sprintf("p50 %.0f ms, p99 %.0f ms", l.ConcP50MS, l.ConcP99MS),
+		fmt.Sprintf("7 model calls of %d ms each; one worker of concurrency %d; peak %d tasks in flight", l.LatencyMS, l.ConcRuns, l.PeakActive))
+	row("5", fmt.Sprintf("worker peak RSS at %d concurrent turns", l.ConcRuns), fmt.Sprintf("**%.0f MiB** (idle %.0f MiB)", l.PeakRSSMiB, l.IdleRSSMiB), "VmHWM of the `aetherium worker` process")
+	fmt.Fprintf(&b, "\nCPU use (cores busy on average; PostgreSQL counts every backend on the machine):\n\n")
+	fmt.Fprintf(&b, "- raw asynq: %s\n- fleet tool calls: %s\n- fleet tool calls, gate off: %s\n- fleet delegations: %s\n- River: %s\n", a.CPU, f.ToolCPU, f.UngatedCPU, f.RelayCPU, rv.CPU)
+	for _, p := range r.Scaling {
+		fmt.Fprintf(&b, "- I/O-bound, %d process(es): %s\n", p.Procs, p.CPU)
+	}
+	fmt.Fprintf(&b, "\nWhole run: %.0f s.\n", r.TotalSeconds)
+	return b.String()
+}
+
+// Write stores latest.md and latest.json in dir.
+func (r Result) Write(dir, md string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	raw, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "latest.json"), append(raw, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "latest.md"), []byte(md), 0o644); err != nil {
+		return err
+	}
+	progress("wrote %s and %s", filepath.Join(dir, "latest.md"), filepath.Join(dir, "latest.json"))
+	return nil
+}

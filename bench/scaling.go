@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aetherium-engine/aetherium/bench/harness"
+)
+
+// ScalePoint is one row of section 4: P worker processes of concurrency C, every
+// model call sleeping the script latency (an I/O-bound fleet, as with a real LLM).
+type ScalePoint struct {
+	Procs       int     `json:"procs"`
+	Concurrency int     `json:"concurrency_per_proc"`
+	LatencyMS   int64   `json:"model_latency_ms"`
+	Runs        int     `json:"runs"`
+	ModelTurns  int     `json:"model_turns"`
+	Seconds     float64 `json:"seconds"`
+	// AchievedPerS is model turns per second; IdealPerS is every slot in a model
+	// call all the time (procs × concurrency / latency).
+	AchievedPerS float64 `json:"achieved_turns_per_s"`
+	IdealPerS    float64 `json:"ideal_turns_per_s"`
+	Efficiency   float64 `json:"efficiency"`
+	CPU          string  `json:"cpu"`
+}
+
+// scaleTurns is the caller's model turns per run (one todo call each) in section 4.
+const scaleTurns = 10
+
+func benchScaling(ctx context.Context, e *env, res *Result) error {
+	team := harness.ToolLoop(scaleTurns, 1, "todo", map[string]any{"action": "read"})
+	want := harness.ExpectOf(team)
+	for _, p := range e.o.procs {
+		procs, err := startWorkers(e, p, e.o.scaleConc, e.o.latency, fmt.Sprintf("scale%d", p))
+		if err != nil {
+			return err
+		}
+		runs := e.o.scaleRuns * p
+		progress("scaling: %d worker process(es) × concurrency %d, model latency %s: %d runs × %d model turns", p, e.o.scaleConc, e.o.latency, runs, want.ModelTurns)
+		meter := e.cpu()
+		ids, err := submitTeamRuns(ctx, e, team, runs)
+		if err != nil {
+			stopWorkers(procs)
+			return err
+		}
+		counts, err := harness.WaitTerminal(ctx, e.db, ids, 3*time.Minute, nil)
+		cpu := meter.Stop()
+		stopWorkers(procs)
+		if err != nil {
+			return err
+		}
+		if counts.ByStatus["completed"] != runs {
+			return fmt.Errorf("%d of %d runs completed (%v; %v)", counts.ByStatus["completed"], runs, counts.Reasons, counts.Errors)
+		}
+		elapsed, err := span(ctx, e, ids)
+		if err != nil {
+			return err
+		}
+		turns, err := e.countEvents(ctx, ids, "agent.message")
+		if err != nil {
+			return err
+		}
+		if turns != want.ModelTurns*runs {
+			return fmt.Errorf("%d model turns recorded, want %d", turns, want.ModelTurns*runs)
+		}
+		pt := ScalePoint{Procs: p, Concurrency: e.o.scaleConc, LatencyMS: e.o.latency.Milliseconds(), Runs: runs, ModelTurns: turns,
+			Seconds: elapsed.Seconds(), AchievedPerS: float64(turns) / elapsed.Seconds(),
+			IdealPerS: float64(p*e.o.scaleConc) / e.o.latency.Seconds(), CPU: cpu.String()}
+		pt.Efficiency = pt.AchievedPerS / pt.IdealPerS
+		res.Scaling = append(res.Scaling, pt)
+		progress("scaling: %d proc(s): %d turns in %.2fs = %.0f turns/s of an ideal %.0f (%.0f%%); CPU: %s",
+			p, turns, pt.Seconds, pt.AchievedPerS, pt.IdealPerS, 100*pt.Efficiency, cpu)
+	}
+	return nil
+}

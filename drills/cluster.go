@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aetherium-engine/aetherium/bench/harness"
+	"github.com/aetherium-engine/aetherium/templates"
+)
+
+// cluster is one drill's fleet: private Redis, its own database, api, workers and a
+// scheduler as separate processes.
+type cluster struct {
+	e       *env
+	name    string
+	dir     string
+	db      string
+	dbURL   string
+	redis   *harness.RedisServer
+	cfgPath string
+	apiAddr string
+	api     *harness.Proc
+	workers []*harness.Proc
+	sched   *harness.Proc
+	client  *harness.Client
+	pool    *pgxpool.Pool
+	mu      sync.Mutex
+	started int
+}
+
+// clusterOpts shape a cluster.
+type clusterOpts struct {
+	workers     int
+	concurrency int
+	latency     time.Duration
+	bodyLimit   int
+}
+
+func newCluster(ctx context.Context, e *env, name string, o clusterOpts) (*cluster, error) {
+	c := &cluster{e: e, name: name, dir: filepath.Join(e.dir, name), db: "aetherium_drill_" + name}
+	if err := os.MkdirAll(filepath.Join(c.dir, "redis"), 0o755); err != nil {
+		return nil, err
+	}
+	var err error
+	if c.redis, err = harness.StartRedis(filepath.Join(c.dir, "redis"), true); err != nil {
+		return nil, err
+	}
+	if c.dbURL, err = harness.CreateDatabase(ctx, e.pg.Admin, c.db); err != nil {
+		c.close()
+		return nil, err
+	}
+	if c.pool, err = pgxpool.New(ctx, c.dbURL); err != nil {
+		c.close()
+		return nil, err
+	}
+	port, err := harness.FreePort()
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	c.apiAddr = fmt.Sprintf("127.0.0.1:%d", port)
+	c.cfgPath = filepath.Join(c.dir, "aetherium.yaml")
+	// Short leases and timeouts: a dead step's session is taken over within
+	// seconds, a stopping worker hands its tasks back fast, idle queues are polled
+	// often. asynq's own task lease (30s, recovered a minute later) is not a knob.
+	err = harness.FleetConfig{
+		RedisURL: c.redis.URL(0), DatabaseURL: c.dbURL, Workspaces: filepath.Join(c.dir, "workspaces"),
+		Templates: filepath.Join(e.root, "templates"), Permissions: filepath.Join(e.root, "config", "permissions.yaml"),
+		APIAddr: c.apiAddr, BodyLimit: o.bodyLimit, Concurrency: o.concurrency, ScriptLatency: o.latency,
+		ShutdownTimeout: 2 * time.Second, StepLease: 5 * time.Second, TaskCheckInterval: 50 * time.Millisecond,
+		SchedulerPeriod: 2 * time.Second,
+	}.Write(c.cfgPath)
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	if c.api, err = harness.StartAPI(e.bin, c.cfgPath, filepath.Join(c.dir, "api.log"), c.apiAddr); err != nil {
+		c.close()
+		return nil, err
+	}
+	c.client = harness.NewClient("http://" + c.apiAddr)
+	var wg sync.WaitGroup
+	errs := make([]error, o.workers+1)
+	c.workers = make([]*harness.Proc, o.workers)
+	for i := range o.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.workers[i], errs[i] = c.startWorker()
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.sched, errs[o.workers] = harness.StartScheduler(e.bin, c.cfgPath, filepath.Join(c.dir, "scheduler.log"))
+	}()
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			c.close()
+			return nil, err
+		}
+	}
+	say("cluster %s: api %s, %d workers (concurrency %d, model latency %s), scheduler, redis :%d (AOF), database %s",
+		name, c.apiAddr, o.workers, o.concurrency, o.latency, c.redis.Port, c.db)
+	return c, nil
+}
+
+// startWorker starts one more worker process (its log numbered in start order).
+func (c *cluster) startWorker() (*harness.Proc, error) {
+	c.mu.Lock()
+	n := c.started
+	c.started++
+	c.mu.Unlock()
+	return harness.StartWorker(c.e.bin, c.cfgPath, filepath.Join(c.dir, fmt.Sprintf("worker-%d.log", n)))
+}
+
+// procs is every process of the cluster still known.
+func (c *cluster) procs() []*harness.Proc {
+	out := append([]*harness.Proc{}, c.workers...)
+	return append(out, c.api, c.sched)
+}
+
+func (c *cluster) close() {
+	var wg sync.WaitGroup
+	for _, p := range c.procs() {
+		if p == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); p.Stop(10 * time.Second) }()
+	}
+	wg.Wait()
+	if c.pool != nil {
+		c.pool.Close()
+	}
+	if c.redis != nil {
+		c.redis.Stop()
+	}
+	harness.DropDatabase(c.e.pg.Admin, c.db)
+}
+
+func (c *cluster) inspector() *asynq.Inspector {
+	return asynq.NewInspector(asynq.RedisClientOpt{Addr: fmt.Sprintf("127.0.0.1:%d", c.redis.Port)})
+}
+
+// logLines counts lines containing s in every process log of the cluster.
+func (c *cluster) logLines(s string) int {
+	n := 0
+	logs, _ := filepath.Glob(filepath.Join(c.dir, "*.log"))
+	for _, l := range logs {
+		raw, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		n += strings.Count(string(raw), s)
+	}
+	return n
+}
+
+// panics reports the process logs that contain a Go panic or a fatal error.
+func (c *cluster) panics() []string {
+	var out []string
+	logs, _ := filepath.Glob(filepath.Join(c.dir, "*.log"))
+	for _, l := range logs {
+		raw, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		s := string(raw)
+		if strings.Contains(s, "panic: ") || strings.Contains(s, "fatal error: ") || strings.Contains(s, "goroutine 1 [") {
+			out = append(out, filepath.Base(l))
+		}
+	}
+	return out
+}
+
+// alive checks that every process still runs (the killed ones are not listed).
+func (c *cluster) alive(r *report) {
+	var dead []string
+	for _, p := range c.procs() {
+		if p == nil {
+			continue
+		}
+		if exited, err := p.Exited(); exited {
+			dead = append(dead, fmt.Sprintf("%s (%v, log %s)", p.Role, err, p.Log))
+		}
+	}
+	r.check(len(dead) == 0, "every process is still running%s", list(dead))
+	pan := c.panics()
+	r.check(len(pan) == 0, "no panic or fatal error in any process log%s", list(pan))
+}
+
+func list(xs []string) string {
+	if len(xs) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(xs, "; ")
+}
+
+// submit posts n runs of the drill team through the API process.
+func (c *cluster) submitTeam(ctx context.Context, n int, retryFor time.Duration) ([]string, error) {
+	team := drillTeam()
+	return harness.SubmitMany(ctx, n, 16, retryFor, func(ctx context.Context, i int) (string, error) {
+		return c.client.SubmitTeam(ctx, team, fmt.Sprintf("drill %s run %d", c.name, i))
+	})
+}
+
+// drillTeam is the team of drills 1-4: a plan, two parallel delegations, and in
+// each worker idempotent calls and a non-idempotent edit_file per turn.
+func drillTeam() templates.Template { return harness.Crew(3) }

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// inFlightTurns counts worker sessions whose step lease is live: agent turns in
+// progress on some worker right now.
+func (c *cluster) inFlightTurns(ctx context.Context) int {
+	var n int
+	_ = c.pool.QueryRow(ctx, `SELECT count(*) FROM sessions WHERE role = 'worker' AND status <> 'done' AND lease_until > now()`).Scan(&n)
+	return n
+}
+
+// recovered lists the tasks asynq handed back after their worker died: finished
+// tasks whose last failure is an expired lease.
+func recovered(ins *asynq.Inspector) map[string]int {
+	out := map[string]int{}
+	for _, q := range []string{"supervisor", "workers"} {
+		for page := 1; ; page++ {
+			ts, err := ins.ListCompletedTasks(q, asynq.PageSize(500), asynq.Page(page))
+			if err != nil || len(ts) == 0 {
+				break
+			}
+			for _, t := range ts {
+				if strings.Contains(t.LastErr, "lease expired") {
+					out[t.Type]++
+				}
+			}
+		}
+	}
+	return out
+}
+
+// drillKill: while runs execute, kill -9 one of two workers in the middle of agent
+// turns; a process manager restarts it. asynq hands the dead worker's tasks back
+// once their 30 s lease has been expired for 30 s (its recoverer runs each minute),
+// the step lease lets the new delivery take the session, and the run goes on from
+// its last save.
+func drillKill(ctx context.Context, e *env, r *report) error {
+	c, err := newCluster(ctx, e, "kill", clusterOpts{workers: 2, concurrency: e.o.concurrency, latency: e.o.latency})
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	ins := c.inspector()
+	defer ins.Close()
+
+	n := e.o.runs
+	say("submitting %d runs", n)
+	ids, err := c.submitTeam(ctx, n, 0)
+	if err != nil {
+		return err
+	}
+	// Wait until turns are in flight on the workers, then kill one of them.
+	victim := c.workers[0]
+	deadline := time.Now().Add(60 * time.Second)
+	inFlight := 0
+	for time.Now().Before(deadline) {
+		if inFlight = c.inFlightTurns(ctx); inFlight >= 4 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	victimTurns := 0
+	if servers, err := ins.Servers(); err == nil {
+		for _, s := range servers {
+			if s.PID == victim.Pid() {
+				for _, w := range s.ActiveWorkers {
+					if w.TaskType == "agent:turn" {
+						victimTurns++
+					}
+				}
+			}
+		}
+	}
+	killedAt := time.Now()
+	victim.Kill()
+	say("kill -9 worker pid %d with %d agent turns in flight on the fleet (%d on the victim at its last heartbeat)", victim.Pid(), inFlight, victimTurns)
+	r.check(inFlight > 0, "the kill came while agent turns were in flight (%d)", inFlight)
+	// A process manager restarts the crashed worker.
+	time.Sleep(time.Second)
+	restarted, err := c.startWorker()
+	if err != nil {
+		return err
+	}
+	c.workers[0] = restarted
+	say("restarted the worker as pid %d; waiting for asynq to hand back the dead worker's tasks (about a minute)", restarted.Pid())
+
+	if !waitRuns(ctx, c, r, ids, 4*time.Minute) {
+		return nil
+	}
+	say("all runs terminal %.0fs after the kill", time.Since(killedAt).Seconds())
+	rec := recovered(ins)
+	r.check(rec["agent:turn"] > 0, "the kill interrupted agent turns: %d turn task(s) and %d supervisor step(s) were handed back after the worker died and then finished",
+		rec["agent:turn"], rec["run:supervise"])
+	verifyCounts(ctx, c, r, ids)
+	c.alive(r)
+	return nil
+}

@@ -1,0 +1,81 @@
+package scheduler_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/scheduler"
+	"github.com/aetherium-engine/aetherium/worker"
+)
+
+func TestTaskIDIsPerTick(t *testing.T) {
+	t.Parallel()
+	base := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
+	p := 15 * time.Second
+	require.Equal(t, scheduler.TaskID("x", base, p), scheduler.TaskID("x", base.Add(14*time.Second), p))
+	require.NotEqual(t, scheduler.TaskID("x", base, p), scheduler.TaskID("x", base.Add(15*time.Second), p))
+	require.NotEqual(t, scheduler.TaskID("x", base, p), scheduler.TaskID("y", base, p))
+}
+
+// Two scheduler replicas enqueue every tick; each periodic task runs once per tick.
+func TestTwoReplicasRunEachTickOnce(t *testing.T) {
+	t.Parallel()
+	redisURL := fleettest.Redis(t)
+	st := fleettest.Store(t)
+	opt, err := asynq.ParseRedisURI(redisURL)
+	require.NoError(t, err)
+	period := time.Second
+	cfg := scheduler.Config{Period: period}
+
+	var mu sync.Mutex
+	runs := map[string]int{}         // task id → times run
+	perType := map[string][]string{} // type → task ids
+	client := asynq.NewClient(opt)
+	t.Cleanup(func() { _ = client.Close() })
+	srv := asynq.NewServer(opt, asynq.Config{Concurrency: 4, Queues: map[string]int{scheduler.Queue: 1},
+		TaskCheckInterval: 20 * time.Millisecond, LogLevel: asynq.ErrorLevel})
+	mux := asynq.NewServeMux()
+	(&scheduler.Maintenance{Config: cfg, Store: st, Queue: &worker.Enqueuer{Client: client}, Log: fleettest.Logger(t),
+		Fail: func(context.Context, string, string, string) {},
+		Ran: func(typ, id string) {
+			mu.Lock()
+			defer mu.Unlock()
+			if runs[id] == 0 {
+				perType[typ] = append(perType[typ], id)
+			}
+			runs[id]++
+		}}).Register(mux)
+	require.NoError(t, srv.Start(mux))
+	t.Cleanup(srv.Shutdown)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5500*time.Millisecond)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		c := asynq.NewClient(opt)
+		t.Cleanup(func() { _ = c.Close() })
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = scheduler.New(cfg, c, fleettest.Logger(t)).Run(ctx)
+		}()
+	}
+	wg.Wait()
+	time.Sleep(500 * time.Millisecond) // let the last tick's tasks finish
+
+	mu.Lock()
+	defer mu.Unlock()
+	for id, n := range runs {
+		require.Equal(t, 1, n, "task %s ran %d times", id, n)
+	}
+	for _, typ := range scheduler.Tasks {
+		require.GreaterOrEqual(t, len(perType[typ]), 5, "%s ran on %d ticks in ~5.5s", typ, len(perType[typ]))
+		require.LessOrEqual(t, len(perType[typ]), 7)
+	}
+}

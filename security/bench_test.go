@@ -1,0 +1,158 @@
+package security
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/tools"
+)
+
+// discardAudit stands in for the Auditor so the benchmark measures the decision,
+// not PostgreSQL.
+type discardAudit struct{}
+
+func (discardAudit) Write(context.Context, store.AuditRow) error { return nil }
+
+// benchRules is a realistic permissions file: none of its rules matches the
+// benchmarked call, so every one is evaluated.
+const benchRules = `
+rules:
+  - match: {tool: run_shell, arg_pattern: "rm -rf|dd if=|mkfs"}
+    action: always_deny
+    reason: destructive
+  - match: {tool: write_file, path_pattern: "(^|/)\\.github/workflows/"}
+    action: always_deny
+    reason: ci
+  - match: {tool: http_request, url_pattern: "^https://api\\.stripe\\.com/"}
+    action: always_deny
+    reason: payments
+  - match: {team: demo, agent: writer, tool: read_file}
+    action: always_allow
+    reason: advisory
+  - match: {tool: "*", path_pattern: "(^|/)secrets?/"}
+    action: always_deny
+    reason: secrets dir
+  - match: {tool: web_fetch, url_pattern: "\\.internal(/|$)"}
+    action: ask_user
+    reason: internal
+`
+
+func BenchmarkGateDecision(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "permissions.yaml")
+	if err := os.WriteFile(path, []byte(benchRules), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	rules, err := LoadRules(path, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dlp, err := NewDLP()
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := tools.NewRegistry()
+	tools.Register(reg, "read_file", "read", func(_ context.Context, a struct {
+		Path string `json:"path"`
+	}) (tools.Result, error) {
+		return tools.Result{Content: "package main"}, nil
+	})
+	g := NewGate(GateDeps{Registry: reg, Rules: rules, DLP: dlp})
+	g.audit = discardAudit{}
+	router := tools.NewRouter(reg, g.Middleware)
+	access := tools.Access{Tools: []string{"create_plan", "edit_file", "list_files", "read_file", "run_shell", "search_files", "write_file"}}
+	ctx := tools.WithSession(context.Background(), &tools.Session{RunID: "r", SessionID: "s", Team: "web", Agent: "coder", Role: "worker", Access: access})
+	call := tools.Call{ID: "c1", Name: "read_file", Args: json.RawMessage(`{"path":"src/internal/server/handler.go"}`)}
+
+	b.Run("standard allowed, through the middleware", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := router.Dispatch(ctx, call); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("capability+rules+tier only", func(b *testing.B) {
+		b.ReportAllocs()
+		rs := rules.Current()
+		for b.Loop() {
+			if err := tools.CheckCapability(reg, access, "coder", call.Name); err != nil {
+				b.Fatal(err)
+			}
+			if deny, _ := rs.Evaluate(CallFacts{Tool: call.Name, Team: "web", Agent: "coder", Args: call.Args}); deny != nil {
+				b.Fatal("denied")
+			}
+			if tools.TierOf(call.Name) != tools.Standard {
+				b.Fatal("tier")
+			}
+		}
+	})
+	b.Run("Destructive", func(b *testing.B) {
+		for b.Loop() {
+			if ok, _ := Destructive("cd /srv/app && go test ./... 2>&1 | tee test.log"); ok {
+				b.Fatal("destructive")
+			}
+		}
+	})
+	b.Run("CheckURL", func(b *testing.B) {
+		allow := []string{"api.example.com", "*.docs.example.com", "github.com", "*.githubusercontent.com"}
+		for b.Loop() {
+			if err := CheckURL("https://raw.githubusercontent.com/org/repo/main/README.md?plain=1", allow); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// argsOf64KiB renders http_request arguments whose body is 64 KiB of ordinary prose
+// and code, with the keywords (key, token, secret, api, auth) that make gitleaks run
+// its heavier rules, but no credential.
+func argsOf64KiB(tb testing.TB) string {
+	tb.Helper()
+	r := rand.New(rand.NewPCG(1, 2))
+	words := strings.Fields(`the fleet agent reads a file and writes a plan then calls the api with a key
+		token secret auth header config value func return err nil if for range map string int
+		package import struct type interface method request response status body json yaml`)
+	var body strings.Builder
+	for body.Len() < 64<<10 {
+		for i := range 12 {
+			if i > 0 {
+				body.WriteByte(' ')
+			}
+			body.WriteString(words[r.IntN(len(words))])
+		}
+		fmt.Fprintf(&body, " = %d;\n", r.IntN(1000))
+	}
+	raw, err := json.Marshal(map[string]any{
+		"method":  "POST",
+		"url":     "https://api.example.com/v1/documents?lang=en&draft=false",
+		"headers": map[string]string{"Content-Type": "text/plain", "Accept": "application/json"},
+		"body":    body.String()[:64<<10],
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(raw)
+}
+
+func BenchmarkDLPScan64KiB(b *testing.B) {
+	d, err := NewDLP()
+	if err != nil {
+		b.Fatal(err)
+	}
+	args := argsOf64KiB(b)
+	if fs := d.Scan(args); len(fs) != 0 {
+		b.Fatalf("the benchmark text must be clean, found %v", RuleIDs(fs))
+	}
+	b.SetBytes(int64(len(args)))
+	b.ReportAllocs()
+	for b.Loop() {
+		d.Scan(args)
+	}
+}

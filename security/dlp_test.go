@@ -1,0 +1,108 @@
+package security_test
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aetherium-engine/aetherium/security"
+)
+
+func newDLP(t testing.TB) *security.DLP {
+	t.Helper()
+	d, err := security.NewDLP()
+	require.NoError(t, err)
+	return d
+}
+
+// requestArgs renders http_request arguments as the model would send them.
+func requestArgs(t testing.TB, u string, headers map[string]string, body string) string {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"method": "POST", "url": u, "headers": headers, "body": body})
+	require.NoError(t, err)
+	return string(b)
+}
+
+func TestDLPFindsSecrets(t *testing.T) {
+	t.Parallel()
+	d := newDLP(t)
+	plainHeaders := map[string]string{"Accept": "application/json"}
+	for _, k := range testSecrets() {
+		positions := map[string]string{
+			"url path":                          requestArgs(t, "https://api.example.com/v1/"+url.PathEscape(k.secret), plainHeaders, ""),
+			"url query":                         requestArgs(t, "https://api.example.com/v1/items?page=2&"+k.queryKey+"="+url.QueryEscape(k.secret), plainHeaders, ""),
+			"url query next to a stray %":       requestArgs(t, "https://api.example.com/v1/items?discount=100%&"+k.queryKey+"="+url.QueryEscape(k.secret), plainHeaders, ""),
+			"query, every byte percent-encoded": requestArgs(t, "https://api.example.com/v1/items?page=2&"+k.queryKey+"="+pctAll(k.secret), plainHeaders, ""),
+			"query, percent-encoded next to a stray % and an encoded newline": requestArgs(t,
+				"https://api.example.com/v1/items?discount=100%&note=a%0Ab&"+k.queryKey+"="+pctAll(k.secret), plainHeaders, ""),
+			"header": requestArgs(t, "https://api.example.com/v1/items", map[string]string{"Accept": "*/*", k.header: k.headerPre + k.secret}, ""),
+			"body":   requestArgs(t, "https://api.example.com/v1/items", plainHeaders, "line one\n"+k.bodyPrefix+k.secret+"\nline three"),
+		}
+		if k.rule == "generic-api-key" || k.rule == "private-key" {
+			// A bare 40-character string in a path is no credential shape without a
+			// key name next to it; a multi-line PEM block is no path.
+			delete(positions, "url path")
+		}
+		for pos, args := range positions {
+			t.Run(k.name+"/"+pos, func(t *testing.T) {
+				t.Parallel()
+				fs := d.Scan(args)
+				require.NotEmpty(t, fs, "no finding in %s", args)
+				require.Contains(t, security.RuleIDs(fs), k.rule)
+
+				red := security.Redact(args, fs)
+				require.NotContains(t, red, k.secret)
+				require.NotContains(t, red, pctAll(k.secret))
+				require.NotContains(t, red, url.QueryEscape(k.secret))
+				require.NotContains(t, strings.ToUpper(red), strings.ToUpper(pctAll(k.secret)[:24]), "no encoded prefix of the secret survives")
+				require.Contains(t, red, "[REDACTED:")
+				require.Empty(t, d.Scan(red), "the redacted text scans clean")
+			})
+		}
+	}
+}
+
+func TestDLPOrdinaryTextIsClean(t *testing.T) {
+	t.Parallel()
+	d := newDLP(t)
+	for _, s := range []string{
+		requestArgs(t, "https://api.example.com/v1/items?page=2&sort=name", map[string]string{"Accept": "application/json", "User-Agent": "aetherium/1.0"}, `{"name":"widget","count":3}`),
+		`{"query":"how do I rotate a GitHub token safely?"}`,
+		`{"path":"src/main.go","content":"package main\n\nfunc main() { println(\"hello\") }\n"}`,
+		`{"url":"https://docs.example.com/guide#section-2","timeout_seconds":10}`,
+		`{"body":"Your password reset link has expired. Tokens used: 1234. See the access log."}`,
+		`{"id":"3f1c9a2e-7b4d-4c1e-9f00-2a6b8c0d1e2f","sha":"deadbeef"}`,
+		"",
+	} {
+		require.Empty(t, d.Scan(s), "false positive in %s", s)
+	}
+}
+
+func TestRedactWithholdsWhatItCannotLocate(t *testing.T) {
+	t.Parallel()
+	d := newDLP(t)
+	pat := testSecrets()[0].secret
+	blob := base64.StdEncoding.EncodeToString([]byte("export GITHUB_TOKEN=" + pat + "\n"))
+	args := requestArgs(t, "https://api.example.com/upload", nil, "config blob: "+blob)
+	fs := d.Scan(args)
+	require.Contains(t, security.RuleIDs(fs), "github-pat", "gitleaks decodes base64")
+	red := security.Redact(args, fs)
+	require.NotContains(t, red, blob)
+	require.NotContains(t, red, pat)
+	require.Contains(t, red, "withheld")
+}
+
+func TestRedact(t *testing.T) {
+	t.Parallel()
+	fs := []security.Finding{{Rule: "github-pat", Secret: "ghp_secretvalue"}, {Rule: "short", Secret: "ab"}}
+	require.Equal(t, `{"a":"[REDACTED:github-pat]","b":"x [REDACTED:github-pat] y","c":"ab"}`,
+		security.Redact(`{"a":"ghp_secretvalue","b":"x ghp_secretvalue y","c":"ab"}`, fs))
+	require.Equal(t, "nothing", security.Redact("nothing", nil))
+	require.Equal(t, `u=[REDACTED:github-pat]&v=1`, security.Redact(`u=ghp%5fsecret%76alue&v=1`, fs), "partly percent-encoded")
+	require.Equal(t, `k=[REDACTED:private-key]`, security.Redact(`k=BEGIN+KEY%0Aabc`, []security.Finding{{Rule: "private-key", Secret: "BEGIN KEY\nabc"}}))
+	require.Equal(t, []string{"a", "b"}, security.RuleIDs([]security.Finding{{Rule: "a"}, {Rule: "b"}, {Rule: "a"}}))
+}

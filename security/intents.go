@@ -1,0 +1,64 @@
+package security
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/tools"
+)
+
+// Intents makes non-idempotent tool calls crash-safe. Before such a call runs, its
+// intent (call key, tool, argument hash) is recorded; after, its outcome. A
+// redelivered step then replays a finished call's stored result instead of running
+// it again, and reports a started-but-unfinished one as "outcome unknown" — it is
+// not silently repeated. Idempotent tools skip the bookkeeping: re-running them is
+// the recovery.
+type Intents struct {
+	Store *store.Store
+	Reg   *tools.Registry
+}
+
+// Middleware wraps execution; put it inside the gate (after the approval check) so
+// only calls that will really run record an intent.
+func (in *Intents) Middleware(next tools.Handler) tools.Handler {
+	return tools.HandlerFunc(func(ctx context.Context, call tools.Call) (tools.Result, error) {
+		spec, ok := in.Reg.Spec(call.Name)
+		s := tools.SessionFrom(ctx)
+		if !ok || spec.Idempotent || s == nil {
+			return next.Handle(ctx, call)
+		}
+		sum := sha256.Sum256(call.Args)
+		hash := hex.EncodeToString(sum[:])
+		key := s.SessionID + ":" + call.ID
+		intent, err := in.Store.BeginIntent(ctx, key, s.RunID, call.Name, hash)
+		if err != nil {
+			return tools.Result{}, err
+		}
+		switch intent.State {
+		case store.IntentFinished:
+			if intent.IsError {
+				return tools.Result{}, fmt.Errorf("%s (recorded outcome of an earlier attempt): %s", call.Name, intent.Result)
+			}
+			return tools.Result{Content: intent.Result}, nil
+		case store.IntentStarted:
+			return tools.Result{}, fmt.Errorf("%w: %s started before a worker stopped and never reported back; it was not run again because it is not idempotent — check its effects before retrying", tools.ErrOutcomeUnknown, call.Name)
+		}
+		res, err := next.Handle(ctx, call)
+		if res.Pending || ctx.Err() != nil {
+			// Interrupted (shutdown): whether it took effect is unknown, so the
+			// intent stays open and the redelivery reports exactly that.
+			return res, err
+		}
+		out, isErr := res.Content, false
+		if err != nil {
+			out, isErr = err.Error(), true
+		}
+		if ferr := in.Store.FinishIntent(context.WithoutCancel(ctx), key, out, isErr); ferr != nil {
+			return res, fmt.Errorf("%s ran, but its outcome could not be recorded: %w", call.Name, ferr)
+		}
+		return res, err
+	})
+}
