@@ -14,6 +14,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleet"
+	"github.com/aetherium-engine/aetherium/logctx"
 )
 
 const usage = `aetherium — a queue-driven worker fleet for multi-agent LLM runs
@@ -41,7 +42,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: logLevel()}))
+	// JSON logs; logctx adds run_id, agent, tool and task id from the context.
+	log := slog.New(logctx.NewHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: logLevel()})))
 	ctx, stop := signalContext(log)
 	defer stop()
 	var err error

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aetherium-engine/aetherium/bench/harness"
@@ -179,6 +180,24 @@ func verifyAudit(ctx context.Context, c *cluster, r *report, ids []string, want 
 		time.Sleep(250 * time.Millisecond)
 	}
 	r.check(msgs == want, "tool calls executed (tool results in sessions): %d (want %d)", msgs, want)
-	r.check(unaudited == 0, "every executed tool call has its audit row (missing: %d)", unaudited)
+	missing := ""
+	if unaudited > 0 {
+		rows, err := c.pool.Query(ctx, `SELECT s.id || ':' || (m->>'tool_call_id') || ' ' || (m->>'name')
+			FROM sessions s, jsonb_array_elements(s.messages) m
+			WHERE s.run_id = ANY($1::uuid[]) AND m->>'role' = 'tool'
+			AND NOT EXISTS (SELECT 1 FROM tool_audit a WHERE a.call_key = s.id || ':' || (m->>'tool_call_id')) LIMIT 5`, ids)
+		if err == nil {
+			var keys []string
+			for rows.Next() {
+				var k string
+				if rows.Scan(&k) == nil {
+					keys = append(keys, k)
+				}
+			}
+			rows.Close()
+			missing = "; e.g. " + strings.Join(keys, ", ")
+		}
+	}
+	r.check(unaudited == 0, "every executed tool call has its audit row (missing: %d%s)", unaudited, missing)
 	r.check(rows == msgs && orphans == 0, "audit rows: %d = tool calls, none twice, none without a result (extra: %d)", rows, orphans)
 }

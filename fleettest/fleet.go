@@ -19,6 +19,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleet"
+	"github.com/aetherium-engine/aetherium/logctx"
 )
 
 // Options adjust a test fleet.
@@ -29,6 +30,8 @@ type Options struct {
 	Fleet fleet.Options
 	// NoWorker starts only the API (tests that drive workers themselves).
 	NoWorker bool
+	// Log replaces the test logger.
+	Log *slog.Logger
 }
 
 // Fleet is a running in-process fleet on private Redis and Postgres.
@@ -79,7 +82,7 @@ func RepoPath(t testing.TB, rel string) string {
 
 // Logger writes slog output to the test log.
 func Logger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return slog.New(logctx.NewHandler(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})))
 }
 
 type testWriter struct{ t testing.TB }
@@ -107,7 +110,11 @@ func StartWith(t testing.TB, cfg config.Config, opts Options) *Fleet {
 		// A container per run is costly; tests that run commands pass an executor.
 		opts.Fleet.NoSandbox = true
 	}
-	f, err := fleet.Open(ctx, cfg, Logger(t), opts.Fleet)
+	log := opts.Log
+	if log == nil {
+		log = Logger(t)
+	}
+	f, err := fleet.Open(ctx, cfg, log, opts.Fleet)
 	if err != nil {
 		t.Fatalf("open fleet: %v", err)
 	}

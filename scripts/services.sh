@@ -9,6 +9,9 @@ command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then need_apt+=(postgresql); fi
 # busybox-static builds the local sandbox and GPU stand-in images (no registry here).
 dpkg -s busybox-static >/dev/null 2>&1 || need_apt+=(busybox-static)
+# The observability tests run a real Prometheus (and promtool) and headless Chromium.
+command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if [ "${#need_apt[@]}" -gt 0 ]; then
   echo "services: installing ${need_apt[*]} from Debian's packages"
   apt-get update -qq

@@ -16,6 +16,7 @@ import (
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/llm/script"
+	"github.com/aetherium-engine/aetherium/logctx"
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
@@ -36,6 +37,9 @@ type stepInput struct {
 // calls, ask the model, run its tool calls, repeat. Every change is saved under the
 // step's lease before the next one, so a redelivery resumes where this left off.
 func (w *Worker) step(ctx context.Context, in stepInput) error {
+	// Every log line of this step carries the run and agent (and the asynq task id
+	// the task middleware put on ctx) through the logctx handler.
+	ctx = logctx.Run(ctx, in.run.ID, in.node.Name)
 	token := uuid.NewString()
 	sess, ok, err := w.store.AcquireSession(ctx, in.sessionID, token, w.cfg.StepLease)
 	if err != nil {
@@ -46,10 +50,10 @@ func (w *Worker) step(ctx context.Context, in stepInput) error {
 	}
 	defer func() {
 		if err := w.store.ReleaseSession(context.WithoutCancel(ctx), sess.ID, token); err != nil {
-			w.log.Warn("release session", "session", sess.ID, "err", err)
+			w.log.WarnContext(ctx, "release session", "session", sess.ID, "err", err)
 		}
 	}()
-	log := w.log.With("run_id", in.run.ID, "agent", in.node.Name, "session", sess.ID)
+	log := w.log.With("session", sess.ID)
 	if sess.Status == "done" {
 		return w.finishSession(ctx, in, &sess)
 	}
@@ -60,7 +64,7 @@ func (w *Worker) step(ctx context.Context, in stepInput) error {
 				w.FailRun(ctx, in.run.ID, reason, err.Error())
 				return nil
 			} else if errors.Is(err, lease.ErrWaiting) {
-				log.Info("waiting for a GPU lease", "err", err)
+				log.InfoContext(ctx, "waiting for a GPU lease", "err", err)
 				return &leaseWait{after: w.leaseRetry, err: err}
 			}
 			return err
@@ -105,7 +109,7 @@ func (w *Worker) step(ctx context.Context, in stepInput) error {
 	defer func() {
 		if ackMail != nil && ctx.Err() == nil {
 			if err := ackMail(context.WithoutCancel(ctx)); err != nil {
-				w.log.Warn("mailbox ack", "session", sess.ID, "err", err)
+				w.log.WarnContext(ctx, "mailbox ack", "session", sess.ID, "err", err)
 			}
 		}
 	}()
@@ -171,7 +175,7 @@ func (w *Worker) step(ctx context.Context, in stepInput) error {
 						return err
 					}
 				}
-				log.Debug("session waits for delegations")
+				log.DebugContext(ctx, "session waits for delegations")
 				return nil
 			}
 			// Results are complete in the tool order the model gave, since pending
@@ -289,7 +293,7 @@ func (w *Worker) resolveCall(ctx context.Context, in stepInput, sess *store.Sess
 			return msg, state, w.recordCall(ctx, in, sess, call, decision, "", "", msg.Content, start)
 		}
 	}
-	res, err := w.router.Dispatch(ctx, tools.Call{ID: call.ID, Name: call.Name, Args: call.Args})
+	res, err := w.router.Dispatch(logctx.Tool(ctx, call.Name), tools.Call{ID: call.ID, Name: call.Name, Args: call.Args})
 	if ctx.Err() != nil {
 		return llm.Message{}, callDone, ctx.Err()
 	}

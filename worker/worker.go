@@ -18,6 +18,7 @@ import (
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/gpu"
 	"github.com/aetherium-engine/aetherium/lease"
+	"github.com/aetherium-engine/aetherium/logctx"
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/metrics"
 	"github.com/aetherium-engine/aetherium/store"
@@ -164,15 +165,16 @@ func RetryDelay(n int, err error, t *asynq.Task) time.Duration {
 // breaker at task level, so a run never hangs on a job that keeps failing.
 func (w *Worker) ErrorHandler() asynq.ErrorHandler {
 	return asynq.ErrorHandlerFunc(func(ctx context.Context, t *asynq.Task, err error) {
+		ctx = logctx.Task(ctx, t)
 		retried, _ := asynq.GetRetryCount(ctx)
 		maxRetry, _ := asynq.GetMaxRetry(ctx)
 		if !IsFailure(err) || retried < maxRetry {
-			w.log.Warn("task failed, will retry", "type", t.Type(), "retried", retried, "err", err)
+			w.log.WarnContext(ctx, "task failed, will retry", "type", t.Type(), "retried", retried, "err", err)
 			return
 		}
 		runID, err2 := w.runOfTask(context.WithoutCancel(ctx), t)
 		if err2 != nil {
-			w.log.Error("task exhausted retries; cannot find its run", "type", t.Type(), "err", err, "lookup_err", err2)
+			w.log.ErrorContext(ctx, "task exhausted retries; cannot find its run", "type", t.Type(), "err", err, "lookup_err", err2)
 			return
 		}
 		w.FailRun(context.WithoutCancel(ctx), runID, "task_failed", fmt.Sprintf("%s failed %d times: %v", t.Type(), retried+1, err))
@@ -202,11 +204,11 @@ func (w *Worker) runOfTask(ctx context.Context, t *asynq.Task) (string, error) {
 func (w *Worker) FailRun(ctx context.Context, runID, reason, msg string) {
 	changed, err := w.store.FinishRun(ctx, runID, store.RunFailed, "", msg, reason)
 	if err != nil {
-		w.log.Error("fail run", "run_id", runID, "err", err)
+		w.log.ErrorContext(ctx, "fail run", "run_id", runID, "err", err)
 		return
 	}
 	if changed {
-		w.log.Warn("run failed", "run_id", runID, "reason", reason, "error", msg)
+		w.log.WarnContext(ctx, "run failed", "run_id", runID, "reason", reason, "error", msg)
 		w.observeFinished(ctx, runID)
 	}
 	w.ensureTerminalEvent(ctx, runID)
@@ -235,7 +237,7 @@ func (w *Worker) ensureTerminalEvent(ctx context.Context, runID string) {
 		return
 	}
 	if err := EmitTerminal(ctx, w.events, r); err != nil {
-		w.log.Error("terminal event", "run_id", runID, "err", err)
+		w.log.ErrorContext(ctx, "terminal event", "run_id", runID, "err", err)
 	}
 }
 
