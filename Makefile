@@ -5,7 +5,7 @@ SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 GO ?= go
 
-.PHONY: demo test services sandbox-image build vet compose-check clean
+.PHONY: demo test services sandbox-image build vet compose-check clean bench drills
 
 build:
 	$(GO) build -o bin/aetherium ./cmd/aetherium
@@ -34,3 +34,13 @@ compose-check:
 
 clean:
 	rm -rf bin data
+
+# Throughput and latency on the local Redis and PostgreSQL (about three minutes);
+# prints the table and writes bench/results/latest.{md,json}.
+bench: services build
+	$(GO) run ./bench -bin bin/aetherium
+
+# Fault drills on real processes (kill -9, Redis and PostgreSQL restarts, load);
+# sizes from DRILL_RUNS, DRILL_MANY, DRILL_LOAD_SECONDS (CI runs them small).
+drills: services build
+	$(GO) run ./drills -bin bin/aetherium

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+
+	"github.com/aetherium-engine/aetherium/bench/harness"
 )
 
 // AsynqResult is section 1: the queue the fleet runs on, with handlers that do
@@ -17,7 +19,8 @@ type AsynqResult struct {
 	Concurrency int     `json:"concurrency"`
 	EnqueuePerS float64 `json:"enqueue_per_s"`
 	ProcessPerS float64 `json:"process_per_s"`
-	CPU         string  `json:"cpu"`
+	// CPU is measured while the server drains the queue.
+	CPU harness.CPUUse `json:"cpu"`
 }
 
 const enqueuers = 8
@@ -31,7 +34,6 @@ func benchAsynq(ctx context.Context, e *env, res *Result) error {
 	defer client.Close()
 	payload := []byte(`{"run_id":"00000000-0000-0000-0000-000000000000"}`)
 
-	meter := e.cpu()
 	start := time.Now()
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -69,6 +71,7 @@ func benchAsynq(ctx context.Context, e *env, res *Result) error {
 		}
 		return nil
 	})
+	meter := e.cpu()
 	start = time.Now()
 	if err := srv.Start(mux); err != nil {
 		return err
@@ -85,7 +88,7 @@ func benchAsynq(ctx context.Context, e *env, res *Result) error {
 	proc := time.Since(start)
 	srv.Shutdown()
 	cpu := meter.Stop()
-	res.Asynq = AsynqResult{Tasks: n, Concurrency: e.o.concurrency, EnqueuePerS: float64(n) / enq.Seconds(), ProcessPerS: float64(n) / proc.Seconds(), CPU: cpu.String()}
+	res.Asynq = AsynqResult{Tasks: n, Concurrency: e.o.concurrency, EnqueuePerS: float64(n) / enq.Seconds(), ProcessPerS: float64(n) / proc.Seconds(), CPU: cpu}
 	progress("asynq: processed %d no-op tasks in %.2fs (%.0f/s, concurrency %d); CPU: %s", n, proc.Seconds(), res.Asynq.ProcessPerS, e.o.concurrency, cpu)
 	return e.rdb.FlushDB(ctx).Err()
 }

@@ -27,23 +27,23 @@ type FleetResult struct {
 	ToolRatio      float64 `json:"tool_calls_ratio_to_asynq"`
 	ToolModelTurns int     `json:"tool_model_turns"`
 	// ToolXactPerCall is PostgreSQL transactions committed per gated call.
-	ToolXactPerCall float64 `json:"tool_pg_xact_per_call"`
-	ToolCPU         string  `json:"tool_cpu"`
-	ToolProfile     string  `json:"tool_profile,omitempty"`
+	ToolXactPerCall float64        `json:"tool_pg_xact_per_call"`
+	ToolCPU         harness.CPUUse `json:"tool_cpu"`
+	ToolProfile     string         `json:"tool_profile,omitempty"`
 	// The same workload with the permission gate off (fleet.Options.NoGate): what
 	// the gate and its audit cost.
-	UngatedPerS  float64 `json:"ungated_tool_calls_per_s"`
-	UngatedRatio float64 `json:"ungated_ratio_to_asynq"`
-	UngatedXact  float64 `json:"ungated_pg_xact_per_call"`
-	UngatedCPU   string  `json:"ungated_cpu"`
+	UngatedPerS  float64        `json:"ungated_tool_calls_per_s"`
+	UngatedRatio float64        `json:"ungated_ratio_to_asynq"`
+	UngatedXact  float64        `json:"ungated_pg_xact_per_call"`
+	UngatedCPU   harness.CPUUse `json:"ungated_cpu"`
 	// Delegations: runs × depth sequential supervisor → worker → supervisor trips.
-	RelayRuns        int     `json:"relay_runs"`
-	Delegations      int     `json:"delegations"`
-	RelaySeconds     float64 `json:"relay_seconds"`
-	DelegationsPerS  float64 `json:"delegations_per_s"`
-	DelegationsRatio float64 `json:"delegations_ratio_to_asynq"`
-	RelayXactPerDel  float64 `json:"relay_pg_xact_per_delegation"`
-	RelayCPU         string  `json:"relay_cpu"`
+	RelayRuns        int            `json:"relay_runs"`
+	Delegations      int            `json:"delegations"`
+	RelaySeconds     float64        `json:"relay_seconds"`
+	DelegationsPerS  float64        `json:"delegations_per_s"`
+	DelegationsRatio float64        `json:"delegations_ratio_to_asynq"`
+	RelayXactPerDel  float64        `json:"relay_pg_xact_per_delegation"`
+	RelayCPU         harness.CPUUse `json:"relay_cpu"`
 	// SubmitPerS is how fast the API accepted the runs (HTTP, insert, enqueue).
 	SubmitPerS float64 `json:"submit_per_s"`
 }
@@ -173,9 +173,9 @@ func benchFleet(ctx context.Context, e *env, res *Result) error {
 	}
 	r.ToolRuns, r.ToolCalls, r.ToolSeconds, r.ToolModelTurns, r.SubmitPerS = e.o.toolRuns, audited, w.elapsed.Seconds(), turns, w.submitPerS
 	r.ToolCallsPerS = float64(audited) / w.elapsed.Seconds()
-	r.ToolRatio = r.ToolCallsPerS / res.Asynq.ProcessPerS
+	r.ToolRatio = ratio(r.ToolCallsPerS, res.Asynq.ProcessPerS)
 	r.ToolXactPerCall = float64(w.xact) / float64(audited)
-	r.ToolCPU = w.cpu.String()
+	r.ToolCPU = w.cpu
 	progress("fleet tool calls: %d gated+audited calls in %.2fs = %.0f/s (%.2f × raw asynq), %.1f PostgreSQL transactions per call; CPU: %s",
 		audited, w.elapsed.Seconds(), r.ToolCallsPerS, r.ToolRatio, r.ToolXactPerCall, w.cpu)
 	if profile != "" {
@@ -208,9 +208,9 @@ func benchFleet(ctx context.Context, e *env, res *Result) error {
 		return fmt.Errorf("ungated: %d tool.call events, want %d", calls, want.ToolCalls)
 	}
 	r.UngatedPerS = float64(calls) / w.elapsed.Seconds()
-	r.UngatedRatio = r.UngatedPerS / res.Asynq.ProcessPerS
+	r.UngatedRatio = ratio(r.UngatedPerS, res.Asynq.ProcessPerS)
 	r.UngatedXact = float64(w.xact) / float64(calls)
-	r.UngatedCPU = w.cpu.String()
+	r.UngatedCPU = w.cpu
 	progress("fleet tool calls without the gate: %d calls in %.2fs = %.0f/s (%.2f × raw asynq), %.1f PostgreSQL transactions per call; CPU: %s",
 		calls, w.elapsed.Seconds(), r.UngatedPerS, r.UngatedRatio, r.UngatedXact, w.cpu)
 
@@ -230,10 +230,18 @@ func benchFleet(ctx context.Context, e *env, res *Result) error {
 	}
 	r.RelayRuns, r.Delegations, r.RelaySeconds = e.o.relayRuns, dels, w.elapsed.Seconds()
 	r.DelegationsPerS = float64(dels) / w.elapsed.Seconds()
-	r.DelegationsRatio = r.DelegationsPerS / res.Asynq.ProcessPerS
+	r.DelegationsRatio = ratio(r.DelegationsPerS, res.Asynq.ProcessPerS)
 	r.RelayXactPerDel = float64(w.xact) / float64(dels)
-	r.RelayCPU = w.cpu.String()
+	r.RelayCPU = w.cpu
 	progress("fleet delegations: %d round trips in %.2fs = %.0f/s (%.3f × raw asynq), %.1f PostgreSQL transactions per delegation; CPU: %s",
 		dels, w.elapsed.Seconds(), r.DelegationsPerS, r.DelegationsRatio, r.RelayXactPerDel, w.cpu)
 	return nil
+}
+
+// ratio is a / b, or 0 when b was not measured (a section skipped).
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
 }

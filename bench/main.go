@@ -16,6 +16,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -51,11 +53,13 @@ type options struct {
 	concRuns    int
 	profile     bool
 	poolConns   int
+	sections    map[int]bool
 }
 
 func main() {
 	var o options
 	quick := flag.Bool("quick", false, "small sizes (a smoke run of every section)")
+	only := flag.String("sections", "", "comma-separated sections to run (default all; 2 needs 1 for its ratio)")
 	flag.StringVar(&o.bin, "bin", "", "aetherium binary for the worker processes (default: build ./cmd/aetherium)")
 	flag.StringVar(&o.out, "out", "bench/results", "directory for latest.md, latest.json and profiles")
 	flag.StringVar(&o.redisAddr, "redis", "127.0.0.1:6379", "Redis (the local one of scripts/services.sh)")
@@ -78,6 +82,17 @@ func main() {
 	flag.IntVar(&o.poolConns, "pool-max-conns", 0, "pgxpool size of the fleet (0: pgx's default, max(4, cores))")
 	flag.Parse()
 	o.procs = []int{1, 2, 4}
+	if *only != "" {
+		o.sections = map[int]bool{}
+		for _, f := range strings.Split(*only, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "bench: -sections %q: %v\n", *only, err)
+				os.Exit(2)
+			}
+			o.sections[n] = true
+		}
+	}
 	if *quick {
 		o.asynqTasks, o.riverJobs, o.toolRuns, o.relayRuns, o.scaleRuns, o.seqRuns, o.concRuns = 2000, 1000, 20, 20, 6, 5, 20
 	}
@@ -185,18 +200,22 @@ func run(ctx context.Context, o options) error {
 
 	res := Result{Machine: machine, Config: configOf(o)}
 	sections := []struct {
+		n    int
 		name string
 		fn   func(context.Context, *env, *Result) error
 	}{
-		{"1/5 raw asynq", benchAsynq},
-		{"2/5 fleet: gated tool calls and delegations", benchFleet},
-		{"3/5 River", benchRiver},
-		{"4/5 I/O-bound scaling over worker processes", benchScaling},
-		{"5/5 demo-run latency and worker memory", benchLatency},
+		{1, "1/5 raw asynq", benchAsynq},
+		{2, "2/5 fleet: gated tool calls and delegations", benchFleet},
+		{3, "3/5 River", benchRiver},
+		{4, "4/5 I/O-bound scaling over worker processes", benchScaling},
+		{5, "5/5 demo-run latency and worker memory", benchLatency},
 	}
 	for _, s := range sections {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if o.sections != nil && !o.sections[s.n] {
+			continue
 		}
 		progress("section %s", s.name)
 		t := time.Now()

@@ -47,15 +47,15 @@ func (r Result) Markdown() string {
 	row("2", "fleet: gated tool calls", fmt.Sprintf("**%.0f calls/s** (%.2f × asynq)", f.ToolCallsPerS, f.ToolRatio),
 		fmt.Sprintf("%d calls (`todo` read) through capability, rules, tier, audit, in %d agent turns of %d runs; concurrency %d", f.ToolCalls, f.ToolModelTurns, f.ToolRuns, f.Concurrency))
 	row("2", "fleet: the same tool calls, gate off", fmt.Sprintf("%.0f calls/s (%.2f × asynq)", f.UngatedPerS, f.UngatedRatio),
-		fmt.Sprintf("diagnostic (`fleet.Options.NoGate`): the gate and audit cost %.0f%% of the gated rate; PostgreSQL transactions per call: %.1f gated, %.1f ungated",
-			100*(1-f.ToolCallsPerS/max(f.UngatedPerS, 1e-9)), f.ToolXactPerCall, f.UngatedXact))
+		fmt.Sprintf("diagnostic (`fleet.Options.NoGate`): gated ÷ ungated = %.2f%s; PostgreSQL transactions per call: %.1f gated, %.1f ungated",
+			ratio(f.ToolCallsPerS, f.UngatedPerS), gateVerdict(ratio(f.ToolCallsPerS, f.UngatedPerS)), f.ToolXactPerCall, f.UngatedXact))
 	row("2", "fleet: delegations", fmt.Sprintf("**%.0f round trips/s** (%.3f × asynq)", f.DelegationsPerS, f.DelegationsRatio),
 		fmt.Sprintf("%d supervisor → worker → supervisor trips (2 asynq tasks, %.0f PostgreSQL transactions each), %d runs", f.Delegations, f.RelayXactPerDel, f.RelayRuns))
 	row("2", "API: run submissions", fmt.Sprintf("%.0f runs/s", f.SubmitPerS), "POST /api/orchestrator/run (validate, insert, event, enqueue), 16 clients")
 	rv := r.River
 	row("3", "River no-op: insert", fmt.Sprintf("%.0f jobs/s (bulk %.0f/s)", rv.InsertPerS, rv.BulkPerS), fmt.Sprintf("%d jobs, %d goroutines; bulk = InsertManyFast", rv.Jobs, enqueuers))
 	row("3", "River no-op: process (default FetchCooldown 100ms)", fmt.Sprintf("%.0f jobs/s", rv.ProcessPerS), fmt.Sprintf("MaxWorkers %d; the cooldown caps a queue near MaxWorkers × 10/s", rv.Concurrency))
-	row("3", "River no-op: process (FetchCooldown 1ms)", fmt.Sprintf("**%.0f jobs/s** (%.2f × asynq)", rv.TunedPerS, rv.TunedPerS/max(a.ProcessPerS, 1e-9)), fmt.Sprintf("MaxWorkers %d, same PostgreSQL", rv.Concurrency))
+	row("3", "River no-op: process (FetchCooldown 1ms)", fmt.Sprintf("**%.0f jobs/s** (%.2f × asynq)", rv.TunedPerS, ratio(rv.TunedPerS, a.ProcessPerS)), fmt.Sprintf("MaxWorkers %d, same PostgreSQL", rv.Concurrency))
 	for _, p := range r.Scaling {
 		row("4", fmt.Sprintf("I/O-bound: %d worker process(es) × %d", p.Procs, p.Concurrency),
 			fmt.Sprintf("**%.0f turns/s** of ideal %.0f (%.0f%%)", p.AchievedPerS, p.IdealPerS, 100*p.Efficiency),
@@ -70,6 +70,15 @@ func (r Result) Markdown() string {
 	fmt.Fprintf(&b, "- raw asynq: %s\n- fleet tool calls: %s\n- fleet tool calls, gate off: %s\n- fleet delegations: %s\n- River: %s\n", a.CPU, f.ToolCPU, f.UngatedCPU, f.RelayCPU, rv.CPU)
 	for _, p := range r.Scaling {
 		fmt.Fprintf(&b, "- I/O-bound, %d process(es): %s\n", p.Procs, p.CPU)
+	}
+	if f.ToolCalls > 0 && a.Tasks > 0 {
+		per := func(u harness.CPUUse, group string, n int) float64 { return 1e6 * u.Groups[group] / float64(n) }
+		fmt.Fprintf(&b, "\nWhat bounds the gated rate: one gated call costs %.0f µs of CPU in the fleet process and %.0f µs in PostgreSQL (%.1f transactions: the tool's own query, "+
+			"the tool.call event, the rewrite of the whole conversation in the session row, and a share of the per-turn run read, token count, answer save and event); "+
+			"a no-op asynq task costs %.0f µs in the Go process and %.0f µs in Redis. The machine's %d cores are busy at %.1f during the tool-call workload, so CPU is the bound, "+
+			"most of it PostgreSQL's.%s\n",
+			per(f.ToolCPU, "bench", f.ToolCalls), per(f.ToolCPU, "postgres", f.ToolCalls), f.ToolXactPerCall,
+			per(a.CPU, "bench", a.Tasks), per(a.CPU, "redis", a.Tasks), m.Cores, f.ToolCPU.Machine/max(f.ToolCPU.Wall, 1e-9), profileNote(f.ToolProfile))
 	}
 	fmt.Fprintf(&b, "\nWhole run: %.0f s.\n", r.TotalSeconds)
 	return b.String()
@@ -92,4 +101,19 @@ func (r Result) Write(dir, md string) error {
 	}
 	progress("wrote %s and %s", filepath.Join(dir, "latest.md"), filepath.Join(dir, "latest.json"))
 	return nil
+}
+
+// gateVerdict reads the gated ÷ ungated rate.
+func gateVerdict(r float64) string {
+	if r >= 0.9 {
+		return ", so the gate and its audit are not what bounds the rate"
+	}
+	return fmt.Sprintf(": the gate and its audit take %.0f%% of the rate", 100*(1-r))
+}
+
+func profileNote(pprof string) string {
+	if pprof == "" {
+		return ""
+	}
+	return fmt.Sprintf(" CPU profile of the fleet process: `%s` (top functions: `%s`).", pprof, strings.TrimSuffix(pprof, ".cpu.pprof")+".top.txt")
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/aetherium-engine/aetherium/bench/harness"
 )
 
 // RiverResult is section 3: River, the PostgreSQL-backed queue a user might pick
@@ -25,10 +27,10 @@ type RiverResult struct {
 	BulkPerS    float64 `json:"bulk_insert_per_s"`
 	// ProcessPerS is with River's default FetchCooldown (100ms), which caps a queue
 	// at about MaxWorkers × 10 jobs/s; TunedPerS with FetchCooldown 1ms.
-	ProcessPerS      float64 `json:"process_per_s_default_cooldown"`
-	DefaultProcessed int     `json:"default_processed"`
-	TunedPerS        float64 `json:"process_per_s_cooldown_1ms"`
-	CPU              string  `json:"cpu"`
+	ProcessPerS      float64        `json:"process_per_s_default_cooldown"`
+	DefaultProcessed int            `json:"default_processed"`
+	TunedPerS        float64        `json:"process_per_s_cooldown_1ms"`
+	CPU              harness.CPUUse `json:"cpu"`
 }
 
 const riverSchema = "river_bench"
@@ -127,7 +129,7 @@ func benchRiver(ctx context.Context, e *env, res *Result) error {
 		return err
 	}
 	r.TunedPerS = float64(done) / elapsed.Seconds()
-	r.CPU = meter.Stop().String()
+	r.CPU = meter.Stop()
 	progress("river (FetchCooldown 1ms): %d jobs in %.2fs = %.0f/s (concurrency %d)", done, elapsed.Seconds(), r.TunedPerS, e.o.concurrency)
 	_, err = pool.Exec(ctx, "DROP SCHEMA "+riverSchema+" CASCADE")
 	return err

@@ -19,10 +19,10 @@ type ScalePoint struct {
 	Seconds     float64 `json:"seconds"`
 	// AchievedPerS is model turns per second; IdealPerS is every slot in a model
 	// call all the time (procs × concurrency / latency).
-	AchievedPerS float64 `json:"achieved_turns_per_s"`
-	IdealPerS    float64 `json:"ideal_turns_per_s"`
-	Efficiency   float64 `json:"efficiency"`
-	CPU          string  `json:"cpu"`
+	AchievedPerS float64        `json:"achieved_turns_per_s"`
+	IdealPerS    float64        `json:"ideal_turns_per_s"`
+	Efficiency   float64        `json:"efficiency"`
+	CPU          harness.CPUUse `json:"cpu"`
 }
 
 // scaleTurns is the caller's model turns per run (one todo call each) in section 4.
@@ -66,7 +66,7 @@ func benchScaling(ctx context.Context, e *env, res *Result) error {
 		}
 		pt := ScalePoint{Procs: p, Concurrency: e.o.scaleConc, LatencyMS: e.o.latency.Milliseconds(), Runs: runs, ModelTurns: turns,
 			Seconds: elapsed.Seconds(), AchievedPerS: float64(turns) / elapsed.Seconds(),
-			IdealPerS: float64(p*e.o.scaleConc) / e.o.latency.Seconds(), CPU: cpu.String()}
+			IdealPerS: float64(p*e.o.scaleConc) / e.o.latency.Seconds(), CPU: cpu}
 		pt.Efficiency = pt.AchievedPerS / pt.IdealPerS
 		res.Scaling = append(res.Scaling, pt)
 		progress("scaling: %d proc(s): %d turns in %.2fs = %.0f turns/s of an ideal %.0f (%.0f%%); CPU: %s",

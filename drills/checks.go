@@ -82,7 +82,23 @@ func verifyCounts(ctx context.Context, c *cluster, r *report, ids []string) {
 		r.fail("count delegations: %v", err)
 		return
 	}
-	r.check(dels == want.Delegations*n && completed == dels, "delegations: %d, all completed (want %d × %d runs = %d; completed %d)", dels, want.Delegations, n, want.Delegations*n, completed)
+	unfinished := ""
+	if completed != dels {
+		rows, err := db.Query(ctx, `SELECT d.id || ' ' || d.status || ', the delegate call''s result: ' || coalesce((
+				SELECT m->>'content' FROM sessions s, jsonb_array_elements(s.messages) m
+				WHERE s.id = d.parent_session AND m->>'role' = 'tool' AND m->>'tool_call_id' = d.tool_call_id LIMIT 1), '(none)')
+			FROM delegations d WHERE d.run_id = ANY($1::uuid[]) AND d.status <> 'completed' LIMIT 3`, ids)
+		if err == nil {
+			for rows.Next() {
+				var x string
+				if rows.Scan(&x) == nil {
+					unfinished += "; " + x
+				}
+			}
+			rows.Close()
+		}
+	}
+	r.check(dels == want.Delegations*n && completed == dels, "delegations: %d, all completed (want %d × %d runs = %d; completed %d%s)", dels, want.Delegations, n, want.Delegations*n, completed, unfinished)
 
 	var twice, never int
 	err := db.QueryRow(ctx, `WITH f AS (

@@ -53,9 +53,17 @@ func drillRedis(ctx context.Context, e *env, r *report) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	inFlight := c.inFlightTurns(ctx)
+	// A fresh wave of runs, so supervisors are in the middle of their first turns —
+	// about to delegate — when Redis goes away.
+	wave, err := c.submitTeam(ctx, max(10, n/5), 0)
+	if err != nil {
+		return err
+	}
+	ids = append(ids, wave...)
+	time.Sleep(2 * e.o.latency)
 	c.redis.Stop()
 	down := time.Now()
-	say("redis stopped (SIGTERM, AOF flushed) with %d agent turns in flight", inFlight)
+	say("redis stopped (SIGTERM, AOF flushed) with %d agent turns in flight and %d runs just started", inFlight, len(wave))
 	r.check(inFlight > 0, "Redis went down while agent turns were in flight (%d)", inFlight)
 
 	// Submissions while Redis is down: the run is stored, its enqueue fails and is

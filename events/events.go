@@ -75,3 +75,27 @@ func (r *Recorder) Emit(ctx context.Context, runID, key, typ, agent string, data
 	}
 	return nil
 }
+
+// EmitBatch stores several events of one run in one statement (each once per key)
+// and announces them with one publish: the hot path of tool-call events.
+func (r *Recorder) EmitBatch(ctx context.Context, runID string, evs []store.NewEvent) error {
+	stored, err := r.Store.AppendEvents(ctx, runID, evs)
+	if err != nil {
+		return fmt.Errorf("emit batch: %w", err)
+	}
+	var last int64
+	for _, e := range stored {
+		if r.OnEvent != nil {
+			if err := r.OnEvent(ctx, Stored{ID: e.ID, RunID: runID, Type: e.Type}); err != nil {
+				return fmt.Errorf("emit %s: %w", e.Type, err)
+			}
+		}
+		last = max(last, e.ID)
+	}
+	if last > 0 && r.Redis != nil {
+		if err := r.Redis.Publish(ctx, Channel(runID), last).Err(); err != nil && r.Log != nil {
+			r.Log.Warn("event announce failed", "run_id", runID, "err", err)
+		}
+	}
+	return nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -61,4 +62,49 @@ func (s *Store) GetEvent(ctx context.Context, id int64) (Event, error) {
 		return e, fmt.Errorf("get event %d: %w", id, err)
 	}
 	return e, nil
+}
+
+// NewEvent is one event to append.
+type NewEvent struct {
+	Key, Type, Agent string
+	Data             any
+}
+
+// AppendEvents stores events in one statement, each once per (run, key); it returns
+// the ids and types of those inserted now, in order.
+func (s *Store) AppendEvents(ctx context.Context, runID string, evs []NewEvent) ([]Event, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	var b strings.Builder
+	b.WriteString(`INSERT INTO run_events (run_id, key, type, agent, data) VALUES `)
+	args := []any{runID}
+	for i, e := range evs {
+		raw, err := json.Marshal(e.Data)
+		if err != nil {
+			return nil, fmt.Errorf("event %s: %w", e.Type, err)
+		}
+		if i > 0 {
+			b.WriteString(",")
+		}
+		n := len(args)
+		fmt.Fprintf(&b, "($1, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4)
+		args = append(args, e.Key, e.Type, e.Agent, raw)
+	}
+	b.WriteString(` ON CONFLICT (run_id, key) DO NOTHING RETURNING id, type`)
+	rows, err := s.Pool.Query(ctx, b.String(), args...)
+	if err != nil {
+		return nil, fmt.Errorf("append events: %w", err)
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var e Event
+		if err := rows.Scan(&e.ID, &e.Type); err != nil {
+			return nil, fmt.Errorf("append events: %w", err)
+		}
+		e.RunID = runID
+		out = append(out, e)
+	}
+	return out, rows.Err()
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -108,7 +109,21 @@ func FuzzDispatchArgs(f *testing.F) {
 		if json.Unmarshal(raw, &model) == nil && len(model) > 0 && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 			var seen map[string]json.RawMessage
 			require.NoError(t, json.Unmarshal(enc, &seen))
+			// encoding/json matches keys case-insensitively, so of "agent" and
+			// "AGENT" the later one wins: only keys without such a twin are compared.
+			folded := map[string]int{}
+			for k := range model {
+				folded[strings.ToLower(k)]++
+			}
+			for k := range defs {
+				if _, ok := model[k]; !ok {
+					folded[strings.ToLower(k)]++
+				}
+			}
 			for k, v := range model {
+				if folded[strings.ToLower(k)] > 1 {
+					continue
+				}
 				if sv, ok := seen[k]; ok {
 					var a, b any
 					if json.Unmarshal(v, &a) == nil && json.Unmarshal(sv, &b) == nil {

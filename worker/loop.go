@@ -24,6 +24,9 @@ import (
 )
 
 type stepInput struct {
+	// batch collects the tool.call events of one step; flushed before any other
+	// event of the step is recorded, so the stream keeps its order.
+	batch      *[]store.NewEvent
 	run        store.Run
 	team       templates.Template
 	node       templates.Node
@@ -36,7 +39,7 @@ type stepInput struct {
 // step drives one session as far as it can go without waiting: resolve pending tool
 // calls, ask the model, run its tool calls, repeat. Every change is saved under the
 // step's lease before the next one, so a redelivery resumes where this left off.
-func (w *Worker) step(ctx context.Context, in stepInput) error {
+func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 	// Every log line of this step carries the run and agent (and the asynq task id
 	// the task middleware put on ctx) through the logctx handler.
 	ctx = logctx.Run(ctx, in.run.ID, in.node.Name)
@@ -61,7 +64,7 @@ func (w *Worker) step(ctx context.Context, in stepInput) error {
 		lctx, release, err := w.holdLeases(ctx, in.run.ID, in.team.GPUServices)
 		if err != nil {
 			if retry, reason := leaseFailure(err); !retry {
-				w.FailRun(ctx, in.run.ID, reason, err.Error())
+				w.failStep(ctx, in, reason, err.Error())
 				return nil
 			} else if errors.Is(err, lease.ErrWaiting) {
 				log.InfoContext(ctx, "waiting for a GPU lease", "err", err)
@@ -76,6 +79,13 @@ func (w *Worker) step(ctx context.Context, in stepInput) error {
 	if err != nil {
 		return err
 	}
+	in.batch = new([]store.NewEvent)
+	defer func() {
+		// Whatever the step did, its recorded tool calls reach the event log.
+		if err := w.flushEvents(context.WithoutCancel(ctx), in); err != nil && retErr == nil {
+			retErr = err
+		}
+	}()
 	c := &coordinator{w: w, in: in, session: &sess}
 	tsess := &tools.Session{
 		RunID: in.run.ID, SessionID: sess.ID, Team: in.team.Name, Agent: in.node.Name, Role: in.role,
@@ -83,7 +93,11 @@ func (w *Worker) step(ctx context.Context, in stepInput) error {
 		ToolDefaults: in.team.ToolDefaults, Coordinator: c, Peers: peers(in.team),
 	}
 	tctx := tools.WithSession(ctx, tsess)
-	save := func() error { return w.store.SaveSession(ctx, &sess, token, w.cfg.StepLease) }
+	lastSave := time.Now()
+	save := func() error {
+		lastSave = time.Now()
+		return w.store.SaveSession(ctx, &sess, token, w.cfg.StepLease)
+	}
 
 	// Teammates' messages join the context once per turn, right before the model is
 	// asked (after any tool results, which must directly follow their call). They are
@@ -103,11 +117,12 @@ func (w *Worker) step(ctx context.Context, in stepInput) error {
 		if len(msgs) == 0 {
 			return nil
 		}
+		// Persisted with the model's answer, before the step can return cleanly.
 		sess.Messages = append(sess.Messages, llm.Message{Role: llm.RoleUser, Content: mailbox.Format(msgs)})
-		return save()
+		return nil
 	}
 	defer func() {
-		if ackMail != nil && ctx.Err() == nil {
+		if ackMail != nil && retErr == nil && ctx.Err() == nil {
 			if err := ackMail(context.WithoutCancel(ctx)); err != nil {
 				w.log.WarnContext(ctx, "mailbox ack", "session", sess.ID, "err", err)
 			}
@@ -116,7 +131,7 @@ func (w *Worker) step(ctx context.Context, in stepInput) error {
 
 	provider, model, err := w.models.For(in.team, in.node)
 	if err != nil {
-		w.FailRun(ctx, in.run.ID, "model_unavailable", fmt.Sprintf("%s: %v", in.node.Name, err))
+		w.failStep(ctx, in, "model_unavailable", fmt.Sprintf("%s: %v", in.node.Name, err))
 		return nil
 	}
 	defs := w.router.Registry().Definitions(in.access)
@@ -160,11 +175,17 @@ func (w *Worker) step(ctx context.Context, in stepInput) error {
 				} else {
 					sess.Failures = 0
 				}
-				if err := save(); err != nil {
-					return err
+				// Tool results are persisted with the next model answer (one write per
+				// turn, not per call): a crash before it re-runs idempotent calls and
+				// replays the others from their recorded intents. A long run of calls
+				// still saves now and then, which also renews the step's lease.
+				if time.Since(lastSave) > w.cfg.StepLease/3 {
+					if err := save(); err != nil {
+						return err
+					}
 				}
 				if sess.Failures >= w.cfg.CircuitBreaker {
-					w.FailRun(ctx, run.ID, "circuit_breaker", fmt.Sprintf("%s: %d consecutive failed tool calls, last: %s", in.node.Name, sess.Failures, msg.Content))
+					w.failStep(ctx, in, "circuit_breaker", fmt.Sprintf("%s: %d consecutive failed tool calls, last: %s", in.node.Name, sess.Failures, msg.Content))
 					return nil
 				}
 			}
@@ -202,11 +223,11 @@ func (w *Worker) step(ctx context.Context, in stepInput) error {
 
 		// 4. Ask the model.
 		if sess.Steps >= w.cfg.MaxSteps {
-			w.FailRun(ctx, run.ID, "max_steps", fmt.Sprintf("%s used its %d model calls without finishing", in.node.Name, w.cfg.MaxSteps))
+			w.failStep(ctx, in, "max_steps", fmt.Sprintf("%s used its %d model calls without finishing", in.node.Name, w.cfg.MaxSteps))
 			return nil
 		}
 		if run.TokenBudget > 0 && run.TokensUsed >= run.TokenBudget {
-			w.FailRun(ctx, run.ID, "budget_exceeded", fmt.Sprintf("token budget of %d is spent (%d used)", run.TokenBudget, run.TokensUsed))
+			w.failStep(ctx, in, "budget_exceeded", fmt.Sprintf("token budget of %d is spent (%d used)", run.TokenBudget, run.TokensUsed))
 			return nil
 		}
 		start := time.Now()
@@ -218,7 +239,7 @@ func (w *Worker) step(ctx context.Context, in stepInput) error {
 		switch {
 		case err == nil:
 		case errors.Is(err, script.ErrExhausted):
-			w.FailRun(ctx, run.ID, "script_exhausted", fmt.Sprintf("%s: %v", in.node.Name, err))
+			w.failStep(ctx, in, "script_exhausted", fmt.Sprintf("%s: %v", in.node.Name, err))
 			return nil
 		case errors.Is(err, llm.ErrMalformed):
 			// Tell the model what was wrong and ask again; the breaker bounds this.
@@ -226,7 +247,7 @@ func (w *Worker) step(ctx context.Context, in stepInput) error {
 			sess.Steps++
 			sess.Messages = append(sess.Messages, llm.Message{Role: llm.RoleUser, Content: "Your last answer could not be used (" + err.Error() + "). Answer again, using only the tools you were given."})
 			if sess.Failures >= w.cfg.CircuitBreaker {
-				w.FailRun(ctx, run.ID, "circuit_breaker", fmt.Sprintf("%s: %d consecutive unusable model answers, last: %v", in.node.Name, sess.Failures, err))
+				w.failStep(ctx, in, "circuit_breaker", fmt.Sprintf("%s: %d consecutive unusable model answers, last: %v", in.node.Name, sess.Failures, err))
 				return nil
 			}
 			if err := save(); err != nil {
@@ -238,13 +259,14 @@ func (w *Worker) step(ctx context.Context, in stepInput) error {
 		default:
 			return fmt.Errorf("model call for %s: %w", in.node.Name, err)
 		}
-		used, budget, err := w.store.AddTokens(ctx, run.ID, resp.Usage.Total())
+		sess.Messages = append(sess.Messages, resp.Message)
+		sess.Steps++
+		lastSave = time.Now()
+		used, budget, err := w.store.SaveSessionTokens(ctx, &sess, token, w.cfg.StepLease, resp.Usage.Total())
 		if err != nil {
 			return err
 		}
-		sess.Messages = append(sess.Messages, resp.Message)
-		sess.Steps++
-		if err := save(); err != nil {
+		if err := w.flushEvents(ctx, in); err != nil {
 			return err
 		}
 		if err := w.events.Emit(ctx, run.ID, fmt.Sprintf("msg:%s:%d", sess.ID, sess.Steps), events.ModelAnswered, in.node.Name, map[string]any{
@@ -253,7 +275,7 @@ func (w *Worker) step(ctx context.Context, in stepInput) error {
 			return err
 		}
 		if budget > 0 && used > budget {
-			w.FailRun(ctx, run.ID, "budget_exceeded", fmt.Sprintf("token budget of %d exceeded (%d used)", budget, used))
+			w.failStep(ctx, in, "budget_exceeded", fmt.Sprintf("token budget of %d exceeded (%d used)", budget, used))
 			return nil
 		}
 	}
@@ -324,10 +346,33 @@ func (w *Worker) resolveCall(ctx context.Context, in stepInput, sess *store.Sess
 
 func (w *Worker) recordCall(ctx context.Context, in stepInput, sess *store.Session, call llm.ToolCall, decision, layer, errMsg, result string, start time.Time) error {
 	w.observeTool(call.Name, decision, layer, start)
-	return w.events.Emit(ctx, in.run.ID, "tool:"+sess.ID+":"+call.ID, events.ToolCall, in.node.Name, map[string]any{
+	ev := store.NewEvent{Key: "tool:" + sess.ID + ":" + call.ID, Type: events.ToolCall, Agent: in.node.Name, Data: map[string]any{
 		"tool": call.Name, "call_id": call.ID, "decision": decision, "layer": layer, "error": errMsg,
 		"result": truncate(result, 500), "duration_ms": time.Since(start).Milliseconds(),
-	})
+	}}
+	if in.batch == nil {
+		return w.events.Emit(ctx, in.run.ID, ev.Key, ev.Type, ev.Agent, ev.Data.(map[string]any))
+	}
+	*in.batch = append(*in.batch, ev)
+	return nil
+}
+
+// failStep records the step's tool calls, then fails the run (terminal event last).
+func (w *Worker) failStep(ctx context.Context, in stepInput, reason, msg string) {
+	if err := w.flushEvents(ctx, in); err != nil {
+		w.log.WarnContext(ctx, "tool events before failing the run", "err", err)
+	}
+	w.FailRun(ctx, in.run.ID, reason, msg)
+}
+
+// flushEvents records the step's batched tool.call events.
+func (w *Worker) flushEvents(ctx context.Context, in stepInput) error {
+	if in.batch == nil || len(*in.batch) == 0 {
+		return nil
+	}
+	err := w.events.EmitBatch(ctx, in.run.ID, *in.batch)
+	*in.batch = (*in.batch)[:0]
+	return err
 }
 
 // delegationResult answers a delegate / spawn_subagents call once all its
@@ -549,6 +594,9 @@ func (c *coordinator) Reply(ctx context.Context, message string) error {
 	if c.in.role != "supervisor" {
 		return errors.New("reply: only the supervisor replies to the user; end your turn with a final message instead")
 	}
+	if err := c.w.flushEvents(ctx, c.in); err != nil {
+		return err
+	}
 	changed, err := c.w.store.FinishRun(ctx, c.in.run.ID, store.RunCompleted, message, "", "")
 	if err != nil {
 		return err
@@ -562,6 +610,9 @@ func (c *coordinator) Reply(ctx context.Context, message string) error {
 
 // Emit implements tools.Coordinator.
 func (c *coordinator) Emit(ctx context.Context, key, typ string, data map[string]any) error {
+	if err := c.w.flushEvents(ctx, c.in); err != nil {
+		return err
+	}
 	return c.w.events.Emit(ctx, c.in.run.ID, key, typ, c.in.node.Name, data)
 }
 

@@ -323,13 +323,33 @@ func PidsNamed(name string) []int {
 type CPUMeter struct {
 	start   time.Time
 	base    map[int]float64
+	machine float64
 	groups  map[string]func() []int
 	ordered []string
 }
 
+// machineBusy is the CPU seconds the whole machine has spent outside idle and iowait.
+func machineBusy() float64 {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	f := strings.Fields(line)
+	busy := 0.0
+	for i, v := range f[1:] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, _ := strconv.ParseFloat(v, 64)
+		busy += n
+	}
+	return busy / 100
+}
+
 // NewCPUMeter starts measuring the groups.
 func NewCPUMeter(groups map[string]func() []int, order []string) *CPUMeter {
-	m := &CPUMeter{start: time.Now(), base: map[int]float64{}, groups: groups, ordered: order}
+	m := &CPUMeter{start: time.Now(), base: map[int]float64{}, groups: groups, ordered: order, machine: machineBusy()}
 	for _, g := range groups {
 		for _, pid := range g() {
 			m.base[pid] = CPUSeconds(pid)
@@ -342,12 +362,14 @@ func NewCPUMeter(groups map[string]func() []int, order []string) *CPUMeter {
 type CPUUse struct {
 	Wall   float64            `json:"wall_s"`
 	Groups map[string]float64 `json:"cpu_s"`
-	Order  []string           `json:"-"`
+	// Machine is the CPU time of every process on the machine.
+	Machine float64  `json:"machine_cpu_s"`
+	Order   []string `json:"-"`
 }
 
 // Stop returns the CPU seconds each group used since NewCPUMeter.
 func (m *CPUMeter) Stop() CPUUse {
-	u := CPUUse{Wall: time.Since(m.start).Seconds(), Groups: map[string]float64{}, Order: m.ordered}
+	u := CPUUse{Wall: time.Since(m.start).Seconds(), Groups: map[string]float64{}, Order: m.ordered, Machine: machineBusy() - m.machine}
 	for name, g := range m.groups {
 		total := 0.0
 		for _, pid := range g() {
@@ -358,12 +380,16 @@ func (m *CPUMeter) Stop() CPUUse {
 	return u
 }
 
-// String renders "bench 1.2 s (0.6 cores), postgres …".
+// String renders "bench 0.6 cores, postgres 0.9 cores, …, other processes 0.1 cores".
 func (u CPUUse) String() string {
 	var parts []string
+	wall := max(u.Wall, 1e-9)
+	ours := 0.0
 	for _, name := range u.Order {
 		s := u.Groups[name]
-		parts = append(parts, fmt.Sprintf("%s %.1f cores", name, s/max(u.Wall, 1e-9)))
+		ours += s
+		parts = append(parts, fmt.Sprintf("%s %.1f cores", name, s/wall))
 	}
+	parts = append(parts, fmt.Sprintf("other processes %.1f cores", max(u.Machine-ours, 0)/wall))
 	return strings.Join(parts, ", ")
 }
