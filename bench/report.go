@@ -73,12 +73,12 @@ func (r Result) Markdown() string {
 	}
 	if f.ToolCalls > 0 && a.Tasks > 0 {
 		per := func(u harness.CPUUse, group string, n int) float64 { return 1e6 * u.Groups[group] / float64(n) }
-		fmt.Fprintf(&b, "\nWhat bounds the gated rate: one gated call costs %.0f µs of CPU in the fleet process and %.0f µs in PostgreSQL (%.1f transactions: the tool's own query, "+
-			"the tool.call event, the rewrite of the whole conversation in the session row, and a share of the per-turn run read, token count, answer save and event); "+
-			"a no-op asynq task costs %.0f µs in the Go process and %.0f µs in Redis. The machine's %d cores are busy at %.1f during the tool-call workload, so CPU is the bound, "+
-			"most of it PostgreSQL's.%s\n",
+		fmt.Fprintf(&b, "\nWhat bounds the gated rate: one gated call costs %.0f µs of CPU in the fleet process and %.0f µs in PostgreSQL (%.1f PostgreSQL transactions per call, "+
+			"counting the tool's own query and its share of the step's session saves, events and run updates); "+
+			"a no-op asynq task costs %.0f µs in the Go process and %.0f µs in Redis. The machine's %d cores are busy at %.1f during the tool-call workload%s.%s\n",
 			per(f.ToolCPU, "bench", f.ToolCalls), per(f.ToolCPU, "postgres", f.ToolCalls), f.ToolXactPerCall,
-			per(a.CPU, "bench", a.Tasks), per(a.CPU, "redis", a.Tasks), m.Cores, f.ToolCPU.Machine/max(f.ToolCPU.Wall, 1e-9), profileNote(f.ToolProfile))
+			per(a.CPU, "bench", a.Tasks), per(a.CPU, "redis", a.Tasks), m.Cores, f.ToolCPU.Machine/max(f.ToolCPU.Wall, 1e-9),
+			cpuVerdict(f.ToolCPU, m.Cores), profileNote(f.ToolProfile))
 	}
 	fmt.Fprintf(&b, "\nWhole run: %.0f s.\n", r.TotalSeconds)
 	return b.String()
@@ -116,4 +116,22 @@ func profileNote(pprof string) string {
 		return ""
 	}
 	return fmt.Sprintf(" CPU profile of the fleet process: `%s` (top functions: `%s`).", pprof, strings.TrimSuffix(pprof, ".cpu.pprof")+".top.txt")
+}
+
+// cpuVerdict says whether the machine's CPU was the bound, and whose it mostly was.
+func cpuVerdict(u harness.CPUUse, cores int) string {
+	busy := u.Machine / max(u.Wall, 1e-9)
+	if busy < 0.75*float64(cores) {
+		return " (CPU is not saturated: latency, not CPU, bounds the rate)"
+	}
+	top, topS := "", 0.0
+	for name, s := range u.Groups {
+		if s > topS {
+			top, topS = name, s
+		}
+	}
+	if top == "bench" {
+		top = "the fleet process"
+	}
+	return ", so CPU is the bound, most of it " + top + "'s"
 }

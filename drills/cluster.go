@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -32,8 +35,10 @@ type cluster struct {
 	sched   *harness.Proc
 	client  *harness.Client
 	pool    *pgxpool.Pool
-	mu      sync.Mutex
-	started int
+	// metrics0 is the /metrics address of workers[0] (the others serve none).
+	metrics0 string
+	mu       sync.Mutex
+	started  int
 }
 
 // clusterOpts shape a cluster.
@@ -90,11 +95,20 @@ func newCluster(ctx context.Context, e *env, name string, o clusterOpts) (*clust
 	var wg sync.WaitGroup
 	errs := make([]error, o.workers+1)
 	c.workers = make([]*harness.Proc, o.workers)
+	if port, err = harness.FreePort(); err != nil {
+		c.close()
+		return nil, err
+	}
+	c.metrics0 = fmt.Sprintf("127.0.0.1:%d", port)
 	for i := range o.workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.workers[i], errs[i] = c.startWorker()
+			var env []string
+			if i == 0 {
+				env = append(env, "AETHERIUM_WORKER_METRICS_ADDR="+c.metrics0)
+			}
+			c.workers[i], errs[i] = c.startWorker(env...)
 		}()
 	}
 	wg.Add(1)
@@ -115,12 +129,34 @@ func newCluster(ctx context.Context, e *env, name string, o clusterOpts) (*clust
 }
 
 // startWorker starts one more worker process (its log numbered in start order).
-func (c *cluster) startWorker() (*harness.Proc, error) {
+func (c *cluster) startWorker(env ...string) (*harness.Proc, error) {
 	c.mu.Lock()
 	n := c.started
 	c.started++
 	c.mu.Unlock()
-	return harness.StartWorker(c.e.bin, c.cfgPath, filepath.Join(c.dir, fmt.Sprintf("worker-%d.log", n)))
+	return harness.StartWorker(c.e.bin, c.cfgPath, filepath.Join(c.dir, fmt.Sprintf("worker-%d.log", n)), env...)
+}
+
+// auditBuffered reads workers[0]'s gauge of audit rows held in memory, not yet
+// written (-1 when it cannot be read).
+func (c *cluster) auditBuffered(ctx context.Context) float64 {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+c.metrics0+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(l, "aetherium_audit_buffer_depth "); ok {
+			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+				return f
+			}
+		}
+	}
+	return -1
 }
 
 // procs is every process of the cluster still known.

@@ -37,7 +37,8 @@ func recovered(ins *asynq.Inspector) map[string]int {
 }
 
 // drillKill: while runs execute, kill -9 one of two workers in the middle of agent
-// turns; a process manager restarts it. asynq hands the dead worker's tasks back
+// turns — just as a fresh wave of supervisors delegates; a process manager
+// restarts it. asynq hands the dead worker's tasks back
 // once their 30 s lease has been expired for 30 s (its recoverer runs each minute),
 // the step lease lets the new delivery take the session, and the run goes on from
 // its last save.
@@ -66,9 +67,42 @@ func drillKill(ctx context.Context, e *env, r *report) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// And a fresh wave of runs, killed about when their supervisors delegate: the
+	// crash then also cuts steps that have just dispatched calls. The other worker
+	// is frozen for that moment (SIGSTOP, as a long pause would), so the wave's
+	// first steps run on the victim.
+	other := c.workers[1]
+	other.Pause()
+	wave, err := c.submitTeam(ctx, max(10, n/5), 0)
+	if err != nil {
+		other.Resume()
+		return err
+	}
+	ids = append(ids, wave...)
+	// Kill as soon as the wave's supervisors are delegating: their calls have run
+	// and nothing of them may be lost.
+	deadline = time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		var delegated int
+		if c.pool.QueryRow(ctx, `SELECT count(*) FROM delegations WHERE run_id = ANY($1::uuid[])`, wave).Scan(&delegated) == nil && delegated >= 2 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// …at a moment the victim holds audit rows in memory (its batch writer flushes
+	// every 100 ms): what a crash must not lose.
+	buffered := 0.0
+	for end := time.Now().Add(time.Second); time.Now().Before(end); {
+		if buffered = c.auditBuffered(ctx); buffered > 0 {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	inFlight = c.inFlightTurns(ctx)
 	killedAt := time.Now()
 	victim.Kill()
-	say("kill -9 worker pid %d with %d agent turns in flight on the two workers", victim.Pid(), inFlight)
+	other.Resume()
+	say("kill -9 worker pid %d with %d agent turns in flight, %d runs just started on it, %.0f audit rows in its memory; the other worker resumed", victim.Pid(), inFlight, len(wave), buffered)
 	r.check(inFlight > 0, "the kill came while agent turns were in flight (%d)", inFlight)
 	// A process manager restarts the crashed worker.
 	time.Sleep(time.Second)

@@ -60,7 +60,9 @@ func drillRedis(ctx context.Context, e *env, r *report) error {
 		return err
 	}
 	ids = append(ids, wave...)
-	time.Sleep(2 * e.o.latency)
+	// Their supervisors are now in their first model call; their delegate calls
+	// come after Redis has gone.
+	time.Sleep(e.o.latency)
 	c.redis.Stop()
 	down := time.Now()
 	say("redis stopped (SIGTERM, AOF flushed) with %d agent turns in flight and %d runs just started", inFlight, len(wave))

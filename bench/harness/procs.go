@@ -85,8 +85,9 @@ type Proc struct {
 }
 
 // StartProc runs `bin role` with AETHERIUM_CONFIG=config, its output in logPath.
-// AETHERIUM_* variables of this process are not passed on: the config file decides.
-func StartProc(bin, role, config, logPath string) (*Proc, error) {
+// AETHERIUM_* variables of this process are not passed on: the config file decides,
+// with env (KEY=value) on top.
+func StartProc(bin, role, config, logPath string, env ...string) (*Proc, error) {
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -98,6 +99,7 @@ func StartProc(bin, role, config, logPath string) (*Proc, error) {
 		}
 	}
 	cmd.Env = append(cmd.Env, "AETHERIUM_CONFIG="+config, "AETHERIUM_LOG_LEVEL=info")
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	// Its own process group: a Ctrl-C of the harness is the harness's to handle.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -137,6 +139,13 @@ func (p *Proc) Kill() {
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done
 }
+
+// Pause stops the process in its tracks (SIGSTOP), as a long GC pause or a frozen
+// VM would; Resume lets it go on (SIGCONT).
+func (p *Proc) Pause() { _ = p.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process.
+func (p *Proc) Resume() { _ = p.cmd.Process.Signal(syscall.SIGCONT) }
 
 // Stop sends SIGTERM (graceful shutdown) and waits up to timeout before SIGKILL.
 func (p *Proc) Stop(timeout time.Duration) {
@@ -192,8 +201,8 @@ func tail(b []byte, n int) string {
 }
 
 // StartWorker starts a worker process and waits until it takes tasks.
-func StartWorker(bin, config, logPath string) (*Proc, error) {
-	p, err := StartProc(bin, "worker", config, logPath)
+func StartWorker(bin, config, logPath string, env ...string) (*Proc, error) {
+	p, err := StartProc(bin, "worker", config, logPath, env...)
 	if err != nil {
 		return nil, err
 	}
