@@ -144,16 +144,6 @@ func (s *Store) FinishRun(ctx context.Context, id, status, result, errMsg, reaso
 	return tag.RowsAffected() == 1, nil
 }
 
-// AddTokens adds n to a run's usage and returns the new total and the budget.
-func (s *Store) AddTokens(ctx context.Context, id string, n int) (used, budget int64, err error) {
-	err = s.Pool.QueryRow(ctx, `UPDATE runs SET tokens_used = tokens_used + $2, updated_at = now()
-		WHERE id = $1 RETURNING tokens_used, token_budget`, id, n).Scan(&used, &budget)
-	if err != nil {
-		return 0, 0, fmt.Errorf("add tokens: %w", err)
-	}
-	return used, budget, nil
-}
-
 // StaleRuns returns non-terminal runs whose last event is older than age.
 func (s *Store) StaleRuns(ctx context.Context, age time.Duration, limit int) ([]string, error) {
 	rows, err := s.Pool.Query(ctx, `SELECT r.id::text FROM runs r
