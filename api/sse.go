@@ -33,6 +33,27 @@ func (s *Server) streamEvents(c *fiber.Ctx) error {
 		}
 		after = n
 	}
+	// A client resuming past a finished run's terminal event has nothing more to
+	// receive: 204 tells an EventSource to stop reconnecting, where an open stream
+	// would idle forever (the terminal event it waits for lies behind it). The
+	// terminal event, not the run's status, decides: the status changes first.
+	finished := false
+	if store.Terminal(r.Status) {
+		id, ok, err := s.d.Store.TerminalEventID(c.Context(), r.ID)
+		if err != nil {
+			return err
+		}
+		finished = ok && id <= after
+	}
+	if finished {
+		evs, err := s.d.Store.EventsAfter(c.Context(), r.ID, after, 1)
+		if err != nil {
+			return fmt.Errorf("events of run %s: %w", r.ID, err)
+		}
+		if len(evs) == 0 {
+			return c.SendStatus(fiber.StatusNoContent)
+		}
+	}
 	c.Set("Content-Type", "text/event-stream")
 	c.Set("Cache-Control", "no-cache")
 	c.Set("Connection", "keep-alive")
@@ -71,6 +92,9 @@ func (s *Server) streamEvents(c *fiber.Ctx) error {
 				if len(evs) == 500 {
 					continue
 				}
+			}
+			if finished {
+				return // the rest of a finished run's events, past its terminal one
 			}
 			if time.Since(keepalive) > 15*time.Second {
 				if _, err := w.WriteString(": keepalive\n\n"); err != nil || w.Flush() != nil {

@@ -25,7 +25,9 @@ func waitRuns(ctx context.Context, c *cluster, r *report, ids []string, timeout 
 	ok := r.check(counts.ByStatus["completed"] == len(ids), "all %d runs completed (%v%s)", len(ids), counts.ByStatus, failures(counts))
 	// A run completes inside its reply call, before the supervisor's step saves
 	// that call's result: let every step finish before counting what they left.
-	settled := c.settle(ctx, time.Minute)
+	// Tasks orphaned by a fault stay "active" until asynq's recoverer hands them
+	// back, up to two minutes after it.
+	settled := c.settle(ctx, 150*time.Second)
 	r.check(settled, "the fleet settled: no step in progress, no task queued, active or waiting to retry")
 	return ok
 }

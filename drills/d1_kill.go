@@ -79,25 +79,18 @@ func drillKill(ctx context.Context, e *env, r *report) error {
 		return err
 	}
 	ids = append(ids, wave...)
-	// Kill as soon as the wave's supervisors are delegating: their calls have run
-	// and nothing of them may be lost.
+	// Kill as soon as a supervisor of the wave has delegated and saved its session
+	// as waiting: its calls ran, their results are the delegations, and their audit
+	// rows may still sit in the victim's batch writer (flushed every 100 ms).
 	deadline = time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		var delegated int
-		if c.pool.QueryRow(ctx, `SELECT count(*) FROM delegations WHERE run_id = ANY($1::uuid[])`, wave).Scan(&delegated) == nil && delegated >= 2 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	// …at a moment the victim holds audit rows in memory (its batch writer flushes
-	// every 100 ms): what a crash must not lose.
-	buffered := 0.0
-	for end := time.Now().Add(time.Second); time.Now().Before(end); {
-		if buffered = c.auditBuffered(ctx); buffered > 0 {
+		var waiting int
+		if c.pool.QueryRow(ctx, `SELECT count(*) FROM sessions WHERE run_id = ANY($1::uuid[]) AND role = 'supervisor' AND status = 'waiting'`, wave).Scan(&waiting) == nil && waiting > 0 {
 			break
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+	buffered := c.auditBuffered(ctx)
 	inFlight = c.inFlightTurns(ctx)
 	killedAt := time.Now()
 	victim.Kill()

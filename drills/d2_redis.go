@@ -60,9 +60,15 @@ func drillRedis(ctx context.Context, e *env, r *report) error {
 		return err
 	}
 	ids = append(ids, wave...)
-	// Their supervisors are now in their first model call; their delegate calls
-	// come after Redis has gone.
-	time.Sleep(e.o.latency)
+	// Stop Redis once their supervisors have started: they are in their first
+	// model call, and their delegate calls come after Redis has gone.
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); {
+		var started int
+		if c.pool.QueryRow(ctx, `SELECT count(*) FROM sessions WHERE run_id = ANY($1::uuid[]) AND role = 'supervisor'`, wave).Scan(&started) == nil && started >= 3 {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 	c.redis.Stop()
 	down := time.Now()
 	say("redis stopped (SIGTERM, AOF flushed) with %d agent turns in flight and %d runs just started", inFlight, len(wave))

@@ -83,6 +83,12 @@ func (r *Recorder) EmitBatch(ctx context.Context, runID string, evs []store.NewE
 	if err != nil {
 		return fmt.Errorf("emit batch: %w", err)
 	}
+	return r.Announce(ctx, runID, stored)
+}
+
+// Announce hands events stored elsewhere (with a session save, say) to OnEvent and
+// wakes followers with one publish.
+func (r *Recorder) Announce(ctx context.Context, runID string, stored []store.Event) error {
 	var last int64
 	for _, e := range stored {
 		if r.OnEvent != nil {

@@ -152,11 +152,15 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options
 	if models == nil {
 		models = &worker.ModelFactory{LLM: cfg.LLM, ScriptLatency: cfg.Worker.ScriptLatency.D()}
 	}
+	var audit worker.AuditWriter
+	if f.Audit != nil {
+		audit = f.Audit
+	}
 	f.Worker = worker.New(worker.Config{
 		Workspaces: cfg.Workspaces, StepLease: cfg.Worker.StepLease.D(), CircuitBreaker: cfg.Worker.CircuitBreaker,
 		MaxSteps: cfg.Worker.MaxSteps, MaxRetry: cfg.Worker.MaxRetry,
 	}, worker.Deps{Store: f.Store, Queue: f.Queue, Events: f.Events, Router: f.Router, Models: models, Metrics: f.Metrics, Log: log, Gated: !opts.NoGate,
-		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, LeaseRetry: cfg.Streams.LeaseRetry.D()})
+		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, LeaseRetry: cfg.Streams.LeaseRetry.D(), Audit: audit})
 	return f, nil
 }
 

@@ -50,6 +50,11 @@ func TestDemoRunEndToEnd(t *testing.T) {
 		"delegation.created", "agent.turn_started", "tool.call", "tool.call",
 		"delegation.finished", "progress", "run.completed",
 	})
+	// The reply's own tool.call comes before the terminal event, so a follower
+	// (whose stream ends at the terminal event) sees it.
+	reply := evs[len(evs)-2]
+	require.Equal(t, "tool.call", reply.Type)
+	require.Contains(t, string(reply.Data), `"tool":"reply"`)
 	last := evs[len(evs)-1]
 	var term struct{ Status, Result string }
 	require.NoError(t, json.Unmarshal(last.Data, &term))

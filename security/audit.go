@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -37,6 +38,9 @@ type Auditor struct {
 	closed chan struct{}
 	mu     sync.RWMutex
 	flushc chan chan struct{}
+	// held counts rows queued or in the batch being written: the depth reported,
+	// so a crash's exposure (rows not yet in the database) is what the gauge shows.
+	held atomic.Int64
 }
 
 // NewAuditor starts the writer goroutine. depth (optional) receives the buffer depth.
@@ -77,7 +81,7 @@ func (a *Auditor) Write(ctx context.Context, r store.AuditRow) error {
 	}
 	select {
 	case a.ch <- r:
-		a.depth(len(a.ch))
+		a.depth(int(a.held.Add(1)))
 		return nil
 	case <-ctx.Done():
 		// The caller is going away; the row still must land.
@@ -141,8 +145,8 @@ func (a *Auditor) loop() {
 			time.Sleep(backoff)
 			backoff = min(backoff*2, 2*time.Second)
 		}
+		a.depth(int(a.held.Add(-int64(len(batch)))))
 		batch = batch[:0]
-		a.depth(len(a.ch))
 	}
 	for {
 		select {

@@ -81,9 +81,10 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 			if pending {
 				return // no attempt yet: it is audited when it is decided and runs
 			}
-			if ctx.Err() != nil && err != nil {
-				// Interrupted by a shutdown: the step is redelivered and that attempt
-				// (re-run, replayed or "outcome unknown") writes the call's one row.
+			if (ctx.Err() != nil && err != nil) || errors.Is(err, tools.ErrInfrastructure) {
+				// Interrupted by a shutdown, or our own database or queue failed: the
+				// step is redelivered and that attempt (re-run, replayed or "outcome
+				// unknown") writes the call's one row.
 				return
 			}
 			g.writeAudit(ctx, &row, call, tier, res, err, findings, start)
@@ -227,6 +228,10 @@ func (g *Gate) writeAudit(ctx context.Context, row *store.AuditRow, call tools.C
 		row.Error = pgText(g.redactText(row.Error))
 	}
 	row.DenyReason = pgText(row.DenyReason)
+	if sink, ok := ctx.Value(auditSinkKey{}).(AuditSink); ok {
+		sink(*row)
+		return
+	}
 	if werr := g.audit.Write(ctx, *row); werr != nil {
 		g.log.Error("audit write", "call_key", row.CallKey, "err", werr)
 	}
@@ -255,4 +260,18 @@ func truncateBytes(s string, n int) string {
 // the rest of the batch).
 func pgText(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// AuditSink receives the audit rows of the calls made under a context instead of the
+// Auditor. The agent loop installs one per step and writes the rows in the same
+// transaction as the session that holds the calls' results: a crash can then lose
+// neither without the other, and a call whose result was lost is re-run (or
+// replayed) and audited by that attempt.
+type AuditSink func(store.AuditRow)
+
+type auditSinkKey struct{}
+
+// WithAuditSink routes the gate's audit rows for calls made under ctx to sink.
+func WithAuditSink(ctx context.Context, sink AuditSink) context.Context {
+	return context.WithValue(ctx, auditSinkKey{}, sink)
 }

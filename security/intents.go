@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 
 	"github.com/aetherium-engine/aetherium/store"
@@ -47,7 +48,7 @@ func (in *Intents) Middleware(next tools.Handler) tools.Handler {
 			return tools.Result{}, fmt.Errorf("%w: %s started before a worker stopped and never reported back; it was not run again because it is not idempotent — check its effects before retrying", tools.ErrOutcomeUnknown, call.Name)
 		}
 		res, err := next.Handle(ctx, call)
-		if res.Pending || ctx.Err() != nil {
+		if res.Pending || ctx.Err() != nil || errors.Is(err, tools.ErrInfrastructure) {
 			// Interrupted (shutdown): whether it took effect is unknown, so the
 			// intent stays open and the redelivery reports exactly that.
 			return res, err

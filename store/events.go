@@ -3,9 +3,12 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Event is one stored run event.
@@ -51,6 +54,19 @@ func (s *Store) EventsAfter(ctx context.Context, runID string, after int64, limi
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// TerminalEventID returns the id of a run's terminal event, if it is stored.
+func (s *Store) TerminalEventID(ctx context.Context, runID string) (int64, bool, error) {
+	var id int64
+	err := s.Pool.QueryRow(ctx, `SELECT id FROM run_events WHERE run_id = $1 AND key = 'terminal'`, runID).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("terminal event of run %s: %w", runID, err)
+	}
+	return id, true, nil
 }
 
 // GetEvent loads one event by id.

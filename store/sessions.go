@@ -78,52 +78,6 @@ func (s *Store) AcquireSession(ctx context.Context, id, token string, lease time
 	return sess, true, nil
 }
 
-// SaveSession persists the session under the lease token and extends the lease.
-// ErrLeaseLost when another delivery took the session over.
-func (s *Store) SaveSession(ctx context.Context, sess *Session, token string, lease time.Duration) error {
-	msgs, err := json.Marshal(sess.Messages)
-	if err != nil {
-		return err
-	}
-	tag, err := s.Pool.Exec(ctx, `UPDATE sessions SET messages = $3, status = $4, steps = $5, failures = $6,
-		version = version + 1, lease_until = now() + $7::interval, updated_at = now()
-		WHERE id = $1 AND lease_token = $2`, sess.ID, token, msgs, sess.Status, sess.Steps, sess.Failures, lease.String())
-	if err != nil {
-		return fmt.Errorf("save session %s: %w", sess.ID, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("save session %s: %w", sess.ID, ErrLeaseLost)
-	}
-	sess.Version++
-	return nil
-}
-
-// SaveSessionTokens is SaveSession plus adding tokens to the session's run, in one
-// round trip (one statement, one transaction): the hot path after every model answer.
-func (s *Store) SaveSessionTokens(ctx context.Context, sess *Session, token string, lease time.Duration, tokens int) (used, budget int64, err error) {
-	msgs, err := json.Marshal(sess.Messages)
-	if err != nil {
-		return 0, 0, err
-	}
-	var saved bool
-	err = s.Pool.QueryRow(ctx, `WITH s AS (
-			UPDATE sessions SET messages = $3, status = $4, steps = $5, failures = $6, version = version + 1,
-				lease_until = now() + $7::interval, updated_at = now()
-			WHERE id = $1 AND lease_token = $2 RETURNING run_id),
-		r AS (UPDATE runs SET tokens_used = tokens_used + $8, updated_at = now()
-			WHERE id = (SELECT run_id FROM s) RETURNING tokens_used, token_budget)
-		SELECT EXISTS (SELECT 1 FROM s), COALESCE((SELECT tokens_used FROM r), 0), COALESCE((SELECT token_budget FROM r), 0)`,
-		sess.ID, token, msgs, sess.Status, sess.Steps, sess.Failures, lease.String(), tokens).Scan(&saved, &used, &budget)
-	if err != nil {
-		return 0, 0, fmt.Errorf("save session %s: %w", sess.ID, err)
-	}
-	if !saved {
-		return 0, 0, fmt.Errorf("save session %s: %w", sess.ID, ErrLeaseLost)
-	}
-	sess.Version++
-	return used, budget, nil
-}
-
 // ReleaseSession gives the lease up so the next delivery need not wait for expiry.
 func (s *Store) ReleaseSession(ctx context.Context, id, token string) error {
 	_, err := s.Pool.Exec(ctx, `UPDATE sessions SET lease_until = 'epoch' WHERE id = $1 AND lease_token = $2`, id, token)

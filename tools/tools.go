@@ -71,7 +71,21 @@ var (
 	// ErrOutcomeUnknown is a non-idempotent call that started before a crash and
 	// never finished: it is not run again, and nobody knows whether it took effect.
 	ErrOutcomeUnknown = errors.New("outcome unknown")
+	// ErrInfrastructure is a failure of the fleet's own services (database, queue)
+	// while a tool ran, not of the call: the step fails and its task is retried,
+	// instead of the model being told — a delegation that could not be enqueued
+	// must not turn into a run that "completes" without the work. The gate leaves
+	// such an attempt unaudited; the retry writes the call's one row.
+	ErrInfrastructure = errors.New("infrastructure failure")
 )
+
+// Infrastructure marks err as an ErrInfrastructure (nil stays nil).
+func Infrastructure(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrInfrastructure, err)
+}
 
 // Denied is a call refused by a gate layer (capability, rules, egress, dlp,
 // approval). Callers branch on it to tell refusals from tool failures.

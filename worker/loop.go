@@ -18,6 +18,7 @@ import (
 	"github.com/aetherium-engine/aetherium/llm/script"
 	"github.com/aetherium-engine/aetherium/logctx"
 	"github.com/aetherium-engine/aetherium/mailbox"
+	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -26,7 +27,10 @@ import (
 type stepInput struct {
 	// batch collects the tool.call events of one step; flushed before any other
 	// event of the step is recorded, so the stream keeps its order.
-	batch      *[]store.NewEvent
+	batch *[]store.NewEvent
+	// audit collects the gate's audit rows of the step's calls; they are written
+	// with the save that makes the calls' results durable (or when the step ends).
+	audit      *[]store.AuditRow
 	run        store.Run
 	team       templates.Template
 	node       templates.Node
@@ -80,24 +84,27 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 		return err
 	}
 	in.batch = new([]store.NewEvent)
+	in.audit = new([]store.AuditRow)
 	defer func() {
-		// Whatever the step did, its recorded tool calls reach the event log.
+		// Whatever the step did, its calls reach the audit trail and the event log.
+		w.flushAudit(context.WithoutCancel(ctx), in)
 		if err := w.flushEvents(context.WithoutCancel(ctx), in); err != nil && retErr == nil {
 			retErr = err
 		}
 	}()
-	c := &coordinator{w: w, in: in, session: &sess}
+	lastSave := time.Now()
+	save := func() error {
+		lastSave = time.Now()
+		_, err := w.persist(ctx, in, &sess, token, 0)
+		return err
+	}
+	c := &coordinator{w: w, in: in, session: &sess, save: save}
 	tsess := &tools.Session{
 		RunID: in.run.ID, SessionID: sess.ID, Team: in.team.Name, Agent: in.node.Name, Role: in.role,
 		Workspace: workspace, Access: in.access, AllowedDomains: in.team.AllowedDomains,
 		ToolDefaults: in.team.ToolDefaults, Coordinator: c, Peers: peers(in.team),
 	}
-	tctx := tools.WithSession(ctx, tsess)
-	lastSave := time.Now()
-	save := func() error {
-		lastSave = time.Now()
-		return w.store.SaveSession(ctx, &sess, token, w.cfg.StepLease)
-	}
+	tctx := security.WithAuditSink(tools.WithSession(ctx, tsess), func(r store.AuditRow) { *in.audit = append(*in.audit, r) })
 
 	// Teammates' messages join the context once per turn, right before the model is
 	// asked (after any tool results, which must directly follow their call). They are
@@ -144,7 +151,7 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 		if err != nil {
 			return err
 		}
-		if store.Terminal(run.Status) {
+		if store.Terminal(run.Status) && !replyUnsaved(in.role, run.Status, sess.Messages) {
 			w.ensureTerminalEvent(ctx, run.ID)
 			return nil
 		}
@@ -262,20 +269,17 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 		sess.Messages = append(sess.Messages, resp.Message)
 		sess.Steps++
 		lastSave = time.Now()
-		used, budget, err := w.store.SaveSessionTokens(ctx, &sess, token, w.cfg.StepLease, resp.Usage.Total())
+		// The answer, the results and audit rows of the calls before it, their events
+		// and its own agent.message event: one transaction.
+		saved, err := w.persist(ctx, in, &sess, token, resp.Usage.Total(), store.NewEvent{
+			Key: fmt.Sprintf("msg:%s:%d", sess.ID, sess.Steps), Type: events.ModelAnswered, Agent: in.node.Name,
+			Data: map[string]any{"content": truncate(resp.Message.Content, 2000), "tool_calls": callNames(resp.Message.ToolCalls), "tokens": resp.Usage.Total()},
+		})
 		if err != nil {
 			return err
 		}
-		if err := w.flushEvents(ctx, in); err != nil {
-			return err
-		}
-		if err := w.events.Emit(ctx, run.ID, fmt.Sprintf("msg:%s:%d", sess.ID, sess.Steps), events.ModelAnswered, in.node.Name, map[string]any{
-			"content": truncate(resp.Message.Content, 2000), "tool_calls": callNames(resp.Message.ToolCalls), "tokens": resp.Usage.Total(),
-		}); err != nil {
-			return err
-		}
-		if budget > 0 && used > budget {
-			w.failStep(ctx, in, "budget_exceeded", fmt.Sprintf("token budget of %d exceeded (%d used)", budget, used))
+		if saved.TokenBudget > 0 && saved.TokensUsed > saved.TokenBudget {
+			w.failStep(ctx, in, "budget_exceeded", fmt.Sprintf("token budget of %d exceeded (%d used)", saved.TokenBudget, saved.TokensUsed))
 			return nil
 		}
 	}
@@ -322,6 +326,10 @@ func (w *Worker) resolveCall(ctx context.Context, in stepInput, sess *store.Sess
 	if err == nil && res.Pending {
 		return llm.Message{}, callWaiting, nil
 	}
+	if errors.Is(err, tools.ErrInfrastructure) {
+		// Not the model's mistake: the step fails and its task retries the call.
+		return llm.Message{}, callDone, fmt.Errorf("%s: %w", call.Name, err)
+	}
 	decision, layer := "allowed", ""
 	msg := llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: res.Content}
 	if err != nil {
@@ -359,10 +367,61 @@ func (w *Worker) recordCall(ctx context.Context, in stepInput, sess *store.Sessi
 
 // failStep records the step's tool calls, then fails the run (terminal event last).
 func (w *Worker) failStep(ctx context.Context, in stepInput, reason, msg string) {
+	w.flushAudit(ctx, in)
 	if err := w.flushEvents(ctx, in); err != nil {
 		w.log.WarnContext(ctx, "tool events before failing the run", "err", err)
 	}
 	w.FailRun(ctx, in.run.ID, reason, msg)
+}
+
+// persist saves the session with everything the step owes the database since its
+// last save: tokens, events (then extra) and audit rows, in one transaction.
+func (w *Worker) persist(ctx context.Context, in stepInput, sess *store.Session, token string, tokens int, extra ...store.NewEvent) (store.StepSaved, error) {
+	evs := append(*in.batch, extra...)
+	saved, err := w.store.SaveStep(ctx, sess, token, w.cfg.StepLease, store.StepWrite{Tokens: tokens, Events: evs, Audit: *in.audit})
+	if err != nil {
+		return saved, err
+	}
+	*in.batch, *in.audit = (*in.batch)[:0], (*in.audit)[:0]
+	return saved, w.events.Announce(ctx, in.run.ID, saved.Events)
+}
+
+// flushAudit writes the audit rows no save took: the step is ending (failed, waiting,
+// interrupted) and the calls ran. The Auditor, which retries, takes them when the
+// database refuses them now.
+func (w *Worker) flushAudit(ctx context.Context, in stepInput) {
+	rows := *in.audit
+	if len(rows) == 0 {
+		return
+	}
+	*in.audit = nil
+	err := w.store.InsertAudit(ctx, rows)
+	if err == nil {
+		return
+	}
+	if w.audit == nil {
+		for _, r := range rows {
+			w.log.ErrorContext(ctx, "audit row NOT written", "call_key", r.CallKey, "tool", r.Tool, "decision", r.Decision, "err", err)
+		}
+		return
+	}
+	w.log.WarnContext(ctx, "audit rows handed to the audit writer", "rows", len(rows), "err", err)
+	for _, r := range rows {
+		if werr := w.audit.Write(ctx, r); werr != nil {
+			w.log.ErrorContext(ctx, "audit row NOT written", "call_key", r.CallKey, "tool", r.Tool, "decision", r.Decision, "err", werr)
+		}
+	}
+}
+
+// replyUnsaved reports a supervisor whose reply finished the run but whose session
+// was not saved after it (a worker died in between): the step replays the reply —
+// idempotent, the run is already completed — so its audit row and event land.
+func replyUnsaved(role, status string, msgs []llm.Message) bool {
+	if role != "supervisor" || status != store.RunCompleted {
+		return false
+	}
+	p := pendingCalls(msgs)
+	return len(p) > 0 && p[0].Name == "reply"
 }
 
 // flushEvents records the step's batched tool.call events.
@@ -551,6 +610,8 @@ type coordinator struct {
 	w       *Worker
 	in      stepInput
 	session *store.Session
+	// save persists the session with the step's results, audit rows and events.
+	save func() error
 }
 
 // Delegate implements tools.Coordinator.
@@ -576,14 +637,16 @@ func (c *coordinator) Delegate(ctx context.Context, callID string, reqs []tools.
 		if r.Tools == nil && c.in.role == "subagent" {
 			return errors.New("delegate: subagents cannot delegate")
 		}
+		// Failures past this point are ours, not the model's: the step is retried
+		// and completes whatever was missing (every write here is idempotent).
 		if _, err := c.w.store.InsertDelegation(ctx, d); err != nil {
-			return err
+			return tools.Infrastructure(err)
 		}
 		if err := c.Emit(ctx, "delegated:"+id, events.Delegated, map[string]any{"delegation_id": id, "to": r.Agent, "task": truncate(r.Task, 2000)}); err != nil {
-			return err
+			return tools.Infrastructure(err)
 		}
 		if err := c.w.queue.Turn(ctx, id, "start"); err != nil {
-			return err
+			return tools.Infrastructure(fmt.Errorf("enqueue delegation %s: %w", id, err))
 		}
 	}
 	return nil
@@ -594,17 +657,20 @@ func (c *coordinator) Reply(ctx context.Context, message string) error {
 	if c.in.role != "supervisor" {
 		return errors.New("reply: only the supervisor replies to the user; end your turn with a final message instead")
 	}
-	if err := c.w.flushEvents(ctx, c.in); err != nil {
-		return err
+	// What came before the reply is saved first: once the run is completed, a
+	// redelivered step only replays the reply itself (see replyUnsaved).
+	if err := c.save(); err != nil {
+		return tools.Infrastructure(err)
 	}
 	changed, err := c.w.store.FinishRun(ctx, c.in.run.ID, store.RunCompleted, message, "", "")
 	if err != nil {
-		return err
+		return tools.Infrastructure(err)
 	}
 	if changed {
 		c.w.observeFinished(ctx, c.in.run.ID)
 	}
-	c.w.ensureTerminalEvent(ctx, c.in.run.ID)
+	// The run.completed event follows the reply's tool.call event: finishSession
+	// records it after the step saves the reply's result.
 	return nil
 }
 

@@ -76,6 +76,12 @@ type Worker struct {
 	leases     *lease.Manager
 	gpu        *gpu.Controller
 	leaseRetry time.Duration
+	audit      AuditWriter
+}
+
+// AuditWriter takes audit rows a step could not write itself (the Auditor).
+type AuditWriter interface {
+	Write(ctx context.Context, r store.AuditRow) error
 }
 
 // Deps are the Worker's collaborators.
@@ -97,6 +103,9 @@ type Deps struct {
 	GPU    *gpu.Controller
 	// LeaseRetry is how soon a step waiting for a lease is retried. Default 2s.
 	LeaseRetry time.Duration
+	// Audit, when set, takes the audit rows a step fails to write (the database
+	// refused them) and retries them. Without it such rows are logged.
+	Audit AuditWriter
 }
 
 // New returns a Worker.
@@ -109,7 +118,7 @@ func New(cfg Config, d Deps) *Worker {
 		d.LeaseRetry = 2 * time.Second
 	}
 	return &Worker{cfg: cfg, store: d.Store, queue: d.Queue, events: d.Events, router: d.Router, models: d.Models, metrics: d.Metrics, log: d.Log, gated: d.Gated,
-		mailbox: d.Mailbox, consumer: consumerName(), leases: d.Leases, gpu: d.GPU, leaseRetry: d.LeaseRetry}
+		mailbox: d.Mailbox, consumer: consumerName(), leases: d.Leases, gpu: d.GPU, leaseRetry: d.LeaseRetry, audit: d.Audit}
 }
 
 func consumerName() string {

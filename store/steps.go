@@ -1,0 +1,139 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// StepWrite is what a step persists together with its session: the tokens of the
+// model answer just received, the events the step produced since its last save
+// (tool calls, then the answer) and the audit rows of the calls whose results the
+// session now holds.
+type StepWrite struct {
+	Tokens int
+	Events []NewEvent
+	Audit  []AuditRow
+}
+
+// StepSaved is what SaveStep reports back.
+type StepSaved struct {
+	// TokensUsed and TokenBudget are the run's after the tokens were added.
+	TokensUsed, TokenBudget int64
+	// Events are those stored now (a redelivery's duplicates are not), in order.
+	Events []Event
+}
+
+// The statements of SaveStep have fixed texts (arrays, not VALUES lists), so each is
+// prepared once per connection whatever the number of rows.
+const (
+	saveStepSession = `WITH s AS (
+			UPDATE sessions SET messages = $3, status = $4, steps = $5, failures = $6, version = version + 1,
+				lease_until = now() + $7::interval, updated_at = now()
+			WHERE id = $1 AND lease_token = $2 RETURNING run_id),
+		r AS (UPDATE runs SET tokens_used = tokens_used + $8, updated_at = now()
+			WHERE $8 <> 0 AND id = (SELECT run_id FROM s) RETURNING tokens_used, token_budget)
+		SELECT EXISTS (SELECT 1 FROM s), COALESCE((SELECT tokens_used FROM r), 0), COALESCE((SELECT token_budget FROM r), 0)`
+	// The inserts run only when the session update above (same implicit
+	// transaction) found the lease still ours.
+	saveStepEvents = `INSERT INTO run_events (run_id, key, type, agent, data)
+		SELECT $3::uuid, u.key, u.type, u.agent, u.data::jsonb
+		FROM unnest($4::text[], $5::text[], $6::text[], $7::text[]) WITH ORDINALITY AS u(key, type, agent, data, n)
+		WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $2)
+		ORDER BY u.n
+		ON CONFLICT (run_id, key) DO NOTHING RETURNING id, type`
+	saveStepAudit = `INSERT INTO tool_audit (call_key, at, run_id, team, agent, role, tool, tier, allowed, decision,
+			deny_layer, deny_reason, approved_by, args, result, summary, error, duration_ms)
+		SELECT u.call_key, u.at, u.run_id::uuid, u.team, u.agent, u.role, u.tool, u.tier, u.allowed, u.decision,
+			u.deny_layer, u.deny_reason, u.approved_by, u.args::jsonb, u.result, u.summary, u.error, u.duration_ms
+		FROM unnest($3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
+			$11::bool[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::int8[])
+			AS u(call_key, at, run_id, team, agent, role, tool, tier, allowed, decision, deny_layer, deny_reason, approved_by,
+				args, result, summary, error, duration_ms)
+		WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $2)
+		ON CONFLICT (call_key) DO NOTHING`
+)
+
+// SaveStep persists the session under the lease token (extending the lease), adds
+// w.Tokens to the run, and stores w.Events and w.Audit — in one round trip and one
+// transaction, so a tool result is never durable without its audit row and event,
+// nor an answer without its agent.message event. ErrLeaseLost (and nothing written)
+// when another delivery took the session over.
+func (s *Store) SaveStep(ctx context.Context, sess *Session, token string, lease time.Duration, w StepWrite) (StepSaved, error) {
+	var out StepSaved
+	msgs, err := json.Marshal(sess.Messages)
+	if err != nil {
+		return out, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(saveStepSession, sess.ID, token, msgs, sess.Status, sess.Steps, sess.Failures, lease.String(), w.Tokens)
+	if len(w.Events) > 0 {
+		keys, types, agents, data := make([]string, len(w.Events)), make([]string, len(w.Events)), make([]string, len(w.Events)), make([]string, len(w.Events))
+		for i, e := range w.Events {
+			raw, err := json.Marshal(e.Data)
+			if err != nil {
+				return out, fmt.Errorf("event %s: %w", e.Type, err)
+			}
+			keys[i], types[i], agents[i], data[i] = e.Key, e.Type, e.Agent, string(raw)
+		}
+		b.Queue(saveStepEvents, sess.ID, token, sess.RunID, keys, types, agents, data)
+	}
+	if n := len(w.Audit); n > 0 {
+		var (
+			keys, runs, teams, agents, roles, tls, tiers, decisions = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+			layers, reasons, approvers, summaries, errs             = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+			at                                                      = make([]time.Time, n)
+			allowed                                                 = make([]bool, n)
+			args, results                                           = make([]*string, n), make([]*string, n)
+			durations                                               = make([]int64, n)
+		)
+		for i, r := range w.Audit {
+			keys[i], at[i], runs[i], teams[i], agents[i], roles[i], tls[i], tiers[i] = r.CallKey, r.At, r.RunID, r.Team, r.Agent, r.Role, r.Tool, r.Tier
+			allowed[i], decisions[i], layers[i], reasons[i], approvers[i] = r.Allowed, r.Decision, r.DenyLayer, r.DenyReason, r.ApprovedBy
+			if len(r.Args) > 0 {
+				a := string(r.Args)
+				args[i] = &a
+			}
+			results[i], summaries[i], errs[i], durations[i] = r.Result, r.Summary, r.Error, r.DurationMS
+		}
+		b.Queue(saveStepAudit, sess.ID, token, keys, at, runs, teams, agents, roles, tls, tiers, allowed, decisions,
+			layers, reasons, approvers, args, results, summaries, errs, durations)
+	}
+	br := s.Pool.SendBatch(ctx, b)
+	var saved bool
+	err = br.QueryRow().Scan(&saved, &out.TokensUsed, &out.TokenBudget)
+	if err == nil && len(w.Events) > 0 {
+		var rows pgx.Rows
+		rows, err = br.Query()
+		if err == nil {
+			for rows.Next() {
+				e := Event{RunID: sess.RunID}
+				if err = rows.Scan(&e.ID, &e.Type); err != nil {
+					break
+				}
+				out.Events = append(out.Events, e)
+			}
+			rows.Close()
+			if err == nil {
+				err = rows.Err()
+			}
+		}
+	}
+	if err == nil && len(w.Audit) > 0 {
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return StepSaved{}, fmt.Errorf("save session %s: %w", sess.ID, err)
+	}
+	if !saved {
+		return StepSaved{}, fmt.Errorf("save session %s: %w", sess.ID, ErrLeaseLost)
+	}
+	sess.Version++
+	return out, nil
+}
