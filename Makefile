@@ -5,7 +5,7 @@ SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 GO ?= go
 
-.PHONY: demo test services sandbox-image build vet compose-check clean bench drills
+.PHONY: demo test services sandbox-image build vet compose-check clean bench drills fuzz
 
 build:
 	$(GO) build -o bin/aetherium ./cmd/aetherium
@@ -26,6 +26,14 @@ vet:
 
 test: services sandbox-image vet
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+# Every Go fuzz target in turn (scripts/fuzz.sh finds them), FUZZTIME each: the
+# default 1m is about a quarter of an hour; `make fuzz FUZZTIME=5s` is a quick pass.
+# Fails if any target fails; a crasher lands in <pkg>/testdata/fuzz/<Name>/. The
+# services are for the api target, which fuzzes a running fleet.
+FUZZTIME ?= 1m
+fuzz: services
+	FUZZTIME=$(FUZZTIME) GO=$(GO) bash scripts/fuzz.sh
 
 compose-check:
 	@if command -v docker-compose >/dev/null 2>&1; then docker-compose -f docker-compose.yml config -q && echo "docker-compose.yml: valid"; \

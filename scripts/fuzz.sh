@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Runs every Go fuzz target in the module, one after the other, for FUZZTIME each
+# (default 1m; anything `go test -fuzztime` takes: 30s, 5m, 10000x). Targets are found
+# by scanning the *_test.go files for `func FuzzXxx(`, so new ones are picked up
+# without touching this script. `go test` fuzzes one target per invocation, hence the
+# loop. Keeps going after a failure, prints a summary and exits non-zero if any
+# target failed; a crasher Go found is under <pkg>/testdata/fuzz/<Name>/ — commit it
+# as a regression seed once the bug is fixed.
+#
+# Go 1.26's fuzz coordinator can fail a healthy run at the -fuzztime deadline with a
+# bare "context deadline exceeded" and no input written (a race in internal/fuzz
+# between the deadline and the workers' cancellation, likelier on a loaded machine).
+# A failure with exactly that signature is run once more and counts only if it
+# repeats; a count budget (FUZZTIME=20000x) has no deadline and cannot hit it.
+#
+#   scripts/fuzz.sh                 all targets, FUZZTIME each
+#   scripts/fuzz.sh security        only targets whose "<pkg> <Name>" matches the regexp
+#   FUZZTIME=5s scripts/fuzz.sh     a quick pass (two or three minutes, builds included)
+#
+# The api target runs a fleet on Redis and PostgreSQL (scripts/services.sh, which
+# `make fuzz` runs first); without them it skips, or fails under CI=true.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/go/bin:$PATH"
+GO="${GO:-go}"
+FUZZTIME="${FUZZTIME:-1m}"
+filter="${1:-}"
+
+# "<dir> <Name>" for every fuzz target, sorted by package then name.
+mapfile -t targets < <(
+  grep -rEo --include='*_test.go' --exclude-dir=testdata --exclude-dir=vendor --exclude-dir=.git \
+    '^func Fuzz[A-Za-z0-9_]*\(' . |
+    sed -E 's#^\./##; s#^(.*)/[^/]*_test\.go:func (Fuzz[A-Za-z0-9_]*)\($#\1 \2#; s#^[^/ ]*_test\.go:func (Fuzz[A-Za-z0-9_]*)\($#. \1#' |
+    LC_ALL=C sort -u |
+    { if [ -n "$filter" ]; then grep -E -- "$filter" || true; else cat; fi }
+)
+total=${#targets[@]}
+if [ "$total" -eq 0 ]; then
+  echo "fuzz: no fuzz targets${filter:+ match '$filter'}" >&2
+  exit 1
+fi
+
+logs=$(mktemp -d "${TMPDIR:-/tmp}/aetherium-fuzz.XXXXXX")
+# ^C stops the whole sweep, not just the target being fuzzed.
+trap 'echo; echo "fuzz: interrupted (logs in $logs)"; exit 130' INT
+echo "fuzz: $total targets, $FUZZTIME each"
+
+# fuzz_once DIR NAME LOG: one go test run; its exit status.
+fuzz_once() {
+  # -v so that a target which skips (the api one, without its services) says so.
+  "$GO" test -v -run '^$' -fuzz "^${2}\$" -fuzztime "$FUZZTIME" "./$1" >"$3" 2>&1
+}
+
+# deadline_race LOG: the run failed only with the coordinator's bare deadline error.
+deadline_race() {
+  grep -qE '^[[:space:]]+context deadline exceeded$' "$1" &&
+    ! grep -q 'Failing input written to' "$1" &&
+    [ "$(sed -n '/^--- FAIL/,/^FAIL$/p' "$1" | grep -cvE '^(--- FAIL|[[:space:]]+context deadline exceeded$|=== NAME|FAIL$)')" -eq 0 ]
+}
+
+passed=() failed=() skipped=() crashers=() retried=() short=()
+start_all=$SECONDS
+i=0
+for t in "${targets[@]}"; do
+  i=$((i + 1))
+  dir=${t% *} name=${t#* }
+  log="$logs/$i-${dir//\//_}-$name.log"
+  printf 'fuzz %d/%d %s %s (%s)… ' "$i" "$total" "$dir" "$name" "$FUZZTIME"
+  start=$SECONDS
+  fuzz_once "$dir" "$name" "$log"
+  rc=$?
+  note=""
+  if [ "$rc" -ne 0 ] && deadline_race "$log"; then
+    mv "$log" "$log.first"
+    printf 'bare "context deadline exceeded" (Go'"'"'s fuzztime race), once more… '
+    fuzz_once "$dir" "$name" "$log"
+    rc=$?
+    note=", retried"
+    retried+=("$dir $name")
+  fi
+  took=$((SECONDS - start))s
+  if [ "$rc" -eq 0 ] && ! grep -qE '^fuzz: elapsed: .*execs:' "$log" &&
+    grep -q 'gathering baseline coverage' "$log"; then
+    # FUZZTIME ran out while the corpus was still being replayed: nothing new was tried.
+    base=$(grep -oE 'gathering baseline coverage: [0-9]+/[0-9]+' "$log" | tail -1 | grep -oE '[0-9]+/[0-9]+$')
+    echo "ok ($took$note), but only replayed ${base:-part} of its corpus: too short a FUZZTIME to fuzz it"
+    passed+=("$dir $name")
+    short+=("$dir $name")
+    rm -f "$log" "$log.first"
+  elif [ "$rc" -eq 0 ] && ! grep -qE '^fuzz: elapsed: .*execs:' "$log"; then
+    why=$(grep -B1 -- "--- SKIP: $name" "$log" | head -1 | sed -E 's/^[[:space:]]+//')
+    echo "SKIP ($took): ${why:-did not fuzz}"
+    skipped+=("$dir $name")
+  elif [ "$rc" -eq 0 ]; then
+    # From the coordinator's last progress line, "fuzz: elapsed: 5s, execs: 1234
+    # (0/sec), new interesting: 3 (total: 10)": the totals (the rate is the last tick's).
+    stats=$(grep -E '^fuzz: elapsed:' "$log" | tail -1 |
+      sed -E 's/^fuzz: elapsed: [^,]*, execs: ([0-9]+) \([^)]*\)/\1 execs/')
+    echo "ok ($took$note${stats:+, $stats})"
+    passed+=("$dir $name")
+    rm -f "$log" "$log.first"
+  else
+    if grep -qE '\[(build|setup) failed\]' "$log"; then
+      echo "FAIL ($took$note): did not build"
+    else
+      echo "FAIL ($took$note)"
+    fi
+    failed+=("$dir $name")
+    # The failure itself: the log without the progress lines (a build failure's
+    # errors are at its end, a test's message and stack at its start).
+    if grep -q -- '--- FAIL' "$log"; then
+      grep -vE '^(fuzz: |=== (RUN|NAME))' "$log" | head -60
+    else
+      grep -vE '^fuzz: ' "$log" | tail -40
+    fi | sed 's/^/    | /'
+    crasher=$(sed -nE 's/.*Failing input written to (testdata\/fuzz\/[^[:space:]]+).*/\1/p' "$log" | tail -1)
+    if [ -n "$crasher" ]; then
+      crasher="$dir/$crasher"
+      [ "$dir" = "." ] && crasher=${crasher#./}
+      crashers+=("$crasher")
+      echo "    crasher: $crasher"
+      echo "    re-run:  $GO test -run '^$name/${crasher##*/}\$' ./$dir"
+    elif grep -qE "^[[:space:]]+--- FAIL: $name " "$log"; then
+      echo "    a seed fails (an f.Add one, or one already under $dir/testdata/fuzz/$name/)"
+    fi
+    echo "    log:     $log"
+  fi
+done
+[ "${#failed[@]}" -eq 0 ] && rm -rf "$logs"
+
+echo
+echo "fuzz summary: ${#passed[@]} passed, ${#failed[@]} failed, ${#skipped[@]} skipped of $total ($FUZZTIME each, $((SECONDS - start_all))s in all)"
+for t in "${retried[@]}"; do echo "  retried after Go's fuzztime deadline race: $t"; done
+for t in "${short[@]}"; do echo "  not fuzzed (FUZZTIME ended during its corpus replay): $t"; done
+for t in "${skipped[@]}"; do echo "  skipped: $t"; done
+for t in "${failed[@]}"; do echo "  FAILED:  $t"; done
+if [ "${#crashers[@]}" -gt 0 ]; then
+  echo "crashers (commit them with the fix, as regression seeds):"
+  for c in "${crashers[@]}"; do echo "  $c"; done
+fi
+[ "${#failed[@]}" -eq 0 ]
