@@ -21,7 +21,9 @@ type StepWrite struct {
 
 // StepSaved is what SaveStep reports back.
 type StepSaved struct {
-	// TokensUsed and TokenBudget are the run's after the tokens were added.
+	// RunStatus, TokensUsed and TokenBudget are the run's, after the tokens were
+	// added: a step learns of a cancellation from its own saves, without a read.
+	RunStatus               string
 	TokensUsed, TokenBudget int64
 	// Events are those stored now (a redelivery's duplicates are not), in order.
 	Events []Event
@@ -36,7 +38,8 @@ const (
 			WHERE id = $1 AND lease_token = $2 RETURNING run_id),
 		r AS (UPDATE runs SET tokens_used = tokens_used + $8, updated_at = now()
 			WHERE $8 <> 0 AND id = (SELECT run_id FROM s) RETURNING tokens_used, token_budget)
-		SELECT EXISTS (SELECT 1 FROM s), COALESCE((SELECT tokens_used FROM r), 0), COALESCE((SELECT token_budget FROM r), 0)`
+		SELECT EXISTS (SELECT 1 FROM s), run.status, COALESCE((SELECT tokens_used FROM r), run.tokens_used), run.token_budget
+		FROM (SELECT 1) AS one LEFT JOIN runs AS run ON run.id = (SELECT run_id FROM s)`
 	// The inserts run only when the session update above (same implicit
 	// transaction) found the lease still ours.
 	saveStepEvents = `INSERT INTO run_events (run_id, key, type, agent, data)
@@ -104,7 +107,12 @@ func (s *Store) SaveStep(ctx context.Context, sess *Session, token string, lease
 	}
 	br := s.Pool.SendBatch(ctx, b)
 	var saved bool
-	err = br.QueryRow().Scan(&saved, &out.TokensUsed, &out.TokenBudget)
+	var status *string
+	var used, budget *int64
+	err = br.QueryRow().Scan(&saved, &status, &used, &budget)
+	if err == nil && saved && status != nil {
+		out.RunStatus, out.TokensUsed, out.TokenBudget = *status, *used, *budget
+	}
 	if err == nil && len(w.Events) > 0 {
 		var rows pgx.Rows
 		rows, err = br.Query()

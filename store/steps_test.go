@@ -66,6 +66,7 @@ func TestSaveStep(t *testing.T) {
 		require.NoError(t, err)
 		require.EqualValues(t, 7, saved.TokensUsed)
 		require.EqualValues(t, 100, saved.TokenBudget)
+		require.Equal(t, store.RunQueued, saved.RunStatus)
 		require.Len(t, saved.Events, 2)
 		require.Equal(t, "tool.call", saved.Events[0].Type, "events keep their order")
 		require.Equal(t, "agent.message", saved.Events[1].Type)
@@ -75,6 +76,15 @@ func TestSaveStep(t *testing.T) {
 		saved, err = st.SaveStep(ctx, sess, token, time.Minute, w)
 		require.NoError(t, err)
 		require.Empty(t, saved.Events, "duplicates are not reported as new")
+		require.EqualValues(t, 14, saved.TokensUsed)
+
+		// A save without tokens still reports the run as it is now.
+		_, err = st.Pool.Exec(ctx, `UPDATE runs SET status = 'cancelled' WHERE id = $1`, sess.RunID)
+		require.NoError(t, err)
+		saved, err = st.SaveStep(ctx, sess, token, time.Minute, store.StepWrite{})
+		require.NoError(t, err)
+		require.Equal(t, store.RunCancelled, saved.RunStatus)
+		require.EqualValues(t, 14, saved.TokensUsed)
 		require.Equal(t, 2, count(t, st, `SELECT count(*) FROM run_events WHERE run_id = $1`, sess.RunID))
 		require.Equal(t, 1, count(t, st, `SELECT count(*) FROM tool_audit WHERE run_id = $1`, sess.RunID))
 		rows, err := st.RunAudit(ctx, sess.RunID, 10)

@@ -63,11 +63,8 @@ func (w *Worker) handleSupervise(ctx context.Context, t *asynq.Task) error {
 			{Role: llm.RoleUser, Content: run.Prompt},
 		},
 	}
-	if err := w.store.EnsureSession(ctx, sess); err != nil {
-		return err
-	}
 	access := w.router.Registry().Resolve(tools.Node{Role: "supervisor", MCPServers: node.MCPServers, Tools: node.Tools})
-	return w.step(ctx, stepInput{run: run, team: team, node: node, role: "supervisor", sessionID: sess.ID, access: access})
+	return w.step(ctx, stepInput{run: run, team: team, node: node, role: "supervisor", sessionID: sess.ID, initial: sess, access: access})
 }
 
 var subagentName = regexp.MustCompile(`^(.+)-sub-\d+$`)
@@ -136,13 +133,10 @@ func (w *Worker) handleTurn(ctx context.Context, t *asynq.Task) error {
 		ID: DelegationSession(d.ID), RunID: run.ID, Agent: d.Agent, Role: role, DelegationID: d.ID,
 		Messages: []llm.Message{{Role: llm.RoleSystem, Content: node.Prompt}, {Role: llm.RoleUser, Content: d.Task}},
 	}
-	if err := w.store.EnsureSession(ctx, sess); err != nil {
-		return err
-	}
 	if err := w.events.Emit(ctx, run.ID, "turn:"+d.ID, events.TurnStarted, d.Agent, map[string]any{"delegation_id": d.ID}); err != nil {
 		return err
 	}
-	return w.step(ctx, stepInput{run: run, team: team, node: node, role: role, sessionID: sess.ID, access: access, delegation: &d})
+	return w.step(ctx, stepInput{run: run, team: team, node: node, role: role, sessionID: sess.ID, initial: sess, access: access, delegation: &d})
 }
 
 // supervisorPrompt frames the supervisor's own prompt with its team roster.

@@ -30,12 +30,14 @@ type stepInput struct {
 	batch *[]store.NewEvent
 	// audit collects the gate's audit rows of the step's calls; they are written
 	// with the save that makes the calls' results durable (or when the step ends).
-	audit      *[]store.AuditRow
-	run        store.Run
-	team       templates.Template
-	node       templates.Node
-	role       string
-	sessionID  string
+	audit     *[]store.AuditRow
+	run       store.Run
+	team      templates.Template
+	node      templates.Node
+	role      string
+	sessionID string
+	// initial is the session created on the first delivery.
+	initial    store.Session
 	access     tools.Access
 	delegation *store.Delegation
 }
@@ -49,6 +51,13 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 	ctx = logctx.Run(ctx, in.run.ID, in.node.Name)
 	token := uuid.NewString()
 	sess, ok, err := w.store.AcquireSession(ctx, in.sessionID, token, w.cfg.StepLease)
+	if errors.Is(err, store.ErrNotFound) {
+		// The first delivery creates the session (idempotent: a racing one wins).
+		if err := w.store.EnsureSession(ctx, in.initial); err != nil {
+			return err
+		}
+		sess, ok, err = w.store.AcquireSession(ctx, in.sessionID, token, w.cfg.StepLease)
+	}
 	if err != nil {
 		return err
 	}
@@ -143,12 +152,12 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 	}
 	defs := w.router.Registry().Definitions(in.access)
 
+	// The run as this delivery loaded it, then as each save reports it; read again
+	// before a model call when older than runFresh (a long tool call), so a
+	// cancellation stops the step before its next model call.
+	run, runAt := in.run, time.Now()
 	for {
 		if err := ctx.Err(); err != nil {
-			return err
-		}
-		run, err := w.store.GetRun(ctx, in.run.ID)
-		if err != nil {
 			return err
 		}
 		if store.Terminal(run.Status) && !replyUnsaved(in.role, run.Status, sess.Messages) {
@@ -229,6 +238,15 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 		}
 
 		// 4. Ask the model.
+		if time.Since(runAt) > runFresh {
+			if run, err = w.store.GetRun(ctx, in.run.ID); err != nil {
+				return err
+			}
+			runAt = time.Now()
+			if store.Terminal(run.Status) {
+				continue
+			}
+		}
 		if sess.Steps >= w.cfg.MaxSteps {
 			w.failStep(ctx, in, "max_steps", fmt.Sprintf("%s used its %d model calls without finishing", in.node.Name, w.cfg.MaxSteps))
 			return nil
@@ -278,12 +296,16 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 		if err != nil {
 			return err
 		}
+		run.Status, run.TokensUsed, run.TokenBudget, runAt = saved.RunStatus, saved.TokensUsed, saved.TokenBudget, time.Now()
 		if saved.TokenBudget > 0 && saved.TokensUsed > saved.TokenBudget {
 			w.failStep(ctx, in, "budget_exceeded", fmt.Sprintf("token budget of %d exceeded (%d used)", saved.TokenBudget, saved.TokensUsed))
 			return nil
 		}
 	}
 }
+
+// runFresh is how old the step's view of its run may be before a model call.
+const runFresh = time.Second
 
 type callState int
 
