@@ -19,7 +19,32 @@ var (
 	linkLocal4 = netip.MustParsePrefix("169.254.0.0/16")
 	linkLocal6 = netip.MustParsePrefix("fe80::/10")
 	awsIMDS6   = netip.MustParseAddr("fd00:ec2::254")
+	// Alibaba Cloud's metadata service sits in the shared (CGNAT) range.
+	alibabaMeta = netip.MustParseAddr("100.100.100.200")
+	// IPv6 forms that carry an IPv4 address a gateway may translate to: NAT64
+	// (well-known and local-use prefixes, RFC 6052/8215), 6to4 (RFC 3056) and the
+	// deprecated IPv4-compatible ::a.b.c.d.
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	nat64User = netip.MustParsePrefix("64:ff9b:1::/48")
+	sixToFour = netip.MustParsePrefix("2002::/16")
+	v4compat  = netip.MustParsePrefix("::/96")
 )
+
+// embeddedV4 returns the IPv4 address an IPv6 address carries in one of the
+// translation forms above.
+func embeddedV4(a netip.Addr) (netip.Addr, bool) {
+	if !a.Is6() {
+		return netip.Addr{}, false
+	}
+	b := a.As16()
+	switch {
+	case nat64.Contains(a), nat64User.Contains(a), v4compat.Contains(a) && !a.IsUnspecified() && !a.IsLoopback():
+		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), true
+	case sixToFour.Contains(a):
+		return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}), true
+	}
+	return netip.Addr{}, false
+}
 
 // ipVerdict classifies an address: denied always (link-local, cloud metadata,
 // unspecified, multicast), private (loopback and private ranges: allowed without an
@@ -28,10 +53,19 @@ func ipVerdict(a netip.Addr) (denied bool, private bool) {
 	// ::ffff:169.254.169.254 is 169.254.169.254, and fe80::1%eth0 is link-local
 	// (netip prefixes never contain a zoned address).
 	a = a.Unmap().WithZone("")
+	if v4, ok := embeddedV4(a); ok {
+		// Judged as the IPv4 address it reaches: 64:ff9b::a9fe:a9fe is the
+		// metadata service behind a NAT64 gateway. A translated private address
+		// is not "private" here (it is not this host's network), only denied or not.
+		if denied, _ := ipVerdict(v4); denied {
+			return true, false
+		}
+		return false, false
+	}
 	switch {
 	case !a.IsValid(), a.IsUnspecified(), a.IsMulticast(), a.IsInterfaceLocalMulticast():
 		return true, false
-	case linkLocal4.Contains(a), linkLocal6.Contains(a), a == awsIMDS6:
+	case linkLocal4.Contains(a), linkLocal6.Contains(a), a == awsIMDS6, a == alibabaMeta:
 		return true, false
 	case a.IsLoopback(), a.IsPrivate():
 		return false, true
