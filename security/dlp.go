@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/zricethezav/gitleaks/v8/config"
 	"github.com/zricethezav/gitleaks/v8/detect"
 )
 
@@ -26,16 +27,42 @@ var (
 // global viper instance, so it must not run concurrently).
 func NewDLP() (*DLP, error) {
 	dlpOnce.Do(func() {
-		dlpDet, dlpErr = detect.NewDetectorDefaultConfig()
-		if dlpErr == nil {
-			dlpDet.MaxDecodeDepth = 2 // look inside base64 / percent-encoded segments
+		var def *detect.Detector
+		def, dlpErr = detect.NewDetectorDefaultConfig()
+		if dlpErr != nil {
+			return
 		}
+		cfg := def.Config
+		for _, r := range extraRules {
+			cfg.Rules[r.RuleID] = r
+			cfg.OrderedRules = append(cfg.OrderedRules, r.RuleID)
+			for _, k := range r.Keywords {
+				cfg.Keywords[strings.ToLower(k)] = struct{}{}
+			}
+		}
+		// A new detector, so its keyword prefilter knows the added rules.
+		dlpDet = detect.NewDetector(cfg)
+		dlpDet.MaxDecodeDepth = 2 // look inside base64 / percent-encoded segments
 	})
 	if dlpErr != nil {
 		return nil, fmt.Errorf("dlp: gitleaks config: %w", dlpErr)
 	}
 	return &DLP{det: dlpDet}, nil
 }
+
+// extraRules close gaps in gitleaks' defaults. An AWS secret access key is 40
+// characters of base64 with no prefix of its own: gitleaks only finds the key id
+// (AKIA…), and its generic rule misses secrets that start with "/" or "+". Matched
+// here by the names it travels under.
+var extraRules = []config.Rule{{
+	RuleID:      "aws-secret-access-key",
+	Description: "AWS secret access key, by the name it is assigned to",
+	Regex: regexp.MustCompile(`(?i)(?:aws[_-]?secret[_-]?(?:access[_-]?)?key|secret[_-]?access[_-]?key|aws[_-]?secret)(?:["'\s]*[:=]+[>\s]*|["'\s]+)["']?` +
+		`([A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)`),
+	SecretGroup: 1,
+	Entropy:     3.5,
+	Keywords:    []string{"aws_secret", "awssecret", "aws-secret", "secretaccesskey", "secret_access_key", "secret-access-key"},
+}}
 
 // Finding is one detected secret: the rule and the secret itself (for redaction only;
 // never echo it).

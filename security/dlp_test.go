@@ -42,7 +42,7 @@ func TestDLPFindsSecrets(t *testing.T) {
 			"header": requestArgs(t, "https://api.example.com/v1/items", map[string]string{"Accept": "*/*", k.header: k.headerPre + k.secret}, ""),
 			"body":   requestArgs(t, "https://api.example.com/v1/items", plainHeaders, "line one\n"+k.bodyPrefix+k.secret+"\nline three"),
 		}
-		if k.rule == "generic-api-key" || k.rule == "private-key" {
+		if k.rule == "generic-api-key" || k.rule == "aws-secret-access-key" || k.rule == "private-key" {
 			// A bare 40-character string in a path is no credential shape without a
 			// key name next to it; a multi-line PEM block is no path.
 			delete(positions, "url path")

@@ -76,7 +76,8 @@ func testSecrets() []secretKind {
 	return []secretKind{
 		def(secretKind{name: "github pat", rule: "github-pat", secret: "ghp_" + randFrom(r, base62, 36)}),
 		def(secretKind{name: "aws access key id", rule: "aws-access-token", secret: "AKIA" + randFrom(r, base32, 16)}),
-		def(secretKind{name: "aws secret access key", rule: "generic-api-key", secret: randFrom(r, base62, 1) + randFrom(r, base64c, 39),
+		// Starts with "/": gitleaks' generic rule misses that shape; ours does not.
+		def(secretKind{name: "aws secret access key", rule: "aws-secret-access-key", secret: "/" + randFrom(r, base64c, 39),
 			queryKey: "aws_secret_access_key", header: "X-Aws-Secret-Access-Key", bodyPrefix: "aws_secret_access_key = "}),
 		def(secretKind{name: "slack bot token", rule: "slack-bot-token",
 			secret: "xoxb-" + randFrom(r, digits, 12) + "-" + randFrom(r, digits, 13) + "-" + randFrom(r, base62, 24)}),
