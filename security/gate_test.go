@@ -142,6 +142,9 @@ rules:
 	})
 	tools.Register(reg, "run_shell", "shell", func(_ context.Context, a shellArgs) (tools.Result, error) {
 		shellN.Add(1)
+		if a.Command == "infra-down" {
+			return tools.Result{}, tools.Infrastructure(errors.New("queue unreachable"))
+		}
 		if a.Command == "cat /bin/true" {
 			return tools.Result{Content: "\x7fELF\x02\x01\x01\x00\x00\xff\xfe binary"}, nil
 		}
@@ -428,6 +431,28 @@ func TestGateAllowed(t *testing.T) {
 		row := e.oneAuditRow(t, s.RunID)
 		require.Equal(t, "error", row.Decision)
 		require.Contains(t, row.Error, "panicked")
+	})
+	t.Run("an infrastructure failure is left to the retry to audit", func(t *testing.T) {
+		t.Parallel()
+		s := e.session(t)
+		_, err := e.dispatch(s, "c1", "run_shell", shellArgs{Command: "infra-down"})
+		require.ErrorIs(t, err, tools.ErrInfrastructure)
+		require.Empty(t, e.auditRows(t, s.RunID), "not the call's outcome: the retried attempt writes its row")
+	})
+	t.Run("an audit sink on the context takes the rows instead of the auditor", func(t *testing.T) {
+		t.Parallel()
+		s := e.session(t)
+		var got []store.AuditRow
+		ctx := security.WithAuditSink(tools.WithSession(context.Background(), s), func(r store.AuditRow) { got = append(got, r) })
+		_, err := e.router.Dispatch(ctx, tools.Call{ID: "c1", Name: "read_file", Args: json.RawMessage(`{"path":"a.txt"}`)})
+		require.NoError(t, err)
+		_, err = e.router.Dispatch(ctx, tools.Call{ID: "c2", Name: "http_request", Args: json.RawMessage(`{"method":"GET","url":"http://169.254.169.254/"}`)})
+		require.Error(t, err)
+		require.Len(t, got, 2)
+		require.Equal(t, s.SessionID+":c1", got[0].CallKey)
+		require.Equal(t, "allowed", got[0].Decision)
+		require.Equal(t, "denied", got[1].Decision)
+		require.Empty(t, e.auditRows(t, s.RunID), "nothing went to the auditor")
 	})
 	t.Run("the same call dispatched twice is audited once", func(t *testing.T) {
 		t.Parallel()
