@@ -3,11 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -137,28 +134,6 @@ func (c *cluster) startWorker(env ...string) (*harness.Proc, error) {
 	return harness.StartWorker(c.e.bin, c.cfgPath, filepath.Join(c.dir, fmt.Sprintf("worker-%d.log", n)), env...)
 }
 
-// auditBuffered reads workers[0]'s gauge of audit rows held in memory, not yet
-// written (-1 when it cannot be read).
-func (c *cluster) auditBuffered(ctx context.Context) float64 {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+c.metrics0+"/metrics", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	for _, l := range strings.Split(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(l, "aetherium_audit_buffer_depth "); ok {
-			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-				return f
-			}
-		}
-	}
-	return -1
-}
-
 // procs is every process of the cluster still known.
 func (c *cluster) procs() []*harness.Proc {
 	out := append([]*harness.Proc{}, c.workers...)
@@ -253,3 +228,28 @@ func (c *cluster) submitTeam(ctx context.Context, n int, retryFor time.Duration)
 // drillTeam is the team of drills 1-4: a plan, two parallel delegations, and in
 // each worker idempotent calls and a non-idempotent edit_file per turn.
 func drillTeam() templates.Template { return harness.Crew(3) }
+
+// underLoad starts a drill's cluster (two workers at the drill concurrency and model
+// latency), submits the drill's runs and waits (up to a minute) until at least four
+// agent turns are in flight: the moment drills 1-3 strike. It returns the run ids
+// and the turns in flight.
+func underLoad(ctx context.Context, e *env, name string) (*cluster, []string, int, error) {
+	c, err := newCluster(ctx, e, name, clusterOpts{workers: 2, concurrency: e.o.concurrency, latency: e.o.latency})
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	say("submitting %d runs", e.o.runs)
+	ids, err := c.submitTeam(ctx, e.o.runs, 0)
+	if err != nil {
+		c.close()
+		return nil, nil, 0, err
+	}
+	inFlight := 0
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
+		if inFlight = c.inFlightTurns(ctx); inFlight >= 4 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return c, ids, inFlight, nil
+}

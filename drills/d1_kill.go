@@ -43,30 +43,16 @@ func recovered(ins *asynq.Inspector) map[string]int {
 // the step lease lets the new delivery take the session, and the run goes on from
 // its last save.
 func drillKill(ctx context.Context, e *env, r *report) error {
-	c, err := newCluster(ctx, e, "kill", clusterOpts{workers: 2, concurrency: e.o.concurrency, latency: e.o.latency})
+	// Once turns are in flight on the workers, kill one of them.
+	c, ids, inFlight, err := underLoad(ctx, e, "kill")
 	if err != nil {
 		return err
 	}
 	defer c.close()
 	ins := c.inspector()
 	defer ins.Close()
-
 	n := e.o.runs
-	say("submitting %d runs", n)
-	ids, err := c.submitTeam(ctx, n, 0)
-	if err != nil {
-		return err
-	}
-	// Wait until turns are in flight on the workers, then kill one of them.
 	victim := c.workers[0]
-	deadline := time.Now().Add(60 * time.Second)
-	inFlight := 0
-	for time.Now().Before(deadline) {
-		if inFlight = c.inFlightTurns(ctx); inFlight >= 4 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 	// And a fresh wave of runs, killed about when their supervisors delegate: the
 	// crash then also cuts steps that have just dispatched calls. The other worker
 	// is frozen for that moment (SIGSTOP, as a long pause would), so the wave's
@@ -80,22 +66,21 @@ func drillKill(ctx context.Context, e *env, r *report) error {
 	}
 	ids = append(ids, wave...)
 	// Kill as soon as a supervisor of the wave has delegated and saved its session
-	// as waiting: its calls ran, their results are the delegations, and their audit
-	// rows may still sit in the victim's batch writer (flushed every 100 ms).
-	deadline = time.Now().Add(30 * time.Second)
+	// as waiting: its calls ran, their results are the delegations, and nothing
+	// will run them again — their audit rows must have landed with that save.
+	deadline := time.Now().Add(30 * time.Second)
+	waiting := 0
 	for time.Now().Before(deadline) {
-		var waiting int
 		if c.pool.QueryRow(ctx, `SELECT count(*) FROM sessions WHERE run_id = ANY($1::uuid[]) AND role = 'supervisor' AND status = 'waiting'`, wave).Scan(&waiting) == nil && waiting > 0 {
 			break
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	buffered := c.auditBuffered(ctx)
 	inFlight = c.inFlightTurns(ctx)
 	killedAt := time.Now()
 	victim.Kill()
 	other.Resume()
-	say("kill -9 worker pid %d with %d agent turns in flight, %d runs just started on it, %.0f audit rows in its memory; the other worker resumed", victim.Pid(), inFlight, len(wave), buffered)
+	say("kill -9 worker pid %d with %d agent turns in flight, %d runs just started on it (%d of their supervisors had just delegated); the other worker resumed", victim.Pid(), inFlight, len(wave), waiting)
 	r.check(inFlight > 0, "the kill came while agent turns were in flight (%d)", inFlight)
 	// A process manager restarts the crashed worker.
 	time.Sleep(time.Second)

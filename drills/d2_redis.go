@@ -36,23 +36,12 @@ func (c *cluster) waitReady(ctx context.Context, timeout time.Duration) (bool, t
 // process reconnects; runs submitted while Redis is down are stored and enqueued
 // later by the scheduler; every run ends.
 func drillRedis(ctx context.Context, e *env, r *report) error {
-	c, err := newCluster(ctx, e, "redis", clusterOpts{workers: 2, concurrency: e.o.concurrency, latency: e.o.latency})
+	c, ids, inFlight, err := underLoad(ctx, e, "redis")
 	if err != nil {
 		return err
 	}
 	defer c.close()
-
 	n := e.o.runs
-	say("submitting %d runs", n)
-	ids, err := c.submitTeam(ctx, n, 0)
-	if err != nil {
-		return err
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for c.inFlightTurns(ctx) < 4 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	inFlight := c.inFlightTurns(ctx)
 	// A fresh wave of runs, so supervisors are in the middle of their first turns —
 	// about to delegate — when Redis goes away.
 	wave, err := c.submitTeam(ctx, max(10, n/5), 0)

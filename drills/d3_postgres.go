@@ -13,23 +13,11 @@ const pgDown = 3 * time.Second
 // the audit writer retries its batch until the database is back, and every run
 // ends with everything audited exactly once.
 func drillPostgres(ctx context.Context, e *env, r *report) error {
-	c, err := newCluster(ctx, e, "postgres", clusterOpts{workers: 2, concurrency: e.o.concurrency, latency: e.o.latency})
+	c, ids, inFlight, err := underLoad(ctx, e, "postgres")
 	if err != nil {
 		return err
 	}
 	defer c.close()
-
-	n := e.o.runs
-	say("submitting %d runs", n)
-	ids, err := c.submitTeam(ctx, n, 0)
-	if err != nil {
-		return err
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for c.inFlightTurns(ctx) < 4 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	inFlight := c.inFlightTurns(ctx)
 	start := time.Now()
 	say("restarting PostgreSQL (%s; down for %s) with %d agent turns in flight", e.o.pgMode, pgDown, inFlight)
 	r.check(inFlight > 0, "PostgreSQL restarted while agent turns were in flight (%d)", inFlight)
