@@ -26,54 +26,38 @@ type Session struct {
 	Version      int64
 }
 
-// EnsureSession creates the session when it does not exist yet (idempotent).
-func (s *Store) EnsureSession(ctx context.Context, sess Session) error {
-	msgs, err := json.Marshal(sess.Messages)
+// AcquireSession takes the step lease of session initial.ID for token when it is
+// free or expired, creating the session from initial on its first delivery — one
+// statement either way. ok is false when another live delivery holds it.
+func (s *Store) AcquireSession(ctx context.Context, initial Session, token string, lease time.Duration) (Session, bool, error) {
+	msgs, err := json.Marshal(initial.Messages)
 	if err != nil {
-		return err
+		return Session{}, false, err
 	}
 	var del *string
-	if sess.DelegationID != "" {
-		del = &sess.DelegationID
+	if initial.DelegationID != "" {
+		del = &initial.DelegationID
 	}
-	_, err = s.Pool.Exec(ctx, `INSERT INTO sessions (id, run_id, agent, role, delegation_id, messages)
-		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING`,
-		sess.ID, sess.RunID, sess.Agent, sess.Role, del, msgs)
-	if err != nil {
-		return fmt.Errorf("ensure session %s: %w", sess.ID, err)
-	}
-	return nil
-}
-
-// AcquireSession takes the session's step lease for token when it is free or expired.
-// ok is false when another live delivery holds it.
-func (s *Store) AcquireSession(ctx context.Context, id, token string, lease time.Duration) (Session, bool, error) {
 	var sess Session
 	var raw []byte
-	var del *string
-	err := s.Pool.QueryRow(ctx, `UPDATE sessions SET lease_token = $2, lease_until = now() + $3::interval
-		WHERE id = $1 AND (lease_until < now() OR lease_token = $2)
-		RETURNING id, run_id::text, agent, role, delegation_id, messages, status, steps, failures, version`,
-		id, token, lease.String()).Scan(&sess.ID, &sess.RunID, &sess.Agent, &sess.Role, &del, &raw,
-		&sess.Status, &sess.Steps, &sess.Failures, &sess.Version)
+	err = s.Pool.QueryRow(ctx, `INSERT INTO sessions AS s (id, run_id, agent, role, delegation_id, messages, lease_token, lease_until)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + $8::interval)
+		ON CONFLICT (id) DO UPDATE SET lease_token = excluded.lease_token, lease_until = excluded.lease_until
+			WHERE s.lease_until < now() OR s.lease_token = excluded.lease_token
+		RETURNING s.id, s.run_id::text, s.agent, s.role, s.delegation_id, s.messages, s.status, s.steps, s.failures, s.version`,
+		initial.ID, initial.RunID, initial.Agent, initial.Role, del, msgs, token, lease.String()).Scan(
+		&sess.ID, &sess.RunID, &sess.Agent, &sess.Role, &del, &raw, &sess.Status, &sess.Steps, &sess.Failures, &sess.Version)
 	if errors.Is(err, pgx.ErrNoRows) {
-		var exists bool
-		if err := s.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sessions WHERE id = $1)`, id).Scan(&exists); err != nil {
-			return sess, false, fmt.Errorf("acquire session %s: %w", id, err)
-		}
-		if !exists {
-			return sess, false, fmt.Errorf("acquire session %s: %w", id, ErrNotFound)
-		}
-		return sess, false, nil
+		return Session{}, false, nil // the WHERE refused: leased by a live delivery
 	}
 	if err != nil {
-		return sess, false, fmt.Errorf("acquire session %s: %w", id, err)
+		return Session{}, false, fmt.Errorf("acquire session %s: %w", initial.ID, err)
 	}
 	if del != nil {
 		sess.DelegationID = *del
 	}
 	if err := json.Unmarshal(raw, &sess.Messages); err != nil {
-		return sess, false, fmt.Errorf("session %s messages: %w", id, err)
+		return Session{}, false, fmt.Errorf("session %s messages: %w", initial.ID, err)
 	}
 	return sess, true, nil
 }

@@ -22,11 +22,10 @@ func setup(t *testing.T) (*store.Store, *store.Session, string) {
 	ctx := context.Background()
 	runID := uuid.NewString()
 	require.NoError(t, st.CreateRun(ctx, store.Run{ID: runID, Prompt: "p", Team: json.RawMessage(`{}`), Variables: json.RawMessage(`{}`), TokenBudget: 100}))
-	sessID := "s:" + runID
-	require.NoError(t, st.EnsureSession(ctx, store.Session{ID: sessID, RunID: runID, Agent: "supervisor", Role: "supervisor",
-		Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}}))
+	initial := store.Session{ID: "s:" + runID, RunID: runID, Agent: "supervisor", Role: "supervisor",
+		Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}}
 	token := uuid.NewString()
-	sess, ok, err := st.AcquireSession(ctx, sessID, token, time.Minute)
+	sess, ok, err := st.AcquireSession(ctx, initial, token, time.Minute)
 	require.NoError(t, err)
 	require.True(t, ok)
 	return st, &sess, token
@@ -92,7 +91,7 @@ func TestSaveStep(t *testing.T) {
 		require.JSONEq(t, `{"path":"a"}`, string(rows[0].Args))
 		require.Equal(t, "ok", *rows[0].Result)
 
-		got, ok, err := st.AcquireSession(ctx, sess.ID, token, time.Minute)
+		got, ok, err := st.AcquireSession(ctx, *sess, token, time.Minute)
 		require.NoError(t, err)
 		require.True(t, ok)
 		require.Len(t, got.Messages, 2)
@@ -104,7 +103,7 @@ func TestSaveStep(t *testing.T) {
 		st, sess, token := setup(t)
 		// Another delivery takes the session over.
 		require.NoError(t, st.ReleaseSession(ctx, sess.ID, token))
-		_, ok, err := st.AcquireSession(ctx, sess.ID, uuid.NewString(), time.Minute)
+		_, ok, err := st.AcquireSession(ctx, *sess, uuid.NewString(), time.Minute)
 		require.NoError(t, err)
 		require.True(t, ok)
 
@@ -126,7 +125,7 @@ func TestSaveStep(t *testing.T) {
 		require.Error(t, err)
 		require.Zero(t, count(t, st, `SELECT count(*) FROM run_events WHERE run_id = $1`, sess.RunID))
 		require.Zero(t, count(t, st, `SELECT tokens_used FROM runs WHERE id = $1`, sess.RunID))
-		got, ok, err := st.AcquireSession(ctx, sess.ID, token, time.Minute)
+		got, ok, err := st.AcquireSession(ctx, *sess, token, time.Minute)
 		require.NoError(t, err)
 		require.True(t, ok)
 		require.Len(t, got.Messages, 1, "the session kept its last saved state")

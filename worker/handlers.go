@@ -64,7 +64,7 @@ func (w *Worker) handleSupervise(ctx context.Context, t *asynq.Task) error {
 		},
 	}
 	access := w.router.Registry().Resolve(tools.Node{Role: "supervisor", MCPServers: node.MCPServers, Tools: node.Tools})
-	return w.step(ctx, stepInput{run: run, team: team, node: node, role: "supervisor", sessionID: sess.ID, initial: sess, access: access})
+	return w.step(ctx, stepInput{run: run, team: team, node: node, role: "supervisor", initial: sess, access: access})
 }
 
 var subagentName = regexp.MustCompile(`^(.+)-sub-\d+$`)
@@ -136,7 +136,7 @@ func (w *Worker) handleTurn(ctx context.Context, t *asynq.Task) error {
 	if err := w.events.Emit(ctx, run.ID, "turn:"+d.ID, events.TurnStarted, d.Agent, map[string]any{"delegation_id": d.ID}); err != nil {
 		return err
 	}
-	return w.step(ctx, stepInput{run: run, team: team, node: node, role: role, sessionID: sess.ID, initial: sess, access: access, delegation: &d})
+	return w.step(ctx, stepInput{run: run, team: team, node: node, role: role, initial: sess, access: access, delegation: &d})
 }
 
 // supervisorPrompt frames the supervisor's own prompt with its team roster.

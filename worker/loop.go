@@ -30,13 +30,12 @@ type stepInput struct {
 	batch *[]store.NewEvent
 	// audit collects the gate's audit rows of the step's calls; they are written
 	// with the save that makes the calls' results durable (or when the step ends).
-	audit     *[]store.AuditRow
-	run       store.Run
-	team      templates.Template
-	node      templates.Node
-	role      string
-	sessionID string
-	// initial is the session created on the first delivery.
+	audit *[]store.AuditRow
+	run   store.Run
+	team  templates.Template
+	node  templates.Node
+	role  string
+	// initial is the session as the first delivery creates it.
 	initial    store.Session
 	access     tools.Access
 	delegation *store.Delegation
@@ -50,19 +49,12 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 	// the task middleware put on ctx) through the logctx handler.
 	ctx = logctx.Run(ctx, in.run.ID, in.node.Name)
 	token := uuid.NewString()
-	sess, ok, err := w.store.AcquireSession(ctx, in.sessionID, token, w.cfg.StepLease)
-	if errors.Is(err, store.ErrNotFound) {
-		// The first delivery creates the session (idempotent: a racing one wins).
-		if err := w.store.EnsureSession(ctx, in.initial); err != nil {
-			return err
-		}
-		sess, ok, err = w.store.AcquireSession(ctx, in.sessionID, token, w.cfg.StepLease)
-	}
+	sess, ok, err := w.store.AcquireSession(ctx, in.initial, token, w.cfg.StepLease)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("%w: %s", ErrSessionBusy, in.sessionID)
+		return fmt.Errorf("%w: %s", ErrSessionBusy, in.initial.ID)
 	}
 	defer func() {
 		if err := w.store.ReleaseSession(context.WithoutCancel(ctx), sess.ID, token); err != nil {
@@ -286,6 +278,10 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 		}
 		sess.Messages = append(sess.Messages, resp.Message)
 		sess.Steps++
+		final := len(resp.Message.ToolCalls) == 0
+		if final {
+			sess.Status = "done" // saved with the answer: no second write to end the session
+		}
 		lastSave = time.Now()
 		// The answer, the results and audit rows of the calls before it, their events
 		// and its own agent.message event: one transaction.
@@ -300,6 +296,9 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 		if saved.TokenBudget > 0 && saved.TokensUsed > saved.TokenBudget {
 			w.failStep(ctx, in, "budget_exceeded", fmt.Sprintf("token budget of %d exceeded (%d used)", saved.TokenBudget, saved.TokensUsed))
 			return nil
+		}
+		if final {
+			return w.finishSession(ctx, in, &sess)
 		}
 	}
 }
