@@ -162,6 +162,39 @@ rules:
 	require.Equal(t, "timed_out", d.Status)
 }
 
+// An approval requested by the second call of a model answer comes after the first
+// call's tool.call event in the stream.
+func TestApprovalRequestKeepsTheCallOrder(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{Fleet: fleet.Options{ExtraTools: withStandInPDF}})
+	writer := []map[string]any{
+		{"calls": []map[string]any{
+			{"tool": "write_file", "args": map[string]any{"path": "first.txt", "content": "x"}},
+			{"tool": "download_pdf", "args": map[string]any{"url": "http://127.0.0.1:1/a.pdf"}},
+		}},
+		{"say": "done"},
+	}
+	tm := team(writer, nil)
+	tm["workers"] = []map[string]any{{"name": "writer", "prompt": "w", "mcp_servers": []string{"workspace", "research"}}}
+	id := f.SubmitTeam(tm, "write, then ask")
+	a := pendingApproval(t, f, id)
+	code, raw := f.Do("POST", "/api/approvals/"+a.ID+"/deny", map[string]string{"reason": "no"}, nil)
+	require.Equal(t, http.StatusOK, code, string(raw))
+	evs := f.Follow(id, 0, 60*time.Second)
+	var order []string
+	for _, e := range evs {
+		switch {
+		case e.Type == "approval.requested":
+			order = append(order, "approval.requested")
+		case e.Type == "tool.call":
+			var d struct{ Tool string }
+			require.NoError(t, json.Unmarshal(e.Data, &d))
+			order = append(order, "tool.call "+d.Tool)
+		}
+	}
+	requireSubsequence(t, order, []string{"tool.call write_file", "approval.requested", "tool.call download_pdf"})
+}
+
 func TestRulesHotReloadUnderRunningWorker(t *testing.T) {
 	t.Parallel()
 	rules := filepath.Join(t.TempDir(), "permissions.yaml")

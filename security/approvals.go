@@ -87,9 +87,15 @@ func (a *Approvals) Ensure(ctx context.Context, s *tools.Session, call tools.Cal
 	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
 		return appr, fmt.Errorf("schedule approval expiry: %w", err)
 	}
-	if err := a.events.Emit(ctx, s.RunID, "approval-requested:"+id, "approval.requested", s.Agent, map[string]any{
-		"approval_id": id, "tool": call.Name, "tier": tier, "why": why, "expires_at": appr.ExpiresAt,
-	}); err != nil {
+	key, data := "approval-requested:"+id, map[string]any{"approval_id": id, "tool": call.Name, "tier": tier, "why": why, "expires_at": appr.ExpiresAt}
+	// Through the step's coordinator when there is one: it records the tool.call
+	// events of the calls before this one first, so the stream keeps the model's order.
+	if s.Coordinator != nil {
+		err = s.Coordinator.Emit(ctx, key, "approval.requested", data)
+	} else {
+		err = a.events.Emit(ctx, s.RunID, key, "approval.requested", s.Agent, data)
+	}
+	if err != nil {
 		return appr, err
 	}
 	if _, err := a.store.SetRunWaiting(ctx, s.RunID, true); err != nil {
