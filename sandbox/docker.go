@@ -103,13 +103,16 @@ const execMarker = "AETHERIUM_EXEC"
 // killScript kills the processes of one exec (argument 1: its marker value). It
 // runs in the container as the same user, so it may signal them, and it uses shell
 // builtins only: a command that exhausted the pids limit leaves no room to fork.
+// The first pass stops every process, the next ones kill them: /proc is walked in
+// name order, not tree order, and a shell whose child is killed first would run its
+// next command ("Killed", then whatever followed) before its own turn came.
 const killScript = `m="` + execMarker + `=$1"
-for pass in 1 2 3; do
+for sig in STOP KILL KILL KILL; do
   for d in /proc/[0-9]*; do
     p=${d#/proc/}
     [ "$p" = "$$" ] && continue
     while IFS= read -r -d "" v; do
-      if [ "$v" = "$m" ]; then kill -9 "-$p" "$p"; break; fi
+      if [ "$v" = "$m" ]; then kill -"$sig" "-$p" "$p"; break; fi
     done 2>/dev/null < "$d/environ"
   done
 done 2>/dev/null
