@@ -48,6 +48,8 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 	// Every log line of this step carries the run and agent (and the asynq task id
 	// the task middleware put on ctx) through the logctx handler.
 	ctx = logctx.Run(ctx, in.run.ID, in.node.Name)
+	// Set before anything can fail the step: failStep writes both.
+	in.batch, in.audit = new([]store.NewEvent), new([]store.AuditRow)
 	token := uuid.NewString()
 	sess, ok, err := w.store.AcquireSession(ctx, in.initial, token, w.cfg.StepLease)
 	if err != nil {
@@ -84,8 +86,6 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 	if err != nil {
 		return err
 	}
-	in.batch = new([]store.NewEvent)
-	in.audit = new([]store.AuditRow)
 	defer func() {
 		// Whatever the step did, its calls reach the audit trail and the event log.
 		w.flushAudit(context.WithoutCancel(ctx), in)
@@ -337,7 +337,8 @@ func (w *Worker) resolveCall(ctx context.Context, in stepInput, sess *store.Sess
 			if msg.IsError {
 				decision = "error"
 			}
-			return msg, state, w.recordCall(ctx, in, sess, call, decision, "", "", msg.Content, start)
+			w.recordCall(in, sess, call, decision, "", "", msg.Content, start)
+			return msg, state, nil
 		}
 	}
 	res, err := w.router.Dispatch(logctx.Tool(ctx, call.Name), tools.Call{ID: call.ID, Name: call.Name, Args: call.Args})
@@ -364,26 +365,22 @@ func (w *Worker) resolveCall(ctx context.Context, in stepInput, sess *store.Sess
 		}
 		msg.Content, msg.IsError = "error: "+err.Error(), true
 	}
-	if err := w.recordCall(ctx, in, sess, call, decision, layer, errString(err), msg.Content, start); err != nil {
-		return llm.Message{}, callDone, err
-	}
+	w.recordCall(in, sess, call, decision, layer, errString(err), msg.Content, start)
 	if err == nil && res.Final {
 		return msg, callFinal, nil
 	}
 	return msg, callDone, nil
 }
 
-func (w *Worker) recordCall(ctx context.Context, in stepInput, sess *store.Session, call llm.ToolCall, decision, layer, errMsg, result string, start time.Time) error {
+// recordCall counts the call and batches its tool.call event (written with the step's
+// next save or flush).
+func (w *Worker) recordCall(in stepInput, sess *store.Session, call llm.ToolCall, decision, layer, errMsg, result string, start time.Time) {
 	w.observeTool(call.Name, decision, layer, start)
 	ev := store.NewEvent{Key: "tool:" + sess.ID + ":" + call.ID, Type: events.ToolCall, Agent: in.node.Name, Data: map[string]any{
 		"tool": call.Name, "call_id": call.ID, "decision": decision, "layer": layer, "error": errMsg,
 		"result": truncate(result, 500), "duration_ms": time.Since(start).Milliseconds(),
 	}}
-	if in.batch == nil {
-		return w.events.Emit(ctx, in.run.ID, ev.Key, ev.Type, ev.Agent, ev.Data.(map[string]any))
-	}
 	*in.batch = append(*in.batch, ev)
-	return nil
 }
 
 // failStep records the step's tool calls, then fails the run (terminal event last).
@@ -447,7 +444,7 @@ func replyUnsaved(role, status string, msgs []llm.Message) bool {
 
 // flushEvents records the step's batched tool.call events.
 func (w *Worker) flushEvents(ctx context.Context, in stepInput) error {
-	if in.batch == nil || len(*in.batch) == 0 {
+	if len(*in.batch) == 0 {
 		return nil
 	}
 	err := w.events.EmitBatch(ctx, in.run.ID, *in.batch)
