@@ -113,6 +113,7 @@ func New(cfg Config, d Deps) *Server {
 	r.Get("/runs/:id/events", read, s.streamEvents)
 	r.Get("/runs/:id/delegations", read, s.getDelegations)
 	r.Get("/runs/:id/audit", read, s.runAudit)
+	r.Get("/runs/:id/egress", read, s.runEgress)
 	r.Get("/approvals", read, s.listApprovals)
 	r.Post("/approvals/:id/approve", approve, s.decide(true))
 	r.Post("/approvals/:id/deny", approve, s.decide(false))

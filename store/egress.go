@@ -1,0 +1,68 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// EgressConnection is one egress_connections row: a connection a sandbox's egress
+// proxy allowed or refused.
+type EgressConnection struct {
+	ID    int64     `json:"id"`
+	RunID string    `json:"run_id"`
+	Agent string    `json:"agent"`
+	At    time.Time `json:"at"`
+	// Method is CONNECT for a tunnel, else the HTTP method of a plaintext request.
+	Method string `json:"method"`
+	Host   string `json:"host"`
+	Port   int    `json:"port"`
+	// Remote is the address dialed; empty when the proxy refused before dialing.
+	Remote  string `json:"remote"`
+	Allowed bool   `json:"allowed"`
+	Reason  string `json:"reason"`
+	// Status is the upstream HTTP status of a plaintext request (0 for a tunnel).
+	Status     int   `json:"status"`
+	BytesOut   int64 `json:"bytes_out"`
+	BytesIn    int64 `json:"bytes_in"`
+	DurationMS int64 `json:"duration_ms"`
+}
+
+// InsertEgress records one connection.
+func (s *Store) InsertEgress(ctx context.Context, c EgressConnection) error {
+	at := c.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	_, err := s.Pool.Exec(ctx, `INSERT INTO egress_connections
+		(run_id, agent, at, method, host, port, remote, allowed, reason, status, bytes_out, bytes_in, duration_ms)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+		c.RunID, c.Agent, at, c.Method, c.Host, c.Port, c.Remote, c.Allowed, c.Reason, c.Status, c.BytesOut, c.BytesIn, c.DurationMS)
+	if err != nil {
+		return fmt.Errorf("insert egress_connections: %w", err)
+	}
+	return nil
+}
+
+// RunEgress lists a run's connections, oldest first, at most limit.
+func (s *Store) RunEgress(ctx context.Context, runID string, limit int) ([]EgressConnection, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT id, run_id::text, agent, at, method, host, port, remote, allowed, reason,
+		status, bytes_out, bytes_in, duration_ms FROM egress_connections WHERE run_id = $1 ORDER BY id LIMIT $2`, runID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("run egress: %w", err)
+	}
+	defer rows.Close()
+	out := []EgressConnection{}
+	for rows.Next() {
+		var c EgressConnection
+		if err := rows.Scan(&c.ID, &c.RunID, &c.Agent, &c.At, &c.Method, &c.Host, &c.Port, &c.Remote, &c.Allowed, &c.Reason,
+			&c.Status, &c.BytesOut, &c.BytesIn, &c.DurationMS); err != nil {
+			return nil, fmt.Errorf("run egress: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("run egress: %w", err)
+	}
+	return out, nil
+}
