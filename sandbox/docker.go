@@ -24,6 +24,8 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/aetherium-engine/aetherium/egressproxy"
 )
 
 // DockerConfig configures the container executor.
@@ -47,8 +49,10 @@ type DockerConfig struct {
 	PidsLimit int64 `yaml:"pids_limit"`
 	// TmpfsBytes sizes the writable /tmp. Default 64 MiB.
 	TmpfsBytes int64 `yaml:"tmpfs_bytes"`
-	// EgressNetwork is the Docker network of a project whose team allows egress;
-	// "none" refuses egress to every team. Default "bridge".
+	// EgressNetwork "none" refuses egress to every team. Any other value is kept
+	// for compatibility and ignored: a sandbox with egress gets a network of its
+	// own whose only way out is the egress proxy (sandbox.egress_proxy). Default
+	// "bridge".
 	EgressNetwork string `yaml:"egress_network"`
 	// Scope tags this fleet's containers so CleanupOrphans never touches another
 	// fleet's on a shared engine. Default "default".
@@ -93,6 +97,10 @@ const (
 	LabelProject   = "io.aetherium.sandbox.project"
 	LabelWorkspace = "io.aetherium.sandbox.workspace"
 	LabelNetwork   = "io.aetherium.sandbox.network"
+	// LabelSubnet and LabelGateway describe a per-run egress network (on the
+	// network and on its container), so any worker can serve it.
+	LabelSubnet  = "io.aetherium.sandbox.subnet"
+	LabelGateway = "io.aetherium.sandbox.gateway"
 )
 
 // execMarker is set in every command's environment; the timeout kill finds the
@@ -144,12 +152,19 @@ type Docker struct {
 
 	mu       sync.Mutex
 	projects map[string]*project
+	egress   *egressproxy.Proxy
 }
 
 type project struct {
-	mu sync.Mutex
-	id string
+	mu  sync.Mutex
+	id  string
+	net *egressNet // nil: the container has no network
 }
+
+// SetEgress gives sandboxes with egress their only way out: a per-run network
+// served by p. Without it, egress requests get no network at all. Call it before
+// the first Exec.
+func (d *Docker) SetEgress(p *egressproxy.Proxy) { d.egress = p }
 
 var userRE = regexp.MustCompile(`^(\d+)(?::(\d+))?$`)
 
@@ -248,6 +263,7 @@ func (d *Docker) ensure(ctx context.Context, projectID, ws string, network bool)
 			if got := info.Config.Labels[LabelWorkspace]; got != ws {
 				return "", fmt.Errorf("sandbox container %s serves workspace %q, not %q", name, got, ws)
 			}
+			p.net = netFromLabels(info.Config.Labels)
 			if info.State != nil && info.State.Running {
 				p.id = info.ID
 				return p.id, nil
@@ -256,19 +272,20 @@ func (d *Docker) ensure(ctx context.Context, projectID, ws string, network bool)
 				p.id = info.ID
 				return p.id, nil
 			}
+			p.net = nil
 			// A container that will not start again is replaced.
 			if err := d.cli.ContainerRemove(ctx, info.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 				return "", fmt.Errorf("remove broken sandbox %s: %w", name, err)
 			}
 		case cerrdefs.IsNotFound(err):
-			id, err := d.create(ctx, name, projectID, ws, network)
+			id, n, err := d.create(ctx, name, projectID, ws, network)
 			if cerrdefs.IsConflict(err) {
 				continue // another worker created it first
 			}
 			if err != nil {
 				return "", err
 			}
-			p.id = id
+			p.id, p.net = id, n
 			return id, nil
 		default:
 			return "", fmt.Errorf("inspect sandbox %s: %w", name, err)
@@ -277,19 +294,30 @@ func (d *Docker) ensure(ctx context.Context, projectID, ws string, network bool)
 	return "", fmt.Errorf("sandbox %s: could not get a running container", name)
 }
 
-func (d *Docker) create(ctx context.Context, name, projectID, ws string, network bool) (string, error) {
+func (d *Docker) create(ctx context.Context, name, projectID, ws string, network bool) (string, *egressNet, error) {
 	fi, err := os.Stat(ws)
 	if err != nil || !fi.IsDir() {
-		return "", fmt.Errorf("%w: workspace %s is not a directory", ErrInvalidRequest, ws)
+		return "", nil, fmt.Errorf("%w: workspace %s is not a directory", ErrInvalidRequest, ws)
 	}
 	if _, _, chown := d.Owner(); chown {
 		if err := chownTree(ws, d.uid, d.gid); err != nil {
-			return "", fmt.Errorf("hand workspace %s to the sandbox user: %w", ws, err)
+			return "", nil, fmt.Errorf("hand workspace %s to the sandbox user: %w", ws, err)
 		}
 	}
 	netMode := "none"
+	var en *egressNet
+	env := []string{"PATH=/bin:/usr/bin:/sbin:/usr/sbin", "HOME=/tmp", "LANG=C.UTF-8"}
 	if network && d.cfg.Docker.EgressNetwork != "none" {
-		netMode = d.cfg.Docker.EgressNetwork
+		if d.egress == nil {
+			// The default bridge is an unfiltered way out: no proxy, no network.
+			d.log.Warn("sandbox egress requested but no egress proxy runs: the sandbox gets no network", "project", projectID)
+		} else {
+			if en, err = d.ensureNetwork(ctx, projectID); err != nil {
+				return "", nil, err
+			}
+			netMode = en.name
+			env = append(env, proxyEnv(d.egress.URL(en.gateway))...)
+		}
 	}
 	yes := true
 	pids := d.cfg.Docker.PidsLimit
@@ -299,12 +327,15 @@ func (d *Docker) create(ctx context.Context, name, projectID, ws string, network
 		User:       d.cfg.Docker.User,
 		WorkingDir: "/workspace",
 		Hostname:   "sandbox",
-		Env:        []string{"PATH=/bin:/usr/bin:/sbin:/usr/sbin", "HOME=/tmp", "LANG=C.UTF-8"},
+		Env:        env,
 		Labels: map[string]string{
 			LabelSandbox: "1", LabelScope: d.cfg.Docker.Scope, LabelProject: projectID,
 			LabelWorkspace: ws, LabelNetwork: netMode,
 		},
 		NetworkDisabled: netMode == "none",
+	}
+	if en != nil {
+		cfg.Labels[LabelSubnet], cfg.Labels[LabelGateway] = en.subnet.String(), en.gateway.String()
 	}
 	host := &container.HostConfig{
 		NetworkMode: container.NetworkMode(netMode),
@@ -327,19 +358,26 @@ func (d *Docker) create(ctx context.Context, name, projectID, ws string, network
 			NanoCPUs: int64(d.cfg.Docker.CPUs * 1e9), PidsLimit: &pids,
 		},
 	}
+	if en != nil {
+		// Names resolve at the proxy (absolute-form requests, CONNECT host:port).
+		// The embedded DNS server forwards to the gateway, which the firewall drops:
+		// DNS is not a side channel out. No IPv6 at all.
+		host.DNS = []string{en.gateway.String()}
+		host.Sysctls = map[string]string{"net.ipv6.conf.all.disable_ipv6": "1"}
+	}
 	created, err := d.cli.ContainerCreate(ctx, cfg, host, nil, nil, name)
 	if err != nil {
 		if cerrdefs.IsConflict(err) {
-			return "", err
+			return "", nil, err
 		}
-		return "", fmt.Errorf("create sandbox %s: %w", name, err)
+		return "", nil, fmt.Errorf("create sandbox %s: %w", name, err)
 	}
 	if err := d.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		_ = d.cli.ContainerRemove(context.WithoutCancel(ctx), created.ID, container.RemoveOptions{Force: true})
-		return "", fmt.Errorf("start sandbox %s: %w", name, err)
+		return "", nil, fmt.Errorf("start sandbox %s: %w", name, err)
 	}
 	d.log.Info("sandbox started", "container", name, "project", projectID, "network", netMode)
-	return created.ID, nil
+	return created.ID, en, nil
 }
 
 // chownTree hands the workspace to the sandbox user. It walks through an os.Root,
@@ -383,6 +421,9 @@ func (d *Docker) Exec(ctx context.Context, req Request) (Result, error) {
 	var execID, cid string
 	for attempt := 0; ; attempt++ {
 		if cid, err = d.ensure(ctx, req.Project, ws, req.Network); err != nil {
+			return Result{}, err
+		}
+		if err := d.serveEgress(ctx, req); err != nil {
 			return Result{}, err
 		}
 		created, err := d.cli.ContainerExecCreate(ctx, cid, opts)
@@ -563,7 +604,7 @@ func (d *Docker) Release(ctx context.Context, projectID string) error {
 	if err != nil && !cerrdefs.IsNotFound(err) && !strings.Contains(err.Error(), "already in progress") {
 		return fmt.Errorf("release sandbox %s: %w", name, err)
 	}
-	return nil
+	return d.releaseNetwork(ctx, projectID)
 }
 
 // CleanupOrphans removes this scope's sandbox containers whose project isActive
@@ -589,6 +630,10 @@ func (d *Docker) CleanupOrphans(ctx context.Context, isActive func(project strin
 			continue
 		}
 		removed++
+	}
+	// A network whose container is gone (a worker died between the two).
+	if err := d.cleanupOrphanNetworks(ctx, isActive); err != nil {
+		errs = append(errs, err)
 	}
 	return removed, errors.Join(errs...)
 }

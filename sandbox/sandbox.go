@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/aetherium-engine/aetherium/egressproxy"
 )
 
 // Executor runs shell commands in a project's sandbox.
@@ -49,8 +51,16 @@ type Request struct {
 	// Config.MaxTimeout.
 	Timeout time.Duration
 	// Network asks for outbound network access (the team allows egress). It is
-	// fixed when the project's container is created.
+	// fixed when the project's container is created. With the Docker executor it
+	// goes through the egress proxy only (SetEgress); without one it is refused.
 	Network bool
+	// Agent is the agent running the command: the egress proxy attributes the
+	// sandbox's connections to it.
+	Agent string
+	// Allowlist is the team's allowed_domains, which the egress proxy applies.
+	Allowlist []string
+	// EgressPorts are destination ports the team allows beyond 80 and 443.
+	EgressPorts []int
 }
 
 // Result is how a command ended.
@@ -123,6 +133,9 @@ type Config struct {
 	Docker DockerConfig `yaml:"docker"`
 	// Local configures the host executor.
 	Local LocalConfig `yaml:"local"`
+	// EgressProxy configures the proxy that is an egress-enabled sandbox's only way
+	// out, and its per-run networks (see docs/sandboxproxy.md).
+	EgressProxy egressproxy.Config `yaml:"egress_proxy"`
 }
 
 // LocalConfig configures the local executor.
@@ -152,6 +165,7 @@ func (c *Config) defaults() {
 		c.Local.Path = "/usr/local/bin:/usr/bin:/bin"
 	}
 	c.Docker.defaults()
+	c.EgressProxy = c.EgressProxy.WithDefaults()
 }
 
 func (c *Config) timeout(req time.Duration) time.Duration {

@@ -136,8 +136,9 @@ func (s *server) run(ctx context.Context, a RunArgs) (tools.Result, error) {
 		Project: sess.RunID, Workspace: sess.Workspace, Dir: dir, Command: a.Command,
 		Timeout: time.Duration(a.Timeout) * time.Second,
 		// The team's egress allowlist decides whether the container gets a network
-		// at all; domain filtering applies to the outbound tools, not to commands.
+		// at all; the egress proxy, its only way out, applies the allowlist.
 		Network: len(sess.AllowedDomains) > 0,
+		Agent:   sess.Agent, Allowlist: sess.AllowedDomains,
 	}
 	res, execErr := s.deps.Executor.Exec(ctx, req)
 	row := store.Command{RunID: sess.RunID, Agent: sess.Agent, Command: a.Command, ExitCode: -1}
