@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/aetherium-engine/aetherium/api"
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/device"
+	"github.com/aetherium-engine/aetherium/egressproxy"
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/gpu"
 	"github.com/aetherium-engine/aetherium/lease"
@@ -65,6 +67,8 @@ type Fleet struct {
 	// Executor runs shell commands (nil when no sandbox could start).
 	Executor    sandbox.Executor
 	ownExecutor bool
+	// EgressProxy is the Docker sandboxes' only way out (nil: sandboxes get no network).
+	EgressProxy *egressproxy.Proxy
 }
 
 // Options adjust Open (tests and benchmarks).
@@ -82,6 +86,8 @@ type Options struct {
 	Executor sandbox.Executor
 	// NoSandbox skips building an executor (tests that run no shell commands).
 	NoSandbox bool
+	// EgressResolver resolves names for the sandbox egress proxy (tests' own DNS).
+	EgressResolver *net.Resolver
 	// Device, when set, drives the headset with this configuration (a test's
 	// simulator) whatever devices.steam_frame says.
 	Device *device.Config
@@ -207,6 +213,7 @@ func (f *Fleet) Close() {
 	if f.Audit != nil {
 		f.Audit.Close()
 	}
+	f.closeEgressProxy()
 	if f.Executor != nil && f.ownExecutor {
 		_ = f.Executor.Close()
 	}

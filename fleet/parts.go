@@ -95,6 +95,7 @@ func (f *Fleet) openParts(ctx context.Context, cfg config.Config, opts Options) 
 			f.ownExecutor = true
 		}
 	}
+	f.openEgressProxy(ctx, cfg, opts)
 	return nil
 }
 

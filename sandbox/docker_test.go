@@ -133,15 +133,17 @@ func TestDockerHasNoNetwork(t *testing.T) {
 	require.Zero(t, accepted.Load(), "the host listener saw a connection from the sandbox")
 }
 
-func TestDockerEgressOnlyWhenAllowed(t *testing.T) {
+// Egress is only ever the egress proxy (egressproxy's tests): an executor without
+// one never hands out the default bridge, an unfiltered way out.
+func TestDockerNoEgressWithoutProxy(t *testing.T) {
 	t.Parallel()
 	d, f := setup(t)
 	_, err := d.Exec(context.Background(), sandbox.Request{Project: f.project, Workspace: f.ws, Command: "true", Network: true})
 	require.NoError(t, err)
 	info, err := d.Inspect(context.Background(), f.project)
 	require.NoError(t, err)
-	require.Equal(t, "bridge", string(info.HostConfig.NetworkMode))
-	require.Equal(t, "bridge", info.Config.Labels[sandbox.LabelNetwork])
+	require.Equal(t, "none", string(info.HostConfig.NetworkMode))
+	require.Equal(t, "none", info.Config.Labels[sandbox.LabelNetwork])
 
 	// egress_network none refuses egress to every team.
 	d2, g := setup(t, func(c *sandbox.Config) { c.Docker.EgressNetwork = "none" })
