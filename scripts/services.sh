@@ -12,6 +12,8 @@ dpkg -s busybox-static >/dev/null 2>&1 || need_apt+=(busybox-static)
 # The observability tests run a real Prometheus (and promtool) and headless Chromium.
 command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+# The sandbox egress firewall rules (egressproxy, docs/sandboxproxy.md).
+command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)
 if [ "${#need_apt[@]}" -gt 0 ]; then
   echo "services: installing ${need_apt[*]} from Debian's packages"
   apt-get update -qq
