@@ -36,6 +36,9 @@ type Template struct {
 	ToolDefaults   map[string]map[string]any `yaml:"tool_defaults" json:"tool_defaults"`
 	Budget         Budget                    `yaml:"budget" json:"budget"`
 	Script         script.Script             `yaml:"script" json:"script"`
+	// EgressPorts are destination ports a sandbox may reach through the egress
+	// proxy beyond 80 and 443.
+	EgressPorts []int `yaml:"egress_ports" json:"egress_ports,omitempty"`
 }
 
 // Node is one agent of the team.
@@ -182,6 +185,11 @@ func (t *Template) Validate(reg *tools.Registry) error {
 	for _, d := range t.AllowedDomains {
 		if strings.TrimPrefix(d, "*.") == "" || strings.ContainsAny(d, "/: ") || strings.Count(d, "*") > 1 || (strings.Contains(d, "*") && !strings.HasPrefix(d, "*.")) {
 			add("allowed_domains: %q must be a host name or *.example.com", d)
+		}
+	}
+	for _, p := range t.EgressPorts {
+		if p < 1 || p > 65535 {
+			add("egress_ports: %d is not a port (1-65535)", p)
 		}
 	}
 	for tool := range t.ToolDefaults {

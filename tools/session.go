@@ -18,6 +18,8 @@ type Session struct {
 	Peers []string
 	// AllowedDomains is the team's egress allowlist.
 	AllowedDomains []string
+	// EgressPorts are the ports beyond 80/443 the team's sandbox may reach.
+	EgressPorts []int
 	// ToolDefaults are the team's per-tool argument defaults, merged under the
 	// model's own arguments before validation.
 	ToolDefaults map[string]map[string]any

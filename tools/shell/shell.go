@@ -138,7 +138,7 @@ func (s *server) run(ctx context.Context, a RunArgs) (tools.Result, error) {
 		// The team's egress allowlist decides whether the container gets a network
 		// at all; the egress proxy, its only way out, applies the allowlist.
 		Network: len(sess.AllowedDomains) > 0,
-		Agent:   sess.Agent, Allowlist: sess.AllowedDomains,
+		Agent:   sess.Agent, Allowlist: sess.AllowedDomains, EgressPorts: sess.EgressPorts,
 	}
 	res, execErr := s.deps.Executor.Exec(ctx, req)
 	row := store.Command{RunID: sess.RunID, Agent: sess.Agent, Command: a.Command, ExitCode: -1}
