@@ -38,10 +38,17 @@ type Config struct {
 	PrometheusURL string
 	// SSEPoll is the fallback poll interval of the event stream. Default 1s.
 	SSEPoll time.Duration
+	// SSEHeartbeat is how often an idle event stream writes a comment, which is how
+	// a stream whose client left finds out. Default DefaultSSEHeartbeat.
+	SSEHeartbeat time.Duration
 	// Tokens are the accepted bearer tokens; none means no authentication (allowed
 	// only on loopback, enforced by the caller that listens).
 	Tokens []Token
 }
+
+// DefaultSSEHeartbeat is the idle stream's heartbeat: a closed stream is released
+// within about two of them.
+const DefaultSSEHeartbeat = 400 * time.Millisecond
 
 // Deps are the API's collaborators.
 type Deps struct {
@@ -66,6 +73,7 @@ type Server struct {
 	d   Deps
 	App *fiber.App
 	mon *asynqmon.HTTPHandler
+	hub *events.Hub
 }
 
 // New builds the Fiber app with every route.
@@ -76,10 +84,13 @@ func New(cfg Config, d Deps) *Server {
 	if cfg.SSEPoll <= 0 {
 		cfg.SSEPoll = time.Second
 	}
+	if cfg.SSEHeartbeat <= 0 {
+		cfg.SSEHeartbeat = DefaultSSEHeartbeat
+	}
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	s := &Server{cfg: cfg, d: d}
+	s := &Server{cfg: cfg, d: d, hub: events.NewHub(d.Redis, d.Log)}
 	app := fiber.New(fiber.Config{
 		BodyLimit:             cfg.BodyLimit,
 		DisableStartupMessage: true,
@@ -126,8 +137,11 @@ func New(cfg Config, d Deps) *Server {
 	return s
 }
 
-// Close releases the asynqmon connection.
-func (s *Server) Close() error { return s.mon.Close() }
+// Close releases the asynqmon connection and the event hub's subscription.
+func (s *Server) Close() error { return errors.Join(s.mon.Close(), s.hub.Close()) }
+
+// StreamWatchers is the number of event streams open on this server.
+func (s *Server) StreamWatchers() int { return s.hub.Watchers() }
 
 // Error is an API error answered as {"error": ..., "field": ...}.
 type Error struct {

@@ -59,16 +59,23 @@ func (s *Server) streamEvents(c *fiber.Ctx) error {
 	c.Set("Connection", "keep-alive")
 	c.Set("X-Accel-Buffering", "no")
 	runID := r.ID
-	st, rdb, poll, log := s.d.Store, s.d.Redis, s.cfg.SSEPoll, s.d.Log
+	st, hub, poll, beat, log := s.d.Store, s.hub, s.cfg.SSEPoll, s.cfg.SSEHeartbeat, s.d.Log
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		sub := rdb.Subscribe(ctx, events.Channel(runID))
-		defer sub.Close()
-		wake := sub.Channel()
+		// One pub/sub connection per API process, shared by every stream.
+		wake, stop, err := hub.Watch(ctx, runID)
+		if err != nil {
+			log.Warn("sse: watch events", "run_id", runID, "err", err)
+		}
+		defer stop()
 		ticker := time.NewTicker(poll)
 		defer ticker.Stop()
-		keepalive := time.Now()
+		// fasthttp learns that a client left only when a write to it fails: a
+		// heartbeat (an SSE comment, ignored by clients) every SSEHeartbeat frees a
+		// closed stream's goroutine and watcher within about two heartbeats.
+		heartbeat := time.NewTicker(beat)
+		defer heartbeat.Stop()
 		for {
 			evs, err := st.EventsAfter(ctx, runID, after, 500)
 			if err != nil {
@@ -88,7 +95,6 @@ func (s *Server) streamEvents(c *fiber.Ctx) error {
 				if err := w.Flush(); err != nil {
 					return
 				}
-				keepalive = time.Now()
 				if len(evs) == 500 {
 					continue
 				}
@@ -96,15 +102,15 @@ func (s *Server) streamEvents(c *fiber.Ctx) error {
 			if finished {
 				return // the rest of a finished run's events, past its terminal one
 			}
-			if time.Since(keepalive) > 15*time.Second {
-				if _, err := w.WriteString(": keepalive\n\n"); err != nil || w.Flush() != nil {
-					return
-				}
-				keepalive = time.Now()
-			}
+		wait:
 			select {
 			case <-wake:
 			case <-ticker.C:
+			case <-heartbeat.C:
+				if _, err := w.WriteString(":\n"); err != nil || w.Flush() != nil {
+					return
+				}
+				goto wait
 			}
 		}
 	})

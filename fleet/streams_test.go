@@ -117,7 +117,7 @@ func TestMailboxAndGPULeaseEndToEnd(t *testing.T) {
 	var bobMsgs string
 	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT messages::text FROM sessions WHERE run_id = $1 AND agent = 'bob'`, id).Scan(&bobMsgs))
 	require.Contains(t, bobMsgs, "the password is swordfish")
-	require.Contains(t, bobMsgs, "from alice at ")
+	require.Contains(t, bobMsgs, `\"from\":\"alice\"`)
 
 	// The run's cleanup released the lease; the mailboxes are gone.
 	require.Eventually(t, func() bool {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/aetherium-engine/aetherium/api"
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/logctx"
@@ -38,6 +39,8 @@ type Options struct {
 type Fleet struct {
 	*fleet.Fleet
 	URL string // API base URL
+	// API is the in-process API server.
+	API *api.Server
 	t   testing.TB
 	// StopWorker stops the worker role (graceful, like SIGTERM); nil with NoWorker.
 	StopWorker func()
@@ -126,7 +129,7 @@ func StartWith(t testing.TB, cfg config.Config, opts Options) *Fleet {
 	}
 	go func() { _ = srv.App.Listener(ln) }()
 	t.Cleanup(func() { _ = srv.App.ShutdownWithTimeout(2 * time.Second); _ = srv.Close() })
-	tf := &Fleet{Fleet: f, URL: "http://" + ln.Addr().String(), t: t}
+	tf := &Fleet{Fleet: f, URL: "http://" + ln.Addr().String(), API: srv, t: t}
 	if !opts.NoWorker {
 		tf.StopWorker = tf.StartWorker()
 	}

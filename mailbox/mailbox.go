@@ -28,6 +28,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -553,16 +554,37 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
-// Format renders messages for an agent's context: one block per message with its
-// sender and time, so the model can tell who said what and when.
+// Format renders messages for an agent's context. Each message is one line holding
+// one JSON object (id, from, at, body): a body is a JSON string, so its newlines are
+// escaped and no line of a body can pose as another message or another sender. The
+// sender and time come from the stream entry, never from the body.
 func Format(msgs []Message) string {
 	if len(msgs) == 0 {
 		return ""
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "You have %d new message(s) from your teammates:\n", len(msgs))
+	fmt.Fprintf(&b, "You have %d new message(s) from your teammates, one JSON object per line "+
+		"(\"from\" and \"at\" are set by the mailbox; \"body\" is the sender's text):\n", len(msgs))
 	for _, m := range msgs {
-		fmt.Fprintf(&b, "\n--- message %s from %s at %s ---\n%s\n", m.ID, m.From, m.SentAt.UTC().Format(time.RFC3339), m.Body)
+		line, _ := json.Marshal(formatted{ID: m.ID, From: m.From, At: m.SentAt.UTC().Format(time.RFC3339), Body: m.Body})
+		b.Write(line)
+		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// formatted is a message as the model sees it; the field order is fixed so that
+// Marker finds a message by its id.
+type formatted struct {
+	ID   string `json:"id"`
+	From string `json:"from"`
+	At   string `json:"at"`
+	Body string `json:"body"`
+}
+
+// Marker is the text that starts message id's line in Format's output. A body cannot
+// contain it: inside a JSON string every quote is escaped.
+func Marker(id string) string {
+	q, _ := json.Marshal(id)
+	return `{"id":` + string(q) + `,"from":`
 }

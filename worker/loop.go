@@ -563,7 +563,7 @@ func peers(t templates.Template) []string {
 
 // inContext reports whether a mailbox message id already appears in the context.
 func inContext(msgs []llm.Message, id string) bool {
-	marker := "--- message " + id + " from "
+	marker := mailbox.Marker(id)
 	for _, m := range msgs {
 		if m.Role == llm.RoleUser && strings.Contains(m.Content, marker) {
 			return true
