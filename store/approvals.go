@@ -34,21 +34,21 @@ var (
 
 // Approval is a Restricted (or escalated) call waiting for a human.
 type Approval struct {
-	ID             string          `json:"id"`
-	RunID          string          `json:"run_id"`
-	SessionID      string          `json:"session_id"`
-	CallID         string          `json:"call_id"`
-	Team           string          `json:"team"`
-	Agent          string          `json:"agent"`
-	Tool           string          `json:"tool"`
-	Tier           string          `json:"tier"`
+	ID        string `json:"id"`
+	RunID     string `json:"run_id"`
+	SessionID string `json:"session_id"`
+	CallID    string `json:"call_id"`
+	Team      string `json:"team"`
+	Agent     string `json:"agent"`
+	Tool      string `json:"tool"`
+	Tier      string `json:"tier"`
 	// Args are the call's arguments with secret spans masked in place.
 	Args json.RawMessage `json:"args"`
 	// ArgsHash is the hex SHA-256 of the RFC 8785 form of the effective arguments:
 	// the call runs only if its arguments at execution hash the same.
 	ArgsHash string `json:"args_hash"`
 	// View is what the approver decides on (parsed commands, URL), masked.
-	View json.RawMessage `json:"view"`
+	View           json.RawMessage `json:"view"`
 	Why            string          `json:"why"`
 	Status         string          `json:"status"`
 	DecidedBy      string          `json:"decided_by,omitempty"`
