@@ -47,8 +47,8 @@ func submitWriter(t *testing.T, f *fleettest.Fleet, calls ...map[string]any) str
 }
 
 // The approver sees the commands the call would run and the URL, with only the
-// secret masked, plus the hash; the CLI shows the same. After approval the call's
-// arguments are altered in the session (where the redelivered step reads them):
+// secret masked, plus the hash; the CLI shows the same. The call's arguments are
+// altered in the session (where the resumed step reads them) before the approval:
 // the tool does not run and the refusal says why.
 func TestApprovalViewAndBindingEndToEnd(t *testing.T) {
 	t.Parallel()
@@ -70,7 +70,9 @@ func TestApprovalViewAndBindingEndToEnd(t *testing.T) {
 		want = append(want, strings.ReplaceAll(c, pat, "[REDACTED:github-pat]"))
 	}
 	require.Equal(t, want, got.View.Commands, "the commands, masked only where the secret is")
-	require.Contains(t, string(got.Args), "echo start > log.txt && GITHUB_TOKEN=[REDACTED:github-pat] rm -rf build")
+	var shown struct{ Command string }
+	require.NoError(t, json.Unmarshal(got.Args, &shown))
+	require.Equal(t, "echo start > log.txt && GITHUB_TOKEN=[REDACTED:github-pat] rm -rf build", shown.Command, "every argument, masked in place")
 	hash, err := security.ArgsHash(json.RawMessage(`{"command":` + mustJSON(t, cmd) + `}`))
 	require.NoError(t, err)
 	require.Equal(t, hash, got.ArgsHash)
@@ -83,11 +85,8 @@ func TestApprovalViewAndBindingEndToEnd(t *testing.T) {
 	require.Contains(t, out.String(), "sha256:   "+hash)
 	require.NotContains(t, out.String(), pat)
 
-	// Approve with the workers down, then alter the stored call before any step
-	// re-enters the gate with it.
-	f.StopWorker()
-	code, raw = f.Do("POST", "/api/approvals/"+a.ID+"/approve", map[string]string{"reason": "ok"}, nil)
-	require.Equal(t, http.StatusOK, code, string(raw))
+	// Alter the stored call while it waits (the session is idle), then approve:
+	// the step that resumes re-enters the gate with the altered call.
 	var sessID, msgs string
 	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT id, messages::text FROM sessions WHERE run_id = $1 AND agent = 'writer'`, id).Scan(&sessID, &msgs))
 	var messages []llm.Message
@@ -96,7 +95,7 @@ func TestApprovalViewAndBindingEndToEnd(t *testing.T) {
 	for i := range messages {
 		for j := range messages[i].ToolCalls {
 			if messages[i].ToolCalls[j].Name == "run_shell" {
-				messages[i].ToolCalls[j].Args = json.RawMessage(`{"command":"echo pwned > pwned.txt"}`)
+				messages[i].ToolCalls[j].Args = json.RawMessage(`{"command":"rm -rf build src"}`)
 				altered++
 			}
 		}
@@ -106,8 +105,8 @@ func TestApprovalViewAndBindingEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	_, err = f.Store.Pool.Exec(ctx, `UPDATE sessions SET messages = $2 WHERE id = $1`, sessID, newMsgs)
 	require.NoError(t, err)
-	stop := f.StartWorker()
-	t.Cleanup(stop)
+	code, raw = f.Do("POST", "/api/approvals/"+a.ID+"/approve", map[string]string{"reason": "ok"}, nil)
+	require.Equal(t, http.StatusOK, code, string(raw))
 
 	require.Equal(t, "completed", f.WaitTerminal(id, 60*time.Second).Status)
 	f.Audit.Flush()

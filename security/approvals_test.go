@@ -146,7 +146,7 @@ func TestMaskSecretsMasksOnlyTheSecret(t *testing.T) {
 	d := newDLP(t)
 	pat := testSecrets()[0].secret
 	for name, tc := range map[string]struct{ in, want string }{
-		"plain":       {"curl -H 'Authorization: token " + pat + "' https://api.example.com", "curl -H 'Authorization: token [REDACTED:github-pat]' https://api.example.com"},
+		"plain":       {"GITHUB_TOKEN=" + pat + " ./deploy.sh --all", "GITHUB_TOKEN=[REDACTED:github-pat] ./deploy.sh --all"},
 		"base64 only": {"echo " + base64.StdEncoding.EncodeToString([]byte("token="+pat)) + " | base64 -d > t; rm -rf build", "echo [REDACTED:github-pat] | base64 -d > t; rm -rf build"},
 		"no secret":   {"rm -rf build", "rm -rf build"},
 	} {
