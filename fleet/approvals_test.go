@@ -88,6 +88,13 @@ func TestApprovalViewAndBindingEndToEnd(t *testing.T) {
 	// Alter the stored call while it waits (the session is idle), then approve:
 	// the step that resumes re-enters the gate with the altered call.
 	var sessID, msgs string
+	// The step that asked saves its session after the request: wait until it let go.
+	require.Eventually(t, func() bool {
+		var idle bool
+		err := f.Store.Pool.QueryRow(ctx, `SELECT status = 'waiting' AND lease_until < now() FROM sessions
+			WHERE run_id = $1 AND agent = 'writer'`, id).Scan(&idle)
+		return err == nil && idle
+	}, 30*time.Second, 20*time.Millisecond)
 	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT id, messages::text FROM sessions WHERE run_id = $1 AND agent = 'writer'`, id).Scan(&sessID, &msgs))
 	var messages []llm.Message
 	require.NoError(t, json.Unmarshal([]byte(msgs), &messages))
