@@ -126,6 +126,7 @@ func New(cfg Config, d Deps) *Server {
 	r.Get("/runs/:id/audit", read, s.runAudit)
 	r.Get("/runs/:id/egress", read, s.runEgress)
 	r.Get("/approvals", read, s.listApprovals)
+	r.Get("/approvals/:id", read, s.getApproval)
 	r.Post("/approvals/:id/approve", approve, s.decide(true))
 	r.Post("/approvals/:id/deny", approve, s.decide(false))
 	r.Get("/tools/mcp-schemas", read, s.schemas)

@@ -12,12 +12,12 @@ import (
 	"github.com/aetherium-engine/aetherium/store"
 )
 
-var approvalStatuses = map[string]bool{"pending": true, "approved": true, "denied": true, "timed_out": true}
+var approvalStatuses = map[string]bool{"pending": true, "approved": true, "denied": true, "timed_out": true, "cancelled": true}
 
 func (s *Server) listApprovals(c *fiber.Ctx) error {
 	status := c.Query("status")
 	if status != "" && !approvalStatuses[status] {
-		return badRequest("status", "status %q is not one of pending, approved, denied, timed_out", status)
+		return badRequest("status", "status %q is not one of pending, approved, denied, timed_out, cancelled", status)
 	}
 	runID := c.Query("run_id")
 	limit := 100
@@ -35,6 +35,31 @@ func (s *Server) listApprovals(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"approvals": list})
 }
 
+// getApproval shows one approval as the approver decides on it: the view (parsed
+// commands or URL), the masked arguments and the hash the decision binds to.
+func (s *Server) getApproval(c *fiber.Ctx) error {
+	id, err := approvalID(c)
+	if err != nil {
+		return err
+	}
+	appr, err := s.d.Store.GetApproval(c.UserContext(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return &Error{Status: http.StatusNotFound, Field: "id", Message: fmt.Sprintf("approval %s not found", id)}
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(appr)
+}
+
+func approvalID(c *fiber.Ctx) (string, error) {
+	id := c.Params("id")
+	if !strings.HasPrefix(id, "apr_") || len(id) > 64 {
+		return "", badRequest("id", "approval id %q is not valid", id)
+	}
+	return id, nil
+}
+
 type decisionRequest struct {
 	Reason string `json:"reason"`
 }
@@ -44,9 +69,9 @@ func (s *Server) decide(approve bool) fiber.Handler {
 		if s.d.Approvals == nil {
 			return &Error{Status: http.StatusNotImplemented, Message: "approvals are not enabled (no permission gate)"}
 		}
-		id := c.Params("id")
-		if !strings.HasPrefix(id, "apr_") || len(id) > 64 {
-			return badRequest("id", "approval id %q is not valid", id)
+		id, err := approvalID(c)
+		if err != nil {
+			return err
 		}
 		var req decisionRequest
 		if len(c.Body()) > 0 {
@@ -61,7 +86,7 @@ func (s *Server) decide(approve bool) fiber.Handler {
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			return &Error{Status: http.StatusNotFound, Field: "id", Message: fmt.Sprintf("approval %s not found", id)}
-		case errors.Is(err, store.ErrDecided):
+		case errors.Is(err, store.ErrDecided), errors.Is(err, store.ErrExpired), errors.Is(err, store.ErrRunClosed):
 			return &Error{Status: http.StatusConflict, Field: "id", Message: err.Error()}
 		case err != nil:
 			return err

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"text/tabwriter"
 	"time"
 )
 
@@ -34,14 +33,61 @@ func getJSON(ctx context.Context, url string, into any) error {
 	return json.Unmarshal(data, into)
 }
 
-// approvalsCmd: list | approve <id> | deny <id> [--reason r].
+// approval is what the CLI shows of an approval: the API's fields the approver
+// decides on.
+type approval struct {
+	ID        string          `json:"id"`
+	RunID     string          `json:"run_id"`
+	Agent     string          `json:"agent"`
+	Tool      string          `json:"tool"`
+	Why       string          `json:"why"`
+	Status    string          `json:"status"`
+	ExpiresAt time.Time       `json:"expires_at"`
+	Args      json.RawMessage `json:"args"`
+	ArgsHash  string          `json:"args_hash"`
+	View      struct {
+		Commands   []string `json:"commands"`
+		ParseError string   `json:"parse_error"`
+		URL        string   `json:"url"`
+	} `json:"view"`
+	DecidedBy      string `json:"decided_by"`
+	DecisionReason string `json:"decision_reason"`
+}
+
+// printApproval writes what the approver decides on, as GET /api/approvals/{id}
+// holds it: the commands it would run (or the URL), the masked arguments, the hash.
+func printApproval(w io.Writer, a approval) {
+	fmt.Fprintf(w, "%s  %s  run %s  agent %s  tool %s\n", a.ID, a.Status, a.RunID, a.Agent, a.Tool)
+	fmt.Fprintf(w, "  why:      %s\n", a.Why)
+	if a.Status == "pending" {
+		fmt.Fprintf(w, "  expires:  in %s\n", time.Until(a.ExpiresAt).Round(time.Second))
+	} else if a.DecidedBy != "" {
+		fmt.Fprintf(w, "  decided:  by %s: %s\n", a.DecidedBy, a.DecisionReason)
+	}
+	if len(a.View.Commands) > 0 {
+		fmt.Fprintln(w, "  commands:")
+		for i, c := range a.View.Commands {
+			fmt.Fprintf(w, "    %d. %s\n", i+1, c)
+		}
+	}
+	if a.View.ParseError != "" {
+		fmt.Fprintf(w, "  parse error: %s\n", a.View.ParseError)
+	}
+	if a.View.URL != "" {
+		fmt.Fprintf(w, "  url:      %s\n", a.View.URL)
+	}
+	fmt.Fprintf(w, "  args:     %s\n", a.Args)
+	fmt.Fprintf(w, "  sha256:   %s\n", a.ArgsHash)
+}
+
+// approvalsCmd: list | show <id> | approve <id> | deny <id> [--reason r].
 func approvalsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "aetherium approvals: "+format+"\n", a...)
 		return 1
 	}
 	if len(args) == 0 {
-		return fail("usage: aetherium approvals list [--status pending|approved|denied|timed_out|all] | approve <id> [--reason r] | deny <id> [--reason r]")
+		return fail("usage: aetherium approvals list [--status pending|approved|denied|timed_out|cancelled|all] | show <id> | approve <id> [--reason r] | deny <id> [--reason r]")
 	}
 	fs := flag.NewFlagSet("approvals", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -50,7 +96,7 @@ func approvalsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	reason := fs.String("reason", "", "reason recorded with the decision")
 	sub, rest := args[0], args[1:]
 	var id string
-	if (sub == "approve" || sub == "deny") && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+	if (sub == "approve" || sub == "deny" || sub == "show") && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 		id, rest = rest[0], rest[1:]
 	}
 	if err := fs.Parse(rest); err != nil {
@@ -63,15 +109,7 @@ func approvalsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			q = "?status=" + *status
 		}
 		var out struct {
-			Approvals []struct {
-				ID        string    `json:"id"`
-				RunID     string    `json:"run_id"`
-				Agent     string    `json:"agent"`
-				Tool      string    `json:"tool"`
-				Why       string    `json:"why"`
-				Status    string    `json:"status"`
-				ExpiresAt time.Time `json:"expires_at"`
-			} `json:"approvals"`
+			Approvals []approval `json:"approvals"`
 		}
 		if err := getJSON(ctx, *base+"/api/approvals"+q, &out); err != nil {
 			return fail("%v", err)
@@ -80,12 +118,22 @@ func approvalsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			fmt.Fprintln(stdout, "no approvals")
 			return 0
 		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tRUN\tAGENT\tTOOL\tWHY\tSTATUS\tEXPIRES")
-		for _, a := range out.Approvals {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.RunID, a.Agent, a.Tool, a.Why, a.Status, time.Until(a.ExpiresAt).Round(time.Second))
+		for i, a := range out.Approvals {
+			if i > 0 {
+				fmt.Fprintln(stdout)
+			}
+			printApproval(stdout, a)
 		}
-		_ = tw.Flush()
+		return 0
+	case "show":
+		if id == "" {
+			return fail("show needs an approval id")
+		}
+		var a approval
+		if err := getJSON(ctx, *base+"/api/approvals/"+id, &a); err != nil {
+			return fail("%v", err)
+		}
+		printApproval(stdout, a)
 		return 0
 	case "approve", "deny":
 		if id == "" {
@@ -101,6 +149,6 @@ func approvalsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "approval %s %s by %s\n", id, out.Status, out.DecidedBy)
 		return 0
 	default:
-		return fail("unknown subcommand %q (list, approve, deny)", sub)
+		return fail("unknown subcommand %q (list, show, approve, deny)", sub)
 	}
 }

@@ -29,7 +29,7 @@ Server roles:
 Client commands (talk to the API at AETHERIUM_API_URL, default http://AETHERIUM_API_ADDR;
 bearer token from AETHERIUM_API_TOKEN):
   run [flags]              submit a run; --follow streams its events
-  approvals list|approve|deny   human decisions on Restricted calls
+  approvals list|show|approve|deny   human decisions on Restricted calls
   leases [--events N]      GPU lease holders, waiters, tokens and recent lease events
   tools [flags]            print the tool catalog
 

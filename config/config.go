@@ -21,7 +21,34 @@ import (
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/sandbox"
+	"github.com/aetherium-engine/aetherium/tools"
 )
+
+// FallbackTools is security.supervisor_fallback: a list of tool names. The boolean
+// form of older configs is read too: false as the empty list, true refused.
+type FallbackTools []string
+
+// UnmarshalYAML reads a list of tool names, or a boolean false.
+func (f *FallbackTools) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!bool" {
+		var b bool
+		if err := n.Decode(&b); err != nil {
+			return err
+		}
+		if b {
+			return fmt.Errorf("security.supervisor_fallback: true is no longer accepted (it approved every expiring call, " +
+				"Restricted tools included); list the tools that may fall back, e.g. [run_shell]")
+		}
+		*f = nil
+		return nil
+	}
+	var names []string
+	if err := n.Decode(&names); err != nil {
+		return fmt.Errorf("security.supervisor_fallback: want a list of tool names: %w", err)
+	}
+	*f = names
+	return nil
+}
 
 // Duration is a time.Duration written as "30s" / "5m" in YAML.
 type Duration time.Duration
@@ -115,8 +142,11 @@ type Security struct {
 	PermissionsFile string `yaml:"permissions_file"`
 	// ApprovalWindow is how long a human has to decide a Restricted call. Default 5m.
 	ApprovalWindow Duration `yaml:"approval_window"`
-	// SupervisorFallback approves instead of timing out when nobody decides. Default false.
-	SupervisorFallback bool `yaml:"supervisor_fallback"`
+	// SupervisorFallback lists the tools whose approvals are approved instead of
+	// timing out when nobody decides, e.g. [run_shell]. Default empty (none).
+	// download_pdf and the frame_* tools never fall back: listing one is an error,
+	// and so is the old boolean true (it approved Restricted tools too).
+	SupervisorFallback FallbackTools `yaml:"supervisor_fallback"`
 	// AuditRetention is how long tool_audit rows are kept. Default 2160h (90 days).
 	AuditRetention Duration `yaml:"audit_retention"`
 	// MaxRedirects caps redirects of outbound requests. Default 5.
@@ -382,6 +412,13 @@ func (c Config) Validate() error {
 	}
 	if c.Security.ApprovalWindow.D() < time.Second {
 		bad("security.approval_window", "must be at least 1s")
+	}
+	for _, name := range c.Security.SupervisorFallback {
+		if _, ok := tools.GroupOf(name); !ok {
+			bad("security.supervisor_fallback", "%q is not a tool", name)
+		} else if tools.NeverFallsBack(name) {
+			bad("security.supervisor_fallback", "%s always needs a human decision and never falls back", name)
+		}
 	}
 	if c.Security.MaxRedirects < 0 {
 		bad("security.max_redirects", "must not be negative")

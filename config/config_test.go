@@ -306,3 +306,34 @@ func TestValidateNamesEachKey(t *testing.T) {
 		})
 	}
 }
+
+// supervisor_fallback is a list of tools; the old boolean is read as false only,
+// and the tools that always need a human cannot be listed.
+func TestSupervisorFallbackPerTool(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, yaml string
+		want       []string
+		err        string
+	}{
+		{"list", "security:\n  supervisor_fallback: [run_shell, http_request]\n", []string{"run_shell", "http_request"}, ""},
+		{"absent", "", nil, ""},
+		{"old false", "security:\n  supervisor_fallback: false\n", nil, ""},
+		{"old true refused", "security:\n  supervisor_fallback: true\n", nil, "true is no longer accepted"},
+		{"download_pdf never", "security:\n  supervisor_fallback: [download_pdf]\n", nil, "download_pdf always needs a human"},
+		{"headset never", "security:\n  supervisor_fallback: [frame_run]\n", nil, "frame_run always needs a human"},
+		{"unknown tool", "security:\n  supervisor_fallback: [rm_everything]\n", nil, `"rm_everything" is not a tool`},
+		{"not a list", "security:\n  supervisor_fallback: {a: 1}\n", nil, "want a list of tool names"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := config.LoadFrom(writeFile(t, tc.yaml), envOf(nil))
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, config.FallbackTools(tc.want), c.Security.SupervisorFallback)
+		})
+	}
+}

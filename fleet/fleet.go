@@ -195,7 +195,7 @@ func (f *Fleet) openGate(sec config.Security) (*security.Gate, error) {
 	resume := func(ctx context.Context, runID, sessionID, key string) error {
 		return f.Worker.ResumeSession(ctx, runID, sessionID, key)
 	}
-	f.Approvals = security.NewApprovals(security.ApprovalsConfig{Window: sec.ApprovalWindow.D(), SupervisorFallback: sec.SupervisorFallback},
+	f.Approvals = security.NewApprovals(security.ApprovalsConfig{Window: sec.ApprovalWindow.D(), FallbackTools: sec.SupervisorFallback},
 		f.Store, f.Events, f.Client, resume, f.Metrics, f.Log)
 	return security.NewGate(security.GateDeps{Registry: f.Registry, Rules: rules, DLP: dlp, Approvals: f.Approvals, Audit: f.Audit, Metrics: f.Metrics, Log: f.Log}), nil
 }

@@ -30,9 +30,23 @@ type ExpirePayload struct {
 type ApprovalsConfig struct {
 	// Window is how long a human has to decide. Default 5m.
 	Window time.Duration
-	// SupervisorFallback approves (as "supervisor-fallback") instead of timing out.
-	// Off by default: a Restricted tool cannot be waved through by another agent.
-	SupervisorFallback bool
+	// FallbackTools lists the tools whose expiring approvals are approved (as
+	// "supervisor-fallback") instead of timing out. Empty by default: nothing is
+	// waved through. tools.NeverFallsBack tools time out whatever it lists.
+	FallbackTools []string
+}
+
+// fallsBack reports whether an expiring approval of tool is approved by fallback.
+func (c ApprovalsConfig) fallsBack(tool string) bool {
+	if tools.NeverFallsBack(tool) {
+		return false
+	}
+	for _, t := range c.FallbackTools {
+		if t == tool {
+			return true
+		}
+	}
+	return false
 }
 
 // Approvals runs the durable approval flow: request (row + expiry task + event, run
@@ -66,12 +80,31 @@ func ApprovalID(sessionID, callID string) string {
 	return "apr_" + hex.EncodeToString(h[:12])
 }
 
-// Ensure returns the approval of a call, requesting it when there is none yet.
-func (a *Approvals) Ensure(ctx context.Context, s *tools.Session, call tools.Call, tier, why string, redactedArgs json.RawMessage) (store.Approval, error) {
+// ErrArgsChanged denies an approved call whose arguments no longer hash to the
+// approved value (the stored call was altered after the human saw it).
+var ErrArgsChanged = errors.New("arguments changed since approval")
+
+func argsChangedReason(appr store.Approval, now string) string {
+	if appr.ArgsHash == "" {
+		return ErrArgsChanged.Error() + ": the approval predates argument binding and approved no hash; the call did not run, ask again"
+	}
+	return fmt.Sprintf("%s: approved sha256 %s, the call now hashes to %s; the call did not run",
+		ErrArgsChanged, appr.ArgsHash, now)
+}
+
+// Ensure returns the approval of a call, requesting it when there is none yet, for
+// the arguments that hash to argsHash (a redelivery finds the first request's row
+// and hash, whatever its call holds now).
+func (a *Approvals) Ensure(ctx context.Context, s *tools.Session, call tools.Call, tier, why string, maskedArgs json.RawMessage,
+	argsHash string, view ApprovalView) (store.Approval, error) {
 	id := ApprovalID(s.SessionID, call.ID)
+	rawView, err := json.Marshal(view)
+	if err != nil {
+		return store.Approval{}, fmt.Errorf("approval view: %w", err)
+	}
 	appr, created, err := a.store.RequestApproval(ctx, store.Approval{
 		ID: id, RunID: s.RunID, SessionID: s.SessionID, CallID: call.ID, Team: s.Team, Agent: s.Agent,
-		Tool: call.Name, Tier: tier, Args: redactedArgs, Why: why,
+		Tool: call.Name, Tier: tier, Args: maskedArgs, ArgsHash: argsHash, View: rawView, Why: why,
 	}, a.cfg.Window)
 	if err != nil {
 		return appr, err
@@ -115,6 +148,15 @@ func (a *Approvals) Decide(ctx context.Context, id string, approve bool, by, rea
 		status = store.ApprovalApproved
 	}
 	appr, err := a.store.DecideApproval(ctx, id, status, by, reason)
+	if errors.Is(err, store.ErrExpired) && appr.Status == store.ApprovalTimedOut && appr.DecidedBy == "system" {
+		// Timed out by this late decision, ahead of the expiry task: resume the
+		// session as that task would, and still refuse the decision.
+		a.observe(appr)
+		if aerr := a.afterDecision(ctx, appr); aerr != nil {
+			return appr, errors.Join(err, aerr)
+		}
+		return appr, err
+	}
 	if err != nil {
 		return appr, err
 	}
@@ -130,15 +172,21 @@ func (a *Approvals) Expire(ctx context.Context, t *asynq.Task) error {
 	if err := json.Unmarshal(t.Payload(), &p); err != nil {
 		return fmt.Errorf("%w: %v", asynq.SkipRetry, err)
 	}
+	cur, err := a.store.GetApproval(ctx, p.ApprovalID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return err
+	}
 	status, by, reason := store.ApprovalTimedOut, "system", "no decision within "+a.cfg.Window.String()
-	if a.cfg.SupervisorFallback {
+	if a.cfg.fallsBack(cur.Tool) {
 		status, by, reason = store.ApprovalApproved, "supervisor-fallback", "approved by fallback after "+a.cfg.Window.String()
 	}
-	appr, err := a.store.DecideApproval(ctx, p.ApprovalID, status, by, reason)
+	appr, err := a.store.TimeOutApproval(ctx, p.ApprovalID, status, by, reason)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil
-	case errors.Is(err, store.ErrDecided):
+	case errors.Is(err, store.ErrRunClosed):
+		return nil // its run finished: nothing to resume
+	case errors.Is(err, store.ErrDecided), errors.Is(err, store.ErrExpired):
 	case err != nil:
 		return err
 	default:

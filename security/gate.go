@@ -154,10 +154,14 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 			}
 		}
 
-		// 5. approval
+		// 5. approval, bound to the exact arguments: the hash of their canonical form
 		if why != "" {
-			redacted := g.redactJSON(call.Args, &findings)
-			appr, err := g.approvals.Ensure(ctx, s, call, tier.String(), why, redacted)
+			hash, herr := ArgsHash(call.Args)
+			if herr != nil {
+				return deny("approval", "the arguments cannot be bound to an approval: "+herr.Error(), nil)
+			}
+			view, masked := g.dlp.approverView(call.Name, call.Args)
+			appr, err := g.approvals.Ensure(ctx, s, call, tier.String(), why, masked, hash, view)
 			if err != nil {
 				return tools.Result{}, fmt.Errorf("approval: %w", err)
 			}
@@ -166,10 +170,15 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 				pending = true
 				return tools.Result{Pending: true, Content: "waiting for approval " + appr.ID}, nil
 			case store.ApprovalApproved:
+				if appr.ArgsHash != hash {
+					return deny("approval", argsChangedReason(appr, hash), ErrArgsChanged)
+				}
 				row.ApprovedBy = appr.DecidedBy
 			case store.ApprovalTimedOut:
 				row.Decision = "timed_out"
 				return deny("approval", "timed_out: no human decision within the approval window", nil)
+			case store.ApprovalCancelled:
+				return deny("approval", "cancelled: the "+appr.DecisionReason+" before a decision", nil)
 			default:
 				reason := appr.DecisionReason
 				if reason == "" {

@@ -130,18 +130,31 @@ func (s *Store) SetRunWaiting(ctx context.Context, id string, waiting bool) (boo
 }
 
 // FinishRun moves a non-terminal run to a terminal status; false when it already was
-// terminal (a duplicate delivery, or a cancel that won the race).
+// terminal (a duplicate delivery, or a cancel that won the race). The run's pending
+// approvals are closed (cancelled) in the same transaction, so none of them can be
+// approved after its run stopped; a second statement, so it sees an approval whose
+// insert this update waited for (RequestApproval locks the run row).
 func (s *Store) FinishRun(ctx context.Context, id, status, result, errMsg, reason string) (bool, error) {
 	if !Terminal(status) {
 		return false, fmt.Errorf("finish run: %q is not terminal", status)
 	}
-	tag, err := s.Pool.Exec(ctx, `UPDATE runs SET status = $2, result = $3, error = $4, reason = $5,
-		updated_at = now(), finished_at = now()
-		WHERE id = $1 AND status IN ('queued','running','waiting')`, id, status, result, errMsg, reason)
+	changed := false
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE runs SET status = $2, result = $3, error = $4, reason = $5,
+			updated_at = now(), finished_at = now()
+			WHERE id = $1 AND status IN ('queued','running','waiting')`, id, status, result, errMsg, reason)
+		if err != nil {
+			return err
+		}
+		if changed = tag.RowsAffected() == 1; !changed {
+			return nil
+		}
+		return cancelRunApprovals(ctx, tx, id, status)
+	})
 	if err != nil {
 		return false, fmt.Errorf("finish run %s: %w", id, err)
 	}
-	return tag.RowsAffected() == 1, nil
+	return changed, nil
 }
 
 // StaleRuns returns non-terminal runs whose last event is older than age.
