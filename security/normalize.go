@@ -77,7 +77,8 @@ func NormalizeURL(raw string) (norm string, ok bool) {
 	}
 	scheme := strings.ToLower(u.Scheme)
 	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
+		// An IPv6 zone's % is escaped in a URL (RFC 6874).
+		host = "[" + strings.ReplaceAll(host, "%", "%25") + "]"
 	}
 	if port := u.Port(); port != "" && !(scheme == "http" && port == "80") && !(scheme == "https" && port == "443") {
 		host += ":" + port
