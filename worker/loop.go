@@ -102,10 +102,10 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 	c := &coordinator{w: w, in: in, session: &sess, save: save}
 	tsess := &tools.Session{
 		RunID: in.run.ID, SessionID: sess.ID, Team: in.team.Name, Agent: in.node.Name, Role: in.role,
-		TeamSource: tools.TeamSourceOf(in.run.Template),
 		Workspace: workspace, Access: in.access, AllowedDomains: in.team.AllowedDomains,
 		ToolDefaults: in.team.ToolDefaults, Coordinator: c, Peers: peers(in.team),
 	}
+	tsess.TeamSource = tools.TeamSourceOf(in.run.Template)
 	tctx := security.WithAuditSink(tools.WithSession(ctx, tsess), func(r store.AuditRow) { *in.audit = append(*in.audit, r) })
 
 	// Teammates' messages join the context once per turn, right before the model is
