@@ -28,6 +28,9 @@ func inlineTeam(name string) map[string]any {
 		"model":      map[string]any{"provider": "script"},
 		"supervisor": map[string]any{"name": "boss", "prompt": "p", "mcp_servers": []string{"orchestration"}},
 		"workers":    []map[string]any{{"name": "writer", "prompt": "w", "mcp_servers": []string{"workspace"}}},
+		"script": map[string]any{"agents": map[string]any{
+			"boss": []map[string]any{{"calls": []map[string]any{{"tool": "reply", "args": map[string]any{"message": "done"}}}}},
+		}},
 	}
 }
 
