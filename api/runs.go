@@ -89,6 +89,13 @@ func (s *Server) submitInline(c *fiber.Ctx) error {
 	if err := team.Validate(s.d.Registry); err != nil {
 		return badRequest("team", "%v", err)
 	}
+	// Refused rather than renamed: a `team:` permission rule naming a shipped
+	// template must never apply to (or be dodged by) a team its submitter named.
+	if owner, taken, err := s.d.Templates.Owner(team.Name); err != nil {
+		return fmt.Errorf("inline team name: %w", err)
+	} else if taken {
+		return badRequest("team", "name %q belongs to the shipped template %q: an inline team cannot use it (submit the template with POST /api/orchestrator/run-from-template, or rename the team)", team.Name, owner)
+	}
 	return s.submit(c, team, "", req.Prompt, req.Variables)
 }
 

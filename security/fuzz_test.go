@@ -69,7 +69,8 @@ func FuzzParseRules(f *testing.F) {
 // FuzzRuleMatching checks the matching contract with arbitrary patterns and values:
 // a deny rule with a pattern denies a call of its tool exactly when the pattern
 // matches a string argument of the right kind (any value for arg_pattern, a path
-// argument for path_pattern, a URL argument for url_pattern), nested or not.
+// argument normalized for path_pattern, a URL argument normalized for url_pattern,
+// and any URL argument that cannot be parsed), nested or not.
 func FuzzRuleMatching(f *testing.F) {
 	f.Add("rm -rf", "rm -rf /tmp", uint8(0))
 	f.Add(`(^|/)\.github/`, ".github/workflows/x.yml", uint8(1))
@@ -95,9 +96,17 @@ func FuzzRuleMatching(f *testing.F) {
 		require.NoError(t, err)
 		nested, err := json.Marshal(map[string]any{"outer": []any{map[string]any{key: value}}, "n": 1})
 		require.NoError(t, err)
+		want := re.MatchString(value)
+		switch kind % 3 {
+		case 1:
+			want = re.MatchString(security.NormalizePath(value, ""))
+		case 2:
+			norm, ok := security.NormalizeURL(value)
+			want = !ok || re.MatchString(norm)
+		}
 		for _, args := range []json.RawMessage{nested, mustJSON(t, map[string]any{key: value})} {
 			deny, _ := rs.Evaluate(security.CallFacts{Tool: "probe", Args: args})
-			require.Equal(t, re.MatchString(value), deny != nil, "pattern %q on %s=%q (args %s)", pattern, key, value, args)
+			require.Equal(t, want, deny != nil, "pattern %q on %s=%q (args %s)", pattern, key, value, args)
 			other, _ := rs.Evaluate(security.CallFacts{Tool: "other", Args: args})
 			require.Nil(t, other, "a rule for one tool must not deny another")
 		}
@@ -222,5 +231,30 @@ func FuzzCheckURL(f *testing.F) {
 		}
 		h := strings.ToLower(strings.TrimSuffix(host, "."))
 		require.True(t, h == "localhost" || h == "example.com" || strings.HasSuffix(h, ".b.example.com"), "allowed host %q of %q", host, raw)
+	})
+}
+
+// FuzzNormalize checks the rule normalizations never panic and are idempotent: a
+// normalized value is already in the form rules match, so a second pass changes
+// nothing (otherwise a pattern written against the documented form could miss).
+func FuzzNormalize(f *testing.F) {
+	for _, s := range []string{
+		"./secret/x", "/workspace/secret/x", "a/../secret/x", "secret//x", "../etc/passwd", "/ws/run/secret", "",
+		"HTTP://Example.COM:80/a/./b//c", "http://example.com.:/%61/x/%2e%2E/b/%63", "https://[::1]:443/?q=%41%2f#f",
+		"http://u:p@h/", "mailto:x@y", "http://[fe80::1%25en0]/", "http://h/a%zz", "//h/p",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p := security.NormalizePath(s, "/ws/run")
+		require.Equal(t, p, security.NormalizePath(p, "/ws/run"), "path %q", s)
+		u, ok := security.NormalizeURL(s)
+		if !ok {
+			require.Equal(t, s, u, "an unparseable URL is matched raw")
+			return
+		}
+		again, ok := security.NormalizeURL(u)
+		require.True(t, ok, "normalized %q to %q, which does not parse", s, u)
+		require.Equal(t, u, again, "normalizing %q twice", s)
 	})
 }

@@ -105,7 +105,7 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 		spec, _ := g.reg.Spec(call.Name)
 
 		// 2. rules
-		rule, advisory := g.rules.Current().Evaluate(CallFacts{Tool: call.Name, Team: s.Team, Agent: s.Agent, Args: call.Args})
+		rule, advisory := g.rules.Current().Evaluate(CallFacts{Tool: call.Name, Team: s.Team, Agent: s.Agent, Source: s.TeamSource, Workspace: s.Workspace, Args: call.Args})
 		for _, r := range advisory {
 			g.log.Info("permission rule matched (advisory)", "action", r.Action, "tool", call.Name, "agent", s.Agent, "reason", r.Reason)
 		}

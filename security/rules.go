@@ -17,6 +17,8 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"gopkg.in/yaml.v3"
+
+	"github.com/aetherium-engine/aetherium/tools"
 )
 
 // Rule actions. Only always_deny is enforced; the other two are parsed and logged as
@@ -34,14 +36,24 @@ type Rule struct {
 	Reason string `yaml:"reason"`
 }
 
+// Team sources a rule can match (match.source): how the run's team was submitted.
+const (
+	SourceTemplate = tools.TeamSourceTemplate
+	SourceInline   = tools.TeamSourceInline
+)
+
 // Match selects calls; every field given must match. Patterns are Go regexps.
 type Match struct {
-	Tool        string `yaml:"tool"`
-	Team        string `yaml:"team"`
-	Agent       string `yaml:"agent"`
-	ArgPattern  string `yaml:"arg_pattern"`  // any string argument value
-	PathPattern string `yaml:"path_pattern"` // arguments named path / *_path / file
-	URLPattern  string `yaml:"url_pattern"`  // arguments named url / *_url
+	Tool  string `yaml:"tool"`
+	Team  string `yaml:"team"` // the team's name; see Source for what a name proves
+	Agent string `yaml:"agent"`
+	// Source is template or inline. A team name is only the submitter's word for an
+	// inline team, so "this template's team" is team + source: template, and "no
+	// inline team may" is source: inline.
+	Source      string `yaml:"source"`
+	ArgPattern  string `yaml:"arg_pattern"`  // any string argument value, as given
+	PathPattern string `yaml:"path_pattern"` // path arguments, normalized (NormalizePath)
+	URLPattern  string `yaml:"url_pattern"`  // URL arguments, normalized (NormalizeURL)
 }
 
 type compiledRule struct {
@@ -81,6 +93,11 @@ func ParseRules(raw []byte) (*RuleSet, error) {
 		default:
 			errs = append(errs, fmt.Errorf("rules[%d].action: %q is not always_deny, always_allow or ask_user", i, r.Action))
 		}
+		switch r.Match.Source {
+		case "", SourceTemplate, SourceInline:
+		default:
+			errs = append(errs, fmt.Errorf("rules[%d].match.source: %q is not template or inline", i, r.Match.Source))
+		}
 		if r.Match == (Match{}) {
 			errs = append(errs, fmt.Errorf("rules[%d].match: empty (a rule must match something)", i))
 		}
@@ -109,7 +126,41 @@ func ParseRules(raw []byte) (*RuleSet, error) {
 // CallFacts is what rules match on.
 type CallFacts struct {
 	Tool, Team, Agent string
-	Args              json.RawMessage
+	// Source is how the team was submitted (SourceTemplate, SourceInline); unset
+	// counts as inline, the one that proves nothing.
+	Source string
+	// Workspace is the run's workspace on the host: path arguments under it are
+	// matched workspace-relative, like those under the sandbox's /workspace.
+	Workspace string
+	Args      json.RawMessage
+}
+
+// normalizedArgs are a call's argument values in the forms the patterns match.
+type normalizedArgs struct {
+	strs, paths, urls []string
+	// badURLs are URL arguments NormalizeURL could not parse, kept raw.
+	badURLs []string
+}
+
+func normalizeArgs(f CallFacts) normalizedArgs {
+	var n normalizedArgs
+	var args map[string]any
+	if len(f.Args) > 0 {
+		_ = json.Unmarshal(f.Args, &args)
+	}
+	var rawPaths, rawURLs []string
+	collect("", args, &n.strs, &rawPaths, &rawURLs)
+	for _, p := range rawPaths {
+		n.paths = append(n.paths, NormalizePath(p, f.Workspace))
+	}
+	for _, u := range rawURLs {
+		if norm, ok := NormalizeURL(u); ok {
+			n.urls = append(n.urls, norm)
+		} else {
+			n.badURLs = append(n.badURLs, u)
+		}
+	}
+	return n
 }
 
 // Evaluate returns the first matching rule per action (deny wins and is checked first).
@@ -117,20 +168,19 @@ func (rs *RuleSet) Evaluate(f CallFacts) (deny *Rule, advisory []Rule) {
 	if rs == nil || len(rs.rules) == 0 {
 		return nil, nil
 	}
-	var strs, paths, urls []string
-	var args map[string]any
-	if len(f.Args) > 0 {
-		_ = json.Unmarshal(f.Args, &args)
-	}
-	collect("", args, &strs, &paths, &urls)
+	n := normalizeArgs(f)
 	for i := range rs.rules {
 		r := &rs.rules[i]
-		if !r.matches(f, strs, paths, urls) {
+		ok, unparsed := r.matches(f, n)
+		if !ok {
 			continue
 		}
 		if r.Action == ActionAlwaysDeny {
 			if deny == nil {
 				rr := r.Rule
+				if unparsed {
+					rr.Reason = strings.TrimSpace(rr.Reason + " (a URL argument could not be parsed, so this rule cannot rule it out)")
+				}
 				deny = &rr
 			}
 			continue
@@ -140,26 +190,42 @@ func (rs *RuleSet) Evaluate(f CallFacts) (deny *Rule, advisory []Rule) {
 	return deny, advisory
 }
 
-func (r *compiledRule) matches(f CallFacts, strs, paths, urls []string) bool {
+// matches reports whether the rule selects the call. unparsed is set when it does
+// only because a URL argument could not be parsed: a deny rule with a url_pattern
+// fails closed on such a URL (the HTTP client might read it as a URL the pattern
+// names), while an advisory rule matches it raw only.
+func (r *compiledRule) matches(f CallFacts, n normalizedArgs) (ok, unparsed bool) {
 	if r.Match.Tool != "" && r.Match.Tool != "*" && r.Match.Tool != f.Tool {
-		return false
+		return false, false
 	}
 	if r.Match.Team != "" && r.Match.Team != f.Team {
-		return false
+		return false, false
 	}
 	if r.Match.Agent != "" && r.Match.Agent != f.Agent {
-		return false
+		return false, false
 	}
-	if r.arg != nil && !anyMatch(r.arg, strs) {
-		return false
+	if r.Match.Source != "" {
+		src := f.Source
+		if src == "" {
+			src = SourceInline
+		}
+		if r.Match.Source != src {
+			return false, false
+		}
 	}
-	if r.path != nil && !anyMatch(r.path, paths) {
-		return false
+	if r.arg != nil && !anyMatch(r.arg, n.strs) {
+		return false, false
 	}
-	if r.url != nil && !anyMatch(r.url, urls) {
-		return false
+	if r.path != nil && !anyMatch(r.path, n.paths) {
+		return false, false
 	}
-	return true
+	if r.url != nil && !anyMatch(r.url, n.urls) && !anyMatch(r.url, n.badURLs) {
+		if r.Action != ActionAlwaysDeny || len(n.badURLs) == 0 {
+			return false, false
+		}
+		return true, true
+	}
+	return true, false
 }
 
 func anyMatch(re *regexp.Regexp, xs []string) bool {
@@ -178,10 +244,10 @@ func collect(key string, v any, strs, paths, urls *[]string) {
 	case string:
 		*strs = append(*strs, x)
 		k := strings.ToLower(key)
-		if k == "path" || k == "file" || strings.HasSuffix(k, "_path") || k == "apk" || k == "dir" {
+		if isPathKey(k) {
 			*paths = append(*paths, x)
 		}
-		if k == "url" || strings.HasSuffix(k, "_url") {
+		if k == "url" || k == "urls" || strings.HasSuffix(k, "_url") || strings.HasSuffix(k, "_urls") {
 			*urls = append(*urls, x)
 		}
 	case map[string]any:
@@ -193,6 +259,21 @@ func collect(key string, v any, strs, paths, urls *[]string) {
 			collect(key, vv, strs, paths, urls)
 		}
 	}
+}
+
+// isPathKey tells the argument names that hold workspace paths (a list under a
+// plural name counts: collect passes each element with the list's key).
+func isPathKey(k string) bool {
+	switch k {
+	case "path", "paths", "file", "files", "dir", "dirs", "workdir", "apk":
+		return true
+	}
+	for _, suf := range []string{"_path", "_paths", "_file", "_files", "_dir"} {
+		if strings.HasSuffix(k, suf) {
+			return true
+		}
+	}
+	return false
 }
 
 // Rules holds the live rule set of a permissions file and reloads it on change.

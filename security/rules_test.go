@@ -68,7 +68,7 @@ func TestParseRulesShippedFile(t *testing.T) {
 	}
 	rs, err = security.ParseRules([]byte(b.String()))
 	require.NoError(t, err)
-	require.Equal(t, 4, rs.Len())
+	require.Equal(t, 6, rs.Len())
 }
 
 func TestParseRulesEveryField(t *testing.T) {
@@ -300,4 +300,180 @@ func waitReloadError(t *testing.T, ch chan error) {
 			t.Fatal("no failed reload reported")
 		}
 	}
+}
+
+// normRules deny what a policy author means by "secret/", "example.com/a/b/c" and
+// "inline teams may not", whatever spelling the call uses.
+const normRules = `
+rules:
+  - match: {tool: write_file, path_pattern: "^secret/"}
+    action: always_deny
+    reason: "secret/ is off limits"
+  - match: {tool: write_file, path_pattern: "^/etc/"}
+    action: always_deny
+    reason: "host /etc"
+  - match: {tool: http_request, url_pattern: "^http://example\\.com/a/b/c$"}
+    action: always_deny
+    reason: "a/b/c is off limits"
+  - match: {tool: run_shell, source: inline}
+    action: always_deny
+    reason: "no shell for inline teams"
+  - match: {tool: read_logs, team: demo, source: template}
+    action: always_deny
+    reason: "the demo template reads no logs"
+  - match: {tool: http_health_check, url_pattern: "^https://api\\.stripe\\.com/"}
+    action: ask_user
+    reason: "advisory stripe"
+`
+
+func setupNorm(t *testing.T) *security.RuleSet {
+	t.Helper()
+	rs, err := security.ParseRules([]byte(normRules))
+	require.NoError(t, err)
+	return rs
+}
+
+func TestEvaluateMatchesNormalizedValues(t *testing.T) {
+	t.Parallel()
+	rs := setupNorm(t)
+	const ws = "/var/lib/aetherium/workspaces/run-1"
+	path := func(p string) json.RawMessage { return mustJSON(t, map[string]any{"path": p, "content": "x"}) }
+	url := func(u string) json.RawMessage { return mustJSON(t, map[string]any{"method": "GET", "url": u}) }
+	cases := []struct {
+		name       string
+		facts      security.CallFacts
+		denyReason string
+	}{
+		{"plain", security.CallFacts{Tool: "write_file", Workspace: ws, Args: path("secret/x")}, "secret/ is off limits"},
+		{"dot slash", security.CallFacts{Tool: "write_file", Workspace: ws, Args: path("./secret/x")}, "secret/ is off limits"},
+		{"sandbox view", security.CallFacts{Tool: "write_file", Workspace: ws, Args: path("/workspace/secret/x")}, "secret/ is off limits"},
+		{"dot dot inside", security.CallFacts{Tool: "write_file", Workspace: ws, Args: path("a/../secret/x")}, "secret/ is off limits"},
+		{"double slash", security.CallFacts{Tool: "write_file", Workspace: ws, Args: path("secret//x")}, "secret/ is off limits"},
+		{"host workspace path", security.CallFacts{Tool: "write_file", Workspace: ws, Args: path(ws + "/secret/x")}, "secret/ is off limits"},
+		{"host workspace path, trailing slash config", security.CallFacts{Tool: "write_file", Workspace: ws + "/", Args: path(ws + "/./secret/x")}, "secret/ is off limits"},
+		{"nested paths list", security.CallFacts{Tool: "write_file", Workspace: ws, Args: mustJSON(t, map[string]any{"paths": []string{"ok.txt", "./secret/y"}})}, "secret/ is off limits"},
+		{"other dir", security.CallFacts{Tool: "write_file", Workspace: ws, Args: path("./public/secret/x")}, ""},
+		{"other workspace is not this one", security.CallFacts{Tool: "write_file", Workspace: ws, Args: path("/var/lib/aetherium/workspaces/run-2/secret/x")}, ""},
+		{"outside stays absolute", security.CallFacts{Tool: "write_file", Workspace: ws, Args: path("/etc//passwd")}, "host /etc"},
+		{"climbing out resolves from /workspace", security.CallFacts{Tool: "write_file", Workspace: ws, Args: path("../etc/passwd")}, "host /etc"},
+		{"climbing out of the sandbox view", security.CallFacts{Tool: "write_file", Workspace: ws, Args: path("/workspace/../etc/passwd")}, "host /etc"},
+		{"url as written", security.CallFacts{Tool: "http_request", Args: url("http://example.com/a/b/c")}, "a/b/c is off limits"},
+		{"url case, port, dots, slashes", security.CallFacts{Tool: "http_request", Args: url("HTTP://Example.COM:80/a/./b//c")}, "a/b/c is off limits"},
+		{"url trailing dot, escapes, dot dot", security.CallFacts{Tool: "http_request", Args: url("http://example.com.:/%61/x/%2e%2E/b/%63")}, "a/b/c is off limits"},
+		{"url fragment and credentials", security.CallFacts{Tool: "http_request", Args: url("http://u:p@example.com/a/b/c#top")}, "a/b/c is off limits"},
+		{"url other port", security.CallFacts{Tool: "http_request", Args: url("http://example.com:8080/a/b/c")}, ""},
+		{"url reserved escape stays", security.CallFacts{Tool: "http_request", Args: url("http://example.com/a%2Fb/c")}, ""},
+		{"unparseable url fails closed", security.CallFacts{Tool: "http_request", Args: url("http://example.com:port/a/b/c")}, "a/b/c is off limits (a URL argument could not be parsed, so this rule cannot rule it out)"},
+		{"url without a scheme fails closed", security.CallFacts{Tool: "http_request", Args: url("example.com/a/b/c")}, "a/b/c is off limits (a URL argument could not be parsed, so this rule cannot rule it out)"},
+		{"inline team, any name", security.CallFacts{Tool: "run_shell", Team: "anything-else", Source: security.SourceInline, Args: mustJSON(t, map[string]any{"command": "ls"})}, "no shell for inline teams"},
+		{"unknown source counts as inline", security.CallFacts{Tool: "run_shell", Team: "demo"}, "no shell for inline teams"},
+		{"template team may run_shell", security.CallFacts{Tool: "run_shell", Team: "demo", Source: security.SourceTemplate}, ""},
+		{"template team rule", security.CallFacts{Tool: "read_logs", Team: "demo", Source: security.SourceTemplate}, "the demo template reads no logs"},
+		{"inline team named like the template", security.CallFacts{Tool: "read_logs", Team: "demo", Source: security.SourceInline}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			deny, _ := rs.Evaluate(tc.facts)
+			if tc.denyReason == "" {
+				require.Nil(t, deny, "denied: %+v", deny)
+				return
+			}
+			require.NotNil(t, deny, "args %s", tc.facts.Args)
+			require.Equal(t, tc.denyReason, deny.Reason)
+		})
+	}
+}
+
+func TestAdvisoryRuleDoesNotFailClosedOnAnUnparseableURL(t *testing.T) {
+	t.Parallel()
+	rs := setupNorm(t)
+	_, advisory := rs.Evaluate(security.CallFacts{Tool: "http_health_check", Args: json.RawMessage(`{"url":"HTTPS://API.Stripe.com:443/v1"}`)})
+	require.Len(t, advisory, 1, "the normalized URL matches")
+	_, advisory = rs.Evaluate(security.CallFacts{Tool: "http_health_check", Args: json.RawMessage(`{"url":"::not a url"}`)})
+	require.Empty(t, advisory, "an advisory rule only matches what it can read")
+}
+
+func TestNormalizePath(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ in, ws, want string }{
+		{"", "/ws", ""},
+		{".", "/ws", "."},
+		{"/workspace", "/ws", "."},
+		{"/workspace/", "/ws", "."},
+		{"/ws", "/ws", "."},
+		{"/wsx/a", "/ws", "/wsx/a"},
+		{"/workspacex/a", "/ws", "/workspacex/a"},
+		{"a/b/", "/ws", "a/b"},
+		{"..", "/ws", "/"},
+		{"/a/b", "/", "/a/b"},
+		{"/a/b", "relative", "/a/b"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.in+" in "+tc.ws, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, security.NormalizePath(tc.in, tc.ws))
+		})
+	}
+}
+
+func TestNormalizeURL(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		in, want string
+		ok       bool
+	}{
+		{"HTTP://Example.COM:80/a/./b//c", "http://example.com/a/b/c", true},
+		{"https://example.com:443", "https://example.com/", true},
+		{"https://example.com:80/", "https://example.com:80/", true},
+		{"http://example.com/a/b/", "http://example.com/a/b/", true},
+		{"http://example.com/a/b/..", "http://example.com/a/", true},
+		{"http://example.com/%7euser?q=%41%2f", "http://example.com/~user?q=A%2F", true},
+		{"http://[::1]:80/x", "http://[::1]/x", true},
+		{"http://[::1]:8080/x", "http://[::1]:8080/x", true},
+		{"http://example.com/../../x", "http://example.com/x", true},
+		{"mailto:a@example.com", "mailto:a@example.com", false},
+		{"file:///etc/passwd", "file:///etc/passwd", false},
+		{"/relative", "/relative", false},
+		{"http://%zz/", "http://%zz/", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.in, func(t *testing.T) {
+			t.Parallel()
+			got, ok := security.NormalizeURL(tc.in)
+			require.Equal(t, tc.ok, ok)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestParseRulesValidatesSource(t *testing.T) {
+	t.Parallel()
+	for _, src := range []string{"template", "inline"} {
+		_, err := security.ParseRules([]byte("rules:\n  - match: {source: " + src + "}\n    action: always_deny\n"))
+		require.NoError(t, err, src)
+	}
+	_, err := security.ParseRules([]byte("rules:\n  - match: {tool: x, source: inlined}\n    action: always_deny\n"))
+	require.ErrorContains(t, err, `rules[0].match.source: "inlined" is not template or inline`)
+}
+
+func TestRulesReloadWithBadSourceKeepsLastGood(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "permissions.yaml")
+	good := "rules:\n  - match: {tool: run_shell, source: inline}\n    action: always_deny\n    reason: v1\n"
+	require.NoError(t, os.WriteFile(path, []byte(good), 0o644))
+	rules, err := security.LoadRules(path, nil)
+	require.NoError(t, err)
+	rec := &reloads{ch: make(chan error, 16)}
+	rules.OnReload = rec.record
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	require.NoError(t, rules.Watch(ctx, 30*time.Millisecond))
+
+	require.NoError(t, os.WriteFile(path, []byte("rules:\n  - match: {tool: run_shell, source: Inline}\n    action: always_deny\n    reason: v2\n"), 0o644))
+	waitReloadError(t, rec.ch)
+	require.Contains(t, rules.LastError(), "match.source")
+	deny, _ := rules.Current().Evaluate(security.CallFacts{Tool: "run_shell", Source: security.SourceInline})
+	require.NotNil(t, deny)
+	require.Equal(t, "v1", deny.Reason, "the last good rules stay in force")
 }

@@ -399,6 +399,39 @@ func (d Dir) List() ([]string, error) {
 	return out, nil
 }
 
+// Owner names the shipped template that owns a team name: the one whose file is
+// named name, or whose own name: field is name (case and surrounding space ignored,
+// so "Demo " does not pass for "demo"). Permission rules match team names, so an
+// inline team (named by whoever submits it) must not take a shipped template's. A
+// missing directory ships nothing; a template file that does not parse still owns
+// its file name.
+func (d Dir) Owner(name string) (owner string, ok bool, err error) {
+	want := strings.TrimSpace(name)
+	names, err := d.List()
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", false, nil
+		}
+		return "", false, err
+	}
+	for _, n := range names {
+		if strings.EqualFold(n, want) {
+			return n, true, nil
+		}
+		raw, err := os.ReadFile(filepath.Join(d.Path, n+".yaml"))
+		if err != nil {
+			continue // removed since List: it owns nothing any more
+		}
+		var head struct {
+			Name string `yaml:"name"`
+		}
+		if yaml.Unmarshal(raw, &head) == nil && head.Name != "" && strings.EqualFold(strings.TrimSpace(head.Name), want) {
+			return n, true, nil
+		}
+	}
+	return "", false, nil
+}
+
 func containsStr(xs []string, x string) bool {
 	for _, y := range xs {
 		if y == x {

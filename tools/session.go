@@ -10,6 +10,10 @@ type Session struct {
 	Team      string
 	Agent     string
 	Role      string // supervisor | worker | subagent
+	// TeamSource is how the run's team was submitted: TeamSourceTemplate (a shipped
+	// template, by name) or TeamSourceInline (a team object in the request, named by
+	// its submitter). Permission rules match it (match.source).
+	TeamSource string
 	// Workspace is the absolute path of the run's workspace directory.
 	Workspace string
 	// Access is the node's resolved permissions (groups and visible tools).
@@ -25,6 +29,21 @@ type Session struct {
 	ToolDefaults map[string]map[string]any
 	// Coordinator carries the run-level effects orchestration and comms tools need.
 	Coordinator Coordinator
+}
+
+// Team sources (Session.TeamSource).
+const (
+	TeamSourceTemplate = "template"
+	TeamSourceInline   = "inline"
+)
+
+// TeamSourceOf is the source of a run's team from the template name the run was
+// submitted under ("" for an inline team).
+func TeamSourceOf(template string) string {
+	if template == "" {
+		return TeamSourceInline
+	}
+	return TeamSourceTemplate
 }
 
 // Coordinator is implemented by the worker for the session being stepped.

@@ -106,6 +106,7 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 		ToolDefaults: in.team.ToolDefaults, Coordinator: c, Peers: peers(in.team),
 		EgressPorts: in.team.EgressPorts,
 	}
+	tsess.TeamSource = tools.TeamSourceOf(in.run.Template)
 	tctx := security.WithAuditSink(tools.WithSession(ctx, tsess), func(r store.AuditRow) { *in.audit = append(*in.audit, r) })
 
 	// Teammates' messages join the context once per turn, right before the model is
