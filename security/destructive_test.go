@@ -503,7 +503,8 @@ func TestDestructiveBoundedOnHostileInput(t *testing.T) {
 	}{
 		{"too long", strings.Repeat("ls;", security.MaxCommandBytes/3+1), "command too long to check"},
 		{"too many commands", strings.Repeat("ls;", security.MaxSimpleCommands+1), "command too complex to check"},
-		{"nested substitutions", strings.Repeat("echo $(", n) + "ls" + strings.Repeat(")", n), ""},
+		{"nested substitutions", strings.Repeat("echo $(", security.MaxSimpleCommands-1) + "ls" + strings.Repeat(")", security.MaxSimpleCommands-1), ""},
+		{"too deeply nested substitutions", strings.Repeat("echo $(", n) + "ls" + strings.Repeat(")", n), "command too complex to check"},
 		{"nested subshells", strings.Repeat("(", n) + "ls" + strings.Repeat(")", n), ""},
 		{"nested functions", strings.Repeat("f(){ ", 60) + ":" + strings.Repeat("; }", 60), ""},
 		{"too many functions", strings.Repeat("f(){ :; };", security.MaxFunctions+1), "command too complex to check"},
