@@ -9,8 +9,8 @@ import (
 var alwaysDestructive = map[string]string{
 	"chmod": "chmod", "chown": "chown", "chgrp": "chgrp",
 	"sudo": "sudo/su", "su": "sudo/su", "doas": "sudo/su", "pkexec": "sudo/su",
-	"dd":    "dd",
-	"mkfs":  "mkfs", "mke2fs": "mkfs", "mkswap": "mkfs",
+	"dd":   "dd",
+	"mkfs": "mkfs", "mke2fs": "mkfs", "mkswap": "mkfs",
 	"shred": "shred/wipefs", "wipefs": "shred/wipefs",
 	"fdisk": "fdisk/parted", "sfdisk": "fdisk/parted", "gdisk": "fdisk/parted",
 	"cfdisk": "fdisk/parted", "parted": "fdisk/parted",

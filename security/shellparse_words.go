@@ -141,14 +141,14 @@ var configFilePatterns = []string{
 	"appsettings*.json", // .NET
 	"config.json",       // the common tool/app config name
 	"settings.json",     // editors, many apps
-	".env", ".env.*", // dotenv: .env, .env.local, .env.production
+	".env", ".env.*",    // dotenv: .env, .env.local, .env.production
 	"*.yaml", "*.yml",
 	"*.toml",
 	"*.ini",
 	"*.conf",
 	"*.cfg",
 	"*.properties",
-	".*rc",                             // .bashrc, .npmrc, .zshrc
+	".*rc", // .bashrc, .npmrc, .zshrc
 	".profile", ".bash_profile", ".gitconfig",
 }
 
