@@ -143,6 +143,7 @@ func (d *DLP) Scan(s string) []Finding {
 			if secret == "" {
 				secret = f.Match
 			}
+			secret = unescapeJSON(secret)
 			k := f.RuleID + "\x00" + secret
 			if seen[k] || secret == "" {
 				continue
@@ -155,6 +156,24 @@ func (d *DLP) Scan(s string) []Finding {
 	add(decodedValues(s))
 	sort.Slice(out, func(i, j int) bool { return out[i].Rule < out[j].Rule })
 	return out
+}
+
+// unescapeJSON turns a secret found in JSON-escaped text into its value, so Redact
+// can locate every form of it and one secret is one finding: a rule whose alphabet
+// holds the backslash may also have taken the one that escapes the closing quote.
+func unescapeJSON(secret string) string {
+	secret = strings.TrimRight(secret, `\`)
+	for range 2 { // JSON inside a JSON string is escaped twice
+		if !strings.Contains(secret, `\`) {
+			break
+		}
+		var u string
+		if json.Unmarshal([]byte(`"`+secret+`"`), &u) != nil {
+			break
+		}
+		secret = u
+	}
+	return secret
 }
 
 // decodedValues renders the values s carries, one "name: value" per line; empty when
@@ -296,8 +315,13 @@ func unhex(c byte) byte {
 // secret found only inside another encoding (base64, hex) cannot be located in s, so
 // then all of s is withheld rather than kept.
 func Redact(s string, fs []Finding) string {
-	for _, f := range fs {
-		if len(f.Secret) < 4 {
+	// Longest first: two rules often find the same key, one of them a part of it, and
+	// a part masked with the whole counts as located.
+	order := append([]Finding(nil), fs...)
+	sort.SliceStable(order, func(i, j int) bool { return len(order[i].Secret) > len(order[j].Secret) })
+	var masked []string
+	for _, f := range order {
+		if len(f.Secret) < 4 || maskedWith(f.Secret, masked) {
 			continue
 		}
 		mark := "[REDACTED:" + f.Rule + "]"
@@ -315,8 +339,18 @@ func Redact(s string, fs []Finding) string {
 		if !located {
 			return "[REDACTED:" + strings.Join(RuleIDs(fs), ",") + "] (withheld: an encoded credential)"
 		}
+		masked = append(masked, f.Secret)
 	}
 	return s
+}
+
+func maskedWith(secret string, masked []string) bool {
+	for _, m := range masked {
+		if strings.Contains(m, secret) {
+			return true
+		}
+	}
+	return false
 }
 
 // encodedForm matches secret with any of its characters written as itself, a JSON
