@@ -1,11 +1,14 @@
 package security
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"sort"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/zricethezav/gitleaks/v8/config"
 	"github.com/zricethezav/gitleaks/v8/detect"
@@ -62,7 +65,38 @@ var extraRules = []config.Rule{{
 	SecretGroup: 1,
 	Entropy:     3.5,
 	Keywords:    []string{"aws_secret", "awssecret", "aws-secret", "secretaccesskey", "secret_access_key", "secret-access-key"},
-}}
+},
+	// Provider keys by their prefix alone. gitleaks' own rules for these demand a
+	// marker inside the key (OpenAI's "T3BlbkFJ", Anthropic's trailing "AA"), an exact
+	// length, or a following quote or space; a key that lacks the marker or is
+	// followed by "&", "," or a backslash got through.
+	prefixRule("openai-api-key-prefix", `sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,250}`, "sk-proj-", "sk-svcacct-", "sk-admin-"),
+	prefixRule("openai-legacy-api-key", `sk-[A-Za-z0-9]{48}`, "sk-"),
+	prefixRule("anthropic-api-key-prefix", `sk-ant-(?:api|admin)[0-9]{2}-[A-Za-z0-9_-]{80,120}`, "sk-ant-"),
+	prefixRule("stripe-key-prefix", `(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{20,247}`, "sk_live_", "rk_live_", "sk_test_", "rk_test_", "sk_prod_", "rk_prod_"),
+	prefixRule("google-api-key-prefix", `AIza[0-9A-Za-z_-]{35}`, "aiza"),
+	prefixRule("github-token-prefix", `(?:gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9_]{60,251})`, "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+	prefixRule("gitlab-token-prefix", `glpat-[A-Za-z0-9_-]{20,64}`, "glpat-"),
+	prefixRule("slack-token-prefix", `xox[abposre]-[A-Za-z0-9-]{20,250}`, "xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-", "xoxe-"),
+	prefixRule("npm-token-prefix", `npm_[A-Za-z0-9]{36}`, "npm_"),
+	prefixRule("huggingface-token-prefix", `hf_[A-Za-z0-9]{34,40}`, "hf_"),
+	prefixRule("sendgrid-api-key-prefix", `SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}`, "sg."),
+	prefixRule("twilio-api-key-prefix", `SK[0-9a-fA-F]{32}`, "sk"),
+}
+
+// prefixRule matches a credential by its own prefix and shape, bounded only by a
+// character its alphabet does not contain: after decoding, a value is followed by
+// whatever its encoding put there. Entropy keeps placeholders ("sk-xxxx…") out.
+func prefixRule(id, shape string, keywords ...string) config.Rule {
+	return config.Rule{
+		RuleID:      id,
+		Description: "credential by its provider prefix (" + keywords[0] + "…)",
+		Regex:       regexp.MustCompile(`(?:^|[^A-Za-z0-9_-])(` + shape + `)(?:[^A-Za-z0-9_-]|$)`),
+		SecretGroup: 1,
+		Entropy:     3,
+		Keywords:    keywords,
+	}
+}
 
 // Finding is one detected secret: the rule and the secret itself (for redaction only;
 // never echo it).
@@ -71,16 +105,45 @@ type Finding struct {
 	Secret string
 }
 
-// Scan returns the findings in s (also its URL-decoded form).
+// MaxScanBytes bounds the outbound arguments the gate scans: a scan of this much text
+// stays well under a second, and a larger request is refused (ErrDLPTooLarge) rather
+// than sent unread.
+const MaxScanBytes = 1 << 20
+
+// ErrDLPTooLarge refuses outbound arguments too large to be scanned.
+var ErrDLPTooLarge = errors.New("dlp: outgoing arguments too large to scan")
+
+// maxNestedJSON is how many times JSON held inside a JSON string is decoded again.
+const maxNestedJSON = 1
+
+// ScanArgs scans outbound tool arguments: Scan, after refusing what is too large to
+// be read in time.
+func (d *DLP) ScanArgs(args []byte) ([]Finding, error) {
+	if len(args) > MaxScanBytes {
+		return nil, fmt.Errorf("%w (%d bytes, limit %d)", ErrDLPTooLarge, len(args), MaxScanBytes)
+	}
+	return d.Scan(string(args)), nil
+}
+
+// Scan returns the findings in s as written and in every value it carries once
+// decoded: each string of a JSON document and each key (escapes decoded), JSON held
+// in a string decoded once more, form and URL query values percent-decoded, and any
+// percent-encoded text. The decoded values are scanned as lines "name: value", so a
+// value keeps the name that gives a generic rule its context and ends where the
+// value ends, whatever escaping surrounded it in s.
 func (d *DLP) Scan(s string) []Finding {
 	seen := map[string]bool{}
 	var out []Finding
 	add := func(text string) {
+		if text == "" {
+			return
+		}
 		for _, f := range d.det.DetectString(text) {
 			secret := f.Secret
 			if secret == "" {
 				secret = f.Match
 			}
+			secret = unescapeJSON(secret)
 			k := f.RuleID + "\x00" + secret
 			if seen[k] || secret == "" {
 				continue
@@ -90,18 +153,132 @@ func (d *DLP) Scan(s string) []Finding {
 		}
 	}
 	add(s)
-	if strings.Contains(s, "%") {
-		if dec := queryUnescapeLenient(s); dec != s {
-			add(dec)
-		}
-	}
+	add(decodedValues(s))
 	sort.Slice(out, func(i, j int) bool { return out[i].Rule < out[j].Rule })
 	return out
+}
+
+// unescapeJSON turns a secret found in JSON-escaped text into its value, so Redact
+// can locate every form of it and one secret is one finding: a rule whose alphabet
+// holds the backslash may also have taken the one that escapes the closing quote.
+func unescapeJSON(secret string) string {
+	secret = strings.TrimRight(secret, `\`)
+	for range 2 { // JSON inside a JSON string is escaped twice
+		if !strings.Contains(secret, `\`) {
+			break
+		}
+		var u string
+		if json.Unmarshal([]byte(`"`+secret+`"`), &u) != nil {
+			break
+		}
+		secret = u
+	}
+	return secret
+}
+
+// decodedValues renders the values s carries, one "name: value" per line; empty when
+// s is plain text with nothing to decode (its raw scan already covers it).
+func decodedValues(s string) string {
+	var w valueWriter
+	var v any
+	if t := strings.TrimSpace(s); (strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[")) && json.Unmarshal([]byte(t), &v) == nil {
+		w.value("", v, 0)
+	} else {
+		w.decodeString("", s, 0)
+	}
+	return w.b.String()
+}
+
+type valueWriter struct{ b strings.Builder }
+
+func (w *valueWriter) line(name, value string) {
+	if name != "" {
+		w.b.WriteString(name)
+		w.b.WriteString(": ")
+	}
+	w.b.WriteString(value)
+	w.b.WriteByte('\n')
+}
+
+func (w *valueWriter) value(name string, v any, nested int) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			if str, ok := x.(string); ok {
+				w.line(k, str)
+				w.decodeString(k, str, nested)
+				continue
+			}
+			w.line("", k)
+			w.value(k, x, nested)
+		}
+	case []any:
+		for _, x := range v {
+			if str, ok := x.(string); ok {
+				w.line(name, str)
+				w.decodeString(name, str, nested)
+				continue
+			}
+			w.value(name, x, nested)
+		}
+	case string:
+		w.line(name, v)
+		w.decodeString(name, v, nested)
+	}
+}
+
+// decodeString writes what a string value carries in an encoding: JSON, a URL's
+// query, a form body, percent-encoding.
+func (w *valueWriter) decodeString(name, s string, nested int) {
+	t := strings.TrimSpace(s)
+	if nested < maxNestedJSON && (strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[")) {
+		var v any
+		if json.Unmarshal([]byte(t), &v) == nil {
+			w.value(name, v, nested+1)
+			return
+		}
+	}
+	if strings.ContainsRune(s, '=') {
+		if q, ok := queryOf(t); ok {
+			w.pairs(q)
+		}
+	}
+	if strings.ContainsRune(s, '%') {
+		if dec := queryUnescapeLenient(s); dec != s {
+			w.line(name, dec)
+		}
+	}
+}
+
+// queryOf returns the name=value pairs of s: a URL's query, or s itself when it
+// reads as a form body (no whitespace, which a form encodes).
+func queryOf(s string) (string, bool) {
+	if i := strings.IndexByte(s, '?'); i >= 0 && strings.Contains(s[:i], "://") {
+		q := s[i+1:]
+		if j := strings.IndexByte(q, '#'); j >= 0 {
+			q = q[:j]
+		}
+		return q, true
+	}
+	if strings.IndexFunc(s, unicode.IsSpace) >= 0 {
+		return "", false
+	}
+	return s, true
+}
+
+func (w *valueWriter) pairs(q string) {
+	for _, kv := range strings.FieldsFunc(q, func(r rune) bool { return r == '&' || r == ';' }) {
+		k, v, _ := strings.Cut(kv, "=")
+		w.line(queryUnescapeLenient(k), queryUnescapeLenient(v))
+	}
 }
 
 // queryUnescapeLenient is url.QueryUnescape that keeps a malformed escape as it is
 // instead of failing: one stray "%" must not hide every encoded secret after it.
 func queryUnescapeLenient(s string) string {
+	if !strings.ContainsAny(s, "%+") {
+		return s
+	}
 	var b strings.Builder
 	b.Grow(len(s))
 	for i := 0; i < len(s); i++ {
@@ -132,39 +309,74 @@ func unhex(c byte) byte {
 	return c - 'a' + 10
 }
 
-// Redact replaces every finding's secret in s by [REDACTED:rule]: the secret as it
-// stands, or percent-encoded in whole or in part (the forms Scan and gitleaks
-// decode). A secret found only inside another encoding (base64, hex, \u escapes)
-// cannot be located in s, so then all of s is withheld rather than kept.
+// Redact replaces every finding's secret in s by [REDACTED:rule] wherever it can be
+// located: as it stands, JSON-escaped (also twice, as JSON inside a JSON string),
+// \u-escaped, percent-encoded, or any mix of these, character by character. A
+// secret found only inside another encoding (base64, hex) cannot be located in s, so
+// then all of s is withheld rather than kept.
 func Redact(s string, fs []Finding) string {
-	for _, f := range fs {
-		if len(f.Secret) < 4 {
+	// Longest first: two rules often find the same key, one of them a part of it, and
+	// a part masked with the whole counts as located.
+	order := append([]Finding(nil), fs...)
+	sort.SliceStable(order, func(i, j int) bool { return len(order[i].Secret) > len(order[j].Secret) })
+	var masked []string
+	for _, f := range order {
+		if len(f.Secret) < 4 || maskedWith(f.Secret, masked) {
 			continue
 		}
 		mark := "[REDACTED:" + f.Rule + "]"
+		located := false
 		if strings.Contains(s, f.Secret) {
 			s = strings.ReplaceAll(s, f.Secret, mark)
-			continue
+			located = true
 		}
-		if re := percentEncodedForm(f.Secret); re.MatchString(s) {
-			s = re.ReplaceAllLiteralString(s, mark)
-			continue
+		if strings.ContainsAny(s, `\%+`) {
+			if re := encodedForm(f.Secret); re.MatchString(s) {
+				s = re.ReplaceAllLiteralString(s, mark)
+				located = true
+			}
 		}
-		return "[REDACTED:" + strings.Join(RuleIDs(fs), ",") + "] (withheld: an encoded credential)"
+		if !located {
+			return "[REDACTED:" + strings.Join(RuleIDs(fs), ",") + "] (withheld: an encoded credential)"
+		}
+		masked = append(masked, f.Secret)
 	}
 	return s
 }
 
-// percentEncodedForm matches secret with any of its characters percent-encoded
-// (and a space also written as +).
-func percentEncodedForm(secret string) *regexp.Regexp {
+func maskedWith(secret string, masked []string) bool {
+	for _, m := range masked {
+		if strings.Contains(m, secret) {
+			return true
+		}
+	}
+	return false
+}
+
+// encodedForm matches secret with any of its characters written as itself, a JSON
+// escape (with the backslash itself escaped any number of times), a \u escape, or
+// percent-encoded (and a space also written as +).
+func encodedForm(secret string) *regexp.Regexp {
 	var b strings.Builder
 	for _, r := range secret {
 		lit := string(r)
 		b.WriteString("(?:")
 		b.WriteString(regexp.QuoteMeta(lit))
-		if r == ' ' {
+		switch r {
+		case ' ':
 			b.WriteString(`|\+`)
+		case '\n':
+			b.WriteString(`|\\+n`)
+		case '\r':
+			b.WriteString(`|\\+r`)
+		case '\t':
+			b.WriteString(`|\\+t`)
+		case '"', '\\', '/':
+			b.WriteString(`|\\+`)
+			b.WriteString(regexp.QuoteMeta(lit))
+		}
+		if r < 0x10000 {
+			fmt.Fprintf(&b, `|\\+u(?i:%04x)`, r)
 		}
 		b.WriteString("|")
 		for i := 0; i < len(lit); i++ {

@@ -143,7 +143,10 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 					return deny("egress", strings.TrimPrefix(err.Error(), ErrEgressDenied.Error()+": "), ErrEgressDenied)
 				}
 			}
-			if findings = g.dlp.Scan(string(call.Args)); len(findings) > 0 {
+			var serr error
+			if findings, serr = g.dlp.ScanArgs(call.Args); serr != nil {
+				return deny("dlp", serr.Error(), ErrDLPTooLarge)
+			} else if len(findings) > 0 {
 				ids := RuleIDs(findings)
 				if g.metrics != nil {
 					for _, id := range ids {
