@@ -95,6 +95,7 @@ func (d *DLP) Scan(s string) []Finding {
 			add(dec)
 		}
 	}
+	out = withoutSecretRefs(s, out)
 	sort.Slice(out, func(i, j int) bool { return out[i].Rule < out[j].Rule })
 	return out
 }
