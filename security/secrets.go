@@ -168,7 +168,15 @@ func valueForms(v string) []string {
 	add(queryEscape(v))
 	add(url.PathEscape(v))
 	add(url.QueryEscape(v))
+	// JSON as Go writes it (<, >, & as \u00XX) and as everything else does.
 	if b, err := json.Marshal(v); err == nil {
+		add(string(b[1 : len(b)-1]))
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(v) == nil {
+		b := bytes.TrimSpace(buf.Bytes())
 		add(string(b[1 : len(b)-1]))
 	}
 	return forms

@@ -81,6 +81,7 @@ func TestSecretsScrub(t *testing.T) {
 		{"query p%40ss%20word%2F%2B%26%3Dx%22q", "query {{secret:b}}"},
 		{"form p%40ss+word%2F%2B%26%3Dx%22q", "form {{secret:b}}"},
 		{`json "p@ss word/+&=x\"q"`, `json "{{secret:b}}"`},
+		{`go json "p@ss word/+\u0026=x\"q"`, `go json "{{secret:b}}"`},
 		{"nothing here", "nothing here"},
 	}
 	for _, tc := range cases {
