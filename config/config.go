@@ -21,6 +21,7 @@ import (
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/sandbox"
+	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/tools"
 )
 
@@ -153,6 +154,21 @@ type Security struct {
 	MaxRedirects int `yaml:"max_redirects"`
 	// EgressTimeout bounds one outbound request. Default 30s.
 	EgressTimeout Duration `yaml:"egress_timeout"`
+	// Secrets are the team secrets by name: a credential read from an environment
+	// variable or a file, sent only to its domains, referenced in tool arguments and
+	// tool_defaults as {{secret:NAME}}. Default none.
+	Secrets map[string]Secret `yaml:"secrets"`
+}
+
+// Secret is one team secret. Exactly one of Env and File; the value itself never
+// appears in configuration.
+type Secret struct {
+	// Env names the environment variable holding the value.
+	Env string `yaml:"env"`
+	// File is a path whose content (trailing newline dropped) is the value.
+	File string `yaml:"file"`
+	// Domains the value may be sent to: exact names and *.example.com wildcards.
+	Domains []string `yaml:"domains"`
 }
 
 // API configures the HTTP API role.
@@ -423,6 +439,12 @@ func (c Config) Validate() error {
 	if c.Security.MaxRedirects < 0 {
 		bad("security.max_redirects", "must not be negative")
 	}
+	for _, name := range sortedKeys(c.Security.Secrets) {
+		s := c.Security.Secrets[name]
+		if err := security.ValidateSecretSource(name, security.SecretSource{Env: s.Env, File: s.File, Domains: s.Domains}); err != nil {
+			bad("security.secrets."+name, "%v", err)
+		}
+	}
 	for i, h := range c.API.Webhooks {
 		if u, err := url.Parse(h.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			bad(fmt.Sprintf("api.webhooks[%d].url", i), "want an http(s) URL, got %q", h.URL)
@@ -432,4 +454,13 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

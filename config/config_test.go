@@ -250,6 +250,10 @@ func TestLoadFromErrors(t *testing.T) {
 		{name: "zero max steps", file: "worker:\n  max_steps: 0\n", want: []string{"worker", "max_steps"}},
 		{name: "negative max retry", file: "worker:\n  max_retry: -1\n", want: []string{"max_retry"}},
 		{name: "zero circuit breaker", file: "worker:\n  circuit_breaker: 0\n", want: []string{"circuit_breaker"}},
+		{name: "secret value inline", file: "security:\n  secrets:\n    github:\n      value: ghp_x\n      domains: [api.github.com]\n", want: []string{"value", "not found"}},
+		{name: "secret without a source", file: "security:\n  secrets:\n    github:\n      domains: [api.github.com]\n", want: []string{"security.secrets.github", "exactly one of env and file"}},
+		{name: "secret without domains", file: "security:\n  secrets:\n    github:\n      env: GITHUB_TOKEN\n", want: []string{"security.secrets.github", "at least one domain"}},
+		{name: "secret bound to a URL", file: "security:\n  secrets:\n    github:\n      env: GITHUB_TOKEN\n      domains: [\"https://api.github.com/\"]\n", want: []string{"security.secrets.github", "not a host name"}},
 		{
 			name: "every problem is listed",
 			env: map[string]string{
@@ -291,6 +295,9 @@ func TestValidateNamesEachKey(t *testing.T) {
 		{name: "empty api addr", mutate: func(c *config.Config) { c.API.Addr = "" }, want: "api.addr"},
 		{name: "zero concurrency", mutate: func(c *config.Config) { c.Worker.Concurrency = 0 }, want: "worker.concurrency"},
 		{name: "negative body limit", mutate: func(c *config.Config) { c.API.BodyLimit = -5 }, want: "api.body_limit"},
+		{name: "a secret from env bound to domains is fine", mutate: func(c *config.Config) {
+			c.Security.Secrets = map[string]config.Secret{"github": {Env: "GITHUB_TOKEN", Domains: []string{"api.github.com", "*.github.com"}}}
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -56,6 +56,8 @@ type Fleet struct {
 	Approvals *security.Approvals
 	Audit     *security.Auditor
 	Egress    *security.Egress
+	// Secrets are the team secrets of security.secrets (nil when none).
+	Secrets *security.Secrets
 	// Webhooks delivers signed run events (nil when none are configured).
 	Webhooks *webhook.Deliverer
 	Mailbox  *mailbox.Mailbox
@@ -91,6 +93,9 @@ type Options struct {
 	// Device, when set, drives the headset with this configuration (a test's
 	// simulator) whatever devices.steam_frame says.
 	Device *device.Config
+	// EgressResolver resolves names for outbound tools (a test's DNS server);
+	// nil uses the system resolver.
+	EgressResolver *net.Resolver
 }
 
 // Open connects to Postgres and Redis and builds the shared parts.
@@ -129,7 +134,12 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options
 		return nil, err
 	}
 	sec := cfg.Security
-	f.Egress = security.NewEgress(security.EgressConfig{MaxRedirects: sec.MaxRedirects, Timeout: sec.EgressTimeout.D()})
+	if f.Secrets, err = loadSecrets(sec.Secrets); err != nil {
+		f.Close()
+		return nil, err
+	}
+	f.Egress = security.NewEgress(security.EgressConfig{MaxRedirects: sec.MaxRedirects, Timeout: sec.EgressTimeout.D(),
+		Resolver: opts.EgressResolver, Secrets: f.Secrets})
 	roster := func(ctx context.Context) ([]string, error) {
 		if s := tools.SessionFrom(ctx); s != nil {
 			return s.Peers, nil
@@ -197,7 +207,21 @@ func (f *Fleet) openGate(sec config.Security) (*security.Gate, error) {
 	}
 	f.Approvals = security.NewApprovals(security.ApprovalsConfig{Window: sec.ApprovalWindow.D(), FallbackTools: sec.SupervisorFallback},
 		f.Store, f.Events, f.Client, resume, f.Metrics, f.Log)
-	return security.NewGate(security.GateDeps{Registry: f.Registry, Rules: rules, DLP: dlp, Approvals: f.Approvals, Audit: f.Audit, Metrics: f.Metrics, Log: f.Log}), nil
+	return security.NewGate(security.GateDeps{Registry: f.Registry, Rules: rules, DLP: dlp, Approvals: f.Approvals, Audit: f.Audit, Metrics: f.Metrics, Log: f.Log,
+		Secrets: f.Secrets}), nil
+}
+
+// loadSecrets reads the team secrets' values from the process environment or files.
+func loadSecrets(cfg map[string]config.Secret) (*security.Secrets, error) {
+	srcs := make(map[string]security.SecretSource, len(cfg))
+	for name, s := range cfg {
+		srcs[name] = security.SecretSource{Env: s.Env, File: s.File, Domains: s.Domains}
+	}
+	secrets, err := security.LoadSecrets(srcs, os.LookupEnv)
+	if err != nil {
+		return nil, fmt.Errorf("security.secrets: %w", err)
+	}
+	return secrets, nil
 }
 
 // WatchRules hot-reloads the permissions file until ctx ends (roles that dispatch tools).

@@ -154,6 +154,7 @@ func (d *DLP) Scan(s string) []Finding {
 	}
 	add(s)
 	add(decodedValues(s))
+	out = withoutSecretRefs(s, out)
 	sort.Slice(out, func(i, j int) bool { return out[i].Rule < out[j].Rule })
 	return out
 }

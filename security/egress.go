@@ -150,6 +150,9 @@ type EgressConfig struct {
 	// Resolver looks up names for the dialer. Default net.DefaultResolver; tests
 	// point it at their own DNS server.
 	Resolver *net.Resolver
+	// Secrets are filled into requests for their bound hosts and scrubbed from
+	// responses. Default none (references are refused).
+	Secrets *Secrets
 }
 
 // Egress builds HTTP clients that enforce the policy on every hop.
@@ -189,7 +192,7 @@ func (e *Egress) Client(allowlist []string) *http.Client {
 	return &http.Client{
 		// Every request (not only redirects) is checked here too, so the policy
 		// does not depend on the gate finding the URL among a tool's arguments.
-		Transport: checked{base: e.transport, allowlist: allowlist},
+		Transport: checked{base: e.transport, allowlist: allowlist, secrets: e.cfg.Secrets},
 		Timeout:   e.cfg.Timeout,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			// via holds the requests made so far: the first redirect sees one.
@@ -204,10 +207,14 @@ func (e *Egress) Client(allowlist []string) *http.Client {
 	}
 }
 
-// checked enforces the destination policy on every request it carries.
+// checked enforces the destination policy on every request it carries, and fills
+// in team secrets. It runs per hop (the client calls it again for every redirect,
+// with the references of the original request), so a redirect to a host a secret is
+// not bound to is refused before the value leaves.
 type checked struct {
 	base      http.RoundTripper
 	allowlist []string
+	secrets   *Secrets
 }
 
 func (c checked) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -217,5 +224,17 @@ func (c checked) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	return c.base.RoundTrip(req)
+	out, err := c.secrets.inject(req)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.base.RoundTrip(out)
+	if err != nil {
+		return nil, c.secrets.ScrubError(err)
+	}
+	// The request the caller sees (final_url) is its own, with references, not the
+	// copy that carried the values.
+	resp.Request = req
+	c.secrets.scrubResponse(resp)
+	return resp, nil
 }

@@ -24,6 +24,7 @@ type Gate struct {
 	audit     auditWriter
 	metrics   *metrics.Metrics
 	log       *slog.Logger
+	secrets   *Secrets
 }
 
 // auditWriter is what the gate needs of the Auditor; a seam so the decision path can
@@ -41,6 +42,9 @@ type GateDeps struct {
 	Audit     *Auditor
 	Metrics   *metrics.Metrics
 	Log       *slog.Logger
+	// Secrets are the team secrets: their values are scrubbed from results, errors
+	// and audit rows (optional).
+	Secrets *Secrets
 }
 
 // NewGate returns the gate.
@@ -48,7 +52,7 @@ func NewGate(d GateDeps) *Gate {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	return &Gate{reg: d.Registry, rules: d.Rules, dlp: d.DLP, approvals: d.Approvals, audit: d.Audit, metrics: d.Metrics, log: d.Log}
+	return &Gate{reg: d.Registry, rules: d.Rules, dlp: d.DLP, approvals: d.Approvals, audit: d.Audit, metrics: d.Metrics, log: d.Log, secrets: d.Secrets}
 }
 
 // summaryBytes bounds what a Standard call keeps in its audit row; summaryScanBytes
@@ -191,8 +195,11 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 			}
 		}
 
-		// 6. execute
-		return next.Handle(ctx, call)
+		// 6. execute. The egress client already scrubs what it returns; this also
+		// covers a tool that reads a value some other way.
+		res, err = next.Handle(ctx, call)
+		res.Content = g.secrets.Scrub(res.Content)
+		return res, g.secrets.ScrubError(err)
 	})
 }
 
@@ -200,7 +207,7 @@ func (g *Gate) redactJSON(args json.RawMessage, findings *[]Finding) json.RawMes
 	if *findings == nil {
 		*findings = g.dlp.Scan(string(args))
 	}
-	red := Redact(string(args), *findings)
+	red := g.secrets.Scrub(Redact(string(args), *findings))
 	if !json.Valid([]byte(red)) {
 		b, _ := json.Marshal(map[string]string{"redacted": red})
 		red = string(b)
@@ -253,7 +260,7 @@ func (g *Gate) redactText(s string) string {
 	if s == "" {
 		return s
 	}
-	return Redact(s, g.dlp.Scan(s))
+	return g.secrets.Scrub(Redact(s, g.dlp.Scan(s)))
 }
 
 // truncateBytes cuts s to at most n bytes on a character boundary.

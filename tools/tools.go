@@ -304,9 +304,12 @@ type Router struct {
 	handler Handler
 }
 
-// NewRouter builds the dispatch chain. Middleware run outermost first; the innermost
-// layer is always the capability check (the tool must be in the caller's catalog)
-// followed by tool_defaults merging and the typed handler.
+// NewRouter builds the dispatch chain. The team's tool_defaults are merged first,
+// before any middleware, so every gate layer (rules, escalation, egress, DLP,
+// approval) and the audit row judge the arguments that really run — a default
+// applied after the gate would run unseen. Middleware then run outermost first; the
+// innermost layer is always the capability check (the tool must be in the caller's
+// catalog) followed by the typed handler.
 func NewRouter(reg *Registry, mw ...Middleware) *Router {
 	var h Handler = HandlerFunc(func(ctx context.Context, call Call) (Result, error) {
 		s, ok := reg.specs[call.Name]
@@ -315,11 +318,11 @@ func NewRouter(reg *Registry, mw ...Middleware) *Router {
 		}
 		return s.handler.Handle(ctx, call)
 	})
-	h = mergeDefaults(h)
 	h = capability(reg)(h)
 	for i := len(mw) - 1; i >= 0; i-- {
 		h = mw[i](h)
 	}
+	h = mergeDefaults(h)
 	return &Router{reg: reg, handler: h}
 }
 
@@ -370,7 +373,9 @@ func mergeDefaults(next Handler) Handler {
 		args := map[string]any{}
 		if len(bytes.TrimSpace(call.Args)) > 0 && string(bytes.TrimSpace(call.Args)) != "null" {
 			if err := json.Unmarshal(call.Args, &args); err != nil {
-				return Result{}, fmt.Errorf("%s: %w: arguments must be a JSON object: %v", call.Name, ErrInvalidArgs, err)
+				// Passed on unmerged: the typed handler refuses it inside the gate,
+				// so the malformed call is still audited.
+				return next.Handle(ctx, call)
 			}
 		}
 		for k, v := range s.ToolDefaults[call.Name] {

@@ -660,3 +660,42 @@ func TestToolsetPassesCatalogCheck(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, reg.Names(), len(docs))
 }
+
+// Every middleware (the gate's layers and the audit among them) sees the arguments
+// that really run: the team's defaults are merged before the outermost one.
+func TestDefaultsMergedBeforeMiddleware(t *testing.T) {
+	t.Parallel()
+	defaults := map[string]map[string]any{"write_file": {"content": "from defaults"}}
+	tests := []struct {
+		name string
+		args string
+		want string
+	}{
+		{name: "empty call takes the defaults", args: `{"path":"a"}`, want: `{"content":"from defaults","path":"a"}`},
+		{name: "the model's value wins", args: `{"path":"a","content":"mine"}`, want: `{"content":"mine","path":"a"}`},
+		{name: "malformed args reach the gate unmerged", args: `[1]`, want: `[1]`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			var seenOuter, seenInner string
+			spy := func(into *string) tools.Middleware {
+				return func(next tools.Handler) tools.Handler {
+					return tools.HandlerFunc(func(ctx context.Context, call tools.Call) (tools.Result, error) {
+						mu.Lock()
+						*into = string(call.Args)
+						mu.Unlock()
+						return next.Handle(ctx, call)
+					})
+				}
+			}
+			r := tools.NewRouter(setup(t), spy(&seenOuter), spy(&seenInner))
+			_, _ = r.Dispatch(session([]string{"write_file"}, defaults), tools.Call{ID: "c1", Name: "write_file", Args: json.RawMessage(tc.args)})
+			mu.Lock()
+			defer mu.Unlock()
+			require.JSONEq(t, tc.want, seenOuter)
+			require.JSONEq(t, tc.want, seenInner)
+		})
+	}
+}
