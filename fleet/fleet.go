@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"sync"
 	"time"
@@ -54,6 +55,9 @@ type Fleet struct {
 	Approvals *security.Approvals
 	Audit     *security.Auditor
 	Egress    *security.Egress
+	// Policy is the egress policy (the fleet's own endpoints, kept current).
+	Policy     *security.EgressPolicy
+	stopPolicy func()
 	// Webhooks delivers signed run events (nil when none are configured).
 	Webhooks *webhook.Deliverer
 	Mailbox  *mailbox.Mailbox
@@ -123,7 +127,11 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options
 		return nil, err
 	}
 	sec := cfg.Security
-	f.Egress = security.NewEgress(security.EgressConfig{MaxRedirects: sec.MaxRedirects, Timeout: sec.EgressTimeout.D()})
+	if err := f.openPolicy(cfg, opts); err != nil {
+		f.Close()
+		return nil, err
+	}
+	f.Egress = security.NewEgress(security.EgressConfig{MaxRedirects: sec.MaxRedirects, Timeout: sec.EgressTimeout.D(), Policy: f.Policy})
 	roster := func(ctx context.Context) ([]string, error) {
 		if s := tools.SessionFrom(ctx); s != nil {
 			return s.Peers, nil
@@ -191,7 +199,7 @@ func (f *Fleet) openGate(sec config.Security) (*security.Gate, error) {
 	}
 	f.Approvals = security.NewApprovals(security.ApprovalsConfig{Window: sec.ApprovalWindow.D(), SupervisorFallback: sec.SupervisorFallback},
 		f.Store, f.Events, f.Client, resume, f.Metrics, f.Log)
-	return security.NewGate(security.GateDeps{Registry: f.Registry, Rules: rules, DLP: dlp, Approvals: f.Approvals, Audit: f.Audit, Metrics: f.Metrics, Log: f.Log}), nil
+	return security.NewGate(security.GateDeps{Registry: f.Registry, Rules: rules, DLP: dlp, Approvals: f.Approvals, Audit: f.Audit, Metrics: f.Metrics, Log: f.Log, Policy: f.Policy}), nil
 }
 
 // WatchRules hot-reloads the permissions file until ctx ends (roles that dispatch tools).
@@ -206,6 +214,9 @@ func (f *Fleet) WatchRules(ctx context.Context) error {
 func (f *Fleet) Close() {
 	if f.Audit != nil {
 		f.Audit.Close()
+	}
+	if f.stopPolicy != nil {
+		f.stopPolicy()
 	}
 	if f.Executor != nil && f.ownExecutor {
 		_ = f.Executor.Close()
@@ -239,9 +250,14 @@ func (f *Fleet) RunAPI(ctx context.Context) error {
 	}
 	srv := f.API()
 	defer srv.Close()
+	ln, err := net.Listen("tcp", f.Cfg.API.Addr)
+	if err != nil {
+		return fmt.Errorf("api (AETHERIUM_API_ADDR=%s): %w", f.Cfg.API.Addr, err)
+	}
+	f.RegisterEndpoint(ctx, security.EndpointAPI, ln.Addr().String())
 	errc := make(chan error, 1)
-	go func() { errc <- srv.App.Listen(f.Cfg.API.Addr) }()
-	f.Log.Info("api listening", "addr", f.Cfg.API.Addr)
+	go func() { errc <- srv.App.Listener(ln) }()
+	f.Log.Info("api listening", "addr", ln.Addr().String())
 	select {
 	case err := <-errc:
 		return fmt.Errorf("api (AETHERIUM_API_ADDR=%s): %w", f.Cfg.API.Addr, err)
@@ -345,7 +361,16 @@ func (f *Fleet) ServeMetrics(ctx context.Context, addr string) error {
 	if addr == "" {
 		return nil
 	}
-	if err := f.Metrics.Serve(ctx, addr); err != nil {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics listener %s: %w", addr, err)
+	}
+	name := security.EndpointWorkerMetrics
+	if addr == f.Cfg.Scheduler.MetricsAddr {
+		name = security.EndpointSchedulerMetrics
+	}
+	f.RegisterEndpoint(ctx, name, ln.Addr().String())
+	if err := f.Metrics.ServeListener(ctx, ln); err != nil {
 		return fmt.Errorf("metrics listener %s: %w", addr, err)
 	}
 	return nil

@@ -24,6 +24,7 @@ type Gate struct {
 	audit     auditWriter
 	metrics   *metrics.Metrics
 	log       *slog.Logger
+	policy    *EgressPolicy
 }
 
 // auditWriter is what the gate needs of the Auditor; a seam so the decision path can
@@ -41,6 +42,9 @@ type GateDeps struct {
 	Audit     *Auditor
 	Metrics   *metrics.Metrics
 	Log       *slog.Logger
+	// Policy adds the fleet's own endpoints and the private switch to the egress
+	// layer. Optional: nil checks URLs with the package-level CheckURL.
+	Policy *EgressPolicy
 }
 
 // NewGate returns the gate.
@@ -48,7 +52,7 @@ func NewGate(d GateDeps) *Gate {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	return &Gate{reg: d.Registry, rules: d.Rules, dlp: d.DLP, approvals: d.Approvals, audit: d.Audit, metrics: d.Metrics, log: d.Log}
+	return &Gate{reg: d.Registry, rules: d.Rules, dlp: d.DLP, approvals: d.Approvals, audit: d.Audit, metrics: d.Metrics, log: d.Log, policy: d.Policy}
 }
 
 // summaryBytes bounds what a Standard call keeps in its audit row; summaryScanBytes
@@ -139,8 +143,8 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 			_ = json.Unmarshal(call.Args, &args)
 			collect("", args, &strs, &paths, &urls)
 			for _, u := range urls {
-				if err := CheckURL(u, s.AllowedDomains); err != nil {
-					return deny("egress", strings.TrimPrefix(err.Error(), ErrEgressDenied.Error()+": "), ErrEgressDenied)
+				if err := g.checkURL(u, s); err != nil {
+					return deny("egress", egressReason(err), ErrEgressDenied)
 				}
 			}
 			if findings = g.dlp.Scan(string(call.Args)); len(findings) > 0 {
@@ -180,8 +184,31 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 		}
 
 		// 6. execute
-		return next.Handle(ctx, call)
+		res, err = next.Handle(ctx, call)
+		var d *tools.Denied
+		if err != nil && errors.Is(err, ErrEgressDenied) && !errors.As(err, &d) {
+			// The egress client refused a redirect or a dialed address: a refusal of
+			// the egress layer like one found before the call, not a tool error.
+			return deny("egress", egressReason(err), ErrEgressDenied)
+		}
+		return res, err
 	})
+}
+
+func (g *Gate) checkURL(u string, s *tools.Session) error {
+	if g.policy == nil {
+		return CheckURL(u, s.AllowedDomains)
+	}
+	return g.policy.CheckURLFor(u, s.AllowedDomains, s.EgressDenyPrivate)
+}
+
+// egressReason is the refusal without the sentinel's text, which the layer names.
+func egressReason(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, ErrEgressDenied.Error()+": "); i >= 0 {
+		return msg[:i] + msg[i+len(ErrEgressDenied.Error())+2:]
+	}
+	return msg
 }
 
 func (g *Gate) redactJSON(args json.RawMessage, findings *[]Finding) json.RawMessage {

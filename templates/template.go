@@ -32,11 +32,23 @@ type Template struct {
 	Supervisor     Node                      `yaml:"supervisor" json:"supervisor"`
 	Workers        []Node                    `yaml:"workers" json:"workers"`
 	AllowedDomains []string                  `yaml:"allowed_domains" json:"allowed_domains"`
+	Egress         Egress                    `yaml:"egress" json:"egress"`
 	GPUServices    []string                  `yaml:"gpu_services" json:"gpu_services"`
 	ToolDefaults   map[string]map[string]any `yaml:"tool_defaults" json:"tool_defaults"`
 	Budget         Budget                    `yaml:"budget" json:"budget"`
 	Script         script.Script             `yaml:"script" json:"script"`
 }
+
+// Egress tightens the deployment's egress policy for one team.
+type Egress struct {
+	// Private is "deny" to refuse loopback and private-range destinations to this
+	// team. "allow" or empty keep the deployment's security.egress.private: a team
+	// can tighten it, never loosen it.
+	Private string `yaml:"private,omitempty" json:"private,omitempty"`
+}
+
+// DenyPrivate reports whether the team refuses private ranges.
+func (e Egress) DenyPrivate() bool { return e.Private == "deny" }
 
 // Node is one agent of the team.
 type Node struct {
@@ -183,6 +195,9 @@ func (t *Template) Validate(reg *tools.Registry) error {
 		if strings.TrimPrefix(d, "*.") == "" || strings.ContainsAny(d, "/: ") || strings.Count(d, "*") > 1 || (strings.Contains(d, "*") && !strings.HasPrefix(d, "*.")) {
 			add("allowed_domains: %q must be a host name or *.example.com", d)
 		}
+	}
+	if p := t.Egress.Private; p != "" && p != "allow" && p != "deny" {
+		add("egress.private: want allow or deny, got %q", p)
 	}
 	for tool := range t.ToolDefaults {
 		if _, ok := tools.GroupOf(tool); !ok {

@@ -18,6 +18,9 @@ type Session struct {
 	Peers []string
 	// AllowedDomains is the team's egress allowlist.
 	AllowedDomains []string
+	// EgressDenyPrivate is a team's egress.private: deny (it can only tighten the
+	// deployment's security.egress.private).
+	EgressDenyPrivate bool
 	// ToolDefaults are the team's per-tool argument defaults, merged under the
 	// model's own arguments before validation.
 	ToolDefaults map[string]map[string]any
