@@ -7,11 +7,12 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"regexp"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -192,8 +193,13 @@ func TestAgentsCannotReachTheControlPlane(t *testing.T) {
 	}
 	require.Equal(t, "allowed", calls[len(attempts)].Decision, "an ordinary local service stays reachable")
 	require.EqualValues(t, 1, benign.Load())
-	require.GreaterOrEqual(t, testutil.ToFloat64(f.Metrics.GateDenials.WithLabelValues("egress")), float64(len(attempts)),
-		"every refusal, the redirect's included, counts as a gate denial")
+	rec := httptest.NewRecorder()
+	f.Metrics.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	m := regexp.MustCompile(`gate_denials_total\{layer="egress"\} (\d+)`).FindStringSubmatch(rec.Body.String())
+	require.Len(t, m, 2, "no egress denials in /metrics")
+	n, err := strconv.Atoi(m[1])
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, n, len(attempts), "every refusal, the redirect's included, counts as a gate denial")
 
 	for _, s := range standIns {
 		require.Zero(t, s.accepted.Load(), "stand-in %s received a connection", s.addr)
