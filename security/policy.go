@@ -402,7 +402,7 @@ func (s *snapshot) controlPlane(ap netip.AddrPort) string {
 func (p *EgressPolicy) checkAddrPort(ap netip.AddrPort, denyPrivate bool) error {
 	a := ap.Addr().Unmap().WithZone("")
 	if denied, _ := ipVerdict(a); denied {
-		return fmt.Errorf("%w: %s is a link-local or metadata address", ErrEgressDenied, a)
+		return fmt.Errorf("%w: dialing %s (a link-local or metadata address)", ErrEgressDenied, a)
 	}
 	s := p.snap.Load()
 	if name := s.controlPlane(ap); name != "" {
