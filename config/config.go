@@ -158,6 +158,8 @@ type Security struct {
 	// variable or a file, sent only to its domains, referenced in tool arguments and
 	// tool_defaults as {{secret:NAME}}. Default none.
 	Secrets map[string]Secret `yaml:"secrets"`
+	// Egress is the destination policy beyond the teams' allowlists.
+	Egress Egress `yaml:"egress"`
 }
 
 // Secret is one team secret. Exactly one of Env and File; the value itself never
@@ -169,6 +171,23 @@ type Secret struct {
 	File string `yaml:"file"`
 	// Domains the value may be sent to: exact names and *.example.com wildcards.
 	Domains []string `yaml:"domains"`
+}
+
+// Egress configures the egress policy shared by the outbound tools and the sandbox
+// egress proxy. The fleet's own endpoints (API, metrics listeners, Redis,
+// PostgreSQL, Docker over TCP, GPU services, the headset) are always refused.
+type Egress struct {
+	// Private is allow (loopback and private ranges reachable without an
+	// allowlist entry, the seed's behaviour) or deny. A team's egress.private may
+	// tighten it, never loosen it. Env AETHERIUM_EGRESS_PRIVATE. Default allow.
+	Private string `yaml:"private"`
+	// Deny lists more host:port endpoints agents may never reach (internal
+	// services); a host of "" or 0.0.0.0 means that port on every local address.
+	// Default none.
+	Deny []string `yaml:"deny"`
+	// Refresh is how often every process re-reads the registry of listen
+	// addresses, the host's addresses and endpoint names. Default 10s.
+	Refresh Duration `yaml:"refresh"`
 }
 
 // API configures the HTTP API role.
@@ -286,6 +305,7 @@ func Default() Config {
 		Security: Security{
 			PermissionsFile: "config/permissions.yaml", ApprovalWindow: Duration(5 * time.Minute),
 			AuditRetention: Duration(90 * 24 * time.Hour), MaxRedirects: 5, EgressTimeout: Duration(30 * time.Second),
+			Egress: Egress{Private: "allow", Refresh: Duration(10 * time.Second)},
 		},
 		Scheduler: Scheduler{Period: Duration(15 * time.Second), StuckAfter: Duration(time.Hour), MetricsAddr: "127.0.0.1:9092"},
 		LLM: LLM{
@@ -336,6 +356,7 @@ func applyEnv(c *Config, env func(string) (string, bool)) error {
 		"AETHERIUM_PROMETHEUS_URL":         &c.API.PrometheusURL,
 		"AETHERIUM_WORKER_METRICS_ADDR":    &c.Worker.MetricsAddr,
 		"AETHERIUM_SCHEDULER_METRICS_ADDR": &c.Scheduler.MetricsAddr,
+		"AETHERIUM_EGRESS_PRIVATE":         &c.Security.Egress.Private,
 		"AETHERIUM_OPENAI_BASE_URL":        &c.LLM.OpenAI.BaseURL,
 		"AETHERIUM_ANTHROPIC_BASE_URL":     &c.LLM.Anthropic.BaseURL,
 		"OPENAI_API_KEY":                   &c.LLM.OpenAI.APIKey,
@@ -444,6 +465,19 @@ func (c Config) Validate() error {
 		if err := security.ValidateSecretSource(name, security.SecretSource{Env: s.Env, File: s.File, Domains: s.Domains}); err != nil {
 			bad("security.secrets."+name, "%v", err)
 		}
+	}
+	if p := c.Security.Egress.Private; p != "allow" && p != "deny" {
+		bad("security.egress.private (AETHERIUM_EGRESS_PRIVATE)", "want allow or deny, got %q", p)
+	}
+	for i, d := range c.Security.Egress.Deny {
+		if _, port, err := net.SplitHostPort(d); err != nil || port == "" {
+			bad(fmt.Sprintf("security.egress.deny[%d]", i), "want host:port, got %q", d)
+		} else if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+			bad(fmt.Sprintf("security.egress.deny[%d]", i), "want a port in 1-65535, got %q", d)
+		}
+	}
+	if c.Security.Egress.Refresh.D() < 100*time.Millisecond {
+		bad("security.egress.refresh", "must be at least 100ms")
 	}
 	for i, h := range c.API.Webhooks {
 		if u, err := url.Parse(h.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -35,7 +35,8 @@ type Recorder interface {
 
 // Deps are the proxy's collaborators.
 type Deps struct {
-	// Policy is the destination policy. Default SecurityPolicy.
+	// Policy is the destination policy. Default: a security.EgressPolicy that knows
+	// no fleet endpoints (the fleet passes its own, which does).
 	Policy Policy
 	// DLP scans plaintext requests. Required.
 	DLP *security.DLP
@@ -102,7 +103,11 @@ func New(cfg Config, deps Deps) (*Proxy, error) {
 		return nil, errors.New("egress proxy: DLP and Recorder are required")
 	}
 	if deps.Policy == nil {
-		deps.Policy = SecurityPolicy{}
+		p, err := security.NewEgressPolicy(security.EgressPolicyConfig{Log: deps.Log})
+		if err != nil {
+			return nil, fmt.Errorf("egress proxy: default policy: %w", err)
+		}
+		deps.Policy = p
 	}
 	if deps.Resolver == nil {
 		deps.Resolver = net.DefaultResolver

@@ -1,10 +1,21 @@
 package fleet
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/aetherium-engine/aetherium/config"
+	"github.com/aetherium-engine/aetherium/device"
 	"github.com/aetherium-engine/aetherium/egressproxy"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/security"
@@ -33,7 +44,11 @@ func (f *Fleet) openEgressProxy(ctx context.Context, cfg config.Config, opts Opt
 		f.Log.Error("sandbox egress off", "err", err)
 		return
 	}
-	p, err := egressproxy.New(ecfg, egressproxy.Deps{DLP: dlp, Recorder: f.Store, Resolver: opts.EgressResolver, Log: f.Log})
+	deps := egressproxy.Deps{DLP: dlp, Recorder: f.Store, Resolver: opts.EgressResolver, Log: f.Log}
+	if f.Policy != nil {
+		deps.Policy = f.Policy
+	}
+	p, err := egressproxy.New(ecfg, deps)
 	if err != nil {
 		f.Log.Error("sandbox egress off", "err", err)
 		return
@@ -53,5 +68,181 @@ func (f *Fleet) closeEgressProxy() {
 	defer cancel()
 	if _, err := f.EgressProxy.Config().RemoveFirewall(ctx); err != nil {
 		f.Log.Warn("sandbox firewall rules left in place", "err", err)
+	}
+}
+
+// openPolicy builds the egress policy from everything the configuration says the
+// fleet itself listens on or talks to, and starts keeping it current.
+func (f *Fleet) openPolicy(cfg config.Config, opts Options) error {
+	eps := fleetEndpoints(cfg, opts)
+	p, err := security.NewEgressPolicy(security.EgressPolicyConfig{
+		Private: cfg.Security.Egress.Private, Endpoints: eps, Redis: f.Redis,
+		Refresh: cfg.Security.Egress.Refresh.D(), Learn: redisNodes(f.Redis), Log: f.Log,
+	})
+	if err != nil {
+		return fmt.Errorf("security.egress: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(ctx) }()
+	f.Policy = p
+	f.stopPolicy = func() { cancel(); <-done }
+	return nil
+}
+
+// RegisterEndpoint makes a listener of this process (addr as bound, not as
+// configured: port 0 is resolved by then) a refused destination for every agent of
+// the fleet.
+func (f *Fleet) RegisterEndpoint(ctx context.Context, name, addr string) {
+	if f.Policy == nil {
+		return
+	}
+	if err := f.Policy.Register(ctx, name, addr); err != nil {
+		// The listener is already refused in this process; others learn it at
+		// their next refresh of the registry if a later renewal lands.
+		f.Log.Warn("register endpoint", "name", name, "addr", addr, "err", err)
+	}
+}
+
+// fleetEndpoints lists the configured endpoints of the fleet.
+func fleetEndpoints(cfg config.Config, opts Options) []security.Endpoint {
+	var eps []security.Endpoint
+	add := func(name, addr string) {
+		if _, _, err := net.SplitHostPort(addr); err == nil {
+			eps = append(eps, security.Endpoint{Name: name, Addr: addr})
+		}
+	}
+	add(security.EndpointAPI, cfg.API.Addr)
+	add(security.EndpointWorkerMetrics, cfg.Worker.MetricsAddr)
+	add(security.EndpointSchedulerMetrics, cfg.Scheduler.MetricsAddr)
+	if o, err := redis.ParseURL(cfg.RedisURL); err == nil {
+		add(security.EndpointRedis, o.Addr)
+	}
+	if pc, err := pgconn.ParseConfig(cfg.DatabaseURL); err == nil {
+		hosts := []*pgconn.FallbackConfig{{Host: pc.Host, Port: pc.Port}}
+		hosts = append(hosts, pc.Fallbacks...)
+		for _, h := range hosts {
+			if !strings.HasPrefix(h.Host, "/") { // a unix socket is no network destination
+				add(security.EndpointPostgres, net.JoinHostPort(h.Host, strconv.Itoa(int(h.Port))))
+			}
+		}
+	}
+	dockerHost := cfg.Sandbox.Docker.Host
+	if dockerHost == "" {
+		dockerHost = os.Getenv("DOCKER_HOST")
+	}
+	if u, err := url.Parse(dockerHost); err == nil && u.Scheme == "tcp" {
+		port := u.Port()
+		if port == "" {
+			port = "2375"
+		}
+		add(security.EndpointDocker, net.JoinHostPort(u.Hostname(), port))
+	}
+	for _, s := range cfg.Streams.Leases.Services {
+		for _, p := range s.Ports {
+			if addr, ok := publishedAddr(p); ok {
+				add(security.EndpointGPU+" ("+s.Name+")", addr)
+			}
+		}
+		if u, err := url.Parse(s.HealthURL); err == nil && u.Host != "" {
+			port := u.Port()
+			if port == "" {
+				port = map[string]string{"https": "443"}[u.Scheme]
+				if port == "" {
+					port = "80"
+				}
+			}
+			add(security.EndpointGPU+" ("+s.Name+")", net.JoinHostPort(u.Hostname(), port))
+		}
+	}
+	var dev *device.Config
+	if opts.Device != nil {
+		dev = opts.Device
+	} else if sf := cfg.Devices.SteamFrame; sf.Enabled {
+		dev = &device.Config{Host: sf.Host, SSHPort: sf.SSHPort, ADBPort: sf.ADBPort}
+	}
+	if dev != nil {
+		d := dev.WithDefaults()
+		add(security.EndpointHeadset, net.JoinHostPort(d.Host, strconv.Itoa(d.SSHPort)))
+		add(security.EndpointHeadset, net.JoinHostPort(d.Host, strconv.Itoa(d.ADBPort)))
+	}
+	for _, d := range cfg.Security.Egress.Deny {
+		add(security.EndpointInternal, d)
+	}
+	return eps
+}
+
+// publishedAddr reads the host side of a docker-run port mapping:
+// "8188:8188", "127.0.0.1:8188:8188", "[::1]:8188:8188/tcp".
+func publishedAddr(mapping string) (string, bool) {
+	mapping, _, _ = strings.Cut(mapping, "/")
+	i := strings.LastIndex(mapping, ":")
+	if i < 0 {
+		return "", false // only a container port: published on a random host port
+	}
+	hostSide := mapping[:i]
+	if j := strings.LastIndex(hostSide, ":"); j >= 0 && !strings.HasSuffix(hostSide, "]") {
+		return net.JoinHostPort(strings.Trim(hostSide[:j], "[]"), hostSide[j+1:]), true
+	}
+	if strings.HasPrefix(hostSide, "[") {
+		return "", false
+	}
+	return net.JoinHostPort("", hostSide), true
+}
+
+// redisNodes learns the Redis servers known only at run time: the replicas and
+// master of the configured server, and every node of a cluster.
+func redisNodes(rdb redis.UniversalClient) func(ctx context.Context) ([]security.Endpoint, error) {
+	return func(ctx context.Context) ([]security.Endpoint, error) {
+		if rdb == nil {
+			return nil, nil
+		}
+		info, err := rdb.Info(ctx, "replication", "cluster").Result()
+		if err != nil {
+			return nil, fmt.Errorf("redis INFO: %w", err)
+		}
+		var eps []security.Endpoint
+		add := func(host, port string) {
+			if host != "" && port != "" && port != "0" {
+				eps = append(eps, security.Endpoint{Name: security.EndpointRedis, Addr: net.JoinHostPort(host, port)})
+			}
+		}
+		fields := map[string]string{}
+		sc := bufio.NewScanner(strings.NewReader(info))
+		for sc.Scan() {
+			k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
+			if !ok {
+				continue
+			}
+			fields[k] = v
+			if strings.HasPrefix(k, "slave") && strings.Contains(v, "ip=") {
+				// slave0:ip=10.0.0.7,port=6379,state=online,…
+				kv := map[string]string{}
+				for _, part := range strings.Split(v, ",") {
+					a, b, _ := strings.Cut(part, "=")
+					kv[a] = b
+				}
+				add(kv["ip"], kv["port"])
+			}
+		}
+		add(fields["master_host"], fields["master_port"])
+		if fields["cluster_enabled"] == "1" {
+			nodes, err := rdb.ClusterNodes(ctx).Result()
+			if err != nil {
+				return eps, fmt.Errorf("redis CLUSTER NODES: %w", err)
+			}
+			for _, line := range strings.Split(nodes, "\n") {
+				f := strings.Fields(line)
+				if len(f) < 2 {
+					continue
+				}
+				// <id> <ip:port@cport[,hostname]> …
+				addr, _, _ := strings.Cut(f[1], "@")
+				if h, p, err := net.SplitHostPort(addr); err == nil {
+					add(h, p)
+				}
+			}
+		}
+		return eps, nil
 	}
 }

@@ -58,6 +58,9 @@ type Fleet struct {
 	Egress    *security.Egress
 	// Secrets are the team secrets of security.secrets (nil when none).
 	Secrets *security.Secrets
+	// Policy is the egress policy (the fleet's own endpoints, kept current).
+	Policy     *security.EgressPolicy
+	stopPolicy func()
 	// Webhooks delivers signed run events (nil when none are configured).
 	Webhooks *webhook.Deliverer
 	Mailbox  *mailbox.Mailbox
@@ -88,13 +91,11 @@ type Options struct {
 	Executor sandbox.Executor
 	// NoSandbox skips building an executor (tests that run no shell commands).
 	NoSandbox bool
-	// EgressResolver resolves names for the sandbox egress proxy (tests' own DNS).
-	EgressResolver *net.Resolver
 	// Device, when set, drives the headset with this configuration (a test's
 	// simulator) whatever devices.steam_frame says.
 	Device *device.Config
-	// EgressResolver resolves names for outbound tools (a test's DNS server);
-	// nil uses the system resolver.
+	// EgressResolver resolves names for outbound tools and the sandbox egress
+	// proxy (a test's DNS server); nil uses the system resolver.
 	EgressResolver *net.Resolver
 }
 
@@ -134,12 +135,16 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options
 		return nil, err
 	}
 	sec := cfg.Security
+	if err := f.openPolicy(cfg, opts); err != nil {
+		f.Close()
+		return nil, err
+	}
 	if f.Secrets, err = loadSecrets(sec.Secrets); err != nil {
 		f.Close()
 		return nil, err
 	}
 	f.Egress = security.NewEgress(security.EgressConfig{MaxRedirects: sec.MaxRedirects, Timeout: sec.EgressTimeout.D(),
-		Resolver: opts.EgressResolver, Secrets: f.Secrets})
+		Resolver: opts.EgressResolver, Secrets: f.Secrets, Policy: f.Policy})
 	roster := func(ctx context.Context) ([]string, error) {
 		if s := tools.SessionFrom(ctx); s != nil {
 			return s.Peers, nil
@@ -208,7 +213,7 @@ func (f *Fleet) openGate(sec config.Security) (*security.Gate, error) {
 	f.Approvals = security.NewApprovals(security.ApprovalsConfig{Window: sec.ApprovalWindow.D(), FallbackTools: sec.SupervisorFallback},
 		f.Store, f.Events, f.Client, resume, f.Metrics, f.Log)
 	return security.NewGate(security.GateDeps{Registry: f.Registry, Rules: rules, DLP: dlp, Approvals: f.Approvals, Audit: f.Audit, Metrics: f.Metrics, Log: f.Log,
-		Secrets: f.Secrets}), nil
+		Secrets: f.Secrets, Policy: f.Policy}), nil
 }
 
 // loadSecrets reads the team secrets' values from the process environment or files.
@@ -238,6 +243,9 @@ func (f *Fleet) Close() {
 		f.Audit.Close()
 	}
 	f.closeEgressProxy()
+	if f.stopPolicy != nil {
+		f.stopPolicy()
+	}
 	if f.Executor != nil && f.ownExecutor {
 		_ = f.Executor.Close()
 	}
@@ -270,9 +278,14 @@ func (f *Fleet) RunAPI(ctx context.Context) error {
 	}
 	srv := f.API()
 	defer srv.Close()
+	ln, err := net.Listen("tcp", f.Cfg.API.Addr)
+	if err != nil {
+		return fmt.Errorf("api (AETHERIUM_API_ADDR=%s): %w", f.Cfg.API.Addr, err)
+	}
+	f.RegisterEndpoint(ctx, security.EndpointAPI, ln.Addr().String())
 	errc := make(chan error, 1)
-	go func() { errc <- srv.App.Listen(f.Cfg.API.Addr) }()
-	f.Log.Info("api listening", "addr", f.Cfg.API.Addr)
+	go func() { errc <- srv.App.Listener(ln) }()
+	f.Log.Info("api listening", "addr", ln.Addr().String())
 	select {
 	case err := <-errc:
 		return fmt.Errorf("api (AETHERIUM_API_ADDR=%s): %w", f.Cfg.API.Addr, err)
@@ -376,7 +389,16 @@ func (f *Fleet) ServeMetrics(ctx context.Context, addr string) error {
 	if addr == "" {
 		return nil
 	}
-	if err := f.Metrics.Serve(ctx, addr); err != nil {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics listener %s: %w", addr, err)
+	}
+	name := security.EndpointWorkerMetrics
+	if addr == f.Cfg.Scheduler.MetricsAddr {
+		name = security.EndpointSchedulerMetrics
+	}
+	f.RegisterEndpoint(ctx, name, ln.Addr().String())
+	if err := f.Metrics.ServeListener(ctx, ln); err != nil {
 		return fmt.Errorf("metrics listener %s: %w", addr, err)
 	}
 	return nil

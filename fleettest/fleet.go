@@ -21,6 +21,7 @@ import (
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/logctx"
+	"github.com/aetherium-engine/aetherium/security"
 )
 
 // Options adjust a test fleet.
@@ -127,6 +128,7 @@ func StartWith(t testing.TB, cfg config.Config, opts Options) *Fleet {
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
+	f.RegisterEndpoint(ctx, security.EndpointAPI, ln.Addr().String())
 	go func() { _ = srv.App.Listener(ln) }()
 	t.Cleanup(func() { _ = srv.App.ShutdownWithTimeout(2 * time.Second); _ = srv.Close() })
 	tf := &Fleet{Fleet: f, URL: "http://" + ln.Addr().String(), API: srv, t: t}

@@ -128,19 +128,6 @@ func CheckURL(raw string, allowlist []string) error {
 	return fmt.Errorf("%w: %s is not in the team's allowed_domains", ErrEgressDenied, host)
 }
 
-// dialControl checks the address actually dialed, after DNS: a name that resolves
-// (or rebinds) to a metadata address fails here even though its name was allowed.
-func dialControl(network, address string, _ syscall.RawConn) error {
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil {
-		return fmt.Errorf("%w: cannot parse dialed address %q", ErrEgressDenied, address)
-	}
-	if denied, _ := ipVerdict(ap.Addr()); denied {
-		return fmt.Errorf("%w: dialing %s (link-local / metadata)", ErrEgressDenied, ap.Addr())
-	}
-	return nil
-}
-
 // EgressConfig tunes the outbound client.
 type EgressConfig struct {
 	// MaxRedirects caps redirects per request. Default 5.
@@ -153,12 +140,18 @@ type EgressConfig struct {
 	// Secrets are filled into requests for their bound hosts and scrubbed from
 	// responses. Default none (references are refused).
 	Secrets *Secrets
+	// Policy decides destinations (the fleet's own endpoints, the private switch).
+	// Default: a policy that knows no endpoints and allows private ranges.
+	Policy *EgressPolicy
 }
 
 // Egress builds HTTP clients that enforce the policy on every hop.
 type Egress struct {
 	cfg       EgressConfig
 	transport *http.Transport
+	// private is the transport of teams that deny private ranges: its dialer
+	// refuses them, and its pooled connections are never shared with the others.
+	private *http.Transport
 }
 
 // NewEgress returns the egress client factory. Proxy environment variables are
@@ -173,33 +166,53 @@ func NewEgress(cfg EgressConfig) *Egress {
 	if cfg.Resolver == nil {
 		cfg.Resolver = net.DefaultResolver
 	}
-	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: dialControl, Resolver: cfg.Resolver}
-	tr := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           d.DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          100,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: 30 * time.Second,
+	if cfg.Policy == nil {
+		cfg.Policy, _ = NewEgressPolicy(EgressPolicyConfig{}) // the defaults validate
 	}
-	return &Egress{cfg: cfg, transport: tr}
+	transport := func(denyPrivate bool) *http.Transport {
+		control := func(network, address string, _ syscall.RawConn) error {
+			return cfg.Policy.checkDial(network, address, denyPrivate)
+		}
+		d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: control, Resolver: cfg.Resolver}
+		return &http.Transport{
+			Proxy:                 nil,
+			DialContext:           d.DialContext,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConns:          100,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ResponseHeaderTimeout: 30 * time.Second,
+		}
+	}
+	return &Egress{cfg: cfg, transport: transport(false), private: transport(true)}
 }
+
+// Policy is the destination policy the client enforces.
+func (e *Egress) Policy() *EgressPolicy { return e.cfg.Policy }
 
 // Client returns a client for one team's allowlist; every redirect target is checked
 // against the same policy and redirects are capped.
 func (e *Egress) Client(allowlist []string) *http.Client {
+	return e.ClientFor(allowlist, false)
+}
+
+// ClientFor is Client for a team whose egress.private may be deny.
+func (e *Egress) ClientFor(allowlist []string, denyPrivate bool) *http.Client {
+	base := e.transport
+	if denyPrivate {
+		base = e.private
+	}
 	return &http.Client{
 		// Every request (not only redirects) is checked here too, so the policy
 		// does not depend on the gate finding the URL among a tool's arguments.
-		Transport: checked{base: e.transport, allowlist: allowlist, secrets: e.cfg.Secrets},
+		Transport: checked{base: base, allowlist: allowlist, secrets: e.cfg.Secrets},
 		Timeout:   e.cfg.Timeout,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			// via holds the requests made so far: the first redirect sees one.
 			if len(via) > e.cfg.MaxRedirects {
 				return fmt.Errorf("%w: more than %d redirects", ErrEgressDenied, e.cfg.MaxRedirects)
 			}
-			if err := CheckURL(req.URL.String(), allowlist); err != nil {
+			if err := e.cfg.Policy.CheckURLFor(req.URL.String(), allowlist, denyPrivate); err != nil {
 				return fmt.Errorf("redirect to %s: %w", req.URL.Host, err)
 			}
 			return nil

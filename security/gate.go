@@ -25,6 +25,7 @@ type Gate struct {
 	metrics   *metrics.Metrics
 	log       *slog.Logger
 	secrets   *Secrets
+	policy    *EgressPolicy
 }
 
 // auditWriter is what the gate needs of the Auditor; a seam so the decision path can
@@ -45,6 +46,9 @@ type GateDeps struct {
 	// Secrets are the team secrets: their values are scrubbed from results, errors
 	// and audit rows (optional).
 	Secrets *Secrets
+	// Policy adds the fleet's own endpoints and the private switch to the egress
+	// layer. Optional: nil checks URLs with the package-level CheckURL.
+	Policy *EgressPolicy
 }
 
 // NewGate returns the gate.
@@ -52,7 +56,7 @@ func NewGate(d GateDeps) *Gate {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	return &Gate{reg: d.Registry, rules: d.Rules, dlp: d.DLP, approvals: d.Approvals, audit: d.Audit, metrics: d.Metrics, log: d.Log, secrets: d.Secrets}
+	return &Gate{reg: d.Registry, rules: d.Rules, dlp: d.DLP, approvals: d.Approvals, audit: d.Audit, metrics: d.Metrics, log: d.Log, secrets: d.Secrets, policy: d.Policy}
 }
 
 // summaryBytes bounds what a Standard call keeps in its audit row; summaryScanBytes
@@ -143,8 +147,8 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 			_ = json.Unmarshal(call.Args, &args)
 			collect("", args, &strs, &paths, &urls)
 			for _, u := range urls {
-				if err := CheckURL(u, s.AllowedDomains); err != nil {
-					return deny("egress", strings.TrimPrefix(err.Error(), ErrEgressDenied.Error()+": "), ErrEgressDenied)
+				if err := g.checkURL(u, s); err != nil {
+					return deny("egress", egressReason(err), ErrEgressDenied)
 				}
 			}
 			var serr error
@@ -199,8 +203,31 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 		// covers a tool that reads a value some other way.
 		res, err = next.Handle(ctx, call)
 		res.Content = g.secrets.Scrub(res.Content)
-		return res, g.secrets.ScrubError(err)
+		err = g.secrets.ScrubError(err)
+		var d *tools.Denied
+		if err != nil && errors.Is(err, ErrEgressDenied) && !errors.As(err, &d) {
+			// The egress client refused a redirect or a dialed address: a refusal of
+			// the egress layer like one found before the call, not a tool error.
+			return deny("egress", egressReason(err), ErrEgressDenied)
+		}
+		return res, err
 	})
+}
+
+func (g *Gate) checkURL(u string, s *tools.Session) error {
+	if g.policy == nil {
+		return CheckURL(u, s.AllowedDomains)
+	}
+	return g.policy.CheckURLFor(u, s.AllowedDomains, s.EgressDenyPrivate)
+}
+
+// egressReason is the refusal without the sentinel's text, which the layer names.
+func egressReason(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, ErrEgressDenied.Error()+": "); i >= 0 {
+		return msg[:i] + msg[i+len(ErrEgressDenied.Error())+2:]
+	}
+	return msg
 }
 
 func (g *Gate) redactJSON(args json.RawMessage, findings *[]Finding) json.RawMessage {

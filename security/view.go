@@ -98,8 +98,8 @@ func (d *DLP) MaskSecrets(s string) string {
 		switch {
 		case strings.Contains(s, f.Secret):
 			s = strings.ReplaceAll(s, f.Secret, mark)
-		case percentEncodedForm(f.Secret).MatchString(s):
-			s = percentEncodedForm(f.Secret).ReplaceAllLiteralString(s, mark)
+		case encodedForm(f.Secret).MatchString(s):
+			s = encodedForm(f.Secret).ReplaceAllLiteralString(s, mark)
 		default:
 			unlocated = append(unlocated, f)
 		}

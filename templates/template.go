@@ -32,6 +32,7 @@ type Template struct {
 	Supervisor     Node                      `yaml:"supervisor" json:"supervisor"`
 	Workers        []Node                    `yaml:"workers" json:"workers"`
 	AllowedDomains []string                  `yaml:"allowed_domains" json:"allowed_domains"`
+	Egress         Egress                    `yaml:"egress" json:"egress"`
 	GPUServices    []string                  `yaml:"gpu_services" json:"gpu_services"`
 	ToolDefaults   map[string]map[string]any `yaml:"tool_defaults" json:"tool_defaults"`
 	Budget         Budget                    `yaml:"budget" json:"budget"`
@@ -40,6 +41,17 @@ type Template struct {
 	// proxy beyond 80 and 443.
 	EgressPorts []int `yaml:"egress_ports" json:"egress_ports,omitempty"`
 }
+
+// Egress tightens the deployment's egress policy for one team.
+type Egress struct {
+	// Private is "deny" to refuse loopback and private-range destinations to this
+	// team. "allow" or empty keep the deployment's security.egress.private: a team
+	// can tighten it, never loosen it.
+	Private string `yaml:"private,omitempty" json:"private,omitempty"`
+}
+
+// DenyPrivate reports whether the team refuses private ranges.
+func (e Egress) DenyPrivate() bool { return e.Private == "deny" }
 
 // Node is one agent of the team.
 type Node struct {
@@ -191,6 +203,9 @@ func (t *Template) Validate(reg *tools.Registry) error {
 		if p < 1 || p > 65535 {
 			add("egress_ports: %d is not a port (1-65535)", p)
 		}
+	}
+	if p := t.Egress.Private; p != "" && p != "allow" && p != "deny" {
+		add("egress.private: want allow or deny, got %q", p)
 	}
 	for tool := range t.ToolDefaults {
 		if _, ok := tools.GroupOf(tool); !ok {

@@ -24,6 +24,9 @@ type Session struct {
 	AllowedDomains []string
 	// EgressPorts are the ports beyond 80/443 the team's sandbox may reach.
 	EgressPorts []int
+	// EgressDenyPrivate is a team's egress.private: deny (it can only tighten the
+	// deployment's security.egress.private).
+	EgressDenyPrivate bool
 	// ToolDefaults are the team's per-tool argument defaults, merged under the
 	// model's own arguments before validation.
 	ToolDefaults map[string]map[string]any

@@ -103,7 +103,7 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 	tsess := &tools.Session{
 		RunID: in.run.ID, SessionID: sess.ID, Team: in.team.Name, Agent: in.node.Name, Role: in.role,
 		Workspace: workspace, Access: in.access, AllowedDomains: in.team.AllowedDomains,
-		ToolDefaults: in.team.ToolDefaults, Coordinator: c, Peers: peers(in.team),
+		ToolDefaults: in.team.ToolDefaults, Coordinator: c, Peers: peers(in.team), EgressDenyPrivate: in.team.Egress.DenyPrivate(),
 		EgressPorts: in.team.EgressPorts,
 	}
 	tsess.TeamSource = tools.TeamSourceOf(in.run.Template)

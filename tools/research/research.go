@@ -80,7 +80,7 @@ func Register(reg *tools.Registry, eg *security.Egress, cfg Config) {
 			for k, v := range a.Headers {
 				req.Header.Set(k, v)
 			}
-			resp, err := eg.Client(s.AllowedDomains).Do(req)
+			resp, err := eg.ClientFor(s.AllowedDomains, s.EgressDenyPrivate).Do(req)
 			if err != nil {
 				return tools.Result{}, fmt.Errorf("http_request: %w", err)
 			}
@@ -119,7 +119,7 @@ func Register(reg *tools.Registry, eg *security.Egress, cfg Config) {
 				return tools.Result{}, fmt.Errorf("http_health_check: %w", err)
 			}
 			start := time.Now()
-			resp, err := eg.Client(s.AllowedDomains).Do(req)
+			resp, err := eg.ClientFor(s.AllowedDomains, s.EgressDenyPrivate).Do(req)
 			latency := time.Since(start)
 			if err != nil {
 				return tools.JSON(map[string]any{"healthy": false, "error": err.Error(), "latency_ms": latency.Milliseconds()})

@@ -1,0 +1,210 @@
+package security_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/security"
+)
+
+// hostAddr is one of this host's own non-loopback addresses (a Docker bridge
+// gateway counts: it is a host interface).
+func hostAddr(t *testing.T) netip.Addr {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	require.NoError(t, err)
+	for _, a := range addrs {
+		p, err := netip.ParsePrefix(a.String())
+		if err == nil && p.Addr().Is4() && !p.Addr().IsLoopback() && !p.Addr().IsLinkLocalUnicast() {
+			return p.Addr()
+		}
+	}
+	t.Skip("no non-loopback IPv4 address on this host")
+	return netip.Addr{}
+}
+
+func TestEgressPolicyRefusesTheControlPlane(t *testing.T) {
+	t.Parallel()
+	host := hostAddr(t).String()
+	p, err := security.NewEgressPolicy(security.EgressPolicyConfig{Endpoints: []security.Endpoint{
+		{Name: security.EndpointRedis, Addr: "127.0.0.1:16379"},
+		{Name: security.EndpointPostgres, Addr: "10.9.9.9:5432"},
+		{Name: security.EndpointInternal, Addr: ":7000"},
+		{Name: security.EndpointHeadset, Addr: "localhost:5555"},
+	}})
+	require.NoError(t, err)
+	require.NoError(t, p.Register(context.Background(), security.EndpointAPI, "127.0.0.1:18080"))
+	cases := []struct {
+		addr string
+		deny string // substring of the refusal; "" when allowed
+	}{
+		{"127.0.0.1:18080", security.EndpointAPI},
+		{"127.0.0.2:18080", security.EndpointAPI},
+		{"[::1]:18080", security.EndpointAPI},
+		{"[::ffff:127.0.0.1]:18080", security.EndpointAPI},
+		{net.JoinHostPort(host, "18080"), security.EndpointAPI},
+		{"127.0.0.1:16379", security.EndpointRedis},
+		{net.JoinHostPort(host, "16379"), security.EndpointRedis},
+		{"10.9.9.9:5432", security.EndpointPostgres},
+		{"127.0.0.5:7000", security.EndpointInternal},
+		{"[::1]:5555", security.EndpointHeadset},
+		{"169.254.169.254:80", "link-local or metadata"},
+		{"127.0.0.1:18081", ""},
+		{"10.9.9.9:5433", ""},
+		{"10.9.9.8:5432", ""},
+		{"10.1.2.3:18080", ""}, // not this host: only configured addresses are exact
+		{"8.8.8.8:443", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.addr, func(t *testing.T) {
+			t.Parallel()
+			err := p.CheckDial("tcp", tc.addr)
+			if tc.deny == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, security.ErrEgressDenied)
+			require.ErrorContains(t, err, tc.deny)
+		})
+	}
+}
+
+func TestEgressPolicyCheckURL(t *testing.T) {
+	t.Parallel()
+	p, err := security.NewEgressPolicy(security.EgressPolicyConfig{Endpoints: []security.Endpoint{{Name: security.EndpointAPI, Addr: "127.0.0.1:8080"}}})
+	require.NoError(t, err)
+	deny, err := security.NewEgressPolicy(security.EgressPolicyConfig{Private: security.PrivateDeny})
+	require.NoError(t, err)
+	allow := []string{"api.example.com", "10.0.0.7"}
+	cases := []struct {
+		name        string
+		policy      *security.EgressPolicy
+		url         string
+		teamDeny    bool
+		wantRefusal string
+	}{
+		{"api literal", p, "http://127.0.0.1:8080/api/approvals", false, security.EndpointAPI},
+		{"api other loopback", p, "http://127.0.0.9:8080/", false, security.EndpointAPI},
+		{"api by localhost", p, "http://localhost:8080/metrics", false, security.EndpointAPI},
+		{"api whatever the allowlist", p, "http://[::1]:8080/", false, security.EndpointAPI},
+		{"other local port", p, "http://127.0.0.1:3000/", false, ""},
+		{"default port", p, "http://127.0.0.1/", false, ""},
+		{"team tightens", p, "http://10.0.0.5/", true, "egress.private is deny"},
+		{"team tightens localhost", p, "http://localhost:3000/", true, "egress.private is deny"},
+		{"allowlisted name", p, "https://api.example.com/", true, ""},
+		{"deployment deny", deny, "http://192.168.1.1/", false, "egress.private is deny"},
+		{"deployment deny, allowlisted literal", deny, "http://10.0.0.7/", false, "egress.private is deny"},
+		{"deployment deny, team cannot loosen", deny, "http://127.0.0.1:3000/", false, "egress.private is deny"},
+		{"deployment deny, public name", deny, "https://api.example.com/", false, ""},
+		{"static rules still apply", p, "http://169.254.169.254/", false, "link-local or metadata"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := tc.policy.CheckURLFor(tc.url, allow, tc.teamDeny)
+			if tc.wantRefusal == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, security.ErrEgressDenied)
+			require.ErrorContains(t, err, tc.wantRefusal)
+		})
+	}
+	require.ErrorContains(t, p.CheckURL("http://127.0.0.1:8080/", nil), security.EndpointAPI, "the proxy's shape")
+}
+
+func TestEgressPolicyConfigErrors(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []security.EgressPolicyConfig{
+		{Private: "sometimes"},
+		{Endpoints: []security.Endpoint{{Name: "x", Addr: "no-port"}}},
+		{Refresh: time.Minute, TTL: time.Second},
+	} {
+		_, err := security.NewEgressPolicy(cfg)
+		require.Error(t, err, "%+v", cfg)
+	}
+}
+
+// Every process learns the listeners the others register, and forgets those of a
+// process that stopped renewing them.
+func TestEgressPolicyRegistryAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	opt, err := redis.ParseURL(fleettest.Redis(t))
+	require.NoError(t, err)
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	cfg := security.EgressPolicyConfig{Redis: rdb, Refresh: 100 * time.Millisecond, TTL: 400 * time.Millisecond}
+	api, err := security.NewEgressPolicy(cfg)
+	require.NoError(t, err)
+	worker, err := security.NewEgressPolicy(cfg)
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, worker.CheckDial("tcp", "127.0.0.1:18090"))
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); api.Run(runCtx) }()
+	require.NoError(t, api.Register(ctx, security.EndpointAPI, "0.0.0.0:18090"))
+	worker.Refresh(ctx)
+	require.ErrorContains(t, worker.CheckDial("tcp", "127.0.0.3:18090"), security.EndpointAPI)
+	require.ErrorContains(t, worker.CheckDial("tcp", net.JoinHostPort(hostAddr(t).String(), "18090")), security.EndpointAPI)
+
+	time.Sleep(600 * time.Millisecond) // beyond the TTL: renewals keep it listed
+	worker.Refresh(ctx)
+	require.Error(t, worker.CheckDial("tcp", "127.0.0.1:18090"))
+
+	stop() // a clean stop withdraws the registration
+	<-done
+	worker.Refresh(ctx)
+	require.NoError(t, worker.CheckDial("tcp", "127.0.0.1:18090"))
+
+	// A process that dies without withdrawing ages out after the TTL.
+	dead, err := security.NewEgressPolicy(cfg)
+	require.NoError(t, err)
+	require.NoError(t, dead.Register(ctx, security.EndpointWorkerMetrics, "127.0.0.1:18091"))
+	worker.Refresh(ctx)
+	require.ErrorContains(t, worker.CheckDial("tcp", "127.0.0.1:18091"), security.EndpointWorkerMetrics)
+	require.Eventually(t, func() bool {
+		worker.Refresh(ctx)
+		return worker.CheckDial("tcp", "127.0.0.1:18091") == nil
+	}, 5*time.Second, 50*time.Millisecond)
+}
+
+// The client refuses a fleet endpoint on the address it dials (a name resolving to
+// it, a redirect to it) and the endpoint's stand-in sees nothing.
+func TestEgressClientRefusesControlPlane(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int64
+	standIn := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	t.Cleanup(standIn.Close)
+	_, port, _ := net.SplitHostPort(standIn.Listener.Addr().String())
+	p, err := security.NewEgressPolicy(security.EgressPolicyConfig{})
+	require.NoError(t, err)
+	require.NoError(t, p.Register(context.Background(), security.EndpointAPI, standIn.Listener.Addr().String()))
+	redirect := httptest.NewServer(http.RedirectHandler("http://127.0.0.1:"+port+"/api/approvals", http.StatusFound))
+	t.Cleanup(redirect.Close)
+	dns := startDNS(t, map[string]string{"api.example.com": "127.0.0.1"})
+	eg := security.NewEgress(security.EgressConfig{Policy: p, Resolver: dns.resolver()})
+	c := eg.Client([]string{"api.example.com"})
+	for _, u := range []string{
+		"http://api.example.com:" + port + "/metrics",
+		"http://localhost:" + port + "/metrics",
+		redirect.URL,
+	} {
+		_, err := get(t, c, u)
+		require.True(t, errors.Is(err, security.ErrEgressDenied), "%s: %v", u, err)
+		require.ErrorContains(t, err, security.EndpointAPI)
+	}
+	require.Zero(t, hits.Load())
+}
