@@ -28,7 +28,12 @@ func (s *Server) listApprovals(c *fiber.Ctx) error {
 		}
 		limit = n
 	}
-	list, err := s.d.Store.ListApprovals(c.UserContext(), status, runID, limit)
+	// The on-call approver decides approvals of any run, so it lists them all.
+	owner := ownerScope(c)
+	if hasRole(c, RoleApprove) {
+		owner = ""
+	}
+	list, err := s.d.Store.ListApprovalsOf(c.UserContext(), owner, status, runID, limit)
 	if err != nil {
 		return err
 	}
