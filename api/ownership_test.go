@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,9 +26,8 @@ import (
 // approval.
 type owners struct {
 	*fleettest.Fleet
-	t                   *testing.T
-	aliceRun, bobRun    string
-	aliceAppr, bobAppr  string
+	aliceRun, bobRun   string
+	aliceAppr, bobAppr string
 }
 
 var ownerTokens = map[string][]string{
@@ -48,79 +48,92 @@ func setupOwners(t *testing.T, maxInFlight int) *owners {
 		c.API.MaxRunsInFlight = maxInFlight
 		c.Streams.Leases = lease.Config{Services: []lease.Service{{Name: "comfyui", Capacity: 1, TTL: time.Minute}}}
 	}})
-	o := &owners{Fleet: f, t: t}
+	o := &owners{Fleet: f}
 	if maxInFlight == 0 {
-		o.aliceRun, o.bobRun = o.submit("alice"), o.submit("bob")
-		o.aliceAppr, o.bobAppr = o.approval(o.aliceRun), o.approval(o.bobRun)
+		o.aliceRun, o.bobRun = o.submit(t, "alice"), o.submit(t, "bob")
+		o.aliceAppr, o.bobAppr = o.approval(t, o.aliceRun), o.approval(t, o.bobRun)
 	}
 	return o
 }
 
-// call sends a request as token's principal ("" for none). An event stream is
+// do sends a request as token's principal ("" for none). An event stream is
 // answered by its status and headers only: a live run's stream does not end.
-func (o *owners) call(token, method, path string, body any) (int, http.Header, []byte) {
-	o.t.Helper()
+func (o *owners) do(token, method, path string, body any) (int, http.Header, []byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var rd io.Reader
 	if body != nil {
 		raw, err := json.Marshal(body)
-		require.NoError(o.t, err)
-		rd = strings.NewReader(string(raw))
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		rd = bytes.NewReader(raw)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, o.URL+path, rd)
-	require.NoError(o.t, err)
+	if err != nil {
+		return 0, nil, nil, err
+	}
 	req.Header.Set("Content-Type", "application/json")
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token+"-secret")
 	}
 	resp, err := http.DefaultClient.Do(req)
-	require.NoError(o.t, err)
+	if err != nil {
+		return 0, nil, nil, err
+	}
 	defer resp.Body.Close()
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		return resp.StatusCode, resp.Header, nil
+		return resp.StatusCode, resp.Header, nil, nil
 	}
 	raw, err := io.ReadAll(resp.Body)
-	require.NoError(o.t, err)
-	return resp.StatusCode, resp.Header, raw
+	return resp.StatusCode, resp.Header, raw, err
 }
 
-func (o *owners) submit(token string) string {
-	o.t.Helper()
-	code, _, raw := o.call(token, "POST", "/api/orchestrator/run-from-template", map[string]any{"template": "demo", "prompt": "x", "variables": map[string]any{"topic": "t"}})
-	require.Equal(o.t, http.StatusAccepted, code, string(raw))
+func (o *owners) call(t *testing.T, token, method, path string, body any) (int, http.Header, []byte) {
+	t.Helper()
+	code, hdr, raw, err := o.do(token, method, path, body)
+	require.NoError(t, err, "%s %s", method, path)
+	return code, hdr, raw
+}
+
+var demoRun = map[string]any{"template": "demo", "prompt": "x", "variables": map[string]any{"topic": "t"}}
+
+func (o *owners) submit(t *testing.T, token string) string {
+	t.Helper()
+	code, _, raw := o.call(t, token, "POST", "/api/orchestrator/run-from-template", demoRun)
+	require.Equal(t, http.StatusAccepted, code, string(raw))
 	var out struct {
 		RunID string `json:"run_id"`
 	}
-	require.NoError(o.t, json.Unmarshal(raw, &out))
+	require.NoError(t, json.Unmarshal(raw, &out))
 	return out.RunID
 }
 
-func (o *owners) approval(runID string) string {
-	o.t.Helper()
+func (o *owners) approval(t *testing.T, runID string) string {
+	t.Helper()
 	a, created, err := o.Store.RequestApproval(context.Background(), store.Approval{
 		ID: "apr_" + strings.ReplaceAll(runID, "-", "")[:24], RunID: runID, SessionID: runID + "/supervisor", CallID: "call-1",
 		Agent: "lead", Tool: "run_shell", Tier: "restricted", Why: "test",
 	}, time.Hour)
-	require.NoError(o.t, err)
-	require.True(o.t, created)
+	require.NoError(t, err)
+	require.True(t, created)
 	return a.ID
 }
 
-func (o *owners) runIDs(token, path string) []string {
-	o.t.Helper()
-	code, _, raw := o.call(token, "GET", path, nil)
-	require.Equal(o.t, http.StatusOK, code, string(raw))
+// runIDs lists the run ids of a listing: its runs, or the runs of its approvals.
+func (o *owners) runIDs(t *testing.T, token, path string) []string {
+	t.Helper()
+	code, _, raw := o.call(t, token, "GET", path, nil)
+	require.Equal(t, http.StatusOK, code, string(raw))
 	var out struct {
 		Runs []struct {
-			ID    string `json:"id"`
-			Owner string `json:"owner"`
+			ID string `json:"id"`
 		} `json:"runs"`
 		Approvals []struct {
 			RunID string `json:"run_id"`
 		} `json:"approvals"`
 	}
-	require.NoError(o.t, json.Unmarshal(raw, &out))
+	require.NoError(t, json.Unmarshal(raw, &out))
 	ids := []string{}
 	for _, r := range out.Runs {
 		ids = append(ids, r.ID)
@@ -163,7 +176,7 @@ func TestPerRunEndpointsAnswer404OutsideTheCallersScope(t *testing.T) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				t.Parallel()
-				code, _, raw := o.call(c.token, "GET", "/api/runs/"+c.run+c.suffix, nil)
+				code, _, raw := o.call(t, c.token, "GET", "/api/runs/"+c.run+c.suffix, nil)
 				require.Equal(t, c.code, code, string(raw))
 				if code == 404 {
 					// Byte for byte the answer for a run that does not exist.
@@ -174,8 +187,8 @@ func TestPerRunEndpointsAnswer404OutsideTheCallersScope(t *testing.T) {
 	})
 
 	t.Run("approver sees only runs with approvals", func(t *testing.T) {
-		plain := o.submit("bob")
-		code, _, raw := o.call("oncall", "GET", "/api/runs/"+plain, nil)
+		plain := o.submit(t, "root") // bob's own listing must stay one run
+		code, _, raw := o.call(t, "oncall", "GET", "/api/runs/"+plain, nil)
 		require.Equal(t, 404, code, string(raw))
 	})
 
@@ -197,7 +210,7 @@ func TestPerRunEndpointsAnswer404OutsideTheCallersScope(t *testing.T) {
 		for _, l := range lists {
 			t.Run(l.name, func(t *testing.T) {
 				t.Parallel()
-				got := o.runIDs(l.token, l.path)
+				got := o.runIDs(t, l.token, l.path)
 				if strings.HasPrefix(l.path, "/api/runs") && l.token != "alice" && l.token != "bob" {
 					// Runs submitted by sibling subtests may be listed too.
 					require.Subset(t, got, l.want)
@@ -219,7 +232,7 @@ func TestPerRunEndpointsAnswer404OutsideTheCallersScope(t *testing.T) {
 			"bob":     {api.HiddenHolder, o.bobRun},
 			"auditor": {o.aliceRun, o.bobRun},
 		} {
-			code, _, raw := o.call(token, "GET", "/api/leases?events=10", nil)
+			code, _, raw := o.call(t, token, "GET", "/api/leases?events=10", nil)
 			require.Equal(t, 200, code, string(raw))
 			var out struct {
 				Services []lease.ServiceState `json:"services"`
@@ -231,6 +244,7 @@ func TestPerRunEndpointsAnswer404OutsideTheCallersScope(t *testing.T) {
 			require.Len(t, st.Holders, 1)
 			require.Len(t, st.Waiters, 1)
 			require.Equal(t, want, []string{st.Holders[0].Holder, st.Waiters[0].Holder}, token)
+			require.NotEmpty(t, out.Events)
 			for _, e := range out.Events {
 				require.Contains(t, want, e.Holder, token)
 			}
@@ -248,7 +262,7 @@ func TestPerRunEndpointsAnswer404OutsideTheCallersScope(t *testing.T) {
 			{"the approver denies bob's", "oncall", "/api/approvals/" + o.bobAppr + "/deny", 200},
 		}
 		for _, d := range decisions {
-			code, _, raw := o.call(d.token, "POST", d.path, map[string]any{"reason": "test"})
+			code, _, raw := o.call(t, d.token, "POST", d.path, map[string]any{"reason": "test"})
 			require.Equal(t, d.code, code, "%s: %s", d.name, raw)
 		}
 		for appr, want := range map[string]string{o.aliceAppr: store.ApprovalApproved, o.bobAppr: store.ApprovalDenied} {
@@ -275,7 +289,7 @@ func TestPerRunEndpointsAnswer404OutsideTheCallersScope(t *testing.T) {
 		for _, s := range steps {
 			before, err := o.Store.GetRun(context.Background(), s.run)
 			require.NoError(t, err)
-			code, _, raw := o.call(s.token, "POST", "/api/runs/"+s.run+"/cancel", nil)
+			code, _, raw := o.call(t, s.token, "POST", "/api/runs/"+s.run+"/cancel", nil)
 			require.Equal(t, s.code, code, "%s: %s", s.name, raw)
 			after, err := o.Store.GetRun(context.Background(), s.run)
 			require.NoError(t, err)
@@ -291,21 +305,21 @@ func TestPerRunEndpointsAnswer404OutsideTheCallersScope(t *testing.T) {
 func TestRunsInFlightLimitAnswers429PerPrincipal(t *testing.T) {
 	t.Parallel()
 	o := setupOwners(t, 2)
-	first := o.submit("alice")
-	o.submit("alice")
+	first := o.submit(t, "alice")
+	o.submit(t, "alice")
 
-	code, hdr, raw := o.call("alice", "POST", "/api/orchestrator/run-from-template", map[string]any{"template": "demo", "prompt": "x", "variables": map[string]any{"topic": "t"}})
+	code, hdr, raw := o.call(t, "alice", "POST", "/api/orchestrator/run-from-template", demoRun)
 	require.Equal(t, http.StatusTooManyRequests, code, string(raw))
 	require.Equal(t, "30", hdr.Get("Retry-After"))
 	require.Contains(t, string(raw), "alice already has 2 runs queued or running (api.max_runs_in_flight)")
 
 	// The limit is per principal: bob is not held back by alice's runs.
-	o.submit("bob")
+	o.submit(t, "bob")
 
 	// A finished run frees its slot.
-	code, _, raw = o.call("alice", "POST", "/api/runs/"+first+"/cancel", nil)
+	code, _, raw = o.call(t, "alice", "POST", "/api/runs/"+first+"/cancel", nil)
 	require.Equal(t, 200, code, string(raw))
-	o.submit("alice")
+	o.submit(t, "alice")
 
 	// Concurrent submits never overshoot: bob has one run, so exactly one of these wins.
 	var wg sync.WaitGroup
@@ -314,7 +328,7 @@ func TestRunsInFlightLimitAnswers429PerPrincipal(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			codes[i], _, _ = o.call("bob", "POST", "/api/orchestrator/run-from-template", map[string]any{"template": "demo", "prompt": "x", "variables": map[string]any{"topic": "t"}})
+			codes[i], _, _, _ = o.do("bob", "POST", "/api/orchestrator/run-from-template", demoRun)
 		}()
 	}
 	wg.Wait()
