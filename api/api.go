@@ -44,11 +44,21 @@ type Config struct {
 	// Tokens are the accepted bearer tokens; none means no authentication (allowed
 	// only on loopback, enforced by the caller that listens).
 	Tokens []Token
+	// MaxRunsInFlight caps one principal's runs not yet terminal; a submit over it
+	// gets 429. Default DefaultMaxRunsInFlight (0, unlimited).
+	MaxRunsInFlight int
 }
 
 // DefaultSSEHeartbeat is the idle stream's heartbeat: a closed stream is released
 // within about two of them.
 const DefaultSSEHeartbeat = 400 * time.Millisecond
+
+// DefaultMaxRunsInFlight leaves a principal's runs in flight unlimited.
+const DefaultMaxRunsInFlight = 0
+
+// RunsInFlightRetryAfter is the Retry-After of a submit refused for too many runs
+// in flight: runs take minutes, so an immediate retry would only be refused again.
+const RunsInFlightRetryAfter = 30 * time.Second
 
 // Deps are the API's collaborators.
 type Deps struct {
@@ -119,19 +129,19 @@ func New(cfg Config, d Deps) *Server {
 	r.Post("/orchestrator/run", submit, s.submitInline)
 	r.Post("/orchestrator/run-from-template", submit, s.submitTemplate)
 	r.Get("/runs", read, s.listRuns)
-	r.Get("/runs/:id", read, s.getRun)
+	r.Get("/runs/:id", s.auth(RoleRead, RoleApprove), s.getRun)
 	r.Post("/runs/:id/cancel", submit, s.cancelRun)
 	r.Get("/runs/:id/events", read, s.streamEvents)
 	r.Get("/runs/:id/delegations", read, s.getDelegations)
 	r.Get("/runs/:id/audit", read, s.runAudit)
 	r.Get("/runs/:id/egress", read, s.runEgress)
-	r.Get("/approvals", read, s.listApprovals)
-	r.Get("/approvals/:id", read, s.getApproval)
+	r.Get("/approvals", s.auth(RoleRead, RoleApprove), s.listApprovals)
+	r.Get("/approvals/:id", s.auth(RoleRead, RoleApprove), s.getApproval)
 	r.Post("/approvals/:id/approve", approve, s.decide(true))
 	r.Post("/approvals/:id/deny", approve, s.decide(false))
 	r.Get("/tools/mcp-schemas", read, s.schemas)
 	r.Get("/templates", read, s.listTemplates)
-	r.Get("/leases", read, LeasesHandler(d.Leases))
+	r.Get("/leases", read, LeasesHandlerScoped(d.Leases, s.visibleHolders))
 	app.Use(func(c *fiber.Ctx) error {
 		return &Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no route %s %s", c.Method(), c.Path())}
 	})

@@ -28,7 +28,12 @@ func (s *Server) listApprovals(c *fiber.Ctx) error {
 		}
 		limit = n
 	}
-	list, err := s.d.Store.ListApprovals(c.UserContext(), status, runID, limit)
+	// The on-call approver decides approvals of any run, so it lists them all.
+	owner := ownerScope(c)
+	if hasRole(c, RoleApprove) {
+		owner = ""
+	}
+	list, err := s.d.Store.ListApprovalsOf(c.UserContext(), owner, status, runID, limit)
 	if err != nil {
 		return err
 	}
@@ -42,12 +47,24 @@ func (s *Server) getApproval(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	notFound := &Error{Status: http.StatusNotFound, Field: "id", Message: fmt.Sprintf("approval %s not found", id)}
 	appr, err := s.d.Store.GetApproval(c.UserContext(), id)
 	if errors.Is(err, store.ErrNotFound) {
-		return &Error{Status: http.StatusNotFound, Field: "id", Message: fmt.Sprintf("approval %s not found", id)}
+		return notFound
 	}
 	if err != nil {
 		return err
+	}
+	// The on-call approver and read_all see every approval; anyone else only those
+	// of its own runs, and another's answers exactly like a missing one.
+	if !hasRole(c, RoleApprove) && !seesAllRuns(c) {
+		r, err := s.d.Store.GetRun(c.UserContext(), appr.RunID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if err != nil || r.Owner != principal(c) {
+			return notFound
+		}
 	}
 	return c.JSON(appr)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/aetherium-engine/aetherium/config"
+	"github.com/aetherium-engine/aetherium/store"
 )
 
 // Roles a token may hold.
@@ -20,6 +21,8 @@ const (
 	RoleRead    = "read"
 	RoleApprove = "approve"
 	RoleAdmin   = "admin"
+	// RoleReadAll reads every principal's runs; RoleRead reads only the caller's own.
+	RoleReadAll = "read_all"
 )
 
 // Token is an API bearer token as configured: only its SHA-256 is stored.
@@ -27,12 +30,35 @@ type Token = config.APIToken
 
 type principalKey struct{}
 
+type rolesKey struct{}
+
 // principal names who is calling: the token's name, or "local" when auth is off.
 func principal(c *fiber.Ctx) string {
 	if p, ok := c.Locals(principalKey{}).(string); ok && p != "" {
 		return p
 	}
-	return "local"
+	return store.LocalOwner
+}
+
+// hasRole reports whether the caller's token holds role (admin holds every role).
+// Without authentication the one local principal holds them all.
+func hasRole(c *fiber.Ctx, role string) bool {
+	roles, ok := c.Locals(rolesKey{}).(map[string]bool)
+	if !ok {
+		return true
+	}
+	return roles[role] || roles[RoleAdmin]
+}
+
+// seesAllRuns reports whether the caller reads every principal's runs.
+func seesAllRuns(c *fiber.Ctx) bool { return hasRole(c, RoleReadAll) }
+
+// ownerScope is the owner filter of the caller's listings: "" for every owner.
+func ownerScope(c *fiber.Ctx) string {
+	if seesAllRuns(c) {
+		return ""
+	}
+	return principal(c)
 }
 
 // HashToken returns the hex SHA-256 of a token secret (for the config file).
@@ -54,7 +80,7 @@ func ValidateTokens(tokens []Token) error {
 		}
 		for _, r := range t.Roles {
 			switch r {
-			case RoleSubmit, RoleRead, RoleApprove, RoleAdmin:
+			case RoleSubmit, RoleRead, RoleReadAll, RoleApprove, RoleAdmin:
 			default:
 				return fmt.Errorf("config: api.tokens[%d].roles: unknown role %q", i, r)
 			}
@@ -76,10 +102,11 @@ func IsLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// auth returns a middleware demanding a token with role (admin implies every role).
-// With no tokens configured it lets everything through (loopback-only deployments;
-// the server refuses to listen elsewhere without tokens).
-func (s *Server) auth(role string) fiber.Handler {
+// auth returns a middleware demanding a token with one of roles (admin implies
+// every role, read_all implies read). With no tokens configured it lets everything
+// through (loopback-only deployments; the server refuses to listen elsewhere
+// without tokens).
+func (s *Server) auth(roles ...string) fiber.Handler {
 	type entry struct {
 		name  string
 		hash  []byte
@@ -107,13 +134,26 @@ func (s *Server) auth(role string) fiber.Handler {
 		sum := sha256.Sum256([]byte(secret))
 		for _, e := range entries {
 			if subtle.ConstantTimeCompare(sum[:], e.hash) == 1 {
-				if !e.roles[role] && !e.roles[RoleAdmin] {
-					return &Error{Status: http.StatusForbidden, Message: fmt.Sprintf("token %q lacks role %q", e.name, role)}
+				if !holdsAny(e.roles, roles) {
+					return &Error{Status: http.StatusForbidden, Message: fmt.Sprintf("token %q lacks role %q", e.name, strings.Join(roles, `" or "`))}
 				}
 				c.Locals(principalKey{}, e.name)
+				c.Locals(rolesKey{}, e.roles)
 				return c.Next()
 			}
 		}
 		return &Error{Status: http.StatusUnauthorized, Message: "invalid bearer token"}
 	}
+}
+
+func holdsAny(held map[string]bool, want []string) bool {
+	if held[RoleAdmin] {
+		return true
+	}
+	for _, r := range want {
+		if held[r] || (r == RoleRead && held[RoleReadAll]) {
+			return true
+		}
+	}
+	return false
 }

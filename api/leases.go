@@ -13,7 +13,17 @@ import (
 // holders (fencing tokens, expiries), its waiters in queue order and its last
 // token; ?events=N (0..1000, default 0) adds the N latest lease events, oldest
 // first. A nil manager (no GPU services configured) answers an empty list.
-func LeasesHandler(m *lease.Manager) fiber.Handler {
+func LeasesHandler(m *lease.Manager) fiber.Handler { return LeasesHandlerScoped(m, nil) }
+
+// HolderFilter returns which of holders (run ids) the caller may see; nil means all.
+type HolderFilter func(c *fiber.Ctx, holders []string) (map[string]bool, error)
+
+// HiddenHolder replaces the run id of a holder, waiter or event the caller may not
+// see: the service's load stays visible, whose run it is does not.
+const HiddenHolder = "(hidden)"
+
+// LeasesHandlerScoped is LeasesHandler hiding the run ids visible rejects.
+func LeasesHandlerScoped(m *lease.Manager, visible HolderFilter) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		n := 0
 		if q := c.Query("events"); q != "" {
@@ -30,14 +40,76 @@ func LeasesHandler(m *lease.Manager) fiber.Handler {
 		if err != nil {
 			return &Error{Status: http.StatusServiceUnavailable, Message: "reading leases: " + err.Error()}
 		}
-		body := fiber.Map{"services": states}
+		var evs []lease.Event
 		if n > 0 {
-			evs, err := m.RecentEvents(c.UserContext(), int64(n))
-			if err != nil {
+			if evs, err = m.RecentEvents(c.UserContext(), int64(n)); err != nil {
 				return &Error{Status: http.StatusServiceUnavailable, Message: "reading lease events: " + err.Error()}
 			}
+		}
+		if visible != nil {
+			if err := hideHolders(c, visible, states, evs); err != nil {
+				return err
+			}
+		}
+		body := fiber.Map{"services": states}
+		if n > 0 {
 			body["events"] = evs
 		}
 		return c.JSON(body)
 	}
+}
+
+func hideHolders(c *fiber.Ctx, visible HolderFilter, states []lease.ServiceState, evs []lease.Event) error {
+	var ids []string
+	for _, st := range states {
+		for _, h := range st.Holders {
+			ids = append(ids, h.Holder)
+		}
+		for _, w := range st.Waiters {
+			ids = append(ids, w.Holder)
+		}
+	}
+	for _, e := range evs {
+		ids = append(ids, e.Holder)
+	}
+	ok, err := visible(c, ids)
+	if err != nil || ok == nil {
+		return err
+	}
+	for i := range states {
+		for j := range states[i].Holders {
+			if !ok[states[i].Holders[j].Holder] {
+				states[i].Holders[j].Holder = HiddenHolder
+			}
+		}
+		for j := range states[i].Waiters {
+			if !ok[states[i].Waiters[j].Holder] {
+				states[i].Waiters[j].Holder = HiddenHolder
+			}
+		}
+	}
+	for i := range evs {
+		if evs[i].Holder != "" && !ok[evs[i].Holder] {
+			evs[i].Holder = HiddenHolder
+		}
+	}
+	return nil
+}
+
+// visibleHolders lets a caller who does not read every run see only its own
+// runs among the lease holders.
+func (s *Server) visibleHolders(c *fiber.Ctx, holders []string) (map[string]bool, error) {
+	if seesAllRuns(c) {
+		return nil, nil
+	}
+	owners, err := s.d.Store.RunOwners(c.UserContext(), holders)
+	if err != nil {
+		return nil, err
+	}
+	me := principal(c)
+	ok := make(map[string]bool, len(owners))
+	for id, owner := range owners {
+		ok[id] = owner == me
+	}
+	return ok, nil
 }

@@ -138,9 +138,14 @@ func (s *Server) submit(c *fiber.Ctx, team templates.Template, tmplName, prompt 
 	}
 	teamJSON, _ := json.Marshal(rendered)
 	varsJSON, _ := json.Marshal(vars)
-	run := store.Run{ID: uuid.NewString(), Prompt: prompt, Template: tmplName, Team: teamJSON, Variables: varsJSON, TokenBudget: rendered.TokenBudget()}
+	run := store.Run{ID: uuid.NewString(), Prompt: prompt, Template: tmplName, Team: teamJSON, Variables: varsJSON, TokenBudget: rendered.TokenBudget(), Owner: principal(c)}
 	ctx := c.UserContext()
-	if err := s.d.Store.CreateRun(ctx, run); err != nil {
+	if err := s.d.Store.CreateRunLimited(ctx, run, s.cfg.MaxRunsInFlight); err != nil {
+		if errors.Is(err, store.ErrTooManyRuns) {
+			c.Set("Retry-After", strconv.Itoa(int(RunsInFlightRetryAfter.Seconds())))
+			return &Error{Status: http.StatusTooManyRequests, Message: fmt.Sprintf(
+				"%s already has %d runs queued or running (api.max_runs_in_flight); retry when one finishes", run.Owner, s.cfg.MaxRunsInFlight)}
+		}
 		return err
 	}
 	if err := s.d.Events.Emit(ctx, run.ID, "queued", events.RunQueued, "", map[string]any{"team": rendered.Name, "template": tmplName}); err != nil {
@@ -171,6 +176,7 @@ type runView struct {
 	CreatedAt   string  `json:"created_at"`
 	UpdatedAt   string  `json:"updated_at"`
 	FinishedAt  *string `json:"finished_at,omitempty"`
+	Owner       string  `json:"owner"`
 }
 
 func view(r store.Run) runView {
@@ -179,7 +185,7 @@ func view(r store.Run) runView {
 	}
 	_ = json.Unmarshal(r.Team, &team)
 	v := runView{ID: r.ID, Status: r.Status, Prompt: r.Prompt, Template: r.Template, Team: team.Name, Result: r.Result,
-		Error: r.Error, Reason: r.Reason, TokensUsed: r.TokensUsed, TokenBudget: r.TokenBudget,
+		Error: r.Error, Reason: r.Reason, TokensUsed: r.TokensUsed, TokenBudget: r.TokenBudget, Owner: r.Owner,
 		CreatedAt: r.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"), UpdatedAt: r.UpdatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")}
 	if r.FinishedAt != nil {
 		f := r.FinishedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")
@@ -196,20 +202,57 @@ func runID(c *fiber.Ctx) (string, error) {
 	return strings.ToLower(id), nil
 }
 
+// runAccess is what a handler is about to do with a run: each has its own scope.
+type runAccess int
+
+const (
+	// accessRead: the run's details (events, audit, delegations, …): its owner,
+	// read_all and admin.
+	accessRead runAccess = iota
+	// accessSummary: the run view of GET /api/runs/:id; also the on-call approver
+	// for a run that asked for an approval (what it needs to decide one).
+	accessSummary
+	// accessCancel: its owner and admin only.
+	accessCancel
+)
+
+// loadRun loads the run of the :id parameter for reading its details. Every
+// per-run handler goes through it (or loadRunFor): a run outside the caller's
+// scope answers exactly like a missing one, so its existence does not leak.
 func (s *Server) loadRun(c *fiber.Ctx) (store.Run, error) {
+	return s.loadRunFor(c, accessRead)
+}
+
+func (s *Server) loadRunFor(c *fiber.Ctx, access runAccess) (store.Run, error) {
 	id, err := runID(c)
 	if err != nil {
 		return store.Run{}, err
 	}
+	notFound := &Error{Status: http.StatusNotFound, Field: "id", Message: fmt.Sprintf("run %s not found", id)}
 	r, err := s.d.Store.GetRun(c.UserContext(), id)
 	if errors.Is(err, store.ErrNotFound) {
-		return r, &Error{Status: http.StatusNotFound, Field: "id", Message: fmt.Sprintf("run %s not found", id)}
+		return r, notFound
 	}
-	return r, err
+	if err != nil {
+		return r, err
+	}
+	visible := r.Owner == principal(c) || seesAllRuns(c)
+	if !visible && access == accessSummary && hasRole(c, RoleApprove) {
+		if visible, err = s.d.Store.HasApprovals(c.UserContext(), r.ID); err != nil {
+			return r, err
+		}
+	}
+	if !visible {
+		return store.Run{}, notFound
+	}
+	if access == accessCancel && r.Owner != principal(c) && !hasRole(c, RoleAdmin) {
+		return store.Run{}, &Error{Status: http.StatusForbidden, Field: "id", Message: fmt.Sprintf("run %s belongs to %s: only its owner or an admin may cancel it", id, r.Owner)}
+	}
+	return r, nil
 }
 
 func (s *Server) getRun(c *fiber.Ctx) error {
-	r, err := s.loadRun(c)
+	r, err := s.loadRunFor(c, accessSummary)
 	if err != nil {
 		return err
 	}
@@ -252,7 +295,7 @@ func (s *Server) listRuns(c *fiber.Ctx) error {
 			return badRequest("cursor", "cursor %q is not a run id", cursor)
 		}
 	}
-	runs, err := s.d.Store.ListRuns(c.UserContext(), status, limit, cursor)
+	runs, err := s.d.Store.ListRunsOf(c.UserContext(), ownerScope(c), status, limit, cursor)
 	if err != nil {
 		return err
 	}
@@ -268,7 +311,7 @@ func (s *Server) listRuns(c *fiber.Ctx) error {
 }
 
 func (s *Server) cancelRun(c *fiber.Ctx) error {
-	r, err := s.loadRun(c)
+	r, err := s.loadRunFor(c, accessCancel)
 	if err != nil {
 		return err
 	}

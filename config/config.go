@@ -200,13 +200,17 @@ type API struct {
 	MonitoringReadOnly *bool `yaml:"monitoring_read_only"`
 	// PrometheusURL, when set, lets asynqmon draw its queue charts. Default empty.
 	PrometheusURL string `yaml:"prometheus_url"`
-	// Tokens are the accepted bearer tokens (roles submit, read, approve, admin).
+	// Tokens are the accepted bearer tokens (roles submit, read, read_all, approve,
+	// admin; docs/ownership.md has the role table).
 	// Required when Addr is not loopback, unless InsecureNoAuth. Default none.
 	Tokens []APIToken `yaml:"tokens"`
 	// InsecureNoAuth allows a non-loopback Addr without tokens (flag --insecure-no-auth).
 	InsecureNoAuth bool `yaml:"insecure_no_auth"`
 	// Webhooks receive every run event, signed with HMAC-SHA256. Default none.
 	Webhooks []Webhook `yaml:"webhooks"`
+	// MaxRunsInFlight caps the runs one principal (token) has queued, running or
+	// waiting; a submit over it gets 429 with Retry-After. Default 0 (unlimited).
+	MaxRunsInFlight int `yaml:"max_runs_in_flight"`
 }
 
 // APIToken is a bearer token: only the SHA-256 of its secret is configured.
@@ -434,6 +438,9 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			bad(key, "want host:port, got %q", addr)
 		}
+	}
+	if c.API.MaxRunsInFlight < 0 {
+		bad("api.max_runs_in_flight", "must be 0 (unlimited) or positive, got %d", c.API.MaxRunsInFlight)
 	}
 	if c.API.BodyLimit <= 0 {
 		bad("api.body_limit (AETHERIUM_API_BODY_LIMIT)", "must be positive, got %d", c.API.BodyLimit)

@@ -266,7 +266,8 @@ func (f *Fleet) API() *api.Server {
 	if err := f.Metrics.WatchQueues(asynq.NewInspectorFromRedisClient(f.Redis), metrics.QueueConfig{Queues: []string{worker.QueueSupervisor, worker.QueueWorkers, scheduler.Queue}, AsynqmonNames: true, Log: f.Log}); err != nil {
 		f.Log.Error("queue metrics", "err", err)
 	}
-	return api.New(api.Config{BodyLimit: f.Cfg.API.BodyLimit, MonitoringReadOnly: ro, PrometheusURL: f.Cfg.API.PrometheusURL, Tokens: f.Cfg.API.Tokens},
+	return api.New(api.Config{BodyLimit: f.Cfg.API.BodyLimit, MonitoringReadOnly: ro, PrometheusURL: f.Cfg.API.PrometheusURL, Tokens: f.Cfg.API.Tokens,
+		MaxRunsInFlight: f.Cfg.API.MaxRunsInFlight},
 		api.Deps{Store: f.Store, Redis: f.Redis, RedisOpt: f.RedisOpt, Queue: f.Queue, Events: f.Events, Registry: f.Registry,
 			Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Approvals: f.Approvals, Leases: f.Leases, Log: f.Log})
 }

@@ -119,8 +119,16 @@ func (s *Store) GetApproval(ctx context.Context, id string) (Approval, error) {
 
 // ListApprovals lists approvals, optionally by status and run, oldest first.
 func (s *Store) ListApprovals(ctx context.Context, status, runID string, limit int) ([]Approval, error) {
+	return s.ListApprovalsOf(ctx, "", status, runID, limit)
+}
+
+// ListApprovalsOf is ListApprovals restricted to the runs of one owner ("" for
+// every owner).
+func (s *Store) ListApprovalsOf(ctx context.Context, owner, status, runID string, limit int) ([]Approval, error) {
 	rows, err := s.Pool.Query(ctx, `SELECT `+apprCols+` FROM approvals
-		WHERE ($1 = '' OR status = $1) AND ($2 = '' OR run_id::text = $2) ORDER BY created_at, id LIMIT $3`, status, runID, limit)
+		WHERE ($1 = '' OR status = $1) AND ($2 = '' OR run_id::text = $2)
+		AND ($4 = '' OR run_id IN (SELECT id FROM runs WHERE owner = $4))
+		ORDER BY created_at, id LIMIT $3`, status, runID, limit, owner)
 	if err != nil {
 		return nil, fmt.Errorf("list approvals: %w", err)
 	}
@@ -215,4 +223,15 @@ func (s *Store) CountPendingApprovals(ctx context.Context) (int, error) {
 	var n int
 	err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM approvals WHERE status = 'pending'`).Scan(&n)
 	return n, err
+}
+
+// HasApprovals reports whether a run ever asked for an approval (the on-call
+// approver may read the summary of such a run).
+func (s *Store) HasApprovals(ctx context.Context, runID string) (bool, error) {
+	var ok bool
+	err := s.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM approvals WHERE run_id = $1)`, runID).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("approvals of run %s: %w", runID, err)
+	}
+	return ok, nil
 }

@@ -41,15 +41,24 @@ type Run struct {
 	CreatedAt   time.Time       `json:"created_at"`
 	UpdatedAt   time.Time       `json:"updated_at"`
 	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+	// Owner is the principal that submitted the run (an API token's name, or
+	// LocalOwner without authentication); it decides who may see and cancel it.
+	Owner string `json:"owner"`
 }
 
+// LocalOwner owns the runs submitted without authentication (loopback development).
+const LocalOwner = "local"
+
+// ErrTooManyRuns refuses a run whose owner already has the limit of runs in flight.
+var ErrTooManyRuns = errors.New("too many runs in flight")
+
 const runCols = `id::text, status, prompt, template, team, variables, result, error, reason,
-	tokens_used, token_budget, created_at, updated_at, finished_at`
+	tokens_used, token_budget, created_at, updated_at, finished_at, owner`
 
 func scanRun(row pgx.Row) (Run, error) {
 	var r Run
 	err := row.Scan(&r.ID, &r.Status, &r.Prompt, &r.Template, &r.Team, &r.Variables, &r.Result,
-		&r.Error, &r.Reason, &r.TokensUsed, &r.TokenBudget, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt)
+		&r.Error, &r.Reason, &r.TokensUsed, &r.TokenBudget, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt, &r.Owner)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, ErrNotFound
 	}
@@ -58,15 +67,51 @@ func scanRun(row pgx.Row) (Run, error) {
 
 // CreateRun inserts a queued run.
 func (s *Store) CreateRun(ctx context.Context, r Run) error {
+	return s.CreateRunLimited(ctx, r, 0)
+}
+
+// CreateRunLimited inserts a queued run unless its owner already has maxInFlight
+// runs not yet terminal (ErrTooManyRuns); maxInFlight 0 means no limit. The limit
+// is exact under concurrent submits: a transaction-scoped advisory lock per owner
+// serializes count-and-insert, and the insert's own snapshot (READ COMMITTED)
+// sees every run a previous lock holder committed.
+func (s *Store) CreateRunLimited(ctx context.Context, r Run, maxInFlight int) error {
 	if len(r.Variables) == 0 {
 		r.Variables = json.RawMessage("{}")
 	}
-	_, err := s.Pool.Exec(ctx, `INSERT INTO runs (id, status, prompt, template, team, variables, token_budget)
-		VALUES ($1, 'queued', $2, $3, $4, $5, $6)`, r.ID, r.Prompt, r.Template, r.Team, r.Variables, r.TokenBudget)
-	if err != nil {
+	if r.Owner == "" {
+		r.Owner = LocalOwner
+	}
+	if maxInFlight < 0 {
+		return fmt.Errorf("create run: max runs in flight %d is negative", maxInFlight)
+	}
+	const insert = `INSERT INTO runs (id, status, prompt, template, team, variables, token_budget, owner)
+		SELECT $1::uuid, 'queued', $2::text, $3::text, $4::jsonb, $5::jsonb, $6::bigint, $7::text`
+	args := []any{r.ID, r.Prompt, r.Template, r.Team, r.Variables, r.TokenBudget, r.Owner}
+	if maxInFlight == 0 {
+		if _, err := s.Pool.Exec(ctx, insert, args...); err != nil {
+			return fmt.Errorf("create run: %w", err)
+		}
+		return nil
+	}
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('aetherium.runs_in_flight:' || $1, 0))`, r.Owner); err != nil {
+			return fmt.Errorf("lock runs in flight of %q: %w", r.Owner, err)
+		}
+		tag, err := tx.Exec(ctx, insert+` WHERE (SELECT count(*) FROM runs
+			WHERE owner = $7 AND status IN ('queued','running','waiting')) < $8::bigint`, append(args, maxInFlight)...)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("%w: %q has %d (api.max_runs_in_flight)", ErrTooManyRuns, r.Owner, maxInFlight)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, ErrTooManyRuns) {
 		return fmt.Errorf("create run: %w", err)
 	}
-	return nil
+	return err
 }
 
 // GetRun loads a run.
@@ -81,15 +126,19 @@ func (s *Store) GetRun(ctx context.Context, id string) (Run, error) {
 // ListRuns pages runs newest first. cursor is the id of the last run of the previous
 // page ("" for the first page).
 func (s *Store) ListRuns(ctx context.Context, status string, limit int, cursor string) ([]Run, error) {
-	q := `SELECT ` + runCols + ` FROM runs WHERE ($1 = '' OR status = $1)`
-	args := []any{status}
+	return s.ListRunsOf(ctx, "", status, limit, cursor)
+}
+
+// ListRunsOf is ListRuns restricted to one owner's runs ("" for every owner). A
+// cursor naming another owner's run matches nothing, so it cannot probe for it.
+func (s *Store) ListRunsOf(ctx context.Context, owner, status string, limit int, cursor string) ([]Run, error) {
+	q := `SELECT ` + runCols + ` FROM runs WHERE ($1 = '' OR status = $1) AND ($2 = '' OR owner = $2)`
+	args := []any{status, owner, limit}
 	if cursor != "" {
-		q += ` AND (created_at, id) < (SELECT created_at, id FROM runs WHERE id = $3)`
-		args = append(args, limit, cursor)
-	} else {
-		args = append(args, limit)
+		q += ` AND (created_at, id) < (SELECT created_at, id FROM runs WHERE id = $4 AND ($2 = '' OR owner = $2))`
+		args = append(args, cursor)
 	}
-	q += ` ORDER BY created_at DESC, id DESC LIMIT $2`
+	q += ` ORDER BY created_at DESC, id DESC LIMIT $3`
 	rows, err := s.Pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
@@ -177,4 +226,26 @@ func (s *Store) QueuedRuns(ctx context.Context, age time.Duration, limit int) ([
 		return nil, fmt.Errorf("queued runs: %w", err)
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// RunOwners maps each of ids that names a run to its owner; ids that are not runs
+// (or not UUIDs) are absent.
+func (s *Store) RunOwners(ctx context.Context, ids []string) (map[string]string, error) {
+	out := make(map[string]string, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.Pool.Query(ctx, `SELECT id::text, owner FROM runs WHERE id::text = ANY($1::text[])`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("run owners: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, owner string
+		if err := rows.Scan(&id, &owner); err != nil {
+			return nil, fmt.Errorf("run owners: %w", err)
+		}
+		out[id] = owner
+	}
+	return out, rows.Err()
 }
