@@ -38,8 +38,8 @@ type Config struct {
 	PrometheusURL string
 	// SSEPoll is the fallback poll interval of the event stream. Default 1s.
 	SSEPoll time.Duration
-	// SSEHeartbeat is how often an idle event stream writes a comment, which is how
-	// a stream whose client left finds out. Default DefaultSSEHeartbeat.
+	// SSEHeartbeat is how often an idle event stream writes a keepalive comment.
+	// Default DefaultSSEHeartbeat.
 	SSEHeartbeat time.Duration
 	// Tokens are the accepted bearer tokens; none means no authentication (allowed
 	// only on loopback, enforced by the caller that listens).
@@ -49,9 +49,10 @@ type Config struct {
 	MaxRunsInFlight int
 }
 
-// DefaultSSEHeartbeat is the idle stream's heartbeat: a closed stream is released
-// within about two of them.
-const DefaultSSEHeartbeat = 400 * time.Millisecond
+// DefaultSSEHeartbeat is the idle stream's keepalive comment: it keeps proxies from
+// timing an idle stream out and finds a peer that vanished without closing (a
+// client that closes is noticed at once by a read on its connection).
+const DefaultSSEHeartbeat = 15 * time.Second
 
 // DefaultMaxRunsInFlight leaves a principal's runs in flight unlimited.
 const DefaultMaxRunsInFlight = 0

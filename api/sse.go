@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 
@@ -60,9 +62,15 @@ func (s *Server) streamEvents(c *fiber.Ctx) error {
 	c.Set("X-Accel-Buffering", "no")
 	runID := r.ID
 	st, hub, poll, beat, log := s.d.Store, s.hub, s.cfg.SSEPoll, s.cfg.SSEHeartbeat, s.d.Log
+	// The stream owns its connection to the end (Connection: close), so nothing else
+	// reads from it: a read that returns means the client left, and the stream ends
+	// at once instead of at its next failed write.
+	conn := c.Context().Conn()
+	c.Context().SetConnectionClose()
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
+		go watchClose(ctx, conn, cancel)
 		// One pub/sub connection per API process, shared by every stream.
 		wake, stop, err := hub.Watch(ctx, runID)
 		if err != nil {
@@ -71,9 +79,7 @@ func (s *Server) streamEvents(c *fiber.Ctx) error {
 		defer stop()
 		ticker := time.NewTicker(poll)
 		defer ticker.Stop()
-		// fasthttp learns that a client left only when a write to it fails: a
-		// heartbeat (an SSE comment, ignored by clients) every SSEHeartbeat frees a
-		// closed stream's goroutine and watcher within about two heartbeats.
+		// A keepalive comment (ignored by clients) every SSEHeartbeat.
 		heartbeat := time.NewTicker(beat)
 		defer heartbeat.Stop()
 		for {
@@ -104,10 +110,12 @@ func (s *Server) streamEvents(c *fiber.Ctx) error {
 			}
 		wait:
 			select {
+			case <-ctx.Done():
+				return
 			case <-wake:
 			case <-ticker.C:
 			case <-heartbeat.C:
-				if _, err := w.WriteString(":\n"); err != nil || w.Flush() != nil {
+				if _, err := w.WriteString(": keepalive\n\n"); err != nil || w.Flush() != nil {
 					return
 				}
 				goto wait
@@ -123,4 +131,26 @@ func writeEvent(w *bufio.Writer, e store.Event) error {
 	})
 	_, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.ID, e.Type, payload)
 	return err
+}
+
+// watchClose cancels the stream when its client closes the connection (a client of
+// an event stream sends nothing after its request). The server's read timeout
+// would end the read early, so the deadline is lifted first.
+func watchClose(ctx context.Context, conn net.Conn, cancel context.CancelFunc) {
+	if conn == nil {
+		return
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	var b [1]byte
+	for ctx.Err() == nil {
+		if _, err := conn.Read(b[:]); err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() && ctx.Err() == nil {
+				_ = conn.SetReadDeadline(time.Time{})
+				continue
+			}
+			cancel()
+			return
+		}
+	}
 }

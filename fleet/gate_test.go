@@ -146,7 +146,7 @@ rules:
 		require.Contains(t, msgs, want)
 	}
 	// The refusal names the rule, never the secret (the model's own call holds it).
-	require.Contains(t, msgs, `denied by dlp: outgoing arguments carry a credential (gitleaks rule github-pat); remove it"`)
+	require.Contains(t, msgs, `denied by dlp: outgoing arguments carry a credential (gitleaks rule github-pat`)
 
 	var evTypes []string
 	for _, e := range evs {

@@ -443,25 +443,31 @@ func (p *EgressPolicy) CheckURL(raw string, allowlist []string) error {
 // CheckURLFor is CheckURL for a team that may have tightened the private switch
 // (denyPrivate); a team can never loosen the deployment's setting.
 func (p *EgressPolicy) CheckURLFor(raw string, allowlist []string, denyPrivate bool) error {
+	// The fleet's own endpoints first, so that the refusal names what the address
+	// is (a host address outside the private ranges would otherwise be refused only
+	// as "not in allowed_domains", which an allowlist entry could change).
+	if u, err := url.Parse(raw); err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Hostname() != "" {
+		if port, err := urlPort(u); err == nil {
+			host := strings.Trim(u.Hostname(), "[]")
+			var addrs []netip.Addr
+			if a, err := netip.ParseAddr(host); err == nil {
+				addrs = []netip.Addr{a}
+			} else if isLocalName(host) {
+				addrs = []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()}
+			}
+			for _, a := range addrs {
+				if err := p.checkAddrPort(netip.AddrPortFrom(a, port), denyPrivate); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	if err := CheckURL(raw, allowlist); err != nil {
 		return err
 	}
 	u, _ := url.Parse(raw) // CheckURL parsed it
-	port, err := urlPort(u)
-	if err != nil {
+	if _, err := urlPort(u); err != nil {
 		return err
-	}
-	host := strings.Trim(u.Hostname(), "[]")
-	var addrs []netip.Addr
-	if a, err := netip.ParseAddr(host); err == nil {
-		addrs = []netip.Addr{a}
-	} else if isLocalName(host) {
-		addrs = []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()}
-	}
-	for _, a := range addrs {
-		if err := p.checkAddrPort(netip.AddrPortFrom(a, port), denyPrivate); err != nil {
-			return err
-		}
 	}
 	return nil
 }

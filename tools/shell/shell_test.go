@@ -148,7 +148,10 @@ func TestRunShellNetworkFollowsTheTeam(t *testing.T) {
 	e.must("run_shell", map[string]any{"command": "true"})
 	info, err := d.Inspect(context.Background(), e.runID)
 	require.NoError(t, err)
-	require.Equal(t, "bridge", string(info.HostConfig.NetworkMode))
+	// Egress goes only through the egress proxy; an executor without one never
+	// falls back to an unfiltered bridge (egressproxy's tests cover the proxied
+	// per-run network).
+	require.Equal(t, "none", string(info.HostConfig.NetworkMode), "allowed_domains without an egress proxy")
 
 	f := setup(t, d, shell.Config{})
 	f.must("run_shell", map[string]any{"command": "true"})
