@@ -41,14 +41,14 @@ func (s *Server) streamEvents(c *fiber.Ctx) error {
 	// terminal event, not the run's status, decides: the status changes first.
 	finished := false
 	if store.Terminal(r.Status) {
-		id, ok, err := s.d.Store.TerminalEventID(c.Context(), r.ID)
+		id, ok, err := s.d.Store.TerminalEventID(c.UserContext(), r.ID)
 		if err != nil {
 			return err
 		}
 		finished = ok && id <= after
 	}
 	if finished {
-		evs, err := s.d.Store.EventsAfter(c.Context(), r.ID, after, 1)
+		evs, err := s.d.Store.EventsAfter(c.UserContext(), r.ID, after, 1)
 		if err != nil {
 			return fmt.Errorf("events of run %s: %w", r.ID, err)
 		}
