@@ -180,7 +180,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options
 	f.Worker = worker.New(worker.Config{
 		Workspaces: cfg.Workspaces, StepLease: cfg.Worker.StepLease.D(), CircuitBreaker: cfg.Worker.CircuitBreaker,
 		MaxSteps: cfg.Worker.MaxSteps, MaxRetry: cfg.Worker.MaxRetry,
-	}, worker.Deps{Store: f.Store, Queue: f.Queue, Events: f.Events, Router: f.Router, Models: models, Metrics: f.Metrics, Log: log, Gated: !opts.NoGate,
+	}, worker.Deps{Store: f.Store, Queue: f.Queue, Events: f.Events, Router: f.Router, Models: models, Metrics: f.Metrics, ModelLabels: knownModels(cfg, f.Registry), Log: log, Gated: !opts.NoGate,
 		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, LeaseRetry: cfg.Streams.LeaseRetry.D(), Audit: audit})
 	return f, nil
 }
@@ -440,4 +440,25 @@ func OpenStore(ctx context.Context, cfg config.Config) (*store.Store, error) {
 		return nil, fmt.Errorf("postgres (AETHERIUM_DATABASE_URL): %w", err)
 	}
 	return st, nil
+}
+
+// knownModels are the model names the operator wrote down (the providers' defaults
+// and every shipped template's models): the only ones the LLM metrics label by name.
+func knownModels(cfg config.Config, reg *tools.Registry) *metrics.LabelSet {
+	set := metrics.NewLabelSet(cfg.LLM.OpenAI.Model, cfg.LLM.Anthropic.Model)
+	dir := templates.Dir{Path: cfg.Templates}
+	names, _ := dir.List()
+	for _, name := range names {
+		t, err := dir.Load(name, reg)
+		if err != nil {
+			continue // a broken template is reported when it is used
+		}
+		set.Add(t.Model.Model)
+		for _, n := range append([]templates.Node{t.Supervisor}, t.Workers...) {
+			if n.Model != nil {
+				set.Add(n.Model.Model)
+			}
+		}
+	}
+	return set
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"text/template"
 	"text/template/parse"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 
@@ -147,15 +148,29 @@ var agentRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 var Providers = []string{"script", "openai", "anthropic"}
 
 // Validate lists every problem at once, so an author fixes a template in one pass.
+// Limits on names that reach logs, events and (bounded, see metrics.LabelSet)
+// metrics labels.
+const (
+	MaxModelName = 128
+	MaxTeamName  = 128
+)
+
+var modelRE = regexp.MustCompile(`^[A-Za-z0-9._:/@+-]{1,128}$`)
+
 func (t *Template) Validate(reg *tools.Registry) error {
 	var errs []string
 	add := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
 	if t.Name == "" {
 		add("name: required")
+	} else if len(t.Name) > MaxTeamName || strings.ContainsFunc(t.Name, unicode.IsControl) {
+		add("name: %.80q must be at most %d characters, none of them control characters", t.Name, MaxTeamName)
 	}
 	checkModel := func(where string, m llm.ModelConfig) {
 		if !containsStr(Providers, m.Provider) {
 			add("%s.provider: %q is not one of %s", where, m.Provider, strings.Join(Providers, ", "))
+		}
+		if m.Model != "" && !modelRE.MatchString(m.Model) {
+			add("%s.model: %.80q must be 1-%d letters, digits or . _ - : / @ +", where, m.Model, MaxModelName)
 		}
 	}
 	checkModel("model", t.Model)

@@ -229,10 +229,19 @@ func TestValidateSingleProblems(t *testing.T) {
 		{name: "domain with scheme", mutate: func(tpl *templates.Template) { tpl.AllowedDomains = []string{"http://example.com"} }, want: []string{`allowed_domains: "http://example.com" must be a host name or *.example.com`}},
 		{name: "domain with inner wildcard", mutate: func(tpl *templates.Template) { tpl.AllowedDomains = []string{"api.*.example.com"} }, want: []string{`allowed_domains: "api.*.example.com"`}},
 		{name: "unknown tool default", mutate: func(tpl *templates.Template) { tpl.ToolDefaults["fly"] = map[string]any{} }, want: []string{`tool_defaults: unknown tool "fly"`}},
+		{name: "huge model name", mutate: func(tpl *templates.Template) { tpl.Model.Model = strings.Repeat("m", 2000) }, want: []string{"model.model: \"mmmm"}},
+		{name: "model name with a newline", mutate: func(tpl *templates.Template) {
+			tpl.Workers[0].Model = &llm.ModelConfig{Provider: "script", Model: "a\nb"}
+		}, want: []string{"workers[0].model.model:"}},
+		{name: "huge team name", mutate: func(tpl *templates.Template) { tpl.Name = strings.Repeat("n", 200) }, want: []string{"must be at most 128 characters"}},
 		{name: "negative budget", mutate: func(tpl *templates.Template) { tpl.Budget.MaxTokens = -5 }, want: []string{"budget.max_tokens: must not be negative"}},
 		// Valid variations.
 		{name: "openai team needs no script", mutate: func(tpl *templates.Template) { tpl.Model.Provider = "openai"; tpl.Script = script.Script{} }},
 		{name: "anthropic provider", mutate: func(tpl *templates.Template) { tpl.Model.Provider = "anthropic" }},
+		{name: "model names as providers spell them", mutate: func(tpl *templates.Template) {
+			tpl.Model.Model = "Qwen/Qwen2.5-7B-Instruct"
+			tpl.Workers[0].Model = &llm.ModelConfig{Provider: "script", Model: "llama3.1:8b"}
+		}},
 		{name: "supervisor with no permissions is fine", mutate: func(tpl *templates.Template) { tpl.Supervisor.MCPServers = nil }},
 		{name: "no workers", mutate: func(tpl *templates.Template) {
 			tpl.Workers = nil

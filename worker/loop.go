@@ -714,6 +714,9 @@ func (w *Worker) observeLLM(provider, model string, start time.Time, resp llm.Re
 	if model == "" {
 		model = resp.Model
 	}
+	// Model names come from submitted teams (and from the provider's answer):
+	// only known ones become label values.
+	model = w.modelLabels.Value(model)
 	outcome := "ok"
 	if err != nil {
 		outcome = "error"
@@ -729,6 +732,10 @@ func (w *Worker) observeLLM(provider, model string, start time.Time, resp llm.Re
 func (w *Worker) observeTool(tool, decision, layer string, start time.Time) {
 	if w.metrics == nil {
 		return
+	}
+	// A tool name comes from the model: one it hallucinated is not a label value.
+	if _, ok := w.router.Registry().Spec(tool); !ok {
+		tool = "unknown"
 	}
 	w.metrics.ToolCalls.WithLabelValues(tool, tools.TierOf(tool).String(), decision).Inc()
 	w.metrics.ToolDuration.WithLabelValues(tool).Observe(time.Since(start).Seconds())

@@ -61,16 +61,18 @@ var ErrSessionBusy = errors.New("session busy")
 
 // Worker runs the handlers.
 type Worker struct {
-	cfg     Config
-	store   *store.Store
-	queue   *Enqueuer
-	events  *events.Recorder
-	router  *tools.Router
-	models  Models
-	metrics *metrics.Metrics
-	log     *slog.Logger
-	gated   bool
-	mailbox *mailbox.Mailbox
+	cfg    Config
+	store  *store.Store
+	queue  *Enqueuer
+	events *events.Recorder
+	router *tools.Router
+	// modelLabels bounds the model label of the LLM metrics.
+	modelLabels *metrics.LabelSet
+	models      Models
+	metrics     *metrics.Metrics
+	log         *slog.Logger
+	gated       bool
+	mailbox     *mailbox.Mailbox
 	// consumer names this process as a mailbox reader.
 	consumer   string
 	leases     *lease.Manager
@@ -92,7 +94,11 @@ type Deps struct {
 	Router  *tools.Router
 	Models  Models
 	Metrics *metrics.Metrics
-	Log     *slog.Logger
+	// ModelLabels are the model names that get a metrics series of their own (the
+	// configured and shipped ones); a submitted team's other names count as
+	// "other". Nil counts every model as "other".
+	ModelLabels *metrics.LabelSet
+	Log         *slog.Logger
 	// Gated tells the worker a permission gate middleware counts denials.
 	Gated bool
 	// Mailbox, when set, is drained into each session at the start of its turn.
@@ -118,7 +124,7 @@ func New(cfg Config, d Deps) *Worker {
 		d.LeaseRetry = 2 * time.Second
 	}
 	return &Worker{cfg: cfg, store: d.Store, queue: d.Queue, events: d.Events, router: d.Router, models: d.Models, metrics: d.Metrics, log: d.Log, gated: d.Gated,
-		mailbox: d.Mailbox, consumer: consumerName(), leases: d.Leases, gpu: d.GPU, leaseRetry: d.LeaseRetry, audit: d.Audit}
+		mailbox: d.Mailbox, consumer: consumerName(), leases: d.Leases, gpu: d.GPU, leaseRetry: d.LeaseRetry, audit: d.Audit, modelLabels: d.ModelLabels}
 }
 
 func consumerName() string {
