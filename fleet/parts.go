@@ -87,7 +87,17 @@ func (f *Fleet) openParts(ctx context.Context, cfg config.Config, opts Options) 
 	if f.Executor == nil && !opts.NoSandbox {
 		// A sandbox that cannot start leaves run_shell failing with a clear error at
 		// call time; the rest of the fleet still runs. Never a silent host fallback.
-		ex, err := sandbox.New(ctx, cfg.Sandbox, f.Log)
+		scfg := cfg.Sandbox
+		if scfg.Docker.Scope == "" {
+			// The default scope is this fleet's id, not a constant: two fleets on one
+			// Docker engine must never sweep each other's containers.
+			id, err := f.Store.FleetID(ctx)
+			if err != nil {
+				return err
+			}
+			scfg.Docker.Scope = id
+		}
+		ex, err := sandbox.New(ctx, scfg, f.Log)
 		if err != nil {
 			f.Log.Error("sandbox unavailable: run_shell and read_logs will fail", "err", err)
 		} else {

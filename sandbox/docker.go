@@ -55,7 +55,8 @@ type DockerConfig struct {
 	// "bridge".
 	EgressNetwork string `yaml:"egress_network"`
 	// Scope tags this fleet's containers so CleanupOrphans never touches another
-	// fleet's on a shared engine. Default "default".
+	// fleet's on a shared engine. The fleet fills it with its id (generated once,
+	// stored in PostgreSQL) when empty; "default" only when used without a fleet.
 	Scope string `yaml:"scope"`
 }
 
