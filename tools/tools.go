@@ -112,7 +112,9 @@ type Spec struct {
 	// Idempotent marks tools safe to re-run after a crash.
 	Idempotent bool
 	Schema     json.RawMessage
-	required   []string
+	// schema is the reflected schema of the arguments: its required fields are
+	// checked at every depth before decoding.
+	schema *jsonschema.Schema
 	handler    Handler
 }
 
@@ -152,10 +154,10 @@ func Register[A any](r *Registry, name, description string, fn func(ctx context.
 	if err != nil {
 		panic(fmt.Sprintf("tools: schema of %s: %v", name, err))
 	}
-	s := &Spec{Name: name, Description: description, Group: group, Tier: TierOf(name), Schema: raw, required: sch.Required}
+	s := &Spec{Name: name, Description: description, Group: group, Tier: TierOf(name), Schema: raw, schema: sch}
 	s.handler = HandlerFunc(func(ctx context.Context, call Call) (Result, error) {
 		var a A
-		if err := decodeArgs(call.Args, s.required, &a); err != nil {
+		if err := decodeArgs(call.Args, s.schema, &a); err != nil {
 			return Result{}, fmt.Errorf("%s: %w: %v", name, ErrInvalidArgs, err)
 		}
 		return fn(ctx, a)
@@ -166,20 +168,19 @@ func Register[A any](r *Registry, name, description string, fn func(ctx context.
 	r.specs[name] = s
 }
 
-func decodeArgs(raw json.RawMessage, required []string, into any) error {
+func decodeArgs(raw json.RawMessage, schema *jsonschema.Schema, into any) error {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		raw = json.RawMessage("{}")
 	}
-	var obj map[string]json.RawMessage
+	var obj map[string]any
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return fmt.Errorf("arguments must be a JSON object: %v", err)
 	}
+	// Required fields at every depth (tasks[0].task too): a missing one would
+	// otherwise decode as its zero value, and the tool would run on a value the
+	// model never gave.
 	var missing []string
-	for _, k := range required {
-		if _, ok := obj[k]; !ok {
-			missing = append(missing, k)
-		}
-	}
+	missingFields(schema, obj, "", &missing)
 	if len(missing) > 0 {
 		return fmt.Errorf("missing required field(s): %s", strings.Join(missing, ", "))
 	}
@@ -189,6 +190,41 @@ func decodeArgs(raw json.RawMessage, required []string, into any) error {
 		return err
 	}
 	return nil
+}
+
+// missingFields appends the paths of the required fields of s that v lacks, in
+// objects and array items at any depth. Values of the wrong type are left to the
+// strict decode, which names them.
+func missingFields(s *jsonschema.Schema, v any, path string, out *[]string) {
+	if s == nil {
+		return
+	}
+	join := func(k string) string {
+		if path == "" {
+			return k
+		}
+		return path + "." + k
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		for _, k := range s.Required {
+			if _, ok := x[k]; !ok {
+				*out = append(*out, join(k))
+			}
+		}
+		if s.Properties == nil {
+			return
+		}
+		for p := s.Properties.Oldest(); p != nil; p = p.Next() {
+			if child, ok := x[p.Key]; ok {
+				missingFields(p.Value, child, join(p.Key), out)
+			}
+		}
+	case []any:
+		for i, e := range x {
+			missingFields(s.Items, e, fmt.Sprintf("%s[%d]", path, i), out)
+		}
+	}
 }
 
 // Spec returns the registered tool, if any.
