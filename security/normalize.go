@@ -1,6 +1,7 @@
 package security
 
 import (
+	"net/netip"
 	"net/url"
 	"path"
 	"path/filepath"
@@ -77,6 +78,11 @@ func NormalizeURL(raw string) (norm string, ok bool) {
 	}
 	scheme := strings.ToLower(u.Scheme)
 	if strings.Contains(host, ":") {
+		// Only an IP address may hold a colon in its host ("A://::" parses, with
+		// host ":", but its bracketed form would not): anything else is unparseable.
+		if _, err := netip.ParseAddr(strings.SplitN(host, "%", 2)[0]); err != nil {
+			return raw, false
+		}
 		// An IPv6 zone's % is escaped in a URL (RFC 6874).
 		host = "[" + strings.ReplaceAll(host, "%", "%25") + "]"
 	}
