@@ -72,7 +72,7 @@ func NormalizeURL(raw string) (norm string, ok bool) {
 	if err != nil || u.Scheme == "" || u.Opaque != "" {
 		return raw, false
 	}
-	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	host := strings.TrimRight(strings.ToLower(u.Hostname()), ".")
 	if host == "" {
 		return raw, false
 	}
