@@ -114,8 +114,8 @@ type Spec struct {
 	Schema     json.RawMessage
 	// schema is the reflected schema of the arguments: its required fields are
 	// checked at every depth before decoding.
-	schema *jsonschema.Schema
-	handler    Handler
+	schema  *jsonschema.Schema
+	handler Handler
 }
 
 // Option adjusts a registration.
