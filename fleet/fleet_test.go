@@ -330,3 +330,41 @@ func TestCancelRun(t *testing.T) {
 	require.Equal(t, "cancelled", run.Status)
 	require.Empty(t, run.Result)
 }
+
+// A supervisor killed after dispatching its delegations but before saving that it
+// waits finds them finished on redelivery: the call is answered from them and its
+// audit row, lost with the crash, is written then (drill 1 found it missing).
+func TestDelegateAuditedAfterCrashMidDispatch(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{NoWorker: true})
+	ctx := context.Background()
+	mux := f.Worker.Mux()
+	id := f.Submit("demo", "Greet", map[string]any{"topic": "x"})
+	require.NoError(t, mux.ProcessTask(ctx, superviseTask(id)))
+
+	// The crash: the waiting status and the audit row saved with it never landed.
+	tag, err := f.Store.Pool.Exec(ctx, `UPDATE sessions SET status = 'active' WHERE run_id = $1 AND agent = 'supervisor' AND status = 'waiting'`, id)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tag.RowsAffected())
+	tag, err = f.Store.Pool.Exec(ctx, `DELETE FROM tool_audit WHERE run_id = $1 AND tool = 'delegate'`, id)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tag.RowsAffected())
+
+	ds, err := f.Store.RunDelegations(ctx, id)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	require.NoError(t, mux.ProcessTask(ctx, turnTask(ds[0].ID)))
+	require.NoError(t, mux.ProcessTask(ctx, superviseTask(id)))
+	require.Equal(t, "completed", takeSnapshot(t, f.Store, id).status)
+
+	var n int
+	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM tool_audit WHERE run_id = $1 AND tool = 'delegate' AND decision = 'allowed'`, id).Scan(&n))
+	require.Equal(t, 1, n, "the delegate call has its audit row")
+	ds, err = f.Store.RunDelegations(ctx, id)
+	require.NoError(t, err)
+	require.Len(t, ds, 1, "redispatching did not delegate twice")
+	var results int
+	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM sessions s, jsonb_array_elements(s.messages) m
+		WHERE s.run_id = $1 AND s.agent = 'supervisor' AND m->>'role' = 'tool' AND m->>'tool_call_id' = $2`, id, ds[0].ToolCallID).Scan(&results))
+	require.Equal(t, 1, results, "the delegate call has one result")
+}

@@ -328,19 +328,12 @@ func (w *Worker) resolveCall(ctx context.Context, in stepInput, sess *store.Sess
 			return llm.Message{}, callDone, err
 		}
 		// Once the session is waiting, every delegation of its calls was recorded and
-		// enqueued; before that (a crash mid-dispatch) the call is dispatched again,
-		// which is idempotent and completes whatever was missing.
-		if len(ds) > 0 && (sess.Status == "waiting" || allFinished(ds)) {
-			msg, state, err := delegationResult(call, ds)
-			if err != nil || state == callWaiting {
-				return msg, state, err
-			}
-			decision := "allowed"
-			if msg.IsError {
-				decision = "error"
-			}
-			w.recordCall(in, sess, call, decision, "", "", msg.Content, start)
-			return msg, state, nil
+		// enqueued and the call's audit row saved with that status. Before that (a
+		// crash mid-dispatch) the call is dispatched again, even when its delegations
+		// have all finished meanwhile: dispatching is idempotent, completes whatever was
+		// missing, and writes the audit row the crash lost.
+		if len(ds) > 0 && sess.Status == "waiting" {
+			return w.delegationAnswer(in, sess, call, ds, start)
 		}
 	}
 	res, err := w.router.Dispatch(logctx.Tool(ctx, call.Name), tools.Call{ID: call.ID, Name: call.Name, Args: call.Args})
@@ -348,6 +341,17 @@ func (w *Worker) resolveCall(ctx context.Context, in stepInput, sess *store.Sess
 		return llm.Message{}, callDone, ctx.Err()
 	}
 	if err == nil && res.Pending {
+		if call.Name == "delegate" || call.Name == "spawn_subagents" {
+			// Redispatched after a crash: the delegations may be done already, and
+			// nothing would resume the session again.
+			ds, derr := w.store.DelegationsForCall(ctx, sess.ID, call.ID)
+			if derr != nil {
+				return llm.Message{}, callDone, derr
+			}
+			if len(ds) > 0 && allFinished(ds) {
+				return w.delegationAnswer(in, sess, call, ds, start)
+			}
+		}
 		return llm.Message{}, callWaiting, nil
 	}
 	if errors.Is(err, tools.ErrInfrastructure) {
@@ -372,6 +376,21 @@ func (w *Worker) resolveCall(ctx context.Context, in stepInput, sess *store.Sess
 		return msg, callFinal, nil
 	}
 	return msg, callDone, nil
+}
+
+// delegationAnswer is the tool message of a delegate / spawn_subagents call whose
+// delegations are recorded: their results once all are finished, else callWaiting.
+func (w *Worker) delegationAnswer(in stepInput, sess *store.Session, call llm.ToolCall, ds []store.Delegation, start time.Time) (llm.Message, callState, error) {
+	msg, state, err := delegationResult(call, ds)
+	if err != nil || state == callWaiting {
+		return msg, state, err
+	}
+	decision := "allowed"
+	if msg.IsError {
+		decision = "error"
+	}
+	w.recordCall(in, sess, call, decision, "", "", msg.Content, start)
+	return msg, state, nil
 }
 
 // recordCall counts the call and batches its tool.call event (written with the step's
