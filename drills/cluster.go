@@ -44,6 +44,8 @@ type clusterOpts struct {
 	concurrency int
 	latency     time.Duration
 	bodyLimit   int
+	// maxRunsInFlight is api.max_runs_in_flight (0: unlimited).
+	maxRunsInFlight int
 }
 
 func newCluster(ctx context.Context, e *env, name string, o clusterOpts) (*cluster, error) {
@@ -76,7 +78,7 @@ func newCluster(ctx context.Context, e *env, name string, o clusterOpts) (*clust
 	err = harness.FleetConfig{
 		RedisURL: c.redis.URL(0), DatabaseURL: c.dbURL, Workspaces: filepath.Join(c.dir, "workspaces"),
 		Templates: filepath.Join(e.root, "templates"), Permissions: filepath.Join(e.root, "config", "permissions.yaml"),
-		APIAddr: c.apiAddr, BodyLimit: o.bodyLimit, Concurrency: o.concurrency, ScriptLatency: o.latency,
+		APIAddr: c.apiAddr, BodyLimit: o.bodyLimit, MaxRunsInFlight: o.maxRunsInFlight, Concurrency: o.concurrency, ScriptLatency: o.latency,
 		ShutdownTimeout: 2 * time.Second, StepLease: 5 * time.Second, TaskCheckInterval: 50 * time.Millisecond,
 		SchedulerPeriod: 2 * time.Second,
 	}.Write(c.cfgPath)

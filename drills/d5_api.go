@@ -8,12 +8,14 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/aetherium-engine/aetherium/bench/harness"
 )
@@ -25,7 +27,10 @@ type apiCase struct {
 	weight  int
 	// want is the exact status a hostile request must get (0: any 4xx).
 	want int
-	req  func(base, runID string) (*http.Request, error)
+	// limited marks a valid submission that may also be refused with 429, a
+	// Retry-After and a JSON error: the principal's runs in flight are at the limit.
+	limited bool
+	req     func(base, runID string) (*http.Request, error)
 }
 
 func jsonReq(method, url string, body []byte, header ...string) (*http.Request, error) {
@@ -68,9 +73,20 @@ func apiCases() []apiCase {
 	loop["supervisor"].(map[string]any)["prompt"] = "{{range 100000000000}}x{{end}}"
 	loopTeam, _ := json.Marshal(map[string]any{"prompt": "p", "team": loop})
 	validTeam, _ := json.Marshal(map[string]any{"prompt": "p", "team": json.RawMessage(team)})
+	modelTeam := func(model string) func(base, _ string) (*http.Request, error) {
+		return func(base, _ string) (*http.Request, error) {
+			m := model
+			if m == "" { // a new valid name each time: labels must not follow them
+				m = "drill/" + uuid.NewString() + strings.Repeat("m", 80)
+			}
+			raw, _ := json.Marshal(map[string]any{"prompt": "p", "team": crewWithModel(m)})
+			return jsonReq("POST", base+"/api/orchestrator/run", raw)
+		}
+	}
 	return []apiCase{
-		{name: "submit the demo template", weight: 6, req: submit(`{"template":"demo","prompt":"load","variables":{"topic":"load"}}`)},
-		{name: "submit an inline team", weight: 3, req: inline(string(validTeam))},
+		{name: "submit the demo template", weight: 6, limited: true, req: submit(`{"template":"demo","prompt":"load","variables":{"topic":"load"}}`)},
+		{name: "submit an inline team", weight: 3, limited: true, req: inline(string(validTeam))},
+		{name: "submit a team with a model name of its own", weight: 2, limited: true, req: modelTeam("")},
 		{name: "get a run", weight: 6, req: get("/api/runs/{id}")},
 		{name: "list runs", weight: 3, req: get("/api/runs?limit=5&status=completed")},
 		{name: "a run's delegations", weight: 3, req: get("/api/runs/{id}/delegations")},
@@ -91,6 +107,8 @@ func apiCases() []apiCase {
 		{name: "body over the 1 MiB limit", hostile: true, weight: 1, want: 413, req: func(base, _ string) (*http.Request, error) {
 			return jsonReq("POST", base+"/api/orchestrator/run-from-template", huge)
 		}},
+		{name: "model name of 2,000 characters", hostile: true, weight: 1, want: 400, req: modelTeam(strings.Repeat("m", 2000))},
+		{name: "model name with a newline", hostile: true, weight: 1, want: 400, req: modelTeam("gpt\nX-Evil: 1")},
 		{name: "unknown template", hostile: true, weight: 3, want: 404, req: submit(`{"template":"no-such-team","prompt":"p"}`)},
 		{name: "template name with a path", hostile: true, weight: 2, want: 404, req: submit(`{"template":"../../etc/passwd","prompt":"p"}`)},
 		{name: "missing variable", hostile: true, weight: 1, want: 400, req: submit(`{"template":"demo","prompt":"p"}`)},
@@ -149,7 +167,7 @@ func (s *caseStats) add(status int, bad bool, example string, transport bool) {
 // valid ones succeed, nothing is a 5xx, the process stays up and its memory stays
 // bounded.
 func drillAPI(ctx context.Context, e *env, r *report) error {
-	c, err := newCluster(ctx, e, "api", clusterOpts{workers: 1, concurrency: 2 * e.o.concurrency})
+	c, err := newCluster(ctx, e, "api", clusterOpts{workers: 1, concurrency: 2 * e.o.concurrency, maxRunsInFlight: drillRunsInFlight})
 	if err != nil {
 		return err
 	}
@@ -158,6 +176,32 @@ func drillAPI(ctx context.Context, e *env, r *report) error {
 	if err != nil {
 		return err
 	}
+	base := "http://" + c.apiAddr
+
+	// A run that stays in flight (waiting for an approval nobody gives), followed by
+	// drillStreams event streams through the whole load.
+	waitingID, err := c.client.SubmitTeam(ctx, waitingTeam(), "wait")
+	if err != nil {
+		return err
+	}
+	if err := waitStatus(ctx, c, waitingID, "waiting", 30*time.Second); err != nil {
+		return err
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", c.redis.Port)})
+	defer rdb.Close()
+	clients0, err := redisClients(ctx, rdb)
+	if err != nil {
+		return fmt.Errorf("redis clients: %w", err)
+	}
+	held := openStreams(ctx, base, waitingID, drillStreams)
+	defer held.cancel()
+	time.Sleep(500 * time.Millisecond) // every stream's watch is registered
+	clients1, err := redisClients(ctx, rdb)
+	if err != nil {
+		return fmt.Errorf("redis clients: %w", err)
+	}
+	r.check(held.opened.Load() == drillStreams, "%d event streams open on a run in flight (refused: %d%s)", held.opened.Load(), held.refused.Load(), exampleOf(&held.example))
+	r.check(clients1-clients0 <= streamRedisClients, "the streams added %d Redis clients (%d → %d; at most %d)", clients1-clients0, clients0, clients1, streamRedisClients)
 	idle, _ := harness.ReadMemory(c.api.Pid())
 
 	cases := apiCases()
@@ -172,9 +216,9 @@ func drillAPI(ctx context.Context, e *env, r *report) error {
 		stats[i] = &caseStats{statuses: map[int]int{}}
 	}
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	base := "http://" + c.apiAddr
 	const workers = 32
 	stop := time.Now().Add(time.Duration(e.o.loadSeconds) * time.Second)
+	inFlight := sampleInFlight(ctx, c, stop)
 	var total atomic.Int64
 	var wg sync.WaitGroup
 	say("load: %d goroutines for %ds, %d kinds of request (%d hostile)", workers, e.o.loadSeconds, len(cases), countHostile(cases))
@@ -200,7 +244,7 @@ func drillAPI(ctx context.Context, e *env, r *report) error {
 				}
 				raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 				resp.Body.Close()
-				bad, why := judge(cs, resp.StatusCode, raw)
+				bad, why := judge(cs, resp.StatusCode, resp.Header, raw)
 				stats[k].add(resp.StatusCode, bad, fmt.Sprintf("HTTP %d %s: %.200s", resp.StatusCode, why, raw), false)
 			}
 		}()
@@ -236,6 +280,33 @@ func drillAPI(ctx context.Context, e *env, r *report) error {
 		}
 	}
 	r.check(fivexx == 0, "no 5xx answer in %d requests (%d)", total.Load(), fivexx)
+	<-inFlight.done
+	limited := 0
+	for i, cs := range cases {
+		if cs.limited {
+			limited += stats[i].statuses[http.StatusTooManyRequests]
+		}
+	}
+	r.check(limited > 0, "the limit of %d runs in flight was reached: %d submissions refused with 429 and a Retry-After", drillRunsInFlight, limited)
+	r.check(inFlight.max.Load() <= drillRunsInFlight && inFlight.errs.Load() == 0, "runs in flight never over the limit: at most %d seen (limit %d, %d failed samples)", inFlight.max.Load(), drillRunsInFlight, inFlight.errs.Load())
+	if n, err := modelSeries(ctx, c.metrics0); err != nil {
+		r.fail("worker metrics: %v", err)
+	} else {
+		r.check(n <= maxModelLabels, "model label values on a worker's /metrics: %d after %d submitted model names (at most %d)", n, stats[modelCase(cases)].statuses[http.StatusAccepted], maxModelLabels)
+	}
+
+	// Cancelling the run ends every stream at its terminal event, and the API lets go.
+	clients2, _ := redisClients(ctx, rdb)
+	if code, raw, err := c.client.Do(ctx, "POST", "/api/runs/"+waitingID+"/cancel", nil); err != nil || code != http.StatusOK {
+		r.fail("cancel the waiting run: HTTP %d %s %v", code, raw, err)
+	}
+	ended := make(chan struct{})
+	go func() { held.wg.Wait(); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+	}
+	r.check(held.ended.Load() == drillStreams, "every stream ended at the run's terminal event: %d of %d (Redis clients during the load %d)", held.ended.Load(), drillStreams, clients2)
 	c.alive(r)
 	ready, _ := c.waitReady(ctx, 10*time.Second)
 	r.check(ready, "the API is ready after the load")
@@ -249,9 +320,15 @@ func drillAPI(ctx context.Context, e *env, r *report) error {
 }
 
 // judge decides whether an answer is right for its case.
-func judge(cs apiCase, status int, raw []byte) (bool, string) {
+func judge(cs apiCase, status int, header http.Header, raw []byte) (bool, string) {
 	if status >= 500 {
 		return true, "server error"
+	}
+	if cs.limited && status == http.StatusTooManyRequests {
+		if s, err := strconv.Atoi(header.Get("Retry-After")); err != nil || s < 1 {
+			return true, "429 without a Retry-After in seconds"
+		}
+		return jsonError(raw)
 	}
 	if !cs.hostile {
 		if status < 200 || status >= 300 {
@@ -265,6 +342,11 @@ func judge(cs apiCase, status int, raw []byte) (bool, string) {
 	if cs.want != 0 && status != cs.want {
 		return true, fmt.Sprintf("want %d", cs.want)
 	}
+	return jsonError(raw)
+}
+
+// jsonError checks that a refusal carries a JSON error.
+func jsonError(raw []byte) (bool, string) {
 	var body struct {
 		Error string `json:"error"`
 	}
@@ -272,6 +354,43 @@ func judge(cs apiCase, status int, raw []byte) (bool, string) {
 		return true, "no JSON error"
 	}
 	return false, ""
+}
+
+// maxModelLabels bounds the model label's values: the configured models and "other".
+const maxModelLabels = 8
+
+func modelCase(cs []apiCase) int {
+	for i, c := range cs {
+		if strings.HasPrefix(c.name, "submit a team with a model name") {
+			return i
+		}
+	}
+	return 0
+}
+
+func exampleOf(v *atomic.Value) string {
+	if s, ok := v.Load().(string); ok {
+		return " — e.g. " + s
+	}
+	return ""
+}
+
+// waitStatus waits until the run has status.
+func waitStatus(ctx context.Context, c *cluster, runID, status string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var got string
+		if err := c.pool.QueryRow(ctx, `SELECT status FROM runs WHERE id = $1`, runID).Scan(&got); err != nil {
+			return fmt.Errorf("run %s: %w", runID, err)
+		}
+		if got == status {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("run %s: status %q after %s, want %q", runID, got, timeout, status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func countHostile(cs []apiCase) int {

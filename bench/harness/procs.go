@@ -28,6 +28,8 @@ type FleetConfig struct {
 	Permissions string
 	APIAddr     string
 	BodyLimit   int
+	// MaxRunsInFlight is api.max_runs_in_flight (0: the product default).
+	MaxRunsInFlight int
 	// Worker knobs.
 	Concurrency       int
 	ScriptLatency     time.Duration
@@ -61,6 +63,7 @@ func (c FleetConfig) Write(path string) error {
 	api := map[string]any{}
 	set(api, "addr", c.APIAddr, c.APIAddr == "")
 	set(api, "body_limit", c.BodyLimit, c.BodyLimit == 0)
+	set(api, "max_runs_in_flight", c.MaxRunsInFlight, c.MaxRunsInFlight == 0)
 	doc := map[string]any{
 		"redis_url": c.RedisURL, "database_url": c.DatabaseURL, "workspaces": c.Workspaces, "templates": c.Templates,
 		"worker": worker, "scheduler": sched, "api": api,
