@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	"github.com/google/uuid"
@@ -46,12 +45,8 @@ type env struct {
 func setup(t *testing.T) *env {
 	t.Helper()
 	ctx := context.Background()
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cli.Close() })
-
 	e := &env{st: fleettest.Store(t), hostHits: &atomic.Int64{}}
-	e.upstream = startUpstream(t, cli)
+	e.upstream = sandboxtest.Upstream(t)
 
 	// Stand-in for every service of this host: it listens on all addresses, so
 	// the sandbox's gateway and the host's own address lead to it.
@@ -92,31 +87,6 @@ func setup(t *testing.T) *env {
 	}
 	e.ws, e.wsB = sandboxtest.Workspace(t), sandboxtest.Workspace(t)
 	return e
-}
-
-// startUpstream runs busybox httpd in a container on a network of its own (an
-// ordinary bridge): an address that is not this host's, owned by the test.
-func startUpstream(t *testing.T, cli *client.Client) string {
-	t.Helper()
-	ctx := context.Background()
-	name := "aetherium-test-upstream-" + uuid.NewString()[:8]
-	_, err := cli.NetworkCreate(ctx, name, network.CreateOptions{Driver: "bridge"})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cli.NetworkRemove(context.Background(), name) })
-	c, err := cli.ContainerCreate(ctx, &container.Config{
-		Image: "aetherium-sandbox:latest", User: "0:0",
-		Cmd: []string{"/bin/sh", "-c", "mkdir -p /tmp/www && echo hello-from-upstream > /tmp/www/hello.txt && exec httpd -f -p 80 -h /tmp/www"},
-	}, &container.HostConfig{NetworkMode: container.NetworkMode(name)}, nil, nil, name)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true})
-	})
-	require.NoError(t, cli.ContainerStart(ctx, c.ID, container.StartOptions{}))
-	info, err := cli.ContainerInspect(ctx, c.ID)
-	require.NoError(t, err)
-	ip := info.NetworkSettings.Networks[name].IPAddress
-	require.NotEmpty(t, ip)
-	return ip
 }
 
 func (e *env) run(t *testing.T, project, ws, cmd string) sandbox.Result {

@@ -1,0 +1,106 @@
+package fleet_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aetherium-engine/aetherium/fleet"
+	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/sandbox/sandboxtest"
+	"github.com/aetherium-engine/aetherium/store"
+)
+
+// An agent's run_shell with egress reaches an allowed host only through the fleet's
+// egress proxy: a host off the allowlist, a metadata address, the fleet's own API
+// (by name, on an allowed port) are refused by the proxy and recorded for the run,
+// and a direct connection to this host (a test-owned listener, the API's port) goes
+// nowhere — the listener sees nothing.
+func TestAgentShellEgressGoesThroughTheProxy(t *testing.T) {
+	t.Parallel()
+	dockerOrFail(t)
+	upstream := sandboxtest.Upstream(t)
+	var hostHits atomic.Int64
+	ln, err := net.Listen("tcp", "0.0.0.0:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			hostHits.Add(1)
+			_ = c.Close()
+		}
+	}()
+	hostPort := ln.Addr().(*net.TCPAddr).Port
+	hostIP := hostIPv4(t).String()
+
+	f := fleettest.Start(t, fleettest.Options{
+		Fleet: fleet.Options{Executor: sandboxtest.Docker(t), EgressResolver: fleettest.DNS(t, map[string]string{
+			"allowed.test": upstream, "other.test": upstream, "meta.test": "169.254.169.254", "api.test": hostIP,
+		})},
+	})
+	require.NotNil(t, f.EgressProxy, "the fleet runs its egress proxy")
+	apiPort, err := strconv.Atoi(portOf(t, f.URL[len("http://"):]))
+	require.NoError(t, err)
+
+	script := fmt.Sprintf(`probe() { if out=$(wget -q -O - "$2" 2>&1); then echo "$1: ok $out"; else echo "$1: refused"; fi; }
+probe allowed http://allowed.test/hello.txt
+probe other http://other.test/hello.txt
+probe meta http://meta.test/latest/meta-data/
+probe api http://api.test:%d/api/runs
+gw=$(ip route | awk '/^default/ {print $3}')
+for p in %d %d; do if nc -w 3 "$gw" "$p" </dev/null >/dev/null 2>&1; then echo "direct $p: reached"; else echo "direct $p: nothing"; fi; done
+if nc -w 3 %s %d </dev/null >/dev/null 2>&1; then echo "host: reached"; else echo "host: nothing"; fi
+`, apiPort, hostPort, apiPort, hostIP, hostPort)
+	tm := team([]map[string]any{call("run_shell", map[string]any{"command": script, "timeout": 60}), {"say": "probed"}}, map[string]any{
+		// meta.test and api.test are allowlisted: the proxy's dial check refuses them.
+		"allowed_domains": []string{"allowed.test", "meta.test", "api.test"},
+		"egress_ports":    []int{apiPort, hostPort},
+	})
+	tm["workers"] = []map[string]any{{"name": "writer", "prompt": "probe", "mcp_servers": []string{"shell"}}}
+	id := f.SubmitTeam(tm, "probe the network")
+	run := f.WaitTerminal(id, 3*time.Minute)
+	require.Equal(t, "completed", run.Status, run.Error)
+
+	var out string
+	require.NoError(t, f.Store.Pool.QueryRow(context.Background(), `SELECT m->>'content' FROM sessions s, jsonb_array_elements(s.messages) m
+		WHERE s.run_id = $1 AND s.agent = 'writer' AND m->>'role' = 'tool' AND m->>'name' = 'run_shell'`, id).Scan(&out))
+	t.Logf("run_shell output:\n%s", out)
+	require.Contains(t, out, "allowed: ok hello-from-upstream")
+	for _, want := range []string{"other: refused", "meta: refused", "api: refused", fmt.Sprintf("direct %d: nothing", hostPort), fmt.Sprintf("direct %d: nothing", apiPort), "host: nothing"} {
+		require.Contains(t, out, want)
+	}
+	require.Zero(t, hostHits.Load(), "the host listener received nothing")
+
+	code, raw := f.Do("GET", "/api/runs/"+id+"/egress", nil, nil)
+	require.Equal(t, 200, code, string(raw))
+	var body struct {
+		Connections []store.EgressConnection `json:"egress"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &body), string(raw))
+	got := map[string]store.EgressConnection{}
+	for _, c := range body.Connections {
+		got[c.Host] = c
+	}
+	require.True(t, got["allowed.test"].Allowed, "%+v", body.Connections)
+	require.Equal(t, "writer", got["allowed.test"].Agent)
+	for _, host := range []string{"other.test", "meta.test", "api.test"} {
+		c, ok := got[host]
+		require.True(t, ok, "%s recorded: %+v", host, body.Connections)
+		require.False(t, c.Allowed, host)
+		require.NotEmpty(t, c.Reason, host)
+	}
+	// A sandbox reaches no address of this host at all, the API's among them.
+	require.True(t, strings.Contains(got["api.test"].Reason, "the fleet's own services"), "the refusal says why: %q", got["api.test"].Reason)
+}
