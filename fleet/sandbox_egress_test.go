@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,21 +26,10 @@ func TestAgentShellEgressGoesThroughTheProxy(t *testing.T) {
 	t.Parallel()
 	dockerOrFail(t)
 	upstream := sandboxtest.Upstream(t)
-	var hostHits atomic.Int64
-	ln, err := net.Listen("tcp", "0.0.0.0:0")
+	host := listenStandIn(t, "0.0.0.0:0")
+	require.NotNil(t, host)
+	hostPort, err := strconv.Atoi(portOf(t, host.addr))
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			hostHits.Add(1)
-			_ = c.Close()
-		}
-	}()
-	hostPort := ln.Addr().(*net.TCPAddr).Port
 	hostIP := hostIPv4(t).String()
 
 	f := fleettest.Start(t, fleettest.Options{
@@ -81,7 +68,7 @@ if nc -w 3 %s %d </dev/null >/dev/null 2>&1; then echo "host: reached"; else ech
 	for _, want := range []string{"other: refused", "meta: refused", "api: refused", fmt.Sprintf("direct %d: nothing", hostPort), fmt.Sprintf("direct %d: nothing", apiPort), "host: nothing"} {
 		require.Contains(t, out, want)
 	}
-	require.Zero(t, hostHits.Load(), "the host listener received nothing")
+	require.Zero(t, host.accepted.Load(), "the host listener received nothing")
 
 	code, raw := f.Do("GET", "/api/runs/"+id+"/egress", nil, nil)
 	require.Equal(t, 200, code, string(raw))
