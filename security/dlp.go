@@ -139,6 +139,9 @@ func (d *DLP) Scan(s string) []Finding {
 			return
 		}
 		for _, f := range d.det.DetectString(text) {
+			if ignoredFinding(f) {
+				continue
+			}
 			secret := f.Secret
 			if secret == "" {
 				secret = f.Match
