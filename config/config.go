@@ -23,6 +23,7 @@ import (
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/tools"
+	"github.com/aetherium-engine/aetherium/tools/research"
 )
 
 // FallbackTools is security.supervisor_fallback: a list of tool names. The boolean
@@ -95,6 +96,9 @@ type Config struct {
 	// Sandbox configures run_shell's executor (kind docker|local|auto, image, limits);
 	// see package sandbox and sandbox/README.md.
 	Sandbox sandbox.Config `yaml:"sandbox"`
+	// Research configures the research tools: web_search's backends (SearXNG
+	// instances, the DuckDuckGo fallback), web_fetch's caps; see package research.
+	Research research.Config `yaml:"research"`
 }
 
 // Streams configures the Redis-stream parts: agent mailboxes and GPU leases.
@@ -485,6 +489,9 @@ func (c Config) Validate() error {
 	}
 	if c.Security.Egress.Refresh.D() < 100*time.Millisecond {
 		bad("security.egress.refresh", "must be at least 100ms")
+	}
+	if err := c.Research.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("config: %w", err))
 	}
 	for i, h := range c.API.Webhooks {
 		if u, err := url.Parse(h.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -152,7 +152,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options
 		return nil, errors.New("no session")
 	}
 	if f.Registry, err = toolset.New(toolset.Deps{Store: f.Store, Egress: f.Egress, Executor: f.Executor,
-		Mailbox: f.Mailbox, Roster: roster, Device: f.Device}); err != nil {
+		Mailbox: f.Mailbox, Roster: roster, Device: f.Device, Research: cfg.Research}); err != nil {
 		f.Close()
 		return nil, err
 	}

@@ -12,6 +12,9 @@ dpkg -s busybox-static >/dev/null 2>&1 || need_apt+=(busybox-static)
 # The observability tests run a real Prometheus (and promtool) and headless Chromium.
 command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+# web_search's test runs Debian's SearXNG-family server (searx) in a network namespace.
+command -v searx-run >/dev/null 2>&1 || need_apt+=(searx)
+command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 # The sandbox egress firewall rules (egressproxy, docs/sandboxproxy.md).
 command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)
 if [ "${#need_apt[@]}" -gt 0 ]; then

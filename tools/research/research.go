@@ -18,14 +18,6 @@ import (
 	"github.com/aetherium-engine/aetherium/tools"
 )
 
-// Config bounds requests.
-type Config struct {
-	// MaxBodyBytes caps a response body returned to the model. Default 64 KiB.
-	MaxBodyBytes int64
-	// MaxTimeout caps a caller-chosen timeout. Default 60s.
-	MaxTimeout time.Duration
-}
-
 // RequestArgs are http_request's arguments.
 type RequestArgs struct {
 	Method         string            `json:"method" jsonschema:"enum=GET,enum=POST,enum=PUT,enum=DELETE,enum=PATCH,enum=HEAD"`
@@ -45,12 +37,7 @@ var methods = map[string]bool{"GET": true, "POST": true, "PUT": true, "DELETE": 
 
 // Register adds the research tools this build ships.
 func Register(reg *tools.Registry, eg *security.Egress, cfg Config) {
-	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = 64 << 10
-	}
-	if cfg.MaxTimeout <= 0 {
-		cfg.MaxTimeout = 60 * time.Second
-	}
+	cfg = cfg.WithDefaults()
 	timeout := func(sec int, def time.Duration) time.Duration {
 		if sec <= 0 {
 			return def
@@ -128,4 +115,6 @@ func Register(reg *tools.Registry, eg *security.Egress, cfg Config) {
 			resp.Body.Close()
 			return tools.JSON(map[string]any{"healthy": resp.StatusCode < 400, "status": resp.StatusCode, "latency_ms": latency.Milliseconds()})
 		}, tools.Outbound(), tools.Idempotent())
+	registerSearch(reg, eg, cfg)
+	registerFetch(reg, eg, cfg)
 }
