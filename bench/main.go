@@ -27,6 +27,7 @@ import (
 	"github.com/aetherium-engine/aetherium/bench/harness"
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleet"
+	"github.com/aetherium-engine/aetherium/internal/testinfra"
 )
 
 // options are the bench's knobs; the defaults keep the whole run within about three
@@ -126,7 +127,7 @@ func progress(format string, a ...any) {
 
 func run(ctx context.Context, o options) error {
 	start := time.Now()
-	root, err := harness.RepoRoot()
+	root, err := testinfra.RepoRoot()
 	if err != nil {
 		return err
 	}
@@ -146,7 +147,7 @@ func run(ctx context.Context, o options) error {
 	}
 
 	progress("database %s: recreating and migrating", o.database)
-	if e.dbURL, err = harness.CreateDatabase(ctx, harness.AdminURL(), o.database); err != nil {
+	if e.dbURL, err = harness.CreateDatabase(ctx, testinfra.AdminURL(), o.database); err != nil {
 		return err
 	}
 	if o.poolConns > 0 {

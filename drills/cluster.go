@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aetherium-engine/aetherium/bench/harness"
+	"github.com/aetherium-engine/aetherium/internal/testinfra"
 	"github.com/aetherium-engine/aetherium/templates"
 )
 
@@ -65,7 +66,7 @@ func newCluster(ctx context.Context, e *env, name string, o clusterOpts) (*clust
 		c.close()
 		return nil, err
 	}
-	port, err := harness.FreePort()
+	port, err := testinfra.FreePort()
 	if err != nil {
 		c.close()
 		return nil, err
@@ -94,7 +95,7 @@ func newCluster(ctx context.Context, e *env, name string, o clusterOpts) (*clust
 	var wg sync.WaitGroup
 	errs := make([]error, o.workers+1)
 	c.workers = make([]*harness.Proc, o.workers)
-	if port, err = harness.FreePort(); err != nil {
+	if port, err = testinfra.FreePort(); err != nil {
 		c.close()
 		return nil, err
 	}

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/aetherium-engine/aetherium/bench/harness"
+	"github.com/aetherium-engine/aetherium/internal/testinfra"
 )
 
 type options struct {
@@ -110,7 +111,7 @@ func say(format string, a ...any) {
 }
 
 func run(ctx context.Context, o options) (int, error) {
-	root, err := harness.RepoRoot()
+	root, err := testinfra.RepoRoot()
 	if err != nil {
 		return 0, err
 	}

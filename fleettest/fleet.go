@@ -10,7 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +20,7 @@ import (
 	"github.com/aetherium-engine/aetherium/api"
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleet"
+	"github.com/aetherium-engine/aetherium/internal/testinfra"
 	"github.com/aetherium-engine/aetherium/logctx"
 	"github.com/aetherium-engine/aetherium/security"
 )
@@ -68,20 +69,11 @@ func Config(t testing.TB) config.Config {
 // package directory).
 func RepoPath(t testing.TB, rel string) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	root, err := testinfra.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := os.Stat(dir + "/go.mod"); err == nil {
-			return dir + "/" + rel
-		}
-		parent := dir[:strings.LastIndex(dir, "/")]
-		if parent == "" || parent == dir {
-			t.Fatalf("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
+	return filepath.Join(root, rel)
 }
 
 // Logger writes slog output to the test log.

@@ -9,11 +9,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,17 +19,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/aetherium-engine/aetherium/internal/testinfra"
 	"github.com/aetherium-engine/aetherium/store"
 )
 
-// AdminURL is the PostgreSQL server tests create their databases on. Env
-// AETHERIUM_TEST_DATABASE_URL; default the local Debian cluster.
-func AdminURL() string {
-	if u := os.Getenv("AETHERIUM_TEST_DATABASE_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-}
+// AdminURL is the PostgreSQL server tests create their databases on
+// (testinfra.AdminURL).
+func AdminURL() string { return testinfra.AdminURL() }
 
 func unavailable(t testing.TB, format string, a ...any) {
 	t.Helper()
@@ -54,17 +48,6 @@ var (
 	templateErr  error
 )
 
-// withDB returns url with the database name replaced.
-func withDB(url, db string) string {
-	base, query, _ := strings.Cut(url, "?")
-	i := strings.LastIndex(base, "/")
-	out := base[:i+1] + db
-	if query != "" {
-		out += "?" + query
-	}
-	return out
-}
-
 // migratedTemplate creates (once per test binary) a migrated database to clone.
 func migratedTemplate(ctx context.Context) (string, error) {
 	templateOnce.Do(func() {
@@ -79,7 +62,7 @@ func migratedTemplate(ctx context.Context) (string, error) {
 			templateErr = err
 			return
 		}
-		st, err := store.Open(ctx, withDB(AdminURL(), name))
+		st, err := store.Open(ctx, testinfra.WithDB(AdminURL(), name))
 		if err != nil {
 			templateErr = err
 			return
@@ -128,7 +111,7 @@ func Database(t testing.TB) string {
 		defer admin.Close(ctx)
 		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 	})
-	return withDB(AdminURL(), name)
+	return testinfra.WithDB(AdminURL(), name)
 }
 
 // Store opens a Store on a fresh database.
@@ -150,7 +133,7 @@ func Redis(t testing.TB) string {
 	if err != nil {
 		unavailable(t, "redis-server not installed")
 	}
-	port, err := freePort()
+	port, err := testinfra.FreePort()
 	if err != nil {
 		t.Fatalf("free port: %v", err)
 	}
@@ -177,13 +160,4 @@ func Redis(t testing.TB) string {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/bench/harness"
 	"github.com/aetherium-engine/aetherium/config"
+	"github.com/aetherium-engine/aetherium/internal/testinfra"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools/toolset"
 )
@@ -75,6 +76,6 @@ func TestFleetConfigIsAValidConfigFile(t *testing.T) {
 
 func TestWithDB(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, "postgres://u@h:5/other?sslmode=disable", harness.WithDB("postgres://u@h:5/postgres?sslmode=disable", "other"))
-	require.Equal(t, "postgres://u@h/x", harness.WithDB("postgres://u@h/y", "x"))
+	require.Equal(t, "postgres://u@h:5/other?sslmode=disable", testinfra.WithDB("postgres://u@h:5/postgres?sslmode=disable", "other"))
+	require.Equal(t, "postgres://u@h/x", testinfra.WithDB("postgres://u@h/y", "x"))
 }

@@ -8,39 +8,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/aetherium-engine/aetherium/internal/testinfra"
 	"github.com/aetherium-engine/aetherium/store"
 )
-
-// AdminURL is the PostgreSQL server the local-cluster mode creates databases on.
-// Env AETHERIUM_TEST_DATABASE_URL; default the local Debian cluster (scripts/services.sh).
-func AdminURL() string {
-	if u := os.Getenv("AETHERIUM_TEST_DATABASE_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-}
-
-// WithDB returns url with the database name replaced.
-func WithDB(url, db string) string {
-	base, query, _ := strings.Cut(url, "?")
-	i := strings.LastIndex(base, "/")
-	out := base[:i+1] + db
-	if query != "" {
-		out += "?" + query
-	}
-	return out
-}
 
 // CreateDatabase (re)creates database name on the server of admin, migrates it with
 // the store package and returns its URL. An existing database of that name is
@@ -57,7 +35,7 @@ func CreateDatabase(ctx context.Context, admin, name string) (string, error) {
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		return "", fmt.Errorf("create database %s: %w", name, err)
 	}
-	url := WithDB(admin, name)
+	url := testinfra.WithDB(admin, name)
 	st, err := store.Open(ctx, url)
 	if err != nil {
 		return "", err
@@ -80,35 +58,6 @@ func DropDatabase(admin, name string) {
 	}
 	defer conn.Close(ctx)
 	_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
-}
-
-// FreePort returns a loopback TCP port nobody listens on right now.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// RepoRoot finds the module root (the directory holding go.mod) above the working
-// directory.
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // Build compiles ./cmd/aetherium into dir and returns the binary's path.
@@ -134,7 +83,7 @@ type RedisServer struct {
 // StartRedis starts redis-server on a free port with its data in dir; aof turns on
 // the append-only file (a restart keeps the queues).
 func StartRedis(dir string, aof bool) (*RedisServer, error) {
-	port, err := FreePort()
+	port, err := testinfra.FreePort()
 	if err != nil {
 		return nil, err
 	}

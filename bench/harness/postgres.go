@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/aetherium-engine/aetherium/internal/testinfra"
 )
 
 // Postgres is a PostgreSQL server the drills may restart: a private cluster (initdb in
@@ -64,7 +66,7 @@ func StartPrivatePostgres(dir string) (*Postgres, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := FreePort()
+	port, err := testinfra.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +122,7 @@ func LocalPostgres() (*Postgres, error) {
 	if err != nil {
 		return nil, err
 	}
-	admin := AdminURL()
+	admin := testinfra.AdminURL()
 	p := &Postgres{Admin: admin, stop: func() {}}
 	p.restart = func(ctx context.Context, down time.Duration) error {
 		for i, action := range []string{"stop", "start"} {

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aetherium-engine/aetherium/internal/testinfra"
 	"github.com/aetherium-engine/aetherium/sandbox"
 )
 
@@ -115,18 +116,9 @@ func randomHex(n int) string {
 }
 
 func repoPath(rel string) (string, error) {
-	dir, err := os.Getwd()
+	root, err := testinfra.RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, rel), nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
+	return filepath.Join(root, rel), nil
 }

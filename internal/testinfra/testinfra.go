@@ -1,0 +1,63 @@
+// Package testinfra is what the test helpers (fleettest, sandboxtest) and the bench
+// and drills harness share to find the real infrastructure they run on: the
+// PostgreSQL server to create databases on, free loopback ports, the repository
+// root. It holds no state.
+package testinfra
+
+import (
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// AdminURL is the PostgreSQL server tests, the bench and the drills create their
+// databases on. Env AETHERIUM_TEST_DATABASE_URL; default the local Debian cluster
+// (scripts/services.sh).
+func AdminURL() string {
+	if u := os.Getenv("AETHERIUM_TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+// WithDB returns url with the database name replaced.
+func WithDB(url, db string) string {
+	base, query, _ := strings.Cut(url, "?")
+	i := strings.LastIndex(base, "/")
+	out := base[:i+1] + db
+	if query != "" {
+		out += "?" + query
+	}
+	return out
+}
+
+// FreePort returns a loopback TCP port nobody listens on right now.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// RepoRoot finds the module root (the directory holding go.mod) above the working
+// directory (a test's is its package directory).
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}
