@@ -21,11 +21,11 @@ import (
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/metrics"
+	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
-	"github.com/aetherium-engine/aetherium/worker"
 )
 
 // Config configures the API.
@@ -66,7 +66,7 @@ type Deps struct {
 	Store     *store.Store
 	Redis     redis.UniversalClient
 	RedisOpt  asynq.RedisConnOpt
-	Queue     *worker.Enqueuer
+	Queue     *queue.Enqueuer
 	Events    *events.Recorder
 	Registry  *tools.Registry
 	Templates templates.Dir

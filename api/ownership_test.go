@@ -18,8 +18,8 @@ import (
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/lease"
+	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
-	"github.com/aetherium-engine/aetherium/worker"
 )
 
 // owners is a fleet with tokens: two submitters (alice, bob), the on-call approver,
@@ -113,7 +113,7 @@ func (o *owners) submit(t *testing.T, token string) string {
 func (o *owners) approval(t *testing.T, runID string) string {
 	t.Helper()
 	a, created, err := o.Store.RequestApproval(context.Background(), store.Approval{
-		ID: "apr_" + strings.ReplaceAll(runID, "-", "")[:24], RunID: runID, SessionID: worker.SupervisorSession(runID), CallID: "call-1",
+		ID: "apr_" + strings.ReplaceAll(runID, "-", "")[:24], RunID: runID, SessionID: queue.SupervisorSession(runID).String(), CallID: "call-1",
 		Agent: "lead", Tool: "run_shell", Tier: "restricted", Why: "test",
 	}, time.Hour)
 	require.NoError(t, err)

@@ -15,7 +15,6 @@ import (
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
-	"github.com/aetherium-engine/aetherium/worker"
 )
 
 // MaxPromptBytes bounds a run's prompt.
@@ -330,7 +329,7 @@ func (s *Server) cancelRun(c *fiber.Ctx) error {
 	if s.d.Metrics != nil {
 		s.d.Metrics.RunsFinished.WithLabelValues(store.RunCancelled).Inc()
 	}
-	if err := worker.EmitTerminal(ctx, s.d.Events, r); err != nil {
+	if err := s.d.Events.EmitTerminal(ctx, r); err != nil {
 		return err
 	}
 	return c.JSON(view(r))

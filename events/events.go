@@ -76,6 +76,16 @@ func (r *Recorder) Emit(ctx context.Context, runID, key, typ, agent string, data
 	return nil
 }
 
+// EmitTerminal records the terminal event of a finished run from its stored status,
+// keyed "terminal": whoever finished the run, and however often this runs, the
+// stream gets exactly one.
+func (r *Recorder) EmitTerminal(ctx context.Context, run store.Run) error {
+	typ := map[string]string{store.RunCompleted: RunCompleted, store.RunFailed: RunFailed, store.RunCancelled: RunCancelled}[run.Status]
+	return r.Emit(ctx, run.ID, "terminal", typ, "", map[string]any{
+		"status": run.Status, "result": run.Result, "error": run.Error, "reason": run.Reason, "tokens_used": run.TokensUsed,
+	})
+}
+
 // EmitBatch stores several events of one run in one statement (each once per key)
 // and announces them with one publish: the hot path of tool-call events.
 func (r *Recorder) EmitBatch(ctx context.Context, runID string, evs []store.NewEvent) error {

@@ -26,6 +26,7 @@ import (
 	"github.com/aetherium-engine/aetherium/logctx"
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/metrics"
+	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/scheduler"
 	"github.com/aetherium-engine/aetherium/security"
@@ -45,7 +46,7 @@ type Fleet struct {
 	Redis    redis.UniversalClient
 	RedisOpt asynq.RedisConnOpt
 	Client   *asynq.Client
-	Queue    *worker.Enqueuer
+	Queue    *queue.Enqueuer
 	Events   *events.Recorder
 	Registry *tools.Registry
 	Router   *tools.Router
@@ -124,10 +125,13 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options
 		return nil, fmt.Errorf("redis (AETHERIUM_REDIS_URL): %w", err)
 	}
 	f.Client = asynq.NewClient(f.RedisOpt)
-	f.Queue = &worker.Enqueuer{Client: f.Client, MaxRetry: cfg.Worker.MaxRetry}
+	if f.Queue, err = queue.NewEnqueuer(f.Client, queue.Config{MaxRetry: cfg.Worker.MaxRetry}); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("worker.max_retry: %w", err)
+	}
 	f.Events = &events.Recorder{Store: f.Store, Redis: f.Redis, Log: log}
 	if len(cfg.API.Webhooks) > 0 {
-		f.Webhooks = &webhook.Deliverer{Hooks: cfg.API.Webhooks, Store: f.Store, Client: f.Client}
+		f.Webhooks = &webhook.Deliverer{Hooks: cfg.API.Webhooks, Store: f.Store, Queue: f.Queue}
 	}
 	f.Events.OnEvent = f.onEvent
 	if err := f.openParts(ctx, cfg, opts); err != nil {
@@ -171,7 +175,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options
 	f.Router = tools.NewRouter(f.Registry, mw...)
 	models := opts.Models
 	if models == nil {
-		models = &worker.ModelFactory{LLM: cfg.LLM, ScriptLatency: cfg.Worker.ScriptLatency.D()}
+		models = &ModelFactory{LLM: cfg.LLM, ScriptLatency: cfg.Worker.ScriptLatency.D()}
 	}
 	var audit worker.AuditWriter
 	if f.Audit != nil {
@@ -179,7 +183,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options
 	}
 	f.Worker = worker.New(worker.Config{
 		Workspaces: cfg.Workspaces, StepLease: cfg.Worker.StepLease.D(), CircuitBreaker: cfg.Worker.CircuitBreaker,
-		MaxSteps: cfg.Worker.MaxSteps, MaxRetry: cfg.Worker.MaxRetry,
+		MaxSteps: cfg.Worker.MaxSteps,
 	}, worker.Deps{Store: f.Store, Queue: f.Queue, Events: f.Events, Router: f.Router, Models: models, Metrics: f.Metrics, ModelLabels: knownModels(cfg, f.Registry), Log: log, Gated: !opts.NoGate,
 		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, LeaseRetry: cfg.Streams.LeaseRetry.D(), Audit: audit})
 	return f, nil
@@ -206,12 +210,8 @@ func (f *Fleet) openGate(sec config.Security) (*security.Gate, error) {
 		return nil, err
 	}
 	f.Audit = security.NewAuditor(security.AuditConfig{}, f.Store, f.Log, func(n int) { f.Metrics.AuditBuffer.Set(float64(n)) })
-	// The worker is built after the router it uses; resume reaches it late-bound.
-	resume := func(ctx context.Context, runID, sessionID, key string) error {
-		return f.Worker.ResumeSession(ctx, runID, sessionID, key)
-	}
 	f.Approvals = security.NewApprovals(security.ApprovalsConfig{Window: sec.ApprovalWindow.D(), FallbackTools: sec.SupervisorFallback},
-		f.Store, f.Events, f.Client, resume, f.Metrics, f.Log)
+		f.Store, f.Events, f.Queue, f.Metrics, f.Log)
 	return security.NewGate(security.GateDeps{Registry: f.Registry, Rules: rules, DLP: dlp, Approvals: f.Approvals, Audit: f.Audit, Metrics: f.Metrics, Log: f.Log,
 		Secrets: f.Secrets, Policy: f.Policy}), nil
 }
@@ -263,7 +263,7 @@ func (f *Fleet) Close() {
 // API builds the HTTP API.
 func (f *Fleet) API() *api.Server {
 	ro := f.Cfg.API.MonitoringReadOnly == nil || *f.Cfg.API.MonitoringReadOnly
-	if err := f.Metrics.WatchQueues(asynq.NewInspectorFromRedisClient(f.Redis), metrics.QueueConfig{Queues: []string{worker.QueueSupervisor, worker.QueueWorkers, scheduler.Queue}, AsynqmonNames: true, Log: f.Log}); err != nil {
+	if err := f.Metrics.WatchQueues(asynq.NewInspectorFromRedisClient(f.Redis), metrics.QueueConfig{Queues: queue.Queues(), AsynqmonNames: true, Log: f.Log}); err != nil {
 		f.Log.Error("queue metrics", "err", err)
 	}
 	return api.New(api.Config{BodyLimit: f.Cfg.API.BodyLimit, MonitoringReadOnly: ro, PrometheusURL: f.Cfg.API.PrometheusURL, Tokens: f.Cfg.API.Tokens,
@@ -317,13 +317,9 @@ func CheckAPIAuth(c config.API) error {
 func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFunc) {
 	base, cancel := context.WithCancel(context.Background())
 	w := f.Worker
-	queues := map[string]int{scheduler.Queue: 1}
-	for q, n := range worker.Queues {
-		queues[q] = n
-	}
 	srv := asynq.NewServer(f.RedisOpt, asynq.Config{
 		Concurrency:       f.Cfg.Worker.Concurrency,
-		Queues:            queues,
+		Queues:            queue.Weights(),
 		TaskCheckInterval: f.Cfg.Worker.TaskCheckInterval.D(),
 		ShutdownTimeout:   f.Cfg.Worker.ShutdownTimeout.D(),
 		IsFailure:         worker.IsFailure,
@@ -335,12 +331,12 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 	})
 	mux := w.Mux()
 	if f.Approvals != nil {
-		mux.HandleFunc(security.TypeApprovalExpire, f.Approvals.Expire)
+		mux.HandleFunc(queue.TypeApprovalExpire, f.Approvals.Expire)
 	}
 	if f.Webhooks != nil {
-		mux.HandleFunc(webhook.TypeDeliver, f.Webhooks.Handle)
+		mux.HandleFunc(queue.TypeWebhookDeliver, f.Webhooks.Handle)
 	}
-	mux.HandleFunc(TypeRunCleanup, f.cleanupRun)
+	mux.HandleFunc(queue.TypeRunCleanup, f.cleanupRun)
 	mux.Use(logctx.TaskMiddleware())
 	(&scheduler.Maintenance{
 		Config: f.schedulerConfig(), Store: f.Store, Queue: f.Queue, Fail: w.FailRun, Log: f.Log,
@@ -376,7 +372,7 @@ func (f *Fleet) RunWorker(ctx context.Context) error {
 // RunScheduler enqueues the periodic maintenance ticks until ctx ends.
 func (f *Fleet) RunScheduler(ctx context.Context) error {
 	f.Log.Info("scheduler started", "period", f.schedulerConfig().Period.String())
-	err := scheduler.New(f.schedulerConfig(), f.Client, f.Log).Run(ctx)
+	err := scheduler.New(f.schedulerConfig(), f.Queue, f.Log).Run(ctx)
 	f.Log.Info("scheduler stopped")
 	return err
 }

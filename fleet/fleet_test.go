@@ -10,13 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
-	"github.com/aetherium-engine/aetherium/worker"
 )
 
 func types(evs []fleettest.Event) []string {
@@ -118,16 +117,6 @@ func takeSnapshot(t *testing.T, st *store.Store, runID string) snapshot {
 	return s
 }
 
-func superviseTask(runID string) *asynq.Task {
-	raw, _ := json.Marshal(worker.SupervisePayload{RunID: runID})
-	return asynq.NewTask(worker.TypeSupervise, raw)
-}
-
-func turnTask(delID string) *asynq.Task {
-	raw, _ := json.Marshal(worker.TurnPayload{DelegationID: delID})
-	return asynq.NewTask(worker.TypeTurn, raw)
-}
-
 func TestDuplicateDeliveryIsNoop(t *testing.T) {
 	t.Parallel()
 	// No worker server: the test delivers tasks to the handlers itself.
@@ -137,26 +126,26 @@ func TestDuplicateDeliveryIsNoop(t *testing.T) {
 	id := f.Submit("demo", "Greet", map[string]any{"topic": "x"})
 
 	// First delivery: the supervisor plans and delegates, then waits.
-	require.NoError(t, mux.ProcessTask(ctx, superviseTask(id)))
+	require.NoError(t, mux.ProcessTask(ctx, queue.SuperviseTask(id)))
 	afterFirst := takeSnapshot(t, f.Store, id)
 	require.Equal(t, 1, afterFirst.delegations)
 	// Same task again: nothing changes (no second model call, no second delegation).
-	require.NoError(t, mux.ProcessTask(ctx, superviseTask(id)))
+	require.NoError(t, mux.ProcessTask(ctx, queue.SuperviseTask(id)))
 	require.Equal(t, afterFirst, takeSnapshot(t, f.Store, id))
 
 	ds, err := f.Store.RunDelegations(ctx, id)
 	require.NoError(t, err)
-	require.NoError(t, mux.ProcessTask(ctx, turnTask(ds[0].ID)))
+	require.NoError(t, mux.ProcessTask(ctx, queue.TurnTask(ds[0].ID)))
 	afterTurn := takeSnapshot(t, f.Store, id)
-	require.NoError(t, mux.ProcessTask(ctx, turnTask(ds[0].ID)))
+	require.NoError(t, mux.ProcessTask(ctx, queue.TurnTask(ds[0].ID)))
 	require.Equal(t, afterTurn, takeSnapshot(t, f.Store, id), "second delivery of the finished turn is a no-op")
 
 	// Resume the supervisor to the end, then deliver everything once more.
-	require.NoError(t, mux.ProcessTask(ctx, superviseTask(id)))
+	require.NoError(t, mux.ProcessTask(ctx, queue.SuperviseTask(id)))
 	done := takeSnapshot(t, f.Store, id)
 	require.Equal(t, "completed", done.status)
-	require.NoError(t, mux.ProcessTask(ctx, superviseTask(id)))
-	require.NoError(t, mux.ProcessTask(ctx, turnTask(ds[0].ID)))
+	require.NoError(t, mux.ProcessTask(ctx, queue.SuperviseTask(id)))
+	require.NoError(t, mux.ProcessTask(ctx, queue.TurnTask(ds[0].ID)))
 	require.Equal(t, done, takeSnapshot(t, f.Store, id))
 	var terminal int
 	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type LIKE 'run.completed'`, id).Scan(&terminal))
@@ -165,7 +154,7 @@ func TestDuplicateDeliveryIsNoop(t *testing.T) {
 	// Enqueueing the same deterministic TaskID twice keeps one task.
 	require.NoError(t, f.Queue.Supervise(ctx, id, "dup-check"))
 	require.NoError(t, f.Queue.Supervise(ctx, id, "dup-check"))
-	info, err := f.Inspector().GetTaskInfo(worker.QueueSupervisor, "supervise:"+id+":dup-check")
+	info, err := f.Inspector().GetTaskInfo(queue.QueueSupervisor, "supervise:"+id+":dup-check")
 	require.NoError(t, err)
 	require.Equal(t, "supervise:"+id+":dup-check", info.ID)
 }
@@ -175,7 +164,7 @@ func TestWorkerStoppedMidTurnRunStillCompletes(t *testing.T) {
 	f := fleettest.Start(t, fleettest.Options{
 		// Every model answer takes 700ms, so the turn is surely mid-flight when the
 		// worker is stopped.
-		Fleet: fleet.Options{Models: &worker.ModelFactory{ScriptLatency: 700 * time.Millisecond}},
+		Fleet: fleet.Options{Models: &fleet.ModelFactory{ScriptLatency: 700 * time.Millisecond}},
 	})
 	id := f.Submit("demo", "Greet", map[string]any{"topic": "x"})
 	deadline := time.Now().Add(30 * time.Second)
@@ -313,7 +302,7 @@ func TestRunFailsCleanly(t *testing.T) {
 
 func TestCancelRun(t *testing.T) {
 	t.Parallel()
-	f := fleettest.Start(t, fleettest.Options{Fleet: fleet.Options{Models: &worker.ModelFactory{ScriptLatency: 300 * time.Millisecond}}})
+	f := fleettest.Start(t, fleettest.Options{Fleet: fleet.Options{Models: &fleet.ModelFactory{ScriptLatency: 300 * time.Millisecond}}})
 	id := f.Submit("demo", "Greet", map[string]any{"topic": "x"})
 	var r fleettest.Run
 	code, raw := f.Do("POST", "/api/runs/"+id+"/cancel", nil, &r)
@@ -340,7 +329,7 @@ func TestDelegateAuditedAfterCrashMidDispatch(t *testing.T) {
 	ctx := context.Background()
 	mux := f.Worker.Mux()
 	id := f.Submit("demo", "Greet", map[string]any{"topic": "x"})
-	require.NoError(t, mux.ProcessTask(ctx, superviseTask(id)))
+	require.NoError(t, mux.ProcessTask(ctx, queue.SuperviseTask(id)))
 
 	// The crash: the waiting status and the audit row saved with it never landed.
 	tag, err := f.Store.Pool.Exec(ctx, `UPDATE sessions SET status = 'active' WHERE run_id = $1 AND agent = 'supervisor' AND status = 'waiting'`, id)
@@ -353,8 +342,8 @@ func TestDelegateAuditedAfterCrashMidDispatch(t *testing.T) {
 	ds, err := f.Store.RunDelegations(ctx, id)
 	require.NoError(t, err)
 	require.Len(t, ds, 1)
-	require.NoError(t, mux.ProcessTask(ctx, turnTask(ds[0].ID)))
-	require.NoError(t, mux.ProcessTask(ctx, superviseTask(id)))
+	require.NoError(t, mux.ProcessTask(ctx, queue.TurnTask(ds[0].ID)))
+	require.NoError(t, mux.ProcessTask(ctx, queue.SuperviseTask(id)))
 	require.Equal(t, "completed", takeSnapshot(t, f.Store, id).status)
 
 	var n int

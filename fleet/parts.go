@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/hibiken/asynq"
 
@@ -15,17 +14,14 @@ import (
 	"github.com/aetherium-engine/aetherium/gpu"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/mailbox"
+	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/store"
 )
 
-// TypeRunCleanup releases what a finished run held: its mailboxes, GPU leases and
-// sandbox container. Enqueued once per run when its terminal event is stored.
-const TypeRunCleanup = "run:cleanup"
-
-type cleanupPayload struct {
-	RunID string `json:"run_id"`
-}
+// cleanupPayload is the payload of queue.TypeRunCleanup, enqueued once per run when
+// its terminal event is stored (an alias, so cleanupRun reads as before).
+type cleanupPayload = queue.CleanupPayload
 
 // openParts builds the Redis-stream parts, the sandbox and the device driver.
 func (f *Fleet) openParts(ctx context.Context, cfg config.Config, opts Options) error {
@@ -117,10 +113,7 @@ func (f *Fleet) onEvent(ctx context.Context, e events.Stored) error {
 		}
 	}
 	if events.Terminal(e.Type) {
-		raw, _ := json.Marshal(cleanupPayload{RunID: e.RunID})
-		_, err := f.Client.EnqueueContext(ctx, asynq.NewTask(TypeRunCleanup, raw), asynq.Queue("maintenance"),
-			asynq.TaskID("cleanup:"+e.RunID), asynq.MaxRetry(10), asynq.Retention(24*time.Hour))
-		if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
+		if err := f.Queue.CleanupRun(ctx, e.RunID); err != nil {
 			return fmt.Errorf("enqueue run cleanup: %w", err)
 		}
 	}

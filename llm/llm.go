@@ -87,6 +87,12 @@ type Provider interface {
 // tool arguments). The agent loop counts it toward the circuit breaker.
 var ErrMalformed = errors.New("llm: malformed model response")
 
+// ErrExhausted reports a provider with no answer left for an agent: the script
+// provider's screenplay has no more turns for it. The agent loop fails the run
+// (reason script_exhausted) instead of retrying. Its text is kept as it was when
+// only the script provider had it, since run errors carry it.
+var ErrExhausted = errors.New("script exhausted")
+
 // APIError is a non-success answer from a provider's HTTP API after retries.
 type APIError struct {
 	Provider string

@@ -1,7 +1,8 @@
 // Package scheduler is the periodic-maintenance role. Each period every replica
-// enqueues each maintenance task with the TaskID <type>:<tick>, where tick is the
-// period-aligned time: replicas compute the same id, so however many schedulers run,
-// a tick is enqueued — and run — once (asynq refuses a duplicate TaskID while the
+// enqueues each maintenance task (queue.MaintenanceTasks) with the TaskID
+// <type>:<tick> (queue.MaintenanceTaskID), where tick is the period-aligned time:
+// replicas compute the same id, so however many schedulers run, a tick is
+// enqueued — and run — once (asynq refuses a duplicate TaskID while the
 // task, or its retained record, exists). The worker fleet handles the tasks.
 package scheduler
 
@@ -17,26 +18,9 @@ import (
 	"github.com/aetherium-engine/aetherium/gpu"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/mailbox"
+	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
-	"github.com/aetherium-engine/aetherium/worker"
 )
-
-// Task types and queue.
-const (
-	TypeRequeueQueued  = "maintenance:requeue-queued"
-	TypeStuckRuns      = "maintenance:stuck-runs"
-	TypeAuditPurge     = "maintenance:audit-purge"
-	TypeLeaseReap      = "maintenance:lease-reap"
-	TypeMailboxReclaim = "maintenance:mailbox-reclaim"
-	TypeMailboxTrim    = "maintenance:mailbox-trim"
-	TypeGPUStopIdle    = "maintenance:gpu-stop-idle"
-	TypeSandboxOrphans = "maintenance:sandbox-orphans"
-	Queue              = "maintenance"
-)
-
-// Tasks are the periodic tasks, in enqueue order.
-var Tasks = []string{TypeRequeueQueued, TypeStuckRuns, TypeAuditPurge, TypeLeaseReap, TypeMailboxReclaim,
-	TypeMailboxTrim, TypeGPUStopIdle, TypeSandboxOrphans}
 
 // Config tunes maintenance.
 type Config struct {
@@ -67,24 +51,19 @@ func (c *Config) defaults() {
 
 // Scheduler enqueues the ticks.
 type Scheduler struct {
-	cfg    Config
-	client *asynq.Client
-	log    *slog.Logger
-	now    func() time.Time
+	cfg   Config
+	queue *queue.Enqueuer
+	log   *slog.Logger
+	now   func() time.Time
 }
 
-// New returns a Scheduler enqueueing through client.
-func New(cfg Config, client *asynq.Client, log *slog.Logger) *Scheduler {
+// New returns a Scheduler enqueueing through q.
+func New(cfg Config, q *queue.Enqueuer, log *slog.Logger) *Scheduler {
 	cfg.defaults()
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Scheduler{cfg: cfg, client: client, log: log, now: time.Now}
-}
-
-// TaskID is the id of a task's tick containing t.
-func TaskID(typ string, t time.Time, period time.Duration) string {
-	return fmt.Sprintf("%s:%d", typ, t.Truncate(period).Unix())
+	return &Scheduler{cfg: cfg, queue: q, log: log, now: time.Now}
 }
 
 // Tick enqueues every task for the tick containing now; it returns how many this
@@ -93,17 +72,12 @@ func (s *Scheduler) Tick(ctx context.Context) (int, error) {
 	now := s.now()
 	n := 0
 	var errs []error
-	for _, typ := range Tasks {
-		_, err := s.client.EnqueueContext(ctx, asynq.NewTask(typ, nil), asynq.Queue(Queue),
-			asynq.TaskID(TaskID(typ, now, s.cfg.Period)), asynq.MaxRetry(1),
-			// Keep the record for a few periods so a late replica's enqueue conflicts.
-			asynq.Retention(4*s.cfg.Period), asynq.Timeout(s.cfg.Period*4))
-		switch {
-		case err == nil:
+	for _, typ := range queue.MaintenanceTasks() {
+		enqueued, err := s.queue.Maintenance(ctx, typ, now, s.cfg.Period)
+		if err != nil {
+			errs = append(errs, err)
+		} else if enqueued {
 			n++
-		case errors.Is(err, asynq.ErrTaskIDConflict):
-		default:
-			errs = append(errs, fmt.Errorf("enqueue %s: %w", typ, err))
 		}
 	}
 	return n, errors.Join(errs...)
@@ -129,7 +103,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 type Maintenance struct {
 	Config  Config
 	Store   *store.Store
-	Queue   *worker.Enqueuer
+	Queue   *queue.Enqueuer
 	Fail    func(ctx context.Context, runID, reason, msg string)
 	Mailbox *mailbox.Mailbox
 	Leases  *lease.Manager
@@ -152,31 +126,31 @@ func (m *Maintenance) Register(mux *asynq.ServeMux) {
 			return fn(ctx)
 		})
 	}
-	h(TypeRequeueQueued, m.requeueQueued)
-	h(TypeStuckRuns, m.stuckRuns)
-	h(TypeAuditPurge, m.auditPurge)
-	h(TypeLeaseReap, func(ctx context.Context) error {
+	h(queue.TypeRequeueQueued, m.requeueQueued)
+	h(queue.TypeStuckRuns, m.stuckRuns)
+	h(queue.TypeAuditPurge, m.auditPurge)
+	h(queue.TypeLeaseReap, func(ctx context.Context) error {
 		if m.Leases == nil {
 			return nil
 		}
 		_, err := m.Leases.Reap(ctx)
 		return err
 	})
-	h(TypeMailboxReclaim, func(ctx context.Context) error {
+	h(queue.TypeMailboxReclaim, func(ctx context.Context) error {
 		if m.Mailbox == nil {
 			return nil
 		}
 		_, err := m.Mailbox.Reclaim(ctx)
 		return err
 	})
-	h(TypeMailboxTrim, func(ctx context.Context) error {
+	h(queue.TypeMailboxTrim, func(ctx context.Context) error {
 		if m.Mailbox == nil {
 			return nil
 		}
 		_, err := m.Mailbox.Trim(ctx)
 		return err
 	})
-	h(TypeGPUStopIdle, func(ctx context.Context) error {
+	h(queue.TypeGPUStopIdle, func(ctx context.Context) error {
 		if m.GPU == nil {
 			return nil
 		}
@@ -186,7 +160,7 @@ func (m *Maintenance) Register(mux *asynq.ServeMux) {
 		}
 		return err
 	})
-	h(TypeSandboxOrphans, func(ctx context.Context) error {
+	h(queue.TypeSandboxOrphans, func(ctx context.Context) error {
 		if m.Orphans == nil {
 			return nil
 		}

@@ -10,18 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/scheduler"
-	"github.com/aetherium-engine/aetherium/worker"
 )
-
-func TestTaskIDIsPerTick(t *testing.T) {
-	t.Parallel()
-	base := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
-	p := 15 * time.Second
-	require.Equal(t, scheduler.TaskID("x", base, p), scheduler.TaskID("x", base.Add(14*time.Second), p))
-	require.NotEqual(t, scheduler.TaskID("x", base, p), scheduler.TaskID("x", base.Add(15*time.Second), p))
-	require.NotEqual(t, scheduler.TaskID("x", base, p), scheduler.TaskID("y", base, p))
-}
 
 // Two scheduler replicas enqueue every tick; each periodic task runs once per tick.
 func TestTwoReplicasRunEachTickOnce(t *testing.T) {
@@ -36,12 +27,10 @@ func TestTwoReplicasRunEachTickOnce(t *testing.T) {
 	var mu sync.Mutex
 	runs := map[string]int{}         // task id → times run
 	perType := map[string][]string{} // type → task ids
-	client := asynq.NewClient(opt)
-	t.Cleanup(func() { _ = client.Close() })
-	srv := asynq.NewServer(opt, asynq.Config{Concurrency: 4, Queues: map[string]int{scheduler.Queue: 1},
+	srv := asynq.NewServer(opt, asynq.Config{Concurrency: 4, Queues: map[string]int{queue.QueueMaintenance: 1},
 		TaskCheckInterval: 20 * time.Millisecond, LogLevel: asynq.ErrorLevel})
 	mux := asynq.NewServeMux()
-	(&scheduler.Maintenance{Config: cfg, Store: st, Queue: &worker.Enqueuer{Client: client}, Log: fleettest.Logger(t),
+	(&scheduler.Maintenance{Config: cfg, Store: st, Queue: newEnqueuer(t, opt), Log: fleettest.Logger(t),
 		Fail: func(context.Context, string, string, string) {},
 		Ran: func(typ, id string) {
 			mu.Lock()
@@ -58,12 +47,11 @@ func TestTwoReplicasRunEachTickOnce(t *testing.T) {
 	defer cancel()
 	var wg sync.WaitGroup
 	for i := 0; i < 2; i++ {
-		c := asynq.NewClient(opt)
-		t.Cleanup(func() { _ = c.Close() })
+		q := newEnqueuer(t, opt)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = scheduler.New(cfg, c, fleettest.Logger(t)).Run(ctx)
+			_ = scheduler.New(cfg, q, fleettest.Logger(t)).Run(ctx)
 		}()
 	}
 	wg.Wait()
@@ -74,8 +62,18 @@ func TestTwoReplicasRunEachTickOnce(t *testing.T) {
 	for id, n := range runs {
 		require.Equal(t, 1, n, "task %s ran %d times", id, n)
 	}
-	for _, typ := range scheduler.Tasks {
+	for _, typ := range queue.MaintenanceTasks() {
 		require.GreaterOrEqual(t, len(perType[typ]), 5, "%s ran on %d ticks in ~5.5s", typ, len(perType[typ]))
 		require.LessOrEqual(t, len(perType[typ]), 7)
 	}
+}
+
+// newEnqueuer is an Enqueuer on its own asynq client (one per scheduler replica).
+func newEnqueuer(t *testing.T, opt asynq.RedisConnOpt) *queue.Enqueuer {
+	t.Helper()
+	c := asynq.NewClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	q, err := queue.NewEnqueuer(c, queue.Config{})
+	require.NoError(t, err)
+	return q
 }

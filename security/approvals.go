@@ -14,16 +14,16 @@ import (
 
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/metrics"
+	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
 )
 
-// TypeApprovalExpire is the delayed task that times an approval out.
-const TypeApprovalExpire = "approval:expire"
-
-// ExpirePayload names the approval to expire.
-type ExpirePayload struct {
-	ApprovalID string `json:"approval_id"`
+// ApprovalQueue is what the approval flow enqueues (a *queue.Enqueuer): the
+// delayed expiry of a request, and the resume of the session a decision unblocks.
+type ApprovalQueue interface {
+	ExpireApproval(ctx context.Context, approvalID string, at time.Time) error
+	Resume(ctx context.Context, session queue.SessionID, key string) error
 }
 
 // ApprovalsConfig tunes approvals.
@@ -56,22 +56,21 @@ type Approvals struct {
 	cfg     ApprovalsConfig
 	store   *store.Store
 	events  *events.Recorder
-	client  *asynq.Client
-	resume  func(ctx context.Context, runID, sessionID, key string) error
+	queue   ApprovalQueue
 	metrics *metrics.Metrics
 	log     *slog.Logger
 }
 
-// NewApprovals wires the approval flow. resume re-enqueues the step of a session.
-func NewApprovals(cfg ApprovalsConfig, st *store.Store, rec *events.Recorder, client *asynq.Client,
-	resume func(ctx context.Context, runID, sessionID, key string) error, m *metrics.Metrics, log *slog.Logger) *Approvals {
+// NewApprovals wires the approval flow. q schedules expiries and resumes the
+// sessions decisions unblock.
+func NewApprovals(cfg ApprovalsConfig, st *store.Store, rec *events.Recorder, q ApprovalQueue, m *metrics.Metrics, log *slog.Logger) *Approvals {
 	if cfg.Window <= 0 {
 		cfg.Window = 5 * time.Minute
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Approvals{cfg: cfg, store: st, events: rec, client: client, resume: resume, metrics: m, log: log}
+	return &Approvals{cfg: cfg, store: st, events: rec, queue: q, metrics: m, log: log}
 }
 
 // ApprovalID is deterministic per call, so a redelivered step finds its approval.
@@ -114,10 +113,7 @@ func (a *Approvals) Ensure(ctx context.Context, s *tools.Session, call tools.Cal
 	}
 	// Idempotent even when not created now: a crash after the insert must still get
 	// its expiry task, event and waiting status.
-	raw, _ := json.Marshal(ExpirePayload{ApprovalID: id})
-	_, err = a.client.EnqueueContext(ctx, asynq.NewTask(TypeApprovalExpire, raw), asynq.Queue("supervisor"),
-		asynq.TaskID("approval-expire:"+id), asynq.ProcessAt(appr.ExpiresAt), asynq.MaxRetry(10), asynq.Retention(24*time.Hour))
-	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
+	if err := a.queue.ExpireApproval(ctx, id, appr.ExpiresAt); err != nil {
 		return appr, fmt.Errorf("schedule approval expiry: %w", err)
 	}
 	key, data := "approval-requested:"+id, map[string]any{"approval_id": id, "tool": call.Name, "tier": tier, "why": why, "expires_at": appr.ExpiresAt}
@@ -168,9 +164,9 @@ func (a *Approvals) Decide(ctx context.Context, id string, approve bool, by, rea
 // case make sure a decided approval resumed its session (covers a crash between a
 // decision and its resume).
 func (a *Approvals) Expire(ctx context.Context, t *asynq.Task) error {
-	var p ExpirePayload
-	if err := json.Unmarshal(t.Payload(), &p); err != nil {
-		return fmt.Errorf("%w: %v", asynq.SkipRetry, err)
+	p, err := queue.Decode[queue.ApprovalExpirePayload](t)
+	if err != nil {
+		return err
 	}
 	cur, err := a.store.GetApproval(ctx, p.ApprovalID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -229,5 +225,9 @@ func (a *Approvals) afterDecision(ctx context.Context, appr store.Approval) erro
 			return err
 		}
 	}
-	return a.resume(ctx, appr.RunID, appr.SessionID, "approval:"+appr.ID)
+	session, err := queue.ParseRunSession(appr.RunID, appr.SessionID)
+	if err != nil {
+		return fmt.Errorf("approval %s: %w", appr.ID, err)
+	}
+	return a.queue.Resume(ctx, session, "approval:"+appr.ID)
 }

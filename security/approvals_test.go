@@ -3,7 +3,6 @@ package security_test
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 )
@@ -88,8 +88,7 @@ func TestApprovalsCloseWithTheirRun(t *testing.T) {
 		_, err = e.approvals.Decide(ctx, appr.ID, true, "alice", "")
 		require.ErrorIs(t, err, store.ErrRunClosed)
 		require.Contains(t, err.Error(), "its run was "+status)
-		payload, _ := json.Marshal(security.ExpirePayload{ApprovalID: appr.ID})
-		require.NoError(t, e.approvals.Expire(ctx, asynq.NewTask(security.TypeApprovalExpire, payload)))
+		require.NoError(t, e.approvals.Expire(ctx, queue.ApprovalExpireTask(appr.ID)))
 		got, err = e.st.GetApproval(ctx, appr.ID)
 		require.NoError(t, err)
 		require.Equal(t, store.ApprovalCancelled, got.Status, "the expiry task leaves it closed")
@@ -113,10 +112,10 @@ func TestExpireFallbackPerTool(t *testing.T) {
 	client := asynq.NewClient(opt)
 	t.Cleanup(func() { client.Close() })
 	log := fleettest.Logger(t)
-	r := &resumes{}
+	r := newResumes(t, client)
 	a := security.NewApprovals(security.ApprovalsConfig{Window: time.Minute,
 		FallbackTools: []string{"run_shell", "download_pdf", "frame_status", "frame_install", "frame_run", "frame_grab"}},
-		st, &events.Recorder{Store: st, Log: log}, client, r.resume, nil, log)
+		st, &events.Recorder{Store: st, Log: log}, r, nil, log)
 	e := &gateEnv{st: st}
 	ctx := context.Background()
 	for tool, want := range map[string]string{
@@ -128,8 +127,7 @@ func TestExpireFallbackPerTool(t *testing.T) {
 		appr, _, err := st.RequestApproval(ctx, store.Approval{ID: security.ApprovalID(s.SessionID, "c1"), RunID: s.RunID,
 			SessionID: s.SessionID, CallID: "c1", Agent: "a", Tool: tool, Tier: "restricted", Why: "restricted tool"}, time.Minute)
 		require.NoError(t, err)
-		payload, _ := json.Marshal(security.ExpirePayload{ApprovalID: appr.ID})
-		require.NoError(t, a.Expire(ctx, asynq.NewTask(security.TypeApprovalExpire, payload)))
+		require.NoError(t, a.Expire(ctx, queue.ApprovalExpireTask(appr.ID)))
 		got, err := st.GetApproval(ctx, appr.ID)
 		require.NoError(t, err)
 		require.Equal(t, want, got.Status, tool)

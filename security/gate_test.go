@@ -26,6 +26,7 @@ import (
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/metrics"
+	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -45,16 +46,25 @@ type urlArgs struct {
 	URL string `json:"url"`
 }
 
-// resumes records the sessions the approval flow resumed.
+// resumes is the approval flow's queue: the real one, except that it records the
+// sessions resumed (as "run|session|key") instead of enqueueing their steps.
 type resumes struct {
+	*queue.Enqueuer
 	mu   sync.Mutex
 	keys []string
 }
 
-func (r *resumes) resume(_ context.Context, runID, sessionID, key string) error {
+func newResumes(t *testing.T, client *asynq.Client) *resumes {
+	t.Helper()
+	q, err := queue.NewEnqueuer(client, queue.Config{})
+	require.NoError(t, err)
+	return &resumes{Enqueuer: q}
+}
+
+func (r *resumes) Resume(_ context.Context, s queue.SessionID, key string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.keys = append(r.keys, runID+"|"+sessionID+"|"+key)
+	r.keys = append(r.keys, s.Run+"|"+s.String()+"|"+key)
 	return nil
 }
 
@@ -94,9 +104,9 @@ func setupGate(t *testing.T) *gateEnv {
 	log := fleettest.Logger(t)
 	m := metrics.New()
 
-	e := &gateEnv{st: st, inspector: inspector, metrics: m, resumes: &resumes{}, calls: map[string]*atomic.Int64{}}
+	e := &gateEnv{st: st, inspector: inspector, metrics: m, resumes: newResumes(t, client), calls: map[string]*atomic.Int64{}}
 	e.approvals = security.NewApprovals(security.ApprovalsConfig{Window: time.Minute}, st, &events.Recorder{Store: st, Log: log},
-		client, e.resumes.resume, m, log)
+		e.resumes, m, log)
 	e.audit = security.NewAuditor(security.AuditConfig{Interval: 10 * time.Millisecond}, st, log, nil)
 	t.Cleanup(e.audit.Close)
 
@@ -176,7 +186,7 @@ func (e *gateEnv) session(t *testing.T, allowed ...string) *tools.Session {
 	if len(allowed) == 0 {
 		allowed = []string{"read_file", "write_file", "run_shell", "download_pdf", "list_files", "http_request", "http_health_check"}
 	}
-	return &tools.Session{RunID: runID, SessionID: "sess-" + uuid.NewString(), Team: "web", Agent: "researcher", Role: "worker",
+	return &tools.Session{RunID: runID, SessionID: queue.SupervisorSession(runID).String(), Team: "web", Agent: "researcher", Role: "worker",
 		Access: tools.Access{Tools: allowed}, AllowedDomains: []string{"api.example.com"}}
 }
 
@@ -502,7 +512,7 @@ func (e *gateEnv) requestApproval(t *testing.T, s *tools.Session, callID, tool s
 	info, err := e.inspector.GetTaskInfo("supervisor", "approval-expire:"+id)
 	require.NoError(t, err)
 	require.Equal(t, asynq.TaskStateScheduled, info.State)
-	require.Equal(t, security.TypeApprovalExpire, info.Type)
+	require.Equal(t, queue.TypeApprovalExpire, info.Type)
 	require.WithinDuration(t, appr.ExpiresAt, info.NextProcessAt, time.Second)
 	require.JSONEq(t, fmt.Sprintf(`{"approval_id":%q}`, id), string(info.Payload))
 
@@ -586,9 +596,8 @@ func TestGateApprovals(t *testing.T) {
 		t.Parallel()
 		s := e.session(t)
 		appr := e.requestApproval(t, s, "c1", "download_pdf", pdf, "restricted tool")
-		payload, err := json.Marshal(security.ExpirePayload{ApprovalID: appr.ID})
-		require.NoError(t, err)
-		require.NoError(t, e.approvals.Expire(ctx, asynq.NewTask(security.TypeApprovalExpire, payload)))
+		expire := queue.ApprovalExpireTask(appr.ID)
+		require.NoError(t, e.approvals.Expire(ctx, expire))
 		got, err := e.st.GetApproval(ctx, appr.ID)
 		require.NoError(t, err)
 		require.Equal(t, store.ApprovalTimedOut, got.Status)
@@ -603,7 +612,7 @@ func TestGateApprovals(t *testing.T) {
 		require.Equal(t, "approval", row.DenyLayer)
 
 		// The expiry task running again (asynq retries) changes nothing.
-		require.NoError(t, e.approvals.Expire(ctx, asynq.NewTask(security.TypeApprovalExpire, payload)))
+		require.NoError(t, e.approvals.Expire(ctx, expire))
 		got, err = e.st.GetApproval(ctx, appr.ID)
 		require.NoError(t, err)
 		require.Equal(t, store.ApprovalTimedOut, got.Status)
@@ -614,8 +623,7 @@ func TestGateApprovals(t *testing.T) {
 		appr := e.requestApproval(t, s, "c1", "download_pdf", pdf, "restricted tool")
 		_, err := e.approvals.Decide(ctx, appr.ID, true, "alice", "")
 		require.NoError(t, err)
-		payload, _ := json.Marshal(security.ExpirePayload{ApprovalID: appr.ID})
-		require.NoError(t, e.approvals.Expire(ctx, asynq.NewTask(security.TypeApprovalExpire, payload)))
+		require.NoError(t, e.approvals.Expire(ctx, queue.ApprovalExpireTask(appr.ID)))
 		got, err := e.st.GetApproval(ctx, appr.ID)
 		require.NoError(t, err)
 		require.Equal(t, store.ApprovalApproved, got.Status)

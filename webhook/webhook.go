@@ -23,16 +23,9 @@ import (
 
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
 )
-
-// TypeDeliver is the delivery task.
-const TypeDeliver = "webhook:deliver"
-
-type payload struct {
-	EventID int64 `json:"event_id"`
-	Hook    int   `json:"hook"`
-}
 
 // Sign returns the signature header value for body.
 func Sign(secret string, body []byte) string {
@@ -48,10 +41,10 @@ func Verify(secret string, body []byte, header string) bool {
 
 // Deliverer fans events out to hooks.
 type Deliverer struct {
-	Hooks  []config.Webhook
-	Store  *store.Store
-	Client *asynq.Client
-	HTTP   *http.Client
+	Hooks []config.Webhook
+	Store *store.Store
+	Queue *queue.Enqueuer
+	HTTP  *http.Client
 }
 
 // OnEvent enqueues one delivery per matching hook (events.Recorder.OnEvent).
@@ -60,10 +53,7 @@ func (d *Deliverer) OnEvent(ctx context.Context, e events.Stored) error {
 		if !wants(h, e.Type) {
 			continue
 		}
-		raw, _ := json.Marshal(payload{EventID: e.ID, Hook: i})
-		_, err := d.Client.EnqueueContext(ctx, asynq.NewTask(TypeDeliver, raw), asynq.Queue("maintenance"),
-			asynq.TaskID(fmt.Sprintf("webhook:%d:%d", i, e.ID)), asynq.MaxRetry(12), asynq.Retention(24*time.Hour))
-		if err != nil && err != asynq.ErrTaskIDConflict {
+		if err := d.Queue.DeliverWebhook(ctx, i, e.ID); err != nil {
 			return fmt.Errorf("enqueue webhook: %w", err)
 		}
 	}
@@ -84,9 +74,12 @@ func wants(h config.Webhook, typ string) bool {
 
 // Handle delivers one event (asynq handler).
 func (d *Deliverer) Handle(ctx context.Context, t *asynq.Task) error {
-	var p payload
-	if err := json.Unmarshal(t.Payload(), &p); err != nil || p.Hook < 0 || p.Hook >= len(d.Hooks) {
-		return fmt.Errorf("%w: bad webhook payload", asynq.SkipRetry)
+	p, err := queue.Decode[queue.WebhookPayload](t)
+	if err != nil {
+		return err
+	}
+	if p.Hook < 0 || p.Hook >= len(d.Hooks) {
+		return fmt.Errorf("%w: webhook %d is not configured (%d are)", asynq.SkipRetry, p.Hook, len(d.Hooks))
 	}
 	h := d.Hooks[p.Hook]
 	e, err := d.Store.GetEvent(ctx, p.EventID)

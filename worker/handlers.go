@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -15,21 +14,16 @@ import (
 
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/llm"
+	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
 )
 
-// SupervisorSession is the id of a run's supervisor session.
-func SupervisorSession(runID string) string { return runID + ":supervisor" }
-
-// DelegationSession is the id of the session working on a delegation.
-func DelegationSession(delegationID string) string { return "d:" + delegationID }
-
 func (w *Worker) handleSupervise(ctx context.Context, t *asynq.Task) error {
-	var p SupervisePayload
-	if err := json.Unmarshal(t.Payload(), &p); err != nil {
-		return fmt.Errorf("%w: bad payload: %v", asynq.SkipRetry, err)
+	p, err := queue.Decode[queue.SupervisePayload](t)
+	if err != nil {
+		return err
 	}
 	run, err := w.store.GetRun(ctx, p.RunID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -57,7 +51,7 @@ func (w *Worker) handleSupervise(ctx context.Context, t *asynq.Task) error {
 	}
 	node := team.Supervisor
 	sess := store.Session{
-		ID: SupervisorSession(run.ID), RunID: run.ID, Agent: node.Name, Role: "supervisor",
+		ID: queue.SupervisorSession(run.ID).String(), RunID: run.ID, Agent: node.Name, Role: "supervisor",
 		Messages: []llm.Message{
 			{Role: llm.RoleSystem, Content: supervisorPrompt(team)},
 			{Role: llm.RoleUser, Content: run.Prompt},
@@ -70,9 +64,9 @@ func (w *Worker) handleSupervise(ctx context.Context, t *asynq.Task) error {
 var subagentName = regexp.MustCompile(`^(.+)-sub-\d+$`)
 
 func (w *Worker) handleTurn(ctx context.Context, t *asynq.Task) error {
-	var p TurnPayload
-	if err := json.Unmarshal(t.Payload(), &p); err != nil {
-		return fmt.Errorf("%w: bad payload: %v", asynq.SkipRetry, err)
+	p, err := queue.Decode[queue.TurnPayload](t)
+	if err != nil {
+		return err
 	}
 	d, err := w.store.GetDelegation(ctx, p.DelegationID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -130,7 +124,7 @@ func (w *Worker) handleTurn(ctx context.Context, t *asynq.Task) error {
 		return err
 	}
 	sess := store.Session{
-		ID: DelegationSession(d.ID), RunID: run.ID, Agent: d.Agent, Role: role, DelegationID: d.ID,
+		ID: queue.DelegationSession(d.ID).String(), RunID: run.ID, Agent: d.Agent, Role: role, DelegationID: d.ID,
 		Messages: []llm.Message{{Role: llm.RoleSystem, Content: node.Prompt}, {Role: llm.RoleUser, Content: d.Task}},
 	}
 	if err := w.events.Emit(ctx, run.ID, "turn:"+d.ID, events.TurnStarted, d.Agent, map[string]any{"delegation_id": d.ID}); err != nil {

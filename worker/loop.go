@@ -15,9 +15,9 @@ import (
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/llm"
-	"github.com/aetherium-engine/aetherium/llm/script"
 	"github.com/aetherium-engine/aetherium/logctx"
 	"github.com/aetherium-engine/aetherium/mailbox"
+	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
@@ -257,7 +257,7 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 		}
 		switch {
 		case err == nil:
-		case errors.Is(err, script.ErrExhausted):
+		case errors.Is(err, llm.ErrExhausted):
 			w.failStep(ctx, in, "script_exhausted", fmt.Sprintf("%s: %v", in.node.Name, err))
 			return nil
 		case errors.Is(err, llm.ErrMalformed):
@@ -547,30 +547,14 @@ func (w *Worker) finishSession(ctx context.Context, in stepInput, sess *store.Se
 	return w.resumeParent(ctx, *d)
 }
 
-// ResumeSession enqueues the next step of a session (after an approval decision,
-// say); key makes the task id unique per cause.
-func (w *Worker) ResumeSession(ctx context.Context, runID, sessionID, key string) error {
-	if sessionID == SupervisorSession(runID) {
-		return w.queue.Supervise(ctx, runID, key)
-	}
-	del, ok := strings.CutPrefix(sessionID, "d:")
-	if !ok {
-		return fmt.Errorf("resume: unknown session %q", sessionID)
-	}
-	return w.queue.Turn(ctx, del, key)
-}
-
 // resumeParent enqueues the step of the session that delegated d. The TaskID names
 // d, so however often d finishes, the parent is resumed once for it.
 func (w *Worker) resumeParent(ctx context.Context, d store.Delegation) error {
-	if d.ParentSession == SupervisorSession(d.RunID) {
-		return w.queue.Supervise(ctx, d.RunID, "after:"+d.ID)
+	parent, err := queue.ParseRunSession(d.RunID, d.ParentSession)
+	if err != nil {
+		return fmt.Errorf("delegation %s: parent session: %w", d.ID, err)
 	}
-	parent, ok := strings.CutPrefix(d.ParentSession, "d:")
-	if !ok {
-		return fmt.Errorf("delegation %s: unknown parent session %q", d.ID, d.ParentSession)
-	}
-	return w.queue.Turn(ctx, parent, "after:"+d.ID)
+	return w.queue.Resume(ctx, parent, "after:"+d.ID)
 }
 
 func peers(t templates.Template) []string {

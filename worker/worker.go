@@ -6,7 +6,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,10 +17,13 @@ import (
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/gpu"
 	"github.com/aetherium-engine/aetherium/lease"
+	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/logctx"
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/metrics"
+	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
 )
 
@@ -36,8 +38,6 @@ type Config struct {
 	CircuitBreaker int
 	// MaxSteps bounds model calls per session. Default 50.
 	MaxSteps int
-	// MaxRetry is the asynq retry budget per task; the last failure fails the run. Default 5.
-	MaxRetry int
 }
 
 func (c *Config) defaults() {
@@ -50,9 +50,12 @@ func (c *Config) defaults() {
 	if c.MaxSteps <= 0 {
 		c.MaxSteps = 50
 	}
-	if c.MaxRetry < 0 {
-		c.MaxRetry = 5
-	}
+}
+
+// Models picks the provider for a node of a team (the composition root supplies
+// one: the worker knows no concrete provider).
+type Models interface {
+	For(team templates.Template, node templates.Node) (llm.Provider, llm.ModelConfig, error)
 }
 
 // ErrSessionBusy means another delivery is stepping the session right now; the task
@@ -63,7 +66,7 @@ var ErrSessionBusy = errors.New("session busy")
 type Worker struct {
 	cfg    Config
 	store  *store.Store
-	queue  *Enqueuer
+	queue  *queue.Enqueuer
 	events *events.Recorder
 	router *tools.Router
 	// modelLabels bounds the model label of the LLM metrics.
@@ -89,7 +92,7 @@ type AuditWriter interface {
 // Deps are the Worker's collaborators.
 type Deps struct {
 	Store   *store.Store
-	Queue   *Enqueuer
+	Queue   *queue.Enqueuer
 	Events  *events.Recorder
 	Router  *tools.Router
 	Models  Models
@@ -138,8 +141,8 @@ func (w *Worker) Mux() *asynq.ServeMux {
 	if w.metrics != nil {
 		mux.Use(w.metrics.TaskMiddleware(Outcome))
 	}
-	mux.HandleFunc(TypeSupervise, w.handleSupervise)
-	mux.HandleFunc(TypeTurn, w.handleTurn)
+	mux.HandleFunc(queue.TypeSupervise, w.handleSupervise)
+	mux.HandleFunc(queue.TypeTurn, w.handleTurn)
 	return mux
 }
 
@@ -198,15 +201,12 @@ func (w *Worker) ErrorHandler() asynq.ErrorHandler {
 
 func (w *Worker) runOfTask(ctx context.Context, t *asynq.Task) (string, error) {
 	switch t.Type() {
-	case TypeSupervise:
-		var p SupervisePayload
-		if err := json.Unmarshal(t.Payload(), &p); err != nil {
-			return "", err
-		}
-		return p.RunID, nil
-	case TypeTurn:
-		var p TurnPayload
-		if err := json.Unmarshal(t.Payload(), &p); err != nil {
+	case queue.TypeSupervise:
+		p, err := queue.Decode[queue.SupervisePayload](t)
+		return p.RunID, err
+	case queue.TypeTurn:
+		p, err := queue.Decode[queue.TurnPayload](t)
+		if err != nil {
 			return "", err
 		}
 		d, err := w.store.GetDelegation(ctx, p.DelegationID)
@@ -251,15 +251,7 @@ func (w *Worker) ensureTerminalEvent(ctx context.Context, runID string) {
 	if err != nil || !store.Terminal(r.Status) {
 		return
 	}
-	if err := EmitTerminal(ctx, w.events, r); err != nil {
+	if err := w.events.EmitTerminal(ctx, r); err != nil {
 		w.log.ErrorContext(ctx, "terminal event", "run_id", runID, "err", err)
 	}
-}
-
-// EmitTerminal records the terminal event of a finished run (idempotent).
-func EmitTerminal(ctx context.Context, rec *events.Recorder, r store.Run) error {
-	typ := map[string]string{store.RunCompleted: events.RunCompleted, store.RunFailed: events.RunFailed, store.RunCancelled: events.RunCancelled}[r.Status]
-	return rec.Emit(ctx, r.ID, "terminal", typ, "", map[string]any{
-		"status": r.Status, "result": r.Result, "error": r.Error, "reason": r.Reason, "tokens_used": r.TokensUsed,
-	})
 }

@@ -8,7 +8,6 @@ package script
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -32,8 +31,10 @@ type Call struct {
 	Args map[string]any `yaml:"args,omitempty" json:"args,omitempty"`
 }
 
-// ErrExhausted reports an agent that asked for more turns than its script has.
-var ErrExhausted = errors.New("script exhausted")
+// ErrExhausted reports an agent that asked for more turns than its script has. It
+// is llm.ErrExhausted, so the agent loop recognizes it without importing this
+// provider.
+var ErrExhausted = llm.ErrExhausted
 
 // Validate reports turns that are neither calls nor say, or both.
 func (s Script) Validate() []error {

@@ -1,4 +1,4 @@
-package worker
+package fleet
 
 import (
 	"fmt"
@@ -13,12 +13,7 @@ import (
 	"github.com/aetherium-engine/aetherium/templates"
 )
 
-// Models picks the provider for a node of a team.
-type Models interface {
-	For(team templates.Template, node templates.Node) (llm.Provider, llm.ModelConfig, error)
-}
-
-// ModelFactory is the production Models: script providers are built per team (the
+// ModelFactory is the production worker.Models: script providers are built per team (the
 // screenplay is part of the template); SDK providers are shared per process.
 type ModelFactory struct {
 	LLM config.LLM
@@ -30,7 +25,7 @@ type ModelFactory struct {
 	anthropic llm.Provider
 }
 
-// For implements Models.
+// For implements worker.Models.
 func (f *ModelFactory) For(team templates.Template, node templates.Node) (llm.Provider, llm.ModelConfig, error) {
 	mc := team.ModelFor(node)
 	switch mc.Provider {

@@ -1,0 +1,249 @@
+package archtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// pkg is one package of the module as `go list` reports it, with import paths of
+// the module's own packages made relative to the module ("worker", "llm/script")
+// and every other import dropped: the rules speak only of the module's packages.
+type pkg struct {
+	Path string
+	Name string
+	// Imports are the non-test files' imports; TestImports those of its _test.go
+	// files (in-package and external test package together).
+	Imports, TestImports []string
+}
+
+// rule forbids some imports between the module's packages.
+type rule struct {
+	name string
+	// tests applies the rule to test files' imports as well.
+	tests bool
+	// forbids reports whether from may not import to.
+	forbids func(from pkg, to string) bool
+}
+
+// rules are the module's import rules (issue 15).
+var rules = []rule{
+	{
+		name:  "only the composition root (fleet) imports worker",
+		tests: true,
+		forbids: func(from pkg, to string) bool {
+			return to == "worker" && from.Path != "fleet" && from.Path != "worker"
+		},
+	},
+	{
+		name: "worker imports neither config nor a concrete llm provider (llm/*)",
+		forbids: func(from pkg, to string) bool {
+			return from.Path == "worker" && (to == "config" || strings.HasPrefix(to, "llm/"))
+		},
+	},
+	{
+		// Tests may import fleet: end-to-end tests in any package build one.
+		name: "no package imports fleet but commands (package main), cli and test helpers (fleettest)",
+		forbids: func(from pkg, to string) bool {
+			return to == "fleet" && from.Name != "main" && from.Path != "cli" && from.Path != "fleettest" && from.Path != "fleet"
+		},
+	},
+	{
+		name: "queue imports no package of the module (everything that enqueues imports it)",
+		forbids: func(from pkg, _ string) bool {
+			return from.Path == "queue"
+		},
+	},
+}
+
+// exceptions are known violations of the rules, each with the follow-up that
+// removes it: "from -> to" → why. A violation listed here does not fail the test;
+// an exception that no longer occurs does, so the list only shrinks.
+var exceptions = map[string]string{}
+
+// violation is one forbidden import.
+type violation struct {
+	from, to, rule string
+	test           bool
+}
+
+func (v violation) edge() string { return v.from + " -> " + v.to }
+
+func (v violation) String() string {
+	in := ""
+	if v.test {
+		in = " (in its tests)"
+	}
+	return fmt.Sprintf("%s%s breaks %q", v.edge(), in, v.rule)
+}
+
+// check applies rules to pkgs and returns the violations not excused by
+// exceptions, and the exceptions that no longer occur.
+func check(pkgs []pkg, rules []rule, exceptions map[string]string) (violations []string, stale []string) {
+	seen := map[string]bool{}
+	visit := func(from pkg, imports []string, r rule, test bool) {
+		for _, to := range imports {
+			if (test && to == from.Path) || !r.forbids(from, to) {
+				continue
+			}
+			v := violation{from: from.Path, to: to, rule: r.name, test: test}
+			seen[v.edge()] = true
+			if _, excused := exceptions[v.edge()]; !excused {
+				violations = append(violations, v.String())
+			}
+		}
+	}
+	for _, p := range pkgs {
+		for _, r := range rules {
+			visit(p, p.Imports, r, false)
+			if r.tests {
+				visit(p, p.TestImports, r, true)
+			}
+		}
+	}
+	for e := range exceptions {
+		if !seen[e] {
+			stale = append(stale, e)
+		}
+	}
+	sort.Strings(violations)
+	sort.Strings(stale)
+	return violations, stale
+}
+
+// TestImportRules checks the rules over the module's real import graph.
+func TestImportRules(t *testing.T) {
+	pkgs := listPackages(t)
+	var names []string
+	for _, p := range pkgs {
+		names = append(names, p.Path)
+	}
+	for _, want := range []string{"api", "fleet", "queue", "scheduler", "security", "webhook", "worker"} {
+		if !slices.Contains(names, want) {
+			t.Fatalf("go list did not report package %s (got %v): the rules would pass vacuously", want, names)
+		}
+	}
+	violations, stale := check(pkgs, rules, exceptions)
+	for _, v := range violations {
+		t.Errorf("import rule violated: %s", v)
+	}
+	for _, e := range stale {
+		t.Errorf("exception %q no longer occurs: remove it from exceptions", e)
+	}
+}
+
+// TestImportRulesCatchViolations proves the check fails where it must, on a
+// synthetic graph.
+func TestImportRulesCatchViolations(t *testing.T) {
+	clean := []pkg{
+		{Path: "api", Name: "api", Imports: []string{"queue", "events"}, TestImports: []string{"fleettest", "queue"}},
+		{Path: "worker", Name: "worker", Imports: []string{"queue", "llm", "templates"}, TestImports: []string{"llm/script"}},
+		{Path: "fleet", Name: "fleet", Imports: []string{"worker", "config", "llm/openai", "queue"}, TestImports: []string{"fleet", "worker"}},
+		{Path: "fleettest", Name: "fleettest", Imports: []string{"fleet"}},
+		{Path: "cli", Name: "cli", Imports: []string{"fleet"}},
+		{Path: "bench", Name: "main", Imports: []string{"fleet"}},
+		{Path: "dashboards", Name: "dashboards", TestImports: []string{"fleet"}},
+		{Path: "queue", Name: "queue", TestImports: []string{"fleettest"}},
+	}
+	with := func(extra ...pkg) []pkg { return append(slices.Clone(clean), extra...) }
+	for _, c := range []struct {
+		name       string
+		pkgs       []pkg
+		exceptions map[string]string
+		want       []string
+		stale      []string
+	}{
+		{name: "clean", pkgs: clean},
+		{name: "scheduler enqueues through worker", pkgs: with(pkg{Path: "scheduler", Name: "scheduler", Imports: []string{"worker"}}),
+			want: []string{`scheduler -> worker breaks "only the composition root (fleet) imports worker"`}},
+		{name: "a test reaches into worker", pkgs: with(pkg{Path: "security", Name: "security", TestImports: []string{"worker"}}),
+			want: []string{`security -> worker (in its tests) breaks "only the composition root (fleet) imports worker"`}},
+		{name: "worker imports config and a provider", pkgs: with(pkg{Path: "worker", Name: "worker", Imports: []string{"config", "llm", "llm/script"}}),
+			want: []string{
+				`worker -> config breaks "worker imports neither config nor a concrete llm provider (llm/*)"`,
+				`worker -> llm/script breaks "worker imports neither config nor a concrete llm provider (llm/*)"`,
+			}},
+		{name: "a library imports fleet", pkgs: with(pkg{Path: "scheduler", Name: "scheduler", Imports: []string{"fleet"}}),
+			want: []string{`scheduler -> fleet breaks "no package imports fleet but commands (package main), cli and test helpers (fleettest)"`}},
+		{name: "queue imports the store", pkgs: with(pkg{Path: "queue", Name: "queue", Imports: []string{"store"}}),
+			want: []string{`queue -> store breaks "queue imports no package of the module (everything that enqueues imports it)"`}},
+		{name: "an exception excuses its edge only", pkgs: with(pkg{Path: "worker", Name: "worker", Imports: []string{"config", "llm/script"}}),
+			exceptions: map[string]string{"worker -> config": "follow-up"},
+			want:       []string{`worker -> llm/script breaks "worker imports neither config nor a concrete llm provider (llm/*)"`}},
+		{name: "a stale exception is reported", pkgs: clean,
+			exceptions: map[string]string{"worker -> config": "follow-up"}, stale: []string{"worker -> config"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, stale := check(c.pkgs, rules, c.exceptions)
+			if !slices.Equal(got, c.want) || !slices.Equal(stale, c.stale) {
+				t.Errorf("violations\n got %q\nwant %q\nstale\n got %q\nwant %q", got, c.want, stale, c.stale)
+			}
+		})
+	}
+}
+
+// listPackages runs `go list` over the module and returns its packages.
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	gomod := goCmd(t, "", "env", "GOMOD")
+	if gomod == "" || gomod == "/dev/null" {
+		t.Fatalf("not inside a module (go env GOMOD = %q)", gomod)
+	}
+	root := filepath.Dir(gomod)
+	mod := goCmd(t, root, "list", "-m")
+	out := goCmd(t, root, "list", "-e", "-json=ImportPath,Name,Imports,TestImports,XTestImports,Error", "./...")
+	var pkgs []pkg
+	dec := json.NewDecoder(strings.NewReader(out))
+	for {
+		var p struct {
+			ImportPath, Name                   string
+			Imports, TestImports, XTestImports []string
+			Error                              *struct{ Err string }
+		}
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		if p.Error != nil {
+			t.Fatalf("go list %s: %s", p.ImportPath, p.Error.Err)
+		}
+		rel := func(paths []string) []string {
+			var out []string
+			for _, ip := range paths {
+				if r, ok := strings.CutPrefix(ip, mod+"/"); ok {
+					out = append(out, r)
+				}
+			}
+			return out
+		}
+		path, ok := strings.CutPrefix(p.ImportPath, mod+"/")
+		if !ok {
+			path = p.ImportPath
+		}
+		pkgs = append(pkgs, pkg{Path: path, Name: p.Name, Imports: rel(p.Imports),
+			TestImports: rel(append(p.TestImports, p.XTestImports...))})
+	}
+	return pkgs
+}
+
+func goCmd(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return strings.TrimSpace(string(out))
+}

@@ -1,0 +1,167 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// Defaults of Config.
+const (
+	// DefaultRetention is how long a finished task's id is kept by default.
+	DefaultRetention = 24 * time.Hour
+)
+
+// Fixed task options: how often the tasks other than supervise and turn are
+// retried, and how long one attempt of any task but a maintenance tick may run.
+const (
+	approvalExpireMaxRetry = 10
+	webhookMaxRetry        = 12
+	cleanupMaxRetry        = 10
+	maintenanceMaxRetry    = 1
+	taskTimeout            = 30 * time.Minute
+)
+
+// Config tunes the Enqueuer.
+type Config struct {
+	// MaxRetry is the retry budget of supervise and turn tasks: when the last
+	// attempt fails, the worker fails the run (task_failed). 0 runs a task once.
+	// Negative is invalid. The deployment sets it from worker.max_retry (default 5).
+	MaxRetry int
+	// Retention keeps a finished task's id in Redis so that a late duplicate enqueue
+	// of the same deterministic id is refused instead of running the task again.
+	// Applies to every task but the maintenance ticks (kept four periods).
+	// Default DefaultRetention.
+	Retention time.Duration
+}
+
+// WithDefaults returns c with every unset field at its default.
+func (c Config) WithDefaults() Config {
+	if c.Retention == 0 {
+		c.Retention = DefaultRetention
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.MaxRetry < 0 {
+		return fmt.Errorf("queue: MaxRetry %d is negative", c.MaxRetry)
+	}
+	if c.Retention < 0 {
+		return fmt.Errorf("queue: Retention %s is negative", c.Retention)
+	}
+	return nil
+}
+
+// Enqueuer pushes the fleet's tasks, each with its deterministic id and options. An
+// enqueue refused because the id (or, with Unique, the task) already exists is a
+// success: at-least-once delivery makes duplicates normal.
+type Enqueuer struct {
+	client *asynq.Client
+	cfg    Config
+}
+
+// NewEnqueuer returns an Enqueuer pushing through client (which the caller owns and
+// closes).
+func NewEnqueuer(client *asynq.Client, cfg Config) (*Enqueuer, error) {
+	if client == nil {
+		return nil, errors.New("queue: nil asynq client")
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Enqueuer{client: client, cfg: cfg}, nil
+}
+
+// Supervise enqueues a supervisor step of run; key distinguishes the start
+// ("start") from each resume (its cause), so duplicates collapse.
+func (e *Enqueuer) Supervise(ctx context.Context, runID, key string) error {
+	_, err := e.enqueue(ctx, SuperviseTask(runID), options{queue: QueueSupervisor, id: SuperviseTaskID(runID, key),
+		maxRetry: e.cfg.MaxRetry, retention: e.cfg.Retention, timeout: taskTimeout})
+	return err
+}
+
+// Turn enqueues the agent turn of a delegation; key as in Supervise.
+func (e *Enqueuer) Turn(ctx context.Context, delegationID, key string) error {
+	_, err := e.enqueue(ctx, TurnTask(delegationID), options{queue: QueueWorkers, id: TurnTaskID(delegationID, key),
+		maxRetry: e.cfg.MaxRetry, retention: e.cfg.Retention, timeout: taskTimeout})
+	return err
+}
+
+// Resume enqueues the next step of a session: a supervisor session resumes with a
+// supervise task, a delegation's session with a turn task. key names the cause
+// (the approval decided, the delegation finished), so each cause resumes once.
+func (e *Enqueuer) Resume(ctx context.Context, s SessionID, key string) error {
+	if err := s.Validate(); err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	if s.IsSupervisor() {
+		return e.Supervise(ctx, s.Run, key)
+	}
+	return e.Turn(ctx, s.Delegation, key)
+}
+
+// ExpireApproval schedules the expiry of an approval at at (on the supervisor
+// queue: an expiry unblocks a waiting run).
+func (e *Enqueuer) ExpireApproval(ctx context.Context, approvalID string, at time.Time) error {
+	_, err := e.enqueue(ctx, ApprovalExpireTask(approvalID), options{queue: QueueSupervisor, id: ApprovalExpireTaskID(approvalID),
+		maxRetry: approvalExpireMaxRetry, retention: e.cfg.Retention, timeout: taskTimeout, processAt: at})
+	return err
+}
+
+// DeliverWebhook enqueues the delivery of event eventID to webhook hook.
+func (e *Enqueuer) DeliverWebhook(ctx context.Context, hook int, eventID int64) error {
+	_, err := e.enqueue(ctx, WebhookTask(hook, eventID), options{queue: QueueMaintenance, id: WebhookTaskID(hook, eventID),
+		maxRetry: webhookMaxRetry, retention: e.cfg.Retention, timeout: taskTimeout})
+	return err
+}
+
+// CleanupRun enqueues the release of a finished run's resources.
+func (e *Enqueuer) CleanupRun(ctx context.Context, runID string) error {
+	_, err := e.enqueue(ctx, CleanupTask(runID), options{queue: QueueMaintenance, id: CleanupTaskID(runID),
+		maxRetry: cleanupMaxRetry, retention: e.cfg.Retention, timeout: taskTimeout})
+	return err
+}
+
+// Maintenance enqueues maintenance task typ for the tick of period that contains
+// now, and reports whether this call enqueued it (false: another scheduler replica
+// was first). The tick's record is kept four periods, so a late replica's enqueue
+// still collapses, and one attempt may run four periods.
+func (e *Enqueuer) Maintenance(ctx context.Context, typ string, now time.Time, period time.Duration) (bool, error) {
+	return e.enqueue(ctx, asynq.NewTask(typ, nil), options{queue: QueueMaintenance, id: MaintenanceTaskID(typ, now, period),
+		maxRetry: maintenanceMaxRetry, retention: 4 * period, timeout: 4 * period})
+}
+
+// options are one task's enqueue options, all explicit.
+type options struct {
+	queue     string
+	id        string
+	maxRetry  int
+	retention time.Duration
+	timeout   time.Duration
+	// processAt delays the task (zero: now).
+	processAt time.Time
+}
+
+// enqueue is the one place a task is enqueued. It reports whether this call
+// enqueued the task; an id that already exists is no error.
+func (e *Enqueuer) enqueue(ctx context.Context, t *asynq.Task, o options) (bool, error) {
+	opts := []asynq.Option{asynq.Queue(o.queue), asynq.TaskID(o.id), asynq.MaxRetry(o.maxRetry),
+		asynq.Retention(o.retention), asynq.Timeout(o.timeout)}
+	if !o.processAt.IsZero() {
+		opts = append(opts, asynq.ProcessAt(o.processAt))
+	}
+	_, err := e.client.EnqueueContext(ctx, t, opts...)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, asynq.ErrTaskIDConflict), errors.Is(err, asynq.ErrDuplicateTask):
+		return false, nil // already enqueued (or done): at-least-once makes this normal
+	default:
+		return false, fmt.Errorf("enqueue %s %s: %w", t.Type(), o.id, err)
+	}
+}

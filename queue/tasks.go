@@ -1,0 +1,157 @@
+package queue
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// Task types. The values are stored with every enqueued task: never change one.
+const (
+	// TypeSupervise steps a run's supervisor (SupervisePayload).
+	TypeSupervise = "run:supervise"
+	// TypeTurn steps the agent turn of one delegation (TurnPayload).
+	TypeTurn = "agent:turn"
+	// TypeApprovalExpire times a pending approval out (ApprovalExpirePayload).
+	TypeApprovalExpire = "approval:expire"
+	// TypeWebhookDeliver delivers one run event to one webhook (WebhookPayload).
+	TypeWebhookDeliver = "webhook:deliver"
+	// TypeRunCleanup releases what a finished run held: its mailboxes, GPU leases
+	// and sandbox container (CleanupPayload).
+	TypeRunCleanup = "run:cleanup"
+
+	// The periodic maintenance tasks (no payload), enqueued by the scheduler.
+	TypeRequeueQueued  = "maintenance:requeue-queued"
+	TypeStuckRuns      = "maintenance:stuck-runs"
+	TypeAuditPurge     = "maintenance:audit-purge"
+	TypeLeaseReap      = "maintenance:lease-reap"
+	TypeMailboxReclaim = "maintenance:mailbox-reclaim"
+	TypeMailboxTrim    = "maintenance:mailbox-trim"
+	TypeGPUStopIdle    = "maintenance:gpu-stop-idle"
+	TypeSandboxOrphans = "maintenance:sandbox-orphans"
+)
+
+// MaintenanceTasks are the periodic task types, in the order a tick enqueues them.
+func MaintenanceTasks() []string {
+	return []string{TypeRequeueQueued, TypeStuckRuns, TypeAuditPurge, TypeLeaseReap, TypeMailboxReclaim,
+		TypeMailboxTrim, TypeGPUStopIdle, TypeSandboxOrphans}
+}
+
+// Queue names.
+const (
+	// QueueSupervisor holds supervisor steps and approval expiries.
+	QueueSupervisor = "supervisor"
+	// QueueWorkers holds agent turns.
+	QueueWorkers = "workers"
+	// QueueMaintenance holds maintenance ticks, run cleanups and webhook deliveries.
+	QueueMaintenance = "maintenance"
+)
+
+// Queues are the fleet's queue names, in priority order.
+func Queues() []string { return []string{QueueSupervisor, QueueWorkers, QueueMaintenance} }
+
+// Weights are the asynq priority weights of the queues (asynq.Config.Queues):
+// supervisor steps are short and unblock whole runs, so they go first; maintenance
+// goes last. A fresh map on every call.
+func Weights() map[string]int {
+	return map[string]int{QueueSupervisor: 6, QueueWorkers: 4, QueueMaintenance: 1}
+}
+
+// SupervisePayload resumes (or starts) a run's supervisor.
+type SupervisePayload struct {
+	RunID string `json:"run_id"`
+}
+
+// TurnPayload runs (or resumes) the agent turn of one delegation.
+type TurnPayload struct {
+	DelegationID string `json:"delegation_id"`
+}
+
+// ApprovalExpirePayload names the approval to expire.
+type ApprovalExpirePayload struct {
+	ApprovalID string `json:"approval_id"`
+}
+
+// WebhookPayload names the event to deliver and the webhook (its index in the
+// configured list) to deliver it to.
+type WebhookPayload struct {
+	EventID int64 `json:"event_id"`
+	Hook    int   `json:"hook"`
+}
+
+// CleanupPayload names the finished run whose resources are released.
+type CleanupPayload struct {
+	RunID string `json:"run_id"`
+}
+
+// SuperviseTask is the supervisor step of run.
+func SuperviseTask(runID string) *asynq.Task {
+	return newTask(TypeSupervise, SupervisePayload{RunID: runID})
+}
+
+// TurnTask is the agent turn of a delegation.
+func TurnTask(delegationID string) *asynq.Task {
+	return newTask(TypeTurn, TurnPayload{DelegationID: delegationID})
+}
+
+// ApprovalExpireTask is the expiry of an approval.
+func ApprovalExpireTask(approvalID string) *asynq.Task {
+	return newTask(TypeApprovalExpire, ApprovalExpirePayload{ApprovalID: approvalID})
+}
+
+// WebhookTask is the delivery of event eventID to webhook hook.
+func WebhookTask(hook int, eventID int64) *asynq.Task {
+	return newTask(TypeWebhookDeliver, WebhookPayload{EventID: eventID, Hook: hook})
+}
+
+// CleanupTask is the cleanup of a finished run.
+func CleanupTask(runID string) *asynq.Task {
+	return newTask(TypeRunCleanup, CleanupPayload{RunID: runID})
+}
+
+func newTask[P any](typ string, p P) *asynq.Task {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		panic(fmt.Sprintf("queue: %s payload: %v", typ, err)) // plain structs of strings and ints
+	}
+	return asynq.NewTask(typ, raw)
+}
+
+// Decode reads a task's payload. A payload that does not decode can never be
+// handled, so the error wraps asynq.SkipRetry: the task is archived, not retried.
+func Decode[P any](t *asynq.Task) (P, error) {
+	var p P
+	if err := json.Unmarshal(t.Payload(), &p); err != nil {
+		return p, fmt.Errorf("%w: %s: bad payload: %v", asynq.SkipRetry, t.Type(), err)
+	}
+	return p, nil
+}
+
+// Task ids. Each is deterministic per cause, so a duplicate enqueue collapses; the
+// formats are the idempotency contract with tasks already in Redis: never change one.
+
+// SuperviseTaskID is the id of run's supervisor step for key: "start", or the cause
+// of a resume ("after:<delegation>", "approval:<approval>").
+func SuperviseTaskID(runID, key string) string { return "supervise:" + runID + ":" + key }
+
+// TurnTaskID is the id of a delegation's agent turn for key (as SuperviseTaskID).
+func TurnTaskID(delegationID, key string) string { return "turn:" + delegationID + ":" + key }
+
+// ApprovalExpireTaskID is the id of an approval's expiry.
+func ApprovalExpireTaskID(approvalID string) string { return "approval-expire:" + approvalID }
+
+// WebhookTaskID is the id of one event's delivery to one webhook.
+func WebhookTaskID(hook int, eventID int64) string {
+	return fmt.Sprintf("webhook:%d:%d", hook, eventID)
+}
+
+// CleanupTaskID is the id of a run's cleanup.
+func CleanupTaskID(runID string) string { return "cleanup:" + runID }
+
+// MaintenanceTaskID is the id of maintenance task typ for the tick of period that
+// contains t: every scheduler replica computes the same id for a tick.
+func MaintenanceTaskID(typ string, t time.Time, period time.Duration) string {
+	return fmt.Sprintf("%s:%d", typ, t.Truncate(period).Unix())
+}
