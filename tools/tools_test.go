@@ -631,8 +631,8 @@ func TestCheckCatalog(t *testing.T) {
 		{name: "an undocumented tool", reg: func(t *testing.T) *tools.Registry { return documentedRegistry(t, "", "analyze_code") }, want: []string{"analyze_code is registered but not documented"}},
 		{
 			name: "both problems at once",
-			reg:  func(t *testing.T) *tools.Registry { return documentedRegistry(t, "reply", "web_search") },
-			want: []string{"reply is documented but not registered", "web_search is registered but not documented"},
+			reg:  func(t *testing.T) *tools.Registry { return documentedRegistry(t, "reply", "comfyui_generate") },
+			want: []string{"reply is documented but not registered", "comfyui_generate is registered but not documented"},
 		},
 		{name: "empty registry", reg: func(*testing.T) *tools.Registry { return tools.NewRegistry() }, want: []string{"read_file is documented", "spawn_subagents is documented"}},
 	}
