@@ -25,6 +25,7 @@ import (
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/workspace"
+	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
 // Config bounds the shell tools.
@@ -155,6 +156,11 @@ func (s *server) run(ctx context.Context, a RunArgs) (tools.Result, error) {
 	}
 	if execErr != nil {
 		return tools.Result{}, fmt.Errorf("run_shell: %w", execErr)
+	}
+	// A command whose writes did not fit the workspace's quota is an error the
+	// model cannot miss, with the output it needs to see what failed.
+	if qe, ok := wsquota.ExplainOutput(sess.Workspace, res.Output); ok {
+		return tools.Result{}, fmt.Errorf("run_shell: %w: the command could not write more; delete files in the workspace to make room. Its output:\n%s", qe, format(res))
 	}
 	return tools.Result{Content: format(res)}, nil
 }
