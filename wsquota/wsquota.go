@@ -557,11 +557,13 @@ func exceeded(u Usage, err error) *ExceededError {
 	return e
 }
 
-// ExplainOutput checks a command's output for a write that did not fit: when it
-// says "No space left on device" (or "Disk quota exceeded") and the quota
-// workspace at dir is full, it returns the ExceededError to report.
-func ExplainOutput(dir, output string) (*ExceededError, bool) {
-	if !strings.Contains(output, "No space left on device") && !strings.Contains(output, "Disk quota exceeded") {
+// ExplainCommand reports a shell command that ran into the quota of the workspace
+// at dir: the workspace is full and the command failed (non-zero exit) or said
+// "No space left on device" / "Disk quota exceeded". The exit status counts
+// because not every program names the error: busybox reports a failed write to
+// its standard output as "I/O error".
+func ExplainCommand(dir, output string, exitCode int) (*ExceededError, bool) {
+	if exitCode == 0 && !strings.Contains(output, "No space left on device") && !strings.Contains(output, "Disk quota exceeded") {
 		return nil, false
 	}
 	u, ok := UsageOf(dir)

@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/aetherium-engine/aetherium/wsquota"
+	"github.com/aetherium-engine/aetherium/wsquota/wsquotatest"
 )
 
 const testQuota = 16 << 20
@@ -113,31 +114,14 @@ func TestConfigYAMLAndValidate(t *testing.T) {
 	}
 }
 
-// needMounts fails under CI=true and skips elsewhere when this process cannot
-// attach loop devices and mount (not root, no loop module, no mkfs.ext4).
-func needMounts(t *testing.T) {
-	t.Helper()
-	m, err := wsquota.New(t.TempDir(), wsquota.Config{Quota: testQuota})
-	require.NoError(t, err)
-	if err := m.Check(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%v (CI=true: quota workspaces are required)", err)
-		}
-		t.Skip(err)
-	}
-}
-
 // manager returns a Manager on a fresh root whose mounts are all gone at cleanup.
 func manager(t *testing.T, cfg wsquota.Config) *wsquota.Manager {
 	t.Helper()
-	needMounts(t)
-	root := t.TempDir()
-	// Registered after TempDir's removal, so it runs first.
-	t.Cleanup(func() { require.NoError(t, wsquota.UnmountAll(root)) })
+	wsquotatest.Require(t)
 	if cfg.Quota == 0 {
 		cfg.Quota = testQuota
 	}
-	m, err := wsquota.New(root, cfg)
+	m, err := wsquota.New(wsquotatest.Root(t), cfg)
 	require.NoError(t, err)
 	return m
 }
@@ -281,15 +265,27 @@ func TestWritePastQuotaIsTheQuotaError(t *testing.T) {
 	require.NoError(t, err)
 	require.LessOrEqual(t, fi.Sys().(*syscall.Stat_t).Blocks*512, int64(testQuota), "the host disk holds no more than the quota")
 
-	qe, ok := wsquota.ExplainOutput(dir, "dd: error writing 'x': No space left on device\n")
-	require.True(t, ok)
-	require.Regexp(t, `^workspace quota exceeded: 1[56]\.\d MiB of 16\.0 MiB$`, qe.Error())
-	_, ok = wsquota.ExplainOutput(dir, "all fine\n")
-	require.False(t, ok, "no ENOSPC in the output, nothing to explain")
+	commands := []struct {
+		output string
+		exit   int
+		quota  bool
+	}{
+		{"dd: error writing 'x': No space left on device\n", 1, true},
+		{"cp: Disk quota exceeded\n", 0, true},
+		{"head: standard output: I/O error\n", 1, true}, // busybox hides the errno
+		{"all fine\n", 0, false},
+	}
+	for _, c := range commands {
+		qe, ok := wsquota.ExplainCommand(dir, c.output, c.exit)
+		require.Equal(t, c.quota, ok, c.output)
+		if ok {
+			require.Regexp(t, `^workspace quota exceeded: 1[56]\.\d MiB of 16\.0 MiB$`, qe.Error())
+		}
+	}
 
 	// Freeing space works, and then a full /tmp is not the workspace's quota.
 	require.NoError(t, os.Remove(filepath.Join(dir, "big.bin")))
-	_, ok = wsquota.ExplainOutput(dir, "No space left on device")
+	_, ok = wsquota.ExplainCommand(dir, "No space left on device", 1)
 	require.False(t, ok)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "small"), []byte("x"), 0o644))
 
@@ -373,7 +369,7 @@ func TestSweepUnmountsOnlyIdleWorkspaces(t *testing.T) {
 
 func TestUnmountAllLeavesNoMountOrLoopDevice(t *testing.T) {
 	t.Parallel()
-	needMounts(t)
+	wsquotatest.Require(t)
 	root := t.TempDir()
 	m, err := wsquota.New(root, wsquota.Config{Quota: testQuota})
 	require.NoError(t, err)

@@ -157,10 +157,10 @@ func (s *server) run(ctx context.Context, a RunArgs) (tools.Result, error) {
 	if execErr != nil {
 		return tools.Result{}, fmt.Errorf("run_shell: %w", execErr)
 	}
-	// A command whose writes did not fit the workspace's quota is an error the
-	// model cannot miss, with the output it needs to see what failed.
-	if qe, ok := wsquota.ExplainOutput(sess.Workspace, res.Output); ok {
-		return tools.Result{}, fmt.Errorf("run_shell: %w: the command could not write more; delete files in the workspace to make room. Its output:\n%s", qe, format(res))
+	// A command that failed on a full workspace is an error the model cannot miss,
+	// with the output it needs to see what failed.
+	if qe, ok := wsquota.ExplainCommand(sess.Workspace, res.Output, res.ExitCode); ok {
+		return tools.Result{}, fmt.Errorf("run_shell: %w: the command failed with the workspace full (delete files in it to make room); its output:\n%s", qe, format(res))
 	}
 	return tools.Result{Content: format(res)}, nil
 }
