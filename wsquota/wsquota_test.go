@@ -475,3 +475,46 @@ func TestQuotaZeroIsAPlainDirectory(t *testing.T) {
 	_, err = full.Open(context.Background(), "run")
 	require.NoError(t, err)
 }
+
+// A workspace unmounted here while another mount namespace (a sandbox container's)
+// still has it is mounted again from the same loop device: one ext4 instance on
+// the image, never two (which would corrupt it). The other namespace sees what is
+// written after the remount.
+func TestRemountReusesTheLoopDeviceAnotherNamespaceHolds(t *testing.T) {
+	t.Parallel()
+	m := manager(t, wsquota.Config{})
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("unshare (util-linux) not installed")
+	}
+	ctx := context.Background()
+	dir, err := m.Open(ctx, "held")
+	require.NoError(t, err)
+	before := mountsAt(t, dir)
+	require.Len(t, before, 1)
+
+	holder := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", `echo ready; read x; cat "$1/later.txt"`, "sh", dir)
+	stdin, err := holder.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := holder.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, holder.Start())
+	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
+	out := bufio.NewReader(stdout)
+	line, err := out.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "ready\n", line)
+
+	require.NoError(t, m.Unmount(ctx, "held"))
+	dir, err = m.Open(ctx, "held")
+	require.NoError(t, err)
+	after := mountsAt(t, dir)
+	require.Len(t, after, 1)
+	require.Equal(t, before[0].source, after[0].source, "the same loop device")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "later.txt"), []byte("one filesystem\n"), 0o644))
+
+	_, err = stdin.Write([]byte("go\n"))
+	require.NoError(t, err)
+	line, err = out.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "one filesystem\n", line, "the other namespace sees the write: a single ext4 instance")
+}
