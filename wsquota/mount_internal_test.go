@@ -19,3 +19,23 @@ func TestUnescapeMountinfo(t *testing.T) {
 		require.Equal(t, want, unescapeMountinfo(in), in)
 	}
 }
+
+func TestHumanBytes(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		n, ref int64
+		want   string
+	}{
+		{0, 0, "0 B"},
+		{512, 512, "512 B"},
+		{1536, 1536, "1.5 KiB"},
+		{16 << 20, 16 << 20, "16.0 MiB"},
+		{1<<30 - 1<<20, 1 << 30, "1.0 GiB"}, // used shown in the limit's unit
+		{15_800_000, 16 << 20, "15.1 MiB"},
+		{1 << 60, 1 << 60, "1024.0 PiB"},
+		{-(1 << 20), 1 << 20, "-1.0 MiB"},
+	}
+	for _, c := range cases {
+		require.Equal(t, c.want, inUnitOf(c.n, c.ref), "%d in the unit of %d", c.n, c.ref)
+	}
+}

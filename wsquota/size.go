@@ -66,21 +66,26 @@ func (s *Size) UnmarshalYAML(n *yaml.Node) error {
 }
 
 // HumanBytes renders n bytes with one decimal in the largest binary unit that fits.
-func HumanBytes(n int64) string {
+func HumanBytes(n int64) string { return inUnitOf(n, n) }
+
+// inUnitOf renders n bytes in the unit HumanBytes picks for ref, so that "used of
+// limit" reads "1.0 GiB of 1.0 GiB", not "1023.9 MiB of 1.0 GiB".
+func inUnitOf(n, ref int64) string {
 	if n < 0 {
-		return "-" + HumanBytes(-n)
+		return "-" + inUnitOf(-n, ref)
 	}
-	if n < 1<<10 {
+	ref = max(ref, 0)
+	if ref < 1<<10 {
 		return fmt.Sprintf("%d B", n)
 	}
-	v, unit := float64(n)/(1<<10), "KiB"
+	v, div, unit := float64(ref)/(1<<10), float64(1<<10), "KiB"
 	for _, u := range []string{"MiB", "GiB", "TiB", "PiB"} {
 		if v < 1<<10 {
 			break
 		}
-		v, unit = v/(1<<10), u
+		v, div, unit = v/(1<<10), div*(1<<10), u
 	}
-	return fmt.Sprintf("%.1f %s", v, unit)
+	return fmt.Sprintf("%.1f %s", float64(n)/div, unit)
 }
 
 // MinFree is the free space the workspaces' filesystem must keep: an absolute Size

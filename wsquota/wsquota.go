@@ -145,7 +145,7 @@ func (e *ExceededError) Error() string {
 	if e.Files {
 		s = fmt.Sprintf("workspace quota exceeded: %d of %d files", e.UsedFiles, e.LimitFiles)
 	} else {
-		s = fmt.Sprintf("workspace quota exceeded: %s of %s", HumanBytes(e.Used), HumanBytes(e.Limit))
+		s = fmt.Sprintf("workspace quota exceeded: %s of %s", inUnitOf(e.Used, e.Limit), HumanBytes(e.Limit))
 	}
 	if e.Err != nil {
 		s += " (" + e.Err.Error() + ")"
