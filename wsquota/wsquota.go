@@ -254,7 +254,7 @@ func (m *Manager) check() (string, error) {
 	if err != nil {
 		return "", fail("%s: %v (install e2fsprogs)", m.cfg.Mkfs, err)
 	}
-	if err := os.MkdirAll(filepath.Join(m.root, ImagesDir), 0o700); err != nil {
+	if err := m.mkdirImages(); err != nil {
 		return "", fail("a writable workspaces root: %v", err)
 	}
 	return mkfs, nil
@@ -355,6 +355,18 @@ func (m *Manager) create(ctx context.Context, dir, image string) error {
 	return nil
 }
 
+// mkdirImages makes the root (0755, as without quotas) and its private images
+// directory (0700: the images are the workspaces' raw blocks).
+func (m *Manager) mkdirImages() error {
+	if err := os.MkdirAll(m.root, 0o755); err != nil {
+		return err
+	}
+	if err := os.Mkdir(filepath.Join(m.root, ImagesDir), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return nil
+}
+
 // checkEmpty refuses to mount over a directory with files: they would be hidden.
 func checkEmpty(dir string) error {
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
@@ -369,7 +381,7 @@ func (m *Manager) lock(ctx context.Context, id string) (func(), error) {
 	path := filepath.Join(m.root, ImagesDir, id+".lock")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if errors.Is(err, fs.ErrNotExist) {
-		if err = os.MkdirAll(filepath.Dir(path), 0o700); err == nil {
+		if err = m.mkdirImages(); err == nil {
 			f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 		}
 	}

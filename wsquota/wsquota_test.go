@@ -185,6 +185,11 @@ func TestOpenMountsAQuotaFilesystem(t *testing.T) {
 	ids, err := m.Mounted()
 	require.NoError(t, err)
 	require.Equal(t, []string{"run-1"}, ids)
+	for path, mode := range map[string]os.FileMode{m.Root(): 0o755, filepath.Dir(m.Image("run-1")): 0o700} {
+		fi, err := os.Stat(path)
+		require.NoError(t, err)
+		require.Equal(t, mode, fi.Mode().Perm(), path)
+	}
 
 	u, ok := wsquota.UsageOf(dir)
 	require.True(t, ok)
