@@ -8,6 +8,18 @@ RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/aetherium ./cmd/aetherium
 
+# The worker of docker-compose.yml: quota workspaces need mkfs.ext4 and root (the
+# container is privileged). Build: docker build --target worker -t aetherium-worker .
+FROM debian:bookworm-slim AS worker
+RUN apt-get update && apt-get install -y --no-install-recommends e2fsprogs && rm -rf /var/lib/apt/lists/*
+COPY --from=build /out/aetherium /usr/local/bin/aetherium
+COPY templates /app/templates
+COPY config /app/config
+WORKDIR /app
+ENV AETHERIUM_TEMPLATES=/app/templates AETHERIUM_WORKSPACES=/data/workspaces
+ENTRYPOINT ["/usr/local/bin/aetherium"]
+
+# Every other role (the default target).
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/aetherium /usr/local/bin/aetherium
 COPY templates /app/templates

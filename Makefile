@@ -40,7 +40,9 @@ compose-check:
 	elif docker compose version >/dev/null 2>&1; then docker compose -f docker-compose.yml config -q && echo "docker-compose.yml: valid"; \
 	else echo "compose-check: no docker-compose here, skipped"; fi
 
+# Quota workspaces under data/ are mounts (on loop devices): unmount them first.
 clean:
+	@awk '{print $$5}' /proc/self/mountinfo | grep '^$(CURDIR)/data/' | sort -r | xargs -r umount
 	rm -rf bin data
 
 # Throughput and latency on the local Redis and PostgreSQL (about three minutes);

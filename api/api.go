@@ -76,6 +76,9 @@ type Deps struct {
 	// Leases serves GET /api/leases and checks a team's gpu_services.
 	Leases *lease.Manager
 	Log    *slog.Logger
+	// CheckDisk, when set, is the free-disk guard: a submit it refuses with
+	// wsquota.ErrDiskFull gets 507 before anything is stored or enqueued.
+	CheckDisk func() error
 }
 
 // Server is the API.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
@@ -15,10 +16,15 @@ import (
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
 // MaxPromptBytes bounds a run's prompt.
 const MaxPromptBytes = 64 << 10
+
+// DiskFullRetryAfter is the Retry-After of a submit refused by the free-disk guard:
+// space comes back when someone frees it, not in a second.
+const DiskFullRetryAfter = 5 * time.Minute
 
 type inlineRequest struct {
 	Prompt    string          `json:"prompt"`
@@ -133,6 +139,16 @@ func (s *Server) submit(c *fiber.Ctx, team templates.Template, tmplName, prompt 
 		}
 		if _, ok := s.d.Leases.Service(svc); !ok {
 			return badRequest("team", "gpu_services: %q is not a GPU service of this deployment (streams.leases.services)", svc)
+		}
+	}
+	if s.d.CheckDisk != nil {
+		if err := s.d.CheckDisk(); errors.Is(err, wsquota.ErrDiskFull) {
+			c.Set("Retry-After", strconv.Itoa(int(DiskFullRetryAfter.Seconds())))
+			return &Error{Status: http.StatusInsufficientStorage, Message: err.Error()}
+		} else if err != nil {
+			// The workers guard every new workspace too: an API that cannot measure
+			// the disk (it does not see the workspaces) does not refuse work for it.
+			s.d.Log.Warn("free-disk guard: cannot measure the workspaces' disk", "err", err)
 		}
 	}
 	teamJSON, _ := json.Marshal(rendered)

@@ -28,6 +28,7 @@ import (
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/internal/testinfra"
+	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
 // options are the bench's knobs; the defaults keep the whole run within about three
@@ -136,6 +137,13 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer os.RemoveAll(e.tmp)
+	// Registered after the removal, so it runs first: the workspaces are mounts on
+	// loop devices, which outlive the worker processes the benchmark kills.
+	defer func() {
+		if err := wsquota.UnmountAll(e.tmp); err != nil {
+			progress("%v", err)
+		}
+	}()
 	e.bin = o.bin
 	if e.bin == "" {
 		progress("building ./cmd/aetherium")

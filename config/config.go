@@ -24,6 +24,7 @@ import (
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/research"
+	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
 // FallbackTools is security.supervisor_fallback: a list of tool names. The boolean
@@ -83,6 +84,13 @@ type Config struct {
 	// Workspaces is the root of per-run workspaces. Env AETHERIUM_WORKSPACES.
 	// Default data/workspaces.
 	Workspaces string `yaml:"workspaces"`
+	// WorkspaceLimits are the top-level keys workspace_quota (env
+	// AETHERIUM_WORKSPACE_QUOTA, default 1GiB, 0 = off), workspace_min_free (env
+	// AETHERIUM_WORKSPACE_MIN_FREE, default 5%) and workspace_unmount_after
+	// (default 15m): every workspace is a filesystem of that size, and new work is
+	// refused while the workspaces' disk is below the minimum. See package wsquota
+	// and docs/quota.md.
+	WorkspaceLimits wsquota.Config `yaml:",inline"`
 	// Templates is the team-template directory. Env AETHERIUM_TEMPLATES. Default templates.
 	Templates string `yaml:"templates"`
 
@@ -300,11 +308,12 @@ type Provider struct {
 func Default() Config {
 	ro := true
 	return Config{
-		RedisURL:    "redis://127.0.0.1:6379/0",
-		DatabaseURL: "postgres://postgres@127.0.0.1:5432/aetherium?sslmode=disable",
-		Workspaces:  "data/workspaces",
-		Templates:   "templates",
-		API:         API{Addr: "127.0.0.1:8080", BodyLimit: 1 << 20, MonitoringReadOnly: &ro},
+		RedisURL:        "redis://127.0.0.1:6379/0",
+		DatabaseURL:     "postgres://postgres@127.0.0.1:5432/aetherium?sslmode=disable",
+		Workspaces:      "data/workspaces",
+		WorkspaceLimits: wsquota.Defaults(),
+		Templates:       "templates",
+		API:             API{Addr: "127.0.0.1:8080", BodyLimit: 1 << 20, MonitoringReadOnly: &ro},
 		Worker: Worker{
 			Concurrency: 20, ShutdownTimeout: Duration(10 * time.Second),
 			TaskCheckInterval: Duration(100 * time.Millisecond), StepLease: Duration(2 * time.Minute),
@@ -411,6 +420,20 @@ func applyEnv(c *Config, env func(string) (string, bool)) error {
 			*ints[k] = n
 		}
 	}
+	if v, ok := env("AETHERIUM_WORKSPACE_QUOTA"); ok {
+		q, err := wsquota.ParseSize(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("config: AETHERIUM_WORKSPACE_QUOTA=%q: %v", v, err))
+		}
+		c.WorkspaceLimits.Quota = q
+	}
+	if v, ok := env("AETHERIUM_WORKSPACE_MIN_FREE"); ok {
+		m, err := wsquota.ParseMinFree(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("config: AETHERIUM_WORKSPACE_MIN_FREE=%q: %v", v, err))
+		}
+		c.WorkspaceLimits.MinFree = m
+	}
 	return errors.Join(errs...)
 }
 
@@ -428,6 +451,9 @@ func (c Config) Validate() error {
 	}
 	if c.Workspaces == "" {
 		bad("workspaces (AETHERIUM_WORKSPACES)", "must not be empty")
+	}
+	if err := c.WorkspaceLimits.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("config: %w", err))
 	}
 	if c.Templates == "" {
 		bad("templates (AETHERIUM_TEMPLATES)", "must not be empty")

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/config"
+	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
 // envOf returns a fake environment lookup over m, so tests never read the real one.
@@ -34,6 +35,9 @@ func TestDefault(t *testing.T) {
 	require.Equal(t, "redis://127.0.0.1:6379/0", c.RedisURL)
 	require.Equal(t, "postgres://postgres@127.0.0.1:5432/aetherium?sslmode=disable", c.DatabaseURL)
 	require.Equal(t, "data/workspaces", c.Workspaces)
+	require.EqualValues(t, 1<<30, c.WorkspaceLimits.Quota)
+	require.Equal(t, wsquota.MinFree{Percent: 5}, c.WorkspaceLimits.MinFree)
+	require.Equal(t, 15*time.Minute, c.WorkspaceLimits.UnmountAfter)
 	require.Equal(t, "templates", c.Templates)
 	require.Equal(t, "127.0.0.1:8080", c.API.Addr)
 	require.Equal(t, 1<<20, c.API.BodyLimit)
@@ -89,6 +93,9 @@ func TestLoadFromFileAndEnv(t *testing.T) {
 redis_url: redis://redis.internal:6380/2
 database_url: postgresql://fleet@db:5432/fleet
 workspaces: /srv/ws
+workspace_quota: 512MiB
+workspace_min_free: 2GiB
+workspace_unmount_after: 1h
 api:
   addr: 0.0.0.0:9000
   body_limit: 2048
@@ -119,6 +126,9 @@ llm:
 				require.Equal(t, "redis://redis.internal:6380/2", c.RedisURL)
 				require.Equal(t, "postgresql://fleet@db:5432/fleet", c.DatabaseURL)
 				require.Equal(t, "/srv/ws", c.Workspaces)
+				require.EqualValues(t, 512<<20, c.WorkspaceLimits.Quota)
+				require.Equal(t, wsquota.MinFree{Bytes: 2 << 30}, c.WorkspaceLimits.MinFree)
+				require.Equal(t, time.Hour, c.WorkspaceLimits.UnmountAfter)
 				require.Equal(t, "templates", c.Templates, "keys absent from the file keep their default")
 				require.Equal(t, "0.0.0.0:9000", c.API.Addr)
 				require.Equal(t, 2048, c.API.BodyLimit)
@@ -145,6 +155,8 @@ llm:
 				"AETHERIUM_REDIS_URL":              "rediss://cache:6379/0",
 				"AETHERIUM_DATABASE_URL":           "postgres://other@db2/x",
 				"AETHERIUM_WORKSPACES":             "/tmp/ws",
+				"AETHERIUM_WORKSPACE_QUOTA":        "0",
+				"AETHERIUM_WORKSPACE_MIN_FREE":     "10%",
 				"AETHERIUM_TEMPLATES":              "/etc/aetherium/templates",
 				"AETHERIUM_API_ADDR":               ":8081",
 				"AETHERIUM_PROMETHEUS_URL":         "http://prom:9090",
@@ -162,6 +174,9 @@ llm:
 				require.Equal(t, "rediss://cache:6379/0", c.RedisURL)
 				require.Equal(t, "postgres://other@db2/x", c.DatabaseURL)
 				require.Equal(t, "/tmp/ws", c.Workspaces)
+				require.Zero(t, c.WorkspaceLimits.Quota, "0 turns quotas off")
+				require.Equal(t, wsquota.MinFree{Percent: 10}, c.WorkspaceLimits.MinFree)
+				require.Equal(t, time.Hour, c.WorkspaceLimits.UnmountAfter)
 				require.Equal(t, "/etc/aetherium/templates", c.Templates)
 				require.Equal(t, ":8081", c.API.Addr)
 				require.Equal(t, "http://prom:9090", c.API.PrometheusURL)
@@ -243,6 +258,13 @@ func TestLoadFromErrors(t *testing.T) {
 		{name: "zero body limit in env", env: map[string]string{"AETHERIUM_API_BODY_LIMIT": "0"}, want: []string{"api.body_limit", "got 0"}},
 		{name: "negative concurrency", env: map[string]string{"AETHERIUM_WORKER_CONCURRENCY": "-1"}, want: []string{"worker.concurrency (AETHERIUM_WORKER_CONCURRENCY)"}},
 		{name: "empty workspaces", env: map[string]string{"AETHERIUM_WORKSPACES": ""}, want: []string{"workspaces (AETHERIUM_WORKSPACES)"}},
+		{name: "bad quota in env", env: map[string]string{"AETHERIUM_WORKSPACE_QUOTA": "1 gallon"}, want: []string{"AETHERIUM_WORKSPACE_QUOTA", "1 gallon"}},
+		{name: "tiny quota in file", file: "workspace_quota: 1MiB\n", want: []string{"workspace_quota (AETHERIUM_WORKSPACE_QUOTA)", "below the minimum"}},
+		{name: "bad quota in file", file: "workspace_quota: lots\n", want: []string{"lots"}},
+		{name: "bad min free in env", env: map[string]string{"AETHERIUM_WORKSPACE_MIN_FREE": "150%"}, want: []string{"AETHERIUM_WORKSPACE_MIN_FREE", "percentage"}},
+		{name: "bad min free in file", file: "workspace_min_free: half\n", want: []string{"half"}},
+		{name: "negative unmount after", file: "workspace_unmount_after: -1m\n", want: []string{"workspace_unmount_after"}},
+		{name: "unknown workspace key", file: "workspace_qouta: 1GiB\n", want: []string{"workspace_qouta", "not found"}},
 		{name: "empty templates", env: map[string]string{"AETHERIUM_TEMPLATES": ""}, want: []string{"templates (AETHERIUM_TEMPLATES)"}},
 		{name: "bad worker metrics addr", env: map[string]string{"AETHERIUM_WORKER_METRICS_ADDR": "nope"}, want: []string{"worker.metrics_addr"}},
 		{name: "bad scheduler metrics addr", file: "scheduler:\n  metrics_addr: nope\n", want: []string{"scheduler.metrics_addr"}},

@@ -15,6 +15,7 @@ import (
 	"github.com/aetherium-engine/aetherium/bench/harness"
 	"github.com/aetherium-engine/aetherium/internal/testinfra"
 	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
 // cluster is one drill's fleet: private Redis, its own database, api, workers and a
@@ -153,6 +154,11 @@ func (c *cluster) close() {
 		go func() { defer wg.Done(); p.Stop(10 * time.Second) }()
 	}
 	wg.Wait()
+	// Quota workspaces are mounts on loop devices, which outlive a process killed
+	// with -9: none stays behind (the images do, in the work directory).
+	if err := wsquota.UnmountAll(c.dir); err != nil {
+		say("cluster %s: %v", c.name, err)
+	}
 	if c.pool != nil {
 		c.pool.Close()
 	}

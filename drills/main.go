@@ -29,6 +29,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/bench/harness"
 	"github.com/aetherium-engine/aetherium/internal/testinfra"
+	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
 type options struct {
@@ -126,6 +127,13 @@ func run(ctx context.Context, o options) (int, error) {
 	} else {
 		defer os.RemoveAll(e.dir)
 	}
+	// Registered after the removal, so it runs first: no workspace mount (nor its
+	// loop device) outlives the drills, even a cluster's that was never closed.
+	defer func() {
+		if err := wsquota.UnmountAll(e.dir); err != nil {
+			say("%v", err)
+		}
+	}()
 	if e.bin = o.bin; e.bin == "" {
 		say("building ./cmd/aetherium")
 		if e.bin, err = harness.Build(ctx, root, e.dir); err != nil {

@@ -33,7 +33,11 @@ func TestSteamFrameTemplateOnSimulator(t *testing.T) {
 	})
 	f := fleettest.Start(t, fleettest.Options{Fleet: fleet.Options{Device: &h.Config}})
 	id := f.Submit("steam-frame-vr", "playtest the build", nil)
-	apkPath := filepath.Join(f.Cfg.Workspaces, id, "build", "game.apk")
+	// Open the workspace before putting the build in: with a quota it is a
+	// filesystem of its own (Open is idempotent, whoever comes first makes it).
+	ws, err := f.Workspaces.Open(context.Background(), id)
+	require.NoError(t, err)
+	apkPath := filepath.Join(ws, "build", "game.apk")
 	require.NoError(t, os.MkdirAll(filepath.Dir(apkPath), 0o755))
 	require.NoError(t, os.WriteFile(apkPath, apktest.APK(apktest.GameAPK()), 0o644))
 
@@ -55,7 +59,7 @@ func TestSteamFrameTemplateOnSimulator(t *testing.T) {
 		st := h.State(t)
 		return st.App != nil && st.App.Ended.IsZero()
 	}, 60*time.Second, 20*time.Millisecond, "the app never launched")
-	_, err := f.Device.Status(ctx, device.Caller{RunID: "other", Agent: "intruder", Tool: "frame_status"}, t.TempDir(), "")
+	_, err = f.Device.Status(ctx, device.Caller{RunID: "other", Agent: "intruder", Tool: "frame_status"}, t.TempDir(), "")
 	var busy *device.BusyError
 	require.ErrorAs(t, err, &busy)
 	require.Contains(t, err.Error(), "vr-tester")

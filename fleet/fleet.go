@@ -36,6 +36,7 @@ import (
 	"github.com/aetherium-engine/aetherium/tools/toolset"
 	"github.com/aetherium-engine/aetherium/webhook"
 	"github.com/aetherium-engine/aetherium/worker"
+	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
 // Fleet is one process's wiring.
@@ -75,6 +76,8 @@ type Fleet struct {
 	ownExecutor bool
 	// EgressProxy is the Docker sandboxes' only way out (nil: sandboxes get no network).
 	EgressProxy *egressproxy.Proxy
+	// Workspaces makes and mounts the runs' workspaces: quota, free-disk guard.
+	Workspaces *wsquota.Manager
 }
 
 // Options adjust Open (tests and benchmarks).
@@ -107,6 +110,9 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options
 	}
 	f := &Fleet{Cfg: cfg, Log: log, Metrics: metrics.New()}
 	var err error
+	if f.Workspaces, err = wsquota.New(cfg.Workspaces, cfg.WorkspaceLimits); err != nil {
+		return nil, fmt.Errorf("workspaces (AETHERIUM_WORKSPACES): %w", err)
+	}
 	if f.Store, err = store.Open(ctx, cfg.DatabaseURL); err != nil {
 		return nil, fmt.Errorf("postgres (AETHERIUM_DATABASE_URL): %w", err)
 	}
@@ -185,7 +191,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options
 		Workspaces: cfg.Workspaces, StepLease: cfg.Worker.StepLease.D(), CircuitBreaker: cfg.Worker.CircuitBreaker,
 		MaxSteps: cfg.Worker.MaxSteps,
 	}, worker.Deps{Store: f.Store, Queue: f.Queue, Events: f.Events, Router: f.Router, Models: models, Metrics: f.Metrics, ModelLabels: knownModels(cfg, f.Registry), Log: log, Gated: !opts.NoGate,
-		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, LeaseRetry: cfg.Streams.LeaseRetry.D(), Audit: audit})
+		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, LeaseRetry: cfg.Streams.LeaseRetry.D(), Audit: audit, Workspaces: f.Workspaces})
 	return f, nil
 }
 
@@ -269,7 +275,8 @@ func (f *Fleet) API() *api.Server {
 	return api.New(api.Config{BodyLimit: f.Cfg.API.BodyLimit, MonitoringReadOnly: ro, PrometheusURL: f.Cfg.API.PrometheusURL, Tokens: f.Cfg.API.Tokens,
 		MaxRunsInFlight: f.Cfg.API.MaxRunsInFlight},
 		api.Deps{Store: f.Store, Redis: f.Redis, RedisOpt: f.RedisOpt, Queue: f.Queue, Events: f.Events, Registry: f.Registry,
-			Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Approvals: f.Approvals, Leases: f.Leases, Log: f.Log})
+			Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Approvals: f.Approvals, Leases: f.Leases, Log: f.Log,
+			CheckDisk: f.Workspaces.CheckFree})
 }
 
 // RunAPI serves the API until ctx ends, then drains connections.
@@ -340,7 +347,7 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 	mux.Use(logctx.TaskMiddleware())
 	(&scheduler.Maintenance{
 		Config: f.schedulerConfig(), Store: f.Store, Queue: f.Queue, Fail: w.FailRun, Log: f.Log,
-		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, Orphans: f.cleanupOrphans,
+		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, Orphans: f.cleanupOrphans, Workspaces: f.sweepWorkspaces,
 	}).Register(mux)
 	f.Metrics.WorkerStarted(f.Cfg.Worker.Concurrency)
 	stopped := sync.OnceFunc(func() { f.Metrics.WorkerStopped(f.Cfg.Worker.Concurrency) })
@@ -350,6 +357,11 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 // RunWorker processes tasks until ctx ends, then lets in-flight steps finish within
 // the shutdown timeout and hands the rest back to the queue.
 func (f *Fleet) RunWorker(ctx context.Context) error {
+	// A host that cannot make quota workspaces stops the worker at once, saying
+	// what it lacks, rather than failing every run.
+	if err := f.Workspaces.Check(); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
 	srv, mux, cancel := f.WorkerServer()
 	defer cancel()
 	if err := f.WatchRules(ctx); err != nil {

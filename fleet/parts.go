@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hibiken/asynq"
 
@@ -158,5 +159,24 @@ func (f *Fleet) cleanupOrphans(ctx context.Context) error {
 		return nil
 	}
 	_, err := d.CleanupOrphans(ctx, func(runID string) bool { return f.runActive(ctx, runID) })
+	return err
+}
+
+// sweepWorkspaces unmounts the workspaces of runs that ended more than
+// workspace_unmount_after ago (or vanished); Open mounts one again when needed.
+// Each run is looked up under its workspace's lock, so a lookup error keeps the
+// workspace mounted.
+func (f *Fleet) sweepWorkspaces(ctx context.Context) error {
+	after := f.Workspaces.Config().UnmountAfter
+	swept, err := f.Workspaces.Sweep(ctx, func(ctx context.Context, runID string) bool {
+		r, err := f.Store.GetRun(ctx, runID)
+		if errors.Is(err, store.ErrNotFound) {
+			return true
+		}
+		return err == nil && store.Terminal(r.Status) && r.FinishedAt != nil && time.Since(*r.FinishedAt) > after
+	})
+	if len(swept) > 0 {
+		f.Log.Info("workspaces unmounted", "count", len(swept), "unmount_after", after.String())
+	}
 	return err
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/aetherium-engine/aetherium/internal/testinfra"
 	"github.com/aetherium-engine/aetherium/logctx"
 	"github.com/aetherium-engine/aetherium/security"
+	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
 // Options adjust a test fleet.
@@ -55,6 +56,15 @@ func Config(t testing.TB) config.Config {
 	cfg.DatabaseURL = Database(t)
 	cfg.RedisURL = Redis(t)
 	cfg.Workspaces = t.TempDir()
+	// Quota workspaces are mounted filesystems on loop devices: they must go before
+	// the directory can (cleanups run last-registered first, so this runs before
+	// TempDir's removal and after the fleet that was started later has stopped).
+	ws := cfg.Workspaces
+	t.Cleanup(func() {
+		if err := wsquota.UnmountAll(ws); err != nil {
+			t.Errorf("unmount the test's workspaces: %v", err)
+		}
+	})
 	cfg.Templates = RepoPath(t, "templates")
 	cfg.API.Addr = "127.0.0.1:0"
 	cfg.Worker.TaskCheckInterval = config.Duration(20 * time.Millisecond)

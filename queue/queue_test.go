@@ -31,6 +31,7 @@ func TestContractIsPinned(t *testing.T) {
 		queue.TypeMailboxTrim:    "maintenance:mailbox-trim",
 		queue.TypeGPUStopIdle:    "maintenance:gpu-stop-idle",
 		queue.TypeSandboxOrphans: "maintenance:sandbox-orphans",
+		queue.TypeWorkspaceSweep: "maintenance:workspace-sweep",
 
 		queue.QueueSupervisor:  "supervisor",
 		queue.QueueWorkers:     "workers",
@@ -50,7 +51,7 @@ func TestContractIsPinned(t *testing.T) {
 	}
 	require.Equal(t, []string{"supervisor", "workers", "maintenance"}, queue.Queues())
 	require.Equal(t, map[string]int{"supervisor": 6, "workers": 4, "maintenance": 1}, queue.Weights())
-	require.Len(t, queue.MaintenanceTasks(), 8)
+	require.Len(t, queue.MaintenanceTasks(), 9)
 
 	// The getters hand out copies: a caller cannot change the fleet's queues.
 	queue.Weights()[queue.QueueWorkers] = 100

@@ -31,12 +31,13 @@ const (
 	TypeMailboxTrim    = "maintenance:mailbox-trim"
 	TypeGPUStopIdle    = "maintenance:gpu-stop-idle"
 	TypeSandboxOrphans = "maintenance:sandbox-orphans"
+	TypeWorkspaceSweep = "maintenance:workspace-sweep"
 )
 
 // MaintenanceTasks are the periodic task types, in the order a tick enqueues them.
 func MaintenanceTasks() []string {
 	return []string{TypeRequeueQueued, TypeStuckRuns, TypeAuditPurge, TypeLeaseReap, TypeMailboxReclaim,
-		TypeMailboxTrim, TypeGPUStopIdle, TypeSandboxOrphans}
+		TypeMailboxTrim, TypeGPUStopIdle, TypeSandboxOrphans, TypeWorkspaceSweep}
 }
 
 // Queue names.

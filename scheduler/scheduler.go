@@ -109,7 +109,9 @@ type Maintenance struct {
 	Leases  *lease.Manager
 	GPU     *gpu.Controller
 	Orphans func(ctx context.Context) error
-	Log     *slog.Logger
+	// Workspaces unmounts the workspaces of runs that ended a while ago.
+	Workspaces func(ctx context.Context) error
+	Log        *slog.Logger
 	// Ran, when set, is told each task that ran: its type and task id (tests).
 	Ran func(typ, taskID string)
 }
@@ -165,6 +167,12 @@ func (m *Maintenance) Register(mux *asynq.ServeMux) {
 			return nil
 		}
 		return m.Orphans(ctx)
+	})
+	h(queue.TypeWorkspaceSweep, func(ctx context.Context) error {
+		if m.Workspaces == nil {
+			return nil
+		}
+		return m.Workspaces(ctx)
 	})
 }
 

@@ -17,6 +17,8 @@ command -v searx-run >/dev/null 2>&1 || need_apt+=(searx)
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 # The sandbox egress firewall rules (egressproxy, docs/sandboxproxy.md).
 command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)
+# Quota workspaces are ext4 images (wsquota, docs/quota.md).
+[ -x /sbin/mkfs.ext4 ] || [ -x /usr/sbin/mkfs.ext4 ] || command -v mkfs.ext4 >/dev/null 2>&1 || need_apt+=(e2fsprogs)
 if [ "${#need_apt[@]}" -gt 0 ]; then
   echo "services: installing ${need_apt[*]} from Debian's packages"
   apt-get update -qq

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -18,6 +16,7 @@ import (
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
+	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
 func (w *Worker) handleSupervise(ctx context.Context, t *asynq.Task) error {
@@ -154,14 +153,19 @@ func supervisorPrompt(team templates.Template) string {
 	return b.String()
 }
 
-// Workspace returns (and creates) a run's workspace directory.
-func Workspace(root, runID string) (string, error) {
-	dir, err := filepath.Abs(filepath.Join(root, runID))
-	if err != nil {
-		return "", err
+// workspace returns a run's workspace directory, made and mounted (with a quota)
+// when needed. A refusal no retry can change comes with the reason to fail the run
+// with: workspace_disk_full (the free-disk guard) or workspace_unavailable (quota
+// workspaces cannot be made here).
+func (w *Worker) workspace(ctx context.Context, runID string) (dir string, reason string, err error) {
+	dir, err = w.workspaces.Open(ctx, runID)
+	switch {
+	case err == nil:
+		return dir, "", nil
+	case errors.Is(err, wsquota.ErrDiskFull):
+		return "", "workspace_disk_full", err
+	case errors.Is(err, wsquota.ErrUnavailable), errors.Is(err, wsquota.ErrNotEmpty):
+		return "", "workspace_unavailable", err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("workspace %s: %w", dir, err)
-	}
-	return dir, nil
+	return "", "", err
 }

@@ -82,7 +82,11 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 		defer release()
 		ctx = lctx
 	}
-	workspace, err := Workspace(w.cfg.Workspaces, in.run.ID)
+	workspace, reason, err := w.workspace(ctx, in.run.ID)
+	if reason != "" {
+		w.failStep(ctx, in, reason, err.Error())
+		return nil
+	}
 	if err != nil {
 		return err
 	}

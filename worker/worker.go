@@ -25,11 +25,13 @@ import (
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
+	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
 // Config tunes the agent loop.
 type Config struct {
-	// Workspaces is the root of per-run workspace directories.
+	// Workspaces is the root of per-run workspace directories; used (with no quota)
+	// only when Deps.Workspaces is nil.
 	Workspaces string
 	// StepLease is how long a step owns its session; renewed on every save. Default 2m.
 	StepLease time.Duration
@@ -82,6 +84,7 @@ type Worker struct {
 	gpu        *gpu.Controller
 	leaseRetry time.Duration
 	audit      AuditWriter
+	workspaces *wsquota.Manager
 }
 
 // AuditWriter takes audit rows a step could not write itself (the Auditor).
@@ -115,6 +118,9 @@ type Deps struct {
 	// Audit, when set, takes the audit rows a step fails to write (the database
 	// refused them) and retries them. Without it such rows are logged.
 	Audit AuditWriter
+	// Workspaces makes and mounts the runs' workspaces (quota, free-disk guard).
+	// Nil: plain directories under Config.Workspaces.
+	Workspaces *wsquota.Manager
 }
 
 // New returns a Worker.
@@ -126,7 +132,17 @@ func New(cfg Config, d Deps) *Worker {
 	if d.LeaseRetry <= 0 {
 		d.LeaseRetry = 2 * time.Second
 	}
-	return &Worker{cfg: cfg, store: d.Store, queue: d.Queue, events: d.Events, router: d.Router, models: d.Models, metrics: d.Metrics, log: d.Log, gated: d.Gated,
+	if d.Workspaces == nil {
+		root := cfg.Workspaces
+		if root == "" {
+			root = "."
+		}
+		var err error
+		if d.Workspaces, err = wsquota.New(root, wsquota.Config{}); err != nil {
+			panic(err) // the zero config always validates
+		}
+	}
+	return &Worker{workspaces: d.Workspaces, cfg: cfg, store: d.Store, queue: d.Queue, events: d.Events, router: d.Router, models: d.Models, metrics: d.Metrics, log: d.Log, gated: d.Gated,
 		mailbox: d.Mailbox, consumer: consumerName(), leases: d.Leases, gpu: d.GPU, leaseRetry: d.LeaseRetry, audit: d.Audit, modelLabels: d.ModelLabels}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/workspace"
+	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
 // Config bounds the shell tools.
@@ -155,6 +156,11 @@ func (s *server) run(ctx context.Context, a RunArgs) (tools.Result, error) {
 	}
 	if execErr != nil {
 		return tools.Result{}, fmt.Errorf("run_shell: %w", execErr)
+	}
+	// A command that failed on a full workspace is an error the model cannot miss,
+	// with the output it needs to see what failed.
+	if qe, ok := wsquota.ExplainCommand(sess.Workspace, res.Output, res.ExitCode); ok {
+		return tools.Result{}, fmt.Errorf("run_shell: %w: the command failed with the workspace full (delete files in it to make room); its output:\n%s", qe, format(res))
 	}
 	return tools.Result{Content: format(res)}, nil
 }
