@@ -115,7 +115,9 @@ func serve(ctx context.Context, role string, args []string, log *slog.Logger) er
 	}
 	cfg.API.InsecureNoAuth = cfg.API.InsecureNoAuth || *insecure
 	log = log.With("role", role)
-	f, err := fleet.Open(ctx, cfg, log, fleet.Options{})
+	// dev is the one-command local fleet: it migrates before anything reads the
+	// schema (the fleet's id among the first), so a fresh database works.
+	f, err := fleet.Open(ctx, cfg, log, fleet.Options{Migrate: role == "dev"})
 	if err != nil {
 		return err
 	}
@@ -128,9 +130,6 @@ func serve(ctx context.Context, role string, args []string, log *slog.Logger) er
 	case "scheduler":
 		return fleet.RunAll(ctx, f.RunScheduler, func(ctx context.Context) error { return f.ServeMetrics(ctx, cfg.Scheduler.MetricsAddr) })
 	default: // dev
-		if err := f.Store.MigrateUp(ctx); err != nil {
-			return err
-		}
 		return fleet.RunAll(ctx, f.RunAPI, f.RunWorker, f.RunScheduler)
 	}
 }

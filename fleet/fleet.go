@@ -82,6 +82,9 @@ type Fleet struct {
 
 // Options adjust Open (tests and benchmarks).
 type Options struct {
+	// Migrate brings the database schema up to date right after connecting, before
+	// anything reads it (the dev role on a fresh database).
+	Migrate bool
 	// Models overrides the model factory.
 	Models worker.Models
 	// Middleware wraps tool dispatch (outermost first), outside the gate.
@@ -115,6 +118,12 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options
 	}
 	if f.Store, err = store.Open(ctx, cfg.DatabaseURL); err != nil {
 		return nil, fmt.Errorf("postgres (AETHERIUM_DATABASE_URL): %w", err)
+	}
+	if opts.Migrate {
+		if err := f.Store.MigrateUp(ctx); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("migrate: %w", err)
+		}
 	}
 	ropt, err := redis.ParseURL(cfg.RedisURL)
 	if err != nil {

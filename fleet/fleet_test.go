@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -10,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testinfra"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
 )
@@ -356,4 +359,27 @@ func TestDelegateAuditedAfterCrashMidDispatch(t *testing.T) {
 	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM sessions s, jsonb_array_elements(s.messages) m
 		WHERE s.run_id = $1 AND s.agent = 'supervisor' AND m->>'role' = 'tool' AND m->>'tool_call_id' = $2`, id, ds[0].ToolCallID).Scan(&results))
 	require.Equal(t, 1, results, "the delegate call has one result")
+}
+
+// The dev role opens a fleet on a database nobody migrated yet (the README's demo on
+// a fresh machine): Options.Migrate brings the schema up before the fleet id is read.
+func TestOpenMigratesAFreshDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, fleettest.AdminURL())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = admin.Close(context.Background()) })
+	name := fmt.Sprintf("aeth_fresh_%d", time.Now().UnixNano())
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") })
+
+	cfg := fleettest.Config(t)
+	cfg.DatabaseURL = testinfra.WithDB(fleettest.AdminURL(), name)
+	f, err := fleet.Open(ctx, cfg, fleettest.Logger(t), fleet.Options{Migrate: true, NoSandbox: true})
+	require.NoError(t, err)
+	t.Cleanup(f.Close)
+	id, err := f.Store.FleetID(ctx)
+	require.NoError(t, err)
+	require.NotEmpty(t, id)
 }
