@@ -207,7 +207,7 @@ func TestValidateSingleProblems(t *testing.T) {
 		{name: "bad supervisor model", mutate: func(tpl *templates.Template) { tpl.Supervisor.Model = &llm.ModelConfig{Provider: "x"} }, want: []string{`supervisor.model.provider: "x"`}},
 		{name: "unknown group", mutate: func(tpl *templates.Template) { tpl.Workers[0].MCPServers = []string{"workspace", "kitchen"} }, want: []string{`workers[0].mcp_servers: unknown server group "kitchen"`}},
 		{name: "unknown tool", mutate: func(tpl *templates.Template) { tpl.Workers[1].Tools = []string{"todo", "teleport"} }, want: []string{`workers[1].tools: unknown tool "teleport"`}},
-		{name: "design tool missing from build", mutate: func(tpl *templates.Template) { tpl.Supervisor.Tools = []string{"web_search"} }, want: []string{`supervisor.tools: tool "web_search" is not available in this build`}},
+		{name: "design tool missing from build", mutate: func(tpl *templates.Template) { tpl.Supervisor.Tools = []string{"comfyui_generate"} }, want: []string{`supervisor.tools: tool "comfyui_generate" is not available in this build`}},
 		{name: "duplicate worker names", mutate: func(tpl *templates.Template) { tpl.Workers[1].Name = "writer" }, want: []string{`workers[1].name: duplicate agent name "writer"`}},
 		{name: "worker named like the supervisor", mutate: func(tpl *templates.Template) { tpl.Workers[0].Name = "lead" }, want: []string{`workers[0].name: duplicate agent name "lead"`, `script.agents: "writer" is not an agent of this team`}},
 		{name: "missing supervisor name", mutate: func(tpl *templates.Template) { tpl.Supervisor.Name = "" }, want: []string{"supervisor.name: required", `script.agents: "lead" is not an agent of this team`}},
