@@ -102,6 +102,8 @@ const (
 	// network and on its container), so any worker can serve it.
 	LabelSubnet  = "io.aetherium.sandbox.subnet"
 	LabelGateway = "io.aetherium.sandbox.gateway"
+	// LabelOneShot marks a one-shot container (RunOnce); its value is the image.
+	LabelOneShot = "io.aetherium.sandbox.oneshot"
 )
 
 // execMarker is set in every command's environment; the timeout kill finds the
@@ -126,6 +128,10 @@ for sig in STOP KILL KILL KILL; do
   done
 done 2>/dev/null
 exit 0`
+
+// baseEnv is a sandbox process's environment (plus the egress proxy's variables
+// when it has egress).
+var baseEnv = []string{"PATH=/bin:/usr/bin:/sbin:/usr/sbin", "HOME=/tmp", "LANG=C.UTF-8"}
 
 // initScript is the container's main process (under docker-init): it keeps the
 // container alive and makes /tmp/console.log the container's log, so a server an
@@ -307,7 +313,7 @@ func (d *Docker) create(ctx context.Context, name, projectID, ws string, network
 	}
 	netMode := "none"
 	var en *egressNet
-	env := []string{"PATH=/bin:/usr/bin:/sbin:/usr/sbin", "HOME=/tmp", "LANG=C.UTF-8"}
+	env := append([]string(nil), baseEnv...)
 	if network && d.cfg.Docker.EgressNetwork != "none" {
 		if d.egress == nil {
 			// The default bridge is an unfiltered way out: no proxy, no network.
@@ -320,8 +326,6 @@ func (d *Docker) create(ctx context.Context, name, projectID, ws string, network
 			env = append(env, proxyEnv(d.egress.URL(en.gateway))...)
 		}
 	}
-	yes := true
-	pids := d.cfg.Docker.PidsLimit
 	cfg := &container.Config{
 		Image:      d.cfg.Docker.Image,
 		Cmd:        []string{"/bin/sh", "-c", initScript},
@@ -338,26 +342,13 @@ func (d *Docker) create(ctx context.Context, name, projectID, ws string, network
 	if en != nil {
 		cfg.Labels[LabelSubnet], cfg.Labels[LabelGateway] = en.subnet.String(), en.gateway.String()
 	}
-	host := &container.HostConfig{
-		NetworkMode: container.NetworkMode(netMode),
-		Mounts: []mount.Mount{
-			{Type: mount.TypeBind, Source: ws, Target: "/workspace"},
-			// Edit snapshots live in the workspace's .aetherium directory: commands
-			// must neither read nor forge them.
-			{Type: mount.TypeTmpfs, Target: "/workspace/.aetherium", ReadOnly: true, TmpfsOptions: &mount.TmpfsOptions{SizeBytes: 1 << 10}},
-		},
-		Tmpfs:          map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", d.cfg.Docker.TmpfsBytes)},
-		ReadonlyRootfs: true,
-		// No /dev/shm: /workspace and /tmp are the only writable places.
-		IpcMode:     container.IpcMode("none"),
-		CapDrop:     []string{"ALL"},
-		SecurityOpt: []string{"no-new-privileges"},
-		Init:        &yes,
-		LogConfig:   container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "1m", "max-file": "2"}},
-		Resources: container.Resources{
-			Memory: d.cfg.Docker.MemoryBytes, MemorySwap: d.cfg.Docker.MemoryBytes,
-			NanoCPUs: int64(d.cfg.Docker.CPUs * 1e9), PidsLimit: &pids,
-		},
+	host := hardened(d.cfg.Docker.limits())
+	host.NetworkMode = container.NetworkMode(netMode)
+	host.Mounts = []mount.Mount{
+		{Type: mount.TypeBind, Source: ws, Target: "/workspace"},
+		// Edit snapshots live in the workspace's .aetherium directory: commands
+		// must neither read nor forge them.
+		{Type: mount.TypeTmpfs, Target: "/workspace/.aetherium", ReadOnly: true, TmpfsOptions: &mount.TmpfsOptions{SizeBytes: 1 << 10}},
 	}
 	if en != nil {
 		// Names resolve at the proxy (absolute-form requests, CONNECT host:port).
@@ -379,6 +370,40 @@ func (d *Docker) create(ctx context.Context, name, projectID, ws string, network
 	}
 	d.log.Info("sandbox started", "container", name, "project", projectID, "network", netMode)
 	return created.ID, en, nil
+}
+
+// limits are a container's resource bounds.
+type limits struct {
+	memory, pids, tmpfs int64
+	cpus                float64
+}
+
+func (c DockerConfig) limits() limits {
+	return limits{memory: c.MemoryBytes, pids: c.PidsLimit, tmpfs: c.TmpfsBytes, cpus: c.CPUs}
+}
+
+// hardened is the host config of every sandbox container, a project's or a
+// one-shot's: read-only root with a tmpfs /tmp, no /dev/shm, every capability
+// dropped, no-new-privileges, docker-init as PID 1, bounded logs, memory without
+// swap, CPU and pids limits. Callers add the mounts and the network.
+func hardened(l limits) *container.HostConfig {
+	yes := true
+	pids := l.pids
+	return &container.HostConfig{
+		NetworkMode:    "none",
+		Tmpfs:          map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", l.tmpfs)},
+		ReadonlyRootfs: true,
+		// No /dev/shm: the mounts and /tmp are the only writable places.
+		IpcMode:     container.IpcMode("none"),
+		CapDrop:     []string{"ALL"},
+		SecurityOpt: []string{"no-new-privileges"},
+		Init:        &yes,
+		LogConfig:   container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "1m", "max-file": "2"}},
+		Resources: container.Resources{
+			Memory: l.memory, MemorySwap: l.memory,
+			NanoCPUs: int64(l.cpus * 1e9), PidsLimit: &pids,
+		},
+	}
 }
 
 // chownTree hands the workspace to the sandbox user. It walks through an os.Root,
@@ -626,6 +651,15 @@ func (d *Docker) CleanupOrphans(ctx context.Context, isActive func(project strin
 		if isActive(proj) {
 			continue
 		}
+		if c.Labels[LabelOneShot] != "" {
+			// A one-shot left by a worker that died while it ran.
+			if err := d.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("remove one-shot %s: %w", c.ID, err))
+				continue
+			}
+			removed++
+			continue
+		}
 		if err := d.Release(ctx, proj); err != nil {
 			errs = append(errs, err)
 			continue
@@ -650,6 +684,9 @@ func (d *Docker) Projects(ctx context.Context) ([]string, error) {
 	}
 	out := make([]string, 0, len(list))
 	for _, c := range list {
+		if c.Labels[LabelOneShot] != "" {
+			continue
+		}
 		out = append(out, c.Labels[LabelProject])
 	}
 	return out, nil

@@ -135,7 +135,7 @@ rules:
 	t.Cleanup(e.upstream.Close)
 
 	reg := tools.NewRegistry()
-	research.Register(reg, security.NewEgress(security.EgressConfig{Timeout: 10 * time.Second}), research.Config{})
+	research.Register(reg, security.NewEgress(security.EgressConfig{Timeout: 10 * time.Second}), research.Config{}, nil)
 	counter := func(name string) *atomic.Int64 {
 		c := &atomic.Int64{}
 		e.calls[name] = c

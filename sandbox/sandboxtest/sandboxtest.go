@@ -56,6 +56,43 @@ func BuildImage(t testing.TB) {
 	}
 }
 
+var (
+	familyMu    sync.Mutex
+	familyBuilt = map[string]error{}
+)
+
+// FamilyImage builds the image sandbox/images/<name>.packages describes
+// (sandbox/images/build.sh: a no-op when the image is current, minutes of
+// debootstrap when not) once per test binary and returns its reference,
+// aetherium-<name>:latest. `make test` builds the family first (`make images`).
+func FamilyImage(t testing.TB, name string) string {
+	t.Helper()
+	image := "aetherium-" + name + ":latest"
+	familyMu.Lock()
+	err, done := familyBuilt[name]
+	if !done {
+		var script string
+		if script, err = repoPath("sandbox/images/build.sh"); err == nil {
+			if out, runErr := exec.Command("bash", script, name).CombinedOutput(); runErr != nil {
+				err = fmt.Errorf("%s %s: %v: %s", script, name, runErr, tail(out, 2000))
+			}
+		}
+		familyBuilt[name] = err
+	}
+	familyMu.Unlock()
+	if err != nil {
+		unavailable(t, "sandbox image %s: %v", image, err)
+	}
+	return image
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
 // Docker returns a Docker executor in a private scope; its containers are removed at
 // cleanup. configure, when given, edits the config first.
 func Docker(t testing.TB, configure ...func(*sandbox.Config)) *sandbox.Docker {

@@ -19,6 +19,11 @@ const (
 	DefaultMaxFetchBytes   = 10 << 20
 	DefaultMaxChars        = 20000
 	MaxFetchChars          = 200000
+	DefaultMaxPDFBytes     = 50 << 20
+	DefaultPDFTimeout      = 60 * time.Second
+	DefaultPDFExtract      = 30 * time.Second
+	DefaultPDFMemoryBytes  = 256 << 20
+	DefaultPDFImage        = "aetherium-browser:latest"
 	DefaultUserAgent       = "aetherium-research/1.0 (+https://github.com/aetherium-engine/aetherium)"
 	duckDuckGoDisabledFlag = "off"
 )
@@ -48,8 +53,23 @@ type Config struct {
 	FetchTimeout time.Duration `yaml:"fetch_timeout"`
 	// MaxFetchBytes caps what web_fetch downloads. Default DefaultMaxFetchBytes.
 	MaxFetchBytes int64 `yaml:"max_fetch_bytes"`
-	// UserAgent is sent by web_search and web_fetch. Default DefaultUserAgent.
+	// UserAgent is sent by web_search, web_fetch and download_pdf. Default
+	// DefaultUserAgent.
 	UserAgent string `yaml:"user_agent"`
+
+	// MaxPDFBytes caps what download_pdf downloads. Default DefaultMaxPDFBytes.
+	MaxPDFBytes int64 `yaml:"max_pdf_bytes"`
+	// PDFTimeout bounds download_pdf's download. Default DefaultPDFTimeout.
+	PDFTimeout time.Duration `yaml:"pdf_timeout"`
+	// PDFExtractTimeout bounds pdfinfo and pdftotext together, container start
+	// included. Default DefaultPDFExtract.
+	PDFExtractTimeout time.Duration `yaml:"pdf_extract_timeout"`
+	// PDFMemoryBytes caps the extraction container's memory (the PDF's copy on its
+	// tmpfs counts). Default DefaultPDFMemoryBytes.
+	PDFMemoryBytes int64 `yaml:"pdf_memory_bytes"`
+	// PDFImage is the image of the sandbox family that holds poppler. Default
+	// DefaultPDFImage (sandbox/images/browser.packages, built by `make images`).
+	PDFImage string `yaml:"pdf_image"`
 }
 
 // WithDefaults fills the zero fields.
@@ -75,6 +95,21 @@ func (c Config) WithDefaults() Config {
 	if c.UserAgent == "" {
 		c.UserAgent = DefaultUserAgent
 	}
+	if c.MaxPDFBytes <= 0 {
+		c.MaxPDFBytes = DefaultMaxPDFBytes
+	}
+	if c.PDFTimeout <= 0 {
+		c.PDFTimeout = DefaultPDFTimeout
+	}
+	if c.PDFExtractTimeout <= 0 {
+		c.PDFExtractTimeout = DefaultPDFExtract
+	}
+	if c.PDFMemoryBytes <= 0 {
+		c.PDFMemoryBytes = DefaultPDFMemoryBytes
+	}
+	if c.PDFImage == "" {
+		c.PDFImage = DefaultPDFImage
+	}
 	return c
 }
 
@@ -91,8 +126,12 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("research.duckduckgo: %w (or \"off\")", err))
 		}
 	}
-	if c.MaxFetchBytes < 0 || c.MaxBodyBytes < 0 {
+	if c.MaxFetchBytes < 0 || c.MaxBodyBytes < 0 || c.MaxPDFBytes < 0 || c.PDFMemoryBytes < 0 {
 		errs = append(errs, errors.New("research: byte limits must not be negative"))
+	}
+	if d := c.WithDefaults(); c.MaxPDFBytes >= 0 && c.PDFMemoryBytes >= 0 && d.PDFMemoryBytes < d.MaxPDFBytes+32<<20 {
+		errs = append(errs, fmt.Errorf("research.pdf_memory_bytes (%s) must exceed research.max_pdf_bytes (%s) by 32 MiB: the PDF's copy in the extraction container counts against it",
+			sizeText(d.PDFMemoryBytes), sizeText(d.MaxPDFBytes)))
 	}
 	return errors.Join(errs...)
 }

@@ -35,8 +35,9 @@ type HealthArgs struct {
 
 var methods = map[string]bool{"GET": true, "POST": true, "PUT": true, "DELETE": true, "PATCH": true, "HEAD": true}
 
-// Register adds the research tools this build ships.
-func Register(reg *tools.Registry, eg *security.Egress, cfg Config) {
+// Register adds the research tools this build ships. run parses downloads in the
+// sandbox (download_pdf); nil registers download_pdf, which then refuses to run.
+func Register(reg *tools.Registry, eg *security.Egress, cfg Config, run Runner) {
 	cfg = cfg.WithDefaults()
 	timeout := func(sec int, def time.Duration) time.Duration {
 		if sec <= 0 {
@@ -117,4 +118,5 @@ func Register(reg *tools.Registry, eg *security.Egress, cfg Config) {
 		}, tools.Outbound(), tools.Idempotent())
 	registerSearch(reg, eg, cfg)
 	registerFetch(reg, eg, cfg)
+	registerPDF(reg, eg, run, cfg)
 }

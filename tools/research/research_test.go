@@ -44,7 +44,7 @@ type env struct {
 func setup(t *testing.T, cfg research.Config) *env {
 	t.Helper()
 	reg := tools.NewRegistry()
-	research.Register(reg, security.NewEgress(security.EgressConfig{Timeout: 10 * time.Second}), cfg)
+	research.Register(reg, security.NewEgress(security.EgressConfig{Timeout: 10 * time.Second}), cfg, nil)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -92,7 +92,7 @@ func (e *env) call(t *testing.T, tool string, args any, out any) error {
 func TestRegister(t *testing.T) {
 	t.Parallel()
 	reg := tools.NewRegistry()
-	research.Register(reg, nil, research.Config{})
+	research.Register(reg, nil, research.Config{}, nil)
 	for _, name := range []string{"http_request", "http_health_check"} {
 		s, ok := reg.Spec(name)
 		require.True(t, ok, name)

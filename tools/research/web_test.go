@@ -26,7 +26,7 @@ import (
 func webTools(t *testing.T, cfg research.Config) func(tool string, args any, out any) error {
 	t.Helper()
 	reg := tools.NewRegistry()
-	research.Register(reg, security.NewEgress(security.EgressConfig{Timeout: 10 * time.Second}), cfg)
+	research.Register(reg, security.NewEgress(security.EgressConfig{Timeout: 10 * time.Second}), cfg, nil)
 	router := tools.NewRouter(reg)
 	return func(tool string, args any, out any) error {
 		raw, err := json.Marshal(args)

@@ -50,13 +50,22 @@ func New(d Deps) (*tools.Registry, error) {
 	comms.Register(reg)
 	orchestration.Register(reg)
 	device.Register(reg, d.Device)
-	research.Register(reg, d.Egress, d.Research)
+	research.Register(reg, d.Egress, d.Research, pdfRunner(d))
 	team.Register(reg, d.Mailbox, d.Roster)
 	shell.Register(reg, shellDeps(d), d.Shell)
 	if err := tools.CheckCatalog(reg); err != nil {
 		return nil, fmt.Errorf("tool catalog check: %w", err)
 	}
 	return reg, nil
+}
+
+// pdfRunner is the executor's one-shot runner when it has one (Docker): nil
+// otherwise, and download_pdf refuses to parse on the host.
+func pdfRunner(d Deps) research.Runner {
+	if r, ok := d.Executor.(research.Runner); ok {
+		return r
+	}
+	return nil
 }
 
 // shellDeps avoids a typed-nil command log when there is no store.
