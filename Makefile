@@ -5,7 +5,7 @@ SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 GO ?= go
 
-.PHONY: demo test services sandbox-image build vet compose-check clean bench drills fuzz
+.PHONY: demo test services sandbox-image images build vet compose-check clean bench drills fuzz
 
 build:
 	$(GO) build -o bin/aetherium ./cmd/aetherium
@@ -18,13 +18,20 @@ sandbox-image:
 	@if docker info >/dev/null 2>&1; then bash sandbox/build-image.sh; \
 	else echo "sandbox-image: no Docker engine answers; run_shell will report it has no sandbox"; fi
 
+# The sandbox image family (sandbox/images/<name>.packages): Debian bookworm by
+# debootstrap, imported without a registry. Each build is skipped while its hash
+# (package list + build script) matches; a cold build takes minutes (sandbox/README.md).
+images:
+	@if docker info >/dev/null 2>&1; then for p in sandbox/images/*.packages; do bash sandbox/images/build.sh "$$(basename "$$p" .packages)" || exit 1; done; \
+	else echo "images: no Docker engine answers; download_pdf will report it has no sandbox image"; fi
+
 demo: services sandbox-image build
 	bash scripts/demo.sh
 
 vet:
 	$(GO) vet ./...
 
-test: services sandbox-image vet
+test: services sandbox-image images vet
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 # Every Go fuzz target in turn (scripts/fuzz.sh finds them), FUZZTIME each: the

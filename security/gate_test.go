@@ -160,6 +160,7 @@ rules:
 		}
 		return tools.Text("$ %s\nok", a.Command), nil
 	})
+	reg.Unregister("download_pdf") // the real one parses in the Docker sandbox
 	tools.Register(reg, "download_pdf", "pdf", func(_ context.Context, a urlArgs) (tools.Result, error) {
 		pdfN.Add(1)
 		return tools.Text("saved %s", a.URL), nil

@@ -227,6 +227,10 @@ func missingFields(s *jsonschema.Schema, v any, path string, out *[]string) {
 	}
 }
 
+// Unregister removes a tool, so a test can stand another in for a shipped one
+// (tools.Register refuses a second registration).
+func (r *Registry) Unregister(name string) { delete(r.specs, name) }
+
 // Spec returns the registered tool, if any.
 func (r *Registry) Spec(name string) (*Spec, bool) {
 	s, ok := r.specs[name]

@@ -69,9 +69,11 @@ deb $mirror $suite main
 deb $mirror $suite-updates main
 deb $security $suite-security main
 SOURCES
+apt=(apt-get -o APT::Install-Recommends=false -o Dpkg::Use-Pty=0 -o Dpkg::Options::=--force-unsafe-io)
 chroot "$root" apt-get -qq update
-chroot "$root" apt-get -o APT::Install-Recommends=false -o Dpkg::Use-Pty=0 \
-	-o Dpkg::Options::=--force-unsafe-io install -y ${packages//,/ }
+# The base's own packages get their fixes too, then the list.
+chroot "$root" "${apt[@]}" upgrade -y
+chroot "$root" "${apt[@]}" install -y ${packages//,/ }
 rm -f "$root/usr/sbin/policy-rc.d"
 
 # A non-root user for the image (the sandbox runs as 10001:10001 unless the worker

@@ -129,7 +129,11 @@ func downloadPDF(ctx context.Context, client *http.Client, run Runner, cfg Confi
 		return PDFAnswer{}, fmt.Errorf("GET %s: HTTP %s", a.URL, resp.Status)
 	}
 	if resp.ContentLength > cfg.MaxPDFBytes {
-		return PDFAnswer{}, fmt.Errorf("GET %s: %w: %s announced, cap %s (research.max_pdf_bytes)", a.URL, ErrTooLarge, sizeText(resp.ContentLength), sizeText(cfg.MaxPDFBytes))
+		got, limit := sizeText(resp.ContentLength), sizeText(cfg.MaxPDFBytes)
+		if got == limit {
+			got, limit = fmt.Sprintf("%d bytes", resp.ContentLength), fmt.Sprintf("%d bytes", cfg.MaxPDFBytes)
+		}
+		return PDFAnswer{}, fmt.Errorf("GET %s: %w: %s announced, cap %s (research.max_pdf_bytes)", a.URL, ErrTooLarge, got, limit)
 	}
 	// The magic first, before anything is written: a PDF starts with %PDF- (readers
 	// accept it within the first KiB, after junk some servers prepend).

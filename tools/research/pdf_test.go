@@ -327,3 +327,33 @@ func TestDownloadPDFExtracts(t *testing.T) {
 		})
 	}
 }
+
+func TestPDFConfig(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		cfg  research.Config
+		err  string
+	}{
+		{name: "defaults", cfg: research.Config{}},
+		{name: "a larger cap with room", cfg: research.Config{MaxPDFBytes: 200 << 20, PDFMemoryBytes: 512 << 20}},
+		{name: "memory below the cap", cfg: research.Config{MaxPDFBytes: 300 << 20}, err: "research.pdf_memory_bytes (256.0 MiB) must exceed research.max_pdf_bytes (300.0 MiB) by 32 MiB"},
+		{name: "memory too small", cfg: research.Config{PDFMemoryBytes: 16 << 20}, err: "research.pdf_memory_bytes (16.0 MiB)"},
+		{name: "negative", cfg: research.Config{MaxPDFBytes: -1}, err: "byte limits must not be negative"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := tc.cfg.Validate()
+			if tc.err == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.err)
+		})
+	}
+	d := research.Config{}.WithDefaults()
+	require.EqualValues(t, 50<<20, d.MaxPDFBytes)
+	require.Equal(t, 30*time.Second, d.PDFExtractTimeout)
+	require.Equal(t, "aetherium-browser:latest", d.PDFImage)
+}
