@@ -183,6 +183,7 @@ func downloadPDF(ctx context.Context, client *http.Client, run Runner, cfg Confi
 	if o, ok := run.(interface{ Owner() (int, int, bool) }); ok {
 		// The sandbox's user owns the workspace: the file is the agent's to manage.
 		if uid, gid, chown := o.Owner(); chown {
+			_ = root.Lchown(DownloadsDir, uid, gid)
 			_ = root.Lchown(rel, uid, gid)
 		}
 	}

@@ -95,10 +95,8 @@ func pdfServer(t *testing.T, capBytes int) (*httptest.Server, *atomic.Int64) {
 	serve("/big.pdf", big, "application/pdf")
 	serve("/page.html", []byte("<!doctype html><html><body>a page</body></html>"), "text/html; charset=utf-8")
 	serve("/empty.pdf", nil, "application/pdf")
-	mux.HandleFunc("/bomb.pdf", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/pdf")
-		_, _ = w.Write(pdftest.Bomb(256 << 20))
-	})
+	// Built before the server answers (seconds under -race), once per test binary.
+	serve("/bomb.pdf", pdftest.Bomb(256<<20), "application/pdf")
 	mux.HandleFunc("/chunked-big.pdf", func(w http.ResponseWriter, r *http.Request) {
 		for i := 0; i < len(big); i += 64 << 10 {
 			_, _ = w.Write(big[i:min(i+64<<10, len(big))])
