@@ -59,7 +59,8 @@ type Config struct {
 
 	// MaxPDFBytes caps what download_pdf downloads. Default DefaultMaxPDFBytes.
 	MaxPDFBytes int64 `yaml:"max_pdf_bytes"`
-	// PDFTimeout bounds download_pdf's download. Default DefaultPDFTimeout.
+	// PDFTimeout bounds download_pdf's download. Default DefaultPDFTimeout. The
+	// egress client's own timeout (security.egress_timeout) bounds it too.
 	PDFTimeout time.Duration `yaml:"pdf_timeout"`
 	// PDFExtractTimeout bounds pdfinfo and pdftotext together, container start
 	// included. Default DefaultPDFExtract.

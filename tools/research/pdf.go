@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -111,18 +112,21 @@ func downloadPDF(ctx context.Context, client *http.Client, run Runner, cfg Confi
 	}
 	req.Header.Set("User-Agent", cfg.UserAgent)
 	req.Header.Set("Accept", "application/pdf,*/*;q=0.1")
+	// Two clocks bound the download: research.pdf_timeout, and the egress client's
+	// own per-request timeout (security.egress_timeout), whichever ends first.
 	timedOut := func(err error, what string) error {
 		if errors.Is(dctx.Err(), context.DeadlineExceeded) {
-			return fmt.Errorf("GET %s: timed out after %s %s (research.pdf_timeout)", a.URL, cfg.PDFTimeout, what)
+			return fmt.Errorf("GET %s: timed out after %s%s (research.pdf_timeout)", a.URL, cfg.PDFTimeout, what)
 		}
-		return fmt.Errorf("GET %s: %s: %w", a.URL, what, err)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return fmt.Errorf("GET %s: timed out%s (security.egress_timeout bounds each request): %w", a.URL, what, err)
+		}
+		return fmt.Errorf("GET %s%s: %w", a.URL, what, err)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		if errors.Is(dctx.Err(), context.DeadlineExceeded) {
-			return PDFAnswer{}, fmt.Errorf("GET %s: timed out after %s (research.pdf_timeout)", a.URL, cfg.PDFTimeout)
-		}
-		return PDFAnswer{}, fmt.Errorf("GET %s: %w", a.URL, err)
+		return PDFAnswer{}, timedOut(err, "")
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
@@ -140,7 +144,7 @@ func downloadPDF(ctx context.Context, client *http.Client, run Runner, cfg Confi
 	head := make([]byte, 1024)
 	n, err := io.ReadFull(resp.Body, head)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return PDFAnswer{}, timedOut(err, "reading the body")
+		return PDFAnswer{}, timedOut(err, " reading the body")
 	}
 	head = head[:n]
 	if !bytes.Contains(head, []byte("%PDF-")) {
@@ -172,7 +176,7 @@ func downloadPDF(ctx context.Context, client *http.Client, run Runner, cfg Confi
 		return PDFAnswer{}, fmt.Errorf("saving %s: %w", rel, sw.err)
 	}
 	if err != nil {
-		return PDFAnswer{}, timedOut(err, "reading the body")
+		return PDFAnswer{}, timedOut(err, " reading the body")
 	}
 	if written > cfg.MaxPDFBytes {
 		return PDFAnswer{}, fmt.Errorf("GET %s: %w: more than %s (research.max_pdf_bytes)", a.URL, ErrTooLarge, sizeText(cfg.MaxPDFBytes))
