@@ -12,12 +12,16 @@ import (
 
 	"github.com/zricethezav/gitleaks/v8/config"
 	"github.com/zricethezav/gitleaks/v8/detect"
+	"github.com/zricethezav/gitleaks/v8/report"
 )
 
 // DLP scans outgoing arguments for credential shapes with gitleaks' default rules
 // (provider API keys, cloud keys, VCS tokens, private keys, JWTs, …).
 type DLP struct {
-	det *detect.Detector
+	// plan runs gitleaks with only the rules that can match a text (dlp_plan.go).
+	plan *rulePlan
+	// decodeDepth is how many decoding passes gitleaks makes over a text.
+	decodeDepth int
 }
 
 var (
@@ -50,7 +54,11 @@ func NewDLP() (*DLP, error) {
 	if dlpErr != nil {
 		return nil, fmt.Errorf("dlp: gitleaks config: %w", dlpErr)
 	}
-	return &DLP{det: dlpDet}, nil
+	plan, err := newRulePlan(dlpDet.Config)
+	if err != nil {
+		return nil, err
+	}
+	return &DLP{plan: plan, decodeDepth: dlpDet.MaxDecodeDepth}, nil
 }
 
 // extraRules close gaps in gitleaks' defaults. An AWS secret access key is 40
@@ -132,13 +140,19 @@ func (d *DLP) ScanArgs(args []byte) ([]Finding, error) {
 // value keeps the name that gives a generic rule its context and ends where the
 // value ends, whatever escaping surrounded it in s.
 func (d *DLP) Scan(s string) []Finding {
+	return d.scan(s, func(text string) []report.Finding { return d.plan.detect(text, d.decodeDepth) })
+}
+
+// scan is Scan with gitleaks' detection over one text given: the plan's in
+// production, a detector with every rule in the tests that compare the two.
+func (d *DLP) scan(s string, detect func(string) []report.Finding) []Finding {
 	seen := map[string]bool{}
 	var out []Finding
 	add := func(text string) {
 		if text == "" {
 			return
 		}
-		for _, f := range d.det.DetectString(text) {
+		for _, f := range detect(text) {
 			if ignoredFinding(f) {
 				continue
 			}
