@@ -50,6 +50,9 @@ func NewDLP() (*DLP, error) {
 		// A new detector, so its keyword prefilter knows the added rules.
 		dlpDet = detect.NewDetector(cfg)
 		dlpDet.MaxDecodeDepth = 2 // look inside base64 / percent-encoded segments
+		// The text is the sender's: a "gitleaks:allow" it writes next to a
+		// credential must not wave the credential through.
+		dlpDet.IgnoreGitleaksAllow = true
 	})
 	if dlpErr != nil {
 		return nil, fmt.Errorf("dlp: gitleaks config: %w", dlpErr)

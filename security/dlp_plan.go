@@ -385,6 +385,7 @@ func (p *rulePlan) detector(live liveSet, decodeDepth int) *detect.Detector {
 	}
 	det := detect.NewDetector(cfg)
 	det.MaxDecodeDepth = decodeDepth
+	det.IgnoreGitleaksAllow = true // as NewDLP's detector: the sender writes the text
 	return det
 }
 

@@ -94,6 +94,22 @@ func TestDLPOrdinaryTextIsClean(t *testing.T) {
 	require.NotEmpty(t, d.Scan(`{"url":"http://x.test/","headers":{"X-Api-Key":"8f3kQ9zR2mX7vB4nL6pT1wY5"}}`))
 }
 
+// gitleaks skips a line marked "gitleaks:allow"; the arguments are the sender's
+// text, so the marker must not let a credential through.
+func TestDLPIgnoresTheGitleaksAllowMarker(t *testing.T) {
+	t.Parallel()
+	d := newDLP(t)
+	pat := testSecrets()[0].secret
+	for _, args := range []string{
+		requestArgs(t, "https://api.example.com/v1/items", nil, "gitleaks:allow "+pat),
+		requestArgs(t, "https://api.example.com/v1/items?token="+pat+"&note=gitleaks:allow", nil, ""),
+	} {
+		fs, err := d.ScanArgs([]byte(args))
+		require.NoError(t, err)
+		require.Contains(t, security.RuleIDs(fs), "github-pat", "in %s", args)
+	}
+}
+
 func TestRedactWithholdsWhatItCannotLocate(t *testing.T) {
 	t.Parallel()
 	d := newDLP(t)
