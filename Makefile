@@ -53,11 +53,11 @@ clean:
 	rm -rf bin data
 
 # Throughput and latency on the local Redis and PostgreSQL (about three minutes);
-# prints the table and writes bench/results/latest.{md,json}.
+# prints the table and writes cmd/bench/results/latest.{md,json}.
 bench: services build
-	$(GO) run ./bench -bin bin/aetherium
+	$(GO) run ./cmd/bench -bin bin/aetherium
 
 # Fault drills on real processes (kill -9, Redis and PostgreSQL restarts, load);
 # sizes from DRILL_RUNS, DRILL_MANY, DRILL_LOAD_SECONDS (CI runs them small).
 drills: services build
-	$(GO) run ./drills -bin bin/aetherium
+	$(GO) run ./cmd/drills -bin bin/aetherium

@@ -149,7 +149,7 @@ func TestImportRulesCatchViolations(t *testing.T) {
 		{Path: "fleet", Name: "fleet", Imports: []string{"worker", "config", "llm/openai", "queue"}, TestImports: []string{"fleet", "worker"}},
 		{Path: "fleettest", Name: "fleettest", Imports: []string{"fleet"}},
 		{Path: "cli", Name: "cli", Imports: []string{"fleet"}},
-		{Path: "bench", Name: "main", Imports: []string{"fleet"}},
+		{Path: "cmd/bench", Name: "main", Imports: []string{"fleet"}},
 		{Path: "dashboards", Name: "dashboards", TestImports: []string{"fleet"}},
 		{Path: "queue", Name: "queue", TestImports: []string{"fleettest"}},
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aetherium-engine/aetherium/bench/harness"
+	"github.com/aetherium-engine/aetherium/internal/harness"
 )
 
 // ScalePoint is one row of section 4: P worker processes of concurrency C, every

@@ -27,7 +27,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aetherium-engine/aetherium/bench/harness"
+	"github.com/aetherium-engine/aetherium/internal/harness"
 	"github.com/aetherium-engine/aetherium/internal/testinfra"
 	"github.com/aetherium-engine/aetherium/wsquota"
 )

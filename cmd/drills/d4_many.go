@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/aetherium-engine/aetherium/bench/harness"
+	"github.com/aetherium-engine/aetherium/internal/harness"
 )
 
 // drillMany: many runs submitted at once, no faults: everything completes and the

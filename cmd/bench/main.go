@@ -2,7 +2,7 @@
 // floor, the fleet's gated tool calls and delegations, River on the same
 // PostgreSQL, I/O-bound scaling over worker processes, and demo-run latency with a
 // worker's peak memory. It prints progress on stderr, the result table (markdown) on
-// stdout, and writes bench/results/latest.{md,json}.
+// stdout, and writes cmd/bench/results/latest.{md,json}.
 //
 //	go run ./bench [-bin bin/aetherium] [-quick]
 package main
@@ -24,7 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/aetherium-engine/aetherium/bench/harness"
+	"github.com/aetherium-engine/aetherium/internal/harness"
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/internal/testinfra"
@@ -63,7 +63,7 @@ func main() {
 	quick := flag.Bool("quick", false, "small sizes (a smoke run of every section)")
 	only := flag.String("sections", "", "comma-separated sections to run (default all; 2 needs 1 for its ratio)")
 	flag.StringVar(&o.bin, "bin", "", "aetherium binary for the worker processes (default: build ./cmd/aetherium)")
-	flag.StringVar(&o.out, "out", "bench/results", "directory for latest.md, latest.json and profiles")
+	flag.StringVar(&o.out, "out", "cmd/bench/results", "directory for latest.md, latest.json and profiles")
 	flag.StringVar(&o.redisAddr, "redis", "127.0.0.1:6379", "Redis (the local one of scripts/services.sh)")
 	flag.IntVar(&o.redisDB, "redis-db", 13, "Redis database number dedicated to the bench (flushed)")
 	flag.StringVar(&o.database, "database", "aetherium_bench", "PostgreSQL database dedicated to the bench (recreated)")

@@ -1,5 +1,5 @@
-// Package harness is the shared machinery of the benchmark (bench/) and the
-// reliability drills (drills/): databases, private redis-server and PostgreSQL
+// Package harness is the shared machinery of the benchmark (cmd/bench) and the
+// reliability drills (cmd/drills): databases, private redis-server and PostgreSQL
 // instances, the aetherium binary and its processes, a small API client, and the
 // teams whose tool calls and delegations the two programs count.
 package harness

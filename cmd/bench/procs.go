@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aetherium-engine/aetherium/bench/harness"
+	"github.com/aetherium-engine/aetherium/internal/harness"
 	"github.com/aetherium-engine/aetherium/templates"
 )
 

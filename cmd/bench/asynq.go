@@ -9,7 +9,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/aetherium-engine/aetherium/bench/harness"
+	"github.com/aetherium-engine/aetherium/internal/harness"
 )
 
 // AsynqResult is section 1: the queue the fleet runs on, with handlers that do

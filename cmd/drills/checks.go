@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aetherium-engine/aetherium/bench/harness"
+	"github.com/aetherium-engine/aetherium/internal/harness"
 )
 
 // waitRuns waits until every run of ids is terminal and checks that they completed.
