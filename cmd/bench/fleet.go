@@ -10,8 +10,8 @@ import (
 	"runtime/pprof"
 	"time"
 
-	"github.com/aetherium-engine/aetherium/internal/harness"
 	"github.com/aetherium-engine/aetherium/fleet"
+	"github.com/aetherium-engine/aetherium/internal/harness"
 	"github.com/aetherium-engine/aetherium/templates"
 )
 

@@ -13,8 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/aetherium-engine/aetherium/internal/harness"
 	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/internal/harness"
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/llm/script"
 	"github.com/aetherium-engine/aetherium/templates"
