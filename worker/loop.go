@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -456,17 +455,6 @@ func (w *Worker) flushAudit(ctx context.Context, in stepInput) {
 	}
 }
 
-// replyUnsaved reports a supervisor whose reply finished the run but whose session
-// was not saved after it (a worker died in between): the step replays the reply —
-// idempotent, the run is already completed — so its audit row and event land.
-func replyUnsaved(role, status string, msgs []llm.Message) bool {
-	if role != "supervisor" || status != store.RunCompleted {
-		return false
-	}
-	p := pendingCalls(msgs)
-	return len(p) > 0 && p[0].Name == "reply"
-}
-
 // flushEvents records the step's batched tool.call events.
 func (w *Worker) flushEvents(ctx context.Context, in stepInput) error {
 	if len(*in.batch) == 0 {
@@ -475,46 +463,6 @@ func (w *Worker) flushEvents(ctx context.Context, in stepInput) error {
 	err := w.events.EmitBatch(ctx, in.run.ID, *in.batch)
 	*in.batch = (*in.batch)[:0]
 	return err
-}
-
-// delegationResult answers a delegate / spawn_subagents call once all its
-// delegations are finished.
-func delegationResult(call llm.ToolCall, ds []store.Delegation) (llm.Message, callState, error) {
-	if !allFinished(ds) {
-		return llm.Message{}, callWaiting, nil
-	}
-	msg := llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name}
-	if call.Name == "delegate" {
-		d := ds[0]
-		if d.Status == store.DelegationFailed {
-			msg.Content, msg.IsError = fmt.Sprintf("%s failed: %s", d.Agent, d.Error), true
-		} else {
-			msg.Content = d.Result
-		}
-		return msg, callDone, nil
-	}
-	type out struct {
-		Agent  string `json:"agent"`
-		Status string `json:"status"`
-		Result string `json:"result,omitempty"`
-		Error  string `json:"error,omitempty"`
-	}
-	res := make([]out, len(ds))
-	for i, d := range ds {
-		res[i] = out{Agent: d.Agent, Status: d.Status, Result: d.Result, Error: d.Error}
-	}
-	raw, _ := json.Marshal(res)
-	msg.Content = string(raw)
-	return msg, callDone, nil
-}
-
-func allFinished(ds []store.Delegation) bool {
-	for _, d := range ds {
-		if d.Status != store.DelegationCompleted && d.Status != store.DelegationFailed {
-			return false
-		}
-	}
-	return true
 }
 
 // finishSession publishes a finished session's outcome. Idempotent: it runs again
@@ -559,77 +507,6 @@ func (w *Worker) resumeParent(ctx context.Context, d store.Delegation) error {
 		return fmt.Errorf("delegation %s: parent session: %w", d.ID, err)
 	}
 	return w.queue.Resume(ctx, parent, "after:"+d.ID)
-}
-
-func peers(t templates.Template) []string {
-	out := []string{t.Supervisor.Name}
-	for _, w := range t.Workers {
-		out = append(out, w.Name)
-	}
-	return out
-}
-
-// inContext reports whether a mailbox message id already appears in the context.
-func inContext(msgs []llm.Message, id string) bool {
-	marker := mailbox.Marker(id)
-	for _, m := range msgs {
-		if m.Role == llm.RoleUser && strings.Contains(m.Content, marker) {
-			return true
-		}
-	}
-	return false
-}
-
-// pendingCalls returns the calls of the last assistant message that no tool message
-// answers yet.
-func pendingCalls(msgs []llm.Message) []llm.ToolCall {
-	last := -1
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == llm.RoleAssistant {
-			last = i
-			break
-		}
-	}
-	if last < 0 || len(msgs[last].ToolCalls) == 0 {
-		return nil
-	}
-	answered := map[string]bool{}
-	for _, m := range msgs[last+1:] {
-		if m.Role == llm.RoleTool {
-			answered[m.ToolCallID] = true
-		}
-	}
-	var out []llm.ToolCall
-	for _, c := range msgs[last].ToolCalls {
-		if !answered[c.ID] {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// checkAnswer rejects answers the loop cannot act on and gives every tool call a
-// unique id (some servers omit or repeat them).
-func checkAnswer(m *llm.Message, step int) error {
-	m.Role = llm.RoleAssistant
-	if len(m.ToolCalls) == 0 && strings.TrimSpace(m.Content) == "" {
-		return fmt.Errorf("%w: empty answer with no tool calls", llm.ErrMalformed)
-	}
-	seen := map[string]bool{}
-	for i := range m.ToolCalls {
-		c := &m.ToolCalls[i]
-		if strings.TrimSpace(c.Name) == "" {
-			return fmt.Errorf("%w: tool call %d has no name", llm.ErrMalformed, i+1)
-		}
-		if c.ID == "" || seen[c.ID] {
-			c.ID = fmt.Sprintf("call_s%d_%d", step+1, i+1)
-		}
-		seen[c.ID] = true
-		if len(c.Args) == 0 {
-			c.Args = json.RawMessage("{}")
-		}
-	}
-	return nil
 }
 
 // coordinator implements tools.Coordinator for the session being stepped.
@@ -750,26 +627,4 @@ func (w *Worker) observeTool(tool, decision, layer string, start time.Time) {
 	if decision == "denied" && !w.gated {
 		w.metrics.GateDenials.WithLabelValues(layer).Inc()
 	}
-}
-
-func callNames(cs []llm.ToolCall) []string {
-	out := make([]string, len(cs))
-	for i, c := range cs {
-		out[i] = c.Name
-	}
-	return out
-}
-
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
