@@ -19,6 +19,7 @@ import (
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testinfra"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 )
@@ -56,16 +57,11 @@ func listenStandIn(t *testing.T, addr string) *standIn {
 // hostIPv4 is one of this host's own non-loopback addresses.
 func hostIPv4(t *testing.T) netip.Addr {
 	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	require.NoError(t, err)
-	for _, a := range addrs {
-		p, err := netip.ParsePrefix(a.String())
-		if err == nil && p.Addr().Is4() && !p.Addr().IsLoopback() && !p.Addr().IsLinkLocalUnicast() {
-			return p.Addr()
-		}
+	a, ok := testinfra.HostIPv4()
+	if !ok {
+		t.Skip("no non-loopback IPv4 address on this host")
 	}
-	t.Skip("no non-loopback IPv4 address on this host")
-	return netip.Addr{}
+	return a
 }
 
 func portOf(t *testing.T, hostport string) string {

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testinfra"
 	"github.com/aetherium-engine/aetherium/security"
 )
 
@@ -22,16 +23,11 @@ import (
 // gateway counts: it is a host interface).
 func hostAddr(t *testing.T) netip.Addr {
 	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	require.NoError(t, err)
-	for _, a := range addrs {
-		p, err := netip.ParsePrefix(a.String())
-		if err == nil && p.Addr().Is4() && !p.Addr().IsLoopback() && !p.Addr().IsLinkLocalUnicast() {
-			return p.Addr()
-		}
+	a, ok := testinfra.HostIPv4()
+	if !ok {
+		t.Skip("no non-loopback IPv4 address on this host")
 	}
-	t.Skip("no non-loopback IPv4 address on this host")
-	return netip.Addr{}
+	return a
 }
 
 func TestEgressPolicyRefusesTheControlPlane(t *testing.T) {

@@ -7,6 +7,7 @@ package testinfra
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,4 +61,20 @@ func RepoRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// HostIPv4 is one of this host's own non-loopback, non-link-local IPv4 addresses (a
+// Docker bridge gateway counts: it is a host interface); false when it has none.
+func HostIPv4() (netip.Addr, bool) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	for _, a := range addrs {
+		p, err := netip.ParsePrefix(a.String())
+		if err == nil && p.Addr().Is4() && !p.Addr().IsLoopback() && !p.Addr().IsLinkLocalUnicast() {
+			return p.Addr(), true
+		}
+	}
+	return netip.Addr{}, false
 }
