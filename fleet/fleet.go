@@ -185,9 +185,13 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options
 			f.Close()
 			return nil, err
 		}
-		mw = append(mw, gate.Middleware, (&security.Intents{Store: f.Store, Reg: f.Registry}).Middleware)
+		mw = append(mw, gate.Middleware, (&tools.Intents{Store: f.Store, Reg: f.Registry}).Middleware)
 	}
-	f.Router = tools.NewRouter(f.Registry, mw...)
+	if opts.NoGate {
+		f.Router = tools.NewRouter(f.Registry, mw...)
+	} else {
+		f.Router = tools.NewGatedRouter(f.Registry, mw...)
+	}
 	models := opts.Models
 	if models == nil {
 		models = &ModelFactory{LLM: cfg.LLM, ScriptLatency: cfg.Worker.ScriptLatency.D()}
@@ -227,7 +231,7 @@ func (f *Fleet) openGate(sec config.Security) (*security.Gate, error) {
 	f.Audit = security.NewAuditor(security.AuditConfig{}, f.Store, f.Log, func(n int) { f.Metrics.AuditBuffer.Set(float64(n)) })
 	f.Approvals = security.NewApprovals(security.ApprovalsConfig{Window: sec.ApprovalWindow.D(), FallbackTools: sec.SupervisorFallback},
 		f.Store, f.Events, f.Queue, f.Metrics, f.Log)
-	return security.NewGate(security.GateDeps{Registry: f.Registry, Rules: rules, DLP: dlp, Approvals: f.Approvals, Audit: f.Audit, Metrics: f.Metrics, Log: f.Log,
+	return security.NewGate(security.GateDeps{Registry: f.Registry, Rules: rules, DLP: dlp, Approvals: f.Approvals, Metrics: f.Metrics, Log: f.Log,
 		Secrets: f.Secrets, Policy: f.Policy}), nil
 }
 

@@ -10,15 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
 )
-
-// discardAudit stands in for the Auditor so the benchmark measures the decision,
-// not PostgreSQL.
-type discardAudit struct{}
-
-func (discardAudit) Write(context.Context, store.AuditRow) error { return nil }
 
 // benchRules is a realistic permissions file: none of its rules matches the
 // benchmarked call, so every one is evaluated.
@@ -64,7 +57,6 @@ func BenchmarkGateDecision(b *testing.B) {
 		return tools.Result{Content: "package main"}, nil
 	})
 	g := NewGate(GateDeps{Registry: reg, Rules: rules, DLP: dlp})
-	g.audit = discardAudit{}
 	router := tools.NewRouter(reg, g.Middleware)
 	access := tools.Access{Tools: []string{"create_plan", "edit_file", "list_files", "read_file", "run_shell", "search_files", "write_file"}}
 	ctx := tools.WithSession(context.Background(), &tools.Session{RunID: "r", SessionID: "s", Team: "web", Agent: "coder", Role: "worker", Access: access})

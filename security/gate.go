@@ -21,26 +21,18 @@ type Gate struct {
 	rules     *Rules
 	dlp       *DLP
 	approvals *Approvals
-	audit     auditWriter
 	metrics   *metrics.Metrics
 	log       *slog.Logger
 	secrets   *Secrets
 	policy    *EgressPolicy
 }
 
-// auditWriter is what the gate needs of the Auditor; a seam so the decision path can
-// be benchmarked without I/O.
-type auditWriter interface {
-	Write(ctx context.Context, r store.AuditRow) error
-}
-
-// GateDeps are the gate's collaborators; Rules, DLP, Approvals and Audit are required.
+// GateDeps are the gate's collaborators; Rules, DLP and Approvals are required.
 type GateDeps struct {
 	Registry  *tools.Registry
 	Rules     *Rules
 	DLP       *DLP
 	Approvals *Approvals
-	Audit     *Auditor
 	Metrics   *metrics.Metrics
 	Log       *slog.Logger
 	// Secrets are the team secrets: their values are scrubbed from results, errors
@@ -56,7 +48,7 @@ func NewGate(d GateDeps) *Gate {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	return &Gate{reg: d.Registry, rules: d.Rules, dlp: d.DLP, approvals: d.Approvals, audit: d.Audit, metrics: d.Metrics, log: d.Log, secrets: d.Secrets, policy: d.Policy}
+	return &Gate{reg: d.Registry, rules: d.Rules, dlp: d.DLP, approvals: d.Approvals, metrics: d.Metrics, log: d.Log, secrets: d.Secrets, policy: d.Policy}
 }
 
 // summaryBytes bounds what a Standard call keeps in its audit row; summaryScanBytes
@@ -66,7 +58,10 @@ const (
 	summaryScanBytes = 4 << 10
 )
 
-// Middleware gates every call and audits every attempt exactly once.
+// Middleware gates every call and audits every attempt exactly once: the attempt's
+// row rides back on the result (tools.Result.Audit), refusals included, and the
+// caller (the agent loop) writes it with the session that holds the call's result,
+// so a crash can lose neither without the other.
 func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 	return tools.HandlerFunc(func(ctx context.Context, call tools.Call) (res tools.Result, err error) {
 		s := tools.SessionFrom(ctx)
@@ -95,7 +90,8 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 				// unknown") writes the call's one row.
 				return
 			}
-			g.writeAudit(ctx, &row, call, tier, res, err, findings, start)
+			g.fillAudit(&row, call, tier, res, err, findings, start)
+			res.Audit = &row
 		}()
 		deny := func(layer, reason string, sentinel error) (tools.Result, error) {
 			if g.metrics != nil {
@@ -243,22 +239,23 @@ func (g *Gate) redactJSON(args json.RawMessage, findings *[]Finding) json.RawMes
 	return json.RawMessage(strings.ReplaceAll(red, `\u0000`, `\ufffd`))
 }
 
-func (g *Gate) writeAudit(ctx context.Context, row *store.AuditRow, call tools.Call, tier tools.Tier, res tools.Result, err error, findings []Finding, start time.Time) {
+// fillAudit completes the attempt's row from its outcome, redacted.
+func (g *Gate) fillAudit(row *store.AuditRow, call tools.Call, tier tools.Tier, res tools.Result, err error, findings []Finding, start time.Time) {
 	row.At = start
 	row.DurationMS = time.Since(start).Milliseconds()
-	var d *tools.Denied
-	switch {
-	case errors.As(err, &d):
+	outcome, _ := tools.Classify(err)
+	if row.Decision == "" { // "timed_out" is a denial the approval layer names itself
+		row.Decision = string(outcome)
+	}
+	if outcome == tools.OutcomeDenied {
+		var d *tools.Denied
+		errors.As(err, &d)
 		row.DenyLayer, row.DenyReason = d.Layer, d.Reason
-		if row.Decision == "" {
-			row.Decision = "denied"
+	} else {
+		row.Allowed = true
+		if err != nil {
+			row.Error = err.Error()
 		}
-	case errors.Is(err, tools.ErrOutcomeUnknown):
-		row.Allowed, row.Decision, row.Error = true, "unknown", err.Error()
-	case err != nil:
-		row.Allowed, row.Decision, row.Error = true, "error", err.Error()
-	default:
-		row.Allowed, row.Decision = true, "allowed"
 	}
 	if tier == tools.Standard {
 		// Redact before the cut, so a secret straddling it is still recognised; a
@@ -274,13 +271,6 @@ func (g *Gate) writeAudit(ctx context.Context, row *store.AuditRow, call tools.C
 		row.Error = pgText(g.redactText(row.Error))
 	}
 	row.DenyReason = pgText(row.DenyReason)
-	if sink, ok := ctx.Value(auditSinkKey{}).(AuditSink); ok {
-		sink(*row)
-		return
-	}
-	if werr := g.audit.Write(ctx, *row); werr != nil {
-		g.log.Error("audit write", "call_key", row.CallKey, "err", werr)
-	}
 }
 
 func (g *Gate) redactText(s string) string {
@@ -306,18 +296,4 @@ func truncateBytes(s string, n int) string {
 // the rest of the batch).
 func pgText(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
-}
-
-// AuditSink receives the audit rows of the calls made under a context instead of the
-// Auditor. The agent loop installs one per step and writes the rows in the same
-// transaction as the session that holds the calls' results: a crash can then lose
-// neither without the other, and a call whose result was lost is re-run (or
-// replayed) and audited by that attempt.
-type AuditSink func(store.AuditRow)
-
-type auditSinkKey struct{}
-
-// WithAuditSink routes the gate's audit rows for calls made under ctx to sink.
-func WithAuditSink(ctx context.Context, sink AuditSink) context.Context {
-	return context.WithValue(ctx, auditSinkKey{}, sink)
 }

@@ -169,8 +169,8 @@ rules:
 		panic("list_files exploded")
 	})
 
-	gate := security.NewGate(security.GateDeps{Registry: reg, Rules: rules, DLP: dlp, Approvals: e.approvals, Audit: e.audit, Metrics: m, Log: log})
-	e.router = tools.NewRouter(reg, gate.Middleware)
+	gate := security.NewGate(security.GateDeps{Registry: reg, Rules: rules, DLP: dlp, Approvals: e.approvals, Metrics: m, Log: log})
+	e.router = tools.NewGatedRouter(reg, gate.Middleware)
 	return e
 }
 
@@ -197,7 +197,15 @@ func (e *gateEnv) dispatch(s *tools.Session, id, tool string, args any) (tools.R
 		b, _ := json.Marshal(args)
 		raw = string(b)
 	}
-	return e.router.Dispatch(tools.WithSession(context.Background(), s), tools.Call{ID: id, Name: tool, Args: json.RawMessage(raw)})
+	res, err := e.router.Dispatch(tools.WithSession(context.Background(), s), tools.Call{ID: id, Name: tool, Args: json.RawMessage(raw)})
+	if res.Audit != nil {
+		// What the agent loop does with the row: saved (here alone, there with the
+		// session), a repeated call key skipped.
+		if werr := e.audit.Write(context.Background(), *res.Audit); werr != nil {
+			panic(werr)
+		}
+	}
+	return res, err
 }
 
 // auditRows flushes the auditor and returns the run's rows.
@@ -450,20 +458,25 @@ func TestGateAllowed(t *testing.T) {
 		require.ErrorIs(t, err, tools.ErrInfrastructure)
 		require.Empty(t, e.auditRows(t, s.RunID), "not the call's outcome: the retried attempt writes its row")
 	})
-	t.Run("an audit sink on the context takes the rows instead of the auditor", func(t *testing.T) {
+	t.Run("every answered attempt returns its audit row, refusals included", func(t *testing.T) {
 		t.Parallel()
 		s := e.session(t)
-		var got []store.AuditRow
-		ctx := security.WithAuditSink(tools.WithSession(context.Background(), s), func(r store.AuditRow) { got = append(got, r) })
-		_, err := e.router.Dispatch(ctx, tools.Call{ID: "c1", Name: "read_file", Args: json.RawMessage(`{"path":"a.txt"}`)})
+		ctx := tools.WithSession(context.Background(), s)
+		res, err := e.router.Dispatch(ctx, tools.Call{ID: "c1", Name: "read_file", Args: json.RawMessage(`{"path":"a.txt"}`)})
 		require.NoError(t, err)
-		_, err = e.router.Dispatch(ctx, tools.Call{ID: "c2", Name: "http_request", Args: json.RawMessage(`{"method":"GET","url":"http://169.254.169.254/"}`)})
+		require.NotNil(t, res.Audit)
+		require.Equal(t, s.SessionID+":c1", res.Audit.CallKey)
+		require.Equal(t, "allowed", res.Audit.Decision)
+		res, err = e.router.Dispatch(ctx, tools.Call{ID: "c2", Name: "http_request", Args: json.RawMessage(`{"method":"GET","url":"http://169.254.169.254/"}`)})
 		require.Error(t, err)
-		require.Len(t, got, 2)
-		require.Equal(t, s.SessionID+":c1", got[0].CallKey)
-		require.Equal(t, "allowed", got[0].Decision)
-		require.Equal(t, "denied", got[1].Decision)
-		require.Empty(t, e.auditRows(t, s.RunID), "nothing went to the auditor")
+		require.NotNil(t, res.Audit)
+		require.Equal(t, "denied", res.Audit.Decision)
+		require.Equal(t, "egress", res.Audit.DenyLayer)
+		res, err = e.router.Dispatch(ctx, tools.Call{ID: "c3", Name: "no_such_tool", Args: json.RawMessage(`{}`)})
+		require.ErrorIs(t, err, tools.ErrUnknownTool)
+		require.NotNil(t, res.Audit, "a capability refusal is audited by the gate")
+		require.Equal(t, "capability", res.Audit.DenyLayer)
+		require.Empty(t, e.auditRows(t, s.RunID), "the gate writes nothing itself: the caller saves the rows")
 	})
 	t.Run("the same call dispatched twice is audited once", func(t *testing.T) {
 		t.Parallel()

@@ -82,7 +82,7 @@ func (s *Store) RequestApproval(ctx context.Context, a Approval, window time.Dur
 	if len(a.View) == 0 {
 		a.View = json.RawMessage("{}")
 	}
-	tag, err := s.Pool.Exec(ctx, `INSERT INTO approvals (id, run_id, session_id, call_id, team, agent, tool, tier, args, args_hash,
+	tag, err := s.db.Exec(ctx, `INSERT INTO approvals (id, run_id, session_id, call_id, team, agent, tool, tier, args, args_hash,
 			approver_view, why, expires_at, status, decided_by, decision_reason, decided_at)
 		SELECT $1, r.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, now() + $13::interval,
 			CASE WHEN r.status IN ('queued','running','waiting') THEN 'pending' ELSE 'cancelled' END,
@@ -101,7 +101,7 @@ func (s *Store) RequestApproval(ctx context.Context, a Approval, window time.Dur
 
 // ApprovalForCall loads the approval of one call.
 func (s *Store) ApprovalForCall(ctx context.Context, sessionID, callID string) (Approval, error) {
-	a, err := scanApproval(s.Pool.QueryRow(ctx, `SELECT `+apprCols+` FROM approvals WHERE session_id = $1 AND call_id = $2`, sessionID, callID))
+	a, err := scanApproval(s.db.QueryRow(ctx, `SELECT `+apprCols+` FROM approvals WHERE session_id = $1 AND call_id = $2`, sessionID, callID))
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		err = fmt.Errorf("approval for call: %w", err)
 	}
@@ -110,7 +110,7 @@ func (s *Store) ApprovalForCall(ctx context.Context, sessionID, callID string) (
 
 // GetApproval loads one approval.
 func (s *Store) GetApproval(ctx context.Context, id string) (Approval, error) {
-	a, err := scanApproval(s.Pool.QueryRow(ctx, `SELECT `+apprCols+` FROM approvals WHERE id = $1`, id))
+	a, err := scanApproval(s.db.QueryRow(ctx, `SELECT `+apprCols+` FROM approvals WHERE id = $1`, id))
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		err = fmt.Errorf("get approval: %w", err)
 	}
@@ -125,7 +125,7 @@ func (s *Store) ListApprovals(ctx context.Context, status, runID string, limit i
 // ListApprovalsOf is ListApprovals restricted to the runs of one owner ("" for
 // every owner).
 func (s *Store) ListApprovalsOf(ctx context.Context, owner, status, runID string, limit int) ([]Approval, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT `+apprCols+` FROM approvals
+	rows, err := s.db.Query(ctx, `SELECT `+apprCols+` FROM approvals
 		WHERE ($1 = '' OR status = $1) AND ($2 = '' OR run_id::text = $2)
 		AND ($4 = '' OR run_id IN (SELECT id FROM runs WHERE owner = $4))
 		ORDER BY created_at, id LIMIT $3`, status, runID, limit, owner)
@@ -167,7 +167,7 @@ func (s *Store) DecideApproval(ctx context.Context, id, status, by, reason strin
 // closeApproval moves a pending approval that meets cond to status; ErrNotFound
 // when none did.
 func (s *Store) closeApproval(ctx context.Context, id, status, by, reason, cond string) (Approval, error) {
-	a, err := scanApproval(s.Pool.QueryRow(ctx, `UPDATE approvals SET status = $2, decided_by = $3, decision_reason = $4, decided_at = now()
+	a, err := scanApproval(s.db.QueryRow(ctx, `UPDATE approvals SET status = $2, decided_by = $3, decision_reason = $4, decided_at = now()
 		WHERE id = $1 AND status = 'pending' AND `+cond+` RETURNING `+apprCols, id, status, by, reason))
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		err = fmt.Errorf("decide approval %s: %w", id, err)
@@ -214,14 +214,14 @@ func cancelRunApprovals(ctx context.Context, tx pgx.Tx, runID, runStatus string)
 // PendingApprovals counts pending approvals of a run (other than except).
 func (s *Store) PendingApprovals(ctx context.Context, runID string) (int, error) {
 	var n int
-	err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM approvals WHERE run_id = $1 AND status = 'pending'`, runID).Scan(&n)
+	err := s.db.QueryRow(ctx, `SELECT count(*) FROM approvals WHERE run_id = $1 AND status = 'pending'`, runID).Scan(&n)
 	return n, err
 }
 
 // CountPendingApprovals counts every pending approval (metrics).
 func (s *Store) CountPendingApprovals(ctx context.Context) (int, error) {
 	var n int
-	err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM approvals WHERE status = 'pending'`).Scan(&n)
+	err := s.db.QueryRow(ctx, `SELECT count(*) FROM approvals WHERE status = 'pending'`).Scan(&n)
 	return n, err
 }
 
@@ -229,7 +229,7 @@ func (s *Store) CountPendingApprovals(ctx context.Context) (int, error) {
 // approver may read the summary of such a run).
 func (s *Store) HasApprovals(ctx context.Context, runID string) (bool, error) {
 	var ok bool
-	err := s.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM approvals WHERE run_id = $1)`, runID).Scan(&ok)
+	err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM approvals WHERE run_id = $1)`, runID).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("approvals of run %s: %w", runID, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -31,38 +30,52 @@ type AuditRow struct {
 	DurationMS int64           `json:"duration_ms"`
 }
 
-// InsertAudit writes rows in one multi-row statement; a row whose call_key exists is
-// skipped (a redelivered step re-auditing the same attempt).
+// insertAudit is the one statement that writes audit rows: $3… are the columns
+// as arrays (auditColumns). With a session and lease token ($1, $2) it writes only
+// while that lease holds (SaveStep); with NULLs, unconditionally (InsertAudit). A
+// row whose call_key exists is skipped: a redelivered step re-auditing the same
+// attempt.
+const insertAudit = `INSERT INTO tool_audit (call_key, at, run_id, team, agent, role, tool, tier, allowed, decision,
+		deny_layer, deny_reason, approved_by, args, result, summary, error, duration_ms)
+	SELECT u.call_key, u.at, u.run_id::uuid, u.team, u.agent, u.role, u.tool, u.tier, u.allowed, u.decision,
+		u.deny_layer, u.deny_reason, u.approved_by, u.args::jsonb, u.result, u.summary, u.error, u.duration_ms
+	FROM unnest($3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
+		$11::bool[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::int8[])
+		AS u(call_key, at, run_id, team, agent, role, tool, tier, allowed, decision, deny_layer, deny_reason, approved_by,
+			args, result, summary, error, duration_ms)
+	WHERE $1::text IS NULL OR EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $2::text)
+	ON CONFLICT (call_key) DO NOTHING`
+
+// auditColumns are rows as the column arrays of insertAudit, in its order.
+func auditColumns(rows []AuditRow) []any {
+	n := len(rows)
+	var (
+		keys, runs, teams, agents, roles, tls, tiers, decisions = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		layers, reasons, approvers, summaries, errs             = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		at                                                      = make([]time.Time, n)
+		allowed                                                 = make([]bool, n)
+		args, results                                           = make([]*string, n), make([]*string, n)
+		durations                                               = make([]int64, n)
+	)
+	for i, r := range rows {
+		keys[i], at[i], runs[i], teams[i], agents[i], roles[i], tls[i], tiers[i] = r.CallKey, r.At, r.RunID, r.Team, r.Agent, r.Role, r.Tool, r.Tier
+		allowed[i], decisions[i], layers[i], reasons[i], approvers[i] = r.Allowed, r.Decision, r.DenyLayer, r.DenyReason, r.ApprovedBy
+		if len(r.Args) > 0 {
+			a := string(r.Args)
+			args[i] = &a
+		}
+		results[i], summaries[i], errs[i], durations[i] = r.Result, r.Summary, r.Error, r.DurationMS
+	}
+	return []any{keys, at, runs, teams, agents, roles, tls, tiers, allowed, decisions, layers, reasons, approvers, args, results, summaries, errs, durations}
+}
+
+// InsertAudit writes rows in one statement (the Auditor's batches, and rows a step
+// could not save with its session).
 func (s *Store) InsertAudit(ctx context.Context, rows []AuditRow) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	const cols = 17
-	var b strings.Builder
-	b.WriteString(`INSERT INTO tool_audit (call_key, at, run_id, team, agent, role, tool, tier, allowed, decision,
-		deny_layer, deny_reason, approved_by, args, result, summary, error, duration_ms) VALUES `)
-	args := make([]any, 0, len(rows)*(cols+1))
-	for i, r := range rows {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		b.WriteString("(")
-		for j := 0; j < cols+1; j++ {
-			if j > 0 {
-				b.WriteString(",")
-			}
-			fmt.Fprintf(&b, "$%d", i*(cols+1)+j+1)
-		}
-		b.WriteString(")")
-		var a any
-		if len(r.Args) > 0 {
-			a = r.Args
-		}
-		args = append(args, r.CallKey, r.At, r.RunID, r.Team, r.Agent, r.Role, r.Tool, r.Tier, r.Allowed, r.Decision,
-			r.DenyLayer, r.DenyReason, r.ApprovedBy, a, r.Result, r.Summary, r.Error, r.DurationMS)
-	}
-	b.WriteString(" ON CONFLICT (call_key) DO NOTHING")
-	if _, err := s.Pool.Exec(ctx, b.String(), args...); err != nil {
+	if _, err := s.db.Exec(ctx, insertAudit, append([]any{nil, nil}, auditColumns(rows)...)...); err != nil {
 		return fmt.Errorf("insert audit (%d rows): %w", len(rows), err)
 	}
 	return nil
@@ -70,7 +83,7 @@ func (s *Store) InsertAudit(ctx context.Context, rows []AuditRow) error {
 
 // RunAudit lists a run's audit rows in order.
 func (s *Store) RunAudit(ctx context.Context, runID string, limit int) ([]AuditRow, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT id, call_key, at, run_id::text, team, agent, role, tool, tier, allowed, decision,
+	rows, err := s.db.Query(ctx, `SELECT id, call_key, at, run_id::text, team, agent, role, tool, tier, allowed, decision,
 		deny_layer, deny_reason, approved_by, args, result, summary, error, duration_ms
 		FROM tool_audit WHERE run_id = $1 ORDER BY at, id LIMIT $2`, runID, limit)
 	if err != nil {
@@ -91,7 +104,7 @@ func (s *Store) RunAudit(ctx context.Context, runID string, limit int) ([]AuditR
 
 // PurgeAudit deletes audit rows older than age; it returns how many.
 func (s *Store) PurgeAudit(ctx context.Context, age time.Duration) (int64, error) {
-	tag, err := s.Pool.Exec(ctx, `DELETE FROM tool_audit WHERE at < now() - $1::interval`, age.String())
+	tag, err := s.db.Exec(ctx, `DELETE FROM tool_audit WHERE at < now() - $1::interval`, age.String())
 	if err != nil {
 		return 0, fmt.Errorf("purge audit: %w", err)
 	}

@@ -28,7 +28,7 @@ type Command struct {
 // InsertCommand records one invocation and returns its id.
 func (s *Store) InsertCommand(ctx context.Context, c Command) (int64, error) {
 	var id int64
-	err := s.Pool.QueryRow(ctx, `INSERT INTO command_log
+	err := s.db.QueryRow(ctx, `INSERT INTO command_log
 		(run_id, agent, command, exit_code, duration_ms, output_bytes, truncated, timed_out)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
 		c.RunID, c.Agent, c.Command, c.ExitCode, c.DurationMS, c.OutputBytes, c.Truncated, c.TimedOut).Scan(&id)
@@ -43,7 +43,7 @@ func (s *Store) ListCommands(ctx context.Context, runID string, limit int) ([]Co
 	if limit <= 0 {
 		limit = 1 << 30
 	}
-	rows, err := s.Pool.Query(ctx, `SELECT id, run_id::text, agent, command, exit_code, duration_ms,
+	rows, err := s.db.Query(ctx, `SELECT id, run_id::text, agent, command, exit_code, duration_ms,
 		output_bytes, truncated, timed_out, created_at
 		FROM command_log WHERE run_id = $1 ORDER BY id LIMIT $2`, runID, limit)
 	if err != nil {

@@ -59,7 +59,7 @@ func (s *Store) InsertDelegation(ctx context.Context, d Delegation) (created boo
 			return false, err
 		}
 	}
-	tag, err := s.Pool.Exec(ctx, `INSERT INTO delegations (id, run_id, parent_session, tool_call_id, agent, task, tools)
+	tag, err := s.db.Exec(ctx, `INSERT INTO delegations (id, run_id, parent_session, tool_call_id, agent, task, tools)
 		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
 		d.ID, d.RunID, d.ParentSession, d.ToolCallID, d.Agent, d.Task, tools)
 	if err != nil {
@@ -70,7 +70,7 @@ func (s *Store) InsertDelegation(ctx context.Context, d Delegation) (created boo
 
 // GetDelegation loads one delegation.
 func (s *Store) GetDelegation(ctx context.Context, id string) (Delegation, error) {
-	d, err := scanDelegation(s.Pool.QueryRow(ctx, `SELECT `+delCols+` FROM delegations WHERE id = $1`, id))
+	d, err := scanDelegation(s.db.QueryRow(ctx, `SELECT `+delCols+` FROM delegations WHERE id = $1`, id))
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		err = fmt.Errorf("get delegation %s: %w", id, err)
 	}
@@ -88,7 +88,7 @@ func (s *Store) RunDelegations(ctx context.Context, runID string) ([]Delegation,
 }
 
 func (s *Store) queryDelegations(ctx context.Context, q string, args ...any) ([]Delegation, error) {
-	rows, err := s.Pool.Query(ctx, q, args...)
+	rows, err := s.db.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("delegations: %w", err)
 	}
@@ -106,7 +106,7 @@ func (s *Store) queryDelegations(ctx context.Context, q string, args ...any) ([]
 
 // MarkDelegationRunning moves pending → running and counts the attempt.
 func (s *Store) MarkDelegationRunning(ctx context.Context, id string) error {
-	_, err := s.Pool.Exec(ctx, `UPDATE delegations SET status = 'running', attempts = attempts + 1
+	_, err := s.db.Exec(ctx, `UPDATE delegations SET status = 'running', attempts = attempts + 1
 		WHERE id = $1 AND status IN ('pending','running')`, id)
 	if err != nil {
 		return fmt.Errorf("delegation %s running: %w", id, err)
@@ -116,7 +116,7 @@ func (s *Store) MarkDelegationRunning(ctx context.Context, id string) error {
 
 // FinishDelegation records the outcome once; false when it was already finished.
 func (s *Store) FinishDelegation(ctx context.Context, id, status, result, errMsg string) (bool, error) {
-	tag, err := s.Pool.Exec(ctx, `UPDATE delegations SET status = $2, result = $3, error = $4, completed_at = now()
+	tag, err := s.db.Exec(ctx, `UPDATE delegations SET status = $2, result = $3, error = $4, completed_at = now()
 		WHERE id = $1 AND status IN ('pending','running')`, id, status, result, errMsg)
 	if err != nil {
 		return false, fmt.Errorf("finish delegation %s: %w", id, err)

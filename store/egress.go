@@ -34,7 +34,7 @@ func (s *Store) InsertEgress(ctx context.Context, c EgressConnection) error {
 	if at.IsZero() {
 		at = time.Now()
 	}
-	_, err := s.Pool.Exec(ctx, `INSERT INTO egress_connections
+	_, err := s.db.Exec(ctx, `INSERT INTO egress_connections
 		(run_id, agent, at, method, host, port, remote, allowed, reason, status, bytes_out, bytes_in, duration_ms)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 		c.RunID, c.Agent, at, c.Method, c.Host, c.Port, c.Remote, c.Allowed, c.Reason, c.Status, c.BytesOut, c.BytesIn, c.DurationMS)
@@ -46,7 +46,7 @@ func (s *Store) InsertEgress(ctx context.Context, c EgressConnection) error {
 
 // RunEgress lists a run's connections, oldest first, at most limit.
 func (s *Store) RunEgress(ctx context.Context, runID string, limit int) ([]EgressConnection, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT id, run_id::text, agent, at, method, host, port, remote, allowed, reason,
+	rows, err := s.db.Query(ctx, `SELECT id, run_id::text, agent, at, method, host, port, remote, allowed, reason,
 		status, bytes_out, bytes_in, duration_ms FROM egress_connections WHERE run_id = $1 ORDER BY id LIMIT $2`, runID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("run egress: %w", err)

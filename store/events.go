@@ -27,7 +27,7 @@ func (s *Store) AppendEvent(ctx context.Context, runID, key, typ, agent string, 
 	if err != nil {
 		return 0, false, fmt.Errorf("event %s: %w", typ, err)
 	}
-	err = s.Pool.QueryRow(ctx, `WITH ins AS (
+	err = s.db.QueryRow(ctx, `WITH ins AS (
 			INSERT INTO run_events (run_id, key, type, agent, data) VALUES ($1, $2, $3, $4, $5)
 			ON CONFLICT (run_id, key) DO NOTHING RETURNING id)
 		SELECT COALESCE((SELECT id FROM ins), 0)`, runID, key, typ, agent, raw).Scan(&id)
@@ -39,7 +39,7 @@ func (s *Store) AppendEvent(ctx context.Context, runID, key, typ, agent string, 
 
 // EventsAfter returns up to limit events of a run with id > after, in order.
 func (s *Store) EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]Event, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT id, run_id::text, type, agent, data, created_at FROM run_events
+	rows, err := s.db.Query(ctx, `SELECT id, run_id::text, type, agent, data, created_at FROM run_events
 		WHERE run_id = $1 AND id > $2 ORDER BY id LIMIT $3`, runID, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
@@ -59,7 +59,7 @@ func (s *Store) EventsAfter(ctx context.Context, runID string, after int64, limi
 // TerminalEventID returns the id of a run's terminal event, if it is stored.
 func (s *Store) TerminalEventID(ctx context.Context, runID string) (int64, bool, error) {
 	var id int64
-	err := s.Pool.QueryRow(ctx, `SELECT id FROM run_events WHERE run_id = $1 AND key = 'terminal'`, runID).Scan(&id)
+	err := s.db.QueryRow(ctx, `SELECT id FROM run_events WHERE run_id = $1 AND key = 'terminal'`, runID).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -72,7 +72,7 @@ func (s *Store) TerminalEventID(ctx context.Context, runID string) (int64, bool,
 // GetEvent loads one event by id.
 func (s *Store) GetEvent(ctx context.Context, id int64) (Event, error) {
 	var e Event
-	err := s.Pool.QueryRow(ctx, `SELECT id, run_id::text, type, agent, data, created_at FROM run_events WHERE id = $1`, id).
+	err := s.db.QueryRow(ctx, `SELECT id, run_id::text, type, agent, data, created_at FROM run_events WHERE id = $1`, id).
 		Scan(&e.ID, &e.RunID, &e.Type, &e.Agent, &e.Data, &e.CreatedAt)
 	if err != nil {
 		return e, fmt.Errorf("get event %d: %w", id, err)
@@ -108,7 +108,7 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, evs []NewEvent) 
 		args = append(args, e.Key, e.Type, e.Agent, raw)
 	}
 	b.WriteString(` ON CONFLICT (run_id, key) DO NOTHING RETURNING id, type`)
-	rows, err := s.Pool.Query(ctx, b.String(), args...)
+	rows, err := s.db.Query(ctx, b.String(), args...)
 	if err != nil {
 		return nil, fmt.Errorf("append events: %w", err)
 	}

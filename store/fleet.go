@@ -17,12 +17,12 @@ func (s *Store) FleetID(ctx context.Context) (string, error) {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	var id string
-	err := s.Pool.QueryRow(ctx, `WITH ins AS (
+	err := s.db.QueryRow(ctx, `WITH ins AS (
 			INSERT INTO fleet_identity (id) VALUES ($1) ON CONFLICT DO NOTHING RETURNING id)
 		SELECT id FROM ins UNION ALL SELECT id FROM fleet_identity LIMIT 1`, "fl"+hex.EncodeToString(b)).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Another process inserted it concurrently, after this statement's snapshot.
-		err = s.Pool.QueryRow(ctx, `SELECT id FROM fleet_identity`).Scan(&id)
+		err = s.db.QueryRow(ctx, `SELECT id FROM fleet_identity`).Scan(&id)
 	}
 	if err != nil {
 		return "", fmt.Errorf("fleet id (are the migrations applied?): %w", err)

@@ -27,7 +27,7 @@ type Plan struct {
 // CreatePlan replaces the run's active plan with a new one.
 func (s *Store) CreatePlan(ctx context.Context, runID, goal string, steps []string) (Plan, error) {
 	p := Plan{Goal: goal}
-	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `UPDATE plans SET active = false WHERE run_id = $1 AND active`, runID); err != nil {
 			return err
 		}
@@ -51,14 +51,14 @@ func (s *Store) CreatePlan(ctx context.Context, runID, goal string, steps []stri
 // ActivePlan loads the run's active plan; ErrNotFound when there is none.
 func (s *Store) ActivePlan(ctx context.Context, runID string) (Plan, error) {
 	var p Plan
-	err := s.Pool.QueryRow(ctx, `SELECT id, goal FROM plans WHERE run_id = $1 AND active`, runID).Scan(&p.ID, &p.Goal)
+	err := s.db.QueryRow(ctx, `SELECT id, goal FROM plans WHERE run_id = $1 AND active`, runID).Scan(&p.ID, &p.Goal)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, ErrNotFound
 	}
 	if err != nil {
 		return p, fmt.Errorf("read plan: %w", err)
 	}
-	rows, err := s.Pool.Query(ctx, `SELECT idx, title, status, result FROM plan_steps WHERE plan_id = $1 ORDER BY idx`, p.ID)
+	rows, err := s.db.Query(ctx, `SELECT idx, title, status, result FROM plan_steps WHERE plan_id = $1 ORDER BY idx`, p.ID)
 	if err != nil {
 		return p, fmt.Errorf("read plan steps: %w", err)
 	}
@@ -75,7 +75,7 @@ func (s *Store) ActivePlan(ctx context.Context, runID string) (Plan, error) {
 
 // UpdatePlanStep sets a step's status and result on the active plan.
 func (s *Store) UpdatePlanStep(ctx context.Context, runID string, step int, status, result string) error {
-	tag, err := s.Pool.Exec(ctx, `UPDATE plan_steps SET status = $3, result = $4, updated_at = now()
+	tag, err := s.db.Exec(ctx, `UPDATE plan_steps SET status = $3, result = $4, updated_at = now()
 		WHERE plan_id = (SELECT id FROM plans WHERE run_id = $1 AND active) AND idx = $2`, runID, step, status, result)
 	if err != nil {
 		return fmt.Errorf("update plan: %w", err)
@@ -95,7 +95,7 @@ type TodoItem struct {
 // Todos reads an agent's list for a run.
 func (s *Store) Todos(ctx context.Context, runID, agent string) ([]TodoItem, error) {
 	var raw []byte
-	err := s.Pool.QueryRow(ctx, `SELECT items FROM todos WHERE run_id = $1 AND agent = $2`, runID, agent).Scan(&raw)
+	err := s.db.QueryRow(ctx, `SELECT items FROM todos WHERE run_id = $1 AND agent = $2`, runID, agent).Scan(&raw)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return []TodoItem{}, nil
 	}
@@ -112,7 +112,7 @@ func (s *Store) SetTodos(ctx context.Context, runID, agent string, items []TodoI
 	if err != nil {
 		return err
 	}
-	_, err = s.Pool.Exec(ctx, `INSERT INTO todos (run_id, agent, items) VALUES ($1, $2, $3)
+	_, err = s.db.Exec(ctx, `INSERT INTO todos (run_id, agent, items) VALUES ($1, $2, $3)
 		ON CONFLICT (run_id, agent) DO UPDATE SET items = EXCLUDED.items, updated_at = now()`, runID, agent, raw)
 	if err != nil {
 		return fmt.Errorf("set todos: %w", err)

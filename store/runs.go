@@ -89,12 +89,12 @@ func (s *Store) CreateRunLimited(ctx context.Context, r Run, maxInFlight int) er
 		SELECT $1::uuid, 'queued', $2::text, $3::text, $4::jsonb, $5::jsonb, $6::bigint, $7::text`
 	args := []any{r.ID, r.Prompt, r.Template, r.Team, r.Variables, r.TokenBudget, r.Owner}
 	if maxInFlight == 0 {
-		if _, err := s.Pool.Exec(ctx, insert, args...); err != nil {
+		if _, err := s.db.Exec(ctx, insert, args...); err != nil {
 			return fmt.Errorf("create run: %w", err)
 		}
 		return nil
 	}
-	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('aetherium.runs_in_flight:' || $1, 0))`, r.Owner); err != nil {
 			return fmt.Errorf("lock runs in flight of %q: %w", r.Owner, err)
 		}
@@ -116,7 +116,7 @@ func (s *Store) CreateRunLimited(ctx context.Context, r Run, maxInFlight int) er
 
 // GetRun loads a run.
 func (s *Store) GetRun(ctx context.Context, id string) (Run, error) {
-	r, err := scanRun(s.Pool.QueryRow(ctx, `SELECT `+runCols+` FROM runs WHERE id = $1`, id))
+	r, err := scanRun(s.db.QueryRow(ctx, `SELECT `+runCols+` FROM runs WHERE id = $1`, id))
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return r, fmt.Errorf("get run %s: %w", id, err)
 	}
@@ -139,7 +139,7 @@ func (s *Store) ListRunsOf(ctx context.Context, owner, status string, limit int,
 		args = append(args, cursor)
 	}
 	q += ` ORDER BY created_at DESC, id DESC LIMIT $3`
-	rows, err := s.Pool.Query(ctx, q, args...)
+	rows, err := s.db.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
@@ -157,7 +157,7 @@ func (s *Store) ListRunsOf(ctx context.Context, owner, status string, limit int,
 
 // StartRun moves a queued run to running; false when it was not queued.
 func (s *Store) StartRun(ctx context.Context, id string) (bool, error) {
-	tag, err := s.Pool.Exec(ctx, `UPDATE runs SET status = 'running', updated_at = now()
+	tag, err := s.db.Exec(ctx, `UPDATE runs SET status = 'running', updated_at = now()
 		WHERE id = $1 AND status = 'queued'`, id)
 	if err != nil {
 		return false, fmt.Errorf("start run: %w", err)
@@ -171,7 +171,7 @@ func (s *Store) SetRunWaiting(ctx context.Context, id string, waiting bool) (boo
 	if !waiting {
 		from, to = to, from
 	}
-	tag, err := s.Pool.Exec(ctx, `UPDATE runs SET status = $3, updated_at = now() WHERE id = $1 AND status = $2`, id, from, to)
+	tag, err := s.db.Exec(ctx, `UPDATE runs SET status = $3, updated_at = now() WHERE id = $1 AND status = $2`, id, from, to)
 	if err != nil {
 		return false, fmt.Errorf("run %s → %s: %w", id, to, err)
 	}
@@ -188,7 +188,7 @@ func (s *Store) FinishRun(ctx context.Context, id, status, result, errMsg, reaso
 		return false, fmt.Errorf("finish run: %q is not terminal", status)
 	}
 	changed := false
-	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE runs SET status = $2, result = $3, error = $4, reason = $5,
 			updated_at = now(), finished_at = now()
 			WHERE id = $1 AND status IN ('queued','running','waiting')`, id, status, result, errMsg, reason)
@@ -208,7 +208,7 @@ func (s *Store) FinishRun(ctx context.Context, id, status, result, errMsg, reaso
 
 // StaleRuns returns non-terminal runs whose last event is older than age.
 func (s *Store) StaleRuns(ctx context.Context, age time.Duration, limit int) ([]string, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT r.id::text FROM runs r
+	rows, err := s.db.Query(ctx, `SELECT r.id::text FROM runs r
 		WHERE r.status IN ('queued','running') AND r.updated_at < now() - $1::interval
 		AND NOT EXISTS (SELECT 1 FROM run_events e WHERE e.run_id = r.id AND e.created_at >= now() - $1::interval)
 		LIMIT $2`, age.String(), limit)
@@ -220,7 +220,7 @@ func (s *Store) StaleRuns(ctx context.Context, age time.Duration, limit int) ([]
 
 // QueuedRuns returns runs still queued after age (their first step was never picked up).
 func (s *Store) QueuedRuns(ctx context.Context, age time.Duration, limit int) ([]string, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT id::text FROM runs WHERE status = 'queued' AND created_at < now() - $1::interval
+	rows, err := s.db.Query(ctx, `SELECT id::text FROM runs WHERE status = 'queued' AND created_at < now() - $1::interval
 		ORDER BY created_at LIMIT $2`, age.String(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("queued runs: %w", err)
@@ -235,7 +235,7 @@ func (s *Store) RunOwners(ctx context.Context, ids []string) (map[string]string,
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := s.Pool.Query(ctx, `SELECT id::text, owner FROM runs WHERE id::text = ANY($1::text[])`, ids)
+	rows, err := s.db.Query(ctx, `SELECT id::text, owner FROM runs WHERE id::text = ANY($1::text[])`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("run owners: %w", err)
 	}

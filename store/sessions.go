@@ -40,7 +40,7 @@ func (s *Store) AcquireSession(ctx context.Context, initial Session, token strin
 	}
 	var sess Session
 	var raw []byte
-	err = s.Pool.QueryRow(ctx, `INSERT INTO sessions AS s (id, run_id, agent, role, delegation_id, messages, lease_token, lease_until)
+	err = s.db.QueryRow(ctx, `INSERT INTO sessions AS s (id, run_id, agent, role, delegation_id, messages, lease_token, lease_until)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + $8::interval)
 		ON CONFLICT (id) DO UPDATE SET lease_token = excluded.lease_token, lease_until = excluded.lease_until
 			WHERE s.lease_until < now() OR s.lease_token = excluded.lease_token
@@ -64,7 +64,7 @@ func (s *Store) AcquireSession(ctx context.Context, initial Session, token strin
 
 // ReleaseSession gives the lease up so the next delivery need not wait for expiry.
 func (s *Store) ReleaseSession(ctx context.Context, id, token string) error {
-	_, err := s.Pool.Exec(ctx, `UPDATE sessions SET lease_until = 'epoch' WHERE id = $1 AND lease_token = $2`, id, token)
+	_, err := s.db.Exec(ctx, `UPDATE sessions SET lease_until = 'epoch' WHERE id = $1 AND lease_token = $2`, id, token)
 	if err != nil {
 		return fmt.Errorf("release session %s: %w", id, err)
 	}
@@ -74,7 +74,7 @@ func (s *Store) ReleaseSession(ctx context.Context, id, token string) error {
 // SessionStatus reads a session's status without taking the lease.
 func (s *Store) SessionStatus(ctx context.Context, id string) (string, error) {
 	var st string
-	err := s.Pool.QueryRow(ctx, `SELECT status FROM sessions WHERE id = $1`, id).Scan(&st)
+	err := s.db.QueryRow(ctx, `SELECT status FROM sessions WHERE id = $1`, id).Scan(&st)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", ErrNotFound
 	}

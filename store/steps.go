@@ -48,16 +48,6 @@ const (
 		WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $2)
 		ORDER BY u.n
 		ON CONFLICT (run_id, key) DO NOTHING RETURNING id, type`
-	saveStepAudit = `INSERT INTO tool_audit (call_key, at, run_id, team, agent, role, tool, tier, allowed, decision,
-			deny_layer, deny_reason, approved_by, args, result, summary, error, duration_ms)
-		SELECT u.call_key, u.at, u.run_id::uuid, u.team, u.agent, u.role, u.tool, u.tier, u.allowed, u.decision,
-			u.deny_layer, u.deny_reason, u.approved_by, u.args::jsonb, u.result, u.summary, u.error, u.duration_ms
-		FROM unnest($3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
-			$11::bool[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::int8[])
-			AS u(call_key, at, run_id, team, agent, role, tool, tier, allowed, decision, deny_layer, deny_reason, approved_by,
-				args, result, summary, error, duration_ms)
-		WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $2)
-		ON CONFLICT (call_key) DO NOTHING`
 )
 
 // SaveStep persists the session under the lease token (extending the lease), adds
@@ -84,28 +74,10 @@ func (s *Store) SaveStep(ctx context.Context, sess *Session, token string, lease
 		}
 		b.Queue(saveStepEvents, sess.ID, token, sess.RunID, keys, types, agents, data)
 	}
-	if n := len(w.Audit); n > 0 {
-		var (
-			keys, runs, teams, agents, roles, tls, tiers, decisions = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-			layers, reasons, approvers, summaries, errs             = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-			at                                                      = make([]time.Time, n)
-			allowed                                                 = make([]bool, n)
-			args, results                                           = make([]*string, n), make([]*string, n)
-			durations                                               = make([]int64, n)
-		)
-		for i, r := range w.Audit {
-			keys[i], at[i], runs[i], teams[i], agents[i], roles[i], tls[i], tiers[i] = r.CallKey, r.At, r.RunID, r.Team, r.Agent, r.Role, r.Tool, r.Tier
-			allowed[i], decisions[i], layers[i], reasons[i], approvers[i] = r.Allowed, r.Decision, r.DenyLayer, r.DenyReason, r.ApprovedBy
-			if len(r.Args) > 0 {
-				a := string(r.Args)
-				args[i] = &a
-			}
-			results[i], summaries[i], errs[i], durations[i] = r.Result, r.Summary, r.Error, r.DurationMS
-		}
-		b.Queue(saveStepAudit, sess.ID, token, keys, at, runs, teams, agents, roles, tls, tiers, allowed, decisions,
-			layers, reasons, approvers, args, results, summaries, errs, durations)
+	if len(w.Audit) > 0 {
+		b.Queue(insertAudit, append([]any{sess.ID, token}, auditColumns(w.Audit)...)...)
 	}
-	br := s.Pool.SendBatch(ctx, b)
+	br := s.db.SendBatch(ctx, b)
 	var saved bool
 	var status *string
 	var used, budget *int64

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -24,8 +26,26 @@ var (
 
 // Store wraps the pool.
 type Store struct {
+	// Pool is the connection pool (nil for a Store made by InTx).
 	Pool *pgxpool.Pool
+	// db runs the repositories' statements: the pool, or one transaction.
+	db DBTX
 }
+
+// DBTX is what the repositories need of a connection: a *pgxpool.Pool or a pgx.Tx.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	// Begin starts a transaction (a savepoint inside one).
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// InTx returns a Store whose statements run in tx, so a test can roll everything
+// back (River's TestTx). Migrations, Ping and Close need the pool and are not
+// available on it.
+func InTx(tx pgx.Tx) *Store { return &Store{db: tx} }
 
 // Open connects and pings.
 func Open(ctx context.Context, url string) (*Store, error) {
@@ -41,7 +61,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("connect postgres %s@%s:%d/%s: %w", cfg.ConnConfig.User, cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database, err)
 	}
-	return &Store{Pool: pool}, nil
+	return &Store{Pool: pool, db: pool}, nil
 }
 
 // Close closes the pool.

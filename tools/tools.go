@@ -15,6 +15,7 @@ import (
 	"github.com/invopop/jsonschema"
 
 	"github.com/aetherium-engine/aetherium/llm"
+	"github.com/aetherium-engine/aetherium/store"
 )
 
 // Call is one tool invocation as the model asked for it.
@@ -32,6 +33,40 @@ type Result struct {
 	Pending bool
 	// Final ends the session's loop after this call (reply).
 	Final bool
+	// Audit is the gate's audit row of this attempt, returned with the call's
+	// result (or refusal) rather than written by the gate: the agent loop saves it
+	// in the transaction that makes the result durable. Nil when no gate ran or
+	// the attempt is not audited yet (pending approval, infrastructure failure).
+	Audit *store.AuditRow
+}
+
+// Outcome is how a call that was answered ended, as the audit trail, the run's
+// events and the metrics name it.
+type Outcome string
+
+// Outcomes.
+const (
+	OutcomeAllowed Outcome = "allowed" // ran and succeeded
+	OutcomeError   Outcome = "error"   // ran (or was tried) and failed
+	OutcomeDenied  Outcome = "denied"  // refused by a gate layer
+	OutcomeUnknown Outcome = "unknown" // started before a crash; not run again (ErrOutcomeUnknown)
+)
+
+// Classify is the one place a call's error becomes its outcome, with the refusing
+// layer of a denial. ErrInfrastructure is not an outcome: such an attempt is
+// retried, not answered, so callers branch on it first.
+func Classify(err error) (Outcome, string) {
+	var d *Denied
+	switch {
+	case err == nil:
+		return OutcomeAllowed, ""
+	case errors.As(err, &d):
+		return OutcomeDenied, d.Layer
+	case errors.Is(err, ErrOutcomeUnknown):
+		return OutcomeUnknown, ""
+	default:
+		return OutcomeError, ""
+	}
 }
 
 // Text is a convenience Result.
@@ -344,13 +379,25 @@ type Router struct {
 	handler Handler
 }
 
-// NewRouter builds the dispatch chain. The team's tool_defaults are merged first,
-// before any middleware, so every gate layer (rules, escalation, egress, DLP,
-// approval) and the audit row judge the arguments that really run — a default
-// applied after the gate would run unseen. Middleware then run outermost first; the
-// innermost layer is always the capability check (the tool must be in the caller's
-// catalog) followed by the typed handler.
+// NewRouter builds the dispatch chain of an ungated router. The team's
+// tool_defaults are merged first, before any middleware, so every layer judges the
+// arguments that really run. Middleware then run outermost first; the innermost
+// layer is the capability check (the tool must be in the caller's catalog),
+// followed by the typed handler.
 func NewRouter(reg *Registry, mw ...Middleware) *Router {
+	return newRouter(reg, capability(reg), mw)
+}
+
+// NewGatedRouter builds the dispatch chain of a router whose middleware include a
+// permission gate (outermost first, as NewRouter). The gate owns the capability
+// check (CheckCapability): it must refuse — and audit the refusal of — a call
+// outside the caller's catalog before any other layer judges it, so the router
+// does not check it a second time.
+func NewGatedRouter(reg *Registry, mw ...Middleware) *Router {
+	return newRouter(reg, nil, mw)
+}
+
+func newRouter(reg *Registry, innermost Middleware, mw []Middleware) *Router {
 	var h Handler = HandlerFunc(func(ctx context.Context, call Call) (Result, error) {
 		s, ok := reg.specs[call.Name]
 		if !ok {
@@ -358,7 +405,9 @@ func NewRouter(reg *Registry, mw ...Middleware) *Router {
 		}
 		return s.handler.Handle(ctx, call)
 	})
-	h = capability(reg)(h)
+	if innermost != nil {
+		h = innermost(h)
+	}
 	for i := len(mw) - 1; i >= 0; i-- {
 		h = mw[i](h)
 	}

@@ -67,7 +67,7 @@ var ErrSessionBusy = errors.New("session busy")
 // Worker runs the handlers.
 type Worker struct {
 	cfg    Config
-	store  *store.Store
+	store  Store
 	queue  *queue.Enqueuer
 	events *events.Recorder
 	router *tools.Router
@@ -94,7 +94,7 @@ type AuditWriter interface {
 
 // Deps are the Worker's collaborators.
 type Deps struct {
-	Store   *store.Store
+	Store   Store
 	Queue   *queue.Enqueuer
 	Events  *events.Recorder
 	Router  *tools.Router

@@ -6,11 +6,13 @@ package testinfra
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
+	"testing"
 )
 
 // AdminURL is the PostgreSQL server tests, the bench and the drills create their
@@ -77,4 +79,15 @@ func HostIPv4() (netip.Addr, bool) {
 		}
 	}
 	return netip.Addr{}, false
+}
+
+// Unavailable fails t under CI=true, where every service a test needs is
+// required, and skips it otherwise; hint says how to provide the service.
+func Unavailable(t testing.TB, hint, format string, a ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, a...)
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s (CI=true: %s)", msg, hint)
+	}
+	t.Skipf("%s (%s)", msg, hint)
 }

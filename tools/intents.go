@@ -1,4 +1,4 @@
-package security
+package tools
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"fmt"
 
 	"github.com/aetherium-engine/aetherium/store"
-	"github.com/aetherium-engine/aetherium/tools"
 )
 
 // Intents makes non-idempotent tool calls crash-safe. Before such a call runs, its
@@ -18,16 +17,22 @@ import (
 // not silently repeated. Idempotent tools skip the bookkeeping: re-running them is
 // the recovery.
 type Intents struct {
-	Store *store.Store
-	Reg   *tools.Registry
+	Store IntentStore
+	Reg   *Registry
+}
+
+// IntentStore records intents (store.Store implements it).
+type IntentStore interface {
+	BeginIntent(ctx context.Context, key, runID, tool, argsHash string) (store.Intent, error)
+	FinishIntent(ctx context.Context, key, result string, isErr bool) error
 }
 
 // Middleware wraps execution; put it inside the gate (after the approval check) so
 // only calls that will really run record an intent.
-func (in *Intents) Middleware(next tools.Handler) tools.Handler {
-	return tools.HandlerFunc(func(ctx context.Context, call tools.Call) (tools.Result, error) {
+func (in *Intents) Middleware(next Handler) Handler {
+	return HandlerFunc(func(ctx context.Context, call Call) (Result, error) {
 		spec, ok := in.Reg.Spec(call.Name)
-		s := tools.SessionFrom(ctx)
+		s := SessionFrom(ctx)
 		if !ok || spec.Idempotent || s == nil {
 			return next.Handle(ctx, call)
 		}
@@ -36,19 +41,19 @@ func (in *Intents) Middleware(next tools.Handler) tools.Handler {
 		key := s.SessionID + ":" + call.ID
 		intent, err := in.Store.BeginIntent(ctx, key, s.RunID, call.Name, hash)
 		if err != nil {
-			return tools.Result{}, err
+			return Result{}, err
 		}
 		switch intent.State {
 		case store.IntentFinished:
 			if intent.IsError {
-				return tools.Result{}, fmt.Errorf("%s (recorded outcome of an earlier attempt): %s", call.Name, intent.Result)
+				return Result{}, fmt.Errorf("%s (recorded outcome of an earlier attempt): %s", call.Name, intent.Result)
 			}
-			return tools.Result{Content: intent.Result}, nil
+			return Result{Content: intent.Result}, nil
 		case store.IntentStarted:
-			return tools.Result{}, fmt.Errorf("%w: %s started before a worker stopped and never reported back; it was not run again because it is not idempotent — check its effects before retrying", tools.ErrOutcomeUnknown, call.Name)
+			return Result{}, fmt.Errorf("%w: %s started before a worker stopped and never reported back; it was not run again because it is not idempotent — check its effects before retrying", ErrOutcomeUnknown, call.Name)
 		}
 		res, err := next.Handle(ctx, call)
-		if res.Pending || ctx.Err() != nil || errors.Is(err, tools.ErrInfrastructure) {
+		if res.Pending || ctx.Err() != nil || errors.Is(err, ErrInfrastructure) {
 			// Interrupted (shutdown): whether it took effect is unknown, so the
 			// intent stays open and the redelivery reports exactly that.
 			return res, err

@@ -1,0 +1,107 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/llm"
+	"github.com/aetherium-engine/aetherium/logctx"
+	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/tools"
+)
+
+type callState int
+
+const (
+	callDone callState = iota
+	callWaiting
+	callFinal
+)
+
+// resolveCall produces the tool message for one pending call: from its finished
+// delegations, or by dispatching it through the router (gate included). A call that
+// must wait (delegations, an approval) yields callWaiting and no message; its
+// tool.call event is recorded once, when its outcome is known.
+func (w *Worker) resolveCall(ctx context.Context, in stepInput, sess *store.Session, call llm.ToolCall) (llm.Message, callState, error) {
+	start := time.Now()
+	if call.Name == "delegate" || call.Name == "spawn_subagents" {
+		ds, err := w.store.DelegationsForCall(ctx, sess.ID, call.ID)
+		if err != nil {
+			return llm.Message{}, callDone, err
+		}
+		// Once the session is waiting, every delegation of its calls was recorded and
+		// enqueued and the call's audit row saved with that status. Before that (a
+		// crash mid-dispatch) the call is dispatched again, even when its delegations
+		// have all finished meanwhile: dispatching is idempotent, completes whatever was
+		// missing, and writes the audit row the crash lost.
+		if len(ds) > 0 && sess.Status == "waiting" {
+			return w.delegationAnswer(in, sess, call, ds, start)
+		}
+	}
+	res, err := w.router.Dispatch(logctx.Tool(ctx, call.Name), tools.Call{ID: call.ID, Name: call.Name, Args: call.Args})
+	if ctx.Err() != nil {
+		return llm.Message{}, callDone, ctx.Err()
+	}
+	if err == nil && res.Pending {
+		// A dispatched delegation is audited now (its row is saved with the
+		// session's "waiting"); its tool.call event waits for the results.
+		in.out.audited(res.Audit)
+		if call.Name == "delegate" || call.Name == "spawn_subagents" {
+			// Redispatched after a crash: the delegations may be done already, and
+			// nothing would resume the session again.
+			ds, derr := w.store.DelegationsForCall(ctx, sess.ID, call.ID)
+			if derr != nil {
+				return llm.Message{}, callDone, derr
+			}
+			if len(ds) > 0 && allFinished(ds) {
+				return w.delegationAnswer(in, sess, call, ds, start)
+			}
+		}
+		return llm.Message{}, callWaiting, nil
+	}
+	if errors.Is(err, tools.ErrInfrastructure) {
+		// Not the model's mistake: the step fails and its task retries the call.
+		return llm.Message{}, callDone, fmt.Errorf("%s: %w", call.Name, err)
+	}
+	outcome, layer := tools.Classify(err)
+	msg := llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: res.Content}
+	if err != nil {
+		msg.Content, msg.IsError = "error: "+err.Error(), true
+	}
+	w.recordCall(in, sess, call, outcome, layer, errString(err), msg.Content, start, res.Audit)
+	if err == nil && res.Final {
+		return msg, callFinal, nil
+	}
+	return msg, callDone, nil
+}
+
+// delegationAnswer is the tool message of a delegate / spawn_subagents call whose
+// delegations are recorded: their results once all are finished, else callWaiting.
+func (w *Worker) delegationAnswer(in stepInput, sess *store.Session, call llm.ToolCall, ds []store.Delegation, start time.Time) (llm.Message, callState, error) {
+	msg, state, err := delegationResult(call, ds)
+	if err != nil || state == callWaiting {
+		return msg, state, err
+	}
+	outcome := tools.OutcomeAllowed
+	if msg.IsError {
+		outcome = tools.OutcomeError
+	}
+	// Audited when the call was dispatched (saved with the session's "waiting").
+	w.recordCall(in, sess, call, outcome, "", "", msg.Content, start, nil)
+	return msg, state, nil
+}
+
+// recordCall counts the call and hands its tool.call event and audit row to the
+// step's writer (written with the step's next save or flush).
+func (w *Worker) recordCall(in stepInput, sess *store.Session, call llm.ToolCall, outcome tools.Outcome, layer, errMsg, result string, start time.Time, audit *store.AuditRow) {
+	decision := string(outcome)
+	w.observeTool(call.Name, decision, layer, start)
+	ev := store.NewEvent{Key: "tool:" + sess.ID + ":" + call.ID, Type: events.ToolCall, Agent: in.node.Name, Data: map[string]any{
+		"tool": call.Name, "call_id": call.ID, "decision": decision, "layer": layer, "error": errMsg,
+		"result": truncate(result, 500), "duration_ms": time.Since(start).Milliseconds(),
+	}}
+	in.out.call(ev, audit)
+}

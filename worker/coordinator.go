@@ -1,0 +1,142 @@
+package worker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/llm"
+	"github.com/aetherium-engine/aetherium/queue"
+	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/tools"
+)
+
+// coordinator implements tools.Coordinator for the session being stepped.
+type coordinator struct {
+	w       *Worker
+	in      stepInput
+	session *store.Session
+	// save persists the session with the step's results, audit rows and events.
+	save func() error
+}
+
+// Delegate implements tools.Coordinator.
+func (c *coordinator) Delegate(ctx context.Context, callID string, reqs []tools.DelegateRequest) error {
+	for _, r := range reqs {
+		if r.Tools != nil {
+			continue // subagents are created by name from their parent
+		}
+		if r.Agent == c.in.node.Name {
+			return fmt.Errorf("delegate: %s cannot delegate to itself", r.Agent)
+		}
+		if _, ok := c.in.team.Worker(r.Agent); !ok {
+			names := make([]string, 0, len(c.in.team.Workers))
+			for _, wk := range c.in.team.Workers {
+				names = append(names, wk.Name)
+			}
+			return fmt.Errorf("delegate: unknown agent %q (workers: %s)", r.Agent, strings.Join(names, ", "))
+		}
+	}
+	for i, r := range reqs {
+		id := delegationID(c.session.ID, callID, i, r.Agent)
+		d := store.Delegation{ID: id, RunID: c.in.run.ID, ParentSession: c.session.ID, ToolCallID: callID, Agent: r.Agent, Task: r.Task, Tools: r.Tools}
+		if r.Tools == nil && c.in.role == "subagent" {
+			return errors.New("delegate: subagents cannot delegate")
+		}
+		// Failures past this point are ours, not the model's: the step is retried
+		// and completes whatever was missing (every write here is idempotent).
+		if _, err := c.w.store.InsertDelegation(ctx, d); err != nil {
+			return tools.Infrastructure(err)
+		}
+		if err := c.Emit(ctx, "delegated:"+id, events.Delegated, map[string]any{"delegation_id": id, "to": r.Agent, "task": truncate(r.Task, 2000)}); err != nil {
+			return tools.Infrastructure(err)
+		}
+		if err := c.w.queue.Turn(ctx, id, "start"); err != nil {
+			return tools.Infrastructure(fmt.Errorf("enqueue delegation %s: %w", id, err))
+		}
+	}
+	return nil
+}
+
+// Reply implements tools.Coordinator.
+func (c *coordinator) Reply(ctx context.Context, message string) error {
+	if c.in.role != "supervisor" {
+		return errors.New("reply: only the supervisor replies to the user; end your turn with a final message instead")
+	}
+	// What came before the reply is saved first: once the run is completed, a
+	// redelivered step only replays the reply itself (see replyUnsaved).
+	if err := c.save(); err != nil {
+		return tools.Infrastructure(err)
+	}
+	changed, err := c.w.store.FinishRun(ctx, c.in.run.ID, store.RunCompleted, message, "", "")
+	if err != nil {
+		return tools.Infrastructure(err)
+	}
+	if changed {
+		c.w.observeFinished(ctx, c.in.run.ID)
+	}
+	// The run.completed event follows the reply's tool.call event: finishSession
+	// records it after the step saves the reply's result.
+	return nil
+}
+
+// Emit implements tools.Coordinator.
+func (c *coordinator) Emit(ctx context.Context, key, typ string, data map[string]any) error {
+	if err := c.w.flushEvents(ctx, c.in); err != nil {
+		return err
+	}
+	return c.w.events.Emit(ctx, c.in.run.ID, key, typ, c.in.node.Name, data)
+}
+
+func delegationID(sessionID, callID string, i int, agent string) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00%d\x00%s", sessionID, callID, i, agent)))
+	return "del_" + hex.EncodeToString(h[:12])
+}
+
+// finishSession publishes a finished session's outcome. Idempotent: it runs again
+// when a redelivery finds the session already done.
+func (w *Worker) finishSession(ctx context.Context, in stepInput, sess *store.Session) error {
+	final := ""
+	if n := len(sess.Messages); n > 0 {
+		last := sess.Messages[n-1]
+		if last.Role == llm.RoleAssistant {
+			final = last.Content
+		}
+	}
+	if in.role == "supervisor" {
+		// A supervisor that ends without reply still finishes the run with its last words.
+		changed, err := w.store.FinishRun(ctx, in.run.ID, store.RunCompleted, final, "", "")
+		if err != nil {
+			return err
+		}
+		if changed {
+			w.observeFinished(ctx, in.run.ID)
+		}
+		w.ensureTerminalEvent(ctx, in.run.ID)
+		return nil
+	}
+	d := in.delegation
+	if _, err := w.store.FinishDelegation(ctx, d.ID, store.DelegationCompleted, final, ""); err != nil {
+		return err
+	}
+	if err := w.events.Emit(ctx, in.run.ID, "delegation-finished:"+d.ID, events.DelegationFinished, d.Agent, map[string]any{
+		"delegation_id": d.ID, "status": store.DelegationCompleted, "result": truncate(final, 2000),
+	}); err != nil {
+		return err
+	}
+	return w.resumeParent(ctx, *d)
+}
+
+// resumeParent enqueues the step of the session that delegated d. The TaskID names
+// d, so however often d finishes, the parent is resumed once for it.
+func (w *Worker) resumeParent(ctx context.Context, d store.Delegation) error {
+	parent, err := queue.ParseRunSession(d.RunID, d.ParentSession)
+	if err != nil {
+		return fmt.Errorf("delegation %s: parent session: %w", d.ID, err)
+	}
+	return w.queue.Resume(ctx, parent, "after:"+d.ID)
+}

@@ -1,0 +1,46 @@
+package worker
+
+import (
+	"time"
+
+	"github.com/aetherium-engine/aetherium/llm"
+	"github.com/aetherium-engine/aetherium/tools"
+)
+
+func (w *Worker) observeLLM(provider, model string, start time.Time, resp llm.Response, err error) {
+	if w.metrics == nil {
+		return
+	}
+	if model == "" {
+		model = resp.Model
+	}
+	// Model names come from submitted teams (and from the provider's answer):
+	// only known ones become label values.
+	model = w.modelLabels.Value(model)
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	w.metrics.LLMRequests.WithLabelValues(provider, model, outcome).Inc()
+	w.metrics.LLMLatency.WithLabelValues(provider, model).Observe(time.Since(start).Seconds())
+	if err == nil {
+		w.metrics.LLMTokens.WithLabelValues(provider, model, "input").Add(float64(resp.Usage.InputTokens))
+		w.metrics.LLMTokens.WithLabelValues(provider, model, "output").Add(float64(resp.Usage.OutputTokens))
+	}
+}
+
+func (w *Worker) observeTool(tool, decision, layer string, start time.Time) {
+	if w.metrics == nil {
+		return
+	}
+	// A tool name comes from the model: one it hallucinated is not a label value.
+	if _, ok := w.router.Registry().Spec(tool); !ok {
+		tool = "unknown"
+	}
+	w.metrics.ToolCalls.WithLabelValues(tool, tools.TierOf(tool).String(), decision).Inc()
+	w.metrics.ToolDuration.WithLabelValues(tool).Observe(time.Since(start).Seconds())
+	// The gate counts its own denials; without a gate, count the router's refusals.
+	if decision == "denied" && !w.gated {
+		w.metrics.GateDenials.WithLabelValues(layer).Inc()
+	}
+}

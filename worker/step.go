@@ -1,0 +1,393 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/lease"
+	"github.com/aetherium-engine/aetherium/llm"
+	"github.com/aetherium-engine/aetherium/logctx"
+	"github.com/aetherium-engine/aetherium/mailbox"
+	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/tools"
+)
+
+// stepInput is what a handler knows about the session it steps.
+type stepInput struct {
+	// out collects the step's tool.call events and audit rows until a save (or the
+	// step's end) writes them.
+	out  *stepWriter
+	run  store.Run
+	team templates.Template
+	node templates.Node
+	role string
+	// initial is the session as the first delivery creates it.
+	initial    store.Session
+	access     tools.Access
+	delegation *store.Delegation
+}
+
+// stepRun is one step's state: the session it holds under its lease token and what
+// the step learnt so far. Its methods are the step's phases.
+type stepRun struct {
+	w     *Worker
+	in    stepInput
+	sess  store.Session
+	token string
+	log   *slog.Logger
+	// lastSave renews the lease: a long run of tool calls saves now and then.
+	lastSave time.Time
+	// run is the run as this delivery loaded it, then as each save reports it;
+	// read again before a model call when older than runFresh.
+	run   store.Run
+	runAt time.Time
+	// tctx carries the tool session for dispatch.
+	tctx     context.Context
+	provider llm.Provider
+	model    llm.ModelConfig
+	defs     []llm.ToolDef
+	mailRead bool
+	ackMail  mailbox.Ack
+}
+
+// runFresh is how old the step's view of its run may be before a model call.
+const runFresh = time.Second
+
+// errStop ends the step's loop cleanly: the phase that returns it has done
+// everything the step owes (failed the run, saved a waiting session, finished it).
+var errStop = errors.New("step ends")
+
+// errTerminal: the run ended while the step ran (cancelled, failed elsewhere).
+var errTerminal = errors.New("run ended")
+
+// step drives one session as far as it can go without waiting: resolve pending tool
+// calls, ask the model, run its tool calls, repeat. Every change is saved under the
+// step's lease before the next one, so a redelivery resumes where this left off.
+func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
+	// Every log line of this step carries the run and agent (and the asynq task id
+	// the task middleware put on ctx) through the logctx handler.
+	ctx = logctx.Run(ctx, in.run.ID, in.node.Name)
+	in.out = &stepWriter{} // before anything can fail the step: failStep flushes it
+	token := uuid.NewString()
+	sess, ok, err := w.store.AcquireSession(ctx, in.initial, token, w.cfg.StepLease)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrSessionBusy, in.initial.ID)
+	}
+	defer func() {
+		if err := w.store.ReleaseSession(context.WithoutCancel(ctx), sess.ID, token); err != nil {
+			w.log.WarnContext(ctx, "release session", "session", sess.ID, "err", err)
+		}
+	}()
+	s := &stepRun{w: w, in: in, sess: sess, token: token, log: w.log.With("session", sess.ID), run: in.run, runAt: time.Now(), lastSave: time.Now()}
+	if s.sess.Status == "done" {
+		return w.finishSession(ctx, in, &s.sess)
+	}
+	ctx, release, err := s.holdLeases(ctx)
+	if err != nil || release == nil {
+		return stopped(err)
+	}
+	defer release()
+	if err := s.prepare(ctx); err != nil {
+		return stopped(err)
+	}
+	defer func() {
+		// Whatever the step did, its calls reach the audit trail and the event log.
+		w.flushAudit(context.WithoutCancel(ctx), in)
+		if err := w.flushEvents(context.WithoutCancel(ctx), in); err != nil && retErr == nil {
+			retErr = err
+		}
+	}()
+	defer func() {
+		// Teammates' messages are acknowledged only when the step returns having
+		// persisted its work, so a crash mid-turn shows them again.
+		if s.ackMail != nil && retErr == nil && ctx.Err() == nil {
+			if err := s.ackMail(context.WithoutCancel(ctx)); err != nil {
+				w.log.WarnContext(ctx, "mailbox ack", "session", s.sess.ID, "err", err)
+			}
+		}
+	}()
+	return stopped(s.loop(ctx))
+}
+
+// stopped maps errStop, a clean end, to nil.
+func stopped(err error) error {
+	if errors.Is(err, errStop) {
+		return nil
+	}
+	return err
+}
+
+// loop runs the session's turns until it must wait or ends.
+func (s *stepRun) loop(ctx context.Context) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if store.Terminal(s.run.Status) && !replyUnsaved(s.in.role, s.run.Status, s.sess.Messages) {
+			s.w.ensureTerminalEvent(ctx, s.run.ID)
+			return nil
+		}
+		// 1. Tool calls of the last assistant message that have no result yet.
+		if pending := pendingCalls(s.sess.Messages); len(pending) > 0 {
+			if err := s.resolvePending(ctx, pending); err != nil {
+				return err
+			}
+			continue
+		}
+		// 2. A final answer ends the session.
+		if last := s.sess.Messages[len(s.sess.Messages)-1]; last.Role == llm.RoleAssistant && len(last.ToolCalls) == 0 {
+			s.sess.Status = "done"
+			if err := s.save(ctx); err != nil {
+				return err
+			}
+			return s.finish(ctx)
+		}
+		// 3. Teammates' messages, once per turn, right before the model is asked
+		// (after any tool results, which must directly follow their call).
+		if !s.mailRead {
+			if err := s.readMail(ctx); err != nil {
+				return err
+			}
+		}
+		// 4. Ask the model.
+		if err := s.ask(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// holdLeases takes the team's GPU leases for the step. A nil release with a nil
+// error means the step ended (the run failed, or it waits for a lease).
+func (s *stepRun) holdLeases(ctx context.Context) (context.Context, func(), error) {
+	if len(s.in.team.GPUServices) == 0 {
+		return ctx, func() {}, nil
+	}
+	lctx, release, err := s.w.holdLeases(ctx, s.in.run.ID, s.in.team.GPUServices)
+	if err == nil {
+		return lctx, release, nil
+	}
+	if retry, reason := leaseFailure(err); !retry {
+		s.fail(ctx, reason, err.Error())
+		return ctx, nil, errStop
+	} else if errors.Is(err, lease.ErrWaiting) {
+		s.log.InfoContext(ctx, "waiting for a GPU lease", "err", err)
+		return ctx, nil, &leaseWait{after: s.w.leaseRetry, err: err}
+	}
+	return ctx, nil, err
+}
+
+// prepare opens the workspace, builds the tool session and picks the model.
+func (s *stepRun) prepare(ctx context.Context) error {
+	w, in := s.w, s.in
+	workspace, reason, err := w.workspace(ctx, in.run.ID)
+	if reason != "" {
+		s.fail(ctx, reason, err.Error())
+		return errStop
+	}
+	if err != nil {
+		return err
+	}
+	c := &coordinator{w: w, in: in, session: &s.sess, save: func() error { return s.save(ctx) }}
+	tsess := &tools.Session{
+		RunID: in.run.ID, SessionID: s.sess.ID, Team: in.team.Name, Agent: in.node.Name, Role: in.role,
+		TeamSource: tools.TeamSourceOf(in.run.Template), Workspace: workspace, Access: in.access,
+		AllowedDomains: in.team.AllowedDomains, ToolDefaults: in.team.ToolDefaults, Coordinator: c,
+		Peers: peers(in.team), EgressDenyPrivate: in.team.Egress.DenyPrivate(), EgressPorts: in.team.EgressPorts,
+	}
+	s.tctx = tools.WithSession(ctx, tsess)
+	s.mailRead = w.mailbox == nil || in.role == "subagent"
+	if s.provider, s.model, err = w.models.For(in.team, in.node); err != nil {
+		s.fail(ctx, "model_unavailable", fmt.Sprintf("%s: %v", in.node.Name, err))
+		return errStop
+	}
+	s.defs = w.router.Registry().Definitions(in.access)
+	return nil
+}
+
+// resolvePending answers the pending calls in the order the model gave them. It
+// returns errStop when the session waits for delegations or an approval, or ended.
+func (s *stepRun) resolvePending(ctx context.Context, pending []llm.ToolCall) error {
+	waiting := false
+	for _, call := range pending {
+		msg, state, err := s.w.resolveCall(s.tctx, s.in, &s.sess, call)
+		if err != nil {
+			return err
+		}
+		switch state {
+		case callWaiting:
+			waiting = true
+			continue
+		case callFinal:
+			s.sess.Messages = append(s.sess.Messages, msg)
+			s.sess.Status = "done"
+			if err := s.save(ctx); err != nil {
+				return err
+			}
+			return s.finish(ctx)
+		}
+		s.sess.Messages = append(s.sess.Messages, msg)
+		if msg.IsError {
+			s.sess.Failures++
+		} else {
+			s.sess.Failures = 0
+		}
+		// Tool results are persisted with the next model answer (one write per turn,
+		// not per call): a crash before it re-runs idempotent calls and replays the
+		// others from their recorded intents. A long run of calls still saves now and
+		// then, which also renews the step's lease.
+		if time.Since(s.lastSave) > s.w.cfg.StepLease/3 {
+			if err := s.save(ctx); err != nil {
+				return err
+			}
+		}
+		if s.sess.Failures >= s.w.cfg.CircuitBreaker {
+			s.fail(ctx, "circuit_breaker", fmt.Sprintf("%s: %d consecutive failed tool calls, last: %s", s.in.node.Name, s.sess.Failures, msg.Content))
+			return errStop
+		}
+	}
+	if waiting {
+		if s.sess.Status != "waiting" {
+			s.sess.Status = "waiting"
+			if err := s.save(ctx); err != nil {
+				return err
+			}
+		}
+		s.log.DebugContext(ctx, "session waits for delegations")
+		return errStop
+	}
+	// Results are complete in the tool order the model gave, since pending calls
+	// are answered in order and only appended when ready.
+	s.sess.Status = "active"
+	return nil
+}
+
+// readMail adds teammates' messages to the context. They are persisted with the
+// model's answer and acknowledged when the step ends cleanly; SkipSeen keeps a
+// message shown before a crash from appearing twice.
+func (s *stepRun) readMail(ctx context.Context) error {
+	s.mailRead = true
+	msgs, ack, err := s.w.mailbox.Read(ctx, s.in.run.ID, s.in.node.Name, s.w.consumer, mailbox.SkipSeen(func(id string) bool {
+		return inContext(s.sess.Messages, id)
+	}))
+	if err != nil {
+		return fmt.Errorf("read mailbox: %w", err)
+	}
+	s.ackMail = ack
+	if len(msgs) > 0 {
+		s.sess.Messages = append(s.sess.Messages, llm.Message{Role: llm.RoleUser, Content: mailbox.Format(msgs)})
+	}
+	return nil
+}
+
+// ask checks the run's limits, asks the model and saves its answer with everything
+// the step owes the database, in one transaction.
+func (s *stepRun) ask(ctx context.Context) error {
+	if err := s.checkLimits(ctx); errors.Is(err, errTerminal) {
+		return nil // the loop's next turn ends the step
+	} else if err != nil {
+		return err
+	}
+	start := time.Now()
+	resp, err := s.provider.Complete(ctx, llm.Request{Model: s.model.Model, Agent: s.in.node.Name, Messages: s.sess.Messages, Tools: s.defs, MaxTokens: s.model.MaxTokens})
+	s.w.observeLLM(s.provider.Name(), s.model.Model, start, resp, err)
+	if err == nil {
+		err = checkAnswer(&resp.Message, s.sess.Steps)
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, llm.ErrExhausted):
+		s.fail(ctx, "script_exhausted", fmt.Sprintf("%s: %v", s.in.node.Name, err))
+		return errStop
+	case errors.Is(err, llm.ErrMalformed):
+		// Tell the model what was wrong and ask again; the breaker bounds this.
+		s.sess.Failures++
+		s.sess.Steps++
+		s.sess.Messages = append(s.sess.Messages, llm.Message{Role: llm.RoleUser, Content: "Your last answer could not be used (" + err.Error() + "). Answer again, using only the tools you were given."})
+		if s.sess.Failures >= s.w.cfg.CircuitBreaker {
+			s.fail(ctx, "circuit_breaker", fmt.Sprintf("%s: %d consecutive unusable model answers, last: %v", s.in.node.Name, s.sess.Failures, err))
+			return errStop
+		}
+		return s.save(ctx)
+	case ctx.Err() != nil:
+		return ctx.Err()
+	default:
+		return fmt.Errorf("model call for %s: %w", s.in.node.Name, err)
+	}
+	s.sess.Messages = append(s.sess.Messages, resp.Message)
+	s.sess.Steps++
+	final := len(resp.Message.ToolCalls) == 0
+	if final {
+		s.sess.Status = "done" // saved with the answer: no second write to end the session
+	}
+	s.lastSave = time.Now()
+	saved, err := s.w.persist(ctx, s.in, &s.sess, s.token, resp.Usage.Total(), store.NewEvent{
+		Key: fmt.Sprintf("msg:%s:%d", s.sess.ID, s.sess.Steps), Type: events.ModelAnswered, Agent: s.in.node.Name,
+		Data: map[string]any{"content": truncate(resp.Message.Content, 2000), "tool_calls": callNames(resp.Message.ToolCalls), "tokens": resp.Usage.Total()},
+	})
+	if err != nil {
+		return err
+	}
+	s.run.Status, s.run.TokensUsed, s.run.TokenBudget, s.runAt = saved.RunStatus, saved.TokensUsed, saved.TokenBudget, time.Now()
+	if saved.TokenBudget > 0 && saved.TokensUsed > saved.TokenBudget {
+		s.fail(ctx, "budget_exceeded", fmt.Sprintf("token budget of %d exceeded (%d used)", saved.TokenBudget, saved.TokensUsed))
+		return errStop
+	}
+	if final {
+		return s.finish(ctx)
+	}
+	return nil
+}
+
+// checkLimits refreshes a stale view of the run (a cancellation stops the step
+// before its next model call) and enforces max_steps and the token budget.
+func (s *stepRun) checkLimits(ctx context.Context) error {
+	if time.Since(s.runAt) > runFresh {
+		run, err := s.w.store.GetRun(ctx, s.in.run.ID)
+		if err != nil {
+			return err
+		}
+		s.run, s.runAt = run, time.Now()
+		if store.Terminal(run.Status) {
+			return errTerminal
+		}
+	}
+	if s.sess.Steps >= s.w.cfg.MaxSteps {
+		s.fail(ctx, "max_steps", fmt.Sprintf("%s used its %d model calls without finishing", s.in.node.Name, s.w.cfg.MaxSteps))
+		return errStop
+	}
+	if s.run.TokenBudget > 0 && s.run.TokensUsed >= s.run.TokenBudget {
+		s.fail(ctx, "budget_exceeded", fmt.Sprintf("token budget of %d is spent (%d used)", s.run.TokenBudget, s.run.TokensUsed))
+		return errStop
+	}
+	return nil
+}
+
+// save persists the session with the step's results, audit rows and events.
+func (s *stepRun) save(ctx context.Context) error {
+	s.lastSave = time.Now()
+	_, err := s.w.persist(ctx, s.in, &s.sess, s.token, 0)
+	return err
+}
+
+// finish publishes the finished session and ends the step.
+func (s *stepRun) finish(ctx context.Context) error {
+	if err := s.w.finishSession(ctx, s.in, &s.sess); err != nil {
+		return err
+	}
+	return errStop
+}
+
+// fail records the step's tool calls, then fails the run.
+func (s *stepRun) fail(ctx context.Context, reason, msg string) {
+	s.w.failStep(ctx, s.in, reason, msg)
+}

@@ -1,0 +1,31 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"github.com/aetherium-engine/aetherium/store"
+)
+
+// Store is what the agent loop needs of the database: runs, sessions under a
+// lease, delegations and audit rows. *store.Store implements it, over the pool or
+// over one transaction (store.InTx), which is how the loop's own tests roll back.
+type Store interface {
+	GetRun(ctx context.Context, id string) (store.Run, error)
+	StartRun(ctx context.Context, id string) (bool, error)
+	FinishRun(ctx context.Context, id, status, result, errMsg, reason string) (bool, error)
+
+	AcquireSession(ctx context.Context, initial store.Session, token string, lease time.Duration) (store.Session, bool, error)
+	SaveStep(ctx context.Context, sess *store.Session, token string, lease time.Duration, w store.StepWrite) (store.StepSaved, error)
+	ReleaseSession(ctx context.Context, id, token string) error
+
+	GetDelegation(ctx context.Context, id string) (store.Delegation, error)
+	InsertDelegation(ctx context.Context, d store.Delegation) (created bool, err error)
+	DelegationsForCall(ctx context.Context, parentSession, callID string) ([]store.Delegation, error)
+	MarkDelegationRunning(ctx context.Context, id string) error
+	FinishDelegation(ctx context.Context, id, status, result, errMsg string) (bool, error)
+
+	InsertAudit(ctx context.Context, rows []store.AuditRow) error
+}
+
+var _ Store = (*store.Store)(nil)

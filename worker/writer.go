@@ -1,0 +1,108 @@
+package worker
+
+import (
+	"context"
+
+	"github.com/aetherium-engine/aetherium/store"
+)
+
+// stepWriter collects what a step owes the database besides its session: the
+// tool.call events and the audit rows of the calls it ran. A save takes them in
+// the transaction that makes the calls' results durable, so a crash loses neither
+// without the other; whatever no save took is flushed when the step ends.
+type stepWriter struct {
+	events []store.NewEvent
+	audit  []store.AuditRow
+}
+
+// call records one call's event and, when the gate audited it, its row.
+func (sw *stepWriter) call(ev store.NewEvent, row *store.AuditRow) {
+	sw.events = append(sw.events, ev)
+	if row != nil {
+		sw.audit = append(sw.audit, *row)
+	}
+}
+
+// audited records a row without an event (a call that waits for its result).
+func (sw *stepWriter) audited(row *store.AuditRow) {
+	if row != nil {
+		sw.audit = append(sw.audit, *row)
+	}
+}
+
+// write is what the next save carries, extra events last.
+func (sw *stepWriter) write(tokens int, extra ...store.NewEvent) store.StepWrite {
+	evs := append(sw.events[:len(sw.events):len(sw.events)], extra...)
+	return store.StepWrite{Tokens: tokens, Events: evs, Audit: sw.audit}
+}
+
+// saved forgets what a save wrote.
+func (sw *stepWriter) saved() { sw.events, sw.audit = sw.events[:0], sw.audit[:0] }
+
+// takeEvents and takeAudit hand over what no save took.
+func (sw *stepWriter) takeEvents() []store.NewEvent {
+	evs := sw.events
+	sw.events = nil
+	return evs
+}
+
+func (sw *stepWriter) takeAudit() []store.AuditRow {
+	rows := sw.audit
+	sw.audit = nil
+	return rows
+}
+
+// persist saves the session with everything the step owes the database since its
+// last save: tokens, events (then extra) and audit rows, in one transaction.
+func (w *Worker) persist(ctx context.Context, in stepInput, sess *store.Session, token string, tokens int, extra ...store.NewEvent) (store.StepSaved, error) {
+	saved, err := w.store.SaveStep(ctx, sess, token, w.cfg.StepLease, in.out.write(tokens, extra...))
+	if err != nil {
+		return saved, err
+	}
+	in.out.saved()
+	return saved, w.events.Announce(ctx, in.run.ID, saved.Events)
+}
+
+// flushAudit writes the audit rows no save took: the step is ending (failed, waiting,
+// interrupted) and the calls ran. The Auditor, which retries, takes them when the
+// database refuses them now.
+func (w *Worker) flushAudit(ctx context.Context, in stepInput) {
+	rows := in.out.takeAudit()
+	if len(rows) == 0 {
+		return
+	}
+	err := w.store.InsertAudit(ctx, rows)
+	if err == nil {
+		return
+	}
+	if w.audit == nil {
+		for _, r := range rows {
+			w.log.ErrorContext(ctx, "audit row NOT written", "call_key", r.CallKey, "tool", r.Tool, "decision", r.Decision, "err", err)
+		}
+		return
+	}
+	w.log.WarnContext(ctx, "audit rows handed to the audit writer", "rows", len(rows), "err", err)
+	for _, r := range rows {
+		if werr := w.audit.Write(ctx, r); werr != nil {
+			w.log.ErrorContext(ctx, "audit row NOT written", "call_key", r.CallKey, "tool", r.Tool, "decision", r.Decision, "err", werr)
+		}
+	}
+}
+
+// flushEvents records the step's batched tool.call events.
+func (w *Worker) flushEvents(ctx context.Context, in stepInput) error {
+	evs := in.out.takeEvents()
+	if len(evs) == 0 {
+		return nil
+	}
+	return w.events.EmitBatch(ctx, in.run.ID, evs)
+}
+
+// failStep records the step's tool calls, then fails the run (terminal event last).
+func (w *Worker) failStep(ctx context.Context, in stepInput, reason, msg string) {
+	w.flushAudit(ctx, in)
+	if err := w.flushEvents(ctx, in); err != nil {
+		w.log.WarnContext(ctx, "tool events before failing the run", "err", err)
+	}
+	w.FailRun(ctx, in.run.ID, reason, msg)
+}
