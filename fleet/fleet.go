@@ -337,18 +337,15 @@ func CheckAPIAuth(c config.API) error {
 func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFunc) {
 	base, cancel := context.WithCancel(context.Background())
 	w := f.Worker
-	srv := asynq.NewServer(f.RedisOpt, asynq.Config{
+	srv := asynq.NewServer(f.RedisOpt, w.ServerConfig(asynq.Config{
 		Concurrency:       f.Cfg.Worker.Concurrency,
 		Queues:            queue.Weights(),
 		TaskCheckInterval: f.Cfg.Worker.TaskCheckInterval.D(),
 		ShutdownTimeout:   f.Cfg.Worker.ShutdownTimeout.D(),
-		IsFailure:         worker.IsFailure,
-		RetryDelayFunc:    worker.RetryDelay,
-		ErrorHandler:      w.ErrorHandler(),
 		BaseContext:       func() context.Context { return base },
 		Logger:            asynqLogger{f.Log.With("component", "asynq")},
 		LogLevel:          asynq.WarnLevel,
-	})
+	}))
 	mux := w.Mux()
 	if f.Approvals != nil {
 		mux.HandleFunc(queue.TypeApprovalExpire, f.Approvals.Expire)

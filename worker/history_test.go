@@ -1,8 +1,12 @@
 package worker
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
@@ -154,4 +158,32 @@ func TestTruncateKeepsUTF8(t *testing.T) {
 		}
 	}
 	require.Equal(t, "a…", truncate(s, 2))
+}
+
+func TestControlFlowErrors(t *testing.T) {
+	t.Parallel()
+	lease := Snooze(3*time.Second, fmt.Errorf("%w: gpu busy", ErrLeaseWaiting))
+	busy := Snooze(busyRetry, fmt.Errorf("%w: s1", ErrSessionBusy))
+	cases := []struct {
+		name    string
+		err     error
+		failure bool
+		delay   time.Duration
+		label   string
+	}{
+		{"a lease wait runs again when it asked", lease, false, 3 * time.Second, "lease_wait"},
+		{"a busy session runs again soon", busy, false, busyRetry, "busy"},
+		{"a shutdown hands the task back", fmt.Errorf("step: %w", context.Canceled), false, busyRetry, "error"},
+		{"a failure backs off and counts", errors.New("db down"), true, 8 * time.Second, "error"},
+		{"a wrapped snooze is still a snooze", fmt.Errorf("handler: %w", lease), false, 3 * time.Second, "lease_wait"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, c.failure, isFailure(c.err))
+			require.Equal(t, c.delay, retryDelay(3, c.err, nil))
+			require.Equal(t, c.label, outcome(c.err))
+		})
+	}
+	require.Equal(t, "ok", outcome(nil))
 }

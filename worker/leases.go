@@ -5,15 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/aetherium-engine/aetherium/gpu"
 	"github.com/aetherium-engine/aetherium/lease"
 )
-
-// ErrLeaseWaiting means a step waits for a GPU service slot: its task is retried
-// shortly (keeping its FIFO place), never counted as a failure, and no worker blocks.
-var ErrLeaseWaiting = errors.New("waiting for a GPU lease")
 
 // holdLeases acquires (or renews — re-acquiring an owned lease renews it) a lease per
 // GPU service the team declares, with the run as holder, and keeps them renewed
@@ -62,12 +57,3 @@ func leaseFailure(err error) (retry bool, reason string) {
 	}
 	return true, ""
 }
-
-// leaseWait carries the retry delay of a step waiting for a lease.
-type leaseWait struct {
-	after time.Duration
-	err   error
-}
-
-func (l *leaseWait) Error() string   { return ErrLeaseWaiting.Error() + ": " + l.err.Error() }
-func (l *leaseWait) Unwrap() []error { return []error{ErrLeaseWaiting, l.err} }

@@ -81,7 +81,7 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("%w: %s", ErrSessionBusy, in.initial.ID)
+		return Snooze(busyRetry, fmt.Errorf("%w: %s", ErrSessionBusy, in.initial.ID))
 	}
 	defer func() {
 		if err := w.store.ReleaseSession(context.WithoutCancel(ctx), sess.ID, token); err != nil {
@@ -181,7 +181,7 @@ func (s *stepRun) holdLeases(ctx context.Context) (context.Context, func(), erro
 		return ctx, nil, errStop
 	} else if errors.Is(err, lease.ErrWaiting) {
 		s.log.InfoContext(ctx, "waiting for a GPU lease", "err", err)
-		return ctx, nil, &leaseWait{after: s.w.leaseRetry, err: err}
+		return ctx, nil, Snooze(s.w.leaseRetry, fmt.Errorf("%w: %w", ErrLeaseWaiting, err))
 	}
 	return ctx, nil, err
 }

@@ -6,7 +6,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -59,10 +58,6 @@ func (c *Config) defaults() {
 type Models interface {
 	For(team templates.Template, node templates.Node) (llm.Provider, llm.ModelConfig, error)
 }
-
-// ErrSessionBusy means another delivery is stepping the session right now; the task
-// is retried shortly and the retry is not counted as a failure.
-var ErrSessionBusy = errors.New("session busy")
 
 // Worker runs the handlers.
 type Worker struct {
@@ -155,54 +150,21 @@ func consumerName() string {
 func (w *Worker) Mux() *asynq.ServeMux {
 	mux := asynq.NewServeMux()
 	if w.metrics != nil {
-		mux.Use(w.metrics.TaskMiddleware(Outcome))
+		mux.Use(w.metrics.TaskMiddleware(outcome))
 	}
 	mux.HandleFunc(queue.TypeSupervise, w.handleSupervise)
 	mux.HandleFunc(queue.TypeTurn, w.handleTurn)
 	return mux
 }
 
-// Outcome labels a handler error for metrics.
-func Outcome(err error) string {
-	switch {
-	case err == nil:
-		return "ok"
-	case errors.Is(err, ErrSessionBusy):
-		return "busy"
-	case errors.Is(err, ErrLeaseWaiting):
-		return "lease_wait"
-	default:
-		return "error"
-	}
-}
-
-// IsFailure tells asynq which errors count against the retry budget: a busy session
-// or a shutdown is not the task's fault.
-func IsFailure(err error) bool {
-	return !errors.Is(err, ErrSessionBusy) && !errors.Is(err, ErrLeaseWaiting) && !errors.Is(err, context.Canceled)
-}
-
-// RetryDelay retries busy sessions quickly and everything else with backoff.
-func RetryDelay(n int, err error, t *asynq.Task) time.Duration {
-	if errors.Is(err, ErrSessionBusy) || errors.Is(err, context.Canceled) {
-		return 200 * time.Millisecond
-	}
-	var lw *leaseWait
-	if errors.As(err, &lw) {
-		return lw.after
-	}
-	d := time.Second << min(n, 6)
-	return d
-}
-
-// ErrorHandler fails the run when a task has exhausted its retries: the circuit
+// errorHandler fails the run when a task has exhausted its retries: the circuit
 // breaker at task level, so a run never hangs on a job that keeps failing.
-func (w *Worker) ErrorHandler() asynq.ErrorHandler {
+func (w *Worker) errorHandler() asynq.ErrorHandler {
 	return asynq.ErrorHandlerFunc(func(ctx context.Context, t *asynq.Task, err error) {
 		ctx = logctx.Task(ctx, t)
 		retried, _ := asynq.GetRetryCount(ctx)
 		maxRetry, _ := asynq.GetMaxRetry(ctx)
-		if !IsFailure(err) || retried < maxRetry {
+		if !isFailure(err) || retried < maxRetry {
 			w.log.WarnContext(ctx, "task failed, will retry", "type", t.Type(), "retried", retried, "err", err)
 			return
 		}
