@@ -17,6 +17,10 @@ type StepWrite struct {
 	Tokens int
 	Events []NewEvent
 	Audit  []AuditRow
+	// Memory, when set, is the long-term entry of a session that ends with this
+	// save (ADR 5): written in the same transaction, so no extra round trip, and
+	// once however often the save is redelivered.
+	Memory *MemoryEntry
 }
 
 // StepSaved is what SaveStep reports back.
@@ -77,6 +81,9 @@ func (s *Store) SaveStep(ctx context.Context, sess *Session, token string, lease
 	if len(w.Audit) > 0 {
 		b.Queue(insertAudit, append([]any{sess.ID, token}, auditColumns(w.Audit)...)...)
 	}
+	if w.Memory != nil {
+		b.Queue(insertMemory, append(memoryArgs(*w.Memory), sess.ID, token)...)
+	}
 	br := s.db.SendBatch(ctx, b)
 	var saved bool
 	var status *string
@@ -104,6 +111,9 @@ func (s *Store) SaveStep(ctx context.Context, sess *Session, token string, lease
 	}
 	if err == nil && len(w.Audit) > 0 {
 		_, err = br.Exec()
+	}
+	if err == nil && w.Memory != nil {
+		_, err = br.Exec() // RETURNING rows are discarded; none when the lease is lost or the entry exists
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr

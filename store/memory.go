@@ -1,0 +1,110 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// MemoryEntry is a row of agent_memory (ADR 5).
+type MemoryEntry struct {
+	ID        int64     `json:"id"`
+	Project   string    `json:"project"`
+	Tier      string    `json:"tier"`
+	Scope     string    `json:"scope"`
+	Agent     string    `json:"agent,omitempty"`
+	RunID     string    `json:"run_id,omitempty"`
+	SessionID string    `json:"session_id,omitempty"`
+	Author    string    `json:"author,omitempty"`
+	Content   string    `json:"content"`
+	CreatedAt time.Time `json:"created_at"`
+	// Relevance is the entry's ts_rank_cd against a recall's text, normalized to
+	// 0..1 (rank/(rank+1)); zero outside RecallMemory.
+	Relevance float64 `json:"relevance,omitempty"`
+}
+
+// Memory tiers.
+const (
+	MemoryLongTerm = "long_term"
+	MemoryWorking  = "working"
+)
+
+// insertMemory writes one entry; with a session and lease token ($9, $10) only
+// while that lease holds (the session's final save), with NULLs unconditionally.
+// A session's entry of a tier is written once (a redelivered save adds nothing);
+// working memory is overwritten.
+const insertMemory = `INSERT INTO agent_memory (project, tier, scope, agent, run_id, session_id, author, content)
+	SELECT $1, $2, $3, $4, NULLIF($5, '')::uuid, NULLIF($6, ''), $7, $8
+	WHERE $9::text IS NULL OR EXISTS (SELECT 1 FROM sessions WHERE id = $9 AND lease_token = $10::text)
+	ON CONFLICT (session_id, tier) WHERE session_id IS NOT NULL
+	DO UPDATE SET content = EXCLUDED.content, created_at = now() WHERE agent_memory.tier = 'working'
+	RETURNING id, created_at`
+
+func memoryArgs(e MemoryEntry) []any {
+	return []any{e.Project, e.Tier, e.Scope, e.Agent, e.RunID, e.SessionID, e.Author, e.Content}
+}
+
+// AddMemory writes an entry (a person's, over the API, or working memory).
+func (s *Store) AddMemory(ctx context.Context, e MemoryEntry) (MemoryEntry, error) {
+	err := s.db.QueryRow(ctx, insertMemory, append(memoryArgs(e), nil, nil)...).Scan(&e.ID, &e.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return e, fmt.Errorf("memory of session %s exists already", e.SessionID)
+	}
+	if err != nil {
+		return e, fmt.Errorf("add memory: %w", err)
+	}
+	return e, nil
+}
+
+// ListMemory lists a project's long-term entries, newest first.
+func (s *Store) ListMemory(ctx context.Context, project string, limit int) ([]MemoryEntry, error) {
+	return s.queryMemory(ctx, `SELECT id, project, tier, scope, agent, coalesce(run_id::text, ''), coalesce(session_id, ''), author, content, created_at, 0
+		FROM agent_memory WHERE project = $1 AND tier = 'long_term' ORDER BY created_at DESC, id DESC LIMIT $2`, project, limit)
+}
+
+// DeleteMemory removes one entry of a project; ErrNotFound when it has none by id.
+func (s *Store) DeleteMemory(ctx context.Context, project string, id int64) error {
+	tag, err := s.db.Exec(ctx, `DELETE FROM agent_memory WHERE project = $1 AND id = $2`, project, id)
+	if err != nil {
+		return fmt.Errorf("delete memory: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// RecallMemory reads the candidates of a recall: the project's long-term entries
+// an agent may see (project-shared, and its own), with their relevance to text,
+// the most relevant and then the newest first, at most limit. Ranking with
+// recency happens in package memory.
+func (s *Store) RecallMemory(ctx context.Context, project, agent, text string, limit int) ([]MemoryEntry, error) {
+	return s.queryMemory(ctx, `WITH q AS (SELECT plainto_tsquery('simple', $3) AS q)
+		SELECT id, project, tier, scope, agent, coalesce(run_id::text, ''), coalesce(session_id, ''), author, content, created_at,
+			ts_rank_cd(tsv, q.q, 32)
+		FROM agent_memory, q
+		WHERE project = $1 AND tier = 'long_term' AND (scope = 'project' OR agent = $2)
+		ORDER BY ts_rank_cd(tsv, q.q, 32) DESC, created_at DESC, id DESC LIMIT $4`, project, agent, text, limit)
+}
+
+func (s *Store) queryMemory(ctx context.Context, q string, args ...any) ([]MemoryEntry, error) {
+	rows, err := s.db.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("memory: %w", err)
+	}
+	defer rows.Close()
+	out := []MemoryEntry{}
+	for rows.Next() {
+		var e MemoryEntry
+		var rel float32
+		if err := rows.Scan(&e.ID, &e.Project, &e.Tier, &e.Scope, &e.Agent, &e.RunID, &e.SessionID, &e.Author, &e.Content, &e.CreatedAt, &rel); err != nil {
+			return nil, fmt.Errorf("memory: %w", err)
+		}
+		e.Relevance = float64(rel)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
