@@ -157,3 +157,17 @@ func holdsAny(held map[string]bool, want []string) bool {
 	}
 	return false
 }
+
+// CheckAuth refuses an API reachable beyond loopback without tokens: every agent
+// can write files and run commands, so an open API is a code-execution surface.
+// insecureNoAuth (api.insecure_no_auth, --insecure-no-auth) allows it when an
+// authenticating proxy guards the API.
+func CheckAuth(addr string, tokens []Token, insecureNoAuth bool) error {
+	if err := ValidateTokens(tokens); err != nil {
+		return err
+	}
+	if len(tokens) == 0 && !IsLoopback(addr) && !insecureNoAuth {
+		return fmt.Errorf("api.addr %s is not loopback and api.tokens is empty: configure bearer tokens, or pass --insecure-no-auth if an authenticating proxy guards it", addr)
+	}
+	return nil
+}

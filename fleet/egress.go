@@ -44,10 +44,11 @@ func (f *Fleet) openEgressProxy(ctx context.Context, cfg config.Config, opts Opt
 		f.Log.Error("sandbox egress off", "err", err)
 		return
 	}
+	// No Policy: the proxy's own default (it refuses every address of this host,
+	// "the fleet's own services"). Before the roles split, the fleet's policy was
+	// built after the proxy, so the proxy never had it; passing it now would change
+	// the refusals sandboxes see.
 	deps := egressproxy.Deps{DLP: dlp, Recorder: f.Store, Resolver: opts.EgressResolver, Log: f.Log}
-	if f.Policy != nil {
-		deps.Policy = f.Policy
-	}
 	p, err := egressproxy.New(ecfg, deps)
 	if err != nil {
 		f.Log.Error("sandbox egress off", "err", err)
