@@ -45,14 +45,14 @@ func TestDefault(t *testing.T) {
 	require.True(t, *c.API.MonitoringReadOnly)
 	require.Empty(t, c.API.PrometheusURL)
 	require.Equal(t, 20, c.Worker.Concurrency)
-	require.Equal(t, 10*time.Second, c.Worker.ShutdownTimeout.D())
-	require.Equal(t, 100*time.Millisecond, c.Worker.TaskCheckInterval.D())
-	require.Equal(t, 2*time.Minute, c.Worker.StepLease.D())
+	require.Equal(t, 10*time.Second, c.Worker.ShutdownTimeout)
+	require.Equal(t, 100*time.Millisecond, c.Worker.TaskCheckInterval)
+	require.Equal(t, 2*time.Minute, c.Worker.StepLease)
 	require.Equal(t, 5, c.Worker.MaxRetry)
 	require.Equal(t, 5, c.Worker.CircuitBreaker)
 	require.Equal(t, 50, c.Worker.MaxSteps)
 	require.Equal(t, "127.0.0.1:9091", c.Worker.MetricsAddr)
-	require.Equal(t, time.Hour, c.Scheduler.StuckAfter.D())
+	require.Equal(t, time.Hour, c.Scheduler.StuckAfter)
 	require.Equal(t, "127.0.0.1:9092", c.Scheduler.MetricsAddr)
 	require.Equal(t, "gpt-4o-mini", c.LLM.OpenAI.Model)
 	require.Equal(t, "claude-sonnet-4-5", c.LLM.Anthropic.Model)
@@ -134,12 +134,12 @@ llm:
 				require.Equal(t, 2048, c.API.BodyLimit)
 				require.False(t, *c.API.MonitoringReadOnly)
 				require.Equal(t, 7, c.Worker.Concurrency)
-				require.Equal(t, 30*time.Second, c.Worker.ShutdownTimeout.D())
-				require.Equal(t, 5*time.Minute, c.Worker.StepLease.D())
-				require.Equal(t, 100*time.Millisecond, c.Worker.TaskCheckInterval.D())
+				require.Equal(t, 30*time.Second, c.Worker.ShutdownTimeout)
+				require.Equal(t, 5*time.Minute, c.Worker.StepLease)
+				require.Equal(t, 100*time.Millisecond, c.Worker.TaskCheckInterval)
 				require.Equal(t, 5, c.Worker.MaxRetry)
 				require.Empty(t, c.Worker.MetricsAddr, "an empty metrics address disables it")
-				require.Equal(t, 90*time.Minute, c.Scheduler.StuckAfter.D())
+				require.Equal(t, 90*time.Minute, c.Scheduler.StuckAfter)
 				require.Equal(t, "127.0.0.1:9092", c.Scheduler.MetricsAddr)
 				require.Equal(t, "http://vllm:8000/v1", c.LLM.OpenAI.BaseURL)
 				require.Equal(t, "from-file", c.LLM.OpenAI.APIKey)
@@ -190,7 +190,7 @@ llm:
 				require.Equal(t, "claude-env", c.LLM.Anthropic.Model)
 				require.Equal(t, "from-file", c.LLM.OpenAI.APIKey)
 				require.Equal(t, "ant-env", c.LLM.Anthropic.APIKey)
-				require.Equal(t, 30*time.Second, c.Worker.ShutdownTimeout.D(), "file values without an env var survive")
+				require.Equal(t, 30*time.Second, c.Worker.ShutdownTimeout, "file values without an env var survive")
 			},
 		},
 		{
@@ -246,7 +246,11 @@ func TestLoadFromErrors(t *testing.T) {
 		{name: "unknown nested key", file: "api:\n  adr: 1.2.3.4:80\n", want: []string{"adr", "not found"}},
 		{name: "malformed yaml", file: "api: [unclosed\n", want: []string{"config "}},
 		{name: "bad duration", file: "worker:\n  shutdown_timeout: soon\n", want: []string{"soon"}},
-		{name: "duration without unit", file: "worker:\n  step_lease: 5\n", want: []string{"missing unit"}},
+		// A bare number is refused (yaml.v3 reads no integer into a time.Duration).
+		{name: "duration without unit", file: "worker:\n  step_lease: 5\n", want: []string{"line 2", "`5`", "time.Duration"}},
+		{name: "scheduler duration without unit", file: "scheduler:\n  period: 15\n", want: []string{"`15`", "time.Duration"}},
+		{name: "bad webhook", file: "api:\n  webhooks:\n    - url: ftp://x\n      secret: short\n", want: []string{"api.webhooks[0].url", "api.webhooks[0].secret"}},
+		{name: "api fields and webhooks side by side", file: "api:\n  addr: 127.0.0.1:1\n  webhooks: []\n  max_runs_in_flight: -1\n", want: []string{"config: api.max_runs_in_flight"}},
 		{name: "bad redis url in file", file: "redis_url: http://localhost:6379\n", want: []string{"redis_url", "AETHERIUM_REDIS_URL"}},
 		{name: "bad redis url in env", env: map[string]string{"AETHERIUM_REDIS_URL": "localhost:6379"}, want: []string{"redis_url (AETHERIUM_REDIS_URL)", "localhost:6379"}},
 		{name: "bad database url", env: map[string]string{"AETHERIUM_DATABASE_URL": "mysql://db/x"}, want: []string{"database_url (AETHERIUM_DATABASE_URL)"}},

@@ -160,7 +160,7 @@ func fleetEndpoints(cfg config.Config, opts Options) []security.Endpoint {
 	if opts.Device != nil {
 		dev = opts.Device
 	} else if sf := cfg.Devices.SteamFrame; sf.Enabled {
-		dev = &device.Config{Host: sf.Host, SSHPort: sf.SSHPort, ADBPort: sf.ADBPort}
+		dev = &sf.Config
 	}
 	if dev != nil {
 		d := dev.WithDefaults()

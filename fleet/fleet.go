@@ -306,16 +306,15 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 	f.Router = tools.NewRouter(f.Registry, mw...)
 	models := opts.Models
 	if models == nil {
-		models = &ModelFactory{LLM: cfg.LLM, ScriptLatency: cfg.Worker.ScriptLatency.D()}
+		models = &ModelFactory{LLM: cfg.LLM, ScriptLatency: cfg.Worker.ScriptLatency}
 	}
 	var audit worker.AuditWriter
 	if f.Audit != nil {
 		audit = f.Audit
 	}
-	f.Worker = worker.New(worker.Config{
-		Workspaces: cfg.Workspaces, StepLease: cfg.Worker.StepLease.D(), CircuitBreaker: cfg.Worker.CircuitBreaker,
-		MaxSteps: cfg.Worker.MaxSteps,
-	}, worker.Deps{Store: f.Store, Queue: f.Queue, Events: f.Events, Router: f.Router, Models: models, Metrics: f.Metrics, ModelLabels: knownModels(cfg, f.Registry), Log: f.Log, Gated: !opts.NoGate,
+	wcfg := cfg.Worker
+	wcfg.Workspaces = cfg.Workspaces
+	f.Worker = worker.New(wcfg, worker.Deps{Store: f.Store, Queue: f.Queue, Events: f.Events, Router: f.Router, Models: models, Metrics: f.Metrics, ModelLabels: knownModels(cfg, f.Registry), Log: f.Log, Gated: !opts.NoGate,
 		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, LeaseRetry: cfg.Streams.LeaseRetry.D(), Audit: audit, Workspaces: f.Workspaces})
 	return nil
 }
@@ -392,15 +391,12 @@ func (f *Fleet) Close() {
 
 // API builds the HTTP API.
 func (f *Fleet) API() *api.Server {
-	ro := f.Cfg.API.MonitoringReadOnly == nil || *f.Cfg.API.MonitoringReadOnly
 	if err := f.Metrics.WatchQueues(asynq.NewInspectorFromRedisClient(f.Redis), metrics.QueueConfig{Queues: queue.Queues(), AsynqmonNames: true, Log: f.Log}); err != nil {
 		f.Log.Error("queue metrics", "err", err)
 	}
-	return api.New(api.Config{BodyLimit: f.Cfg.API.BodyLimit, MonitoringReadOnly: ro, PrometheusURL: f.Cfg.API.PrometheusURL, Tokens: f.Cfg.API.Tokens,
-		MaxRunsInFlight: f.Cfg.API.MaxRunsInFlight},
-		api.Deps{Store: f.Store, Redis: f.Redis, RedisOpt: f.RedisOpt, Queue: f.Queue, Events: f.Events, Registry: f.Registry,
-			Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Approvals: f.Approvals, Leases: f.Leases, Log: f.Log,
-			CheckDisk: f.Workspaces.CheckFree})
+	return api.New(f.Cfg.API.Config, api.Deps{Store: f.Store, Redis: f.Redis, RedisOpt: f.RedisOpt, Queue: f.Queue, Events: f.Events, Registry: f.Registry,
+		Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Approvals: f.Approvals, Leases: f.Leases, Log: f.Log,
+		CheckDisk: f.Workspaces.CheckFree})
 }
 
 // RunAPI serves the API until ctx ends, then drains connections.
@@ -408,8 +404,7 @@ func (f *Fleet) RunAPI(ctx context.Context) error {
 	if f.Registry == nil {
 		return errors.New("api: this process was not opened for the api role (fleet.OpenAPI)")
 	}
-	c := f.Cfg.API
-	if err := api.CheckAuth(c.Addr, c.Tokens, c.InsecureNoAuth); err != nil {
+	if err := f.Cfg.API.CheckAuth(); err != nil {
 		return err
 	}
 	srv := f.API()
@@ -427,7 +422,7 @@ func (f *Fleet) RunAPI(ctx context.Context) error {
 		return fmt.Errorf("api (AETHERIUM_API_ADDR=%s): %w", f.Cfg.API.Addr, err)
 	case <-ctx.Done():
 	}
-	if err := srv.App.ShutdownWithTimeout(f.Cfg.Worker.ShutdownTimeout.D()); err != nil {
+	if err := srv.App.ShutdownWithTimeout(f.Cfg.Worker.ShutdownTimeout); err != nil {
 		return fmt.Errorf("api shutdown: %w", err)
 	}
 	f.Log.Info("api stopped")
@@ -443,8 +438,8 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 	srv := asynq.NewServer(f.RedisOpt, asynq.Config{
 		Concurrency:       f.Cfg.Worker.Concurrency,
 		Queues:            queue.Weights(),
-		TaskCheckInterval: f.Cfg.Worker.TaskCheckInterval.D(),
-		ShutdownTimeout:   f.Cfg.Worker.ShutdownTimeout.D(),
+		TaskCheckInterval: f.Cfg.Worker.TaskCheckInterval,
+		ShutdownTimeout:   f.Cfg.Worker.ShutdownTimeout,
 		IsFailure:         worker.IsFailure,
 		RetryDelayFunc:    worker.RetryDelay,
 		ErrorHandler:      w.ErrorHandler(),
@@ -490,9 +485,9 @@ func (f *Fleet) RunWorker(ctx context.Context) error {
 	}
 	f.Log.Info("worker started", "concurrency", f.Cfg.Worker.Concurrency)
 	<-ctx.Done()
-	f.Log.Info("worker stopping", "timeout", f.Cfg.Worker.ShutdownTimeout.D().String())
+	f.Log.Info("worker stopping", "timeout", f.Cfg.Worker.ShutdownTimeout.String())
 	srv.Stop()
-	timer := time.AfterFunc(f.Cfg.Worker.ShutdownTimeout.D(), cancel)
+	timer := time.AfterFunc(f.Cfg.Worker.ShutdownTimeout, cancel)
 	defer timer.Stop()
 	srv.Shutdown()
 	f.Log.Info("worker stopped")
@@ -509,7 +504,9 @@ func (f *Fleet) RunScheduler(ctx context.Context) error {
 }
 
 func (f *Fleet) schedulerConfig() scheduler.Config {
-	return scheduler.Config{Period: f.Cfg.Scheduler.Period.D(), StuckAfter: f.Cfg.Scheduler.StuckAfter.D(), AuditRetention: f.Cfg.Security.AuditRetention.D()}
+	c := f.Cfg.Scheduler
+	c.AuditRetention = f.Cfg.Security.AuditRetention.D() // the key is security.audit_retention
+	return c
 }
 
 // ServeMetrics runs a /metrics listener on addr until ctx ends (no-op when empty).

@@ -38,11 +38,7 @@ func (f *Fleet) openParts(ctx context.Context, cfg config.Config, opts Options) 
 			return fmt.Errorf("device: %w", err)
 		}
 	} else if sf := cfg.Devices.SteamFrame; sf.Enabled {
-		f.Device, err = device.New(device.Config{
-			Host: sf.Host, User: sf.User, SSHPort: sf.SSHPort, ADBPort: sf.ADBPort, KeyPath: sf.KeyPath,
-			ScriptsDir: sf.ScriptsDir, SimScenario: sf.SimScenario, SimBin: sf.SimBin,
-			CaptureInterval: sf.CaptureInterval.D(), MaxRunDuration: sf.MaxRunDuration.D(),
-		}, device.Deps{Redis: f.Redis, Metrics: dm, Log: f.Log})
+		f.Device, err = device.New(sf.Config, device.Deps{Redis: f.Redis, Metrics: dm, Log: f.Log})
 		if err != nil {
 			return fmt.Errorf("devices.steam_frame: %w", err)
 		}
