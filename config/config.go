@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"os"
 	"sort"
@@ -31,38 +30,11 @@ import (
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/scheduler"
 	"github.com/aetherium-engine/aetherium/security"
-	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/research"
 	"github.com/aetherium-engine/aetherium/webhook"
 	"github.com/aetherium-engine/aetherium/worker"
 	"github.com/aetherium-engine/aetherium/wsquota"
 )
-
-// FallbackTools is security.supervisor_fallback: a list of tool names. The boolean
-// form of older configs is read too: false as the empty list, true refused.
-type FallbackTools []string
-
-// UnmarshalYAML reads a list of tool names, or a boolean false.
-func (f *FallbackTools) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!bool" {
-		var b bool
-		if err := n.Decode(&b); err != nil {
-			return err
-		}
-		if b {
-			return fmt.Errorf("security.supervisor_fallback: true is no longer accepted (it approved every expiring call, " +
-				"Restricted tools included); list the tools that may fall back, e.g. [run_shell]")
-		}
-		*f = nil
-		return nil
-	}
-	var names []string
-	if err := n.Decode(&names); err != nil {
-		return fmt.Errorf("security.supervisor_fallback: want a list of tool names: %w", err)
-	}
-	*f = names
-	return nil
-}
 
 // Duration is a time.Duration written as "30s" / "5m" in YAML.
 type Duration time.Duration
@@ -114,9 +86,11 @@ type Config struct {
 	// scheduler.
 	Scheduler scheduler.Config `yaml:"scheduler"`
 	LLM       LLM              `yaml:"llm"`
-	Security  Security         `yaml:"security"`
-	Streams   Streams          `yaml:"streams"`
-	Devices   Devices          `yaml:"devices"`
+	// Security configures the permission gate, the team secrets and the egress
+	// policy; see package security.
+	Security security.Config `yaml:"security"`
+	Streams  Streams         `yaml:"streams"`
+	Devices  Devices         `yaml:"devices"`
 	// Sandbox configures run_shell's executor (kind docker|local|auto, image, limits);
 	// see package sandbox and sandbox/README.md.
 	Sandbox sandbox.Config `yaml:"sandbox"`
@@ -149,60 +123,6 @@ type SteamFrame struct {
 	// Enabled turns the device tools on; off, they fail with "not configured".
 	Enabled       bool `yaml:"enabled"`
 	device.Config `yaml:",inline"`
-}
-
-// Security configures the permission gate.
-type Security struct {
-	// PermissionsFile holds the YAML rules, hot-reloaded. Env AETHERIUM_PERMISSIONS.
-	// Default config/permissions.yaml (a missing file means no rules).
-	PermissionsFile string `yaml:"permissions_file"`
-	// ApprovalWindow is how long a human has to decide a Restricted call. Default 5m.
-	ApprovalWindow Duration `yaml:"approval_window"`
-	// SupervisorFallback lists the tools whose approvals are approved instead of
-	// timing out when nobody decides, e.g. [run_shell]. Default empty (none).
-	// download_pdf and the frame_* tools never fall back: listing one is an error,
-	// and so is the old boolean true (it approved Restricted tools too).
-	SupervisorFallback FallbackTools `yaml:"supervisor_fallback"`
-	// AuditRetention is how long tool_audit rows are kept. Default 2160h (90 days).
-	AuditRetention Duration `yaml:"audit_retention"`
-	// MaxRedirects caps redirects of outbound requests. Default 5.
-	MaxRedirects int `yaml:"max_redirects"`
-	// EgressTimeout bounds one outbound request. Default 30s.
-	EgressTimeout Duration `yaml:"egress_timeout"`
-	// Secrets are the team secrets by name: a credential read from an environment
-	// variable or a file, sent only to its domains, referenced in tool arguments and
-	// tool_defaults as {{secret:NAME}}. Default none.
-	Secrets map[string]Secret `yaml:"secrets"`
-	// Egress is the destination policy beyond the teams' allowlists.
-	Egress Egress `yaml:"egress"`
-}
-
-// Secret is one team secret. Exactly one of Env and File; the value itself never
-// appears in configuration.
-type Secret struct {
-	// Env names the environment variable holding the value.
-	Env string `yaml:"env"`
-	// File is a path whose content (trailing newline dropped) is the value.
-	File string `yaml:"file"`
-	// Domains the value may be sent to: exact names and *.example.com wildcards.
-	Domains []string `yaml:"domains"`
-}
-
-// Egress configures the egress policy shared by the outbound tools and the sandbox
-// egress proxy. The fleet's own endpoints (API, metrics listeners, Redis,
-// PostgreSQL, Docker over TCP, GPU services, the headset) are always refused.
-type Egress struct {
-	// Private is allow (loopback and private ranges reachable without an
-	// allowlist entry, the seed's behaviour) or deny. A team's egress.private may
-	// tighten it, never loosen it. Env AETHERIUM_EGRESS_PRIVATE. Default allow.
-	Private string `yaml:"private"`
-	// Deny lists more host:port endpoints agents may never reach (internal
-	// services); a host of "" or 0.0.0.0 means that port on every local address.
-	// Default none.
-	Deny []string `yaml:"deny"`
-	// Refresh is how often every process re-reads the registry of listen
-	// addresses, the host's addresses and endpoint names. Default 10s.
-	Refresh Duration `yaml:"refresh"`
 }
 
 // API is the api section: the api role's settings (package api) and the webhooks
@@ -246,12 +166,8 @@ func Default() Config {
 		Templates:       "templates",
 		API:             API{Config: api.Config{}.WithDefaults()},
 		Worker:          worker.Defaults(),
-		Security: Security{
-			PermissionsFile: "config/permissions.yaml", ApprovalWindow: Duration(5 * time.Minute),
-			AuditRetention: Duration(scheduler.DefaultAuditRetention), MaxRedirects: 5, EgressTimeout: Duration(30 * time.Second),
-			Egress: Egress{Private: "allow", Refresh: Duration(10 * time.Second)},
-		},
-		Scheduler: scheduler.Defaults(),
+		Security:        security.Config{}.WithDefaults(),
+		Scheduler:       scheduler.Defaults(),
 		LLM: LLM{
 			OpenAI:    Provider{Model: "gpt-4o-mini", MaxRetries: 3, Timeout: Duration(120 * time.Second)},
 			Anthropic: Provider{Model: "claude-sonnet-4-5", MaxRetries: 3, Timeout: Duration(120 * time.Second)},
@@ -399,47 +315,7 @@ func (c Config) Validate() error {
 	for _, err := range []error{c.API.Validate(), webhook.ValidateHooks(c.API.Webhooks), c.Worker.Validate(), c.Scheduler.Validate()} {
 		add(err)
 	}
-	if c.Security.ApprovalWindow.D() < time.Second {
-		bad("security.approval_window", "must be at least 1s")
-	}
-	for _, name := range c.Security.SupervisorFallback {
-		if _, ok := tools.GroupOf(name); !ok {
-			bad("security.supervisor_fallback", "%q is not a tool", name)
-		} else if tools.NeverFallsBack(name) {
-			bad("security.supervisor_fallback", "%s always needs a human decision and never falls back", name)
-		}
-	}
-	if c.Security.MaxRedirects < 0 {
-		bad("security.max_redirects", "must not be negative")
-	}
-	for _, name := range sortedKeys(c.Security.Secrets) {
-		s := c.Security.Secrets[name]
-		if err := security.ValidateSecretSource(name, security.SecretSource{Env: s.Env, File: s.File, Domains: s.Domains}); err != nil {
-			bad("security.secrets."+name, "%v", err)
-		}
-	}
-	if p := c.Security.Egress.Private; p != "allow" && p != "deny" {
-		bad("security.egress.private (AETHERIUM_EGRESS_PRIVATE)", "want allow or deny, got %q", p)
-	}
-	for i, d := range c.Security.Egress.Deny {
-		if _, port, err := net.SplitHostPort(d); err != nil || port == "" {
-			bad(fmt.Sprintf("security.egress.deny[%d]", i), "want host:port, got %q", d)
-		} else if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
-			bad(fmt.Sprintf("security.egress.deny[%d]", i), "want a port in 1-65535, got %q", d)
-		}
-	}
-	if c.Security.Egress.Refresh.D() < 100*time.Millisecond {
-		bad("security.egress.refresh", "must be at least 100ms")
-	}
+	add(c.Security.Validate())
 	add(c.Research.Validate())
 	return errors.Join(errs...)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

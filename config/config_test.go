@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/config"
+	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
@@ -322,7 +323,7 @@ func TestValidateNamesEachKey(t *testing.T) {
 		{name: "zero concurrency", mutate: func(c *config.Config) { c.Worker.Concurrency = 0 }, want: "worker.concurrency"},
 		{name: "negative body limit", mutate: func(c *config.Config) { c.API.BodyLimit = -5 }, want: "api.body_limit"},
 		{name: "a secret from env bound to domains is fine", mutate: func(c *config.Config) {
-			c.Security.Secrets = map[string]config.Secret{"github": {Env: "GITHUB_TOKEN", Domains: []string{"api.github.com", "*.github.com"}}}
+			c.Security.Secrets = map[string]security.SecretSource{"github": {Env: "GITHUB_TOKEN", Domains: []string{"api.github.com", "*.github.com"}}}
 		}},
 	}
 	for _, tc := range tests {
@@ -366,7 +367,7 @@ func TestSupervisorFallbackPerTool(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			require.Equal(t, config.FallbackTools(tc.want), c.Security.SupervisorFallback)
+			require.Equal(t, security.FallbackTools(tc.want), c.Security.SupervisorFallback)
 		})
 	}
 }

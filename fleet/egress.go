@@ -78,7 +78,7 @@ func (f *Fleet) openPolicy(cfg config.Config, opts Options) error {
 	eps := fleetEndpoints(cfg, opts)
 	p, err := security.NewEgressPolicy(security.EgressPolicyConfig{
 		Private: cfg.Security.Egress.Private, Endpoints: eps, Redis: f.Redis,
-		Refresh: cfg.Security.Egress.Refresh.D(), Learn: redisNodes(f.Redis), Log: f.Log,
+		Refresh: cfg.Security.Egress.Refresh, Learn: redisNodes(f.Redis), Log: f.Log,
 	})
 	if err != nil {
 		return fmt.Errorf("security.egress: %w", err)

@@ -240,7 +240,7 @@ func (f *Fleet) openApprovals(opts Options) {
 		return
 	}
 	sec := f.Cfg.Security
-	f.Approvals = security.NewApprovals(security.ApprovalsConfig{Window: sec.ApprovalWindow.D(), FallbackTools: sec.SupervisorFallback},
+	f.Approvals = security.NewApprovals(security.ApprovalsConfig{Window: sec.ApprovalWindow, FallbackTools: sec.SupervisorFallback},
 		f.Store, f.Events, f.Queue, f.Metrics, f.Log)
 }
 
@@ -280,7 +280,7 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 	if f.Secrets, err = loadSecrets(sec.Secrets); err != nil {
 		return err
 	}
-	f.Egress = security.NewEgress(security.EgressConfig{MaxRedirects: sec.MaxRedirects, Timeout: sec.EgressTimeout.D(),
+	f.Egress = security.NewEgress(security.EgressConfig{MaxRedirects: sec.MaxRedirects, Timeout: sec.EgressTimeout,
 		Resolver: opts.EgressResolver, Secrets: f.Secrets, Policy: f.Policy})
 	roster := func(ctx context.Context) ([]string, error) {
 		if s := tools.SessionFrom(ctx); s != nil {
@@ -319,7 +319,7 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 	return nil
 }
 
-func (f *Fleet) openGate(sec config.Security, opts Options) (*security.Gate, error) {
+func (f *Fleet) openGate(sec security.Config, opts Options) (*security.Gate, error) {
 	rules, err := security.LoadRules(sec.PermissionsFile, f.Log)
 	if err != nil {
 		// At boot there is no last good file to keep: refuse to start.
@@ -346,11 +346,7 @@ func (f *Fleet) openGate(sec config.Security, opts Options) (*security.Gate, err
 }
 
 // loadSecrets reads the team secrets' values from the process environment or files.
-func loadSecrets(cfg map[string]config.Secret) (*security.Secrets, error) {
-	srcs := make(map[string]security.SecretSource, len(cfg))
-	for name, s := range cfg {
-		srcs[name] = security.SecretSource{Env: s.Env, File: s.File, Domains: s.Domains}
-	}
+func loadSecrets(srcs map[string]security.SecretSource) (*security.Secrets, error) {
 	secrets, err := security.LoadSecrets(srcs, os.LookupEnv)
 	if err != nil {
 		return nil, fmt.Errorf("security.secrets: %w", err)
@@ -505,7 +501,7 @@ func (f *Fleet) RunScheduler(ctx context.Context) error {
 
 func (f *Fleet) schedulerConfig() scheduler.Config {
 	c := f.Cfg.Scheduler
-	c.AuditRetention = f.Cfg.Security.AuditRetention.D() // the key is security.audit_retention
+	c.AuditRetention = f.Cfg.Security.AuditRetention // the key is security.audit_retention
 	return c
 }
 
