@@ -26,6 +26,8 @@ import (
 	"github.com/aetherium-engine/aetherium/api"
 	"github.com/aetherium-engine/aetherium/device"
 	"github.com/aetherium-engine/aetherium/lease"
+	"github.com/aetherium-engine/aetherium/llm/anthropic"
+	"github.com/aetherium-engine/aetherium/llm/openai"
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/scheduler"
@@ -35,26 +37,6 @@ import (
 	"github.com/aetherium-engine/aetherium/worker"
 	"github.com/aetherium-engine/aetherium/wsquota"
 )
-
-// Duration is a time.Duration written as "30s" / "5m" in YAML.
-type Duration time.Duration
-
-// UnmarshalYAML parses a Go duration string.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	var s string
-	if err := n.Decode(&s); err != nil {
-		return err
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// D returns the value as a time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
 
 // Config is the whole deployment configuration.
 type Config struct {
@@ -108,8 +90,9 @@ type Streams struct {
 	// ttl, image, container, ports, gpus, health_url, start_timeout, idle_stop) and
 	// the waiter TTL; see package lease. Default: no services.
 	Leases lease.Config `yaml:"leases"`
-	// LeaseRetry is how soon a step waiting for a GPU lease is retried. Default 2s.
-	LeaseRetry Duration `yaml:"lease_retry"`
+	// LeaseRetry is how soon a step waiting for a GPU lease is retried. Default
+	// worker.DefaultLeaseRetry.
+	LeaseRetry time.Duration `yaml:"lease_retry"`
 }
 
 // Devices configures hardware the device tools drive.
@@ -134,25 +117,14 @@ type API struct {
 }
 
 // LLM holds provider endpoints and credentials; templates pick provider and model.
+// Each is its provider package's Config (base_url, api_key, model, max_retries,
+// timeout). Env AETHERIUM_OPENAI_BASE_URL / AETHERIUM_ANTHROPIC_BASE_URL,
+// AETHERIUM_OPENAI_API_KEY / AETHERIUM_ANTHROPIC_API_KEY (OPENAI_API_KEY /
+// ANTHROPIC_API_KEY are honoured too), AETHERIUM_OPENAI_MODEL /
+// AETHERIUM_ANTHROPIC_MODEL.
 type LLM struct {
-	OpenAI    Provider `yaml:"openai"`
-	Anthropic Provider `yaml:"anthropic"`
-}
-
-// Provider configures one LLM API.
-type Provider struct {
-	// BaseURL overrides the API root (vLLM, Ollama, llama.cpp server, a proxy).
-	// Env AETHERIUM_OPENAI_BASE_URL / AETHERIUM_ANTHROPIC_BASE_URL.
-	BaseURL string `yaml:"base_url"`
-	// APIKey authenticates. Env AETHERIUM_OPENAI_API_KEY / AETHERIUM_ANTHROPIC_API_KEY
-	// (OPENAI_API_KEY / ANTHROPIC_API_KEY are honoured too).
-	APIKey string `yaml:"api_key"`
-	// Model is the default model when a template names none.
-	Model string `yaml:"model"`
-	// MaxRetries for 429/5xx answers, with exponential backoff. Default 3.
-	MaxRetries int `yaml:"max_retries"`
-	// Timeout per request. Default 120s.
-	Timeout Duration `yaml:"timeout"`
+	OpenAI    openai.Config    `yaml:"openai"`
+	Anthropic anthropic.Config `yaml:"anthropic"`
 }
 
 // Default returns the configuration with every default filled in: the packages'
@@ -169,8 +141,8 @@ func Default() Config {
 		Security:        security.Config{}.WithDefaults(),
 		Scheduler:       scheduler.Defaults(),
 		LLM: LLM{
-			OpenAI:    Provider{Model: "gpt-4o-mini", MaxRetries: 3, Timeout: Duration(120 * time.Second)},
-			Anthropic: Provider{Model: "claude-sonnet-4-5", MaxRetries: 3, Timeout: Duration(120 * time.Second)},
+			OpenAI:    openai.Config{Model: openai.DefaultModel, MaxRetries: openai.DefaultMaxRetries, Timeout: openai.DefaultTimeout},
+			Anthropic: anthropic.Config{Model: anthropic.DefaultModel, MaxRetries: anthropic.DefaultMaxRetries, Timeout: anthropic.DefaultTimeout},
 		},
 	}
 }

@@ -57,9 +57,13 @@ func TestDefault(t *testing.T) {
 	require.Equal(t, "127.0.0.1:9092", c.Scheduler.MetricsAddr)
 	require.Equal(t, "gpt-4o-mini", c.LLM.OpenAI.Model)
 	require.Equal(t, "claude-sonnet-4-5", c.LLM.Anthropic.Model)
-	for _, p := range []config.Provider{c.LLM.OpenAI, c.LLM.Anthropic} {
+	for _, p := range []struct {
+		MaxRetries      int
+		Timeout         time.Duration
+		APIKey, BaseURL string
+	}{{c.LLM.OpenAI.MaxRetries, c.LLM.OpenAI.Timeout, c.LLM.OpenAI.APIKey, c.LLM.OpenAI.BaseURL}, {c.LLM.Anthropic.MaxRetries, c.LLM.Anthropic.Timeout, c.LLM.Anthropic.APIKey, c.LLM.Anthropic.BaseURL}} {
 		require.Equal(t, 3, p.MaxRetries)
-		require.Equal(t, 120*time.Second, p.Timeout.D())
+		require.Equal(t, 120*time.Second, p.Timeout)
 		require.Empty(t, p.APIKey)
 		require.Empty(t, p.BaseURL)
 	}
@@ -146,7 +150,7 @@ llm:
 				require.Equal(t, "from-file", c.LLM.OpenAI.APIKey)
 				require.Equal(t, "local-model", c.LLM.OpenAI.Model)
 				require.Equal(t, 3, c.LLM.OpenAI.MaxRetries)
-				require.Equal(t, 45*time.Second, c.LLM.Anthropic.Timeout.D())
+				require.Equal(t, 45*time.Second, c.LLM.Anthropic.Timeout)
 				require.Equal(t, "claude-sonnet-4-5", c.LLM.Anthropic.Model)
 			},
 		},
