@@ -27,7 +27,7 @@ func (f *Fleet) openParts(ctx context.Context, cfg config.Config, opts Options) 
 		if err != nil {
 			return fmt.Errorf("streams.leases: services with an image need a Docker engine: %w", err)
 		}
-		if f.GPU, err = gpu.New(f.Leases, dc, gpu.Config{}, gpu.Options{Metrics: gm, Log: f.Log}); err != nil {
+		if f.GPU, err = gpu.New(gpu.Config{}, gpu.Deps{Leases: f.Leases, Docker: dc, Metrics: gm, Log: f.Log}); err != nil {
 			return fmt.Errorf("gpu controller: %w", err)
 		}
 	}
