@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -28,34 +29,94 @@ import (
 	"github.com/aetherium-engine/aetherium/tools"
 )
 
-// Config configures the API.
+// Defaults of Config.
+const (
+	DefaultAddr      = "127.0.0.1:8080"
+	DefaultBodyLimit = 1 << 20
+	DefaultSSEPoll   = time.Second
+	// DefaultSSEHeartbeat is the idle stream's keepalive comment: it keeps proxies
+	// from timing an idle stream out and finds a peer that vanished without closing
+	// (a client that closes is noticed at once by a read on its connection).
+	DefaultSSEHeartbeat = 15 * time.Second
+	// DefaultMaxRunsInFlight leaves a principal's runs in flight unlimited.
+	DefaultMaxRunsInFlight = 0
+	// DefaultMonitoringReadOnly: asynqmon at /monitoring/ cannot change the queues.
+	DefaultMonitoringReadOnly = true
+)
+
+// Config is the api role (the `api` section of aetherium.yaml but its webhooks,
+// which package webhook owns). Zero fields take their defaults (WithDefaults).
 type Config struct {
-	// BodyLimit caps request bodies in bytes. Default 1 MiB.
-	BodyLimit int
-	// MonitoringReadOnly makes asynqmon read-only. Default true when nil.
-	MonitoringReadOnly bool
-	// PrometheusURL lets asynqmon chart queue metrics. Default empty (charts off).
-	PrometheusURL string
-	// SSEPoll is the fallback poll interval of the event stream. Default 1s.
-	SSEPoll time.Duration
-	// SSEHeartbeat is how often an idle event stream writes a keepalive comment.
-	// Default DefaultSSEHeartbeat.
-	SSEHeartbeat time.Duration
-	// Tokens are the accepted bearer tokens; none means no authentication (allowed
-	// only on loopback, enforced by the caller that listens).
-	Tokens []Token
+	// Addr is the listen address. Env AETHERIUM_API_ADDR. Default DefaultAddr.
+	Addr string `yaml:"addr"`
+	// BodyLimit caps request bodies in bytes. Env AETHERIUM_API_BODY_LIMIT.
+	// Default DefaultBodyLimit (1 MiB).
+	BodyLimit int `yaml:"body_limit"`
+	// MonitoringReadOnly makes asynqmon at /monitoring/ read-only. Default
+	// DefaultMonitoringReadOnly (nil reads as the default).
+	MonitoringReadOnly *bool `yaml:"monitoring_read_only"`
+	// PrometheusURL lets asynqmon chart queue metrics. Env AETHERIUM_PROMETHEUS_URL.
+	// Default empty (charts off).
+	PrometheusURL string `yaml:"prometheus_url"`
+	// Tokens are the accepted bearer tokens (roles submit, read, read_all, approve,
+	// admin; docs/ownership.md has the role table). None means no authentication,
+	// allowed only on a loopback Addr unless InsecureNoAuth (CheckAuth).
+	Tokens []Token `yaml:"tokens"`
+	// InsecureNoAuth allows a non-loopback Addr without tokens (flag
+	// --insecure-no-auth), for an API behind an authenticating proxy.
+	InsecureNoAuth bool `yaml:"insecure_no_auth"`
 	// MaxRunsInFlight caps one principal's runs not yet terminal; a submit over it
 	// gets 429. Default DefaultMaxRunsInFlight (0, unlimited).
-	MaxRunsInFlight int
+	MaxRunsInFlight int `yaml:"max_runs_in_flight"`
+	// SSEPoll is the fallback poll interval of the event stream. Default
+	// DefaultSSEPoll. Not a configuration key.
+	SSEPoll time.Duration `yaml:"-"`
+	// SSEHeartbeat is how often an idle event stream writes a keepalive comment.
+	// Default DefaultSSEHeartbeat. Not a configuration key.
+	SSEHeartbeat time.Duration `yaml:"-"`
 }
 
-// DefaultSSEHeartbeat is the idle stream's keepalive comment: it keeps proxies from
-// timing an idle stream out and finds a peer that vanished without closing (a
-// client that closes is noticed at once by a read on its connection).
-const DefaultSSEHeartbeat = 15 * time.Second
+// WithDefaults returns c with every zero field filled in (a fresh
+// MonitoringReadOnly each call: configurations never share it).
+func (c Config) WithDefaults() Config {
+	if c.Addr == "" {
+		c.Addr = DefaultAddr
+	}
+	if c.BodyLimit <= 0 {
+		c.BodyLimit = DefaultBodyLimit
+	}
+	if c.MonitoringReadOnly == nil {
+		ro := DefaultMonitoringReadOnly
+		c.MonitoringReadOnly = &ro
+	}
+	if c.SSEPoll <= 0 {
+		c.SSEPoll = DefaultSSEPoll
+	}
+	if c.SSEHeartbeat <= 0 {
+		c.SSEHeartbeat = DefaultSSEHeartbeat
+	}
+	return c
+}
 
-// DefaultMaxRunsInFlight leaves a principal's runs in flight unlimited.
-const DefaultMaxRunsInFlight = 0
+// Validate reports every invalid field, naming its key.
+func (c Config) Validate() error {
+	var errs []error
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		errs = append(errs, fmt.Errorf("api.addr (AETHERIUM_API_ADDR): want host:port, got %q", c.Addr))
+	}
+	if c.MaxRunsInFlight < 0 {
+		errs = append(errs, fmt.Errorf("api.max_runs_in_flight: must be 0 (unlimited) or positive, got %d", c.MaxRunsInFlight))
+	}
+	if c.BodyLimit <= 0 {
+		errs = append(errs, fmt.Errorf("api.body_limit (AETHERIUM_API_BODY_LIMIT): must be positive, got %d", c.BodyLimit))
+	}
+	return errors.Join(errs...)
+}
+
+// monitoringReadOnly is MonitoringReadOnly with nil read as the default.
+func (c Config) monitoringReadOnly() bool {
+	return c.MonitoringReadOnly == nil || *c.MonitoringReadOnly
+}
 
 // RunsInFlightRetryAfter is the Retry-After of a submit refused for too many runs
 // in flight: runs take minutes, so an immediate retry would only be refused again.
@@ -92,15 +153,7 @@ type Server struct {
 
 // New builds the Fiber app with every route.
 func New(cfg Config, d Deps) *Server {
-	if cfg.BodyLimit <= 0 {
-		cfg.BodyLimit = 1 << 20
-	}
-	if cfg.SSEPoll <= 0 {
-		cfg.SSEPoll = time.Second
-	}
-	if cfg.SSEHeartbeat <= 0 {
-		cfg.SSEHeartbeat = DefaultSSEHeartbeat
-	}
+	cfg = cfg.WithDefaults()
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
@@ -122,7 +175,7 @@ func New(cfg Config, d Deps) *Server {
 		app.Get("/metrics", adaptor.HTTPHandler(d.Metrics.Handler()))
 	}
 	s.mon = asynqmon.New(asynqmon.Options{
-		RootPath: "/monitoring", RedisConnOpt: d.RedisOpt, ReadOnly: cfg.MonitoringReadOnly,
+		RootPath: "/monitoring", RedisConnOpt: d.RedisOpt, ReadOnly: cfg.monitoringReadOnly(),
 		PrometheusAddress: cfg.PrometheusURL,
 	})
 	mon := adaptor.HTTPHandler(s.mon)

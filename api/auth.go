@@ -11,7 +11,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/store"
 )
 
@@ -25,8 +24,14 @@ const (
 	RoleReadAll = "read_all"
 )
 
-// Token is an API bearer token as configured: only its SHA-256 is stored.
-type Token = config.APIToken
+// Token is an API bearer token as configured (api.tokens): only the SHA-256 of its
+// secret is configured.
+type Token struct {
+	Name string `yaml:"name"`
+	// SHA256 is the hex SHA-256 of the secret (printf %s "$TOKEN" | sha256sum).
+	SHA256 string   `yaml:"sha256"`
+	Roles  []string `yaml:"roles"`
+}
 
 type principalKey struct{}
 
@@ -156,4 +161,19 @@ func holdsAny(held map[string]bool, want []string) bool {
 		}
 	}
 	return false
+}
+
+// CheckAuth refuses an API reachable beyond loopback without tokens: every agent
+// can write files and run commands, so an open API is a code-execution surface.
+// InsecureNoAuth (api.insecure_no_auth, --insecure-no-auth) allows it when an
+// authenticating proxy guards the API. The role checks it before it listens (the
+// flag is applied after the configuration is loaded).
+func (c Config) CheckAuth() error {
+	if err := ValidateTokens(c.Tokens); err != nil {
+		return err
+	}
+	if len(c.Tokens) == 0 && !IsLoopback(c.Addr) && !c.InsecureNoAuth {
+		return fmt.Errorf("api.addr %s is not loopback and api.tokens is empty: configure bearer tokens, or pass --insecure-no-auth if an authenticating proxy guards it", c.Addr)
+	}
+	return nil
 }

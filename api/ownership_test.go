@@ -44,7 +44,7 @@ func setupOwners(t *testing.T, maxInFlight int) *owners {
 	f := fleettest.Start(t, fleettest.Options{NoWorker: true, Configure: func(c *config.Config) {
 		c.API.Tokens = nil
 		for name, roles := range ownerTokens {
-			c.API.Tokens = append(c.API.Tokens, config.APIToken{Name: name, SHA256: api.HashToken(name + "-secret"), Roles: roles})
+			c.API.Tokens = append(c.API.Tokens, api.Token{Name: name, SHA256: api.HashToken(name + "-secret"), Roles: roles})
 		}
 		c.API.MaxRunsInFlight = maxInFlight
 		c.Streams.Leases = lease.Config{Services: []lease.Service{{Name: "comfyui", Capacity: 1, TTL: time.Minute}}}

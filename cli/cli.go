@@ -117,7 +117,10 @@ func serve(ctx context.Context, role string, args []string, log *slog.Logger) er
 	log = log.With("role", role)
 	// dev is the one-command local fleet: it migrates before anything reads the
 	// schema (the fleet's id among the first), so a fresh database works.
-	f, err := fleet.Open(ctx, cfg, log, fleet.Options{Migrate: role == "dev"})
+	open := map[string]func(context.Context, config.Config, *slog.Logger, fleet.Options) (*fleet.Fleet, error){
+		"api": fleet.OpenAPI, "worker": fleet.OpenWorker, "scheduler": fleet.OpenScheduler, "dev": fleet.Open,
+	}[role]
+	f, err := open(ctx, cfg, log, fleet.Options{Migrate: role == "dev"})
 	if err != nil {
 		return err
 	}

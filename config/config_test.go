@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/config"
+	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
@@ -45,20 +46,24 @@ func TestDefault(t *testing.T) {
 	require.True(t, *c.API.MonitoringReadOnly)
 	require.Empty(t, c.API.PrometheusURL)
 	require.Equal(t, 20, c.Worker.Concurrency)
-	require.Equal(t, 10*time.Second, c.Worker.ShutdownTimeout.D())
-	require.Equal(t, 100*time.Millisecond, c.Worker.TaskCheckInterval.D())
-	require.Equal(t, 2*time.Minute, c.Worker.StepLease.D())
+	require.Equal(t, 10*time.Second, c.Worker.ShutdownTimeout)
+	require.Equal(t, 100*time.Millisecond, c.Worker.TaskCheckInterval)
+	require.Equal(t, 2*time.Minute, c.Worker.StepLease)
 	require.Equal(t, 5, c.Worker.MaxRetry)
 	require.Equal(t, 5, c.Worker.CircuitBreaker)
 	require.Equal(t, 50, c.Worker.MaxSteps)
 	require.Equal(t, "127.0.0.1:9091", c.Worker.MetricsAddr)
-	require.Equal(t, time.Hour, c.Scheduler.StuckAfter.D())
+	require.Equal(t, time.Hour, c.Scheduler.StuckAfter)
 	require.Equal(t, "127.0.0.1:9092", c.Scheduler.MetricsAddr)
 	require.Equal(t, "gpt-4o-mini", c.LLM.OpenAI.Model)
 	require.Equal(t, "claude-sonnet-4-5", c.LLM.Anthropic.Model)
-	for _, p := range []config.Provider{c.LLM.OpenAI, c.LLM.Anthropic} {
+	for _, p := range []struct {
+		MaxRetries      int
+		Timeout         time.Duration
+		APIKey, BaseURL string
+	}{{c.LLM.OpenAI.MaxRetries, c.LLM.OpenAI.Timeout, c.LLM.OpenAI.APIKey, c.LLM.OpenAI.BaseURL}, {c.LLM.Anthropic.MaxRetries, c.LLM.Anthropic.Timeout, c.LLM.Anthropic.APIKey, c.LLM.Anthropic.BaseURL}} {
 		require.Equal(t, 3, p.MaxRetries)
-		require.Equal(t, 120*time.Second, p.Timeout.D())
+		require.Equal(t, 120*time.Second, p.Timeout)
 		require.Empty(t, p.APIKey)
 		require.Empty(t, p.BaseURL)
 	}
@@ -134,18 +139,18 @@ llm:
 				require.Equal(t, 2048, c.API.BodyLimit)
 				require.False(t, *c.API.MonitoringReadOnly)
 				require.Equal(t, 7, c.Worker.Concurrency)
-				require.Equal(t, 30*time.Second, c.Worker.ShutdownTimeout.D())
-				require.Equal(t, 5*time.Minute, c.Worker.StepLease.D())
-				require.Equal(t, 100*time.Millisecond, c.Worker.TaskCheckInterval.D())
+				require.Equal(t, 30*time.Second, c.Worker.ShutdownTimeout)
+				require.Equal(t, 5*time.Minute, c.Worker.StepLease)
+				require.Equal(t, 100*time.Millisecond, c.Worker.TaskCheckInterval)
 				require.Equal(t, 5, c.Worker.MaxRetry)
 				require.Empty(t, c.Worker.MetricsAddr, "an empty metrics address disables it")
-				require.Equal(t, 90*time.Minute, c.Scheduler.StuckAfter.D())
+				require.Equal(t, 90*time.Minute, c.Scheduler.StuckAfter)
 				require.Equal(t, "127.0.0.1:9092", c.Scheduler.MetricsAddr)
 				require.Equal(t, "http://vllm:8000/v1", c.LLM.OpenAI.BaseURL)
 				require.Equal(t, "from-file", c.LLM.OpenAI.APIKey)
 				require.Equal(t, "local-model", c.LLM.OpenAI.Model)
 				require.Equal(t, 3, c.LLM.OpenAI.MaxRetries)
-				require.Equal(t, 45*time.Second, c.LLM.Anthropic.Timeout.D())
+				require.Equal(t, 45*time.Second, c.LLM.Anthropic.Timeout)
 				require.Equal(t, "claude-sonnet-4-5", c.LLM.Anthropic.Model)
 			},
 		},
@@ -190,7 +195,7 @@ llm:
 				require.Equal(t, "claude-env", c.LLM.Anthropic.Model)
 				require.Equal(t, "from-file", c.LLM.OpenAI.APIKey)
 				require.Equal(t, "ant-env", c.LLM.Anthropic.APIKey)
-				require.Equal(t, 30*time.Second, c.Worker.ShutdownTimeout.D(), "file values without an env var survive")
+				require.Equal(t, 30*time.Second, c.Worker.ShutdownTimeout, "file values without an env var survive")
 			},
 		},
 		{
@@ -246,7 +251,11 @@ func TestLoadFromErrors(t *testing.T) {
 		{name: "unknown nested key", file: "api:\n  adr: 1.2.3.4:80\n", want: []string{"adr", "not found"}},
 		{name: "malformed yaml", file: "api: [unclosed\n", want: []string{"config "}},
 		{name: "bad duration", file: "worker:\n  shutdown_timeout: soon\n", want: []string{"soon"}},
-		{name: "duration without unit", file: "worker:\n  step_lease: 5\n", want: []string{"missing unit"}},
+		// A bare number is refused (yaml.v3 reads no integer into a time.Duration).
+		{name: "duration without unit", file: "worker:\n  step_lease: 5\n", want: []string{"line 2", "`5`", "time.Duration"}},
+		{name: "scheduler duration without unit", file: "scheduler:\n  period: 15\n", want: []string{"`15`", "time.Duration"}},
+		{name: "bad webhook", file: "api:\n  webhooks:\n    - url: ftp://x\n      secret: short\n", want: []string{"api.webhooks[0].url", "api.webhooks[0].secret"}},
+		{name: "api fields and webhooks side by side", file: "api:\n  addr: 127.0.0.1:1\n  webhooks: []\n  max_runs_in_flight: -1\n", want: []string{"config: api.max_runs_in_flight"}},
 		{name: "bad redis url in file", file: "redis_url: http://localhost:6379\n", want: []string{"redis_url", "AETHERIUM_REDIS_URL"}},
 		{name: "bad redis url in env", env: map[string]string{"AETHERIUM_REDIS_URL": "localhost:6379"}, want: []string{"redis_url (AETHERIUM_REDIS_URL)", "localhost:6379"}},
 		{name: "bad database url", env: map[string]string{"AETHERIUM_DATABASE_URL": "mysql://db/x"}, want: []string{"database_url (AETHERIUM_DATABASE_URL)"}},
@@ -318,7 +327,7 @@ func TestValidateNamesEachKey(t *testing.T) {
 		{name: "zero concurrency", mutate: func(c *config.Config) { c.Worker.Concurrency = 0 }, want: "worker.concurrency"},
 		{name: "negative body limit", mutate: func(c *config.Config) { c.API.BodyLimit = -5 }, want: "api.body_limit"},
 		{name: "a secret from env bound to domains is fine", mutate: func(c *config.Config) {
-			c.Security.Secrets = map[string]config.Secret{"github": {Env: "GITHUB_TOKEN", Domains: []string{"api.github.com", "*.github.com"}}}
+			c.Security.Secrets = map[string]security.SecretSource{"github": {Env: "GITHUB_TOKEN", Domains: []string{"api.github.com", "*.github.com"}}}
 		}},
 	}
 	for _, tc := range tests {
@@ -362,7 +371,7 @@ func TestSupervisorFallbackPerTool(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			require.Equal(t, config.FallbackTools(tc.want), c.Security.SupervisorFallback)
+			require.Equal(t, security.FallbackTools(tc.want), c.Security.SupervisorFallback)
 		})
 	}
 }

@@ -42,7 +42,7 @@ func TestPanelsShowDataFromPrometheus(t *testing.T) {
 		c.API.PrometheusURL = "http://" + promAddr
 		c.Security.PermissionsFile = rules
 		c.Streams.Leases.Services = []lease.Service{{Name: "gpu-test", Capacity: 1}}
-		c.Scheduler.Period = config.Duration(time.Second)
+		c.Scheduler.Period = time.Second
 	}})
 	workers := []string{startRole(t, f.Cfg, (*fleet.Fleet).RunWorker), startRole(t, f.Cfg, (*fleet.Fleet).RunWorker)}
 	sched := startRole(t, f.Cfg, (*fleet.Fleet).RunScheduler)

@@ -17,74 +17,75 @@ import (
 	"github.com/aetherium-engine/aetherium/device/fps"
 )
 
-// Config is the headset connection and the bounds of what agents may ask for. The
-// lead maps the devices.steam_frame config section onto it; zero fields take the
-// defaults documented per field.
+// Config is the headset connection and the bounds of what agents may ask for (the
+// devices.steam_frame section of aetherium.yaml; the fields tagged "-" are not
+// configuration keys). Zero fields take the defaults documented per field
+// (WithDefaults); New validates the result (Validate).
 type Config struct {
 	// Host is the headset's address for ssh and adb. Default steam-frame.local.
-	Host string
+	Host string `yaml:"host"`
 	// User is the SteamOS account ssh logs in as. Default deck.
-	User string
+	User string `yaml:"user"`
 	// SSHPort is the headset's sshd port. Default 22.
-	SSHPort int
+	SSHPort int `yaml:"ssh_port"`
 	// ADBPort is the Android container's adb-over-TCP port. Default 5555.
-	ADBPort int
+	ADBPort int `yaml:"adb_port"`
 	// KeyPath is the ssh private key paired with the headset. Default empty: ssh's
 	// own identity files. The headset's host key must be in known_hosts (pairing);
 	// the scripts run ssh with StrictHostKeyChecking=yes and BatchMode=yes.
-	KeyPath string
+	KeyPath string `yaml:"key_path"`
 	// ScriptsDir holds the device/steam-frame scripts. Default device/steam-frame,
 	// relative to the working directory (New makes every path absolute).
-	ScriptsDir string
+	ScriptsDir string `yaml:"scripts_dir"`
 
 	// SimScenario, when set, points the scripts at the headset simulator: the
 	// simulator's stand-in ssh and adb come first on the scripts' PATH and read this
 	// scenario file. Default empty (the real headset).
-	SimScenario string
+	SimScenario string `yaml:"sim_scenario"`
 	// SimBin is the directory holding the simulator's ssh and adb (built by
 	// device/steam-frame/sim/build.sh). Default <ScriptsDir>/sim/bin.
-	SimBin string
+	SimBin string `yaml:"sim_bin"`
 	// SimState is the simulated headset's state directory. Default
 	// <SimScenario>.state next to the scenario file.
-	SimState string
+	SimState string `yaml:"-"`
 
 	// MaxAPKBytes caps an APK. Default 512 MiB.
-	MaxAPKBytes int64
+	MaxAPKBytes int64 `yaml:"-"`
 	// MaxUncompressedBytes caps an APK's inflated size (zip-bomb guard). Default 2 GiB.
-	MaxUncompressedBytes int64
+	MaxUncompressedBytes int64 `yaml:"-"`
 	// AndroidAPI is the Android container's API level. Default 30.
-	AndroidAPI int
+	AndroidAPI int `yaml:"-"`
 
 	// MaxRunDuration bounds frame_run's max_seconds. Default 20m: a run, its set-up
 	// and the collection after it must fit in one worker task (asynq timeout 30m).
-	MaxRunDuration time.Duration
+	MaxRunDuration time.Duration `yaml:"max_run_duration"`
 	// DefaultRunDuration is frame_run's wait when the agent names none. Default 10m.
-	DefaultRunDuration time.Duration
+	DefaultRunDuration time.Duration `yaml:"-"`
 	// CaptureInterval is how often frame_run captures the headset view when the agent
 	// names none (agents may ask for 1–60 s). Default 5s.
-	CaptureInterval time.Duration
+	CaptureInterval time.Duration `yaml:"capture_interval"`
 	// MaxCaptures caps the captures of one run; later ones are skipped. Default 360.
-	MaxCaptures int
+	MaxCaptures int `yaml:"-"`
 	// PollInterval is how often frame_run checks whether the app still runs. Default
 	// 1s (never longer than the capture interval).
-	PollInterval time.Duration
+	PollInterval time.Duration `yaml:"-"`
 
 	// WarmUp is excluded from the start of a performance recording. Default 5s.
-	WarmUp time.Duration
+	WarmUp time.Duration `yaml:"-"`
 	// MinSteady is the least steady state the 72 fps check judges. Default 5s.
-	MinSteady time.Duration
+	MinSteady time.Duration `yaml:"-"`
 
 	// LockKey is the Redis key of the headset lock. Default
 	// aetherium:device:steam_frame:lock.
-	LockKey string
+	LockKey string `yaml:"-"`
 	// LockTTL is the lock's time to live; a call renews it every third of it, so a
 	// crashed holder frees the headset after at most this long. Default 30s.
-	LockTTL time.Duration
+	LockTTL time.Duration `yaml:"-"`
 
 	// ScriptTimeout bounds one script invocation. Default 2m.
-	ScriptTimeout time.Duration
+	ScriptTimeout time.Duration `yaml:"-"`
 	// InstallTimeout bounds the install script (large APKs over Wi-Fi). Default 10m.
-	InstallTimeout time.Duration
+	InstallTimeout time.Duration `yaml:"-"`
 }
 
 // Defaults of Config.

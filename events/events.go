@@ -46,6 +46,19 @@ type Recorder struct {
 	OnEvent func(ctx context.Context, e Stored) error
 }
 
+// Fanout is one OnEvent hook made of several, called in order; the first error
+// stops the rest and fails the Emit.
+func Fanout(hooks ...func(ctx context.Context, e Stored) error) func(ctx context.Context, e Stored) error {
+	return func(ctx context.Context, e Stored) error {
+		for _, h := range hooks {
+			if err := h(ctx, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
 // Stored identifies a newly stored event.
 type Stored struct {
 	ID    int64

@@ -34,7 +34,7 @@ func setupApprovals(t *testing.T) *fleettest.Fleet {
 	x, err := sandbox.NewLocal(sandbox.Config{AllowLocal: true, Timeout: 30 * time.Second})
 	require.NoError(t, err)
 	return fleettest.Start(t, fleettest.Options{
-		Configure: func(c *config.Config) { c.Security.ApprovalWindow = config.Duration(time.Minute) },
+		Configure: func(c *config.Config) { c.Security.ApprovalWindow = time.Minute },
 		Fleet:     fleet.Options{Executor: x, ExtraTools: withStandInPDF},
 	})
 }

@@ -87,7 +87,7 @@ func TestAgentsCannotReachTheControlPlane(t *testing.T) {
 	t.Parallel()
 	f := fleettest.Start(t, fleettest.Options{
 		Configure: func(c *config.Config) {
-			c.Security.ApprovalWindow = config.Duration(time.Minute)
+			c.Security.ApprovalWindow = time.Minute
 			c.Worker.CircuitBreaker = 100 // every attempt below is refused in a row
 		},
 		Fleet: fleet.Options{ExtraTools: withStandInPDF},

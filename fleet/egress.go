@@ -44,10 +44,11 @@ func (f *Fleet) openEgressProxy(ctx context.Context, cfg config.Config, opts Opt
 		f.Log.Error("sandbox egress off", "err", err)
 		return
 	}
+	// No Policy: the proxy's own default (it refuses every address of this host,
+	// "the fleet's own services"). Before the roles split, the fleet's policy was
+	// built after the proxy, so the proxy never had it; passing it now would change
+	// the refusals sandboxes see.
 	deps := egressproxy.Deps{DLP: dlp, Recorder: f.Store, Resolver: opts.EgressResolver, Log: f.Log}
-	if f.Policy != nil {
-		deps.Policy = f.Policy
-	}
 	p, err := egressproxy.New(ecfg, deps)
 	if err != nil {
 		f.Log.Error("sandbox egress off", "err", err)
@@ -77,7 +78,7 @@ func (f *Fleet) openPolicy(cfg config.Config, opts Options) error {
 	eps := fleetEndpoints(cfg, opts)
 	p, err := security.NewEgressPolicy(security.EgressPolicyConfig{
 		Private: cfg.Security.Egress.Private, Endpoints: eps, Redis: f.Redis,
-		Refresh: cfg.Security.Egress.Refresh.D(), Learn: redisNodes(f.Redis), Log: f.Log,
+		Refresh: cfg.Security.Egress.Refresh, Learn: redisNodes(f.Redis), Log: f.Log,
 	})
 	if err != nil {
 		return fmt.Errorf("security.egress: %w", err)
@@ -159,7 +160,7 @@ func fleetEndpoints(cfg config.Config, opts Options) []security.Endpoint {
 	if opts.Device != nil {
 		dev = opts.Device
 	} else if sf := cfg.Devices.SteamFrame; sf.Enabled {
-		dev = &device.Config{Host: sf.Host, SSHPort: sf.SSHPort, ADBPort: sf.ADBPort}
+		dev = &sf.Config
 	}
 	if dev != nil {
 		d := dev.WithDefaults()

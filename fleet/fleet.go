@@ -1,6 +1,9 @@
-// Package fleet wires the shared parts (Postgres, Redis, queue client, events, tool
-// router, metrics) once per process and runs the roles on them: api, worker,
-// scheduler, or all three (dev).
+// Package fleet is the composition root: it builds a core every role shares
+// (Postgres, Redis, the asynq client and queue.Enqueuer, events, metrics) and, per
+// role, only what that role uses (OpenAPI, OpenWorker, OpenScheduler; Open builds
+// all three for the dev role and the tests), then runs the roles on them. The
+// behaviour lives in the role packages: api, worker, scheduler (maintenance and
+// run cleanup), security, tools.
 package fleet
 
 import (
@@ -106,63 +109,178 @@ type Options struct {
 	EgressResolver *net.Resolver
 }
 
-// Open connects to Postgres and Redis and builds the shared parts.
+// role is a set of the roles one process runs.
+type role uint8
+
+const (
+	roleAPI role = 1 << iota
+	roleWorker
+	roleScheduler
+	roleAll = roleAPI | roleWorker | roleScheduler
+)
+
+// Open builds every role's parts in one process: the dev role, and the tests and
+// benchmarks that run a whole fleet in-process.
 func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options) (*Fleet, error) {
+	return open(ctx, cfg, log, opts, roleAll)
+}
+
+// OpenAPI builds what the api role uses: the core, the tool catalog (no tool
+// can run: no sandbox, no headset, no GPU controller), the approvals and the
+// GPU leases it lists. RunAPI serves it.
+func OpenAPI(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options) (*Fleet, error) {
+	return open(ctx, cfg, log, opts, roleAPI)
+}
+
+// OpenWorker builds what the worker role uses: the core, the tools with their
+// sandbox, headset and GPU controller, the permission gate and the agent loop.
+// RunWorker serves it.
+func OpenWorker(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options) (*Fleet, error) {
+	return open(ctx, cfg, log, opts, roleWorker)
+}
+
+// OpenScheduler builds what the scheduler role uses: the core only (it enqueues
+// the maintenance ticks; the workers run them). RunScheduler serves it.
+func OpenScheduler(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options) (*Fleet, error) {
+	return open(ctx, cfg, log, opts, roleScheduler)
+}
+
+func open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options, roles role) (*Fleet, error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	f := &Fleet{Cfg: cfg, Log: log, Metrics: metrics.New()}
+	err := f.openCore(ctx, opts)
+	if err == nil && roles&roleWorker != 0 {
+		err = f.openWorker(ctx, opts)
+	}
+	if err == nil && roles&roleAPI != 0 {
+		err = f.openAPI(opts)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// openCore builds what every role uses: the store, Redis, the asynq client and
+// Enqueuer, the event recorder (with its webhook and cleanup fan-out), the metrics,
+// the workspaces' manager and the egress policy that every listener registers in.
+func (f *Fleet) openCore(ctx context.Context, opts Options) error {
+	cfg := f.Cfg
 	var err error
 	if f.Workspaces, err = wsquota.New(cfg.Workspaces, cfg.WorkspaceLimits); err != nil {
-		return nil, fmt.Errorf("workspaces (AETHERIUM_WORKSPACES): %w", err)
+		return fmt.Errorf("workspaces (AETHERIUM_WORKSPACES): %w", err)
 	}
 	if f.Store, err = store.Open(ctx, cfg.DatabaseURL); err != nil {
-		return nil, fmt.Errorf("postgres (AETHERIUM_DATABASE_URL): %w", err)
+		return fmt.Errorf("postgres (AETHERIUM_DATABASE_URL): %w", err)
 	}
 	if opts.Migrate {
 		if err := f.Store.MigrateUp(ctx); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("migrate: %w", err)
+			return fmt.Errorf("migrate: %w", err)
 		}
 	}
 	ropt, err := redis.ParseURL(cfg.RedisURL)
 	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("redis (AETHERIUM_REDIS_URL): %w", err)
+		return fmt.Errorf("redis (AETHERIUM_REDIS_URL): %w", err)
 	}
 	f.Redis = redis.NewClient(ropt)
 	if err := f.Redis.Ping(ctx).Err(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("redis (AETHERIUM_REDIS_URL) %s: %w", ropt.Addr, err)
+		return fmt.Errorf("redis (AETHERIUM_REDIS_URL) %s: %w", ropt.Addr, err)
 	}
 	if f.RedisOpt, err = asynq.ParseRedisURI(cfg.RedisURL); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("redis (AETHERIUM_REDIS_URL): %w", err)
+		return fmt.Errorf("redis (AETHERIUM_REDIS_URL): %w", err)
 	}
 	f.Client = asynq.NewClient(f.RedisOpt)
 	if f.Queue, err = queue.NewEnqueuer(f.Client, queue.Config{MaxRetry: cfg.Worker.MaxRetry}); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("worker.max_retry: %w", err)
+		return fmt.Errorf("worker.max_retry: %w", err)
 	}
-	f.Events = &events.Recorder{Store: f.Store, Redis: f.Redis, Log: log}
+	f.Events = &events.Recorder{Store: f.Store, Redis: f.Redis, Log: f.Log}
+	hooks := []func(context.Context, events.Stored) error{}
 	if len(cfg.API.Webhooks) > 0 {
 		f.Webhooks = &webhook.Deliverer{Hooks: cfg.API.Webhooks, Store: f.Store, Queue: f.Queue}
+		hooks = append(hooks, f.Webhooks.OnEvent)
 	}
-	f.Events.OnEvent = f.onEvent
+	f.Events.OnEvent = events.Fanout(append(hooks, scheduler.OnEvent(f.Queue))...)
+	return f.openPolicy(cfg, opts)
+}
+
+// openStreams builds the Redis-stream parts (mailboxes, GPU leases) once.
+func (f *Fleet) openStreams() error {
+	if f.Leases != nil {
+		return nil
+	}
+	cfg, reg := f.Cfg, f.Metrics.Registry
+	mbm, err := mailbox.NewMetrics(reg)
+	if err != nil {
+		return fmt.Errorf("mailbox metrics: %w", err)
+	}
+	f.Mailbox = mailbox.New(f.Redis, cfg.Streams.Mailbox, mailbox.Options{Metrics: mbm, Log: f.Log,
+		OnDeadLetter: func(ctx context.Context, d mailbox.DeadLetter) {
+			if err := f.Events.Emit(ctx, d.RunID, "dead-letter:"+d.ID, "mailbox.dead_letter", d.To, map[string]any{
+				"message_id": d.ID, "from": d.From, "to": d.To, "reason": d.Reason,
+			}); err != nil {
+				f.Log.Error("dead-letter event", "run_id", d.RunID, "err", err)
+			}
+		}})
+	lm, err := lease.NewMetrics(reg)
+	if err != nil {
+		return fmt.Errorf("lease metrics: %w", err)
+	}
+	if f.Leases, err = lease.New(f.Redis, cfg.Streams.Leases, lease.Options{Metrics: lm}); err != nil {
+		return fmt.Errorf("streams.leases: %w", err)
+	}
+	return nil
+}
+
+// openApprovals builds the approvals once (nil with Options.NoGate).
+func (f *Fleet) openApprovals(opts Options) {
+	if f.Approvals != nil || opts.NoGate {
+		return
+	}
+	sec := f.Cfg.Security
+	f.Approvals = security.NewApprovals(security.ApprovalsConfig{Window: sec.ApprovalWindow, FallbackTools: sec.SupervisorFallback},
+		f.Store, f.Events, f.Queue, f.Metrics, f.Log)
+}
+
+// openAPI builds the api role's parts beyond the core; in a process that runs a
+// worker too, it shares the worker's registry.
+func (f *Fleet) openAPI(opts Options) error {
+	if err := f.openStreams(); err != nil {
+		return err
+	}
+	f.openApprovals(opts)
+	if f.Registry != nil {
+		return nil
+	}
+	// The catalog only: the API lists and checks tools, it never dispatches one.
+	reg, err := toolset.New(toolset.Deps{Research: f.Cfg.Research})
+	if err != nil {
+		return err
+	}
+	if opts.ExtraTools != nil {
+		opts.ExtraTools(reg)
+	}
+	f.Registry = reg
+	return nil
+}
+
+// openWorker builds the worker role's parts beyond the core.
+func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
+	cfg := f.Cfg
+	if err := f.openStreams(); err != nil {
+		return err
+	}
 	if err := f.openParts(ctx, cfg, opts); err != nil {
-		f.Close()
-		return nil, err
+		return err
 	}
 	sec := cfg.Security
-	if err := f.openPolicy(cfg, opts); err != nil {
-		f.Close()
-		return nil, err
-	}
+	var err error
 	if f.Secrets, err = loadSecrets(sec.Secrets); err != nil {
-		f.Close()
-		return nil, err
+		return err
 	}
-	f.Egress = security.NewEgress(security.EgressConfig{MaxRedirects: sec.MaxRedirects, Timeout: sec.EgressTimeout.D(),
+	f.Egress = security.NewEgress(security.EgressConfig{MaxRedirects: sec.MaxRedirects, Timeout: sec.EgressTimeout,
 		Resolver: opts.EgressResolver, Secrets: f.Secrets, Policy: f.Policy})
 	roster := func(ctx context.Context) ([]string, error) {
 		if s := tools.SessionFrom(ctx); s != nil {
@@ -172,18 +290,16 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options
 	}
 	if f.Registry, err = toolset.New(toolset.Deps{Store: f.Store, Egress: f.Egress, Executor: f.Executor,
 		Mailbox: f.Mailbox, Roster: roster, Device: f.Device, Research: cfg.Research}); err != nil {
-		f.Close()
-		return nil, err
+		return err
 	}
 	if opts.ExtraTools != nil {
 		opts.ExtraTools(f.Registry)
 	}
 	mw := append([]tools.Middleware{}, opts.Middleware...)
 	if !opts.NoGate {
-		gate, err := f.openGate(sec)
+		gate, err := f.openGate(sec, opts)
 		if err != nil {
-			f.Close()
-			return nil, err
+			return err
 		}
 		mw = append(mw, gate.Middleware, (&tools.Intents{Store: f.Store, Reg: f.Registry}).Middleware)
 	}
@@ -194,21 +310,20 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options
 	}
 	models := opts.Models
 	if models == nil {
-		models = &ModelFactory{LLM: cfg.LLM, ScriptLatency: cfg.Worker.ScriptLatency.D()}
+		models = &ModelFactory{LLM: cfg.LLM, ScriptLatency: cfg.Worker.ScriptLatency}
 	}
 	var audit worker.AuditWriter
 	if f.Audit != nil {
 		audit = f.Audit
 	}
-	f.Worker = worker.New(worker.Config{
-		Workspaces: cfg.Workspaces, StepLease: cfg.Worker.StepLease.D(), CircuitBreaker: cfg.Worker.CircuitBreaker,
-		MaxSteps: cfg.Worker.MaxSteps,
-	}, worker.Deps{Store: f.Store, Queue: f.Queue, Events: f.Events, Router: f.Router, Models: models, Metrics: f.Metrics, ModelLabels: knownModels(cfg, f.Registry), Log: log, Gated: !opts.NoGate,
-		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, LeaseRetry: cfg.Streams.LeaseRetry.D(), Audit: audit, Workspaces: f.Workspaces})
-	return f, nil
+	wcfg := cfg.Worker
+	wcfg.Workspaces = cfg.Workspaces
+	f.Worker = worker.New(wcfg, worker.Deps{Store: f.Store, Queue: f.Queue, Events: f.Events, Router: f.Router, Models: models, Metrics: f.Metrics, ModelLabels: knownModels(cfg, f.Registry), Log: f.Log, Gated: !opts.NoGate,
+		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, LeaseRetry: cfg.Streams.LeaseRetry, Audit: audit, Workspaces: f.Workspaces})
+	return nil
 }
 
-func (f *Fleet) openGate(sec config.Security) (*security.Gate, error) {
+func (f *Fleet) openGate(sec security.Config, opts Options) (*security.Gate, error) {
 	rules, err := security.LoadRules(sec.PermissionsFile, f.Log)
 	if err != nil {
 		// At boot there is no last good file to keep: refuse to start.
@@ -229,18 +344,13 @@ func (f *Fleet) openGate(sec config.Security) (*security.Gate, error) {
 		return nil, err
 	}
 	f.Audit = security.NewAuditor(security.AuditConfig{}, f.Store, f.Log, func(n int) { f.Metrics.AuditBuffer.Set(float64(n)) })
-	f.Approvals = security.NewApprovals(security.ApprovalsConfig{Window: sec.ApprovalWindow.D(), FallbackTools: sec.SupervisorFallback},
-		f.Store, f.Events, f.Queue, f.Metrics, f.Log)
+	f.openApprovals(opts)
 	return security.NewGate(security.GateDeps{Registry: f.Registry, Rules: rules, DLP: dlp, Approvals: f.Approvals, Metrics: f.Metrics, Log: f.Log,
 		Secrets: f.Secrets, Policy: f.Policy}), nil
 }
 
 // loadSecrets reads the team secrets' values from the process environment or files.
-func loadSecrets(cfg map[string]config.Secret) (*security.Secrets, error) {
-	srcs := make(map[string]security.SecretSource, len(cfg))
-	for name, s := range cfg {
-		srcs[name] = security.SecretSource{Env: s.Env, File: s.File, Domains: s.Domains}
-	}
+func loadSecrets(srcs map[string]security.SecretSource) (*security.Secrets, error) {
 	secrets, err := security.LoadSecrets(srcs, os.LookupEnv)
 	if err != nil {
 		return nil, fmt.Errorf("security.secrets: %w", err)
@@ -281,20 +391,20 @@ func (f *Fleet) Close() {
 
 // API builds the HTTP API.
 func (f *Fleet) API() *api.Server {
-	ro := f.Cfg.API.MonitoringReadOnly == nil || *f.Cfg.API.MonitoringReadOnly
 	if err := f.Metrics.WatchQueues(asynq.NewInspectorFromRedisClient(f.Redis), metrics.QueueConfig{Queues: queue.Queues(), AsynqmonNames: true, Log: f.Log}); err != nil {
 		f.Log.Error("queue metrics", "err", err)
 	}
-	return api.New(api.Config{BodyLimit: f.Cfg.API.BodyLimit, MonitoringReadOnly: ro, PrometheusURL: f.Cfg.API.PrometheusURL, Tokens: f.Cfg.API.Tokens,
-		MaxRunsInFlight: f.Cfg.API.MaxRunsInFlight},
-		api.Deps{Store: f.Store, Redis: f.Redis, RedisOpt: f.RedisOpt, Queue: f.Queue, Events: f.Events, Registry: f.Registry,
-			Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Approvals: f.Approvals, Leases: f.Leases, Log: f.Log,
-			CheckDisk: f.Workspaces.CheckFree})
+	return api.New(f.Cfg.API.Config, api.Deps{Store: f.Store, Redis: f.Redis, RedisOpt: f.RedisOpt, Queue: f.Queue, Events: f.Events, Registry: f.Registry,
+		Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Approvals: f.Approvals, Leases: f.Leases, Log: f.Log,
+		CheckDisk: f.Workspaces.CheckFree})
 }
 
 // RunAPI serves the API until ctx ends, then drains connections.
 func (f *Fleet) RunAPI(ctx context.Context) error {
-	if err := CheckAPIAuth(f.Cfg.API); err != nil {
+	if f.Registry == nil {
+		return errors.New("api: this process was not opened for the api role (fleet.OpenAPI)")
+	}
+	if err := f.Cfg.API.CheckAuth(); err != nil {
 		return err
 	}
 	srv := f.API()
@@ -312,22 +422,10 @@ func (f *Fleet) RunAPI(ctx context.Context) error {
 		return fmt.Errorf("api (AETHERIUM_API_ADDR=%s): %w", f.Cfg.API.Addr, err)
 	case <-ctx.Done():
 	}
-	if err := srv.App.ShutdownWithTimeout(f.Cfg.Worker.ShutdownTimeout.D()); err != nil {
+	if err := srv.App.ShutdownWithTimeout(f.Cfg.Worker.ShutdownTimeout); err != nil {
 		return fmt.Errorf("api shutdown: %w", err)
 	}
 	f.Log.Info("api stopped")
-	return nil
-}
-
-// CheckAPIAuth refuses an API reachable beyond loopback without tokens: every agent
-// can write files and run commands, so an open API is a code-execution surface.
-func CheckAPIAuth(c config.API) error {
-	if err := api.ValidateTokens(c.Tokens); err != nil {
-		return err
-	}
-	if len(c.Tokens) == 0 && !api.IsLoopback(c.Addr) && !c.InsecureNoAuth {
-		return fmt.Errorf("api.addr %s is not loopback and api.tokens is empty: configure bearer tokens, or pass --insecure-no-auth if an authenticating proxy guards it", c.Addr)
-	}
 	return nil
 }
 
@@ -340,8 +438,8 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 	srv := asynq.NewServer(f.RedisOpt, w.ServerConfig(asynq.Config{
 		Concurrency:       f.Cfg.Worker.Concurrency,
 		Queues:            queue.Weights(),
-		TaskCheckInterval: f.Cfg.Worker.TaskCheckInterval.D(),
-		ShutdownTimeout:   f.Cfg.Worker.ShutdownTimeout.D(),
+		TaskCheckInterval: f.Cfg.Worker.TaskCheckInterval,
+		ShutdownTimeout:   f.Cfg.Worker.ShutdownTimeout,
 		BaseContext:       func() context.Context { return base },
 		Logger:            asynqLogger{f.Log.With("component", "asynq")},
 		LogLevel:          asynq.WarnLevel,
@@ -353,11 +451,10 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 	if f.Webhooks != nil {
 		mux.HandleFunc(queue.TypeWebhookDeliver, f.Webhooks.Handle)
 	}
-	mux.HandleFunc(queue.TypeRunCleanup, f.cleanupRun)
 	mux.Use(logctx.TaskMiddleware())
-	(&scheduler.Maintenance{
-		Config: f.schedulerConfig(), Store: f.Store, Queue: f.Queue, Fail: w.FailRun, Log: f.Log,
-		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, Orphans: f.cleanupOrphans, Workspaces: f.sweepWorkspaces,
+	scheduler.NewMaintenance(f.schedulerConfig(), scheduler.MaintenanceDeps{
+		Store: f.Store, Queue: f.Queue, Fail: w.FailRun, Log: f.Log,
+		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, Executor: f.Executor, Workspaces: f.Workspaces,
 	}).Register(mux)
 	f.Metrics.WorkerStarted(f.Cfg.Worker.Concurrency)
 	stopped := sync.OnceFunc(func() { f.Metrics.WorkerStopped(f.Cfg.Worker.Concurrency) })
@@ -367,6 +464,9 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 // RunWorker processes tasks until ctx ends, then lets in-flight steps finish within
 // the shutdown timeout and hands the rest back to the queue.
 func (f *Fleet) RunWorker(ctx context.Context) error {
+	if f.Worker == nil {
+		return errors.New("worker: this process was not opened for the worker role (fleet.OpenWorker)")
+	}
 	// A host that cannot make quota workspaces stops the worker at once, saying
 	// what it lacks, rather than failing every run.
 	if err := f.Workspaces.Check(); err != nil {
@@ -382,9 +482,9 @@ func (f *Fleet) RunWorker(ctx context.Context) error {
 	}
 	f.Log.Info("worker started", "concurrency", f.Cfg.Worker.Concurrency)
 	<-ctx.Done()
-	f.Log.Info("worker stopping", "timeout", f.Cfg.Worker.ShutdownTimeout.D().String())
+	f.Log.Info("worker stopping", "timeout", f.Cfg.Worker.ShutdownTimeout.String())
 	srv.Stop()
-	timer := time.AfterFunc(f.Cfg.Worker.ShutdownTimeout.D(), cancel)
+	timer := time.AfterFunc(f.Cfg.Worker.ShutdownTimeout, cancel)
 	defer timer.Stop()
 	srv.Shutdown()
 	f.Log.Info("worker stopped")
@@ -393,14 +493,17 @@ func (f *Fleet) RunWorker(ctx context.Context) error {
 
 // RunScheduler enqueues the periodic maintenance ticks until ctx ends.
 func (f *Fleet) RunScheduler(ctx context.Context) error {
-	f.Log.Info("scheduler started", "period", f.schedulerConfig().Period.String())
-	err := scheduler.New(f.schedulerConfig(), f.Queue, f.Log).Run(ctx)
+	s := scheduler.New(f.schedulerConfig(), scheduler.Deps{Queue: f.Queue, Log: f.Log})
+	f.Log.Info("scheduler started", "period", s.Config().Period.String())
+	err := s.Run(ctx)
 	f.Log.Info("scheduler stopped")
 	return err
 }
 
 func (f *Fleet) schedulerConfig() scheduler.Config {
-	return scheduler.Config{Period: f.Cfg.Scheduler.Period.D(), StuckAfter: f.Cfg.Scheduler.StuckAfter.D(), AuditRetention: f.Cfg.Security.AuditRetention.D()}
+	c := f.Cfg.Scheduler
+	c.AuditRetention = f.Cfg.Security.AuditRetention // the key is security.audit_retention
+	return c
 }
 
 // ServeMetrics runs a /metrics listener on addr until ctx ends (no-op when empty).

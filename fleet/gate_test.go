@@ -66,7 +66,7 @@ rules:
 	f := fleettest.Start(t, fleettest.Options{
 		Configure: func(c *config.Config) {
 			c.Security.PermissionsFile = rules
-			c.Security.ApprovalWindow = config.Duration(2 * time.Second)
+			c.Security.ApprovalWindow = 2 * time.Second
 		},
 		Fleet: fleet.Options{ExtraTools: withStandInPDF},
 	})

@@ -35,8 +35,7 @@ func (f *ModelFactory) For(team templates.Template, node templates.Node) (llm.Pr
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if f.openai == nil {
-			c := f.LLM.OpenAI
-			p, err := openai.New(openai.Config{BaseURL: c.BaseURL, APIKey: c.APIKey, Model: c.Model, MaxRetries: c.MaxRetries, Timeout: c.Timeout.D()})
+			p, err := openai.New(f.LLM.OpenAI)
 			if err != nil {
 				return nil, mc, fmt.Errorf("openai provider: %w", err)
 			}
@@ -47,8 +46,7 @@ func (f *ModelFactory) For(team templates.Template, node templates.Node) (llm.Pr
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if f.anthropic == nil {
-			c := f.LLM.Anthropic
-			p, err := anthropic.New(anthropic.Config{BaseURL: c.BaseURL, APIKey: c.APIKey, Model: c.Model, MaxRetries: c.MaxRetries, Timeout: c.Timeout.D()})
+			p, err := anthropic.New(f.LLM.Anthropic)
 			if err != nil {
 				return nil, mc, fmt.Errorf("anthropic provider: %w", err)
 			}

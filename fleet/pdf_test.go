@@ -13,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/sandbox/sandboxtest"
@@ -53,7 +52,7 @@ func TestDownloadPDFEndToEnd(t *testing.T) {
 	t.Cleanup(web.Close)
 
 	cfg := fleettest.Config(t)
-	cfg.Security.ApprovalWindow = config.Duration(3 * time.Minute)
+	cfg.Security.ApprovalWindow = 3 * time.Minute
 	cfg.Research.MaxPDFBytes = capBytes
 	cfg.Research.PDFImage = image
 	cfg.Research.PDFMemoryBytes = 64 << 20

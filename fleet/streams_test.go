@@ -70,7 +70,7 @@ func TestMailboxAndGPULeaseEndToEnd(t *testing.T) {
 			Ports: []string{fmt.Sprintf("127.0.0.1:%d:8080", port)}, HealthURL: fmt.Sprintf("http://127.0.0.1:%d/health", port),
 			StartTimeout: 30 * time.Second, IdleStop: 2 * time.Second,
 		}}}
-		c.Scheduler.Period = config.Duration(time.Second)
+		c.Scheduler.Period = time.Second
 	}})
 	schedCtx, stopSched := context.WithCancel(ctx)
 	t.Cleanup(stopSched)

@@ -67,8 +67,8 @@ func Config(t testing.TB) config.Config {
 	})
 	cfg.Templates = RepoPath(t, "templates")
 	cfg.API.Addr = "127.0.0.1:0"
-	cfg.Worker.TaskCheckInterval = config.Duration(20 * time.Millisecond)
-	cfg.Worker.ShutdownTimeout = config.Duration(2 * time.Second)
+	cfg.Worker.TaskCheckInterval = 20 * time.Millisecond
+	cfg.Worker.ShutdownTimeout = 2 * time.Second
 	cfg.Worker.Concurrency = 8
 	cfg.Worker.MetricsAddr, cfg.Scheduler.MetricsAddr = "", ""
 	cfg.Security.PermissionsFile = RepoPath(t, "config/permissions.yaml")
@@ -155,7 +155,7 @@ func (f *Fleet) StartWorker() func() {
 		}
 		stopped = true
 		srv.Stop()
-		timer := time.AfterFunc(f.Cfg.Worker.ShutdownTimeout.D(), cancel)
+		timer := time.AfterFunc(f.Cfg.Worker.ShutdownTimeout, cancel)
 		srv.Shutdown()
 		timer.Stop()
 		cancel()

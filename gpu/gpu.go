@@ -67,37 +67,53 @@ func NewDockerClient() (*client.Client, error) {
 	return c, nil
 }
 
-// Config tunes the controller. Zero values take the documented defaults; the
-// per-service settings (image, health URL, start timeout, idle delay) are in
-// lease.Service.
+// Defaults of Config.
+const (
+	DefaultHealthPoll   = 250 * time.Millisecond
+	DefaultStopTimeout  = 30 * time.Second
+	DefaultStoppingWait = 2 * time.Minute
+	// DefaultHealthTimeout bounds one health check (Deps.HTTP's default client).
+	DefaultHealthTimeout = 5 * time.Second
+)
+
+// Config tunes the controller (no configuration keys: the per-service settings —
+// image, health URL, start timeout, idle delay — are lease.Service's, under
+// streams.leases.services). Zero fields take the defaults (WithDefaults).
 type Config struct {
 	// HealthPoll is how often a starting service's health URL and container state
-	// are checked. Default 250ms.
+	// are checked. Default DefaultHealthPoll.
 	HealthPoll time.Duration
 	// StopTimeout is the grace period of a stop before the engine kills the
-	// container. Default 30s.
+	// container. Default DefaultStopTimeout.
 	StopTimeout time.Duration
-	// StoppingWait bounds how long a start waits for a stop in progress. Default 2m.
+	// StoppingWait bounds how long a start waits for a stop in progress. Default
+	// DefaultStoppingWait.
 	StoppingWait time.Duration
 }
 
-func (c *Config) defaults() {
+// WithDefaults returns c with every zero field filled in.
+func (c Config) WithDefaults() Config {
 	if c.HealthPoll <= 0 {
-		c.HealthPoll = 250 * time.Millisecond
+		c.HealthPoll = DefaultHealthPoll
 	}
 	if c.StopTimeout <= 0 {
-		c.StopTimeout = 30 * time.Second
+		c.StopTimeout = DefaultStopTimeout
 	}
 	if c.StoppingWait <= 0 {
-		c.StoppingWait = 2 * time.Minute
+		c.StoppingWait = DefaultStoppingWait
 	}
+	return c
 }
 
-// Options are the controller's optional collaborators.
-type Options struct {
+// Deps are the controller's collaborators.
+type Deps struct {
+	// Leases declares the services; the controller starts those naming an image.
+	Leases *lease.Manager
+	// Docker is the engine the containers run on (NewDockerClient).
+	Docker  Docker
 	Metrics *Metrics
 	Log     *slog.Logger
-	// HTTP checks health URLs. Default a client with a 5s timeout.
+	// HTTP checks health URLs. Default a client with a DefaultHealthTimeout timeout.
 	HTTP *http.Client
 }
 
@@ -106,7 +122,7 @@ type Controller struct {
 	leases *lease.Manager
 	docker Docker
 	cfg    Config
-	opts   Options
+	opts   Deps
 	ports  map[string]portSpec
 
 	mu    sync.Mutex
@@ -118,16 +134,17 @@ type portSpec struct {
 	bindings nat.PortMap
 }
 
-// New returns a controller for the services of leases that name an image.
-func New(leases *lease.Manager, docker Docker, cfg Config, opts Options) (*Controller, error) {
-	cfg.defaults()
-	if opts.Log == nil {
-		opts.Log = slog.Default()
+// New returns a controller for the services of d.Leases that name an image.
+func New(cfg Config, d Deps) (*Controller, error) {
+	cfg = cfg.WithDefaults()
+	if d.Log == nil {
+		d.Log = slog.Default()
 	}
-	if opts.HTTP == nil {
-		opts.HTTP = &http.Client{Timeout: 5 * time.Second}
+	if d.HTTP == nil {
+		d.HTTP = &http.Client{Timeout: DefaultHealthTimeout}
 	}
-	c := &Controller{leases: leases, docker: docker, cfg: cfg, opts: opts, ports: map[string]portSpec{}, locks: map[string]chan struct{}{}}
+	leases := d.Leases
+	c := &Controller{leases: leases, docker: d.Docker, cfg: cfg, opts: d, ports: map[string]portSpec{}, locks: map[string]chan struct{}{}}
 	for _, s := range leases.Services() {
 		if s.Image == "" {
 			continue

@@ -132,7 +132,7 @@ func (e *env) controller(t *testing.T, services ...lease.Service) (*gpu.Controll
 	t.Cleanup(func() { _ = rdb.Close() })
 	lm, err := lease.New(rdb, lease.Config{Services: services}, lease.Options{})
 	require.NoError(t, err)
-	c, err := gpu.New(lm, e.dc, gpu.Config{HealthPoll: 50 * time.Millisecond, StopTimeout: time.Second}, gpu.Options{Metrics: e.metrics})
+	c, err := gpu.New(gpu.Config{HealthPoll: 50 * time.Millisecond, StopTimeout: time.Second}, gpu.Deps{Leases: lm, Docker: e.dc, Metrics: e.metrics})
 	require.NoError(t, err)
 	return c, lm
 }

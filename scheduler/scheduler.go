@@ -3,50 +3,100 @@
 // <type>:<tick> (queue.MaintenanceTaskID), where tick is the period-aligned time:
 // replicas compute the same id, so however many schedulers run, a tick is
 // enqueued — and run — once (asynq refuses a duplicate TaskID while the
-// task, or its retained record, exists). The worker fleet handles the tasks.
+// task, or its retained record, exists). The worker fleet handles the tasks
+// (Maintenance, mounted on the worker role's server), and with them the
+// run:cleanup of every finished run (enqueued by OnEvent).
 package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/hibiken/asynq"
 
+	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/gpu"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/queue"
+	"github.com/aetherium-engine/aetherium/sandbox"
+	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
-// Config tunes maintenance.
+// Defaults of Config.
+const (
+	DefaultPeriod      = 15 * time.Second
+	DefaultQueuedAfter = 30 * time.Second
+	DefaultStuckAfter  = time.Hour
+	// DefaultAuditRetention is security.audit_retention's default.
+	DefaultAuditRetention = security.DefaultAuditRetention
+	// DefaultMetricsAddr is where the scheduler role serves /metrics (Defaults sets
+	// it: an empty MetricsAddr disables the listener).
+	DefaultMetricsAddr = "127.0.0.1:9092"
+)
+
+// Config is the scheduler role and its maintenance (the `scheduler` section of
+// aetherium.yaml). Zero fields take the defaults (WithDefaults).
 type Config struct {
-	// Period is the tick interval of every task. Default 15s.
-	Period time.Duration
-	// QueuedAfter re-enqueues runs still queued after this long. Default 30s.
-	QueuedAfter time.Duration
-	// StuckAfter fails non-terminal runs with no event for this long. Default 1h.
-	StuckAfter time.Duration
-	// AuditRetention deletes tool_audit rows older than this. Default 2160h (90 days).
-	AuditRetention time.Duration
+	// Period is the tick interval of every task. Default DefaultPeriod.
+	Period time.Duration `yaml:"period"`
+	// StuckAfter fails non-terminal runs with no event for this long. Default
+	// DefaultStuckAfter.
+	StuckAfter time.Duration `yaml:"stuck_after"`
+	// MetricsAddr serves /metrics for the scheduler. Env
+	// AETHERIUM_SCHEDULER_METRICS_ADDR. Default DefaultMetricsAddr; empty disables it.
+	MetricsAddr string `yaml:"metrics_addr"`
+	// QueuedAfter re-enqueues runs still queued after this long. Default
+	// DefaultQueuedAfter. Not a configuration key.
+	QueuedAfter time.Duration `yaml:"-"`
+	// AuditRetention deletes tool_audit rows older than this. Default
+	// DefaultAuditRetention. Its key is security.audit_retention (the audit is the
+	// gate's); the composition root copies it here.
+	AuditRetention time.Duration `yaml:"-"`
 }
 
-func (c *Config) defaults() {
+// Defaults is the configuration of a deployment that sets nothing: WithDefaults
+// plus the fields whose zero means "off" (MetricsAddr).
+func Defaults() Config {
+	return Config{MetricsAddr: DefaultMetricsAddr}.WithDefaults()
+}
+
+// WithDefaults returns c with every zero field whose zero means "unset" filled in.
+func (c Config) WithDefaults() Config {
 	if c.Period <= 0 {
-		c.Period = 15 * time.Second
+		c.Period = DefaultPeriod
 	}
 	if c.QueuedAfter <= 0 {
-		c.QueuedAfter = 30 * time.Second
+		c.QueuedAfter = DefaultQueuedAfter
 	}
 	if c.StuckAfter <= 0 {
-		c.StuckAfter = time.Hour
+		c.StuckAfter = DefaultStuckAfter
 	}
 	if c.AuditRetention <= 0 {
-		c.AuditRetention = 90 * 24 * time.Hour
+		c.AuditRetention = DefaultAuditRetention
 	}
+	return c
+}
+
+// Validate reports every invalid field, naming its key.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Period < 0 || c.StuckAfter < 0 {
+		errs = append(errs, errors.New("scheduler.period, scheduler.stuck_after: must not be negative"))
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			errs = append(errs, fmt.Errorf("scheduler.metrics_addr: want host:port, got %q", c.MetricsAddr))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Scheduler enqueues the ticks.
@@ -57,14 +107,23 @@ type Scheduler struct {
 	now   func() time.Time
 }
 
-// New returns a Scheduler enqueueing through q.
-func New(cfg Config, q *queue.Enqueuer, log *slog.Logger) *Scheduler {
-	cfg.defaults()
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Scheduler{cfg: cfg, queue: q, log: log, now: time.Now}
+// Deps are the Scheduler's collaborators.
+type Deps struct {
+	// Queue enqueues the ticks.
+	Queue *queue.Enqueuer
+	Log   *slog.Logger
 }
+
+// New returns a Scheduler.
+func New(cfg Config, d Deps) *Scheduler {
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	return &Scheduler{cfg: cfg.WithDefaults(), queue: d.Queue, log: d.Log, now: time.Now}
+}
+
+// Config is the Scheduler's configuration, defaults filled in.
+func (s *Scheduler) Config() Config { return s.cfg }
 
 // Tick enqueues every task for the tick containing now; it returns how many this
 // call enqueued (0 when another replica was first).
@@ -98,118 +157,213 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 }
 
-// Maintenance handles the ticks on the worker fleet. Optional parts left nil skip
+// Maintenance handles the maintenance tasks on the worker fleet: the periodic
+// ticks and the run:cleanup of each finished run. Optional parts left nil skip
 // their task.
 type Maintenance struct {
-	Config  Config
-	Store   *store.Store
-	Queue   *queue.Enqueuer
+	cfg Config
+	d   MaintenanceDeps
+}
+
+// MaintenanceDeps are the parts the maintenance tasks work on.
+type MaintenanceDeps struct {
+	Store *store.Store
+	Queue *queue.Enqueuer
+	// Fail ends a run that made no progress for Config.StuckAfter (the worker's
+	// FailRun).
 	Fail    func(ctx context.Context, runID, reason, msg string)
 	Mailbox *mailbox.Mailbox
 	Leases  *lease.Manager
 	GPU     *gpu.Controller
-	Orphans func(ctx context.Context) error
+	// Executor is the sandbox: run:cleanup releases a finished run's container, and
+	// with Docker the orphan sweep removes the containers of runs that ended.
+	Executor sandbox.Executor
 	// Workspaces unmounts the workspaces of runs that ended a while ago.
-	Workspaces func(ctx context.Context) error
+	Workspaces *wsquota.Manager
 	Log        *slog.Logger
 	// Ran, when set, is told each task that ran: its type and task id (tests).
 	Ran func(typ, taskID string)
 }
 
+// NewMaintenance returns the maintenance handlers.
+func NewMaintenance(cfg Config, d MaintenanceDeps) *Maintenance {
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	return &Maintenance{cfg: cfg.WithDefaults(), d: d}
+}
+
 // Register adds the maintenance handlers to mux.
 func (m *Maintenance) Register(mux *asynq.ServeMux) {
-	m.Config.defaults()
-	h := func(typ string, fn func(context.Context) error) {
-		mux.HandleFunc(typ, func(ctx context.Context, _ *asynq.Task) error {
-			if m.Ran != nil {
+	d := m.d
+	h := func(typ string, fn func(context.Context, *asynq.Task) error) {
+		mux.HandleFunc(typ, func(ctx context.Context, t *asynq.Task) error {
+			if d.Ran != nil {
 				id, _ := asynq.GetTaskID(ctx)
-				m.Ran(typ, id)
+				d.Ran(typ, id)
 			}
-			return fn(ctx)
+			return fn(ctx, t)
 		})
 	}
-	h(queue.TypeRequeueQueued, m.requeueQueued)
-	h(queue.TypeStuckRuns, m.stuckRuns)
-	h(queue.TypeAuditPurge, m.auditPurge)
-	h(queue.TypeLeaseReap, func(ctx context.Context) error {
-		if m.Leases == nil {
+	tick := func(typ string, fn func(context.Context) error) {
+		h(typ, func(ctx context.Context, _ *asynq.Task) error { return fn(ctx) })
+	}
+	h(queue.TypeRunCleanup, m.cleanupRun)
+	tick(queue.TypeRequeueQueued, m.requeueQueued)
+	tick(queue.TypeStuckRuns, m.stuckRuns)
+	tick(queue.TypeAuditPurge, m.auditPurge)
+	tick(queue.TypeLeaseReap, func(ctx context.Context) error {
+		if d.Leases == nil {
 			return nil
 		}
-		_, err := m.Leases.Reap(ctx)
+		_, err := d.Leases.Reap(ctx)
 		return err
 	})
-	h(queue.TypeMailboxReclaim, func(ctx context.Context) error {
-		if m.Mailbox == nil {
+	tick(queue.TypeMailboxReclaim, func(ctx context.Context) error {
+		if d.Mailbox == nil {
 			return nil
 		}
-		_, err := m.Mailbox.Reclaim(ctx)
+		_, err := d.Mailbox.Reclaim(ctx)
 		return err
 	})
-	h(queue.TypeMailboxTrim, func(ctx context.Context) error {
-		if m.Mailbox == nil {
+	tick(queue.TypeMailboxTrim, func(ctx context.Context) error {
+		if d.Mailbox == nil {
 			return nil
 		}
-		_, err := m.Mailbox.Trim(ctx)
+		_, err := d.Mailbox.Trim(ctx)
 		return err
 	})
-	h(queue.TypeGPUStopIdle, func(ctx context.Context) error {
-		if m.GPU == nil {
+	tick(queue.TypeGPUStopIdle, func(ctx context.Context) error {
+		if d.GPU == nil {
 			return nil
 		}
-		stopped, err := m.GPU.StopIdle(ctx)
+		stopped, err := d.GPU.StopIdle(ctx)
 		if len(stopped) > 0 {
-			m.Log.Info("idle GPU services stopped", "services", stopped)
+			d.Log.Info("idle GPU services stopped", "services", stopped)
 		}
 		return err
 	})
-	h(queue.TypeSandboxOrphans, func(ctx context.Context) error {
-		if m.Orphans == nil {
+	tick(queue.TypeSandboxOrphans, m.cleanupOrphans)
+	tick(queue.TypeWorkspaceSweep, m.sweepWorkspaces)
+}
+
+// OnEvent enqueues the cleanup of a run when its terminal event is stored (an
+// events.Recorder hook of every role that emits events). The task id is the run's
+// (queue.CleanupTaskID), so a repeated terminal event enqueues it once.
+func OnEvent(q *queue.Enqueuer) func(ctx context.Context, e events.Stored) error {
+	return func(ctx context.Context, e events.Stored) error {
+		if !events.Terminal(e.Type) {
 			return nil
 		}
-		return m.Orphans(ctx)
-	})
-	h(queue.TypeWorkspaceSweep, func(ctx context.Context) error {
-		if m.Workspaces == nil {
-			return nil
+		if err := q.CleanupRun(ctx, e.RunID); err != nil {
+			return fmt.Errorf("enqueue run cleanup: %w", err)
 		}
-		return m.Workspaces(ctx)
+		return nil
+	}
+}
+
+// cleanupRun releases what a finished run held (queue.TypeRunCleanup). It is
+// idempotent: every release tolerates "already released".
+func (m *Maintenance) cleanupRun(ctx context.Context, t *asynq.Task) error {
+	var p queue.CleanupPayload
+	if err := json.Unmarshal(t.Payload(), &p); err != nil {
+		return fmt.Errorf("%w: %v", asynq.SkipRetry, err)
+	}
+	var errs []error
+	if m.d.Mailbox != nil {
+		if err := m.d.Mailbox.DeleteRun(ctx, p.RunID); err != nil {
+			errs = append(errs, fmt.Errorf("mailboxes: %w", err))
+		}
+	}
+	if m.d.Leases != nil {
+		if err := m.d.Leases.ReleaseAll(ctx, p.RunID); err != nil {
+			errs = append(errs, fmt.Errorf("leases: %w", err))
+		}
+	}
+	if m.d.Executor != nil {
+		if err := m.d.Executor.Release(ctx, p.RunID); err != nil {
+			errs = append(errs, fmt.Errorf("sandbox: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// runActive reports whether a run may still need its resources; a lookup error
+// counts as active, so a database hiccup never removes a live container.
+func (m *Maintenance) runActive(ctx context.Context, runID string) bool {
+	r, err := m.d.Store.GetRun(ctx, runID)
+	if errors.Is(err, store.ErrNotFound) {
+		return false
+	}
+	return err != nil || !store.Terminal(r.Status)
+}
+
+// cleanupOrphans removes sandbox containers of runs that ended (or vanished).
+func (m *Maintenance) cleanupOrphans(ctx context.Context) error {
+	d, ok := m.d.Executor.(*sandbox.Docker)
+	if !ok {
+		return nil
+	}
+	_, err := d.CleanupOrphans(ctx, func(runID string) bool { return m.runActive(ctx, runID) })
+	return err
+}
+
+// sweepWorkspaces unmounts the workspaces of runs that ended more than
+// workspace_unmount_after ago (or vanished); the worker mounts one again when
+// needed. Each run is looked up under its workspace's lock, so a lookup error
+// keeps the workspace mounted.
+func (m *Maintenance) sweepWorkspaces(ctx context.Context) error {
+	if m.d.Workspaces == nil {
+		return nil
+	}
+	after := m.d.Workspaces.Config().UnmountAfter
+	swept, err := m.d.Workspaces.Sweep(ctx, func(ctx context.Context, runID string) bool {
+		r, err := m.d.Store.GetRun(ctx, runID)
+		if errors.Is(err, store.ErrNotFound) {
+			return true
+		}
+		return err == nil && store.Terminal(r.Status) && r.FinishedAt != nil && time.Since(*r.FinishedAt) > after
 	})
+	if len(swept) > 0 {
+		m.d.Log.Info("workspaces unmounted", "count", len(swept), "unmount_after", after.String())
+	}
+	return err
 }
 
 func (m *Maintenance) requeueQueued(ctx context.Context) error {
-	ids, err := m.Store.QueuedRuns(ctx, m.Config.QueuedAfter, 500)
+	ids, err := m.d.Store.QueuedRuns(ctx, m.cfg.QueuedAfter, 500)
 	if err != nil {
 		return err
 	}
 	for _, id := range ids {
-		if err := m.Queue.Supervise(ctx, id, "start"); err != nil {
+		if err := m.d.Queue.Supervise(ctx, id, "start"); err != nil {
 			return err
 		}
 	}
 	if len(ids) > 0 {
-		m.Log.Info("re-enqueued queued runs", "count", len(ids))
+		m.d.Log.Info("re-enqueued queued runs", "count", len(ids))
 	}
 	return nil
 }
 
 func (m *Maintenance) stuckRuns(ctx context.Context) error {
-	ids, err := m.Store.StaleRuns(ctx, m.Config.StuckAfter, 500)
+	ids, err := m.d.Store.StaleRuns(ctx, m.cfg.StuckAfter, 500)
 	if err != nil {
 		return err
 	}
 	for _, id := range ids {
-		m.Fail(ctx, id, "stuck", fmt.Sprintf("no progress for %s", m.Config.StuckAfter))
+		m.d.Fail(ctx, id, "stuck", fmt.Sprintf("no progress for %s", m.cfg.StuckAfter))
 	}
 	return nil
 }
 
 func (m *Maintenance) auditPurge(ctx context.Context) error {
-	n, err := m.Store.PurgeAudit(ctx, m.Config.AuditRetention)
+	n, err := m.d.Store.PurgeAudit(ctx, m.cfg.AuditRetention)
 	if err != nil {
 		return err
 	}
 	if n > 0 {
-		m.Log.Info("audit rows purged", "count", n, "retention", m.Config.AuditRetention.String())
+		m.d.Log.Info("audit rows purged", "count", n, "retention", m.cfg.AuditRetention.String())
 	}
 	return nil
 }

@@ -30,7 +30,7 @@ func TestTwoReplicasRunEachTickOnce(t *testing.T) {
 	srv := asynq.NewServer(opt, asynq.Config{Concurrency: 4, Queues: map[string]int{queue.QueueMaintenance: 1},
 		TaskCheckInterval: 20 * time.Millisecond, LogLevel: asynq.ErrorLevel})
 	mux := asynq.NewServeMux()
-	(&scheduler.Maintenance{Config: cfg, Store: st, Queue: newEnqueuer(t, opt), Log: fleettest.Logger(t),
+	scheduler.NewMaintenance(cfg, scheduler.MaintenanceDeps{Store: st, Queue: newEnqueuer(t, opt), Log: fleettest.Logger(t),
 		Fail: func(context.Context, string, string, string) {},
 		Ran: func(typ, id string) {
 			mu.Lock()
@@ -51,7 +51,7 @@ func TestTwoReplicasRunEachTickOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = scheduler.New(cfg, q, fleettest.Logger(t)).Run(ctx)
+			_ = scheduler.New(cfg, scheduler.Deps{Queue: q, Log: fleettest.Logger(t)}).Run(ctx)
 		}()
 	}
 	wg.Wait()

@@ -43,12 +43,12 @@ func SecretRef(name string) string { return "{{secret:" + name + "}}" }
 // SecretSource says where one secret's value comes from and where it may go.
 type SecretSource struct {
 	// Env names the environment variable holding the value.
-	Env string
+	Env string `yaml:"env"`
 	// File is a path whose content (trailing newline dropped) is the value.
-	File string
+	File string `yaml:"file"`
 	// Domains the value may be sent to: exact names and *.example.com wildcards
 	// (subdomains, not the apex), as in allowed_domains.
-	Domains []string
+	Domains []string `yaml:"domains"`
 }
 
 type boundSecret struct {

@@ -14,14 +14,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/hibiken/asynq"
 
-	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
@@ -39,9 +40,37 @@ func Verify(secret string, body []byte, header string) bool {
 	return hmac.Equal([]byte(Sign(secret, body)), []byte(header))
 }
 
+// Hook is an endpoint that receives run events as signed POSTs (an entry of
+// api.webhooks).
+type Hook struct {
+	URL string `yaml:"url"`
+	// Secret keys the X-Aetherium-Signature HMAC-SHA256 header; at least
+	// MinSecretLen characters.
+	Secret string `yaml:"secret"`
+	// Events filters by event type; empty means all.
+	Events []string `yaml:"events"`
+}
+
+// MinSecretLen is the shortest Hook.Secret accepted.
+const MinSecretLen = 16
+
+// ValidateHooks reports every invalid hook, naming its key (api.webhooks[i]).
+func ValidateHooks(hooks []Hook) error {
+	var errs []error
+	for i, h := range hooks {
+		if u, err := url.Parse(h.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("api.webhooks[%d].url: want an http(s) URL, got %q", i, h.URL))
+		}
+		if len(h.Secret) < MinSecretLen {
+			errs = append(errs, fmt.Errorf("api.webhooks[%d].secret: must be at least %d characters (it keys the HMAC signature)", i, MinSecretLen))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Deliverer fans events out to hooks.
 type Deliverer struct {
-	Hooks []config.Webhook
+	Hooks []Hook
 	Store *store.Store
 	Queue *queue.Enqueuer
 	HTTP  *http.Client
@@ -60,7 +89,7 @@ func (d *Deliverer) OnEvent(ctx context.Context, e events.Stored) error {
 	return nil
 }
 
-func wants(h config.Webhook, typ string) bool {
+func wants(h Hook, typ string) bool {
 	if len(h.Events) == 0 {
 		return true
 	}

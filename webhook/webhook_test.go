@@ -55,7 +55,7 @@ func TestRunEventsAreDeliveredSigned(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	f := fleettest.Start(t, fleettest.Options{Configure: func(c *config.Config) {
-		c.API.Webhooks = []config.Webhook{{URL: srv.URL, Secret: secret, Events: []string{"run.started", "run.completed"}}}
+		c.API.Webhooks = []webhook.Hook{{URL: srv.URL, Secret: secret, Events: []string{"run.started", "run.completed"}}}
 	}})
 	id := f.Submit("demo", "x", map[string]any{"topic": "t"})
 	f.WaitTerminal(id, 60*time.Second)

@@ -6,8 +6,10 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"time"
 
@@ -27,30 +29,107 @@ import (
 	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
-// Config tunes the agent loop.
+// Defaults of Config.
+const (
+	DefaultConcurrency       = 20
+	DefaultShutdownTimeout   = 10 * time.Second
+	DefaultTaskCheckInterval = 100 * time.Millisecond
+	DefaultStepLease         = 2 * time.Minute
+	DefaultMaxRetry          = 5
+	DefaultCircuitBreaker    = 5
+	DefaultMaxSteps          = 50
+	// DefaultMetricsAddr is where a worker process serves /metrics (Defaults sets
+	// it: an empty MetricsAddr disables the listener).
+	DefaultMetricsAddr = "127.0.0.1:9091"
+	// DefaultLeaseRetry is Deps.LeaseRetry's default.
+	DefaultLeaseRetry = 2 * time.Second
+)
+
+// Config is the worker role: its asynq server and the agent loop (the `worker`
+// section of aetherium.yaml). Zero fields take their defaults (WithDefaults).
 type Config struct {
-	// Workspaces is the root of per-run workspace directories; used (with no quota)
-	// only when Deps.Workspaces is nil.
-	Workspaces string
-	// StepLease is how long a step owns its session; renewed on every save. Default 2m.
-	StepLease time.Duration
+	// Concurrency is the number of tasks one worker process runs at once.
+	// Env AETHERIUM_WORKER_CONCURRENCY. Default DefaultConcurrency.
+	Concurrency int `yaml:"concurrency"`
+	// ShutdownTimeout is how long in-flight tasks may run after SIGTERM before they
+	// are handed back to the queue. Default DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// TaskCheckInterval is asynq's idle-queue poll interval. Default
+	// DefaultTaskCheckInterval (asynq's own 1s adds up to a second per hop).
+	TaskCheckInterval time.Duration `yaml:"task_check_interval"`
+	// StepLease is how long a step owns its session; renewed on every save (a
+	// crashed worker's lease simply expires). Default DefaultStepLease.
+	StepLease time.Duration `yaml:"step_lease"`
+	// MaxRetry is how often a failing task is retried before its run fails; 0 runs
+	// a task once. Default DefaultMaxRetry (set by Defaults: zero is meaningful).
+	MaxRetry int `yaml:"max_retry"`
 	// CircuitBreaker fails a run after this many consecutive failed tool calls or
-	// unusable model answers in one session. Default 5.
-	CircuitBreaker int
-	// MaxSteps bounds model calls per session. Default 50.
-	MaxSteps int
+	// unusable model answers in one session. Default DefaultCircuitBreaker.
+	CircuitBreaker int `yaml:"circuit_breaker"`
+	// MaxSteps bounds model calls per session, a backstop against loops. Default
+	// DefaultMaxSteps.
+	MaxSteps int `yaml:"max_steps"`
+	// MetricsAddr serves /metrics for this worker. Env
+	// AETHERIUM_WORKER_METRICS_ADDR. Default DefaultMetricsAddr; empty disables it.
+	MetricsAddr string `yaml:"metrics_addr"`
+	// ScriptLatency is slept before every answer of the script model, standing in
+	// for model think time (benchmarks and drills of I/O-bound fleets). Default 0.
+	ScriptLatency time.Duration `yaml:"script_latency"`
+
+	// Workspaces is the root of per-run workspace directories; used (with no quota)
+	// only when Deps.Workspaces is nil. Not a key of the worker section (the
+	// top-level `workspaces` is).
+	Workspaces string `yaml:"-"`
 }
 
-func (c *Config) defaults() {
+// Defaults is the configuration of a deployment that sets nothing: WithDefaults
+// plus the fields whose zero means something else (MaxRetry 0 runs a task once,
+// an empty MetricsAddr disables the listener).
+func Defaults() Config {
+	return Config{MaxRetry: DefaultMaxRetry, MetricsAddr: DefaultMetricsAddr}.WithDefaults()
+}
+
+// WithDefaults returns c with every zero field whose zero means "unset" filled in.
+func (c Config) WithDefaults() Config {
+	if c.Concurrency <= 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.TaskCheckInterval <= 0 {
+		c.TaskCheckInterval = DefaultTaskCheckInterval
+	}
 	if c.StepLease <= 0 {
-		c.StepLease = 2 * time.Minute
+		c.StepLease = DefaultStepLease
 	}
 	if c.CircuitBreaker <= 0 {
-		c.CircuitBreaker = 5
+		c.CircuitBreaker = DefaultCircuitBreaker
 	}
 	if c.MaxSteps <= 0 {
-		c.MaxSteps = 50
+		c.MaxSteps = DefaultMaxSteps
 	}
+	return c
+}
+
+// Validate reports every invalid field, naming its key.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Concurrency <= 0 {
+		errs = append(errs, fmt.Errorf("worker.concurrency (AETHERIUM_WORKER_CONCURRENCY): must be positive, got %d", c.Concurrency))
+	}
+	if c.StepLease < time.Second {
+		errs = append(errs, errors.New("worker.step_lease: must be at least 1s"))
+	}
+	if c.MaxRetry < 0 || c.CircuitBreaker <= 0 || c.MaxSteps <= 0 {
+		errs = append(errs, errors.New("worker: max_retry must be >= 0, circuit_breaker and max_steps > 0"))
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			errs = append(errs, fmt.Errorf("worker.metrics_addr: want host:port, got %q", c.MetricsAddr))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Models picks the provider for a node of a team (the composition root supplies
@@ -108,7 +187,8 @@ type Deps struct {
 	// no service has a container to start).
 	Leases *lease.Manager
 	GPU    *gpu.Controller
-	// LeaseRetry is how soon a step waiting for a lease is retried. Default 2s.
+	// LeaseRetry is how soon a step waiting for a lease is retried. Default
+	// DefaultLeaseRetry.
 	LeaseRetry time.Duration
 	// Audit, when set, takes the audit rows a step fails to write (the database
 	// refused them) and retries them. Without it such rows are logged.
@@ -120,12 +200,12 @@ type Deps struct {
 
 // New returns a Worker.
 func New(cfg Config, d Deps) *Worker {
-	cfg.defaults()
+	cfg = cfg.WithDefaults()
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
 	if d.LeaseRetry <= 0 {
-		d.LeaseRetry = 2 * time.Second
+		d.LeaseRetry = DefaultLeaseRetry
 	}
 	if d.Workspaces == nil {
 		root := cfg.Workspaces

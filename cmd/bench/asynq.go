@@ -62,7 +62,7 @@ func benchAsynq(ctx context.Context, e *env, res *Result) error {
 	finished := make(chan struct{})
 	srv := asynq.NewServer(opt, asynq.Config{
 		Concurrency: e.o.concurrency, Queues: map[string]int{"bench": 1},
-		TaskCheckInterval: e.fleet.Cfg.Worker.TaskCheckInterval.D(), LogLevel: asynq.ErrorLevel,
+		TaskCheckInterval: e.fleet.Cfg.Worker.TaskCheckInterval, LogLevel: asynq.ErrorLevel,
 	})
 	mux := asynq.NewServeMux()
 	mux.HandleFunc("bench:noop", func(context.Context, *asynq.Task) error {

@@ -58,9 +58,9 @@ func TestFleetConfigIsAValidConfigFile(t *testing.T) {
 	require.Equal(t, "/p.yaml", cfg.Security.PermissionsFile)
 	require.Equal(t, 4096, cfg.API.BodyLimit)
 	require.Equal(t, 7, cfg.Worker.Concurrency)
-	require.Equal(t, 150*time.Millisecond, cfg.Worker.ScriptLatency.D())
-	require.Equal(t, 5*time.Second, cfg.Worker.StepLease.D())
-	require.Equal(t, 2*time.Second, cfg.Scheduler.Period.D())
+	require.Equal(t, 150*time.Millisecond, cfg.Worker.ScriptLatency)
+	require.Equal(t, 5*time.Second, cfg.Worker.StepLease)
+	require.Equal(t, 2*time.Second, cfg.Scheduler.Period)
 	require.Empty(t, cfg.Worker.MetricsAddr, "processes sharing a machine must not fight over the metrics port")
 	require.Equal(t, "local", cfg.Sandbox.Kind)
 

@@ -27,6 +27,8 @@ const (
 	DefaultBaseURL    = "https://api.anthropic.com"
 	DefaultMaxRetries = 3
 	DefaultTimeout    = 120 * time.Second
+	// DefaultModel is the model of a deployment that names none (llm.anthropic.model).
+	DefaultModel = "claude-sonnet-4-5"
 	// DefaultMaxTokens caps an answer when the request leaves it at 0; the API
 	// has no default of its own and rejects a request without max_tokens.
 	DefaultMaxTokens = 4096
@@ -38,23 +40,23 @@ const providerName = "anthropic"
 type Config struct {
 	// BaseURL is the API root the client appends "v1/messages" to. Default
 	// DefaultBaseURL.
-	BaseURL string
+	BaseURL string `yaml:"base_url"`
 	// APIKey authenticates the calls. Required for the default BaseURL; may be
 	// empty for a gateway or proxy that authenticates on its own. The SDK's
 	// environment and profile-file credential chain is never consulted, so the
 	// Config is the only source of credentials.
-	APIKey string
+	APIKey string `yaml:"api_key"`
 	// Model is the default model. Required unless every Request names one.
-	Model string
+	Model string `yaml:"model"`
 	// MaxRetries is how often a connection error, 408, 409, 429 or 5xx is retried
 	// with the SDK's exponential backoff (which honours Retry-After). 0 means
 	// DefaultMaxRetries (3); a negative value disables retries.
-	MaxRetries int
+	MaxRetries int `yaml:"max_retries"`
 	// Timeout bounds each attempt, not the whole call (the context does that).
 	// 0 means DefaultTimeout (120s).
-	Timeout time.Duration
+	Timeout time.Duration `yaml:"timeout"`
 	// HTTPClient replaces the SDK's default client, e.g. for proxies or tests.
-	HTTPClient *http.Client
+	HTTPClient *http.Client `yaml:"-"`
 }
 
 // Provider calls the Messages API.

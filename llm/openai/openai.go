@@ -26,6 +26,8 @@ const (
 	DefaultBaseURL    = "https://api.openai.com/v1"
 	DefaultMaxRetries = 3
 	DefaultTimeout    = 120 * time.Second
+	// DefaultModel is the model of a deployment that names none (llm.openai.model).
+	DefaultModel = "gpt-4o-mini"
 )
 
 const providerName = "openai"
@@ -34,22 +36,22 @@ const providerName = "openai"
 type Config struct {
 	// BaseURL is the API root the client appends "chat/completions" to, e.g.
 	// "http://localhost:11434/v1" for Ollama. Default DefaultBaseURL.
-	BaseURL string
+	BaseURL string `yaml:"base_url"`
 	// APIKey is sent as a bearer token. It may be empty for local servers that
 	// need no authentication; OPENAI_API_KEY from the environment is never used
 	// in its place, so a key cannot leak to a server it was not meant for.
-	APIKey string
+	APIKey string `yaml:"api_key"`
 	// Model is the default model. Required unless every Request names one.
-	Model string
+	Model string `yaml:"model"`
 	// MaxRetries is how often a connection error, 408, 409, 429 or 5xx is retried
 	// with the SDK's exponential backoff (which honours Retry-After). 0 means
 	// DefaultMaxRetries (3); a negative value disables retries.
-	MaxRetries int
+	MaxRetries int `yaml:"max_retries"`
 	// Timeout bounds each attempt, not the whole call (the context does that).
 	// 0 means DefaultTimeout (120s).
-	Timeout time.Duration
+	Timeout time.Duration `yaml:"timeout"`
 	// HTTPClient replaces the SDK's default client, e.g. for proxies or tests.
-	HTTPClient *http.Client
+	HTTPClient *http.Client `yaml:"-"`
 }
 
 // Provider calls a Chat Completions endpoint.

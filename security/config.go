@@ -1,0 +1,175 @@
+package security
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"strconv"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/aetherium-engine/aetherium/tools"
+)
+
+// Defaults of Config.
+const (
+	// DefaultPermissionsFile holds the always_deny rules (a missing file means no
+	// rules).
+	DefaultPermissionsFile = "config/permissions.yaml"
+	// DefaultApprovalWindow is how long a human has to decide a Restricted call.
+	DefaultApprovalWindow = 5 * time.Minute
+	// DefaultAuditRetention is how long tool_audit rows are kept (90 days).
+	DefaultAuditRetention = 90 * 24 * time.Hour
+	// DefaultMaxRedirects caps redirects of outbound requests.
+	DefaultMaxRedirects = 5
+	// DefaultEgressTimeout bounds one outbound request.
+	DefaultEgressTimeout = 30 * time.Second
+	// MinApprovalWindow is the shortest approval window accepted.
+	MinApprovalWindow = time.Second
+	// MinEndpointRefresh is the shortest security.egress.refresh accepted.
+	MinEndpointRefresh = 100 * time.Millisecond
+)
+
+// Config is the permission gate and the egress policy (the `security` section of
+// aetherium.yaml). Zero fields take their defaults (WithDefaults).
+type Config struct {
+	// PermissionsFile holds the YAML rules, hot-reloaded. Env AETHERIUM_PERMISSIONS.
+	// Default DefaultPermissionsFile.
+	PermissionsFile string `yaml:"permissions_file"`
+	// ApprovalWindow is how long a human has to decide a Restricted call. Default
+	// DefaultApprovalWindow.
+	ApprovalWindow time.Duration `yaml:"approval_window"`
+	// SupervisorFallback lists the tools whose approvals are approved instead of
+	// timing out when nobody decides, e.g. [run_shell]. Default empty (none).
+	// download_pdf and the frame_* tools never fall back: listing one is an error,
+	// and so is the old boolean true (it approved Restricted tools too).
+	SupervisorFallback FallbackTools `yaml:"supervisor_fallback"`
+	// AuditRetention is how long tool_audit rows are kept (the scheduler's
+	// maintenance purges older ones). Default DefaultAuditRetention.
+	AuditRetention time.Duration `yaml:"audit_retention"`
+	// MaxRedirects caps redirects of outbound requests. Default DefaultMaxRedirects.
+	MaxRedirects int `yaml:"max_redirects"`
+	// EgressTimeout bounds one outbound request. Default DefaultEgressTimeout.
+	EgressTimeout time.Duration `yaml:"egress_timeout"`
+	// Secrets are the team secrets by name: a credential read from an environment
+	// variable or a file, sent only to its domains, referenced in tool arguments and
+	// tool_defaults as {{secret:NAME}}. Default none.
+	Secrets map[string]SecretSource `yaml:"secrets"`
+	// Egress is the destination policy beyond the teams' allowlists.
+	Egress EgressRules `yaml:"egress"`
+}
+
+// EgressRules is security.egress: the destination policy shared by the outbound
+// tools and the sandbox egress proxy. The fleet's own endpoints (API, metrics
+// listeners, Redis, PostgreSQL, Docker over TCP, GPU services, the headset) are
+// always refused.
+type EgressRules struct {
+	// Private is allow (loopback and private ranges reachable without an
+	// allowlist entry, the seed's behaviour) or deny. A team's egress.private may
+	// tighten it, never loosen it. Env AETHERIUM_EGRESS_PRIVATE. Default
+	// PrivateAllow.
+	Private string `yaml:"private"`
+	// Deny lists more host:port endpoints agents may never reach (internal
+	// services); a host of "" or 0.0.0.0 means that port on every local address.
+	// Default none.
+	Deny []string `yaml:"deny"`
+	// Refresh is how often every process re-reads the registry of listen
+	// addresses, the host's addresses and endpoint names. Default
+	// DefaultEndpointRefresh.
+	Refresh time.Duration `yaml:"refresh"`
+}
+
+// WithDefaults returns c with every zero field filled in.
+func (c Config) WithDefaults() Config {
+	if c.PermissionsFile == "" {
+		c.PermissionsFile = DefaultPermissionsFile
+	}
+	if c.ApprovalWindow <= 0 {
+		c.ApprovalWindow = DefaultApprovalWindow
+	}
+	if c.AuditRetention <= 0 {
+		c.AuditRetention = DefaultAuditRetention
+	}
+	if c.MaxRedirects <= 0 {
+		c.MaxRedirects = DefaultMaxRedirects
+	}
+	if c.EgressTimeout <= 0 {
+		c.EgressTimeout = DefaultEgressTimeout
+	}
+	if c.Egress.Private == "" {
+		c.Egress.Private = PrivateAllow
+	}
+	if c.Egress.Refresh <= 0 {
+		c.Egress.Refresh = DefaultEndpointRefresh
+	}
+	return c
+}
+
+// Validate reports every invalid field, naming its key.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, a...)))
+	}
+	if c.ApprovalWindow < MinApprovalWindow {
+		bad("security.approval_window", "must be at least %s", MinApprovalWindow)
+	}
+	for _, name := range c.SupervisorFallback {
+		if _, ok := tools.GroupOf(name); !ok {
+			bad("security.supervisor_fallback", "%q is not a tool", name)
+		} else if tools.NeverFallsBack(name) {
+			bad("security.supervisor_fallback", "%s always needs a human decision and never falls back", name)
+		}
+	}
+	if c.MaxRedirects < 0 {
+		bad("security.max_redirects", "must not be negative")
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Secrets)) {
+		if err := ValidateSecretSource(name, c.Secrets[name]); err != nil {
+			bad("security.secrets."+name, "%v", err)
+		}
+	}
+	if p := c.Egress.Private; p != PrivateAllow && p != PrivateDeny {
+		bad("security.egress.private (AETHERIUM_EGRESS_PRIVATE)", "want %s or %s, got %q", PrivateAllow, PrivateDeny, p)
+	}
+	for i, d := range c.Egress.Deny {
+		if _, port, err := net.SplitHostPort(d); err != nil || port == "" {
+			bad(fmt.Sprintf("security.egress.deny[%d]", i), "want host:port, got %q", d)
+		} else if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+			bad(fmt.Sprintf("security.egress.deny[%d]", i), "want a port in 1-65535, got %q", d)
+		}
+	}
+	if c.Egress.Refresh < MinEndpointRefresh {
+		bad("security.egress.refresh", "must be at least %s", MinEndpointRefresh)
+	}
+	return errors.Join(errs...)
+}
+
+// FallbackTools is security.supervisor_fallback: a list of tool names. The boolean
+// form of older configs is read too: false as the empty list, true refused.
+type FallbackTools []string
+
+// UnmarshalYAML reads a list of tool names, or a boolean false.
+func (f *FallbackTools) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!bool" {
+		var b bool
+		if err := n.Decode(&b); err != nil {
+			return err
+		}
+		if b {
+			return fmt.Errorf("security.supervisor_fallback: true is no longer accepted (it approved every expiring call, " +
+				"Restricted tools included); list the tools that may fall back, e.g. [run_shell]")
+		}
+		*f = nil
+		return nil
+	}
+	var names []string
+	if err := n.Decode(&names); err != nil {
+		return fmt.Errorf("security.supervisor_fallback: want a list of tool names: %w", err)
+	}
+	*f = names
+	return nil
+}

@@ -1,0 +1,55 @@
+package worker
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigDefaults(t *testing.T) {
+	d := Defaults()
+	want := Config{Concurrency: DefaultConcurrency, ShutdownTimeout: DefaultShutdownTimeout, TaskCheckInterval: DefaultTaskCheckInterval,
+		StepLease: DefaultStepLease, MaxRetry: DefaultMaxRetry, CircuitBreaker: DefaultCircuitBreaker, MaxSteps: DefaultMaxSteps,
+		MetricsAddr: DefaultMetricsAddr}
+	if d != want {
+		t.Fatalf("Defaults() = %+v, want %+v", d, want)
+	}
+	if err := d.Validate(); err != nil {
+		t.Fatalf("the defaults are invalid: %v", err)
+	}
+	z := Config{}.WithDefaults()
+	if z.MaxRetry != 0 || z.MetricsAddr != "" {
+		t.Errorf("WithDefaults must keep the meaningful zeros (max_retry 0 runs once, no metrics listener): %+v", z)
+	}
+	if got := (Config{StepLease: time.Minute}).WithDefaults().StepLease; got != time.Minute {
+		t.Errorf("a set field is kept: got %s", got)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  func(*Config)
+		want string
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"runs once, no metrics", func(c *Config) { c.MaxRetry, c.MetricsAddr = 0, "" }, ""},
+		{"zero concurrency", func(c *Config) { c.Concurrency = 0 }, "worker.concurrency (AETHERIUM_WORKER_CONCURRENCY)"},
+		{"short step lease", func(c *Config) { c.StepLease = 500 * time.Millisecond }, "worker.step_lease"},
+		{"negative max retry", func(c *Config) { c.MaxRetry = -1 }, "max_retry"},
+		{"zero max steps", func(c *Config) { c.MaxSteps = 0 }, "max_steps"},
+		{"bad metrics addr", func(c *Config) { c.MetricsAddr = "nope" }, "worker.metrics_addr"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Defaults()
+			tc.cfg(&c)
+			err := c.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want one naming %q", err, tc.want)
+			}
+		})
+	}
+}
