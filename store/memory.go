@@ -82,7 +82,10 @@ func (s *Store) DeleteMemory(ctx context.Context, project string, id int64) erro
 // the most relevant and then the newest first, at most limit. Ranking with
 // recency happens in package memory.
 func (s *Store) RecallMemory(ctx context.Context, project, agent, text string, limit int) ([]MemoryEntry, error) {
-	return s.queryMemory(ctx, `WITH q AS (SELECT plainto_tsquery('simple', $3) AS q)
+	// Any word of the text counts (an OR query): a task shares some words with a
+	// memory, rarely all (plainto_tsquery would AND them).
+	return s.queryMemory(ctx, `WITH q AS (SELECT coalesce(to_tsquery('simple', nullif(array_to_string(ARRAY(
+			SELECT quote_literal(l) FROM unnest(tsvector_to_array(to_tsvector('simple', $3))) AS l), ' | '), '')), ''::tsquery) AS q)
 		SELECT id, project, tier, scope, agent, coalesce(run_id::text, ''), coalesce(session_id, ''), author, content, created_at,
 			ts_rank_cd(tsv, q.q, 32)
 		FROM agent_memory, q
