@@ -83,14 +83,23 @@ func (s *Store) DeleteMemory(ctx context.Context, project string, id int64) erro
 // recency happens in package memory.
 func (s *Store) RecallMemory(ctx context.Context, project, agent, text string, limit int) ([]MemoryEntry, error) {
 	// Any word of the text counts (an OR query): a task shares some words with a
-	// memory, rarely all (plainto_tsquery would AND them).
-	return s.queryMemory(ctx, `WITH q AS (SELECT coalesce(to_tsquery('simple', nullif(array_to_string(ARRAY(
-			SELECT quote_literal(l) FROM unnest(tsvector_to_array(to_tsvector('simple', $3))) AS l), ' | '), '')), ''::tsquery) AS q)
-		SELECT id, project, tier, scope, agent, coalesce(run_id::text, ''), coalesce(session_id, ''), author, content, created_at,
-			ts_rank_cd(tsv, q.q, 32)
-		FROM agent_memory, q
-		WHERE project = $1 AND tier = 'long_term' AND (scope = 'project' OR agent = $2)
-		ORDER BY ts_rank_cd(tsv, q.q, 32) DESC, created_at DESC, id DESC LIMIT $4`, project, agent, text, limit)
+	// memory, rarely all (plainto_tsquery would AND them). Candidates are the
+	// matching entries (the GIN index finds them; only they are ranked) and the
+	// newest ones (recency counts even without a shared word), each at most limit.
+	// q is materialized so the query is built once, not per row; the two candidate
+	// lists use the GIN index and the (project, tier, created_at) index.
+	return s.queryMemory(ctx, `WITH q AS MATERIALIZED (SELECT coalesce(to_tsquery('simple', nullif(array_to_string(ARRAY(
+			SELECT quote_literal(l) FROM unnest(tsvector_to_array(to_tsvector('simple', $3))) AS l), ' | '), '')), ''::tsquery) AS q),
+		rel AS (SELECT m.id, ts_rank_cd(m.tsv, q.q, 32) AS r FROM agent_memory m, q
+			WHERE m.project = $1 AND m.tier = 'long_term' AND (m.scope = 'project' OR m.agent = $2) AND m.tsv @@ q.q
+			ORDER BY r DESC LIMIT $4),
+		recent AS (SELECT id, 0::real AS r FROM agent_memory
+			WHERE project = $1 AND tier = 'long_term' AND (scope = 'project' OR agent = $2)
+			ORDER BY created_at DESC, id DESC LIMIT $4),
+		cand AS (SELECT id, max(r) AS r FROM (SELECT * FROM rel UNION ALL SELECT * FROM recent) u GROUP BY id)
+		SELECT m.id, m.project, m.tier, m.scope, m.agent, coalesce(m.run_id::text, ''), coalesce(m.session_id, ''), m.author, m.content, m.created_at, cand.r
+		FROM cand JOIN agent_memory m USING (id)
+		ORDER BY cand.r DESC, m.created_at DESC, m.id DESC`, project, agent, text, limit)
 }
 
 func (s *Store) queryMemory(ctx context.Context, q string, args ...any) ([]MemoryEntry, error) {
