@@ -215,4 +215,3 @@ func Cosine(a, b []float32) float64 {
 	}
 	return dot / math.Sqrt(na*nb)
 }
-

@@ -145,7 +145,7 @@ func TestSearchRanksAndTolerates(t *testing.T) {
 	for _, tc := range []struct{ query, want string }{
 		{"fencing token", "knowledge/leases.md"},
 		{"how is retrieval measured", "knowledge/retrieval.md"},
-		{"retreival qualty", "knowledge/retrieval.md"},  // typos
+		{"retreival qualty", "knowledge/retrieval.md"},     // typos
 		{"mailbx acknowledgement", "knowledge/mailbox.md"}, // typo and another form
 		{"approvals expiring", "knowledge/approvals.md"},   // stemming
 		{"GPU", "knowledge/leases.md"},                     // case
