@@ -10,6 +10,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -30,12 +31,13 @@ const (
 	// weighs next to nothing and would make every chunk a candidate.
 	commonShare   = 0.2
 	commonMinDocs = 500
-	// Typo correction: query words of at least minFixLen runes that no chunk
-	// holds are replaced by up to maxFixes vocabulary words of trigram
-	// similarity at least minFixSim.
-	minFixLen = 4
-	maxFixes  = 2
-	minFixSim = 0.35
+	// Typo correction: a query word of at least minFixLen runes that no chunk
+	// holds is replaced by up to maxFixes of its fixCandidates nearest
+	// vocabulary words by trigram distance that are within one edit (two for
+	// words of 8 runes or more; a transposition is one edit).
+	minFixLen     = 4
+	maxFixes      = 2
+	fixCandidates = 8
 )
 
 // Postgres is the PostgreSQL Backend (migration 00009_knowledge.sql).
@@ -395,15 +397,14 @@ type term struct {
 func (p *Postgres) plan(ctx context.Context, words []string) (terms []term, total float64, err error) {
 	rows, err := p.pool.Query(ctx, `
 		WITH q AS (SELECT w, i FROM unnest($1::text[]) WITH ORDINALITY AS u(w, i)),
-		known AS (SELECT q.i, t.word, t.df, 1.0::float8 AS sim FROM q JOIN knowledge_terms t ON t.word = q.w AND t.df > 0)
-		SELECT i, word, df, sim FROM known
+		known AS (SELECT q.i, t.word, t.df FROM q JOIN knowledge_terms t ON t.word = q.w AND t.df > 0)
+		SELECT i, word, df, true FROM known
 		UNION ALL
-		SELECT q.i, f.word, f.df, f.sim FROM q CROSS JOIN LATERAL (
-			SELECT word, df, similarity(word, q.w)::float8 AS sim FROM knowledge_terms
-			WHERE word % q.w AND df > 0 ORDER BY sim DESC, word LIMIT $2) f
-		WHERE length(q.w) >= $3 AND f.sim >= $4 AND NOT EXISTS (SELECT 1 FROM known WHERE known.i = q.i)
+		SELECT q.i, f.word, f.df, false FROM q CROSS JOIN LATERAL (
+			SELECT word, df FROM knowledge_terms WHERE df > 0 AND word <> '' ORDER BY word <-> q.w LIMIT $2) f
+		WHERE length(q.w) >= $3 AND NOT EXISTS (SELECT 1 FROM known WHERE known.i = q.i)
 		UNION ALL
-		SELECT 0, '', df, 0 FROM knowledge_terms WHERE word = ''`, words, maxFixes, minFixLen, minFixSim)
+		SELECT 0, '', df, true FROM knowledge_terms WHERE word = ''`, words, fixCandidates, minFixLen)
 	if err != nil {
 		return nil, 0, fmt.Errorf("knowledge: vocabulary: %w", err)
 	}
@@ -418,7 +419,8 @@ func (p *Postgres) plan(ctx context.Context, words []string) (terms []term, tota
 		var i int
 		var h hit
 		var df int64
-		if err := rows.Scan(&i, &h.word, &df, &h.sim); err != nil {
+		var exact bool
+		if err := rows.Scan(&i, &h.word, &df, &exact); err != nil {
 			rows.Close()
 			return nil, 0, err
 		}
@@ -427,10 +429,34 @@ func (p *Postgres) plan(ctx context.Context, words []string) (terms []term, tota
 			n = h.df
 			continue
 		}
+		w := words[i-1]
+		if exact {
+			h.sim = 1
+		} else {
+			d, lw := editDistance(w, h.word), utf8.RuneCountInString(w)
+			allowed := 1
+			if lw >= 8 {
+				allowed = 2
+			}
+			if d > allowed {
+				continue
+			}
+			h.sim = 1 - float64(d)/float64(lw+1)
+		}
 		found[i-1] = append(found[i-1], h)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, 0, fmt.Errorf("knowledge: vocabulary: %w", err)
+	}
+	for i, hs := range found {
+		// The closest corrections first, the more frequent among equals.
+		sort.SliceStable(hs, func(a, b int) bool {
+			if hs[a].sim != hs[b].sim {
+				return hs[a].sim > hs[b].sim
+			}
+			return hs[a].df > hs[b].df
+		})
+		found[i] = hs[:min(len(hs), maxFixes)]
 	}
 	idf := func(df float64) float64 { return math.Log(1 + (n-df+0.5)/(df+0.5)) }
 	common := func(df float64) bool { return n >= commonMinDocs && df/n > commonShare }
@@ -589,3 +615,30 @@ FROM top
 JOIN knowledge_chunks c ON c.id = top.id
 JOIN knowledge_docs d ON d.id = top.doc_id, query
 ORDER BY top.score DESC, top.id`
+
+// editDistance is the optimal-string-alignment distance of a and b in runes:
+// insertions, deletions, substitutions and transpositions of neighbours cost one.
+func editDistance(a, b string) int {
+	x, y := []rune(a), []rune(b)
+	d := make([][]int, len(x)+1)
+	for i := range d {
+		d[i] = make([]int, len(y)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(x); i++ {
+		for j := 1; j <= len(y); j++ {
+			cost := 1
+			if x[i-1] == y[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && x[i-1] == y[j-2] && x[i-2] == y[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(x)][len(y)]
+}

@@ -60,12 +60,13 @@ CREATE INDEX knowledge_chunks_scope ON knowledge_chunks (kind, source);
 
 -- The vocabulary: every simple-form word with the number of chunks holding it (its
 -- document frequency, for IDF weights), and under the empty word the number of
--- chunks. A query word the vocabulary lacks is looked up by trigram similarity.
+-- chunks. A query word the vocabulary lacks is looked up by trigram distance
+-- (GiST: nearest neighbours without a threshold), then checked by edit distance.
 CREATE TABLE knowledge_terms (
     word text PRIMARY KEY,
     df   bigint NOT NULL
 );
-CREATE INDEX knowledge_terms_trgm ON knowledge_terms USING gin (word gin_trgm_ops);
+CREATE INDEX knowledge_terms_trgm ON knowledge_terms USING gist (word gist_trgm_ops);
 
 -- OR of text-search queries, to build one query out of per-word ones.
 CREATE AGGREGATE knowledge_tsquery_or (tsquery) (SFUNC = tsquery_or, STYPE = tsquery);
