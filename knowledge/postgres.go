@@ -18,14 +18,20 @@ import (
 )
 
 // Ranking constants. Coverage is the IDF-weighted share of the query's words a
-// chunk holds (typo corrections count by their similarity); it carries most of
+// chunk holds (typo corrections count by their closeness); it carries most of
 // the score because ts_rank_cd alone knows no IDF and rewards a common word
-// repeated. ts_rank_cd (normalized rank/(rank+1)) orders the candidate pool and
-// breaks ties between chunks of equal coverage.
+// repeated. ts_rank_cd (normalized rank/(rank+1)) breaks ties between chunks of
+// equal coverage.
+//
+// Scoring reads each candidate's tsvector (detoasting it), so the candidates are
+// bounded: every chunk holding one of the query's rarest words (while their
+// document frequencies add up to at most rareBudget) plus the chunks holding all
+// of its words, each branch capped at candidateCap. A chunk that only holds
+// frequent words of the query is not a candidate: its coverage would be low.
 const (
 	coverageShare = 0.7
-	// poolSize is how many chunks, best by ts_rank_cd, are scored in full.
-	poolSize = 200
+	rareBudget    = 400
+	candidateCap  = 400
 	// commonShare: a word in more than this share of all chunks is left out of
 	// the query (when the query has other words and the index is not tiny): it
 	// weighs next to nothing and would make every chunk a candidate.
@@ -389,6 +395,8 @@ type term struct {
 	concept int
 	word    string
 	weight  float64
+	df      float64
+	rare    bool
 }
 
 // plan turns a query's words into weighted terms: known words by IDF, unknown
@@ -484,9 +492,23 @@ func (p *Postgres) plan(ctx context.Context, words []string) (terms []term, tota
 			}
 			wt := idf(h.df)
 			best = max(best, wt)
-			terms = append(terms, term{concept: i, word: h.word, weight: wt * h.sim})
+			terms = append(terms, term{concept: i, word: h.word, weight: wt * h.sim, df: h.df})
 		}
 		total += best
+	}
+	// The rarest words generate candidates; the budget always admits the first.
+	order := make([]int, len(terms))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return terms[order[a]].df < terms[order[b]].df })
+	sum := 0.0
+	for n, i := range order {
+		sum += terms[i].df
+		if n > 0 && sum > rareBudget {
+			break
+		}
+		terms[i].rare = true
 	}
 	return terms, total, nil
 }
@@ -516,8 +538,9 @@ func (p *Postgres) Search(ctx context.Context, q Query) ([]Result, error) {
 	concepts := make([]int32, len(terms))
 	tw := make([]string, len(terms))
 	weights := make([]float64, len(terms))
+	rare := make([]bool, len(terms))
 	for i, t := range terms {
-		concepts[i], tw[i], weights[i] = int32(t.concept), t.word, t.weight
+		concepts[i], tw[i], weights[i], rare[i] = int32(t.concept), t.word, t.weight, t.rare
 	}
 	limit := k
 	if p.emb != nil {
@@ -527,7 +550,7 @@ func (p *Postgres) Search(ctx context.Context, q Query) ([]Result, error) {
 	if packs == nil {
 		packs = []string{}
 	}
-	rows, err := p.pool.Query(ctx, searchSQL, packs, q.Scope.Project, concepts, tw, weights, poolSize, total, share, limit)
+	rows, err := p.pool.Query(ctx, searchSQL, packs, q.Scope.Project, concepts, tw, weights, rare, candidateCap, total, share, limit)
 	if err != nil {
 		return nil, fmt.Errorf("knowledge: search: %w", err)
 	}
@@ -575,8 +598,9 @@ func (p *Postgres) Search(ctx context.Context, q Query) ([]Result, error) {
 	return out, nil
 }
 
-// searchSQL: $1 packs, $2 project, $3/$4/$5 the terms (concept, word, weight),
-// $6 pool size, $7 total concept weight, $8 coverage share, $9 limit.
+// searchSQL: $1 packs, $2 project, $3/$4/$5/$6 the terms (concept, word, weight,
+// rare), $7 candidate cap per branch, $8 total concept weight, $9 coverage share,
+// $10 limit.
 const searchSQL = `
 WITH langs AS (
 	SELECT DISTINCT language FROM knowledge_sources
@@ -584,31 +608,35 @@ WITH langs AS (
 ), terms AS (
 	-- A word is parsed in every language of the scope, plus simple; a stop word
 	-- of every language is no term (under simple alone it would match everything).
-	SELECT u.concept, u.weight, x.lq || websearch_to_tsquery('simple', u.word) AS q
-	FROM unnest($3::int[], $4::text[], $5::float8[]) AS u(concept, word, weight)
+	SELECT u.concept, u.weight, u.rare, x.lq || websearch_to_tsquery('simple', u.word) AS q
+	FROM unnest($3::int[], $4::text[], $5::float8[], $6::bool[]) AS u(concept, word, weight, rare)
 	CROSS JOIN LATERAL (SELECT knowledge_tsquery_or(websearch_to_tsquery(l.language, u.word)) AS lq FROM langs l) x
 	WHERE numnode(x.lq) > 0
 ), query AS (
-	SELECT knowledge_tsquery_or(q) AS q FROM terms
-), pool AS (
-	SELECT c.id, c.doc_id, c.tsv, ts_rank_cd(c.tsv, query.q, 32) AS fts
-	FROM knowledge_chunks c, query
-	WHERE c.tsv @@ query.q
-	  AND ((c.kind = 'pack' AND c.source = ANY($1)) OR (c.kind = 'project' AND c.source = $2))
-	ORDER BY fts DESC
-	LIMIT $6
+	SELECT knowledge_tsquery_or(q) AS anyq, knowledge_tsquery_or(q) FILTER (WHERE rare) AS rareq FROM terms
+), conj AS (
+	SELECT knowledge_tsquery_and(cq) AS allq FROM (SELECT knowledge_tsquery_or(q) AS cq FROM terms GROUP BY concept) x
+), cand AS (
+	-- Only ids here: the GIN index answers without reading the tsvectors.
+	(SELECT c.id FROM knowledge_chunks c, query
+	 WHERE c.tsv @@ query.rareq AND ((c.kind = 'pack' AND c.source = ANY($1)) OR (c.kind = 'project' AND c.source = $2))
+	 LIMIT $7)
+	UNION
+	(SELECT c.id FROM knowledge_chunks c, conj
+	 WHERE c.tsv @@ conj.allq AND ((c.kind = 'pack' AND c.source = ANY($1)) OR (c.kind = 'project' AND c.source = $2))
+	 LIMIT $7)
 ), scored AS (
-	SELECT pool.id, pool.doc_id, pool.fts,
-		coalesce((SELECT sum(m) FROM (SELECT max(t.weight) AS m FROM terms t WHERE pool.tsv @@ t.q GROUP BY t.concept) x), 0) / $7 AS cov
-	FROM pool
+	SELECT c.id, c.doc_id, ts_rank_cd(c.tsv, query.anyq, 32) AS fts,
+		coalesce((SELECT sum(m) FROM (SELECT max(t.weight) AS m FROM terms t WHERE c.tsv @@ t.q GROUP BY t.concept) x), 0) / $8 AS cov
+	FROM cand JOIN knowledge_chunks c ON c.id = cand.id, query
 ), best AS (
-	SELECT DISTINCT ON (doc_id) id, doc_id, least(1.0, $8 * cov + (1 - $8) * fts) AS score
+	SELECT DISTINCT ON (doc_id) id, doc_id, least(1.0, $9 * cov + (1 - $9) * fts) AS score
 	FROM scored ORDER BY doc_id, score DESC, id
 ), top AS (
-	SELECT * FROM best ORDER BY score DESC, id LIMIT $9
+	SELECT * FROM best ORDER BY score DESC, id LIMIT $10
 )
 SELECT d.id, top.score, d.title, d.path, d.kind, d.source, c.heading,
-	ts_headline(c.language, c.body, query.q,
+	ts_headline(c.language, c.body, query.anyq,
 		'StartSel=**, StopSel=**, MaxWords=35, MinWords=12, MaxFragments=2, FragmentDelimiter=" … "'),
 	d.embedding_model, c.embedding
 FROM top
@@ -641,4 +669,77 @@ func editDistance(a, b string) int {
 		}
 	}
 	return d[len(x)][len(y)]
+}
+
+// BulkLoad indexes many new documents at once through COPY, for initial loads of
+// large packs and the benchmark. Unlike Index it neither compares hashes nor
+// embeds nor replaces: a document already indexed fails the whole load (its
+// primary key). One transaction.
+func (p *Postgres) BulkLoad(ctx context.Context, docs []Document) (chunks int, err error) {
+	var docRows, chunkRows [][]any
+	for _, d := range docs {
+		d, err := p.prepare(d)
+		if err != nil {
+			return 0, err
+		}
+		id := DocID(d.Source, d.Path)
+		cs := SplitMarkdown(d.Content, p.cfg.ChunkSize)
+		if len(cs) == 0 {
+			cs = []Chunk{{}}
+		}
+		tags := d.Tags
+		if tags == nil {
+			tags = []string{}
+		}
+		docRows = append(docRows, []any{id, d.Source.Kind, d.Source.Name, d.Path, d.Title, tags, d.Language, p.contentHash(d, ""), len(cs)})
+		for i, c := range cs {
+			chunkRows = append(chunkRows, []any{id, d.Source.Kind, d.Source.Name, i, d.Title, c.Heading, c.Body, d.Language})
+		}
+	}
+	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		// COPY cannot name a regconfig in binary form: stage as text, cast once.
+		for _, q := range []string{
+			`CREATE TEMP TABLE knowledge_load_docs (id text, kind text, source text, path text, title text, tags text[],
+				language text, content_hash text, chunks integer) ON COMMIT DROP`,
+			`CREATE TEMP TABLE knowledge_load_chunks (doc_id text, kind text, source text, ord integer, title text,
+				heading text, body text, language text) ON COMMIT DROP`,
+		} {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"knowledge_load_docs"},
+			[]string{"id", "kind", "source", "path", "title", "tags", "language", "content_hash", "chunks"}, pgx.CopyFromRows(docRows)); err != nil {
+			return err
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"knowledge_load_chunks"},
+			[]string{"doc_id", "kind", "source", "ord", "title", "heading", "body", "language"}, pgx.CopyFromRows(chunkRows)); err != nil {
+			return err
+		}
+		for _, q := range []string{
+			`INSERT INTO knowledge_sources (kind, source, language)
+				SELECT DISTINCT ON (kind, source) kind, source, language::regconfig FROM knowledge_load_docs
+				ON CONFLICT (kind, source) DO UPDATE SET language = excluded.language, updated_at = now()`,
+			`INSERT INTO knowledge_docs (id, kind, source, path, title, tags, language, content_hash, chunks)
+				SELECT id, kind, source, path, title, tags, language::regconfig, content_hash, chunks FROM knowledge_load_docs`,
+			`INSERT INTO knowledge_chunks (doc_id, kind, source, ord, title, heading, body, language)
+				SELECT doc_id, kind, source, ord, title, heading, body, language::regconfig FROM knowledge_load_chunks`,
+			`INSERT INTO knowledge_terms (word, df)
+				SELECT w, n FROM (
+					SELECT u.lexeme AS w, count(*) AS n FROM knowledge_load_chunks c,
+						unnest(to_tsvector('simple', c.title || ' ' || c.heading || ' ' || c.body)) u GROUP BY u.lexeme
+					UNION ALL SELECT '', count(*) FROM knowledge_load_chunks) x
+				ORDER BY w
+				ON CONFLICT (word) DO UPDATE SET df = knowledge_terms.df + excluded.df`,
+		} {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return languageErr("", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("knowledge: bulk load: %w", err)
+	}
+	return len(chunkRows), nil
 }

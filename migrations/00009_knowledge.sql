@@ -68,10 +68,16 @@ CREATE TABLE knowledge_terms (
 );
 CREATE INDEX knowledge_terms_trgm ON knowledge_terms USING gist (word gist_trgm_ops);
 
--- OR of text-search queries, to build one query out of per-word ones.
+-- Scoring reads every candidate's tsvector: keep it compressed in the row rather
+-- than out of line, where each read costs a TOAST index lookup.
+ALTER TABLE knowledge_chunks ALTER COLUMN tsv SET STORAGE MAIN;
+
+-- OR and AND of text-search queries, to build queries out of per-word ones.
 CREATE AGGREGATE knowledge_tsquery_or (tsquery) (SFUNC = tsquery_or, STYPE = tsquery);
+CREATE AGGREGATE knowledge_tsquery_and (tsquery) (SFUNC = tsquery_and, STYPE = tsquery);
 
 -- +goose Down
+DROP AGGREGATE knowledge_tsquery_and (tsquery);
 DROP AGGREGATE knowledge_tsquery_or (tsquery);
 DROP TABLE knowledge_terms;
 DROP TABLE knowledge_chunks;
