@@ -209,6 +209,11 @@ func Terms(text string) []string {
 	return out
 }
 
+// foldLetters spells the Latin letters that do not decompose into a base letter
+// and a mark.
+var foldLetters = strings.NewReplacer("ß", "ss", "ẞ", "SS", "æ", "ae", "Æ", "AE", "œ", "oe", "Œ", "OE",
+	"ø", "o", "Ø", "O", "đ", "d", "Đ", "D", "ł", "l", "Ł", "L", "þ", "th", "Þ", "TH", "ı", "i")
+
 // MaxSlugLen bounds a slug in bytes.
 const MaxSlugLen = 60
 
@@ -219,7 +224,7 @@ const MaxSlugLen = 60
 func Slug(title string) string {
 	var b strings.Builder
 	dash := false
-	for _, r := range norm.NFKD.String(title) {
+	for _, r := range norm.NFKD.String(foldLetters.Replace(title)) {
 		switch {
 		case unicode.Is(unicode.Mn, r):
 			continue
