@@ -18,6 +18,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/aetherium-engine/aetherium/knowledge"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/sandbox"
@@ -107,6 +108,11 @@ type Config struct {
 	// Research configures the research tools: web_search's backends (SearXNG
 	// instances, the DuckDuckGo fallback), web_fetch's caps; see package research.
 	Research research.Config `yaml:"research"`
+	// Knowledge configures the knowledge base (search_knowledge, write_knowledge,
+	// `aetherium knowledge`): score_floor, packs_dir, language, chunk_size,
+	// candidates, index_timeout and the optional embeddings endpoint; see package
+	// knowledge. Zero values take its defaults.
+	Knowledge knowledge.Config `yaml:"knowledge"`
 }
 
 // Streams configures the Redis-stream parts: agent mailboxes and GPU leases.
@@ -382,6 +388,7 @@ func applyEnv(c *Config, env func(string) (string, bool)) error {
 		"AETHERIUM_ANTHROPIC_API_KEY":      &c.LLM.Anthropic.APIKey,
 		"AETHERIUM_OPENAI_MODEL":           &c.LLM.OpenAI.Model,
 		"AETHERIUM_ANTHROPIC_MODEL":        &c.LLM.Anthropic.Model,
+		"AETHERIUM_EMBEDDINGS_API_KEY":     &c.Knowledge.Embeddings.APIKey,
 	}
 	// Deterministic order: the AETHERIUM_ spelling of a key wins over the vendor one.
 	for _, k := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY"} {
@@ -517,6 +524,9 @@ func (c Config) Validate() error {
 		bad("security.egress.refresh", "must be at least 100ms")
 	}
 	if err := c.Research.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("config: %w", err))
+	}
+	if err := c.Knowledge.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("config: %w", err))
 	}
 	for i, h := range c.API.Webhooks {

@@ -68,9 +68,12 @@ CREATE TABLE knowledge_terms (
 );
 CREATE INDEX knowledge_terms_trgm ON knowledge_terms USING gist (word gist_trgm_ops);
 
--- Scoring reads every candidate's tsvector: keep it compressed in the row rather
--- than out of line, where each read costs a TOAST index lookup.
+-- Scoring reads every candidate's tsvector several times (rank and coverage of
+-- each word), and every read of a compressed or out-of-line value decompresses or
+-- fetches it again: keep rows up to a page plain and inline (toast_tuple_target),
+-- and a larger row's tsvector compressed in the row rather than out of line.
 ALTER TABLE knowledge_chunks ALTER COLUMN tsv SET STORAGE MAIN;
+ALTER TABLE knowledge_chunks SET (toast_tuple_target = 8160);
 
 -- OR and AND of text-search queries, to build queries out of per-word ones.
 CREATE AGGREGATE knowledge_tsquery_or (tsquery) (SFUNC = tsquery_or, STYPE = tsquery);
