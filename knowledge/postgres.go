@@ -30,8 +30,8 @@ import (
 // frequent words of the query is not a candidate: its coverage would be low.
 const (
 	coverageShare = 0.7
-	rareBudget    = 400
-	candidateCap  = 400
+	rareBudget    = 250
+	candidateCap  = 250
 	// commonShare: a word in more than this share of all chunks is left out of
 	// the query (when the query has other words and the index is not tiny): it
 	// weighs next to nothing and would make every chunk a candidate.
@@ -409,7 +409,7 @@ func (p *Postgres) plan(ctx context.Context, words []string) (terms []term, tota
 		SELECT i, word, df, true FROM known
 		UNION ALL
 		SELECT q.i, f.word, f.df, false FROM q CROSS JOIN LATERAL (
-			SELECT word, df FROM knowledge_terms WHERE df > 0 AND word <> '' ORDER BY word <-> q.w LIMIT $2) f
+			SELECT word, df FROM knowledge_terms WHERE df > 0 AND word <> '' ORDER BY lower(word) <-> q.w LIMIT $2) f
 		WHERE length(q.w) >= $3 AND NOT EXISTS (SELECT 1 FROM known WHERE known.i = q.i)
 		UNION ALL
 		SELECT 0, '', df, true FROM knowledge_terms WHERE word = ''`, words, fixCandidates, minFixLen)
