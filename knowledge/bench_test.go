@@ -79,7 +79,7 @@ func BenchmarkSearch(b *testing.B) {
 		require.NoError(b, err)
 		total += n
 	}
-	_, err := e.pool.Exec(ctx, `ANALYZE knowledge_chunks; ANALYZE knowledge_terms`)
+	_, err := e.pool.Exec(ctx, `VACUUM (ANALYZE) knowledge_chunks, knowledge_terms`)
 	require.NoError(b, err)
 	b.Logf("loaded %d chunks in %s", total, time.Since(start).Round(time.Millisecond))
 	require.GreaterOrEqual(b, total, 100000)

@@ -164,9 +164,7 @@ func (p *Postgres) Index(ctx context.Context, doc Document) (Indexed, error) {
 	stored := p.contentHash(doc, model)
 	res := Indexed{ID: id, Chunks: len(chunks), Changed: true, Embedded: vecs != nil}
 	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		// One writer per document; the tally below takes the vocabulary's total
-		// row first, which orders every indexing transaction's word locks.
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, id); err != nil {
+		if err := lockWrite(ctx, tx, id); err != nil {
 			return err
 		}
 		cur, _, existed, err := p.current(ctx, tx, id)
@@ -223,6 +221,19 @@ func (p *Postgres) Index(ctx context.Context, doc Document) (Indexed, error) {
 		return Indexed{ID: id}, fmt.Errorf("index %s %s: %w", doc.Source, doc.Path, err)
 	}
 	return res, nil
+}
+
+// writeLock is the advisory lock every write of the knowledge tables holds: the
+// vocabulary's counts are shared by all documents, so writes are serialized
+// (they are short: embeddings are fetched before the transaction) and can never
+// deadlock on its rows.
+const writeLock = 7274017
+
+// lockWrite takes document id's lock (waiting out another writer of it, so its
+// hash is read after that one committed), then the write lock.
+func lockWrite(ctx context.Context, tx pgx.Tx, id string) error {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1)), pg_advisory_xact_lock($2)`, id, writeLock)
+	return err
 }
 
 func languageErr(lang string, err error) error {
@@ -317,7 +328,7 @@ func (p *Postgres) Delete(ctx context.Context, src Source, path string) error {
 	id := DocID(src, clean)
 	found := true
 	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, id); err != nil {
+		if err := lockWrite(ctx, tx, id); err != nil {
 			return err
 		}
 		before, err := wordCounts(ctx, tx, id)
@@ -697,6 +708,9 @@ func (p *Postgres) BulkLoad(ctx context.Context, docs []Document) (chunks int, e
 		}
 	}
 	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, writeLock); err != nil {
+			return err
+		}
 		// COPY cannot name a regconfig in binary form: stage as text, cast once.
 		for _, q := range []string{
 			`CREATE TEMP TABLE knowledge_load_docs (id text, kind text, source text, path text, title text, tags text[],
@@ -742,4 +756,50 @@ func (p *Postgres) BulkLoad(ctx context.Context, docs []Document) (chunks int, e
 		return 0, fmt.Errorf("knowledge: bulk load: %w", err)
 	}
 	return len(chunkRows), nil
+}
+
+// DeleteSource removes every document of src and src itself (a deleted project's
+// knowledge; a retired pack) in one transaction, and returns how many documents
+// it removed.
+func (p *Postgres) DeleteSource(ctx context.Context, src Source) (int, error) {
+	var n int64
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, writeLock); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `
+			SELECT u.lexeme, count(*) FROM knowledge_chunks c,
+				unnest(to_tsvector('simple', c.title || ' ' || c.heading || ' ' || c.body)) u
+			WHERE c.kind = $1 AND c.source = $2 GROUP BY u.lexeme
+			UNION ALL SELECT '', count(*) FROM knowledge_chunks WHERE kind = $1 AND source = $2`, src.Kind, src.Name)
+		if err != nil {
+			return err
+		}
+		before := map[string]int64{}
+		for rows.Next() {
+			var w string
+			var c int64
+			if err := rows.Scan(&w, &c); err != nil {
+				rows.Close()
+				return err
+			}
+			before[w] = c
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM knowledge_docs WHERE kind = $1 AND source = $2`, src.Kind, src.Name)
+		if err != nil {
+			return err
+		}
+		n = tag.RowsAffected()
+		if _, err := tx.Exec(ctx, `DELETE FROM knowledge_sources WHERE kind = $1 AND source = $2`, src.Kind, src.Name); err != nil {
+			return err
+		}
+		return tally(ctx, tx, before, nil)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("knowledge: delete %s: %w", src, err)
+	}
+	return int(n), nil
 }

@@ -231,4 +231,13 @@ func TestDeleteAndStats(t *testing.T) {
 	require.Len(t, docs, 1)
 	require.Equal(t, "b.md", docs[0].Path)
 	requireVocabularyExact(t, e)
+
+	n, err := e.kb.DeleteSource(ctx, projectP)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Empty(t, e.search(t, knowledge.Scope{Project: "p"}, "gamma", 5))
+	st, err = e.kb.Stats(ctx)
+	require.NoError(t, err)
+	require.Len(t, st.Sources, 1, "the project is gone from the sources too")
+	requireVocabularyExact(t, e)
 }
