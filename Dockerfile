@@ -14,6 +14,7 @@ FROM debian:bookworm-slim AS worker
 RUN apt-get update && apt-get install -y --no-install-recommends e2fsprogs && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/aetherium /usr/local/bin/aetherium
 COPY templates /app/templates
+COPY knowledge/packs /app/knowledge/packs
 COPY config /app/config
 WORKDIR /app
 ENV AETHERIUM_TEMPLATES=/app/templates AETHERIUM_WORKSPACES=/data/workspaces
@@ -23,6 +24,7 @@ ENTRYPOINT ["/usr/local/bin/aetherium"]
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/aetherium /usr/local/bin/aetherium
 COPY templates /app/templates
+COPY knowledge/packs /app/knowledge/packs
 COPY config /app/config
 WORKDIR /app
 ENV AETHERIUM_TEMPLATES=/app/templates AETHERIUM_WORKSPACES=/data/workspaces

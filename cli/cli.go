@@ -25,6 +25,7 @@ Server roles:
   scheduler                periodic maintenance (safe with 2+ replicas)
   dev                      api + worker + scheduler in one process (migrates first)
   migrate up|down|status   database schema
+  knowledge index|search|stats   the knowledge base (talks to PostgreSQL directly, like migrate)
 
 Client commands (talk to the API at AETHERIUM_API_URL, default http://AETHERIUM_API_ADDR;
 bearer token from AETHERIUM_API_TOKEN):
@@ -56,6 +57,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return leasesCmd(ctx, args[1:], stdout, stderr)
 	case "migrate":
 		err = migrate(ctx, args[1:], stdout)
+	case "knowledge":
+		err = knowledgeCmd(ctx, args[1:], stdout)
 	case "run":
 		return runCmd(ctx, args[1:], stdout, stderr)
 	case "tools":

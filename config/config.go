@@ -25,6 +25,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/api"
 	"github.com/aetherium-engine/aetherium/device"
+	"github.com/aetherium-engine/aetherium/knowledge"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/llm/anthropic"
 	"github.com/aetherium-engine/aetherium/llm/openai"
@@ -79,6 +80,11 @@ type Config struct {
 	// Research configures the research tools: web_search's backends (SearXNG
 	// instances, the DuckDuckGo fallback), web_fetch's caps; see package research.
 	Research research.Config `yaml:"research"`
+	// Knowledge configures the knowledge base (search_knowledge, write_knowledge,
+	// `aetherium knowledge`): score_floor, packs_dir, language, chunk_size,
+	// candidates, index_timeout and the optional embeddings endpoint; see package
+	// knowledge. Zero values take its defaults.
+	Knowledge knowledge.Config `yaml:"knowledge"`
 }
 
 // Streams configures the Redis-stream parts: agent mailboxes and GPU leases.
@@ -197,6 +203,7 @@ func applyEnv(c *Config, env func(string) (string, bool)) error {
 		"AETHERIUM_ANTHROPIC_API_KEY":      &c.LLM.Anthropic.APIKey,
 		"AETHERIUM_OPENAI_MODEL":           &c.LLM.OpenAI.Model,
 		"AETHERIUM_ANTHROPIC_MODEL":        &c.LLM.Anthropic.Model,
+		"AETHERIUM_EMBEDDINGS_API_KEY":     &c.Knowledge.Embeddings.APIKey,
 	}
 	// Deterministic order: the AETHERIUM_ spelling of a key wins over the vendor one.
 	for _, k := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY"} {
@@ -289,5 +296,6 @@ func (c Config) Validate() error {
 	}
 	add(c.Security.Validate())
 	add(c.Research.Validate())
+	add(c.Knowledge.Validate())
 	return errors.Join(errs...)
 }

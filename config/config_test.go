@@ -375,3 +375,35 @@ func TestSupervisorFallbackPerTool(t *testing.T) {
 		})
 	}
 }
+
+func TestKnowledgeSection(t *testing.T) {
+	t.Parallel()
+	p := writeFile(t, `knowledge:
+  score_floor: 0.3
+  packs_dir: /srv/packs
+  chunk_size: 800
+  index_timeout: 3s
+  embeddings:
+    endpoint: http://127.0.0.1:11434/v1
+    model: nomic-embed-text
+`)
+	c, err := config.LoadFrom(p, envOf(map[string]string{"AETHERIUM_EMBEDDINGS_API_KEY": "sk-x"}))
+	require.NoError(t, err)
+	require.Equal(t, 0.3, c.Knowledge.ScoreFloor)
+	require.Equal(t, "/srv/packs", c.Knowledge.PacksDir)
+	require.Equal(t, 800, c.Knowledge.ChunkSize)
+	require.Equal(t, 3*time.Second, c.Knowledge.IndexTimeout)
+	require.Equal(t, "nomic-embed-text", c.Knowledge.Embeddings.Model)
+	require.Equal(t, "sk-x", c.Knowledge.Embeddings.APIKey)
+
+	for body, key := range map[string]string{
+		"knowledge: {score_floor: 1.5}":                            "knowledge.score_floor",
+		"knowledge: {chunk_size: 10}":                              "knowledge.chunk_size",
+		"knowledge: {embeddings: {endpoint: 'http://x/v1'}}":       "knowledge.embeddings.model",
+		"knowledge: {embeddings: {endpoint: 'ftp://x', model: m}}": "knowledge.embeddings.endpoint",
+		"knowledge: {language: 'english; drop'}":                   "knowledge.language",
+	} {
+		_, err := config.LoadFrom(writeFile(t, body), envOf(nil))
+		require.ErrorContains(t, err, key, body)
+	}
+}

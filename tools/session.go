@@ -30,6 +30,13 @@ type Session struct {
 	// ToolDefaults are the team's per-tool argument defaults, merged under the
 	// model's own arguments before validation.
 	ToolDefaults map[string]map[string]any
+	// Project is the slug of the run's project: its knowledge is in the session's
+	// knowledge scope and write_knowledge indexes into it. Empty: no project
+	// knowledge (write_knowledge still saves the file).
+	Project string
+	// KnowledgePacks are the team's knowledge packs (template key
+	// knowledge.packs), the rest of the knowledge scope.
+	KnowledgePacks []string
 	// Coordinator carries the run-level effects orchestration and comms tools need.
 	Coordinator Coordinator
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	hwdevice "github.com/aetherium-engine/aetherium/device"
+	"github.com/aetherium-engine/aetherium/knowledge"
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/security"
@@ -13,6 +14,7 @@ import (
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/comms"
 	"github.com/aetherium-engine/aetherium/tools/device"
+	knowledgetools "github.com/aetherium-engine/aetherium/tools/knowledge"
 	"github.com/aetherium-engine/aetherium/tools/orchestration"
 	"github.com/aetherium-engine/aetherium/tools/planning"
 	"github.com/aetherium-engine/aetherium/tools/research"
@@ -40,6 +42,11 @@ type Deps struct {
 	// tools but they fail at call time. With Store it also backs the command log.
 	Executor sandbox.Executor
 	Shell    shell.Config
+	// Knowledge backs search_knowledge and write_knowledge (knowledge.NewPostgres);
+	// nil registers them, write_knowledge then saves without indexing and
+	// search_knowledge fails. KnowledgeConfig is the `knowledge` section.
+	Knowledge       knowledge.Backend
+	KnowledgeConfig knowledge.Config
 }
 
 // New registers every tool and checks the result against tools/catalog.yaml.
@@ -53,6 +60,7 @@ func New(d Deps) (*tools.Registry, error) {
 	research.Register(reg, d.Egress, d.Research, pdfRunner(d))
 	team.Register(reg, d.Mailbox, d.Roster)
 	shell.Register(reg, shellDeps(d), d.Shell)
+	knowledgetools.Register(reg, knowledgeDeps(d))
 	if err := tools.CheckCatalog(reg); err != nil {
 		return nil, fmt.Errorf("tool catalog check: %w", err)
 	}
@@ -75,6 +83,15 @@ func shellDeps(d Deps) shell.Deps {
 		sd.Commands = d.Store
 	}
 	return sd
+}
+
+// knowledgeDeps gives write_knowledge's files the workspace tools' owner.
+func knowledgeDeps(d Deps) knowledgetools.Deps {
+	kd := knowledgetools.Deps{Backend: d.Knowledge, Config: d.KnowledgeConfig}
+	if o := workspaceConfig(d).Owner; o != nil {
+		kd.Owner = &knowledgetools.Owner{UID: o.UID, GID: o.GID}
+	}
+	return kd
 }
 
 // workspaceConfig hands files the tools write to the sandbox's user when the
