@@ -630,6 +630,10 @@ func (d *Docker) Release(ctx context.Context, projectID string) error {
 	if err != nil && !cerrdefs.IsNotFound(err) && !strings.Contains(err.Error(), "already in progress") {
 		return fmt.Errorf("release sandbox %s: %w", name, err)
 	}
+	// The run's helpers (its browser) go with it, and before its network.
+	if err := d.removeHelpers(ctx, projectID); err != nil {
+		return fmt.Errorf("release sandbox %s: %w", name, err)
+	}
 	return d.releaseNetwork(ctx, projectID)
 }
 
@@ -651,8 +655,8 @@ func (d *Docker) CleanupOrphans(ctx context.Context, isActive func(project strin
 		if isActive(proj) {
 			continue
 		}
-		if c.Labels[LabelOneShot] != "" {
-			// A one-shot left by a worker that died while it ran.
+		if c.Labels[LabelOneShot] != "" || c.Labels[LabelService] != "" {
+			// A one-shot or a helper left by a worker that died while it ran.
 			if err := d.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("remove one-shot %s: %w", c.ID, err))
 				continue
@@ -684,7 +688,7 @@ func (d *Docker) Projects(ctx context.Context) ([]string, error) {
 	}
 	out := make([]string, 0, len(list))
 	for _, c := range list {
-		if c.Labels[LabelOneShot] != "" {
+		if c.Labels[LabelOneShot] != "" || c.Labels[LabelService] != "" {
 			continue
 		}
 		out = append(out, c.Labels[LabelProject])
