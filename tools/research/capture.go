@@ -437,7 +437,7 @@ func refusals(recs []store.EgressConnection, hosts map[string]bool) []Refusal {
 func CaptureStem(name, rawURL string) string {
 	if strings.TrimSpace(name) == "" {
 		if u, err := url.Parse(rawURL); err == nil {
-			name = u.Hostname()
+			name = strings.ToLower(u.Hostname())
 			if b := path.Base(u.Path); b != "/" && b != "." && b != "" {
 				name += "_" + b
 			}
