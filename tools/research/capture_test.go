@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -237,4 +238,29 @@ func TestCaptureReference(t *testing.T) {
 	_, err = e.call(run, research.CaptureArgs{URL: "http://standin.test:" + strconv.Itoa(e.stand.port) + "/"})
 	require.ErrorContains(t, err, "the egress proxy refused standin.test")
 	require.Zero(t, e.stand.accepted.Load(), "the stand-in received nothing")
+}
+
+// BenchmarkCaptureReference is one capture_reference call with a warm browser
+// (the run's container and Chromium already up): the page load through the egress
+// proxy, the probe, two full-page screenshots, the palette and the saving. It
+// reports the median as p50-ms. Run it with a fixed count:
+//
+//	go test ./tools/research/ -run '^$' -bench CaptureReference -benchtime 20x
+func BenchmarkCaptureReference(b *testing.B) {
+	e := newCaptureEnv(b, research.Config{CaptureTimeout: 60 * time.Second})
+	run := "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	args := research.CaptureArgs{URL: "http://fixture.test/palette.html", Name: "bench"}
+	_, err := e.call(run, args) // starts the browser
+	require.NoError(b, err)
+	times := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		_, err := e.call(run, args)
+		times = append(times, time.Since(start))
+		require.NoError(b, err)
+	}
+	b.StopTimer()
+	slices.Sort(times)
+	b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "p50-ms")
 }
