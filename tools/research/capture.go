@@ -39,6 +39,8 @@ type CaptureArgs struct {
 	URL         string `json:"url" jsonschema:"description=http(s) URL of the page; the host must be in the team's allowed_domains"`
 	Name        string `json:"name,omitempty" jsonschema:"description=Base name of the screenshots under captures/ (letters digits . _ - kept); default: the URL's host and last path segment. Existing files are never overwritten: -2 -3 … is added"`
 	PaletteSize int    `json:"palette_size,omitempty" jsonschema:"minimum=1,maximum=16,description=Most colours in the palette (default 8)"`
+	// TimeoutSeconds bounds this call, at most research.capture_timeout.
+	TimeoutSeconds int `json:"timeout_seconds,omitempty" jsonschema:"minimum=1,maximum=300,description=Bound of this call in seconds (default and most: the deployment's research.capture_timeout, 45 by default)"`
 }
 
 // CaptureAnswer is capture_reference's result.
@@ -116,6 +118,9 @@ func registerCapture(reg *tools.Registry, host BrowserHost, cfg Config) {
 			u, err := url.Parse(a.URL)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				return tools.Result{}, fmt.Errorf("capture_reference: %q is not an http(s) URL", a.URL)
+			}
+			if a.TimeoutSeconds < 0 {
+				return tools.Result{}, fmt.Errorf("capture_reference: timeout_seconds %d: want a positive number", a.TimeoutSeconds)
 			}
 			s := tools.SessionFrom(ctx)
 			if s == nil || s.Workspace == "" || s.RunID == "" {
@@ -202,11 +207,15 @@ func (l *pageLog) event(ev any) {
 
 func capture(ctx context.Context, pool *browsers, cfg Config, s *tools.Session, a CaptureArgs) (CaptureAnswer, error) {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, cfg.CaptureTimeout)
+	limit, bound := cfg.CaptureTimeout, "research.capture_timeout"
+	if a.TimeoutSeconds > 0 && time.Duration(a.TimeoutSeconds)*time.Second < limit {
+		limit, bound = time.Duration(a.TimeoutSeconds)*time.Second, "timeout_seconds"
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	timedOut := func(err error, what string) error {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("timed out %s after %s (research.capture_timeout)", what, cfg.CaptureTimeout)
+			return fmt.Errorf("timed out %s after %s (%s)", what, limit, bound)
 		}
 		return fmt.Errorf("%s: %w", what, err)
 	}

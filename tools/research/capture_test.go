@@ -7,6 +7,7 @@ import (
 	"image/png"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -86,7 +87,9 @@ func fixturePages(t testing.TB, standURL, apiURL string) map[string]string {
 	require.NoError(t, err)
 	p := strings.NewReplacer("{{API}}", apiURL, "{{STANDIN}}", standURL,
 		"{{API_WS}}", "ws"+strings.TrimPrefix(apiURL, "http"), "{{STANDIN_WS}}", "ws"+strings.TrimPrefix(standURL, "http")).Replace(string(probe))
-	return map[string]string{"palette.html": string(pal), "probe.html": p}
+	hang, err := os.ReadFile(filepath.Join("testdata", "capture", "hang.html"))
+	require.NoError(t, err)
+	return map[string]string{"palette.html": string(pal), "probe.html": p, "hang.html": string(hang)}
 }
 
 func newCaptureEnv(t testing.TB, cfg research.Config) *captureEnv {
@@ -238,6 +241,37 @@ func TestCaptureReference(t *testing.T) {
 	_, err = e.call(run, research.CaptureArgs{URL: "http://standin.test:" + strconv.Itoa(e.stand.port) + "/"})
 	require.ErrorContains(t, err, "the egress proxy refused standin.test")
 	require.Zero(t, e.stand.accepted.Load(), "the stand-in received nothing")
+
+	// A page that never loads ends at the call's timeout; the browser goes on.
+	_, err = e.call(run, research.CaptureArgs{URL: "http://fixture.test/hang.html", TimeoutSeconds: 3})
+	require.ErrorContains(t, err, "timed out loading the page after 3s (timeout_seconds)")
+	_, err = e.call(run, research.CaptureArgs{URL: "http://fixture.test/palette.html", Name: "after-hang"})
+	require.NoError(t, err)
+
+	// A browser that dies is replaced: the call that finds it dead says so (or,
+	// when the death was already seen, starts a new one), the next one works.
+	out2, err := exec.Command("docker", "ps", "-q", "--filter", "label="+sandbox.LabelService+"=browser",
+		"--filter", "label="+sandbox.LabelProject+"="+run).Output()
+	require.NoError(t, err)
+	ids := strings.Fields(string(out2))
+	require.Len(t, ids, 1, "one browser container for the run")
+	require.NoError(t, exec.Command("docker", "kill", ids[0]).Run())
+	_, err = e.call(run, research.CaptureArgs{URL: "http://fixture.test/palette.html", Name: "after-crash"})
+	if err != nil {
+		require.ErrorContains(t, err, "the browser crashed")
+		_, err = e.call(run, research.CaptureArgs{URL: "http://fixture.test/palette.html", Name: "after-crash"})
+	}
+	require.NoError(t, err)
+	out2, err = exec.Command("docker", "ps", "-aq", "--filter", "label="+sandbox.LabelService+"=browser",
+		"--filter", "label="+sandbox.LabelProject+"="+run).Output()
+	require.NoError(t, err)
+	require.Len(t, strings.Fields(string(out2)), 1, "the dead browser's container is gone, a new one serves")
+
+	// The run's end removes its browser.
+	require.NoError(t, e.d.Release(context.Background(), run))
+	out2, err = exec.Command("docker", "ps", "-aq", "--filter", "label="+sandbox.LabelProject+"="+run).Output()
+	require.NoError(t, err)
+	require.Empty(t, strings.TrimSpace(string(out2)), "Release removes the browser container")
 }
 
 // BenchmarkCaptureReference is one capture_reference call with a warm browser
