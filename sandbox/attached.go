@@ -151,19 +151,7 @@ func (d *Docker) StartAttached(ctx context.Context, job AttachedJob) (*Attached,
 	if job.Image == "" || len(job.Cmd) == 0 || job.Service == "" || job.Project == "" {
 		return nil, fmt.Errorf("%w: a helper needs an image, a command, a service name and a project", ErrInvalidRequest)
 	}
-	lim := d.cfg.Docker.limits()
-	if job.MemoryBytes > 0 {
-		lim.memory = job.MemoryBytes
-	}
-	if job.CPUs > 0 {
-		lim.cpus = job.CPUs
-	}
-	if job.PidsLimit > 0 {
-		lim.pids = job.PidsLimit
-	}
-	if job.TmpfsBytes > 0 {
-		lim.tmpfs = job.TmpfsBytes
-	}
+	lim := d.cfg.Docker.limits().with(job.MemoryBytes, job.CPUs, job.PidsLimit, job.TmpfsBytes)
 	host := hardened(lim)
 	env := append(append([]string(nil), baseEnv...), job.Env...)
 	labels := map[string]string{

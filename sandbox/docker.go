@@ -382,6 +382,24 @@ func (c DockerConfig) limits() limits {
 	return limits{memory: c.MemoryBytes, pids: c.PidsLimit, tmpfs: c.TmpfsBytes, cpus: c.CPUs}
 }
 
+// with returns l with the positive values of a tool's own bounds (one-shots,
+// helpers) in place of the project sandbox's.
+func (l limits) with(memory int64, cpus float64, pids, tmpfs int64) limits {
+	if memory > 0 {
+		l.memory = memory
+	}
+	if cpus > 0 {
+		l.cpus = cpus
+	}
+	if pids > 0 {
+		l.pids = pids
+	}
+	if tmpfs > 0 {
+		l.tmpfs = tmpfs
+	}
+	return l
+}
+
 // hardened is the host config of every sandbox container, a project's or a
 // one-shot's: read-only root with a tmpfs /tmp, no /dev/shm, every capability
 // dropped, no-new-privileges, docker-init as PID 1, bounded logs, memory without

@@ -452,29 +452,7 @@ func CaptureStem(name, rawURL string) string {
 			}
 		}
 	}
-	name = strings.ReplaceAll(name, "\\", "/")
-	if i := strings.LastIndex(name, "/"); i >= 0 {
-		name = name[i+1:]
-	}
-	var b strings.Builder
-	for _, r := range name {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-':
-			b.WriteRune(r)
-		case !strings.HasSuffix(b.String(), "_"):
-			b.WriteByte('_')
-		}
-	}
-	clean := strings.TrimLeft(b.String(), "._-")
-	clean = strings.TrimSuffix(clean, ".png")
-	if len(clean) > 80 {
-		clean = clean[:80]
-	}
-	clean = strings.TrimRight(clean, "._-")
-	if clean == "" {
-		clean = "page"
-	}
-	return clean
+	return safeName(name, ".png", 80, "page")
 }
 
 // saveCaptures writes captures/<stem>-desktop.png and -mobile.png through an
