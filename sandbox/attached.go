@@ -181,7 +181,9 @@ func (d *Docker) StartAttached(ctx context.Context, job AttachedJob) (*Attached,
 	cfg := &container.Config{
 		Image: job.Image, Cmd: job.Cmd, User: d.cfg.Docker.User, WorkingDir: "/tmp", Hostname: "sandbox",
 		Env: env, Labels: labels, NetworkDisabled: en == nil,
-		OpenStdin: true, AttachStdin: true, AttachStdout: true, AttachStderr: true,
+		// StdinOnce: when the worker's attach stream ends (the worker died),
+		// the process reads EOF and exits instead of idling until the sweep.
+		OpenStdin: true, StdinOnce: true, AttachStdin: true, AttachStdout: true, AttachStderr: true,
 	}
 	name := "aetherium-" + nameRE.ReplaceAllString(job.Service, "_") + "-" + nameRE.ReplaceAllString(d.cfg.Docker.Scope, "_") + "-" + randomHex(6)
 	created, err := d.cli.ContainerCreate(ctx, cfg, host, nil, nil, name)
