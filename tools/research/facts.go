@@ -419,9 +419,27 @@ func palette(img image.Image, k int) []Swatch {
 	}
 	hist := map[uint16]*bin{}
 	var total float64
+	// Chromium's PNGs decode as *image.RGBA (or NRGBA): read their bytes, not
+	// an interface value per pixel.
+	at := func(x, y int) (uint32, uint32, uint32, uint32) { return img.At(x, y).RGBA() }
+	switch m := img.(type) {
+	case *image.RGBA:
+		at = func(x, y int) (uint32, uint32, uint32, uint32) {
+			p := m.Pix[m.PixOffset(x, y):]
+			return uint32(p[0]) * 0x101, uint32(p[1]) * 0x101, uint32(p[2]) * 0x101, uint32(p[3]) * 0x101
+		}
+	case *image.NRGBA:
+		at = func(x, y int) (uint32, uint32, uint32, uint32) {
+			p := m.Pix[m.PixOffset(x, y):]
+			if p[3] == 0xff {
+				return uint32(p[0]) * 0x101, uint32(p[1]) * 0x101, uint32(p[2]) * 0x101, 0xffff
+			}
+			return m.At(x, y).RGBA()
+		}
+	}
 	for y := bounds.Min.Y; y < bounds.Max.Y; y += step {
 		for x := bounds.Min.X; x < bounds.Max.X; x += step {
-			r16, g16, b16, a16 := img.At(x, y).RGBA()
+			r16, g16, b16, a16 := at(x, y)
 			if a16 == 0 {
 				continue
 			}

@@ -192,3 +192,21 @@ func TestRefusalsAndFailures(t *testing.T) {
 	require.EqualError(t, statusFailure(&network.Response{URL: "https://a.test/x", Status: 503}, nil), "GET https://a.test/x: HTTP 503 Service Unavailable")
 	require.ErrorContains(t, statusFailure(&network.Response{URL: "http://gone.test/", Status: 502, StatusText: "Bad Gateway"}, recs), "DNS: gone.test does not resolve")
 }
+
+// The fast paths for decoded PNGs agree with the generic one.
+func TestPaletteImageKinds(t *testing.T) {
+	t.Parallel()
+	src := bands(40, band{rgb(0x1e, 0x3a, 0x8a), 30}, band{rgb(255, 255, 255), 10})
+	nrgba := image.NewNRGBA(src.Bounds())
+	gray := image.NewRGBA64(src.Bounds())
+	for y := range 40 {
+		for x := range 40 {
+			nrgba.Set(x, y, src.At(x, y))
+			gray.Set(x, y, src.At(x, y))
+		}
+	}
+	want := []Swatch{{"#1e3a8a", 0.75}, {"#ffffff", 0.25}}
+	for _, img := range []image.Image{src, nrgba, gray} {
+		require.Equal(t, want, palette(img, 8))
+	}
+}
