@@ -298,3 +298,47 @@ func BenchmarkCaptureReference(b *testing.B) {
 	slices.Sort(times)
 	b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "p50-ms")
 }
+
+func TestCaptureConfig(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		cfg  research.Config
+		err  string
+	}{
+		{name: "defaults", cfg: research.Config{}},
+		{name: "a taller cut with room", cfg: research.Config{CaptureMaxHeight: 16384, CaptureMemoryBytes: 2 << 30, CaptureTmpfsBytes: 512 << 20}},
+		{name: "taller than Chromium draws", cfg: research.Config{CaptureMaxHeight: 20000}, err: "research.capture_max_height 20000: at most 16384"},
+		{name: "memory below the tmpfs", cfg: research.Config{CaptureTmpfsBytes: 1 << 30}, err: "research.capture_memory_bytes (1.0 GiB) must exceed research.capture_tmpfs_bytes (1.0 GiB) by 256 MiB"},
+		{name: "negative", cfg: research.Config{CaptureMaxPages: -1}, err: "capture limits must not be negative"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := tc.cfg.Validate()
+			if tc.err == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.err)
+		})
+	}
+	d := research.Config{}.WithDefaults()
+	require.Equal(t, "aetherium-browser:latest", d.CaptureImage)
+	require.Equal(t, 45*time.Second, d.CaptureTimeout)
+	require.Equal(t, 2, d.CaptureMaxPages)
+	require.Equal(t, 12000, d.CaptureMaxHeight)
+}
+
+// Without the Docker sandbox capture_reference refuses rather than render on the
+// worker's host; bad arguments are refused before any browser starts.
+func TestCaptureReferenceRefuses(t *testing.T) {
+	t.Parallel()
+	reg := tools.NewRegistry()
+	research.Register(reg, nil, research.Config{}, nil)
+	router := tools.NewRouter(reg)
+	ctx := tools.WithSession(context.Background(), &tools.Session{RunID: "r", SessionID: "s", Agent: "a", Workspace: t.TempDir(),
+		Access: tools.Access{Tools: []string{"capture_reference"}}})
+	_, err := router.Dispatch(ctx, tools.Call{ID: "c", Name: "capture_reference", Args: []byte(`{"url":"http://example.org/"}`)})
+	require.ErrorContains(t, err, "needs the Docker sandbox")
+}
