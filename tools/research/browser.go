@@ -110,26 +110,11 @@ type pageSlot struct {
 // acquire waits for a free page slot of the run's browser (starting or
 // restarting the browser as needed) and binds the run's egress to the caller.
 func (b *browsers) acquire(ctx context.Context, run string, bind sandbox.EgressBinding) (*pageSlot, error) {
-	b.mu.Lock()
-	rb, ok := b.runs[run]
-	if !ok {
-		rb = &runBrowser{pages: make(chan struct{}, b.cfg.CaptureMaxPages), lastUsed: time.Now()}
-		b.runs[run] = rb
-	}
-	if !b.reaping {
-		b.reaping = true
-		go b.reap()
-	}
-	b.mu.Unlock()
-
-	select {
-	case rb.pages <- struct{}{}:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for a page of this run's browser (%d open, research.capture_max_pages): %w", b.cfg.CaptureMaxPages, ctx.Err())
+	rb, err := b.slot(ctx, run)
+	if err != nil {
+		return nil, err
 	}
 	freeSlot := func() { <-rb.pages }
-
-	rb.mu.Lock()
 	defer rb.mu.Unlock()
 	if rb.live != nil && rb.live.dead() {
 		b.log.Warn("capture_reference: the run's browser died; starting a new one", "run", run, "stderr", tailText(rb.live.att.Stderr(), 500))
@@ -156,6 +141,40 @@ func (b *browsers) acquire(ctx context.Context, run string, bind sandbox.EgressB
 		rb.mu.Unlock()
 		freeSlot()
 	}}, nil
+}
+
+// slot takes a page slot of the run's browser and returns it locked. The reaper
+// may have forgotten an idle entry between the lookup and the slot: then the
+// slot is given back and a fresh entry taken, so no browser starts untracked.
+func (b *browsers) slot(ctx context.Context, run string) (*runBrowser, error) {
+	for {
+		b.mu.Lock()
+		rb, ok := b.runs[run]
+		if !ok {
+			rb = &runBrowser{pages: make(chan struct{}, b.cfg.CaptureMaxPages), lastUsed: time.Now()}
+			b.runs[run] = rb
+		}
+		if !b.reaping {
+			b.reaping = true
+			go b.reap()
+		}
+		b.mu.Unlock()
+
+		select {
+		case rb.pages <- struct{}{}:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for a page of this run's browser (%d open, research.capture_max_pages): %w", b.cfg.CaptureMaxPages, ctx.Err())
+		}
+		rb.mu.Lock()
+		b.mu.Lock()
+		current := b.runs[run] == rb
+		b.mu.Unlock()
+		if current {
+			return rb, nil
+		}
+		rb.mu.Unlock()
+		<-rb.pages
+	}
 }
 
 // start runs a browser container and connects chromedp to it over the pipe.
@@ -204,25 +223,36 @@ func (b *browsers) reap() {
 	tick := max(b.cfg.CaptureIdleTimeout/4, time.Second)
 	for {
 		time.Sleep(tick)
+		var closing []*liveBrowser
 		b.mu.Lock()
 		for run, rb := range b.runs {
-			rb.mu.Lock()
-			idle := rb.busy == 0 && len(rb.pages) == 0 && time.Since(rb.lastUsed) > b.cfg.CaptureIdleTimeout
-			if idle || (rb.busy == 0 && len(rb.pages) == 0 && rb.live != nil && rb.live.dead()) {
+			// A run whose entry is locked is starting a browser or taking a
+			// page: not idle.
+			if !rb.mu.TryLock() {
+				continue
+			}
+			unused := rb.busy == 0 && len(rb.pages) == 0
+			if unused && (time.Since(rb.lastUsed) > b.cfg.CaptureIdleTimeout || (rb.live != nil && rb.live.dead())) {
 				if rb.live != nil {
-					rb.live.close()
+					closing = append(closing, rb.live)
 					rb.live = nil
 				}
 				delete(b.runs, run)
 			}
 			rb.mu.Unlock()
 		}
-		if len(b.runs) == 0 {
+		done := len(b.runs) == 0
+		if done {
 			b.reaping = false
-			b.mu.Unlock()
-			return
 		}
 		b.mu.Unlock()
+		// Removing a container takes a moment: not under the lock.
+		for _, l := range closing {
+			l.close()
+		}
+		if done {
+			return
+		}
 	}
 }
 

@@ -152,7 +152,7 @@ func share(t *testing.T, ans research.CaptureAnswer, hex string) float64 {
 // that does not resolve, a host the proxy refuses.
 func TestCaptureReference(t *testing.T) {
 	t.Parallel()
-	e := newCaptureEnv(t, research.Config{CaptureTimeout: 60 * time.Second})
+	e := newCaptureEnv(t, research.Config{CaptureTimeout: 60 * time.Second, CaptureIdleTimeout: 4 * time.Second})
 	run := "run-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 
 	ans, err := e.call(run, research.CaptureArgs{URL: "http://fixture.test/palette.html"})
@@ -266,6 +266,19 @@ func TestCaptureReference(t *testing.T) {
 		"--filter", "label="+sandbox.LabelProject+"="+run).Output()
 	require.NoError(t, err)
 	require.Len(t, strings.Fields(string(out2)), 1, "the dead browser's container is gone, a new one serves")
+
+	// An idle browser is closed (research.capture_idle_timeout), and the next
+	// call starts one again.
+	browsers := func() []string {
+		out, err := exec.Command("docker", "ps", "-aq", "--filter", "label="+sandbox.LabelService+"=browser",
+			"--filter", "label="+sandbox.LabelProject+"="+run).Output()
+		require.NoError(t, err)
+		return strings.Fields(string(out))
+	}
+	require.Eventually(t, func() bool { return len(browsers()) == 0 }, 30*time.Second, 250*time.Millisecond, "the idle browser is removed")
+	_, err = e.call(run, research.CaptureArgs{URL: "http://fixture.test/palette.html", Name: "after-idle"})
+	require.NoError(t, err)
+	require.Len(t, browsers(), 1)
 
 	// The run's end removes its browser.
 	require.NoError(t, e.d.Release(context.Background(), run))
