@@ -219,6 +219,26 @@ func TestCaptureReference(t *testing.T) {
 	require.Equal(t, "captures/fixture.test_palette.html-2-desktop.png", again.Screenshots[0].Path)
 	require.Equal(t, "captures/fixture.test_palette.html-2-mobile.png", again.Screenshots[1].Path)
 
+	// Calls in parallel share the run's browser, a page each (two at a time,
+	// research.capture_max_pages; the third waits), and never share a file name.
+	var wg sync.WaitGroup
+	paths := make([]string, 3)
+	errs := make([]error, 3)
+	for i := range 3 {
+		wg.Go(func() {
+			a, err := e.call(run, research.CaptureArgs{URL: "http://fixture.test/palette.html", Name: "parallel"})
+			errs[i] = err
+			if err == nil {
+				paths[i] = a.Screenshots[0].Path
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	require.ElementsMatch(t, []string{"captures/parallel-desktop.png", "captures/parallel-2-desktop.png", "captures/parallel-3-desktop.png"}, paths)
+
 	// Requests to this host: refused by the proxy, reported, never received.
 	probe, err := e.call(run, research.CaptureArgs{URL: "http://fixture.test/probe.html", Name: "probe"})
 	require.NoError(t, err)
