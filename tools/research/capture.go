@@ -162,7 +162,6 @@ type pageLog struct {
 	mu     sync.Mutex
 	hosts  map[string]bool // host:port the page asked for
 	urls   map[network.RequestID]string
-	types  map[network.RequestID]string
 	failed []FailedRequest
 }
 
@@ -189,20 +188,17 @@ func (l *pageLog) event(ev any) {
 		if ev.Request != nil {
 			l.hosts[hostPort(ev.Request.URL)] = true
 			l.urls[ev.RequestID] = ev.Request.URL
-			l.types[ev.RequestID] = string(ev.Type)
 		}
 	case *network.EventWebSocketCreated:
 		l.hosts[hostPort(ev.URL)] = true
 		l.urls[ev.RequestID] = ev.URL
-		l.types[ev.RequestID] = "WebSocket"
 	case *network.EventLoadingFailed:
 		if len(l.failed) < maxFailedRequests {
 			l.failed = append(l.failed, FailedRequest{URL: l.urls[ev.RequestID], Type: string(ev.Type), Error: ev.ErrorText})
 		}
-	case *network.EventWebSocketClosed:
-		// A WebSocket the proxy refused closes without a handshake; the
-		// refusal itself comes from the proxy's log.
 	}
+	// A WebSocket the proxy refused just closes: its refusal comes from the
+	// proxy's log (refusals), matched by the host the page asked for.
 }
 
 func capture(ctx context.Context, pool *browsers, cfg Config, s *tools.Session, a CaptureArgs) (CaptureAnswer, error) {
@@ -254,7 +250,7 @@ func capture(ctx context.Context, pool *browsers, cfg Config, s *tools.Session, 
 	if err := chromedp.Do(rctx, viewport(DesktopWidth, 900, false)); err != nil {
 		return CaptureAnswer{}, crashed(err, "opening a page")
 	}
-	plog := &pageLog{hosts: map[string]bool{}, urls: map[network.RequestID]string{}, types: map[network.RequestID]string{}}
+	plog := &pageLog{hosts: map[string]bool{}, urls: map[network.RequestID]string{}}
 	if err := chromedp.Listen(rctx, plog.event); err != nil {
 		return CaptureAnswer{}, crashed(err, "opening a page")
 	}
