@@ -77,6 +77,10 @@ type Proxy struct {
 
 	stop chan struct{}
 	done chan struct{}
+
+	watchMu  sync.Mutex
+	watchSeq int
+	watchers map[string]map[int]func(store.EgressConnection)
 }
 
 type runState struct {
@@ -384,10 +388,45 @@ func splitHostPort(hostport string, defPort int) (string, int, error) {
 }
 
 func (p *Proxy) record(ev store.EgressConnection) {
+	p.notify(ev)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := p.deps.Recorder.InsertEgress(ctx, ev); err != nil {
 		p.log.Error("egress proxy: record connection", "run", ev.RunID, "host", ev.Host, "err", err)
+	}
+}
+
+// Watch hands every record of run made from now on to fn (refusals at once,
+// allowed connections when they end) until the returned stop is called. A tool
+// that drives a client in the sandbox network (capture_reference's browser) learns
+// this way what the proxy refused it and why. fn must not block.
+func (p *Proxy) Watch(run string, fn func(store.EgressConnection)) (stop func()) {
+	p.watchMu.Lock()
+	defer p.watchMu.Unlock()
+	if p.watchers == nil {
+		p.watchers = map[string]map[int]func(store.EgressConnection){}
+	}
+	if p.watchers[run] == nil {
+		p.watchers[run] = map[int]func(store.EgressConnection){}
+	}
+	p.watchSeq++
+	id := p.watchSeq
+	p.watchers[run][id] = fn
+	return func() {
+		p.watchMu.Lock()
+		defer p.watchMu.Unlock()
+		delete(p.watchers[run], id)
+		if len(p.watchers[run]) == 0 {
+			delete(p.watchers, run)
+		}
+	}
+}
+
+func (p *Proxy) notify(ev store.EgressConnection) {
+	p.watchMu.Lock()
+	defer p.watchMu.Unlock()
+	for _, fn := range p.watchers[ev.RunID] {
+		fn(ev)
 	}
 }
 

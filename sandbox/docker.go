@@ -382,6 +382,24 @@ func (c DockerConfig) limits() limits {
 	return limits{memory: c.MemoryBytes, pids: c.PidsLimit, tmpfs: c.TmpfsBytes, cpus: c.CPUs}
 }
 
+// with returns l with the positive values of a tool's own bounds (one-shots,
+// helpers) in place of the project sandbox's.
+func (l limits) with(memory int64, cpus float64, pids, tmpfs int64) limits {
+	if memory > 0 {
+		l.memory = memory
+	}
+	if cpus > 0 {
+		l.cpus = cpus
+	}
+	if pids > 0 {
+		l.pids = pids
+	}
+	if tmpfs > 0 {
+		l.tmpfs = tmpfs
+	}
+	return l
+}
+
 // hardened is the host config of every sandbox container, a project's or a
 // one-shot's: read-only root with a tmpfs /tmp, no /dev/shm, every capability
 // dropped, no-new-privileges, docker-init as PID 1, bounded logs, memory without
@@ -630,6 +648,10 @@ func (d *Docker) Release(ctx context.Context, projectID string) error {
 	if err != nil && !cerrdefs.IsNotFound(err) && !strings.Contains(err.Error(), "already in progress") {
 		return fmt.Errorf("release sandbox %s: %w", name, err)
 	}
+	// The run's helpers (its browser) go with it, and before its network.
+	if err := d.removeHelpers(ctx, projectID); err != nil {
+		return fmt.Errorf("release sandbox %s: %w", name, err)
+	}
 	return d.releaseNetwork(ctx, projectID)
 }
 
@@ -651,8 +673,8 @@ func (d *Docker) CleanupOrphans(ctx context.Context, isActive func(project strin
 		if isActive(proj) {
 			continue
 		}
-		if c.Labels[LabelOneShot] != "" {
-			// A one-shot left by a worker that died while it ran.
+		if c.Labels[LabelOneShot] != "" || c.Labels[LabelService] != "" {
+			// A one-shot or a helper left by a worker that died while it ran.
 			if err := d.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("remove one-shot %s: %w", c.ID, err))
 				continue
@@ -684,7 +706,7 @@ func (d *Docker) Projects(ctx context.Context) ([]string, error) {
 	}
 	out := make([]string, 0, len(list))
 	for _, c := range list {
-		if c.Labels[LabelOneShot] != "" {
+		if c.Labels[LabelOneShot] != "" || c.Labels[LabelService] != "" {
 			continue
 		}
 		out = append(out, c.Labels[LabelProject])

@@ -118,19 +118,7 @@ func (d *Docker) RunOnce(ctx context.Context, job OneShot) (OneShotResult, error
 			return OneShotResult{}, fmt.Errorf("%w: command contains a NUL byte", ErrInvalidRequest)
 		}
 	}
-	lim := d.cfg.Docker.limits()
-	if job.MemoryBytes > 0 {
-		lim.memory = job.MemoryBytes
-	}
-	if job.CPUs > 0 {
-		lim.cpus = job.CPUs
-	}
-	if job.PidsLimit > 0 {
-		lim.pids = job.PidsLimit
-	}
-	if job.TmpfsBytes > 0 {
-		lim.tmpfs = job.TmpfsBytes
-	}
+	lim := d.cfg.Docker.limits().with(job.MemoryBytes, job.CPUs, job.PidsLimit, job.TmpfsBytes)
 	host := hardened(lim)
 	for _, b := range job.Mounts {
 		if !filepath.IsAbs(b.Source) || !path.IsAbs(b.Target) {

@@ -3,10 +3,13 @@ package sandboxtest
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 )
@@ -17,7 +20,29 @@ import (
 // the machine. It returns the container's address; everything goes at cleanup.
 func Upstream(t testing.TB) string {
 	t.Helper()
+	return UpstreamFiles(t, map[string]string{"hello.txt": "hello-from-upstream\n"})
+}
+
+// UpstreamFiles is Upstream serving files (path under the web root → content)
+// instead: fixture pages a sandboxed browser loads through the egress proxy
+// (which refuses every address of this host, so the fixtures cannot be served
+// from a listener here).
+func UpstreamFiles(t testing.TB, files map[string]string) string {
+	t.Helper()
 	BuildImage(t)
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
 		unavailable(t, "docker client: %v", err)
@@ -31,8 +56,9 @@ func Upstream(t testing.TB) string {
 	t.Cleanup(func() { _ = cli.NetworkRemove(context.Background(), name) })
 	c, err := cli.ContainerCreate(ctx, &container.Config{
 		Image: "aetherium-sandbox:latest", User: "0:0",
-		Cmd: []string{"/bin/sh", "-c", "mkdir -p /tmp/www && echo hello-from-upstream > /tmp/www/hello.txt && exec httpd -f -p 80 -h /tmp/www"},
-	}, &container.HostConfig{NetworkMode: container.NetworkMode(name)}, nil, nil, name)
+		Cmd: []string{"httpd", "-f", "-p", "80", "-h", "/www"},
+	}, &container.HostConfig{NetworkMode: container.NetworkMode(name),
+		Mounts: []mount.Mount{{Type: mount.TypeBind, Source: dir, Target: "/www", ReadOnly: true}}}, nil, nil, name)
 	if err != nil {
 		t.Fatalf("upstream container: %v", err)
 	}

@@ -25,6 +25,14 @@ const (
 	DefaultPDFMemoryBytes  = 256 << 20
 	DefaultPDFImage        = "aetherium-browser:latest"
 	DefaultUserAgent       = "aetherium-research/1.0 (+https://github.com/aetherium-engine/aetherium)"
+	DefaultCaptureImage    = "aetherium-browser:latest"
+	DefaultCaptureTimeout  = 45 * time.Second
+	DefaultCaptureMaxPages = 2
+	DefaultCaptureIdle     = 5 * time.Minute
+	DefaultCaptureMemory   = 1 << 30
+	DefaultCaptureTmpfs    = 256 << 20
+	DefaultCaptureHeight   = 12000
+	MaxCaptureHeight       = 16384
 	duckDuckGoDisabledFlag = "off"
 )
 
@@ -71,6 +79,29 @@ type Config struct {
 	// PDFImage is the image of the sandbox family that holds poppler. Default
 	// DefaultPDFImage (sandbox/images/browser.packages, built by `make images`).
 	PDFImage string `yaml:"pdf_image"`
+
+	// CaptureImage is the image of the sandbox family that holds Chromium.
+	// Default DefaultCaptureImage (sandbox/images/browser.packages).
+	CaptureImage string `yaml:"capture_image"`
+	// CaptureTimeout bounds one capture_reference call: the browser's start (when
+	// the run has none yet), both page loads, the facts and the screenshots.
+	// Default DefaultCaptureTimeout.
+	CaptureTimeout time.Duration `yaml:"capture_timeout"`
+	// CaptureMaxPages caps the pages open at once in a run's browser; further
+	// calls wait (within their timeout). Default DefaultCaptureMaxPages.
+	CaptureMaxPages int `yaml:"capture_max_pages"`
+	// CaptureIdleTimeout closes a run's browser unused this long (the run's end
+	// removes it anyway). Default DefaultCaptureIdle.
+	CaptureIdleTimeout time.Duration `yaml:"capture_idle_timeout"`
+	// CaptureMemoryBytes caps the browser container's memory (its /tmp tmpfs
+	// counts). Default DefaultCaptureMemory.
+	CaptureMemoryBytes int64 `yaml:"capture_memory_bytes"`
+	// CaptureTmpfsBytes sizes the browser's /tmp (profile, cache, shared memory).
+	// Default DefaultCaptureTmpfs.
+	CaptureTmpfsBytes int64 `yaml:"capture_tmpfs_bytes"`
+	// CaptureMaxHeight cuts a full-page screenshot this many CSS pixels down.
+	// Default DefaultCaptureHeight, at most MaxCaptureHeight.
+	CaptureMaxHeight int `yaml:"capture_max_height"`
 }
 
 // WithDefaults fills the zero fields.
@@ -111,6 +142,27 @@ func (c Config) WithDefaults() Config {
 	if c.PDFImage == "" {
 		c.PDFImage = DefaultPDFImage
 	}
+	if c.CaptureImage == "" {
+		c.CaptureImage = DefaultCaptureImage
+	}
+	if c.CaptureTimeout <= 0 {
+		c.CaptureTimeout = DefaultCaptureTimeout
+	}
+	if c.CaptureMaxPages <= 0 {
+		c.CaptureMaxPages = DefaultCaptureMaxPages
+	}
+	if c.CaptureIdleTimeout <= 0 {
+		c.CaptureIdleTimeout = DefaultCaptureIdle
+	}
+	if c.CaptureMemoryBytes <= 0 {
+		c.CaptureMemoryBytes = DefaultCaptureMemory
+	}
+	if c.CaptureTmpfsBytes <= 0 {
+		c.CaptureTmpfsBytes = DefaultCaptureTmpfs
+	}
+	if c.CaptureMaxHeight <= 0 {
+		c.CaptureMaxHeight = DefaultCaptureHeight
+	}
 	return c
 }
 
@@ -133,6 +185,16 @@ func (c Config) Validate() error {
 	if d := c.WithDefaults(); c.MaxPDFBytes >= 0 && c.PDFMemoryBytes >= 0 && d.PDFMemoryBytes < d.MaxPDFBytes+32<<20 {
 		errs = append(errs, fmt.Errorf("research.pdf_memory_bytes (%s) must exceed research.max_pdf_bytes (%s) by 32 MiB: the PDF's copy in the extraction container counts against it",
 			sizeText(d.PDFMemoryBytes), sizeText(d.MaxPDFBytes)))
+	}
+	if c.CaptureMaxHeight > MaxCaptureHeight {
+		errs = append(errs, fmt.Errorf("research.capture_max_height %d: at most %d (Chromium's own limit)", c.CaptureMaxHeight, MaxCaptureHeight))
+	}
+	if c.CaptureMaxPages < 0 || c.CaptureMemoryBytes < 0 || c.CaptureTmpfsBytes < 0 {
+		errs = append(errs, errors.New("research: capture limits must not be negative"))
+	}
+	if d := c.WithDefaults(); c.CaptureMemoryBytes >= 0 && c.CaptureTmpfsBytes >= 0 && d.CaptureMemoryBytes < d.CaptureTmpfsBytes+256<<20 {
+		errs = append(errs, fmt.Errorf("research.capture_memory_bytes (%s) must exceed research.capture_tmpfs_bytes (%s) by 256 MiB: the browser's /tmp counts against it",
+			sizeText(d.CaptureMemoryBytes), sizeText(d.CaptureTmpfsBytes)))
 	}
 	return errors.Join(errs...)
 }

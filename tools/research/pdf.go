@@ -321,6 +321,14 @@ func PDFFileName(name, rawURL string) string {
 			name = path.Base(u.Path)
 		}
 	}
+	return safeName(name, ".pdf", maxPDFName, "document") + ".pdf"
+}
+
+// safeName reduces name to a file name of the workspace: its base name only,
+// every character outside [A-Za-z0-9._-] replaced by "_" (runs of them by one),
+// ext (any case) dropped from the end, no leading dot or dash, at most limit
+// characters, no trailing dot, dash or underscore; def when nothing is left.
+func safeName(name, ext string, limit int, def string) string {
 	name = strings.ReplaceAll(name, "\\", "/")
 	if i := strings.LastIndex(name, "/"); i >= 0 {
 		name = name[i+1:]
@@ -335,18 +343,18 @@ func PDFFileName(name, rawURL string) string {
 		}
 	}
 	clean := b.String()
-	if len(clean) >= 4 && strings.EqualFold(clean[len(clean)-4:], ".pdf") {
-		clean = clean[:len(clean)-4]
+	if n := len(ext); n > 0 && len(clean) >= n && strings.EqualFold(clean[len(clean)-n:], ext) {
+		clean = clean[:len(clean)-n]
 	}
 	clean = strings.TrimLeft(clean, "._-")
-	if len(clean) > maxPDFName {
-		clean = clean[:maxPDFName]
+	if len(clean) > limit {
+		clean = clean[:limit]
 	}
 	clean = strings.TrimRight(clean, "._-")
 	if clean == "" {
-		clean = "document"
+		clean = def
 	}
-	return clean + ".pdf"
+	return clean
 }
 
 func contentTypeOf(resp *http.Response, head []byte) string {

@@ -36,7 +36,9 @@ type HealthArgs struct {
 var methods = map[string]bool{"GET": true, "POST": true, "PUT": true, "DELETE": true, "PATCH": true, "HEAD": true}
 
 // Register adds the research tools this build ships. run parses downloads in the
-// sandbox (download_pdf); nil registers download_pdf, which then refuses to run.
+// sandbox (download_pdf) and, when it also starts helper containers (BrowserHost,
+// as sandbox.Docker does), runs capture_reference's browser; without it those
+// tools are registered but refuse to run.
 func Register(reg *tools.Registry, eg *security.Egress, cfg Config, run Runner) {
 	cfg = cfg.WithDefaults()
 	timeout := func(sec int, def time.Duration) time.Duration {
@@ -119,4 +121,14 @@ func Register(reg *tools.Registry, eg *security.Egress, cfg Config, run Runner) 
 	registerSearch(reg, eg, cfg)
 	registerFetch(reg, eg, cfg)
 	registerPDF(reg, eg, run, cfg)
+	registerCapture(reg, browserHost(run), cfg)
+}
+
+// browserHost is run's helper-container side when it has one (sandbox.Docker):
+// capture_reference's browser runs there.
+func browserHost(run Runner) BrowserHost {
+	if h, ok := run.(BrowserHost); ok && h != nil {
+		return h
+	}
+	return nil
 }
