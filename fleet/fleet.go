@@ -25,6 +25,7 @@ import (
 	"github.com/aetherium-engine/aetherium/egressproxy"
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/gpu"
+	"github.com/aetherium-engine/aetherium/knowledge"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/logctx"
 	"github.com/aetherium-engine/aetherium/mailbox"
@@ -288,9 +289,19 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 		}
 		return nil, errors.New("no session")
 	}
+	kb := knowledge.NewPostgres(f.Store.Pool, cfg.Knowledge, knowledge.WithLogger(f.Log.With("component", "knowledge")))
 	if f.Registry, err = toolset.New(toolset.Deps{Store: f.Store, Egress: f.Egress, Executor: f.Executor,
-		Mailbox: f.Mailbox, Roster: roster, Device: f.Device, Research: cfg.Research}); err != nil {
+		Mailbox: f.Mailbox, Roster: roster, Device: f.Device, Research: cfg.Research,
+		Knowledge: kb, KnowledgeConfig: cfg.Knowledge}); err != nil {
 		return err
+	}
+	// The team packs are indexed at boot when they changed (a hash per file); a
+	// pack that fails to index is searched without its new documents, not a
+	// worker that refuses to start.
+	if reps, err := knowledge.IndexPacks(ctx, kb, cfg.Knowledge.PacksDir); err != nil {
+		f.Log.Warn("knowledge packs not fully indexed", "dir", cfg.Knowledge.PacksDir, "err", err)
+	} else if len(reps) > 0 {
+		f.Log.Info("knowledge packs indexed", "dir", cfg.Knowledge.PacksDir, "packs", len(reps))
 	}
 	if opts.ExtraTools != nil {
 		opts.ExtraTools(f.Registry)

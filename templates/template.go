@@ -41,7 +41,18 @@ type Template struct {
 	// EgressPorts are destination ports a sandbox may reach through the egress
 	// proxy beyond 80 and 443.
 	EgressPorts []int `yaml:"egress_ports" json:"egress_ports,omitempty"`
+	// Knowledge is the team's knowledge scope beyond its project: the packs
+	// (directories under knowledge.packs_dir) search_knowledge searches.
+	Knowledge Knowledge `yaml:"knowledge,omitempty" json:"knowledge,omitempty"`
 }
+
+// Knowledge names a team's knowledge packs.
+type Knowledge struct {
+	Packs []string `yaml:"packs,omitempty" json:"packs,omitempty"`
+}
+
+// packRE is a pack's name (knowledge.IndexPacks indexes only such directories).
+var packRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 // Egress tightens the deployment's egress policy for one team.
 type Egress struct {
@@ -174,6 +185,11 @@ func (t *Template) Validate(reg *tools.Registry) error {
 		}
 	}
 	checkModel("model", t.Model)
+	for i, p := range t.Knowledge.Packs {
+		if !packRE.MatchString(p) {
+			add("knowledge.packs[%d]: %.80q must be [a-z0-9][a-z0-9_-]* (at most 64), a directory under knowledge.packs_dir", i, p)
+		}
+	}
 	names := map[string]bool{}
 	nodes := append([]Node{t.Supervisor}, t.Workers...)
 	for i, n := range nodes {

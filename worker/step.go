@@ -203,6 +203,7 @@ func (s *stepRun) prepare(ctx context.Context) error {
 		TeamSource: tools.TeamSourceOf(in.run.Template), Workspace: workspace, Access: in.access,
 		AllowedDomains: in.team.AllowedDomains, ToolDefaults: in.team.ToolDefaults, Coordinator: c,
 		Peers: peers(in.team), EgressDenyPrivate: in.team.Egress.DenyPrivate(), EgressPorts: in.team.EgressPorts,
+		KnowledgePacks: in.team.Knowledge.Packs,
 	}
 	s.tctx = tools.WithSession(ctx, tsess)
 	s.mailRead = w.mailbox == nil || in.role == "subagent"
