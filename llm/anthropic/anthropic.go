@@ -8,10 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -147,47 +145,11 @@ func (p *Provider) Complete(ctx context.Context, req llm.Request) (llm.Response,
 }
 
 func classify(ctx context.Context, err error, httpResp *http.Response) error {
-	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
-		err = fmt.Errorf("%w (%w)", ctxErr, err)
+	var se *llm.SDKError
+	if sdkErr := (*sdk.Error)(nil); errors.As(err, &sdkErr) {
+		se = &llm.SDKError{Status: sdkErr.StatusCode, Message: sdkErr.Message, RawJSON: sdkErr.RawJSON(), Response: sdkErr.Response}
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("anthropic: messages: %w", err)
-	}
-	var sdkErr *sdk.Error
-	if errors.As(err, &sdkErr) {
-		msg := sdkErr.Message
-		if msg == "" {
-			msg = cmp.Or(sdkErr.RawJSON(), responseText(sdkErr.Response))
-		}
-		return apiError(sdkErr.StatusCode, msg)
-	}
-	if httpResp != nil && httpResp.StatusCode >= 400 {
-		// The SDK could not read the error body; the status is what callers act on.
-		return apiError(httpResp.StatusCode, responseText(httpResp))
-	}
-	return fmt.Errorf("anthropic: messages: %w", err)
-}
-
-func apiError(status int, msg string) error {
-	msg = strings.TrimSpace(msg)
-	const limit = 512
-	if len(msg) > limit {
-		msg = strings.ToValidUTF8(msg[:limit], "") + "…"
-	}
-	if msg == "" {
-		msg = cmp.Or(http.StatusText(status), "status "+strconv.Itoa(status))
-	}
-	return fmt.Errorf("anthropic: messages: %w", &llm.APIError{Provider: providerName, Status: status, Message: msg})
-}
-
-// responseText reads what is left of an error response's body; the SDK leaves it
-// buffered in memory for diagnostics.
-func responseText(resp *http.Response) string {
-	if resp == nil || resp.Body == nil {
-		return ""
-	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	return string(body)
+	return llm.CallError(ctx, "anthropic: messages", providerName, err, se, httpResp)
 }
 
 func buildParams(model string, req llm.Request) (sdk.MessageNewParams, error) {
