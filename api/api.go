@@ -140,6 +140,9 @@ type Deps struct {
 	// CheckDisk, when set, is the free-disk guard: a submit it refuses with
 	// wsquota.ErrDiskFull gets 507 before anything is stored or enqueued.
 	CheckDisk func() error
+	// RemoveProject, when set, removes a deleted project's workspace and knowledge
+	// (its rows and memory are deleted by the store first).
+	RemoveProject func(ctx context.Context, slug string) error
 }
 
 // Server is the API.
@@ -198,6 +201,13 @@ func New(cfg Config, d Deps) *Server {
 	r.Post("/approvals/:id/deny", approve, s.decide(false))
 	r.Get("/tools/mcp-schemas", read, s.schemas)
 	r.Get("/templates", read, s.listTemplates)
+	r.Post("/projects", submit, s.createProject)
+	r.Get("/projects", read, s.listProjects)
+	r.Get("/projects/:slug", read, s.getProject)
+	r.Delete("/projects/:slug", submit, s.deleteProject)
+	r.Get("/projects/:slug/memory", read, s.listMemory)
+	r.Post("/projects/:slug/memory", submit, s.addMemory)
+	r.Delete("/projects/:slug/memory/:id", submit, s.deleteMemory)
 	r.Get("/leases", read, LeasesHandlerScoped(d.Leases, s.visibleHolders))
 	app.Use(func(c *fiber.Ctx) error {
 		return &Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no route %s %s", c.Method(), c.Path())}

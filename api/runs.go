@@ -27,12 +27,15 @@ const MaxPromptBytes = 64 << 10
 const DiskFullRetryAfter = 5 * time.Minute
 
 type inlineRequest struct {
-	Prompt    string          `json:"prompt"`
+	Prompt string `json:"prompt"`
+	// Project is the project the run works in ("" for a private scratch project).
+	Project   string          `json:"project"`
 	Team      json.RawMessage `json:"team"`
 	Variables map[string]any  `json:"variables"`
 }
 
 type templateRequest struct {
+	Project   string         `json:"project"`
 	Template  string         `json:"template"`
 	Prompt    string         `json:"prompt"`
 	Variables map[string]any `json:"variables"`
@@ -101,7 +104,7 @@ func (s *Server) submitInline(c *fiber.Ctx) error {
 	} else if taken {
 		return badRequest("team", "name %q belongs to the shipped template %q: an inline team cannot use it (submit the template with POST /api/orchestrator/run-from-template, or rename the team)", team.Name, owner)
 	}
-	return s.submit(c, team, "", req.Prompt, req.Variables)
+	return s.submit(c, team, "", req.Prompt, req.Project, req.Variables)
 }
 
 func (s *Server) submitTemplate(c *fiber.Ctx) error {
@@ -122,10 +125,16 @@ func (s *Server) submitTemplate(c *fiber.Ctx) error {
 	case err != nil:
 		return &Error{Status: http.StatusUnprocessableEntity, Field: "template", Message: err.Error()}
 	}
-	return s.submit(c, team, req.Template, req.Prompt, req.Variables)
+	return s.submit(c, team, req.Template, req.Prompt, req.Project, req.Variables)
 }
 
-func (s *Server) submit(c *fiber.Ctx, team templates.Template, tmplName, prompt string, vars map[string]any) error {
+func (s *Server) submit(c *fiber.Ctx, team templates.Template, tmplName, prompt, project string, vars map[string]any) error {
+	if project != "" {
+		// A run works in one of its submitter's own projects.
+		if _, err := s.ownProject(c, project); err != nil {
+			return err
+		}
+	}
 	if vars == nil {
 		vars = map[string]any{}
 	}
@@ -153,9 +162,12 @@ func (s *Server) submit(c *fiber.Ctx, team templates.Template, tmplName, prompt 
 	}
 	teamJSON, _ := json.Marshal(rendered)
 	varsJSON, _ := json.Marshal(vars)
-	run := store.Run{ID: uuid.NewString(), Prompt: prompt, Template: tmplName, Team: teamJSON, Variables: varsJSON, TokenBudget: rendered.TokenBudget(), Owner: principal(c)}
+	run := store.Run{ID: uuid.NewString(), Prompt: prompt, Template: tmplName, Team: teamJSON, Variables: varsJSON, TokenBudget: rendered.TokenBudget(), Owner: principal(c), Project: project}
 	ctx := c.UserContext()
 	if err := s.d.Store.CreateRunLimited(ctx, run, s.cfg.MaxRunsInFlight); err != nil {
+		if errors.Is(err, store.ErrNoProject) {
+			return &Error{Status: http.StatusNotFound, Field: "project", Message: fmt.Sprintf("no project %q", project)}
+		}
 		if errors.Is(err, store.ErrTooManyRuns) {
 			c.Set("Retry-After", strconv.Itoa(int(RunsInFlightRetryAfter.Seconds())))
 			return &Error{Status: http.StatusTooManyRequests, Message: fmt.Sprintf(
@@ -192,6 +204,7 @@ type runView struct {
 	UpdatedAt   string  `json:"updated_at"`
 	FinishedAt  *string `json:"finished_at,omitempty"`
 	Owner       string  `json:"owner"`
+	Project     string  `json:"project,omitempty"`
 }
 
 func view(r store.Run) runView {
@@ -200,7 +213,7 @@ func view(r store.Run) runView {
 	}
 	_ = json.Unmarshal(r.Team, &team)
 	v := runView{ID: r.ID, Status: r.Status, Prompt: r.Prompt, Template: r.Template, Team: team.Name, Result: r.Result,
-		Error: r.Error, Reason: r.Reason, TokensUsed: r.TokensUsed, TokenBudget: r.TokenBudget, Owner: r.Owner,
+		Error: r.Error, Reason: r.Reason, TokensUsed: r.TokensUsed, TokenBudget: r.TokenBudget, Owner: r.Owner, Project: r.Project,
 		CreatedAt: r.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"), UpdatedAt: r.UpdatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")}
 	if r.FinishedAt != nil {
 		f := r.FinishedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")

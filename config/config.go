@@ -30,6 +30,7 @@ import (
 	"github.com/aetherium-engine/aetherium/llm/anthropic"
 	"github.com/aetherium-engine/aetherium/llm/openai"
 	"github.com/aetherium-engine/aetherium/mailbox"
+	"github.com/aetherium-engine/aetherium/memory"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/scheduler"
 	"github.com/aetherium-engine/aetherium/security"
@@ -85,6 +86,10 @@ type Config struct {
 	// candidates, index_timeout and the optional embeddings endpoint; see package
 	// knowledge. Zero values take its defaults.
 	Knowledge knowledge.Config `yaml:"knowledge"`
+	// Memory is agent memory (ADR 5) of project runs: token_budget, half_life,
+	// recency_weight, entry_chars, candidates; see package memory. Zero values
+	// take its defaults.
+	Memory memory.Config `yaml:"memory"`
 }
 
 // Streams configures the Redis-stream parts: agent mailboxes and GPU leases.
@@ -297,5 +302,6 @@ func (c Config) Validate() error {
 	add(c.Security.Validate())
 	add(c.Research.Validate())
 	add(c.Knowledge.Validate())
+	add(c.Memory.Validate())
 	return errors.Join(errs...)
 }

@@ -26,6 +26,8 @@ const (
 	ToolCall           = "tool.call"
 	Progress           = "progress"
 	Notification       = "notification"
+	// MemoryInjected records which memory entries a session was given, and why.
+	MemoryInjected = "memory.injected"
 )
 
 // Terminal reports whether an event type ends a run's stream.

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -289,7 +290,7 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 		}
 		return nil, errors.New("no session")
 	}
-	kb := knowledge.NewPostgres(f.Store.Pool, cfg.Knowledge, knowledge.WithLogger(f.Log.With("component", "knowledge")))
+	kb := f.knowledgeBase()
 	if f.Registry, err = toolset.New(toolset.Deps{Store: f.Store, Egress: f.Egress, Executor: f.Executor,
 		Mailbox: f.Mailbox, Roster: roster, Device: f.Device, Research: cfg.Research,
 		Knowledge: kb, KnowledgeConfig: cfg.Knowledge}); err != nil {
@@ -330,8 +331,36 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 	wcfg := cfg.Worker
 	wcfg.Workspaces = cfg.Workspaces
 	f.Worker = worker.New(wcfg, worker.Deps{Store: f.Store, Queue: f.Queue, Events: f.Events, Router: f.Router, Models: models, Metrics: f.Metrics, ModelLabels: knownModels(cfg, f.Registry), Log: f.Log, Gated: !opts.NoGate,
-		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, LeaseRetry: cfg.Streams.LeaseRetry, Audit: audit, Workspaces: f.Workspaces})
+		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, LeaseRetry: cfg.Streams.LeaseRetry, Audit: audit, Workspaces: f.Workspaces,
+		Knowledge: kb, Memory: cfg.Memory})
 	return nil
+}
+
+// knowledgeBase is the PostgreSQL knowledge backend of this process.
+func (f *Fleet) knowledgeBase() *knowledge.Postgres {
+	return knowledge.NewPostgres(f.Store.Pool, f.Cfg.Knowledge, knowledge.WithLogger(f.Log.With("component", "knowledge")))
+}
+
+// removeProject removes a deleted project's knowledge and workspace (the api
+// role's hook; the store has deleted its rows and memory). A worker on another
+// host keeps its copy of the workspace mount until its sweep: the directory is
+// removed where this process can see it.
+func (f *Fleet) removeProject(ctx context.Context, slug string) error {
+	var errs []error
+	if _, err := f.knowledgeBase().DeleteSource(ctx, knowledge.Project(slug)); err != nil {
+		errs = append(errs, fmt.Errorf("knowledge: %w", err))
+	}
+	if f.Workspaces != nil {
+		id := "project-" + slug
+		if err := f.Workspaces.Unmount(ctx, id); err != nil {
+			errs = append(errs, fmt.Errorf("workspace: %w", err))
+		} else if err := os.RemoveAll(f.Workspaces.Dir(id)); err != nil {
+			errs = append(errs, fmt.Errorf("workspace: %w", err))
+		} else if err := os.Remove(f.Workspaces.Image(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("workspace image: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (f *Fleet) openGate(sec security.Config, opts Options) (*security.Gate, error) {
@@ -407,7 +436,7 @@ func (f *Fleet) API() *api.Server {
 	}
 	return api.New(f.Cfg.API.Config, api.Deps{Store: f.Store, Redis: f.Redis, RedisOpt: f.RedisOpt, Queue: f.Queue, Events: f.Events, Registry: f.Registry,
 		Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Approvals: f.Approvals, Leases: f.Leases, Log: f.Log,
-		CheckDisk: f.Workspaces.CheckFree})
+		CheckDisk: f.Workspaces.CheckFree, RemoveProject: f.removeProject})
 }
 
 // RunAPI serves the API until ctx ends, then drains connections.

@@ -44,6 +44,8 @@ type Run struct {
 	// Owner is the principal that submitted the run (an API token's name, or
 	// LocalOwner without authentication); it decides who may see and cancel it.
 	Owner string `json:"owner"`
+	// Project is the project the run works in ("" for a private scratch project).
+	Project string `json:"project,omitempty"`
 }
 
 // LocalOwner owns the runs submitted without authentication (loopback development).
@@ -52,13 +54,16 @@ const LocalOwner = "local"
 // ErrTooManyRuns refuses a run whose owner already has the limit of runs in flight.
 var ErrTooManyRuns = errors.New("too many runs in flight")
 
+// ErrNoProject refuses a run whose project does not exist (deleted meanwhile).
+var ErrNoProject = errors.New("no such project")
+
 const runCols = `id::text, status, prompt, template, team, variables, result, error, reason,
-	tokens_used, token_budget, created_at, updated_at, finished_at, owner`
+	tokens_used, token_budget, created_at, updated_at, finished_at, owner, project`
 
 func scanRun(row pgx.Row) (Run, error) {
 	var r Run
 	err := row.Scan(&r.ID, &r.Status, &r.Prompt, &r.Template, &r.Team, &r.Variables, &r.Result,
-		&r.Error, &r.Reason, &r.TokensUsed, &r.TokenBudget, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt, &r.Owner)
+		&r.Error, &r.Reason, &r.TokensUsed, &r.TokenBudget, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt, &r.Owner, &r.Project)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, ErrNotFound
 	}
@@ -85,12 +90,17 @@ func (s *Store) CreateRunLimited(ctx context.Context, r Run, maxInFlight int) er
 	if maxInFlight < 0 {
 		return fmt.Errorf("create run: max runs in flight %d is negative", maxInFlight)
 	}
-	const insert = `INSERT INTO runs (id, status, prompt, template, team, variables, token_budget, owner)
-		SELECT $1::uuid, 'queued', $2::text, $3::text, $4::jsonb, $5::jsonb, $6::bigint, $7::text`
-	args := []any{r.ID, r.Prompt, r.Template, r.Team, r.Variables, r.TokenBudget, r.Owner}
+	const insert = `INSERT INTO runs (id, status, prompt, template, team, variables, token_budget, owner, project)
+		SELECT $1::uuid, 'queued', $2::text, $3::text, $4::jsonb, $5::jsonb, $6::bigint, $7::text, $8::text
+		WHERE ($8 = '' OR EXISTS (SELECT 1 FROM projects WHERE slug = $8 FOR SHARE))`
+	args := []any{r.ID, r.Prompt, r.Template, r.Team, r.Variables, r.TokenBudget, r.Owner, r.Project}
 	if maxInFlight == 0 {
-		if _, err := s.db.Exec(ctx, insert, args...); err != nil {
+		tag, err := s.db.Exec(ctx, insert, args...)
+		if err != nil {
 			return fmt.Errorf("create run: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("%w: project %q (deleted?)", ErrNoProject, r.Project)
 		}
 		return nil
 	}
@@ -98,17 +108,23 @@ func (s *Store) CreateRunLimited(ctx context.Context, r Run, maxInFlight int) er
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('aetherium.runs_in_flight:' || $1, 0))`, r.Owner); err != nil {
 			return fmt.Errorf("lock runs in flight of %q: %w", r.Owner, err)
 		}
-		tag, err := tx.Exec(ctx, insert+` WHERE (SELECT count(*) FROM runs
-			WHERE owner = $7 AND status IN ('queued','running','waiting')) < $8::bigint`, append(args, maxInFlight)...)
+		tag, err := tx.Exec(ctx, insert+` AND (SELECT count(*) FROM runs
+			WHERE owner = $7 AND status IN ('queued','running','waiting')) < $9::bigint`, append(args, maxInFlight)...)
 		if err != nil {
 			return err
 		}
 		if tag.RowsAffected() == 0 {
+			if r.Project != "" {
+				var ok bool
+				if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM projects WHERE slug = $1)`, r.Project).Scan(&ok); err == nil && !ok {
+					return fmt.Errorf("%w: project %q (deleted?)", ErrNoProject, r.Project)
+				}
+			}
 			return fmt.Errorf("%w: %q has %d (api.max_runs_in_flight)", ErrTooManyRuns, r.Owner, maxInFlight)
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, ErrTooManyRuns) {
+	if err != nil && !errors.Is(err, ErrTooManyRuns) && !errors.Is(err, ErrNoProject) {
 		return fmt.Errorf("create run: %w", err)
 	}
 	return err

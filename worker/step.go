@@ -189,7 +189,7 @@ func (s *stepRun) holdLeases(ctx context.Context) (context.Context, func(), erro
 // prepare opens the workspace, builds the tool session and picks the model.
 func (s *stepRun) prepare(ctx context.Context) error {
 	w, in := s.w, s.in
-	workspace, reason, err := w.workspace(ctx, in.run.ID)
+	workspace, reason, err := w.workspace(ctx, workspaceID(in.run))
 	if reason != "" {
 		s.fail(ctx, reason, err.Error())
 		return errStop
@@ -203,7 +203,7 @@ func (s *stepRun) prepare(ctx context.Context) error {
 		TeamSource: tools.TeamSourceOf(in.run.Template), Workspace: workspace, Access: in.access,
 		AllowedDomains: in.team.AllowedDomains, ToolDefaults: in.team.ToolDefaults, Coordinator: c,
 		Peers: peers(in.team), EgressDenyPrivate: in.team.Egress.DenyPrivate(), EgressPorts: in.team.EgressPorts,
-		KnowledgePacks: in.team.Knowledge.Packs,
+		KnowledgePacks: in.team.Knowledge.Packs, Project: in.run.Project,
 	}
 	s.tctx = tools.WithSession(ctx, tsess)
 	s.mailRead = w.mailbox == nil || in.role == "subagent"
@@ -212,7 +212,8 @@ func (s *stepRun) prepare(ctx context.Context) error {
 		return errStop
 	}
 	s.defs = w.router.Registry().Definitions(in.access)
-	return nil
+	s.indexProjectFolder(ctx, workspace)
+	return s.injectMemory(ctx)
 }
 
 // resolvePending answers the pending calls in the order the model gave them. It

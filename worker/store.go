@@ -26,6 +26,8 @@ type Store interface {
 	FinishDelegation(ctx context.Context, id, status, result, errMsg string) (bool, error)
 
 	InsertAudit(ctx context.Context, rows []store.AuditRow) error
+
+	RecallMemory(ctx context.Context, project, agent, text string, limit int) ([]store.MemoryEntry, error)
 }
 
 var _ Store = (*store.Store)(nil)

@@ -17,10 +17,12 @@ import (
 
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/gpu"
+	"github.com/aetherium-engine/aetherium/knowledge"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/logctx"
 	"github.com/aetherium-engine/aetherium/mailbox"
+	"github.com/aetherium-engine/aetherium/memory"
 	"github.com/aetherium-engine/aetherium/metrics"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
@@ -159,6 +161,8 @@ type Worker struct {
 	leaseRetry time.Duration
 	audit      AuditWriter
 	workspaces *wsquota.Manager
+	knowledge  knowledge.Backend
+	memory     memory.Config
 }
 
 // AuditWriter takes audit rows a step could not write itself (the Auditor).
@@ -196,6 +200,11 @@ type Deps struct {
 	// Workspaces makes and mounts the runs' workspaces (quota, free-disk guard).
 	// Nil: plain directories under Config.Workspaces.
 	Workspaces *wsquota.Manager
+	// Knowledge, when set, indexes a project's knowledge/ folder when a run of the
+	// project starts (files a person added since).
+	Knowledge knowledge.Backend
+	// Memory tunes agent memory (ADR 5) of project runs.
+	Memory memory.Config
 }
 
 // New returns a Worker.
@@ -218,7 +227,8 @@ func New(cfg Config, d Deps) *Worker {
 		}
 	}
 	return &Worker{workspaces: d.Workspaces, cfg: cfg, store: d.Store, queue: d.Queue, events: d.Events, router: d.Router, models: d.Models, metrics: d.Metrics, log: d.Log, gated: d.Gated,
-		mailbox: d.Mailbox, consumer: consumerName(), leases: d.Leases, gpu: d.GPU, leaseRetry: d.LeaseRetry, audit: d.Audit, modelLabels: d.ModelLabels}
+		mailbox: d.Mailbox, consumer: consumerName(), leases: d.Leases, gpu: d.GPU, leaseRetry: d.LeaseRetry, audit: d.Audit, modelLabels: d.ModelLabels,
+		knowledge: d.Knowledge, memory: d.Memory.WithDefaults()}
 }
 
 func consumerName() string {

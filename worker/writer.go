@@ -55,7 +55,9 @@ func (sw *stepWriter) takeAudit() []store.AuditRow {
 // persist saves the session with everything the step owes the database since its
 // last save: tokens, events (then extra) and audit rows, in one transaction.
 func (w *Worker) persist(ctx context.Context, in stepInput, sess *store.Session, token string, tokens int, extra ...store.NewEvent) (store.StepSaved, error) {
-	saved, err := w.store.SaveStep(ctx, sess, token, w.cfg.StepLease, in.out.write(tokens, extra...))
+	sw := in.out.write(tokens, extra...)
+	sw.Memory = w.sessionMemory(in, sess) // a session ending with this save is remembered in it
+	saved, err := w.store.SaveStep(ctx, sess, token, w.cfg.StepLease, sw)
 	if err != nil {
 		return saved, err
 	}

@@ -1,0 +1,126 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/knowledge"
+	"github.com/aetherium-engine/aetherium/llm"
+	"github.com/aetherium-engine/aetherium/memory"
+	"github.com/aetherium-engine/aetherium/store"
+)
+
+// Project runs (issue 17): the project's workspace, its knowledge folder indexed
+// when a run starts, its memory recalled into a new session and extended when a
+// session ends.
+
+// workspaceID is the workspace a run works in: its project's, shared by the
+// project's runs, or its own.
+func workspaceID(run store.Run) string {
+	if run.Project != "" {
+		return "project-" + run.Project
+	}
+	return run.ID
+}
+
+// indexProjectFolder indexes the files a person added under the project's
+// knowledge/ folder, once per run (the supervisor's first step; a redelivery
+// re-reads and finds the hashes unchanged).
+func (s *stepRun) indexProjectFolder(ctx context.Context, workspace string) {
+	w := s.w
+	if w.knowledge == nil || s.in.run.Project == "" || s.in.role != "supervisor" || s.sess.Steps > 0 {
+		return
+	}
+	if _, err := knowledge.IndexFolder(ctx, w.knowledge, s.in.run.Project, workspace); err != nil {
+		s.log.WarnContext(ctx, "project knowledge folder not fully indexed", "project", s.in.run.Project, "err", err)
+	}
+}
+
+// injectMemory adds the project's memory, recalled for this session's task, to a
+// new session's context (after its prompt, before its task), as quoted data.
+// It is saved with the session, so a redelivered step sees the same block; the
+// run's events record which entries were injected and why.
+func (s *stepRun) injectMemory(ctx context.Context) error {
+	project := s.in.run.Project
+	if project == "" || s.sess.Steps > 0 || len(s.sess.Messages) != 2 {
+		return nil
+	}
+	task := s.sess.Messages[1].Content
+	cands, err := s.w.store.RecallMemory(ctx, project, s.in.node.Name, task, s.w.memory.Candidates)
+	if err != nil {
+		return err
+	}
+	entries := make([]memory.Entry, len(cands))
+	for i, c := range cands {
+		entries[i] = memory.Entry{ID: c.ID, Project: c.Project, Scope: c.Scope, Agent: c.Agent, RunID: c.RunID, Content: c.Content,
+			Author: c.Author, At: c.CreatedAt, Relevance: c.Relevance}
+	}
+	ranked := memory.Rank(s.w.memory, entries, s.in.node.Name, time.Now())
+	block := memory.Format(ranked)
+	if block == "" {
+		return nil
+	}
+	msgs := make([]llm.Message, 0, 3)
+	msgs = append(msgs, s.sess.Messages[0], llm.Message{Role: llm.RoleSystem, Content: block}, s.sess.Messages[1])
+	s.sess.Messages = msgs
+	picked := make([]map[string]any, len(ranked))
+	for i, r := range ranked {
+		picked[i] = map[string]any{"id": r.ID, "score": r.Score, "relevance": r.Relevance, "run_id": r.RunID, "agent": r.Agent, "scope": r.Scope}
+	}
+	return s.w.events.Emit(ctx, s.in.run.ID, "memory:"+s.sess.ID, events.MemoryInjected, s.in.node.Name, map[string]any{
+		"project": project, "entries": picked, "tokens": memory.Tokens(block),
+	})
+}
+
+// sessionMemory is the long-term entry of a session that ends with this save:
+// its task and its final answer, condensed (no model call). A supervisor's entry
+// is the project's; a worker's or subagent's is its own agent's.
+func (w *Worker) sessionMemory(in stepInput, sess *store.Session) *store.MemoryEntry {
+	if in.run.Project == "" || sess.Status != "done" {
+		return nil
+	}
+	task := ""
+	for _, m := range sess.Messages {
+		if m.Role == llm.RoleUser {
+			task = m.Content
+			break
+		}
+	}
+	answer := finalAnswer(sess.Messages)
+	if answer == "" {
+		return nil
+	}
+	scope := memory.ScopeAgent
+	if in.role == "supervisor" {
+		scope = memory.ScopeProject
+	}
+	return &store.MemoryEntry{Project: in.run.Project, Tier: store.MemoryLongTerm, Scope: scope, Agent: in.node.Name,
+		RunID: in.run.ID, SessionID: sess.ID, Content: memory.Condense(task, answer, w.memory.EntryChars)}
+}
+
+// finalAnswer is what a finished session answered: its last assistant text, or
+// the message of the reply call that ended it.
+func finalAnswer(msgs []llm.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := msgs[i]
+		if m.Role != llm.RoleAssistant {
+			continue
+		}
+		if m.Content != "" {
+			return m.Content
+		}
+		for _, c := range m.ToolCalls {
+			if c.Name == "reply" {
+				var a struct {
+					Message string `json:"message"`
+				}
+				if json.Unmarshal(c.Args, &a) == nil && a.Message != "" {
+					return a.Message
+				}
+			}
+		}
+	}
+	return ""
+}
