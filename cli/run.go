@@ -40,6 +40,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	tmpl := fs.String("template", "", "template name from the templates directory")
 	teamFile := fs.String("team", "", "inline team: a template YAML file sent with the run")
 	prompt := fs.String("prompt", "", "the task for the team (required)")
+	project := fs.String("project", "", "the project the run works in (its workspace, knowledge and memory); default a private scratch project")
 	follow := fs.Bool("follow", false, "stream the run's events until it ends; exit 1 unless it completes")
 	var vars multiFlag
 	fs.Var(&vars, "var", "template variable key=value (repeatable)")
@@ -70,7 +71,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var path string
 	var body any
 	if *tmpl != "" {
-		path, body = "/api/orchestrator/run-from-template", map[string]any{"template": *tmpl, "prompt": *prompt, "variables": variables}
+		path, body = "/api/orchestrator/run-from-template", map[string]any{"template": *tmpl, "prompt": *prompt, "variables": variables, "project": *project}
 	} else {
 		raw, err := os.ReadFile(*teamFile)
 		if err != nil {
@@ -80,7 +81,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail("%s: %v", *teamFile, err)
 		}
-		path, body = "/api/orchestrator/run", map[string]any{"team": t, "prompt": *prompt, "variables": variables}
+		path, body = "/api/orchestrator/run", map[string]any{"team": t, "prompt": *prompt, "variables": variables, "project": *project}
 	}
 	var accepted struct {
 		RunID string `json:"run_id"`
