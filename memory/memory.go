@@ -18,7 +18,7 @@ const (
 	DefaultHalfLife      = 14 * 24 * time.Hour
 	DefaultRecencyWeight = 0.5
 	DefaultEntryChars    = 800
-	DefaultCandidates    = 200
+	DefaultCandidates    = 50
 )
 
 // Config tunes recall and condensation (YAML key memory).

@@ -79,25 +79,24 @@ func (s *Store) DeleteMemory(ctx context.Context, project string, id int64) erro
 
 // RecallMemory reads the candidates of a recall: the project's long-term entries
 // an agent may see (project-shared, and its own), with their relevance to text,
-// the most relevant and then the newest first, at most limit. Ranking with
-// recency happens in package memory.
+// the most relevant and then the newest first, at most limit of each. Ranking
+// with recency happens in package memory.
+//
+// Relevance is ts_rank_cd(tsv, q, 32) with q any word of the text (an OR query:
+// a task shares some words with a memory, rarely all, and plainto_tsquery would
+// AND them). It is computed from agent_memory_terms (migration 00012), where it
+// reduces to 0.1 · the positions of the text's words in the entry, normalized
+// to r/(r+1); TestRecallMemoryRankIsTsRankCD holds the two equal.
 func (s *Store) RecallMemory(ctx context.Context, project, agent, text string, limit int) ([]MemoryEntry, error) {
-	// Any word of the text counts (an OR query): a task shares some words with a
-	// memory, rarely all (plainto_tsquery would AND them). Candidates are the
-	// matching entries (the GIN index finds them; only they are ranked) and the
-	// newest ones (recency counts even without a shared word), each at most limit.
-	// q is materialized so the query is built once, not per row; the two candidate
-	// lists use the GIN index and the (project, tier, created_at) index.
-	return s.queryMemory(ctx, `WITH q AS MATERIALIZED (SELECT coalesce(to_tsquery('simple', nullif(array_to_string(ARRAY(
-			SELECT quote_literal(l) FROM unnest(tsvector_to_array(to_tsvector('simple', $3))) AS l), ' | '), '')), ''::tsquery) AS q),
-		rel AS (SELECT m.id, ts_rank_cd(m.tsv, q.q, 32) AS r FROM agent_memory m, q
-			WHERE m.project = $1 AND m.tier = 'long_term' AND (m.scope = 'project' OR m.agent = $2) AND m.tsv @@ q.q
-			ORDER BY r DESC LIMIT $4),
-		recent AS (SELECT id, 0::real AS r FROM agent_memory
+	return s.queryMemory(ctx, `WITH rel AS (SELECT t.memory_id AS id, sum(t.n) AS n FROM agent_memory_terms t
+			WHERE t.project = $1 AND t.lexeme = ANY(tsvector_to_array(to_tsvector('simple', $3))) AND (t.agent = '' OR t.agent = $2)
+			GROUP BY t.memory_id ORDER BY n DESC, t.memory_id DESC LIMIT $4),
+		recent AS (SELECT id, 0::bigint AS n FROM agent_memory
 			WHERE project = $1 AND tier = 'long_term' AND (scope = 'project' OR agent = $2)
 			ORDER BY created_at DESC, id DESC LIMIT $4),
-		cand AS (SELECT id, max(r) AS r FROM (SELECT * FROM rel UNION ALL SELECT * FROM recent) u GROUP BY id)
-		SELECT m.id, m.project, m.tier, m.scope, m.agent, coalesce(m.run_id::text, ''), coalesce(m.session_id, ''), m.author, m.content, m.created_at, cand.r
+		cand AS (SELECT id, max(n) * 0.1 AS r FROM (SELECT * FROM rel UNION ALL SELECT * FROM recent) u GROUP BY id)
+		SELECT m.id, m.project, m.tier, m.scope, m.agent, coalesce(m.run_id::text, ''), coalesce(m.session_id, ''), m.author, m.content, m.created_at,
+			(cand.r / (cand.r + 1))::real
 		FROM cand JOIN agent_memory m USING (id)
 		ORDER BY cand.r DESC, m.created_at DESC, m.id DESC`, project, agent, text, limit)
 }

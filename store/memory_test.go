@@ -2,7 +2,9 @@ package store_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,6 +78,44 @@ func TestRecallMemory(t *testing.T) {
 	require.ErrorIs(t, st.DeleteMemory(ctx, "p2", widgets), store.ErrNotFound, "an id of another project")
 }
 
+// TestRecallMemoryRankIsTsRankCD holds RecallMemory's relevance, summed from
+// agent_memory_terms, equal to PostgreSQL's ts_rank_cd of the entry against the
+// OR of the text's words, normalized by 32, over entries with repeated words,
+// punctuation, numbers and non-ASCII text.
+func TestRecallMemoryRankIsTsRankCD(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, _, _ := setup(t)
+	words := []string{"widget", "Widget", "inventory", "csv", "42", "café", "naïve", "x-ray", "e-mail@example.com", "the", "a", "über", "Ünïcode", "3.14", "don't"}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	sentence := func(n int) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = words[rnd.IntN(len(words))]
+		}
+		return strings.Join(parts, " ") + "."
+	}
+	for range 60 {
+		_, err := st.AddMemory(ctx, store.MemoryEntry{Project: "eq", Tier: store.MemoryLongTerm, Scope: "project", Content: sentence(1 + rnd.IntN(40))})
+		require.NoError(t, err)
+	}
+	for range 10 {
+		text := sentence(1 + rnd.IntN(8))
+		got, err := st.RecallMemory(ctx, "eq", "coder", text, 100)
+		require.NoError(t, err)
+		require.Len(t, got, 60)
+		for _, e := range got {
+			var want float32
+			// The lexemes quoted as tsquery literals, not re-parsed by to_tsquery
+			// (which would turn x-ray into a phrase).
+			require.NoError(t, st.Pool.QueryRow(ctx, `SELECT ts_rank_cd(to_tsvector('simple', $1), array_to_string(ARRAY(
+				SELECT '''' || replace(replace(l, '\', '\\'), '''', '''''') || '''' FROM unnest(tsvector_to_array(to_tsvector('simple', $2))) AS l), ' | ')::tsquery, 32)`,
+				e.Content, text).Scan(&want))
+			require.InDelta(t, float64(want), e.Relevance, 1e-6, "entry %q against %q", e.Content, text)
+		}
+	}
+}
+
 // BenchmarkMemoryInjection is the cost of memory injection per turn with 10,000
 // entries in the project: recall the candidates, rank them, format the block.
 // Reports p50 and p99 (target p99 ≤ 2 ms).
@@ -91,7 +131,9 @@ func BenchmarkMemoryInjection(b *testing.B) {
 			now() - (i % 1440) * interval '1 hour'
 		FROM generate_series(1, 10000) i`)
 	require.NoError(b, err)
-	_, err = st.Pool.Exec(ctx, `ANALYZE agent_memory`)
+	// The recall's index-only scan needs the visibility map autovacuum keeps
+	// on a live table.
+	_, err = st.Pool.Exec(ctx, `VACUUM ANALYZE agent_memory, agent_memory_terms`)
 	require.NoError(b, err)
 	cfg := memory.Config{}.WithDefaults()
 	task := "Update w17 and w1234 in the report, then check w999 against w5 and summarize the w42 findings for the team"
