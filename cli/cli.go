@@ -31,6 +31,7 @@ Client commands (talk to the API at AETHERIUM_API_URL, default http://AETHERIUM_
 bearer token from AETHERIUM_API_TOKEN):
   run [flags]              submit a run; --follow streams its events
   approvals list|show|approve|deny   human decisions on Restricted calls
+  memory list|add|delete   a project's long-term agent memory (--project SLUG)
   leases [--events N]      GPU lease holders, waiters, tokens and recent lease events
   tools [flags]            print the tool catalog
 
@@ -53,6 +54,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = serve(ctx, args[0], args[1:], log)
 	case "approvals":
 		return approvalsCmd(ctx, args[1:], stdout, stderr)
+	case "memory":
+		return memoryCmd(ctx, args[1:], stdout, stderr)
 	case "leases":
 		return leasesCmd(ctx, args[1:], stdout, stderr)
 	case "migrate":

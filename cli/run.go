@@ -108,19 +108,31 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func postJSON(ctx context.Context, url string, body, into any) error {
-	raw, err := json.Marshal(body)
+	return doJSON(ctx, http.MethodPost, url, body, into)
+}
+
+// doJSON sends body (JSON, when not nil) and decodes a 2xx answer into into (when
+// not nil); another status is an error with the API's message.
+func doJSON(ctx context.Context, method, url string, body, into any) error {
+	var rd io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(raw))
-	if err != nil {
-		return err
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
-	req.Header.Set("Content-Type", "application/json")
 	authorize(req)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("POST %s: %w (is the API running? AETHERIUM_API_URL)", url, err)
+		return fmt.Errorf("%s %s: %w (is the API running? AETHERIUM_API_URL)", method, url, err)
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -133,6 +145,9 @@ func postJSON(ctx context.Context, url string, body, into any) error {
 			return fmt.Errorf("HTTP %d: %s", resp.StatusCode, e.Error)
 		}
 		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(data)))
+	}
+	if into == nil || len(bytes.TrimSpace(data)) == 0 {
+		return nil
 	}
 	return json.Unmarshal(data, into)
 }
