@@ -20,26 +20,31 @@ const (
 
 // Delegation is a task handed from one session to an agent.
 type Delegation struct {
-	ID            string     `json:"id"`
-	RunID         string     `json:"run_id"`
-	ParentSession string     `json:"parent_session"`
-	ToolCallID    string     `json:"tool_call_id"`
-	Agent         string     `json:"agent"`
-	Task          string     `json:"task"`
-	Tools         []string   `json:"tools,omitempty"`
-	Status        string     `json:"status"`
-	Result        string     `json:"result"`
-	Error         string     `json:"error"`
-	CreatedAt     time.Time  `json:"created_at"`
-	CompletedAt   *time.Time `json:"completed_at,omitempty"`
+	ID            string   `json:"id"`
+	RunID         string   `json:"run_id"`
+	ParentSession string   `json:"parent_session"`
+	ToolCallID    string   `json:"tool_call_id"`
+	Agent         string   `json:"agent"`
+	Task          string   `json:"task"`
+	Tools         []string `json:"tools,omitempty"`
+	// Kind is DelegationReview for code_review's reviewer, else empty.
+	Kind        string     `json:"kind,omitempty"`
+	Status      string     `json:"status"`
+	Result      string     `json:"result"`
+	Error       string     `json:"error"`
+	CreatedAt   time.Time  `json:"created_at"`
+	CompletedAt *time.Time `json:"completed_at,omitempty"`
 }
 
-const delCols = `id, run_id::text, parent_session, tool_call_id, agent, task, tools, status, result, error, created_at, completed_at`
+// DelegationReview is the kind of code_review's reviewer delegation.
+const DelegationReview = "review"
+
+const delCols = `id, run_id::text, parent_session, tool_call_id, agent, task, tools, kind, status, result, error, created_at, completed_at`
 
 func scanDelegation(row pgx.Row) (Delegation, error) {
 	var d Delegation
 	var tools []byte
-	err := row.Scan(&d.ID, &d.RunID, &d.ParentSession, &d.ToolCallID, &d.Agent, &d.Task, &tools, &d.Status,
+	err := row.Scan(&d.ID, &d.RunID, &d.ParentSession, &d.ToolCallID, &d.Agent, &d.Task, &tools, &d.Kind, &d.Status,
 		&d.Result, &d.Error, &d.CreatedAt, &d.CompletedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, ErrNotFound
@@ -59,9 +64,9 @@ func (s *Store) InsertDelegation(ctx context.Context, d Delegation) (created boo
 			return false, err
 		}
 	}
-	tag, err := s.db.Exec(ctx, `INSERT INTO delegations (id, run_id, parent_session, tool_call_id, agent, task, tools)
-		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
-		d.ID, d.RunID, d.ParentSession, d.ToolCallID, d.Agent, d.Task, tools)
+	tag, err := s.db.Exec(ctx, `INSERT INTO delegations (id, run_id, parent_session, tool_call_id, agent, task, tools, kind)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING`,
+		d.ID, d.RunID, d.ParentSession, d.ToolCallID, d.Agent, d.Task, tools, d.Kind)
 	if err != nil {
 		return false, fmt.Errorf("insert delegation: %w", err)
 	}

@@ -73,6 +73,9 @@ type DelegateRequest struct {
 	Task  string
 	// Tools, when set, is the subagent's allowlist (already capped by the parent's).
 	Tools []string
+	// Review makes the delegation code_review's reviewer: no tools, the review
+	// prompt, and a final answer validated against package review's schema.
+	Review bool
 }
 
 type sessionKey struct{}

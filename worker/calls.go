@@ -27,7 +27,7 @@ const (
 // tool.call event is recorded once, when its outcome is known.
 func (w *Worker) resolveCall(ctx context.Context, in stepInput, sess *store.Session, call llm.ToolCall) (llm.Message, callState, error) {
 	start := time.Now()
-	if call.Name == "delegate" || call.Name == "spawn_subagents" {
+	if delegating(call.Name) {
 		ds, err := w.store.DelegationsForCall(ctx, sess.ID, call.ID)
 		if err != nil {
 			return llm.Message{}, callDone, err
@@ -49,7 +49,7 @@ func (w *Worker) resolveCall(ctx context.Context, in stepInput, sess *store.Sess
 		// A dispatched delegation is audited now (its row is saved with the
 		// session's "waiting"); its tool.call event waits for the results.
 		in.out.audited(res.Audit)
-		if call.Name == "delegate" || call.Name == "spawn_subagents" {
+		if delegating(call.Name) {
 			// Redispatched after a crash: the delegations may be done already, and
 			// nothing would resume the session again.
 			ds, derr := w.store.DelegationsForCall(ctx, sess.ID, call.ID)
@@ -76,6 +76,12 @@ func (w *Worker) resolveCall(ctx context.Context, in stepInput, sess *store.Sess
 		return msg, callFinal, nil
 	}
 	return msg, callDone, nil
+}
+
+// delegating reports a tool whose call is answered by delegations: delegate,
+// spawn_subagents, and code_review (its reviewer).
+func delegating(tool string) bool {
+	return tool == "delegate" || tool == "spawn_subagents" || tool == "code_review"
 }
 
 // delegationAnswer is the tool message of a delegate / spawn_subagents call whose

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/queue"
+	"github.com/aetherium-engine/aetherium/review"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
 )
@@ -27,8 +29,8 @@ type coordinator struct {
 // Delegate implements tools.Coordinator.
 func (c *coordinator) Delegate(ctx context.Context, callID string, reqs []tools.DelegateRequest) error {
 	for _, r := range reqs {
-		if r.Tools != nil {
-			continue // subagents are created by name from their parent
+		if r.Tools != nil || r.Review {
+			continue // subagents and reviewers are created by name from their parent
 		}
 		if r.Agent == c.in.node.Name {
 			return fmt.Errorf("delegate: %s cannot delegate to itself", r.Agent)
@@ -44,7 +46,10 @@ func (c *coordinator) Delegate(ctx context.Context, callID string, reqs []tools.
 	for i, r := range reqs {
 		id := delegationID(c.session.ID, callID, i, r.Agent)
 		d := store.Delegation{ID: id, RunID: c.in.run.ID, ParentSession: c.session.ID, ToolCallID: callID, Agent: r.Agent, Task: r.Task, Tools: r.Tools}
-		if r.Tools == nil && c.in.role == "subagent" {
+		if r.Review {
+			d.Kind, d.Tools = store.DelegationReview, []string{}
+		}
+		if r.Tools == nil && !r.Review && c.in.role == "subagent" {
 			return errors.New("delegate: subagents cannot delegate")
 		}
 		// Failures past this point are ours, not the model's: the step is retried
@@ -120,15 +125,44 @@ func (w *Worker) finishSession(ctx context.Context, in stepInput, sess *store.Se
 		return nil
 	}
 	d := in.delegation
-	if _, err := w.store.FinishDelegation(ctx, d.ID, store.DelegationCompleted, final, ""); err != nil {
+	status, result, errMsg := store.DelegationCompleted, final, ""
+	if in.role == "reviewer" {
+		status, result, errMsg = reviewOutcome(final)
+	}
+	if _, err := w.store.FinishDelegation(ctx, d.ID, status, result, errMsg); err != nil {
 		return err
 	}
 	if err := w.events.Emit(ctx, in.run.ID, "delegation-finished:"+d.ID, events.DelegationFinished, d.Agent, map[string]any{
-		"delegation_id": d.ID, "status": store.DelegationCompleted, "result": truncate(final, 2000),
+		"delegation_id": d.ID, "status": status, "result": truncate(result, 2000), "error": errMsg,
 	}); err != nil {
 		return err
 	}
 	return w.resumeParent(ctx, *d)
+}
+
+// reviewOutcome is how a reviewer's delegation ends: completed with the
+// validated review (findings by severity, counts) as its result, or failed when
+// its answer still does not conform after the one retry.
+func reviewOutcome(final string) (status, result, errMsg string) {
+	fs, err := review.Parse(final)
+	if err != nil {
+		return store.DelegationFailed, "", "the reviewer's answer did not conform to the review schema after one retry: " + err.Error()
+	}
+	raw, err := json.Marshal(review.NewResult(fs))
+	if err != nil {
+		return store.DelegationFailed, "", "encode the review: " + err.Error()
+	}
+	return store.DelegationCompleted, string(raw), ""
+}
+
+// reviewRetried reports a reviewer session that was already asked once more.
+func reviewRetried(msgs []llm.Message) bool {
+	for _, m := range msgs {
+		if m.Role == llm.RoleUser && review.IsRetry(m.Content) {
+			return true
+		}
+	}
+	return false
 }
 
 // resumeParent enqueues the step of the session that delegated d. The TaskID names

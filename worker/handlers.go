@@ -13,6 +13,7 @@ import (
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/queue"
+	"github.com/aetherium-engine/aetherium/review"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -90,34 +91,10 @@ func (w *Worker) handleTurn(ctx context.Context, t *asynq.Task) error {
 		w.FailRun(ctx, run.ID, "invalid_team", err.Error())
 		return nil
 	}
-	var node templates.Node
-	var access tools.Access
-	role := "worker"
-	if d.Tools != nil {
-		// A subagent: the parent's node (for model and prompt framing) with the tool
-		// list spawn_subagents capped to the parent's own.
-		role = "subagent"
-		parentName := d.Agent
-		if m := subagentName.FindStringSubmatch(d.Agent); m != nil {
-			parentName = m[1]
-		}
-		parent := team.Supervisor
-		if wn, ok := team.Worker(parentName); ok {
-			parent = wn
-		}
-		node = templates.Node{Name: d.Agent, Prompt: "You are a subagent of " + parentName + ". Do the task and answer with your findings.", Model: parent.Model}
-		access = w.router.Registry().Resolve(tools.Node{Role: role, Tools: d.Tools})
-		if len(d.Tools) == 0 {
-			access = tools.Access{}
-		}
-	} else {
-		n, ok := team.Worker(d.Agent)
-		if !ok {
-			w.FailRun(ctx, run.ID, "unknown_agent", fmt.Sprintf("delegation %s names agent %q, which is not in the team", d.ID, d.Agent))
-			return nil
-		}
-		node = n
-		access = w.router.Registry().Resolve(tools.Node{Role: role, MCPServers: n.MCPServers, Tools: n.Tools})
+	node, role, access, ok := w.delegateNode(team, d)
+	if !ok {
+		w.FailRun(ctx, run.ID, "unknown_agent", fmt.Sprintf("delegation %s names agent %q, which is not in the team", d.ID, d.Agent))
+		return nil
 	}
 	if err := w.store.MarkDelegationRunning(ctx, d.ID); err != nil {
 		return err
@@ -130,6 +107,45 @@ func (w *Worker) handleTurn(ctx context.Context, t *asynq.Task) error {
 		return err
 	}
 	return w.step(ctx, stepInput{run: run, team: team, node: node, role: role, initial: sess, access: access, delegation: &d})
+}
+
+// delegateNode is the node a delegation runs as: a worker of the team; a
+// subagent (the parent's model and framing, with the tool list spawn_subagents
+// capped to the parent's own); or code_review's reviewer (no tools, the review
+// prompt, the parent's model or worker.review_model). ok is false when a worker
+// delegation names no worker of the team.
+func (w *Worker) delegateNode(team templates.Template, d store.Delegation) (node templates.Node, role string, access tools.Access, ok bool) {
+	if d.Tools == nil {
+		n, ok := team.Worker(d.Agent)
+		if !ok {
+			return node, "worker", access, false
+		}
+		return n, "worker", w.router.Registry().Resolve(tools.Node{Role: "worker", MCPServers: n.MCPServers, Tools: n.Tools}), true
+	}
+	parentName := d.Agent
+	if m := subagentName.FindStringSubmatch(d.Agent); m != nil {
+		parentName = m[1]
+	}
+	if d.Kind == store.DelegationReview {
+		parentName = review.Caller(d.Agent)
+	}
+	parent := team.Supervisor
+	if wn, found := team.Worker(parentName); found {
+		parent = wn
+	}
+	if d.Kind == store.DelegationReview {
+		model := team.ModelFor(parent)
+		if w.cfg.ReviewModel != "" && model.Provider != "script" {
+			model.Model = w.cfg.ReviewModel
+		}
+		return templates.Node{Name: d.Agent, Prompt: review.SystemPrompt, Model: &model}, "reviewer", tools.Access{}, true
+	}
+	node = templates.Node{Name: d.Agent, Prompt: "You are a subagent of " + parentName + ". Do the task and answer with your findings.", Model: parent.Model}
+	access = w.router.Registry().Resolve(tools.Node{Role: "subagent", Tools: d.Tools})
+	if len(d.Tools) == 0 {
+		access = tools.Access{}
+	}
+	return node, "subagent", access, true
 }
 
 // supervisorPrompt frames the supervisor's own prompt with its team roster.

@@ -26,14 +26,14 @@ func replyUnsaved(role, status string, msgs []llm.Message) bool {
 	return len(p) > 0 && p[0].Name == "reply"
 }
 
-// delegationResult answers a delegate / spawn_subagents call once all its
-// delegations are finished.
+// delegationResult answers a delegate / spawn_subagents / code_review call once
+// all its delegations are finished.
 func delegationResult(call llm.ToolCall, ds []store.Delegation) (llm.Message, callState, error) {
 	if !allFinished(ds) {
 		return llm.Message{}, callWaiting, nil
 	}
 	msg := llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name}
-	if call.Name == "delegate" {
+	if call.Name != "spawn_subagents" { // one delegation: delegate, code_review
 		d := ds[0]
 		if d.Status == store.DelegationFailed {
 			msg.Content, msg.IsError = fmt.Sprintf("%s failed: %s", d.Agent, d.Error), true

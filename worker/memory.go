@@ -44,7 +44,7 @@ func (s *stepRun) indexProjectFolder(ctx context.Context, workspace string) {
 // run's events record which entries were injected and why.
 func (s *stepRun) injectMemory(ctx context.Context) error {
 	project := s.in.run.Project
-	if project == "" || s.sess.Steps > 0 || len(s.sess.Messages) != 2 {
+	if project == "" || s.in.role == "reviewer" || s.sess.Steps > 0 || len(s.sess.Messages) != 2 {
 		return nil
 	}
 	task := s.sess.Messages[1].Content
@@ -78,7 +78,7 @@ func (s *stepRun) injectMemory(ctx context.Context) error {
 // its task and its final answer, condensed (no model call). A supervisor's entry
 // is the project's; a worker's or subagent's is its own agent's.
 func (w *Worker) sessionMemory(in stepInput, sess *store.Session) *store.MemoryEntry {
-	if in.run.Project == "" || sess.Status != "done" {
+	if in.run.Project == "" || sess.Status != "done" || in.role == "reviewer" {
 		return nil
 	}
 	task := ""

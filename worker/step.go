@@ -14,6 +14,7 @@ import (
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/logctx"
 	"github.com/aetherium-engine/aetherium/mailbox"
+	"github.com/aetherium-engine/aetherium/review"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -206,7 +207,7 @@ func (s *stepRun) prepare(ctx context.Context) error {
 		KnowledgePacks: in.team.Knowledge.Packs, Project: in.run.Project,
 	}
 	s.tctx = tools.WithSession(ctx, tsess)
-	s.mailRead = w.mailbox == nil || in.role == "subagent"
+	s.mailRead = w.mailbox == nil || in.role == "subagent" || in.role == "reviewer"
 	if s.provider, s.model, err = w.models.For(in.team, in.node); err != nil {
 		s.fail(ctx, "model_unavailable", fmt.Sprintf("%s: %v", in.node.Name, err))
 		return errStop
@@ -328,6 +329,15 @@ func (s *stepRun) ask(ctx context.Context) error {
 	s.sess.Messages = append(s.sess.Messages, resp.Message)
 	s.sess.Steps++
 	final := len(resp.Message.ToolCalls) == 0
+	if final && s.in.role == "reviewer" {
+		// A review that does not conform is asked for once more, with the reason;
+		// the second answer stands (finishSession fails the delegation if it is
+		// still wrong).
+		if _, perr := review.Parse(resp.Message.Content); perr != nil && !reviewRetried(s.sess.Messages) {
+			s.sess.Messages = append(s.sess.Messages, llm.Message{Role: llm.RoleUser, Content: review.RetryPrompt(perr)})
+			final = false
+		}
+	}
 	if final {
 		s.sess.Status = "done" // saved with the answer: no second write to end the session
 	}

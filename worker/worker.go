@@ -77,6 +77,10 @@ type Config struct {
 	// ScriptLatency is slept before every answer of the script model, standing in
 	// for model think time (benchmarks and drills of I/O-bound fleets). Default 0.
 	ScriptLatency time.Duration `yaml:"script_latency"`
+	// ReviewModel is the model code_review's reviewer asks, on the provider of
+	// the calling agent's model (a team on the script model keeps its
+	// screenplay). Empty: the calling agent's own model.
+	ReviewModel string `yaml:"review_model"`
 
 	// Workspaces is the root of per-run workspace directories; used (with no quota)
 	// only when Deps.Workspaces is nil. Not a key of the worker section (the

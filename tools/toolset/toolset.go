@@ -17,6 +17,7 @@ import (
 	knowledgetools "github.com/aetherium-engine/aetherium/tools/knowledge"
 	"github.com/aetherium-engine/aetherium/tools/orchestration"
 	"github.com/aetherium-engine/aetherium/tools/planning"
+	"github.com/aetherium-engine/aetherium/tools/quality"
 	"github.com/aetherium-engine/aetherium/tools/research"
 	"github.com/aetherium-engine/aetherium/tools/shell"
 	"github.com/aetherium-engine/aetherium/tools/team"
@@ -47,6 +48,8 @@ type Deps struct {
 	// search_knowledge fails. KnowledgeConfig is the `knowledge` section.
 	Knowledge       knowledge.Backend
 	KnowledgeConfig knowledge.Config
+	// Review bounds code_review (the `quality` section).
+	Review quality.ReviewConfig
 }
 
 // New registers every tool and checks the result against tools/catalog.yaml.
@@ -61,6 +64,7 @@ func New(d Deps) (*tools.Registry, error) {
 	team.Register(reg, d.Mailbox, d.Roster)
 	shell.Register(reg, shellDeps(d), d.Shell)
 	knowledgetools.Register(reg, knowledgeDeps(d))
+	quality.RegisterReview(reg, d.Review)
 	if err := tools.CheckCatalog(reg); err != nil {
 		return nil, fmt.Errorf("tool catalog check: %w", err)
 	}
