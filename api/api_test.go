@@ -28,6 +28,8 @@ func TestBadInputGetsClearJSONErrors(t *testing.T) {
 		{"malformed json", "POST", "/api/orchestrator/run-from-template", `{"template": "demo",`, 400, "malformed JSON", ""},
 		{"not an object", "POST", "/api/orchestrator/run-from-template", `[1,2]`, 400, "must be", ""},
 		{"empty body", "POST", "/api/orchestrator/run", ``, 400, "empty", ""},
+		{"NUL in the prompt", "POST", "/api/orchestrator/run-from-template", `{"template":"demo","prompt":"a\u0000b","variables":{"topic":"x"}}`, 400, "NUL character", ""},
+		{"NUL in a team", "POST", "/api/orchestrator/run", `{"prompt":"x","team":{"name":"t\u0000"}}`, 400, "NUL character", ""},
 		{"trailing data", "POST", "/api/orchestrator/run-from-template", `{"template":"demo","prompt":"x"} {}`, 400, "trailing", ""},
 		{"unknown field", "POST", "/api/orchestrator/run-from-template", `{"template":"demo","prompt":"x","colour":1}`, 400, "unknown field", "colour"},
 		{"wrong type", "POST", "/api/orchestrator/run-from-template", `{"template":"demo","prompt":7}`, 400, "must be string", "prompt"},

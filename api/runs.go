@@ -46,6 +46,9 @@ func decode(body []byte, into any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badRequest("", "request body is empty; send a JSON object")
 	}
+	if store.HasNUL(body) {
+		return badRequest("", "the request holds a NUL character (\\u0000), which cannot be stored; remove it")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(into); err != nil {

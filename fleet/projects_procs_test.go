@@ -2,13 +2,10 @@ package fleet_test
 
 import (
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,115 +14,6 @@ import (
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/internal/harness"
 )
-
-// chatModel is an OpenAI-compatible chat-completions server that plays a
-// supervisor by the task it is given: the first turn calls the task's tool, the
-// second replies. It records every request body, as a real endpoint would see it.
-type chatModel struct {
-	mu       sync.Mutex
-	requests []chatRequest
-	calls    int
-}
-
-type chatMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
-
-type chatRequest struct {
-	Model    string        `json:"model"`
-	Messages []chatMessage `json:"messages"`
-}
-
-// chatTurn is what the model does for a task: call tool with args, then reply.
-type chatTurn struct {
-	tool  string
-	args  map[string]any
-	reply string
-}
-
-func (m *chatModel) serve(turns map[string]chatTurn) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		raw, err := io.ReadAll(r.Body)
-		if err != nil || r.URL.Path != "/v1/chat/completions" {
-			http.Error(w, `{"error":{"message":"bad request"}}`, http.StatusBadRequest)
-			return
-		}
-		// Messages carry content as a string or as parts; only the strings matter here.
-		var req struct {
-			Model    string            `json:"model"`
-			Messages []json.RawMessage `json:"messages"`
-		}
-		if err := json.Unmarshal(raw, &req); err != nil {
-			http.Error(w, `{"error":{"message":"malformed JSON"}}`, http.StatusBadRequest)
-			return
-		}
-		cr := chatRequest{Model: req.Model}
-		sawTool := false
-		for _, rm := range req.Messages {
-			var msg struct {
-				Role    string          `json:"role"`
-				Content json.RawMessage `json:"content"`
-			}
-			_ = json.Unmarshal(rm, &msg)
-			var text string
-			_ = json.Unmarshal(msg.Content, &text)
-			cr.Messages = append(cr.Messages, chatMessage{Role: msg.Role, Content: text})
-			sawTool = sawTool || msg.Role == "tool"
-		}
-		m.mu.Lock()
-		m.requests = append(m.requests, cr)
-		m.calls++
-		id := fmt.Sprintf("call_%d", m.calls)
-		m.mu.Unlock()
-		task := ""
-		for _, msg := range cr.Messages {
-			if msg.Role == "user" {
-				task = msg.Content
-				break
-			}
-		}
-		turn, ok := turns[task]
-		if !ok {
-			http.Error(w, `{"error":{"message":"no turn for this task"}}`, http.StatusBadRequest)
-			return
-		}
-		name, args := turn.tool, turn.args
-		if sawTool {
-			name, args = "reply", map[string]any{"message": turn.reply}
-		}
-		argText, _ := json.Marshal(args)
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"id": "chatcmpl-" + id, "object": "chat.completion", "created": time.Now().Unix(), "model": req.Model,
-			"choices": []map[string]any{{
-				"index": 0, "finish_reason": "tool_calls",
-				"message": map[string]any{"role": "assistant", "content": nil, "tool_calls": []map[string]any{{
-					"id": id, "type": "function", "function": map[string]any{"name": name, "arguments": string(argText)},
-				}}},
-			}},
-			"usage": map[string]any{"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
-		})
-	}
-}
-
-// requestsFor are the recorded requests whose task is task.
-func (m *chatModel) requestsFor(task string) []chatRequest {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []chatRequest
-	for _, r := range m.requests {
-		for _, msg := range r.Messages {
-			if msg.Role == "user" {
-				if msg.Content == task {
-					out = append(out, r)
-				}
-				break
-			}
-		}
-	}
-	return out
-}
 
 // A project lives in PostgreSQL, not in a worker: run 1 of project P runs on
 // worker process A, writes knowledge and ends; A is stopped; run 2 of P runs on
@@ -139,12 +27,27 @@ func TestProjectAcrossWorkerProcesses(t *testing.T) {
 		task1 = "Write the launch checklist"
 		task2 = "What is the launch code word?"
 	)
-	model := &chatModel{}
-	fake := httptest.NewServer(model.serve(map[string]chatTurn{
+	// The supervisor calls its task's tool first, then replies.
+	turns := map[string]struct {
+		tool  string
+		args  map[string]any
+		reply string
+	}{
 		task1: {tool: "write_knowledge", args: map[string]any{"title": "Launch checklist", "content": "The launch code word is PELICAN. Fuel the booster first.", "tags": []string{"launch"}},
 			reply: "The launch checklist is written: code word PELICAN."},
 		task2: {tool: "search_knowledge", args: map[string]any{"query": "launch code word", "k": 3}, reply: "found it"},
-	}))
+	}
+	model := &chatModel{decide: func(r chatRequest) chatAnswer {
+		turn, ok := turns[r.task()]
+		if !ok {
+			return chatAnswer{Status: http.StatusBadRequest}
+		}
+		if r.has("tool") {
+			return chatAnswer{Tool: "reply", Args: map[string]any{"message": turn.reply}}
+		}
+		return chatAnswer{Tool: turn.tool, Args: turn.args}
+	}}
+	fake := httptest.NewServer(model)
 	t.Cleanup(fake.Close)
 
 	cfg := fleettest.Config(t)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/llm/script"
+	"github.com/aetherium-engine/aetherium/review"
 	"github.com/aetherium-engine/aetherium/tools"
 )
 
@@ -255,6 +256,10 @@ func (t *Template) Validate(reg *tools.Registry) error {
 		// Subagents spawned by an agent are named <agent>-sub-<n>; their script
 		// lines are valid when the parent is on the team.
 		if m := subagentRE.FindStringSubmatch(a); m != nil && names[m[1]] {
+			continue
+		}
+		// So are the lines of an agent's code_review reviewer, <agent>-reviewer.
+		if c := review.Caller(a); c != a && names[c] {
 			continue
 		}
 		if !names[a] {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aetherium-engine/aetherium/events"
@@ -67,7 +68,8 @@ func (w *Worker) resolveCall(ctx context.Context, in stepInput, sess *store.Sess
 		return llm.Message{}, callDone, fmt.Errorf("%s: %w", call.Name, err)
 	}
 	outcome, layer := tools.Classify(err)
-	msg := llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: res.Content}
+	// A NUL in a result (a binary file, a fetched page) cannot be stored.
+	msg := llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: strings.ReplaceAll(res.Content, "\x00", "\uFFFD")}
 	if err != nil {
 		msg.Content, msg.IsError = "error: "+err.Error(), true
 	}

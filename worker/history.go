@@ -120,6 +120,15 @@ func checkAnswer(m *llm.Message, step int) error {
 	if len(m.ToolCalls) == 0 && strings.TrimSpace(m.Content) == "" {
 		return fmt.Errorf("%w: empty answer with no tool calls", llm.ErrMalformed)
 	}
+	// The session cannot store a NUL (PostgreSQL text and jsonb refuse it).
+	if strings.ContainsRune(m.Content, 0) {
+		return fmt.Errorf("%w: the answer holds a NUL character", llm.ErrMalformed)
+	}
+	for i, c := range m.ToolCalls {
+		if strings.ContainsRune(c.Name, 0) || store.HasNUL(c.Args) {
+			return fmt.Errorf("%w: tool call %d holds a NUL character (\\u0000) in its arguments", llm.ErrMalformed, i+1)
+		}
+	}
 	// Every id the model gave counts as taken before any is generated, so a
 	// generated id never repeats one that comes later in the same answer.
 	given := map[string]int{}

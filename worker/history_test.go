@@ -67,6 +67,9 @@ func TestCheckAnswer(t *testing.T) {
 	}{
 		{name: "empty answer", msg: llm.Message{Content: "  "}, wantErr: "empty answer with no tool calls"},
 		{name: "text answer", msg: llm.Message{Content: "done"}},
+		{name: "NUL in text", msg: llm.Message{Content: "do\x00ne"}, wantErr: "the answer holds a NUL character"},
+		{name: "NUL in arguments", msg: llm.Message{ToolCalls: []llm.ToolCall{{ID: "a", Name: "x", Args: json.RawMessage(`{"p":"a\u0000b"}`)}}}, wantErr: "tool call 1 holds a NUL character"},
+		{name: "escaped backslash is no NUL", msg: llm.Message{ToolCalls: []llm.ToolCall{{ID: "a", Name: "x", Args: json.RawMessage(`{"p":"a\\u0000b"}`)}}}, wantIDs: []string{"a"}},
 		{name: "nameless call", msg: llm.Message{ToolCalls: []llm.ToolCall{{ID: "a", Name: "x"}, {ID: "b", Name: " "}}}, wantErr: "tool call 2 has no name"},
 		{name: "ids kept", msg: llm.Message{ToolCalls: []llm.ToolCall{{ID: "a", Name: "x"}, {ID: "b", Name: "y"}}}, wantIDs: []string{"a", "b"}},
 		{name: "missing ids generated", msg: llm.Message{ToolCalls: []llm.ToolCall{{Name: "x"}, {Name: "y"}}}, wantIDs: []string{"call_s4_1", "call_s4_2"}},
