@@ -139,8 +139,8 @@ type varResolver struct {
 	// scoped are the definitions by where they sit (selector and at-rule), so
 	// a theme's text and background colours are paired with each other only.
 	scoped map[string][]varDef
-	scopes []string // every scope a definition sits in, in order
-	used map[string]int      // var() references per custom property
+	scopes []string       // every scope a definition sits in, in order
+	used   map[string]int // var() references per custom property
 	// unresolved are the names referenced without a definition or fallback.
 	unresolved map[string]bool
 }

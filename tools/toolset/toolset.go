@@ -17,6 +17,7 @@ import (
 	knowledgetools "github.com/aetherium-engine/aetherium/tools/knowledge"
 	"github.com/aetherium-engine/aetherium/tools/orchestration"
 	"github.com/aetherium-engine/aetherium/tools/planning"
+	"github.com/aetherium-engine/aetherium/tools/quality"
 	"github.com/aetherium-engine/aetherium/tools/research"
 	"github.com/aetherium-engine/aetherium/tools/shell"
 	"github.com/aetherium-engine/aetherium/tools/team"
@@ -61,6 +62,7 @@ func New(d Deps) (*tools.Registry, error) {
 	team.Register(reg, d.Mailbox, d.Roster)
 	shell.Register(reg, shellDeps(d), d.Shell)
 	knowledgetools.Register(reg, knowledgeDeps(d))
+	quality.RegisterFinishing(reg, workspaceConfig(d))
 	if err := tools.CheckCatalog(reg); err != nil {
 		return nil, fmt.Errorf("tool catalog check: %w", err)
 	}
