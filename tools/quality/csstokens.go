@@ -197,19 +197,27 @@ func (r *varResolver) resolveIn(v, scope string, depth int) (string, bool) {
 	return v[:start] + sub + rest, inScope || subIn || restIn
 }
 
+// resolveBudget bounds the substitutions of one value: definitions that
+// reference each other several times would otherwise multiply without end.
+const resolveBudget = 512
+
 // resolve returns the values v can take with its var()s substituted. count
 // records the references (only for declarations, so a chain counts once).
 func (r *varResolver) resolve(v string, count bool) []string {
-	return r.resolveDepth(v, count, 0)
+	budget := resolveBudget
+	return r.resolveDepth(v, count, 0, &budget)
 }
 
-func (r *varResolver) resolveDepth(v string, count bool, depth int) []string {
+// resolveDepth substitutes the first var() of v and recurses into the
+// definition (depth+1) and into the rest of v (same depth).
+func (r *varResolver) resolveDepth(v string, count bool, depth int, budget *int) []string {
+	*budget--
 	start := indexFold(v, "var(")
-	if start < 0 {
+	if start < 0 || depth > maxNesting || *budget <= 0 {
 		return []string{v}
 	}
 	end := matchParen(v, start+3)
-	if end < 0 || depth > maxNesting {
+	if end < 0 {
 		return []string{v}
 	}
 	inner := v[start+4 : end]
@@ -221,17 +229,22 @@ func (r *varResolver) resolveDepth(v string, count bool, depth int) []string {
 	var subs []string
 	if defs, ok := r.defs[name]; ok {
 		for _, d := range defs {
-			subs = append(subs, r.resolveDepth(d, false, depth+1)...)
+			for _, s := range r.resolveDepth(d, false, depth+1, budget) {
+				if !hasString(subs, s) && len(subs) < maxVariants {
+					subs = append(subs, s)
+				}
+			}
 		}
 	} else if hasFallback {
-		subs = r.resolveDepth(strings.TrimSpace(fallback), count, depth+1)
+		subs = r.resolveDepth(strings.TrimSpace(fallback), count, depth+1, budget)
 	} else {
 		r.unresolved[name] = true
 		subs = []string{""}
 	}
+	rests := r.resolveDepth(v[end+1:], count, depth, budget)
 	var out []string
 	for _, s := range subs {
-		for _, rest := range r.resolveDepth(v[end+1:], count, depth+1) {
+		for _, rest := range rests {
 			val := v[:start] + s + rest
 			if !hasString(out, val) {
 				out = append(out, val)
