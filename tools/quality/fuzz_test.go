@@ -66,7 +66,7 @@ func FuzzStyleTables(f *testing.F) {
 				t.Fatalf("ratio %v out of range", c.ratio)
 			}
 		}
-		if d := time.Since(start); d > 2*time.Second {
+		if d := time.Since(start); d > 20*time.Second { // generous: -race on a loaded machine
 			t.Fatalf("took %v on %d bytes", d, len(src))
 		}
 	})
@@ -89,7 +89,7 @@ func TestVarResolutionIsBounded(t *testing.T) {
 	if len(tb.colours) != 2 {
 		t.Fatalf("colours: %+v", tb.colours)
 	}
-	if d := time.Since(start); d > 2*time.Second {
+	if d := time.Since(start); d > 20*time.Second { // unbounded would be 2^200 substitutions; 20s leaves room for -race on a loaded machine
 		t.Fatalf("took %v", d)
 	}
 }
