@@ -25,11 +25,12 @@ func styleWorkspace(t *testing.T) string {
 func TestRecordStyleGeneratesThePaletteOfTheStylesheet(t *testing.T) {
 	t.Parallel()
 	ws := styleWorkspace(t)
-	out, err := call(t, ws, "record_style", quality.StyleArgs{
+	args := quality.StyleArgs{
 		Direction:  "Warm paper, ink text, one copper accent.",
 		Rules:      "Never add a second accent colour. Body text stays at 4.5:1 or better.",
 		Stylesheet: "css/site.css", Out: "docs/STYLE.md",
-	})
+	}
+	out, err := call(t, ws, "record_style", args)
 	require.NoError(t, err)
 	var sum quality.StyleSummary
 	require.NoError(t, json.Unmarshal([]byte(out), &sum))
@@ -43,8 +44,8 @@ func TestRecordStyleGeneratesThePaletteOfTheStylesheet(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(ws, "docs", "STYLE.md"))
 	require.NoError(t, err)
 	doc := string(b)
-	require.Equal(t, []string{"Warm paper, ink text, one copper accent."}, section(doc, "Direction"))
-	require.Equal(t, []string{"Never add a second accent colour. Body text stays at 4.5:1 or better."}, section(doc, "Rules"))
+	require.Equal(t, []string{args.Direction}, section(doc, "Direction"))
+	require.Equal(t, []string{args.Rules}, section(doc, "Rules"))
 
 	// The palette is exactly the stylesheet's: every colour once, in its normal
 	// form (#1A1A1A, rgb(255 255 255), white, #fff, #FFFFFF, hsl(), rgba(), tomato),
@@ -96,11 +97,7 @@ func TestRecordStyleGeneratesThePaletteOfTheStylesheet(t *testing.T) {
 	require.Contains(t, doc, "`0 1px 2px rgba(0, 0, 0, .08), 0 4px 12px rgba(0, 0, 0, 0.08)`")
 
 	// Same input, same file: no timestamp, stable ordering.
-	_, err = call(t, ws, "record_style", quality.StyleArgs{
-		Direction:  "Warm paper, ink text, one copper accent.",
-		Rules:      "Never add a second accent colour. Body text stays at 4.5:1 or better.",
-		Stylesheet: "css/site.css", Out: "docs/STYLE.md",
-	})
+	_, err = call(t, ws, "record_style", args)
 	require.NoError(t, err)
 	again, err := os.ReadFile(filepath.Join(ws, "docs", "STYLE.md"))
 	require.NoError(t, err)
