@@ -102,7 +102,7 @@ func parseStylesheet(sheet *cssSheet, name string, src []byte, depth int) error 
 			}
 		case css.DeclarationGrammar:
 			f := top()
-			sheet.decls = append(sheet.decls, cssDecl{prop: strings.ToLower(string(data)), value: strings.TrimSpace(tokensString(p.Values())),
+			sheet.decls = append(sheet.decls, cssDecl{prop: strings.ToLower(string(data)), value: stripImportant(tokensString(p.Values())),
 				selector: f.selector, atRule: f.atRule, rule: f.rule})
 		case css.CustomPropertyGrammar:
 			f := top()
@@ -110,6 +110,16 @@ func parseStylesheet(sheet *cssSheet, name string, src []byte, depth int) error 
 				selector: f.selector, atRule: f.atRule, rule: f.rule})
 		}
 	}
+}
+
+// stripImportant drops a trailing !important: it changes the cascade, not the
+// token (1rem!important is the 1rem step).
+func stripImportant(v string) string {
+	v = strings.TrimSpace(v)
+	if i := strings.LastIndexByte(v, '!'); i >= 0 && strings.EqualFold(strings.TrimSpace(v[i+1:]), "important") {
+		v = strings.TrimSpace(v[:i])
+	}
+	return v
 }
 
 func knownAtRule(at string) bool {

@@ -142,9 +142,12 @@ func TestCheckFinishingMarks(t *testing.T) {
 			fail("scaffold", "app/page.tsx", 2, "default framework logo next.svg referenced"),
 		}},
 		{"README: reference images, html img, code is not a reference", map[string]string{
-			"README.md":         "# x\n\n![shot][s]\n<img src=\"docs/a.png\" width=300>\n`![x](nope.png)`\n![badge](https://x.io/b.svg)\n\n[s]: docs/shot%20one.png\n",
+			"README.md":         "# x\n\n![shot][s]\n<img src=\"docs/a.png\" width=300>\n`![x](nope.png)`\n![badge](https://x.io/b.svg)\n[![local](b.png)](https://x.io)\n\n[s]: docs/shot%20one.png\n",
 			"docs/shot one.png": "png",
-		}, "readme_images", []quality.Row{fail("readme_images", "README.md", 4, `references "docs/a.png", which does not exist in the shipped files`)}},
+		}, "readme_images", []quality.Row{
+			fail("readme_images", "README.md", 4, `references "docs/a.png", which does not exist in the shipped files`),
+			fail("readme_images", "README.md", 7, `references "b.png", which does not exist in the shipped files`),
+		}},
 		{"no README", map[string]string{"index.js": "x"}, "readme_images", []quality.Row{fail("readme_images", "", 0, "no README.md at the project root")}},
 		{"pyproject, Cargo and VERSION against the head", map[string]string{
 			"pyproject.toml": "[project]\nname = \"x\"\nversion = \"2.0.0\"\n",

@@ -368,7 +368,12 @@ func checkReadmeImages(p *project) ([]Row, string) {
 	}
 	var fails []Row
 	checked := 0
+	seen := map[ref]bool{} // [![badge](img.png)](…) is both an image and a link
 	for _, r := range refs {
+		if seen[r] {
+			continue
+		}
+		seen[r] = true
 		lower := strings.ToLower(r.target)
 		if strings.HasPrefix(lower, "//") || strings.Contains(lower, "://") || strings.HasPrefix(lower, "#") || strings.HasPrefix(lower, "data:") {
 			continue

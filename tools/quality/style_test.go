@@ -109,7 +109,7 @@ func TestRecordStyleSeveralStylesheetsAndDefaultOut(t *testing.T) {
 	ws := t.TempDir()
 	writeFiles(t, ws, map[string]string{
 		"a.css": ":root { --brand: #0af; }\n@font-face { font-family: 'Brand Sans'; src: url(brand.woff2); }\n",
-		"b.css": "a { color: var(--brand); font-family: 'Brand Sans', sans-serif; }\n" +
+		"b.css": "a { color: var(--brand); font-family: 'Brand Sans', sans-serif; font-size: 1.0REM !important; }\n" +
 			"@container card (min-width: 30rem) { .title { color: rebeccapurple; } }\n",
 	})
 	out, err := call(t, ws, "record_style", quality.StyleArgs{Direction: "d", Rules: "r", Stylesheet: "a.css", MoreStylesheets: []string{"b.css", "a.css"}})
@@ -125,6 +125,7 @@ func TestRecordStyleSeveralStylesheetsAndDefaultOut(t *testing.T) {
 	require.Contains(t, string(b), "| `#00aaff` | 1 | `--brand` |")
 	require.Contains(t, string(b), "| `#663399` | 1 |  |")
 	require.Contains(t, string(b), "| Brand Sans | 1 | yes |")
+	require.Contains(t, string(b), "| `1rem` | 16 | 1 |")
 }
 
 func TestRecordStyleRefusals(t *testing.T) {
