@@ -19,8 +19,14 @@ import (
 // call dispatches one tool call in a session whose workspace is ws.
 func call(t *testing.T, ws, tool string, args any) (string, error) {
 	t.Helper()
+	return callWith(t, workspace.Config{}, ws, tool, args)
+}
+
+// callWith is call with the tools registered on cfg.
+func callWith(t *testing.T, cfg workspace.Config, ws, tool string, args any) (string, error) {
+	t.Helper()
 	reg := tools.NewRegistry()
-	quality.RegisterFinishing(reg, workspace.Config{})
+	quality.RegisterFinishing(reg, cfg)
 	raw, err := json.Marshal(args)
 	require.NoError(t, err)
 	s := &tools.Session{RunID: "r", SessionID: "s", Agent: "a", Role: "worker", Workspace: ws,

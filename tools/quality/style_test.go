@@ -5,11 +5,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/tools/quality"
+	"github.com/aetherium-engine/aetherium/tools/workspace"
 )
 
 // styleWorkspace is a workspace holding the fixture stylesheet at css/site.css.
@@ -126,6 +128,28 @@ func TestRecordStyleSeveralStylesheetsAndDefaultOut(t *testing.T) {
 	require.Contains(t, string(b), "| `#663399` | 1 |  |")
 	require.Contains(t, string(b), "| Brand Sans | 1 | yes |")
 	require.Contains(t, string(b), "| `1rem` | 16 | 1 |")
+}
+
+// TestRecordStyleHandsTheRecordToTheSandboxUser: as with write_file, a worker
+// running as root gives the record (and the directories it made) to the sandbox's
+// user, and a record over the file limit is refused.
+func TestRecordStyleHandsTheRecordToTheSandboxUser(t *testing.T) {
+	t.Parallel()
+	ws := styleWorkspace(t)
+	cfg := workspace.Config{Owner: &workspace.Owner{UID: 4321, GID: 4322}}
+	_, err := callWith(t, cfg, ws, "record_style", quality.StyleArgs{Direction: "d", Rules: "r", Stylesheet: "css/site.css", Out: "new/dir/STYLE.md"})
+	require.NoError(t, err)
+	if os.Geteuid() == 0 {
+		for _, p := range []string{"new", "new/dir", "new/dir/STYLE.md"} {
+			fi, err := os.Stat(filepath.Join(ws, p))
+			require.NoError(t, err)
+			st := fi.Sys().(*syscall.Stat_t)
+			require.Equal(t, [2]uint32{4321, 4322}, [2]uint32{st.Uid, st.Gid}, p)
+		}
+	}
+	_, err = callWith(t, workspace.Config{MaxFileBytes: 1000}, ws, "record_style", quality.StyleArgs{Direction: "d", Rules: "r", Stylesheet: "css/site.css"})
+	require.ErrorContains(t, err, "the record would be")
+	require.ErrorIs(t, err, workspace.ErrTooLarge)
 }
 
 func TestRecordStyleRefusals(t *testing.T) {
