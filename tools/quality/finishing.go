@@ -63,8 +63,8 @@ const (
 type Row struct {
 	Mark   string `json:"mark"`
 	Status string `json:"status"` // PASS | FAIL
-	File   string `json:"file,omitempty"`
-	Line   int    `json:"line,omitempty"`
+	File   string `json:"file"`
+	Line   int    `json:"line"` // 1-based; 0 when the row has no place (a missing file)
 	Detail string `json:"detail"`
 }
 
