@@ -58,9 +58,9 @@ const (
 	MarkEmptyState   = "empty_state"
 )
 
-// Row is one line of the report: a PASS row per mark that holds, a FAIL row per
+// FinishingRow is one line of the report: a PASS row per mark that holds, a FAIL row per
 // place where it does not.
-type Row struct {
+type FinishingRow struct {
 	Mark   string `json:"mark"`
 	Status string `json:"status"` // PASS | FAIL
 	File   string `json:"file"`
@@ -68,14 +68,14 @@ type Row struct {
 	Detail string `json:"detail"`
 }
 
-// Report is check_finishing's answer.
-type Report struct {
-	Passed bool  `json:"passed"`
-	Rows   []Row `json:"rows"`
+// FinishingReport is check_finishing's answer.
+type FinishingReport struct {
+	Passed bool           `json:"passed"`
+	Rows   []FinishingRow `json:"rows"`
 }
 
 // Table is the report for a person to read.
-func (r Report) Table() string {
+func (r FinishingReport) Table() string {
 	var b strings.Builder
 	b.WriteString("| mark | status | where | detail |\n| --- | --- | --- | --- |\n")
 	for _, row := range r.Rows {
@@ -99,8 +99,8 @@ const (
 	maxRowsPerMark = 50    // FAIL rows per mark; the rest are summarized in one
 )
 
-// project is the shipped view of one project directory.
-type project struct {
+// shippedProject is the shipped view of one project directory.
+type shippedProject struct {
 	root    *os.Root
 	ignores []gitignore.Pattern
 	files   []string // shipped regular files, slash paths relative to the project, sorted
@@ -122,8 +122,8 @@ func skippedDir(name string) bool {
 	return false
 }
 
-// testFile reports test sources by the naming conventions of the usual runners.
-func testFile(name string) bool {
+// isTestSource reports test sources by the naming conventions of the usual runners.
+func isTestSource(name string) bool {
 	n := strings.ToLower(name)
 	switch {
 	case strings.HasSuffix(n, "_test.go"), strings.HasPrefix(n, "test_") && strings.HasSuffix(n, ".py"),
@@ -140,8 +140,8 @@ func testFile(name string) bool {
 
 // loadProject walks dir (already confined to the workspace) and keeps the files
 // that ship.
-func loadProject(root *os.Root, limit int64) (*project, error) {
-	p := &project{root: root, limit: limit}
+func loadProject(root *os.Root, limit int64) (*shippedProject, error) {
+	p := &shippedProject{root: root, limit: limit}
 	entries := 0
 	var walk func(dir string, parts []string) error
 	walk = func(dir string, parts []string) error {
@@ -176,14 +176,14 @@ func loadProject(root *os.Root, limit int64) (*project, error) {
 			case de.Type()&fs.ModeSymlink != 0:
 				// A link ships as a link: count it when it leads to a regular
 				// file inside the project (the root refuses anything else).
-				if strings.HasPrefix(name, ".") || testFile(name) || p.ignored(sub, false) {
+				if strings.HasPrefix(name, ".") || isTestSource(name) || p.ignored(sub, false) {
 					continue
 				}
 				if fi, err := root.Stat(rel); err == nil && fi.Mode().IsRegular() {
 					p.files = append(p.files, rel)
 				}
 			case de.Type().IsRegular():
-				if strings.HasPrefix(name, ".") || testFile(name) || p.ignored(sub, false) {
+				if strings.HasPrefix(name, ".") || isTestSource(name) || p.ignored(sub, false) {
 					continue
 				}
 				p.files = append(p.files, rel)
@@ -198,13 +198,13 @@ func loadProject(root *os.Root, limit int64) (*project, error) {
 	return p, nil
 }
 
-func (p *project) ignored(parts []string, isDir bool) bool {
+func (p *shippedProject) ignored(parts []string, isDir bool) bool {
 	return len(p.ignores) > 0 && gitignore.NewMatcher(p.ignores).Match(parts, isDir)
 }
 
 // ships reports whether rel (slash path relative to the project) is a file that
 // ships: present, regular, not under a dot or ignored directory.
-func (p *project) ships(rel string) bool {
+func (p *shippedProject) ships(rel string) bool {
 	rel = path.Clean(rel)
 	if rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || path.IsAbs(rel) {
 		return false
@@ -221,7 +221,7 @@ func (p *project) ships(rel string) bool {
 
 // read returns a shipped file's text; ok is false for files over the size
 // limit or binary ones, which no mark reads.
-func (p *project) read(rel string) (string, bool) {
+func (p *shippedProject) read(rel string) (string, bool) {
 	b, err := readRootFile(p.root, rel, p.limit)
 	if err != nil || strings.IndexByte(string(b), 0) >= 0 {
 		return "", false
@@ -231,7 +231,7 @@ func (p *project) read(rel string) (string, bool) {
 
 // rootFile finds a shipped file at the project root by case-insensitive name,
 // in the order of names.
-func (p *project) rootFile(names ...string) string {
+func (p *shippedProject) rootFile(names ...string) string {
 	for _, n := range names {
 		for _, f := range p.files {
 			if !strings.Contains(f, "/") && strings.EqualFold(f, n) {
@@ -242,40 +242,40 @@ func (p *project) rootFile(names ...string) string {
 	return ""
 }
 
-func checkFinishing(ctx context.Context, a FinishingArgs, limit int64) (Report, error) {
+func checkFinishing(ctx context.Context, a FinishingArgs, limit int64) (FinishingReport, error) {
 	dir := a.Path
 	if dir == "" {
 		dir = "."
 	}
 	rel, err := cleanPathArg(dir)
 	if err != nil {
-		return Report{}, fmt.Errorf("path: %w", err)
+		return FinishingReport{}, fmt.Errorf("path: %w", err)
 	}
 	ws, _, err := openSessionRoot(ctx)
 	if err != nil {
-		return Report{}, err
+		return FinishingReport{}, err
 	}
 	defer ws.Close()
 	fi, err := ws.Stat(rel)
 	if err != nil {
-		return Report{}, fmt.Errorf("path: %w", rootPathErr(rel, err))
+		return FinishingReport{}, fmt.Errorf("path: %w", rootPathErr(rel, err))
 	}
 	if !fi.IsDir() {
-		return Report{}, fmt.Errorf("path: %s is not a directory (give the project directory)", rel)
+		return FinishingReport{}, fmt.Errorf("path: %s is not a directory (give the project directory)", rel)
 	}
 	root, err := ws.OpenRoot(rel)
 	if err != nil {
-		return Report{}, fmt.Errorf("path: %w", rootPathErr(rel, err))
+		return FinishingReport{}, fmt.Errorf("path: %w", rootPathErr(rel, err))
 	}
 	defer root.Close()
 	p, err := loadProject(root, limit)
 	if err != nil {
-		return Report{}, err
+		return FinishingReport{}, err
 	}
-	var rows []Row
+	var rows []FinishingRow
 	for _, mark := range []struct {
 		name  string
-		check func(*project) ([]Row, string)
+		check func(*shippedProject) ([]FinishingRow, string)
 	}{
 		{MarkFavicon, checkFavicon},
 		{MarkScaffold, checkScaffold},
@@ -284,7 +284,7 @@ func checkFinishing(ctx context.Context, a FinishingArgs, limit int64) (Report, 
 		{MarkEmptyState, checkEmptyState},
 	} {
 		if err := ctx.Err(); err != nil {
-			return Report{}, err
+			return FinishingReport{}, err
 		}
 		fails, pass := mark.check(p)
 		sort.SliceStable(fails, func(i, j int) bool {
@@ -294,12 +294,12 @@ func checkFinishing(ctx context.Context, a FinishingArgs, limit int64) (Report, 
 			return fails[i].Line < fails[j].Line
 		})
 		if len(fails) == 0 {
-			rows = append(rows, Row{Mark: mark.name, Status: "PASS", Detail: pass})
+			rows = append(rows, FinishingRow{Mark: mark.name, Status: "PASS", Detail: pass})
 			continue
 		}
 		for i, f := range fails {
 			if i == maxRowsPerMark {
-				rows = append(rows, Row{Mark: mark.name, Status: "FAIL", Detail: fmt.Sprintf("and %d more", len(fails)-maxRowsPerMark)})
+				rows = append(rows, FinishingRow{Mark: mark.name, Status: "FAIL", Detail: fmt.Sprintf("and %d more", len(fails)-maxRowsPerMark)})
 				break
 			}
 			f.Mark, f.Status = mark.name, "FAIL"
@@ -309,7 +309,7 @@ func checkFinishing(ctx context.Context, a FinishingArgs, limit int64) (Report, 
 			rows = append(rows, f)
 		}
 	}
-	rep := Report{Passed: true, Rows: rows}
+	rep := FinishingReport{Passed: true, Rows: rows}
 	for _, r := range rows {
 		if r.Status != "PASS" {
 			rep.Passed = false
@@ -318,13 +318,13 @@ func checkFinishing(ctx context.Context, a FinishingArgs, limit int64) (Report, 
 	return rep, nil
 }
 
-// lineAt is the 1-based line of byte offset off in s.
-func lineAt(s string, off int) int {
+// lineOfOffset is the 1-based line of byte offset off in s.
+func lineOfOffset(s string, off int) int {
 	return strings.Count(s[:min(off, len(s))], "\n") + 1
 }
 
-// snippet is a line trimmed for a report detail.
-func snippet(s string) string {
+// rowSnippet is a line trimmed for a report detail.
+func rowSnippet(s string) string {
 	r := []rune(strings.TrimSpace(s))
 	if len(r) > 80 {
 		return string(r[:77]) + "..."

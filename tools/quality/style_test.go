@@ -20,7 +20,7 @@ func styleWorkspace(t *testing.T) string {
 	ws := t.TempDir()
 	src, err := os.ReadFile("testdata/style/site.css")
 	require.NoError(t, err)
-	writeFiles(t, ws, map[string]string{"css/site.css": string(src)})
+	writeFixtureFiles(t, ws, map[string]string{"css/site.css": string(src)})
 	return ws
 }
 
@@ -32,7 +32,7 @@ func TestRecordStyleGeneratesThePaletteOfTheStylesheet(t *testing.T) {
 		Rules:      "Never add a second accent colour. Body text stays at 4.5:1 or better.",
 		Stylesheet: "css/site.css", Out: "docs/STYLE.md",
 	}
-	out, err := call(t, ws, "record_style", args)
+	out, err := runTool(t, ws, "record_style", args)
 	require.NoError(t, err)
 	var sum quality.StyleSummary
 	require.NoError(t, json.Unmarshal([]byte(out), &sum))
@@ -46,14 +46,14 @@ func TestRecordStyleGeneratesThePaletteOfTheStylesheet(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(ws, "docs", "STYLE.md"))
 	require.NoError(t, err)
 	doc := string(b)
-	require.Equal(t, []string{args.Direction}, section(doc, "Direction"))
-	require.Equal(t, []string{args.Rules}, section(doc, "Rules"))
+	require.Equal(t, []string{args.Direction}, recordSection(doc, "Direction"))
+	require.Equal(t, []string{args.Rules}, recordSection(doc, "Rules"))
 
 	// The palette is exactly the stylesheet's: every colour once, in its normal
 	// form (#1A1A1A, rgb(255 255 255), white, #fff, #FFFFFF, hsl(), rgba(), tomato),
 	// with the declarations using it and the custom properties holding it.
 	palette := map[string]string{}
-	for _, l := range section(doc, "Colours") {
+	for _, l := range recordSection(doc, "Colours") {
 		if !strings.HasPrefix(l, "| `#") {
 			continue
 		}
@@ -84,22 +84,22 @@ func TestRecordStyleGeneratesThePaletteOfTheStylesheet(t *testing.T) {
 		"| `.card` | `#333333` | `#ffffff` | 12.63:1 | pass | pass |",
 		"| `.button` | `#ffffff` | `#b66835` | 4.18:1 | fail | pass |",
 		"| `.muted` | `#aaaaaa` | `#ffffff` | 2.32:1 | fail | fail |",
-	}, section(doc, "Contrast pairs"))
+	}, recordSection(doc, "Contrast pairs"))
 	require.Equal(t, []string{
 		"| value | ≈ px | uses |", "| --- | ---: | ---: |",
 		"| `0.875rem` | 14 | 1 |", "| `1rem` | 16 | 1 |", "| `1.75rem` | 28 | 1 |", "| `2.5rem` | 40 | 1 |", "| `3rem` | 48 | 1 |",
-	}, section(doc, "Type scale"))
+	}, recordSection(doc, "Type scale"))
 	require.Equal(t, []string{
 		"| condition | value | ≈ px | uses |", "| --- | --- | ---: | ---: |",
 		"| max-width | `480px` | 480 | 1 |", "| min-width | `768px` | 768 | 1 |", "| min-width | `1200px` | 1200 | 1 |",
-	}, section(doc, "Breakpoints"))
+	}, recordSection(doc, "Breakpoints"))
 	require.Contains(t, doc, "| Inter | 1 |  |")
 	require.Contains(t, doc, "| Georgia | 1 |  |")
 	require.Contains(t, doc, "| `--accent-strong` | `var(--accent)` | `hsl(24, 55%, 46%)` | 1 |")
 	require.Contains(t, doc, "`0 1px 2px rgba(0, 0, 0, .08), 0 4px 12px rgba(0, 0, 0, 0.08)`")
 
 	// Same input, same file: no timestamp, stable ordering.
-	_, err = call(t, ws, "record_style", args)
+	_, err = runTool(t, ws, "record_style", args)
 	require.NoError(t, err)
 	again, err := os.ReadFile(filepath.Join(ws, "docs", "STYLE.md"))
 	require.NoError(t, err)
@@ -109,12 +109,12 @@ func TestRecordStyleGeneratesThePaletteOfTheStylesheet(t *testing.T) {
 func TestRecordStyleSeveralStylesheetsAndDefaultOut(t *testing.T) {
 	t.Parallel()
 	ws := t.TempDir()
-	writeFiles(t, ws, map[string]string{
+	writeFixtureFiles(t, ws, map[string]string{
 		"a.css": ":root { --brand: #0af; }\n@font-face { font-family: 'Brand Sans'; src: url(brand.woff2); }\n",
 		"b.css": "a { color: var(--brand); font-family: 'Brand Sans', sans-serif; font-size: 1.0REM !important; }\n" +
 			"@container card (min-width: 30rem) { .title { color: rebeccapurple; } }\n",
 	})
-	out, err := call(t, ws, "record_style", quality.StyleArgs{Direction: "d", Rules: "r", Stylesheet: "a.css", MoreStylesheets: []string{"b.css", "a.css"}})
+	out, err := runTool(t, ws, "record_style", quality.StyleArgs{Direction: "d", Rules: "r", Stylesheet: "a.css", MoreStylesheets: []string{"b.css", "a.css"}})
 	require.NoError(t, err)
 	var sum quality.StyleSummary
 	require.NoError(t, json.Unmarshal([]byte(out), &sum))
@@ -137,7 +137,7 @@ func TestRecordStyleHandsTheRecordToTheSandboxUser(t *testing.T) {
 	t.Parallel()
 	ws := styleWorkspace(t)
 	cfg := workspace.Config{Owner: &workspace.Owner{UID: 4321, GID: 4322}}
-	_, err := callWith(t, cfg, ws, "record_style", quality.StyleArgs{Direction: "d", Rules: "r", Stylesheet: "css/site.css", Out: "new/dir/STYLE.md"})
+	_, err := runToolWith(t, cfg, ws, "record_style", quality.StyleArgs{Direction: "d", Rules: "r", Stylesheet: "css/site.css", Out: "new/dir/STYLE.md"})
 	require.NoError(t, err)
 	if os.Geteuid() == 0 {
 		for _, p := range []string{"new", "new/dir", "new/dir/STYLE.md"} {
@@ -147,7 +147,7 @@ func TestRecordStyleHandsTheRecordToTheSandboxUser(t *testing.T) {
 			require.Equal(t, [2]uint32{4321, 4322}, [2]uint32{st.Uid, st.Gid}, p)
 		}
 	}
-	_, err = callWith(t, workspace.Config{MaxFileBytes: 1000}, ws, "record_style", quality.StyleArgs{Direction: "d", Rules: "r", Stylesheet: "css/site.css"})
+	_, err = runToolWith(t, workspace.Config{MaxFileBytes: 1000}, ws, "record_style", quality.StyleArgs{Direction: "d", Rules: "r", Stylesheet: "css/site.css"})
 	require.ErrorContains(t, err, "the record would be")
 	require.ErrorIs(t, err, workspace.ErrTooLarge)
 }
@@ -155,9 +155,9 @@ func TestRecordStyleHandsTheRecordToTheSandboxUser(t *testing.T) {
 func TestRecordStyleRefusals(t *testing.T) {
 	t.Parallel()
 	outside := t.TempDir()
-	writeFiles(t, outside, map[string]string{"secret.css": "body { color: red; }"})
+	writeFixtureFiles(t, outside, map[string]string{"secret.css": "body { color: red; }"})
 	ws := t.TempDir()
-	writeFiles(t, ws, map[string]string{
+	writeFixtureFiles(t, ws, map[string]string{
 		"ok.css":           "body { color: red; }",
 		"broken.css":       "body { color red; }",
 		"notes.txt":        "x",
@@ -200,7 +200,7 @@ func TestRecordStyleRefusals(t *testing.T) {
 			if a.Rules == "" {
 				a.Rules = "r"
 			}
-			_, err := call(t, ws, "record_style", a)
+			_, err := runTool(t, ws, "record_style", a)
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tc.want)
 		})

@@ -14,13 +14,13 @@ import (
 )
 
 // Extensions each mark reads.
-func extOf(rel string) string { return strings.ToLower(path.Ext(rel)) }
+func lowerExt(rel string) string { return strings.ToLower(path.Ext(rel)) }
 
-func isHTML(rel string) bool { e := extOf(rel); return e == ".html" || e == ".htm" }
+func isHTMLFile(rel string) bool { e := lowerExt(rel); return e == ".html" || e == ".htm" }
 
-// isCode is shipped source, where a TODO is a leftover.
-func isCode(rel string) bool {
-	switch extOf(rel) {
+// isShippedCode is shipped source, where a TODO is a leftover.
+func isShippedCode(rel string) bool {
+	switch lowerExt(rel) {
 	case ".js", ".mjs", ".cjs", ".jsx", ".ts", ".tsx", ".vue", ".svelte", ".astro", ".css", ".scss", ".sass", ".less",
 		".html", ".htm", ".py", ".go", ".rs", ".rb", ".php", ".java", ".kt", ".swift", ".c", ".h", ".cc", ".cpp", ".hpp",
 		".cs", ".gd", ".lua", ".sh", ".dart", ".ex", ".exs", ".scala", ".sql":
@@ -29,22 +29,22 @@ func isCode(rel string) bool {
 	return false
 }
 
-// isComponent is a file whose markup renders lists from data.
-func isComponent(rel string) bool {
-	switch extOf(rel) {
+// isComponentFile is a file whose markup renders lists from data.
+func isComponentFile(rel string) bool {
+	switch lowerExt(rel) {
 	case ".js", ".mjs", ".jsx", ".ts", ".tsx", ".vue", ".svelte", ".astro":
 		return true
 	}
 	return false
 }
 
-// isText is shipped content where lorem ipsum or a placeholder image is a leftover.
-func isText(rel string) bool {
-	switch extOf(rel) {
+// isShippedText is shipped content where lorem ipsum or a placeholder image is a leftover.
+func isShippedText(rel string) bool {
+	switch lowerExt(rel) {
 	case ".md", ".markdown", ".txt", ".json", ".yml", ".yaml", ".toml", ".xml", ".svg", ".webmanifest":
 		return true
 	}
-	return isCode(rel)
+	return isShippedCode(rel)
 }
 
 // ---- favicon ----
@@ -53,23 +53,23 @@ func isText(rel string) bool {
 // fragment is not a page) links an icon (<link rel> with the token "icon") whose
 // file ships, or links none and a favicon.ico ships at the root the browser asks
 // (the project root, public/ or static/).
-func checkFavicon(p *project) ([]Row, string) {
-	var fails []Row
+func checkFavicon(p *shippedProject) ([]FinishingRow, string) {
+	var fails []FinishingRow
 	pages := 0
 	rootIco := p.ships("favicon.ico") || p.ships("public/favicon.ico") || p.ships("static/favicon.ico")
 	for _, f := range p.files {
-		if !isHTML(f) {
+		if !isHTMLFile(f) {
 			continue
 		}
 		src, ok := p.read(f)
-		if !ok || !isPage(src) {
+		if !ok || !isHTMLPage(src) {
 			continue
 		}
 		pages++
 		links, headLine := iconLinks(src)
 		if len(links) == 0 {
 			if !rootIco {
-				fails = append(fails, Row{File: f, Line: headLine, Detail: "no <link rel=\"icon\"> and no favicon.ico at the root"})
+				fails = append(fails, FinishingRow{File: f, Line: headLine, Detail: "no <link rel=\"icon\"> and no favicon.ico at the root"})
 			}
 			continue
 		}
@@ -85,7 +85,7 @@ func checkFavicon(p *project) ([]Row, string) {
 			}
 		}
 		if !okLink {
-			fails = append(fails, Row{File: f, Line: headLine, Detail: why})
+			fails = append(fails, FinishingRow{File: f, Line: headLine, Detail: why})
 		}
 	}
 	if pages == 0 {
@@ -94,8 +94,8 @@ func checkFavicon(p *project) ([]Row, string) {
 	return fails, fmt.Sprintf("%d HTML page(s), each with a favicon that ships", pages)
 }
 
-// isPage tells a page from a fragment (a component template, a partial).
-func isPage(src string) bool {
+// isHTMLPage tells a page from a fragment (a component template, a partial).
+func isHTMLPage(src string) bool {
 	head := strings.ToLower(src[:min(len(src), 4096)])
 	return strings.Contains(head, "<!doctype") || strings.Contains(head, "<html") || strings.Contains(head, "<head")
 }
@@ -152,7 +152,7 @@ func walkTags(src string, fn func(tag string, attrs map[string]string, line int)
 // assetMissing says why href, referenced from the file from, does not lead to a
 // shipped file ("" when it does). Root-relative hrefs are looked up at the
 // project root and in public/ and static/, which Vite, CRA and Next serve at /.
-func (p *project) assetMissing(from, href string) string {
+func (p *shippedProject) assetMissing(from, href string) string {
 	if href == "" {
 		return "is empty"
 	}
@@ -209,11 +209,11 @@ func defaultTitle(t string) bool {
 // checkScaffold: no TODO/FIXME (upper case, whole word) in shipped code, no
 // lorem ipsum, no default framework title, no default logo referenced, no
 // placeholder-image service.
-func checkScaffold(p *project) ([]Row, string) {
-	var fails []Row
+func checkScaffold(p *shippedProject) ([]FinishingRow, string) {
+	var fails []FinishingRow
 	scanned := 0
 	for _, f := range p.files {
-		if !isText(f) {
+		if !isShippedText(f) {
 			continue
 		}
 		src, ok := p.read(f)
@@ -223,32 +223,32 @@ func checkScaffold(p *project) ([]Row, string) {
 		scanned++
 		for i, line := range strings.Split(src, "\n") {
 			n := i + 1
-			if isCode(f) {
+			if isShippedCode(f) {
 				if m := todoRe.FindString(line); m != "" {
-					fails = append(fails, Row{File: f, Line: n, Detail: m + " left in shipped code: " + snippet(line)})
+					fails = append(fails, FinishingRow{File: f, Line: n, Detail: m + " left in shipped code: " + rowSnippet(line)})
 				}
 			}
 			if loremRe.MatchString(line) {
-				fails = append(fails, Row{File: f, Line: n, Detail: "lorem ipsum placeholder text"})
+				fails = append(fails, FinishingRow{File: f, Line: n, Detail: "lorem ipsum placeholder text"})
 			}
 			if m := placeholderRe.FindString(line); m != "" {
-				fails = append(fails, Row{File: f, Line: n, Detail: "placeholder image service " + strings.ToLower(m)})
+				fails = append(fails, FinishingRow{File: f, Line: n, Detail: "placeholder image service " + strings.ToLower(m)})
 			}
 			if m := defaultLogoRe.FindStringSubmatch(line); m != nil && !strings.HasSuffix(strings.ToLower(f), ".md") {
-				fails = append(fails, Row{File: f, Line: n, Detail: "default framework logo " + m[1] + " referenced"})
+				fails = append(fails, FinishingRow{File: f, Line: n, Detail: "default framework logo " + m[1] + " referenced"})
 			}
-			if isComponent(f) {
+			if isComponentFile(f) {
 				for _, q := range quotedRe.FindAllStringSubmatch(line, -1) {
 					if t := q[1] + q[2] + q[3]; defaultTitle(t) && strings.Contains(strings.ToLower(line), "title") {
-						fails = append(fails, Row{File: f, Line: n, Detail: fmt.Sprintf("default framework title %q", t)})
+						fails = append(fails, FinishingRow{File: f, Line: n, Detail: fmt.Sprintf("default framework title %q", t)})
 					}
 				}
 			}
 		}
-		if isHTML(f) {
+		if isHTMLFile(f) {
 			for _, t := range pageTitles(src) {
 				if defaultTitle(t.text) {
-					fails = append(fails, Row{File: f, Line: t.line, Detail: fmt.Sprintf("default framework title %q", strings.TrimSpace(t.text))})
+					fails = append(fails, FinishingRow{File: f, Line: t.line, Detail: fmt.Sprintf("default framework title %q", strings.TrimSpace(t.text))})
 				}
 			}
 		}
@@ -305,14 +305,14 @@ var (
 // checkReadmeImages: every image the README shows (![…](…), reference images,
 // <img src>) or links to by an image file name ships. External URLs are not
 // checked (badges); a missing README fails.
-func checkReadmeImages(p *project) ([]Row, string) {
+func checkReadmeImages(p *shippedProject) ([]FinishingRow, string) {
 	readme := p.rootFile("README.md", "readme.md", "README.markdown")
 	if readme == "" {
-		return []Row{{Detail: "no README.md at the project root"}}, ""
+		return []FinishingRow{{Detail: "no README.md at the project root"}}, ""
 	}
 	src, ok := p.read(readme)
 	if !ok {
-		return []Row{{File: readme, Detail: "README is over the size limit or not text"}}, ""
+		return []FinishingRow{{File: readme, Detail: "README is over the size limit or not text"}}, ""
 	}
 	type ref struct {
 		target string
@@ -366,7 +366,7 @@ func checkReadmeImages(p *project) ([]Row, string) {
 			refs = append(refs, ref{t, u.line})
 		}
 	}
-	var fails []Row
+	var fails []FinishingRow
 	checked := 0
 	seen := map[ref]bool{} // [![badge](img.png)](…) is both an image and a link
 	for _, r := range refs {
@@ -380,7 +380,7 @@ func checkReadmeImages(p *project) ([]Row, string) {
 		}
 		checked++
 		if reason := p.assetMissing(readme, r.target); reason != "" {
-			fails = append(fails, Row{File: readme, Line: r.line, Detail: fmt.Sprintf("references %q, which %s", r.target, reason)})
+			fails = append(fails, FinishingRow{File: readme, Line: r.line, Detail: fmt.Sprintf("references %q, which %s", r.target, reason)})
 		}
 	}
 	if checked == 0 {
@@ -421,9 +421,9 @@ type manifestVersion struct {
 // manifestVersions reads the version of each manifest at the project root:
 // package.json, pyproject.toml ([project] or [tool.poetry]), Cargo.toml
 // ([package]), VERSION or VERSION.txt.
-func manifestVersions(p *project) ([]manifestVersion, []Row) {
+func manifestVersions(p *shippedProject) ([]manifestVersion, []FinishingRow) {
 	var out []manifestVersion
-	var bad []Row
+	var bad []FinishingRow
 	lineOf := func(src string, re *regexp.Regexp, v string) int {
 		for i, l := range strings.Split(src, "\n") {
 			if re.MatchString(l) && strings.Contains(l, v) {
@@ -438,7 +438,7 @@ func manifestVersions(p *project) ([]manifestVersion, []Row) {
 				Version string `json:"version"`
 			}
 			if err := json.Unmarshal([]byte(src), &pkg); err != nil {
-				bad = append(bad, Row{File: f, Detail: "does not parse: " + err.Error()})
+				bad = append(bad, FinishingRow{File: f, Detail: "does not parse: " + err.Error()})
 			} else if pkg.Version != "" {
 				out = append(out, manifestVersion{f, pkg.Version, lineOf(src, jsonVersionRe, pkg.Version)})
 			}
@@ -466,7 +466,7 @@ func manifestVersions(p *project) ([]manifestVersion, []Row) {
 			} `toml:"tool"`
 		}
 		if err := toml.Unmarshal([]byte(src), &doc); err != nil {
-			bad = append(bad, Row{File: f, Detail: "does not parse: " + err.Error()})
+			bad = append(bad, FinishingRow{File: f, Detail: "does not parse: " + err.Error()})
 			continue
 		}
 		// version.workspace = true (Cargo) or a dynamic version is not a string.
@@ -511,14 +511,14 @@ func changelogHead(src string) (string, int) {
 
 // checkVersion: every manifest's version equals the changelog's head version
 // (a leading "v" ignored on both sides).
-func checkVersion(p *project) ([]Row, string) {
+func checkVersion(p *shippedProject) ([]FinishingRow, string) {
 	versions, fails := manifestVersions(p)
 	cl := p.rootFile("CHANGELOG.md", "CHANGELOG", "CHANGELOG.txt", "CHANGES.md", "HISTORY.md")
 	if len(versions) == 0 {
-		fails = append(fails, Row{Detail: "no manifest states a version (package.json, pyproject.toml, Cargo.toml, VERSION)"})
+		fails = append(fails, FinishingRow{Detail: "no manifest states a version (package.json, pyproject.toml, Cargo.toml, VERSION)"})
 	}
 	if cl == "" {
-		return append(fails, Row{Detail: "no CHANGELOG.md at the project root"}), ""
+		return append(fails, FinishingRow{Detail: "no CHANGELOG.md at the project root"}), ""
 	}
 	src, ok := p.read(cl)
 	head, headLine := "", 0
@@ -526,13 +526,13 @@ func checkVersion(p *project) ([]Row, string) {
 		head, headLine = changelogHead(src)
 	}
 	if head == "" {
-		return append(fails, Row{File: cl, Detail: "no heading with a version"}), ""
+		return append(fails, FinishingRow{File: cl, Detail: "no heading with a version"}), ""
 	}
 	norm := func(v string) string { return strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(v), "v"), "V") }
 	var okFiles []string
 	for _, v := range versions {
 		if norm(v.version) != norm(head) {
-			fails = append(fails, Row{File: v.file, Line: v.line,
+			fails = append(fails, FinishingRow{File: v.file, Line: v.line,
 				Detail: fmt.Sprintf("version %s, but the head of %s (line %d) is %s", v.version, cl, headLine, head)})
 			continue
 		}

@@ -16,14 +16,14 @@ import (
 	"github.com/aetherium-engine/aetherium/tools/workspace"
 )
 
-// call dispatches one tool call in a session whose workspace is ws.
-func call(t *testing.T, ws, tool string, args any) (string, error) {
+// runTool dispatches one tool call in a session whose workspace is ws.
+func runTool(t *testing.T, ws, tool string, args any) (string, error) {
 	t.Helper()
-	return callWith(t, workspace.Config{}, ws, tool, args)
+	return runToolWith(t, workspace.Config{}, ws, tool, args)
 }
 
-// callWith is call with the tools registered on cfg.
-func callWith(t *testing.T, cfg workspace.Config, ws, tool string, args any) (string, error) {
+// runToolWith is runTool with the tools registered on cfg.
+func runToolWith(t *testing.T, cfg workspace.Config, ws, tool string, args any) (string, error) {
 	t.Helper()
 	reg := tools.NewRegistry()
 	quality.RegisterFinishing(reg, cfg)
@@ -35,8 +35,8 @@ func callWith(t *testing.T, cfg workspace.Config, ws, tool string, args any) (st
 	return res.Content, err
 }
 
-// copyTree copies the fixture directory src into dst.
-func copyTree(t *testing.T, src, dst string) {
+// copyFixture copies the fixture directory src into dst.
+func copyFixture(t *testing.T, src, dst string) {
 	t.Helper()
 	require.NoError(t, filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -58,8 +58,8 @@ func copyTree(t *testing.T, src, dst string) {
 	}))
 }
 
-// writeFiles creates files (slash paths relative to dir) with their content.
-func writeFiles(t *testing.T, dir string, files map[string]string) {
+// writeFixtureFiles creates files (slash paths relative to dir) with their content.
+func writeFixtureFiles(t *testing.T, dir string, files map[string]string) {
 	t.Helper()
 	for rel, content := range files {
 		p := filepath.Join(dir, filepath.FromSlash(rel))
@@ -68,8 +68,8 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 	}
 }
 
-// section returns the lines of a Markdown section of doc.
-func section(doc, heading string) []string {
+// recordSection returns the lines of a Markdown section of doc.
+func recordSection(doc, heading string) []string {
 	_, rest, ok := strings.Cut(doc, "## "+heading+"\n")
 	if !ok {
 		return nil

@@ -36,12 +36,12 @@ var (
 )
 
 // checkEmptyState applies both halves to every shipped page and component.
-func checkEmptyState(p *project) ([]Row, string) {
-	var fails []Row
+func checkEmptyState(p *shippedProject) ([]FinishingRow, string) {
+	var fails []FinishingRow
 	lists := 0
 	for _, f := range p.files {
 		switch {
-		case isHTML(f):
+		case isHTMLFile(f):
 			src, ok := p.read(f)
 			if !ok {
 				continue
@@ -49,7 +49,7 @@ func checkEmptyState(p *project) ([]Row, string) {
 			n, rows := htmlEmptyStates(f, src)
 			lists += n
 			fails = append(fails, rows...)
-		case isComponent(f):
+		case isComponentFile(f):
 			src, ok := p.read(f)
 			if !ok {
 				continue
@@ -60,10 +60,10 @@ func checkEmptyState(p *project) ([]Row, string) {
 			}
 			lists++
 			if !emptyCodeRe.MatchString(src) {
-				line := lineAt(src, loc[0])
+				line := lineOfOffset(src, loc[0])
 				lineText := strings.Split(src, "\n")[line-1]
-				fails = append(fails, Row{File: f, Line: line,
-					Detail: "renders a list with no empty state in this file: " + snippet(lineText)})
+				fails = append(fails, FinishingRow{File: f, Line: line,
+					Detail: "renders a list with no empty state in this file: " + rowSnippet(lineText)})
 			}
 		}
 	}
@@ -74,7 +74,7 @@ func checkEmptyState(p *project) ([]Row, string) {
 }
 
 // htmlEmptyStates finds a page's runtime lists and those without an empty state.
-func htmlEmptyStates(file, src string) (int, []Row) {
+func htmlEmptyStates(file, src string) (int, []FinishingRow) {
 	doc, err := html.ParseWithOptions(strings.NewReader(src), html.ParseOptionEnableScripting(false))
 	if err != nil {
 		return 0, nil
@@ -84,7 +84,7 @@ func htmlEmptyStates(file, src string) (int, []Row) {
 	tagLines := map[string][]int{}
 	walkTags(src, func(tag string, _ map[string]string, line int) { tagLines[tag] = append(tagLines[tag], line) })
 	seen := map[string]int{}
-	var fails []Row
+	var fails []FinishingRow
 	lists := 0
 	// skip is set inside <template> (not rendered) and inside a runtime list
 	// already counted (a <tbody data-list> of an empty <table> is one list).
@@ -108,8 +108,8 @@ func htmlEmptyStates(file, src string) (int, []Row) {
 					if ls := tagLines[n.Data]; idx < len(ls) {
 						line = ls[idx]
 					}
-					fails = append(fails, Row{File: file, Line: line,
-						Detail: fmt.Sprintf("<%s%s> is filled at run time and has no empty state beside it", n.Data, describe(n))})
+					fails = append(fails, FinishingRow{File: file, Line: line,
+						Detail: fmt.Sprintf("<%s%s> is filled at run time and has no empty state beside it", n.Data, describeNode(n))})
 				}
 			}
 		}
@@ -121,7 +121,7 @@ func htmlEmptyStates(file, src string) (int, []Row) {
 	return lists, fails
 }
 
-func attr(n *html.Node, key string) (string, bool) {
+func htmlAttr(n *html.Node, key string) (string, bool) {
 	for _, a := range n.Attr {
 		if a.Key == key {
 			return a.Val, true
@@ -130,11 +130,11 @@ func attr(n *html.Node, key string) (string, bool) {
 	return "", false
 }
 
-func describe(n *html.Node) string {
-	if id, ok := attr(n, "id"); ok {
+func describeNode(n *html.Node) string {
+	if id, ok := htmlAttr(n, "id"); ok {
 		return fmt.Sprintf(" id=%q", id)
 	}
-	if c, ok := attr(n, "class"); ok {
+	if c, ok := htmlAttr(n, "class"); ok {
 		return fmt.Sprintf(" class=%q", c)
 	}
 	return ""
@@ -153,7 +153,7 @@ func runtimeList(n *html.Node) bool {
 	case atom.Table:
 		return !hasDescendant(n, func(c *html.Node) bool { return c.DataAtom == atom.Td })
 	}
-	if role, _ := attr(n, "role"); strings.EqualFold(role, "list") {
+	if role, _ := htmlAttr(n, "role"); strings.EqualFold(role, "list") {
 		return !hasDescendant(n, func(c *html.Node) bool { return c.Type == html.ElementNode })
 	}
 	return false

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-var normalForm = regexp.MustCompile(`^#[0-9a-f]{6}([0-9a-f]{2})?$`)
+var normalColourForm = regexp.MustCompile(`^#[0-9a-f]{6}([0-9a-f]{2})?$`)
 
 // FuzzNormalizeColour: whatever the input, a colour comes out in the one normal
 // form, and normalizing it again changes nothing.
@@ -22,7 +22,7 @@ func FuzzNormalizeColour(f *testing.F) {
 		if !ok {
 			return
 		}
-		if !normalForm.MatchString(got) {
+		if !normalColourForm.MatchString(got) {
 			t.Fatalf("%q → %q is not #rrggbb[aa]", s, got)
 		}
 		if again, ok := NormalizeColour(got); !ok || again != got {
@@ -57,7 +57,7 @@ func FuzzStyleTables(f *testing.F) {
 		tb := buildStyleTables(sheet)
 		_ = renderStyle("d", "r", []string{"fuzz.css"}, tb)
 		for _, c := range tb.colours {
-			if !normalForm.MatchString(c.colour) {
+			if !normalColourForm.MatchString(c.colour) {
 				t.Fatalf("colour %q is not normal", c.colour)
 			}
 		}

@@ -162,9 +162,9 @@ func relativeLuminance(c rgba) float64 {
 	return 0.2126*lin(c.r) + 0.7152*lin(c.g) + 0.0722*lin(c.b)
 }
 
-// over composites fg on an opaque bg, which is what the eye sees of a
+// composite lays fg on an opaque bg, which is what the eye sees of a
 // translucent text colour.
-func over(fg, bg rgba) rgba {
+func composite(fg, bg rgba) rgba {
 	a := float64(fg.a) / 255
 	mix := func(f, b uint8) uint8 { return uint8(math.Round(float64(f)*a + float64(b)*(1-a))) }
 	return rgba{mix(fg.r, bg.r), mix(fg.g, bg.g), mix(fg.b, bg.b), 255}
@@ -173,7 +173,7 @@ func over(fg, bg rgba) rgba {
 // contrastRatio is WCAG 2's contrast ratio of text fg on an opaque background.
 func contrastRatio(fg, bg rgba) float64 {
 	if fg.a != 255 {
-		fg = over(fg, bg)
+		fg = composite(fg, bg)
 	}
 	l1, l2 := relativeLuminance(fg), relativeLuminance(bg)
 	if l1 < l2 {

@@ -159,12 +159,12 @@ func newVarResolver(decls []cssDecl) *varResolver {
 	r := &varResolver{defs: map[string][]string{}, scoped: map[string][]varDef{}, used: map[string]int{}, unresolved: map[string]bool{}}
 	for _, d := range decls {
 		if strings.HasPrefix(d.prop, "--") {
-			if !hasString(r.defs[d.prop], d.value) {
+			if !inStrings(r.defs[d.prop], d.value) {
 				r.defs[d.prop] = append(r.defs[d.prop], d.value)
 			}
 			scope := strings.TrimSpace(d.atRule + " " + d.selector)
 			r.scoped[d.prop] = append(r.scoped[d.prop], varDef{value: d.value, scope: scope})
-			if !hasString(r.scopes, scope) {
+			if !inStrings(r.scopes, scope) {
 				r.scopes = append(r.scopes, scope)
 			}
 		}
@@ -240,7 +240,7 @@ func (r *varResolver) resolveDepth(v string, count bool, depth int, budget *int)
 	if defs, ok := r.defs[name]; ok {
 		for _, d := range defs {
 			for _, s := range r.resolveDepth(d, false, depth+1, budget) {
-				if !hasString(subs, s) && len(subs) < maxVariants {
+				if !inStrings(subs, s) && len(subs) < maxVariants {
 					subs = append(subs, s)
 				}
 			}
@@ -256,7 +256,7 @@ func (r *varResolver) resolveDepth(v string, count bool, depth int, budget *int)
 	for _, s := range subs {
 		for _, rest := range rests {
 			val := v[:start] + s + rest
-			if !hasString(out, val) {
+			if !inStrings(out, val) {
 				out = append(out, val)
 			}
 			if len(out) >= maxVariants {
@@ -289,7 +289,7 @@ func matchParen(s string, open int) int {
 	return -1
 }
 
-func hasString(xs []string, x string) bool {
+func inStrings(xs []string, x string) bool {
 	for _, y := range xs {
 		if y == x {
 			return true
