@@ -65,6 +65,7 @@ func New(d Deps) (*tools.Registry, error) {
 	shell.Register(reg, shellDeps(d), d.Shell)
 	knowledgetools.Register(reg, knowledgeDeps(d))
 	quality.RegisterReview(reg, d.Review)
+	quality.RegisterFinishing(reg, workspaceConfig(d))
 	if err := tools.CheckCatalog(reg); err != nil {
 		return nil, fmt.Errorf("tool catalog check: %w", err)
 	}
