@@ -40,6 +40,10 @@ type OneShot struct {
 	// The engine resolves Source on its host, symlinks included: never bind a path
 	// an agent can change (its workspace) — use Stdin.
 	Mounts []Bind
+	// Hide are container paths covered by an empty read-only tmpfs, such as a
+	// mounted workspace's .aetherium directory (edit snapshots); each must exist
+	// in the container (a read-only mount cannot get new mount points).
+	Hide []string
 	// Env is added to the fixed environment (PATH, HOME=/tmp, LANG).
 	Env []string
 	// WorkingDir is the command's directory in the container. Default /tmp.
@@ -125,6 +129,12 @@ func (d *Docker) RunOnce(ctx context.Context, job OneShot) (OneShotResult, error
 			return OneShotResult{}, fmt.Errorf("%w: mount %q at %q: both paths must be absolute", ErrInvalidRequest, b.Source, b.Target)
 		}
 		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeBind, Source: b.Source, Target: b.Target, ReadOnly: !b.Writable})
+	}
+	for _, h := range job.Hide {
+		if !path.IsAbs(h) {
+			return OneShotResult{}, fmt.Errorf("%w: hidden path %q must be absolute", ErrInvalidRequest, h)
+		}
+		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeTmpfs, Target: h, ReadOnly: true, TmpfsOptions: &mount.TmpfsOptions{SizeBytes: 1 << 10}})
 	}
 	project := job.Project
 	if project == "" {
