@@ -292,7 +292,7 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 	}
 	kb := f.knowledgeBase()
 	if f.Registry, err = toolset.New(toolset.Deps{Store: f.Store, Egress: f.Egress, Executor: f.Executor,
-		Mailbox: f.Mailbox, Roster: roster, Device: f.Device, Research: cfg.Research,
+		Mailbox: f.Mailbox, Roster: roster, Device: f.Device, Research: cfg.Research, Quality: cfg.Quality,
 		Knowledge: kb, KnowledgeConfig: cfg.Knowledge}); err != nil {
 		return err
 	}

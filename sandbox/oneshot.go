@@ -44,6 +44,11 @@ type OneShot struct {
 	// mounted workspace's .aetherium directory (edit snapshots); each must exist
 	// in the container (a read-only mount cannot get new mount points).
 	Hide []string
+	// ExecTmp lets the command execute files it writes to /tmp (Docker mounts a
+	// tmpfs noexec by default): `go test` builds its test binary there and runs
+	// it. The command runs code of the caller's choosing anyway; this only lets
+	// it be a compiled one.
+	ExecTmp bool
 	// Env is added to the fixed environment (PATH, HOME=/tmp, LANG).
 	Env []string
 	// WorkingDir is the command's directory in the container. Default /tmp.
@@ -124,6 +129,9 @@ func (d *Docker) RunOnce(ctx context.Context, job OneShot) (OneShotResult, error
 	}
 	lim := d.cfg.Docker.limits().with(job.MemoryBytes, job.CPUs, job.PidsLimit, job.TmpfsBytes)
 	host := hardened(lim)
+	if job.ExecTmp {
+		host.Tmpfs["/tmp"] += ",exec"
+	}
 	for _, b := range job.Mounts {
 		if !filepath.IsAbs(b.Source) || !path.IsAbs(b.Target) {
 			return OneShotResult{}, fmt.Errorf("%w: mount %q at %q: both paths must be absolute", ErrInvalidRequest, b.Source, b.Target)

@@ -17,6 +17,7 @@ import (
 	knowledgetools "github.com/aetherium-engine/aetherium/tools/knowledge"
 	"github.com/aetherium-engine/aetherium/tools/orchestration"
 	"github.com/aetherium-engine/aetherium/tools/planning"
+	"github.com/aetherium-engine/aetherium/tools/quality"
 	"github.com/aetherium-engine/aetherium/tools/research"
 	"github.com/aetherium-engine/aetherium/tools/shell"
 	"github.com/aetherium-engine/aetherium/tools/team"
@@ -47,6 +48,9 @@ type Deps struct {
 	// search_knowledge fails. KnowledgeConfig is the `knowledge` section.
 	Knowledge       knowledge.Backend
 	KnowledgeConfig knowledge.Config
+	// Quality bounds analyze_code and run_tests (the `quality` section); they
+	// run in the executor's toolchain image (sandbox.docker.image's toolchain).
+	Quality quality.Config
 }
 
 // New registers every tool and checks the result against tools/catalog.yaml.
@@ -61,6 +65,7 @@ func New(d Deps) (*tools.Registry, error) {
 	team.Register(reg, d.Mailbox, d.Roster)
 	shell.Register(reg, shellDeps(d), d.Shell)
 	knowledgetools.Register(reg, knowledgeDeps(d))
+	quality.Register(reg, quality.Deps{Runner: qualityRunner(d)}, d.Quality)
 	if err := tools.CheckCatalog(reg); err != nil {
 		return nil, fmt.Errorf("tool catalog check: %w", err)
 	}
@@ -71,6 +76,15 @@ func New(d Deps) (*tools.Registry, error) {
 // otherwise, and download_pdf refuses to parse on the host.
 func pdfRunner(d Deps) research.Runner {
 	if r, ok := d.Executor.(research.Runner); ok {
+		return r
+	}
+	return nil
+}
+
+// qualityRunner is the executor's one-shot runner with images by purpose
+// (Docker): nil otherwise, and the quality tools refuse to run on the host.
+func qualityRunner(d Deps) quality.Runner {
+	if r, ok := d.Executor.(quality.Runner); ok {
 		return r
 	}
 	return nil
