@@ -467,8 +467,12 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // relFile maps a path a linter printed to the workspace-relative one.
+// Absolute container paths are the workspace's; relative ones are relative to
+// base, the directory the linter ran in.
 func relFile(p, base string) string {
-	p = strings.TrimPrefix(p, wsMount+"/")
+	if abs, ok := strings.CutPrefix(p, wsMount+"/"); ok {
+		return path.Clean(abs)
+	}
 	p = strings.TrimPrefix(p, "./")
 	if base != "" && base != "." && !strings.HasPrefix(p, "/") {
 		p = path.Join(base, p)

@@ -300,7 +300,7 @@ func parseSections(s, nonce string) ran {
 		if from < 0 || to < from {
 			return ""
 		}
-		return strings.TrimSuffix(s[from:to], "\n")
+		return strings.TrimRight(s[from:to], "\n")
 	}
 	out.stderr = section(errAt, repMark)
 	out.report = section(repAt, outMark)

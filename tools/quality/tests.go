@@ -231,6 +231,11 @@ func parseJUnit(b []byte, rep *TestReport) error {
 		cases = append(cases, s.Cases...)
 	}
 	for _, c := range cases {
+		if c.Name == "" {
+			// pytest interrupted at the timeout closes the report with a
+			// nameless testcase for the test it was running.
+			continue
+		}
 		name := c.Name
 		if c.Class != "" {
 			name = c.Class + "::" + c.Name
