@@ -398,7 +398,7 @@ func (s *server) golang(ctx context.Context, sess *tools.Session, t target, file
 		if r.timedOut || r.rc < 0 {
 			return nil, nil, failed(r, "go vet")
 		}
-		fs, notes := parseGoVet(r.stderr, mod)
+		fs, notes := parseGoVet(r.stdout+"\n"+r.stderr, mod)
 		out = append(out, fs...)
 		run := LinterRun{Linter: "go vet", Files: len(pkgs)}
 		if len(notes) > 0 {
@@ -647,7 +647,8 @@ var (
 	vetErrLine = regexp.MustCompile(`^(?:vet: )?(\S+?\.go):(\d+):(\d+): (.*)$`)
 )
 
-// parseGoVet reads `go vet -json`'s stderr: "# pkg" comment lines, then per
+// parseGoVet reads `go vet -json`'s output (its JSON goes to stdout since Go
+// 1.25 or so, to stderr before; type errors to stderr): "# pkg" comment lines, then per
 // package a JSON object {pkg: {analyzer: [{posn, message}]}} (or {analyzer:
 // {error}}); type errors come as plain "file:line:col: msg" lines, which are
 // error findings. mod is the module's workspace-relative directory (vet prints

@@ -126,9 +126,11 @@ func TestParseTestReports(t *testing.T) {
 			}},
 		},
 		{
-			name:  "pytest junitxml of a suite interrupted at its timeout",
-			parse: func(t *testing.T, r *TestReport) { require.NoError(t, parseJUnit([]byte(output(t, "junit-interrupted.xml")), r)) },
-			want:  TestReport{Passed: 1, Failures: []Failure{}},
+			name: "pytest junitxml of a suite interrupted at its timeout",
+			parse: func(t *testing.T, r *TestReport) {
+				require.NoError(t, parseJUnit([]byte(output(t, "junit-interrupted.xml")), r))
+			},
+			want: TestReport{Passed: 1, Failures: []Failure{}},
 		},
 		{
 			name:  "node --test TAP",
