@@ -149,7 +149,7 @@ func TestAnalyzeCodeRefusesHostilePaths(t *testing.T) {
 func TestRunTests(t *testing.T) {
 	t.Parallel()
 	r := env(t)
-	ws := workspace(t, "py", "pyhang", "js", "gomod")
+	ws := workspace(t, "py", "pyhang", "js", "jest", "gomod")
 	tests := []struct {
 		name                            string
 		args                            map[string]any
@@ -161,6 +161,7 @@ func TestRunTests(t *testing.T) {
 		{name: "pytest", args: map[string]any{"path": "py"}, framework: "pytest", passed: 2, failed: 1, skipped: 1, failure: "test_calc::test_add_wrong"},
 		{name: "pytest filter", args: map[string]any{"path": "py", "filter": "negative"}, framework: "pytest", passed: 1},
 		{name: "node --test", args: map[string]any{"path": "js"}, framework: "node", passed: 2, failed: 1, skipped: 1, failure: "adds wrong"},
+		{name: "jest", args: map[string]any{"path": "jest"}, framework: "jest", passed: 2, failed: 1, skipped: 1, failure: "adds wrong"},
 		{name: "go test", args: map[string]any{"path": "gomod"}, framework: "go", passed: 2, failed: 1, skipped: 1, failure: "fixture.TestAddWrong"},
 		{name: "hanging pytest stopped at its timeout", args: map[string]any{"path": "pyhang", "timeout": 15}, framework: "pytest", passed: 1, timedOut: true},
 	}
@@ -252,4 +253,29 @@ func TestRunTestsContainment(t *testing.T) {
 	require.NoFileExists(t, filepath.Join(ws, "escaped.txt"))
 	require.NoFileExists(t, filepath.Join(ws, "escape", "planted.txt"), "the workspace is read-only to the tests")
 	require.Zero(t, conns.Load(), "the sandbox reached the host's loopback")
+}
+
+func TestMissingToolchainImageNamesMakeImages(t *testing.T) {
+	t.Parallel()
+	d := sandboxtest.Docker(t, func(c *sandbox.Config) {
+		c.Docker.Image = sandbox.ImageSet{sandbox.PurposeToolchain: "aetherium-toolchain-missing:latest"}
+	})
+	reg := tools.NewRegistry()
+	quality.Register(reg, quality.Deps{Runner: d}, quality.Config{})
+	ws := workspace(t, "py")
+	_, err := call(t, tools.NewRouter(reg), ws, "analyze_code", map[string]any{"path": "py"})
+	require.ErrorContains(t, err, "toolchain image is missing")
+	require.ErrorContains(t, err, "make images")
+	require.ErrorIs(t, err, sandbox.ErrNoImage)
+}
+
+func TestWithoutASandboxTheToolsRefuse(t *testing.T) {
+	t.Parallel()
+	reg := tools.NewRegistry()
+	quality.Register(reg, quality.Deps{}, quality.Config{})
+	ws := workspace(t, "py")
+	for _, tool := range []string{"analyze_code", "run_tests"} {
+		_, err := call(t, tools.NewRouter(reg), ws, tool, map[string]any{"path": "py"})
+		require.ErrorIs(t, err, quality.ErrNoSandbox, tool)
+	}
 }
