@@ -152,6 +152,9 @@ func collect(t target, maxFiles int) (map[lang][]string, bool, error) {
 		if d.Type().IsRegular() {
 			add(p, d)
 		}
+		if truncated {
+			return fs.SkipAll // a workspace of millions of files is not walked to the end
+		}
 		return nil
 	})
 	for _, fs := range out {
@@ -305,7 +308,7 @@ func hasESLintConfig(t target) bool {
 				return true
 			}
 		}
-		if b, err := r.ReadFile(path.Join(dir, "package.json")); err == nil && bytes.Contains(b, []byte(`"eslintConfig"`)) {
+		if b, err := readSmall(r, path.Join(dir, "package.json")); err == nil && bytes.Contains(b, []byte(`"eslintConfig"`)) {
 			return true
 		}
 		if dir == "." {

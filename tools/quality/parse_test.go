@@ -217,3 +217,63 @@ func TestLangOf(t *testing.T) {
 		require.Equal(t, tc.want, got, tc.name+" "+tc.head)
 	}
 }
+
+func TestDetect(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		files map[string]string
+		want  string
+		err   string
+	}{
+		{name: "go.mod", files: map[string]string{"go.mod": "module m\n", "test_x.py": ""}, want: "go"},
+		{name: "package.json naming jest", files: map[string]string{"package.json": `{"devDependencies": {"jest": "^29"}}`}, want: "jest"},
+		{name: "package.json test script jest", files: map[string]string{"package.json": `{"scripts": {"test": "jest --ci"}}`}, want: "jest"},
+		{name: "package.json without jest", files: map[string]string{"package.json": `{"scripts": {"test": "node --test"}}`}, want: "node"},
+		{name: "pyproject", files: map[string]string{"pyproject.toml": ""}, want: "pytest"},
+		{name: "test file only", files: map[string]string{"test_calc.py": ""}, want: "pytest"},
+		{name: "csproj", files: map[string]string{"App.csproj": ""}, want: "dotnet"},
+		{name: "nothing", files: map[string]string{"README.md": ""}, err: "no test suite detected"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := t.TempDir()
+			for n, c := range tc.files {
+				require.NoError(t, os.WriteFile(filepath.Join(root, n), []byte(c), 0o644))
+			}
+			got, err := detect(target{root: root, rel: ".", dir: true})
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestCollectSkipsHiddenDependenciesAndSymlinks(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	outside := t.TempDir()
+	for _, p := range []string{"a.py", "src/b.js", "src/run", ".git/hook.sh", "node_modules/x/y.js", "vendor/v.go", "src/.hidden/c.py", "notes.txt"} {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755))
+		content := ""
+		if p == "src/run" {
+			content = "#!/bin/bash\necho hi\n"
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(root, p), []byte(content), 0o644))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "evil.py"), nil, 0o644))
+	require.NoError(t, os.Symlink(outside, filepath.Join(root, "link")))
+	require.NoError(t, os.Symlink(filepath.Join(outside, "evil.py"), filepath.Join(root, "evil.py")))
+	got, truncated, err := collect(target{root: root, rel: ".", dir: true}, 100)
+	require.NoError(t, err)
+	require.False(t, truncated)
+	require.Equal(t, map[lang][]string{langPython: {"a.py"}, langJS: {"src/b.js"}, langShell: {"src/run"}}, got)
+
+	_, truncated, err = collect(target{root: root, rel: ".", dir: true}, 2)
+	require.NoError(t, err)
+	require.True(t, truncated)
+}

@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -220,7 +221,7 @@ type ran struct {
 // toolEnv is every run's environment: Go with no downloads and its caches on
 // the tmpfs, Python without bytecode or pytest caches in the read-only workspace.
 var toolEnv = []string{
-	"GOTOOLCHAIN=local", "GOFLAGS=-mod=mod", "GOPROXY=off", "GONOSUMDB=*", "GOFLAGS=-mod=mod",
+	"GOTOOLCHAIN=local", "GOFLAGS=-mod=mod", "GOPROXY=off", "GONOSUMDB=*",
 	"GOCACHE=/tmp/go-cache", "GOPATH=/tmp/go", "GOTMPDIR=/tmp", "CGO_ENABLED=0", "GOTELEMETRY=off",
 	"PYTHONDONTWRITEBYTECODE=1", "PYTHONPYCACHEPREFIX=/tmp/pycache", "PYLINTHOME=/tmp/pylint",
 	"XDG_CACHE_HOME=/tmp/cache", "npm_config_cache=/tmp/npm", "CI=true", "NO_COLOR=1", "FORCE_COLOR=0",
@@ -323,6 +324,25 @@ func bound(sec int, def, max time.Duration) (time.Duration, error) {
 		return 0, fmt.Errorf("timeout %ds is over the %s limit", sec, max)
 	}
 	return d, nil
+}
+
+// readSmall reads a small project file (package.json) through the workspace
+// root, refusing one over 1 MiB: an agent's file is never read whole into the
+// worker's memory.
+func readSmall(r *os.Root, name string) ([]byte, error) {
+	f, err := r.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > 1<<20 {
+		return nil, fmt.Errorf("%s is over 1 MiB", name)
+	}
+	return b, nil
 }
 
 func tail(s string, n int) string {

@@ -63,7 +63,7 @@ func detect(t target) (string, error) {
 		return "go", nil
 	}
 	if has("package.json") {
-		b, _ := r.ReadFile(path.Join(t.rel, "package.json"))
+		b, _ := readSmall(r, path.Join(t.rel, "package.json"))
 		var pj struct {
 			Scripts         map[string]string `json:"scripts"`
 			DevDependencies map[string]string `json:"devDependencies"`
