@@ -161,6 +161,20 @@ func TestParseTestReports(t *testing.T) {
 			}},
 		},
 		{
+			name: "go test -json interrupted at the timeout",
+			parse: func(t *testing.T, r *TestReport) {
+				parseGoTest(`{"Action":"start","Package":"m"}
+{"Action":"run","Package":"m","Test":"TestQuick"}
+{"Action":"pass","Package":"m","Test":"TestQuick","Elapsed":0}
+{"Action":"run","Package":"m","Test":"TestHang"}
+{"Action":"output","Package":"m","Test":"TestHang","Output":"=== RUN   TestHang\n"}
+{"Action":"output","Package":"m","Output":"FAIL\tm\t20.1s\n"}
+{"Action":"fail","Package":"m","Elapsed":20.1}
+`, r)
+			},
+			want: TestReport{Passed: 1, Failures: []Failure{{Name: "m.TestHang", Message: "did not finish (still running when the suite ended)"}}},
+		},
+		{
 			name: "jest --json",
 			parse: func(t *testing.T, r *TestReport) {
 				require.NoError(t, parseJest([]byte(`{"numPassedTests":2,"numFailedTests":1,"numPendingTests":1,"numTodoTests":0,"testResults":[{"name":"/workspace/j/a.test.js","status":"failed","message":"","assertionResults":[{"fullName":"adds","status":"passed","failureMessages":[]},{"fullName":"adds wrong","status":"failed","failureMessages":["expect(received).toBe(expected)"]}]},{"name":"/workspace/j/b.test.js","status":"failed","message":"SyntaxError: Unexpected token","assertionResults":[]}]}`), r))

@@ -312,7 +312,7 @@ func parseGoTest(out string, rep *TestReport) string {
 			}
 		case "pass", "fail", "skip":
 			if e.Test == "" {
-				if e.Action == "fail" && !failedTests[e.Package] {
+				if e.Action == "fail" && !failedTests[e.Package] && !running(started, e.Package) {
 					rep.Errors++
 					rep.Failures = append(rep.Failures, Failure{Name: e.Package, Message: "package failed (build error, panic, or a failure outside any test)"})
 				}
@@ -341,6 +341,18 @@ func parseGoTest(out string, rep *TestReport) string {
 		rep.Failures = append(rep.Failures, Failure{Name: strings.Replace(k, " ", ".", 1), Message: "did not finish (still running when the suite ended)"})
 	}
 	return plain.String()
+}
+
+// running reports whether a test of pkg started and did not finish: the
+// package failed because it was stopped (the timeout), which the unfinished
+// test already says.
+func running(started map[string]bool, pkg string) bool {
+	for k := range started {
+		if strings.HasPrefix(k, pkg+" ") {
+			return true
+		}
+	}
+	return false
 }
 
 // goFailMessage keeps a failed test's own lines, not its === RUN/--- FAIL frame.
