@@ -149,7 +149,7 @@ func TestAnalyzeCodeRefusesHostilePaths(t *testing.T) {
 func TestRunTests(t *testing.T) {
 	t.Parallel()
 	r := env(t)
-	ws := workspace(t, "py", "pyhang", "js", "jest", "gomod")
+	ws := workspace(t, "py", "pyhang", "js", "jest", "gomod", "gohang")
 	tests := []struct {
 		name                            string
 		args                            map[string]any
@@ -164,6 +164,10 @@ func TestRunTests(t *testing.T) {
 		{name: "jest", args: map[string]any{"path": "jest"}, framework: "jest", passed: 2, failed: 1, skipped: 1, failure: "adds wrong"},
 		{name: "go test", args: map[string]any{"path": "gomod"}, framework: "go", passed: 2, failed: 1, skipped: 1, failure: "fixture.TestAddWrong"},
 		{name: "hanging pytest stopped at its timeout", args: map[string]any{"path": "pyhang", "timeout": 15}, framework: "pytest", passed: 1, timedOut: true},
+		// Go compiles the standard library into an empty cache first (35-55 s at
+		// one CPU here), so its timeout leaves room for that.
+		{name: "hanging go test stopped at its timeout", args: map[string]any{"path": "gohang", "timeout": 150}, framework: "go", passed: 1, timedOut: true,
+			failure: "hang.TestBHang"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -180,7 +184,8 @@ func TestRunTests(t *testing.T) {
 				require.Equal(t, tc.failure, rep.Failures[0].Name, out)
 			}
 			if tc.timedOut {
-				require.Less(t, time.Since(start), 60*time.Second, "the hanging suite is stopped at its timeout")
+				limit := time.Duration(tc.args["timeout"].(int))*time.Second + 45*time.Second
+				require.Less(t, time.Since(start), limit, "the hanging suite is stopped at its timeout")
 			}
 			t.Logf("%s: %.1fs", tc.name, rep.Duration)
 		})
