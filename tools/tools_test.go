@@ -316,8 +316,8 @@ func TestDispatch(t *testing.T) {
 			wantErr: tools.ErrUnknownTool, wantMsg: []string{`"make_coffee"`, "does not exist"},
 		},
 		{
-			name: "design tool not registered", ctx: session(append(all, "analyze_code"), nil), call: tools.Call{Name: "analyze_code"},
-			wantErr: tools.ErrUnknownTool, wantMsg: []string{`"analyze_code"`},
+			name: "design tool not registered", ctx: session(append(all, "play_test"), nil), call: tools.Call{Name: "play_test"},
+			wantErr: tools.ErrUnknownTool, wantMsg: []string{`"play_test"`},
 		},
 		{
 			name: "registered tool outside the catalog", ctx: session([]string{"read_file"}, nil), call: tools.Call{Name: "write_file", Args: json.RawMessage(`{"path":"x"}`)},
