@@ -245,11 +245,17 @@ func TestRunTestsContainment(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(ws, "escape", "canary.json"), cfg, 0o644))
 
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".aetherium"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, ".aetherium", "snapshot.txt"), []byte("snapshot"), 0o644))
+
 	out, err := call(t, r, ws, "run_tests", map[string]any{"path": "escape"})
 	require.NoError(t, err)
 	var rep quality.TestReport
 	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
-	require.Equal(t, 4, rep.Passed+rep.Failed, "the hostile tests ran: %s", out)
+	require.Equal(t, 5, rep.Passed+rep.Failed, "the hostile tests ran: %s", out)
+	for _, f := range rep.Failures {
+		require.NotContains(t, f.Name, "test_snapshots_hidden", "the workspace's .aetherium is visible to tests: %s", out)
+	}
 
 	b, err := os.ReadFile(canary)
 	require.NoError(t, err)

@@ -38,3 +38,9 @@ def test_connect_listener():
             socket.create_connection((host, CFG["port"]), timeout=2).sendall(b"pwned")
         except OSError as e:
             print("connect failed:", host, e)
+
+
+def test_snapshots_hidden():
+    # The engine's .aetherium directory (edit snapshots) is covered by an
+    # empty tmpfs: the planted snapshot must not be visible.
+    assert not os.path.exists(os.path.join(HERE, "..", ".aetherium", "snapshot.txt"))
