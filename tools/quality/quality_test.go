@@ -149,7 +149,7 @@ func TestAnalyzeCodeRefusesHostilePaths(t *testing.T) {
 func TestRunTests(t *testing.T) {
 	t.Parallel()
 	r := env(t)
-	ws := workspace(t, "py", "pyhang", "js", "jest", "gomod", "gohang")
+	ws := workspace(t, "py", "pyhang", "js", "jest", "gomod")
 	tests := []struct {
 		name                            string
 		args                            map[string]any
@@ -164,10 +164,11 @@ func TestRunTests(t *testing.T) {
 		{name: "jest", args: map[string]any{"path": "jest"}, framework: "jest", passed: 2, failed: 1, skipped: 1, failure: "adds wrong"},
 		{name: "go test", args: map[string]any{"path": "gomod"}, framework: "go", passed: 2, failed: 1, skipped: 1, failure: "fixture.TestAddWrong"},
 		{name: "hanging pytest stopped at its timeout", args: map[string]any{"path": "pyhang", "timeout": 15}, framework: "pytest", passed: 1, timedOut: true},
-		// Go compiles the standard library into an empty cache first (35-55 s at
-		// one CPU here), so its timeout leaves room for that.
-		{name: "hanging go test stopped at its timeout", args: map[string]any{"path": "gohang", "timeout": 150}, framework: "go", passed: 1, timedOut: true,
-			failure: "hang.TestBHang"},
+		// No hanging Go suite here: go test first compiles the standard library
+		// into an empty cache (35-55 s at one CPU on a quiet machine, over 150 s
+		// while the whole repository's tests run), so no timeout is both short and
+		// sure to leave the test running. TestParseTestReports covers the stream
+		// of a go test stopped at its timeout.
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
