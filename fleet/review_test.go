@@ -29,7 +29,7 @@ func reviewTeam(reviewer ...string) map[string]any {
 	return map[string]any{
 		"name": "review-team", "model": map[string]any{"provider": "script"},
 		"supervisor": map[string]any{"name": "boss", "prompt": "coordinate", "mcp_servers": []string{"orchestration"}},
-		"workers": []map[string]any{{"name": "coder", "prompt": "write code", "mcp_servers": []string{"workspace", "quality"}}},
+		"workers":    []map[string]any{{"name": "coder", "prompt": "write code", "mcp_servers": []string{"workspace", "quality"}}},
 		"script": map[string]any{"agents": map[string]any{
 			"boss": []map[string]any{
 				call("delegate", map[string]any{"agent": "coder", "task": "write app.py and have it reviewed"}),

@@ -7,9 +7,9 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
-	"slices"
 	"time"
 
 	"github.com/stretchr/testify/require"
