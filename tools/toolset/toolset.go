@@ -50,6 +50,9 @@ type Deps struct {
 	KnowledgeConfig knowledge.Config
 	// Review bounds code_review (the `quality` section).
 	Review quality.ReviewConfig
+	// WebApp bounds validate_web_app and capture_api_schema, which reach a
+	// running app through Egress.
+	WebApp quality.WebAppConfig
 }
 
 // New registers every tool and checks the result against tools/catalog.yaml.
@@ -66,6 +69,7 @@ func New(d Deps) (*tools.Registry, error) {
 	knowledgetools.Register(reg, knowledgeDeps(d))
 	quality.RegisterReview(reg, d.Review)
 	quality.RegisterFinishing(reg, workspaceConfig(d))
+	quality.RegisterWebApp(reg, d.Egress, d.WebApp, workspaceConfig(d))
 	if err := tools.CheckCatalog(reg); err != nil {
 		return nil, fmt.Errorf("tool catalog check: %w", err)
 	}
