@@ -145,7 +145,10 @@ func validateWebApp(ctx context.Context, eg *security.Egress, cfg WebAppConfig, 
 	defer cancel()
 	rep := WebAppReport{URL: base.String(), Passed: true}
 	for _, c := range prepared {
-		row := runWebCheck(ctx, client, cfg, base, c)
+		row, err := runWebCheck(ctx, client, cfg, base, c)
+		if err != nil {
+			return WebAppReport{}, err
+		}
 		if row.Result != "PASS" {
 			rep.Passed = false
 		}
@@ -225,7 +228,10 @@ func compileInlineSchema(s map[string]any) (*jsonschema.Schema, error) {
 	return sch, nil
 }
 
-func runWebCheck(ctx context.Context, client *http.Client, cfg WebAppConfig, base *url.URL, c preparedCheck) WebCheckRow {
+// runWebCheck runs one check. Only a refusal of the egress policy is an error
+// (it ends the call, so the gate records it as the egress refusal it is); an app
+// that fails to answer is a FAIL row.
+func runWebCheck(ctx context.Context, client *http.Client, cfg WebAppConfig, base *url.URL, c preparedCheck) (WebCheckRow, error) {
 	row := WebCheckRow{Check: c.Type, Path: c.Path, Result: "FAIL"}
 	u, _ := joinAppPath(base, c.Path) // validated before the first request
 	accept := "*/*"
@@ -240,8 +246,11 @@ func runWebCheck(ctx context.Context, client *http.Client, cfg WebAppConfig, bas
 	}
 	resp, err := getApp(ctx, client, u, accept, timeout, cfg.MaxBodyBytes)
 	if err != nil {
+		if errors.Is(err, security.ErrEgressDenied) {
+			return row, fmt.Errorf("check %s %s: %w", c.Type, c.Path, err)
+		}
 		row.Evidence = err.Error()
-		return row
+		return row, nil
 	}
 	row.HTTPStatus, row.ContentType, row.MS = resp.Status, resp.ContentType, resp.Elapsed.Milliseconds()
 	got := fmt.Sprintf("GET %s → %d %s in %d ms", c.Path, resp.Status, orNone(resp.ContentType), row.MS)
@@ -273,7 +282,7 @@ func runWebCheck(ctx context.Context, client *http.Client, cfg WebAppConfig, bas
 			row.Result = "PASS"
 		}
 	}
-	return row
+	return row, nil
 }
 
 // jsonSchemaEvidence returns got unchanged when the body validates, else got
