@@ -1,0 +1,143 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+)
+
+// dialHostRE is what a host handed to nc may look like: a name or an address,
+// never an option (no leading dash) and nothing a shell would read (argv is
+// passed without one anyway).
+var dialHostRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:-]*$`)
+
+// DialProject opens a TCP stream that starts inside the project's running
+// sandbox container: addr is read as the sandbox reads it, so localhost:8000 is
+// the app a run_shell command of this run started there, and nothing else. It
+// runs busybox nc in the container through an exec whose standard input and
+// output are the stream (the attach API, as StartAttached: no port is published
+// and the worker makes no connection into the run's network). ErrNoSandbox when
+// the project has no running container (it starts with the first run_shell).
+//
+// The stream's first failure (nc cannot connect) is returned by Read with nc's
+// own message, so an HTTP client reports "connection refused" rather than EOF.
+func (d *Docker) DialProject(ctx context.Context, projectID, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: address %q: %v", ErrInvalidRequest, addr, err)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return nil, fmt.Errorf("%w: port %q", ErrInvalidRequest, port)
+	}
+	if !dialHostRE.MatchString(host) {
+		return nil, fmt.Errorf("%w: host %q", ErrInvalidRequest, host)
+	}
+	if strings.EqualFold(host, "localhost") {
+		// The sandbox's hosts file need not name localhost (busybox then
+		// says "bad address"); it means the container's own loopback.
+		host = "127.0.0.1"
+	}
+	name := d.ContainerName(projectID)
+	insp, err := d.cli.ContainerInspect(ctx, name)
+	if cerrdefs.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: the container starts with the first run_shell (start the app there first)", ErrNoSandbox)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sandbox inspect: %w", err)
+	}
+	if insp.State == nil || !insp.State.Running {
+		return nil, fmt.Errorf("%w: the container %s is not running", ErrNoSandbox, name)
+	}
+	created, err := d.cli.ContainerExecCreate(ctx, insp.ID, container.ExecOptions{
+		Cmd:         []string{"nc", host, port},
+		AttachStdin: true, AttachStdout: true, AttachStderr: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox dial exec: %w", err)
+	}
+	att, err := d.cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox dial attach: %w", err)
+	}
+	pr, pw := io.Pipe()
+	c := &execConn{conn: att.Conn, r: pr, close: att.Close, addr: addr}
+	go func() {
+		// The exec's stdout is the stream; its stderr is nc's complaint.
+		_, err := stdcopy.StdCopy(pw, &c.stderr, att.Reader)
+		if err == nil {
+			if msg := strings.TrimSpace(c.stderr.String()); msg != "" {
+				err = fmt.Errorf("in the sandbox: %s", msg)
+			} else {
+				err = io.EOF
+			}
+		}
+		_ = pw.CloseWithError(err)
+	}()
+	return c, nil
+}
+
+// execConn is an exec's stdio as a net.Conn.
+type execConn struct {
+	conn   net.Conn
+	r      *io.PipeReader
+	close  func()
+	once   sync.Once
+	addr   string
+	stderr lockedBuffer
+}
+
+func (c *execConn) Read(b []byte) (int, error)  { return c.r.Read(b) }
+func (c *execConn) Write(b []byte) (int, error) { return c.conn.Write(b) }
+
+func (c *execConn) Close() error {
+	c.once.Do(func() {
+		c.close()
+		_ = c.r.Close()
+	})
+	return nil
+}
+
+func (c *execConn) LocalAddr() net.Addr  { return sandboxAddr("sandbox") }
+func (c *execConn) RemoteAddr() net.Addr { return sandboxAddr(c.addr) }
+
+// Deadlines apply to the engine connection that carries both directions: a read
+// deadline that passes fails the copy, which fails Read.
+func (c *execConn) SetDeadline(t time.Time) error      { return c.conn.SetDeadline(t) }
+func (c *execConn) SetReadDeadline(t time.Time) error  { return c.conn.SetReadDeadline(t) }
+func (c *execConn) SetWriteDeadline(t time.Time) error { return c.conn.SetWriteDeadline(t) }
+
+type sandboxAddr string
+
+func (a sandboxAddr) Network() string { return "sandbox" }
+func (a sandboxAddr) String() string  { return string(a) }
+
+// lockedBuffer keeps the first 4 KiB of nc's stderr.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if room := 4096 - len(l.b); room > 0 {
+		l.b = append(l.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.b)
+}
