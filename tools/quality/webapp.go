@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"path"
 	"strings"
@@ -69,30 +71,96 @@ func (c WebAppConfig) WithDefaults() WebAppConfig {
 	return c
 }
 
+// SandboxDialer opens TCP streams that start inside a run's sandbox
+// (sandbox.Docker.DialProject): there, localhost is the run's own app.
+type SandboxDialer interface {
+	DialProject(ctx context.Context, project, addr string) (net.Conn, error)
+}
+
+// WebAppDeps are what validate_web_app and capture_api_schema reach apps with.
+type WebAppDeps struct {
+	// Egress carries requests to every destination but the run's loopback; nil
+	// registers the tools but they refuse to run.
+	Egress *security.Egress
+	// Sandbox, when set (the Docker executor), carries requests to localhost
+	// and loopback addresses from inside the calling run's sandbox, where a
+	// worker's run_shell started the app. Nil (the local executor, whose
+	// commands run on the worker's host): loopback is the worker's own, through
+	// Egress.
+	Sandbox SandboxDialer
+	// Workspace names the owner of the schema file capture_api_schema writes.
+	Workspace workspace.Config
+}
+
 // RegisterWebApp adds validate_web_app and capture_api_schema, the two quality
 // tools that reach a running application. Both take a URL, so both are Outbound:
-// the gate checks the destination and scans the arguments (DLP) before they run,
-// and every request goes through eg, which re-checks each dialed address and
-// redirect. A nil eg registers them but they refuse to run. ws names the owner of
-// the schema file capture_api_schema writes.
-func RegisterWebApp(reg *tools.Registry, eg *security.Egress, cfg WebAppConfig, ws workspace.Config) {
+// the gate checks the destination and scans the arguments (DLP) before they run.
+func RegisterWebApp(reg *tools.Registry, d WebAppDeps, cfg WebAppConfig) {
 	cfg = cfg.WithDefaults()
-	registerAPISchema(reg, eg, cfg, ws)
-	registerValidateWebApp(reg, eg, cfg)
+	registerAPISchema(reg, d, cfg)
+	registerValidateWebApp(reg, d, cfg)
 }
+
+// Routes a request took, as reported in Via.
+const (
+	ViaSandbox = "sandbox" // from inside the run's sandbox (its loopback)
+	ViaEgress  = "egress"  // from the worker, through the egress client
+)
 
 // errResponseTooLarge is a body over WebAppConfig.MaxBodyBytes.
 var errResponseTooLarge = errors.New("response body over the size limit")
 
-// appClient is the egress client of the calling session, narrowed to one app:
-// a redirect may not leave the origin the caller named (a web app that bounces a
-// checker elsewhere is a finding, not a place to follow), on top of the egress
-// policy's own check of every hop.
-func appClient(ctx context.Context, eg *security.Egress, origin *url.URL) (*http.Client, error) {
+// maxAppRedirects caps redirects on the sandbox route (the egress client has
+// its own cap).
+const maxAppRedirects = 5
+
+// appClient is the client that reaches one app for the calling session, and the
+// route it takes. A loopback origin with a sandbox goes through the run's
+// sandbox (where the app runs); anything else through the session's egress
+// client, which enforces the team's policy on every hop. Either way a redirect
+// may not leave the origin the caller named: a web app that bounces a checker
+// elsewhere is a finding, not a place to follow.
+func appClient(ctx context.Context, d WebAppDeps, origin *url.URL) (*http.Client, string, error) {
+	s := tools.SessionFrom(ctx)
+	if d.Sandbox != nil && isLoopbackHost(origin.Hostname()) {
+		if s == nil || s.RunID == "" {
+			return nil, "", errors.New("no run for this session: the run's sandbox cannot be reached")
+		}
+		run := s.RunID
+		t := &http.Transport{
+			Proxy: nil,
+			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+				return d.Sandbox.DialProject(ctx, run, addr)
+			},
+			// One exec per connection; an idle one would hold a process.
+			DisableKeepAlives: true,
+		}
+		return &http.Client{Transport: t, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) > maxAppRedirects {
+				return fmt.Errorf("more than %d redirects", maxAppRedirects)
+			}
+			return leavesOrigin(req.URL, origin)
+		}}, ViaSandbox, nil
+	}
+	c, err := egressAppClient(s, d.Egress, origin)
+	return c, ViaEgress, err
+}
+
+// isLoopbackHost: localhost, *.localhost, 127.0.0.0/8, ::1.
+func isLoopbackHost(h string) bool {
+	h = strings.ToLower(strings.TrimSuffix(h, "."))
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(strings.Trim(h, "[]"))
+	return err == nil && a.Unmap().IsLoopback()
+}
+
+// egressAppClient is the session's egress client narrowed to one origin.
+func egressAppClient(s *tools.Session, eg *security.Egress, origin *url.URL) (*http.Client, error) {
 	if eg == nil {
 		return nil, errors.New("no egress client configured")
 	}
-	s := tools.SessionFrom(ctx)
 	var allow []string
 	denyPrivate := false
 	if s != nil {
@@ -104,12 +172,17 @@ func appClient(ctx context.Context, eg *security.Egress, origin *url.URL) (*http
 		if err := base.CheckRedirect(req, via); err != nil {
 			return err
 		}
-		if !sameOrigin(req.URL, origin) {
-			return fmt.Errorf("%w: redirect to %s leaves the app's origin %s", security.ErrEgressDenied, req.URL.Redacted(), originOf(origin))
-		}
-		return nil
+		return leavesOrigin(req.URL, origin)
 	}
 	return &c, nil
+}
+
+// leavesOrigin refuses a redirect target outside the app's origin.
+func leavesOrigin(target, origin *url.URL) error {
+	if sameOrigin(target, origin) {
+		return nil
+	}
+	return fmt.Errorf("%w: redirect to %s leaves the app's origin %s", security.ErrEgressDenied, target.Redacted(), originOf(origin))
 }
 
 func originOf(u *url.URL) string { return u.Scheme + "://" + u.Host }

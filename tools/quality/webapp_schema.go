@@ -46,7 +46,9 @@ type APIProbe struct {
 // APISchemaReport is capture_api_schema's answer.
 type APISchemaReport struct {
 	// Source is "openapi" (the app's own document) or "inferred" (from probes).
-	Source      string `json:"source"`
+	Source string `json:"source"`
+	// Via is the route the requests took: ViaSandbox or ViaEgress.
+	Via         string `json:"via"`
 	DocumentURL string `json:"document_url,omitempty"`
 	// SpecVersion is the published document's version ("3.0.3", "2.0" — a
 	// Swagger 2 document is saved converted to OpenAPI 3).
@@ -71,13 +73,13 @@ var openAPICandidates = []string{
 	"/swagger.yaml", "/api/openapi.json", "/swagger/v1/swagger.json", "/v2/api-docs", "/api/schema/",
 }
 
-func registerAPISchema(reg *tools.Registry, eg *security.Egress, cfg WebAppConfig, ws workspace.Config) {
+func registerAPISchema(reg *tools.Registry, d WebAppDeps, cfg WebAppConfig) {
 	tools.Register(reg, "capture_api_schema", "Capture a running app's API schema: fetch its published OpenAPI/Swagger document (/openapi.json, /swagger.json, /api-docs, …) and validate it, "+
 		"or else GET the given paths and infer JSON Schemas from their JSON responses (types; required = present and not null). "+
 		"Saves an OpenAPI 3 document into the workspace (default api-schema.json); with compare_to (an earlier schema file) lists the changes that break a client: "+
 		"missing paths/operations/responses, missing response fields, changed types, newly required request fields.",
 		func(ctx context.Context, a APISchemaArgs) (tools.Result, error) {
-			rep, err := captureAPISchema(ctx, eg, cfg, ws, a)
+			rep, err := captureAPISchema(ctx, d, cfg, a)
 			if err != nil {
 				if s := tools.SessionFrom(ctx); s != nil && s.Workspace != "" {
 					err = wsquota.Explain(s.Workspace, err)
@@ -92,7 +94,7 @@ func registerAPISchema(reg *tools.Registry, eg *security.Egress, cfg WebAppConfi
 		}, tools.Outbound())
 }
 
-func captureAPISchema(ctx context.Context, eg *security.Egress, cfg WebAppConfig, ws workspace.Config, a APISchemaArgs) (APISchemaReport, error) {
+func captureAPISchema(ctx context.Context, d WebAppDeps, cfg WebAppConfig, a APISchemaArgs) (APISchemaReport, error) {
 	base, err := parseAppURL(a.BaseURL)
 	if err != nil {
 		return APISchemaReport{}, fmt.Errorf("base_url: %w", err)
@@ -138,14 +140,14 @@ func captureAPISchema(ctx context.Context, eg *security.Egress, cfg WebAppConfig
 			return APISchemaReport{}, fmt.Errorf("compare_to: %s: %w", cmpRel, err)
 		}
 	}
-	client, err := appClient(ctx, eg, base)
+	client, via, err := appClient(ctx, d, base)
 	if err != nil {
 		return APISchemaReport{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
 	defer cancel()
 
-	rep := APISchemaReport{Probes: []APIProbe{}}
+	rep := APISchemaReport{Via: via, Probes: []APIProbe{}}
 	doc, err := discoverAPIDocument(ctx, client, cfg, base, &rep)
 	if err != nil {
 		return APISchemaReport{}, err
@@ -178,7 +180,7 @@ func captureAPISchema(ctx context.Context, eg *security.Egress, cfg WebAppConfig
 	if int64(len(data)) > cfg.MaxSchemaBytes {
 		return APISchemaReport{}, fmt.Errorf("%w: the schema would be %d bytes, the limit is %d", workspace.ErrTooLarge, len(data), cfg.MaxSchemaBytes)
 	}
-	if err := writeRootFile(root, outRel, data, ws.Owner); err != nil {
+	if err := writeRootFile(root, outRel, data, d.Workspace.Owner); err != nil {
 		return APISchemaReport{}, fmt.Errorf("out: %w", err)
 	}
 	rep.Saved = outRel

@@ -18,7 +18,6 @@ import (
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/quality"
-	"github.com/aetherium-engine/aetherium/tools/workspace"
 )
 
 // runWebTool dispatches validate_web_app or capture_api_schema in a session
@@ -27,11 +26,18 @@ import (
 // localhost app is.
 func runWebTool(t *testing.T, cfg quality.WebAppConfig, ws, tool string, args any) (string, error) {
 	t.Helper()
+	deps := quality.WebAppDeps{Egress: security.NewEgress(security.EgressConfig{Timeout: 10 * time.Second})}
+	return dispatchWebTool(t, deps, cfg, "r", ws, tool, args)
+}
+
+// dispatchWebTool dispatches a web app tool in run runID with deps.
+func dispatchWebTool(t *testing.T, deps quality.WebAppDeps, cfg quality.WebAppConfig, runID, ws, tool string, args any) (string, error) {
+	t.Helper()
 	reg := tools.NewRegistry()
-	quality.RegisterWebApp(reg, security.NewEgress(security.EgressConfig{Timeout: 10 * time.Second}), cfg, workspace.Config{})
+	quality.RegisterWebApp(reg, deps, cfg)
 	raw, err := json.Marshal(args)
 	require.NoError(t, err)
-	s := &tools.Session{RunID: "r", SessionID: "s", Agent: "qa", Role: "worker", Workspace: ws,
+	s := &tools.Session{RunID: runID, SessionID: "s", Agent: "qa", Role: "worker", Workspace: ws,
 		Access: tools.Access{Tools: []string{"validate_web_app", "capture_api_schema"}}}
 	res, err := tools.NewRouter(reg).Dispatch(tools.WithSession(context.Background(), s), tools.Call{ID: "c1", Name: tool, Args: raw})
 	return res.Content, err

@@ -68,7 +68,9 @@ type WebCheckRow struct {
 
 // WebAppReport is validate_web_app's answer.
 type WebAppReport struct {
-	URL    string        `json:"url"`
+	URL string `json:"url"`
+	// Via is the route the requests took: ViaSandbox or ViaEgress.
+	Via    string        `json:"via"`
 	Passed bool          `json:"passed"`
 	Rows   []WebCheckRow `json:"rows"`
 }
@@ -88,12 +90,12 @@ func (r WebAppReport) Table() string {
 	return b.String()
 }
 
-func registerValidateWebApp(reg *tools.Registry, eg *security.Egress, cfg WebAppConfig) {
+func registerValidateWebApp(reg *tools.Registry, d WebAppDeps, cfg WebAppConfig) {
 	tools.Register(reg, "validate_web_app", "Check a running web app (e.g. http://localhost:8000) against a list of checks, each reported PASS/FAIL with evidence: "+
 		"status (a path answers the expected status and content type), max_ms (a path answers within a time bound), "+
 		"json_schema (a JSON endpoint's body validates against an inline JSON Schema). Redirects off the app's origin are refused.",
 		func(ctx context.Context, a ValidateWebAppArgs) (tools.Result, error) {
-			rep, err := validateWebApp(ctx, eg, cfg, a)
+			rep, err := validateWebApp(ctx, d, cfg, a)
 			if err != nil {
 				return tools.Result{}, fmt.Errorf("validate_web_app: %w", err)
 			}
@@ -113,7 +115,7 @@ type preparedCheck struct {
 	schema *jsonschema.Schema
 }
 
-func validateWebApp(ctx context.Context, eg *security.Egress, cfg WebAppConfig, a ValidateWebAppArgs) (WebAppReport, error) {
+func validateWebApp(ctx context.Context, d WebAppDeps, cfg WebAppConfig, a ValidateWebAppArgs) (WebAppReport, error) {
 	base, err := parseAppURL(a.URL)
 	if err != nil {
 		return WebAppReport{}, err
@@ -137,13 +139,13 @@ func validateWebApp(ctx context.Context, eg *security.Egress, cfg WebAppConfig, 
 		}
 		prepared = append(prepared, p)
 	}
-	client, err := appClient(ctx, eg, base)
+	client, via, err := appClient(ctx, d, base)
 	if err != nil {
 		return WebAppReport{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
 	defer cancel()
-	rep := WebAppReport{URL: base.String(), Passed: true}
+	rep := WebAppReport{URL: base.String(), Via: via, Passed: true}
 	for _, c := range prepared {
 		row, err := runWebCheck(ctx, client, cfg, base, c)
 		if err != nil {

@@ -69,7 +69,7 @@ func New(d Deps) (*tools.Registry, error) {
 	knowledgetools.Register(reg, knowledgeDeps(d))
 	quality.RegisterReview(reg, d.Review)
 	quality.RegisterFinishing(reg, workspaceConfig(d))
-	quality.RegisterWebApp(reg, d.Egress, d.WebApp, workspaceConfig(d))
+	quality.RegisterWebApp(reg, quality.WebAppDeps{Egress: d.Egress, Sandbox: sandboxDialer(d), Workspace: workspaceConfig(d)}, d.WebApp)
 	if err := tools.CheckCatalog(reg); err != nil {
 		return nil, fmt.Errorf("tool catalog check: %w", err)
 	}
@@ -81,6 +81,15 @@ func New(d Deps) (*tools.Registry, error) {
 func pdfRunner(d Deps) research.Runner {
 	if r, ok := d.Executor.(research.Runner); ok {
 		return r
+	}
+	return nil
+}
+
+// sandboxDialer is the executor's in-sandbox dialer when it has one (Docker):
+// the web app tools then reach a run's localhost inside its sandbox.
+func sandboxDialer(d Deps) quality.SandboxDialer {
+	if s, ok := d.Executor.(quality.SandboxDialer); ok && s != nil {
+		return s
 	}
 	return nil
 }
