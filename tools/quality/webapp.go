@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/netip"
 	"net/url"
 	"path"
@@ -242,7 +243,11 @@ type appResponse struct {
 	Status      int
 	ContentType string // media type without parameters
 	Body        []byte
-	Elapsed     time.Duration
+	// Elapsed is the response time without connection setup (Connect): on the
+	// sandbox route each connection is a docker exec (tens of milliseconds),
+	// which is not the app's latency and would skew every max_ms check.
+	Elapsed time.Duration
+	Connect time.Duration
 }
 
 // getApp issues one bounded GET. A body over limit is errResponseTooLarge: a
@@ -258,6 +263,18 @@ func getApp(ctx context.Context, client *http.Client, u *url.URL, accept string,
 		req.Header.Set("Accept", accept)
 	}
 	req.Header.Set("User-Agent", "aetherium-quality/1.0")
+	// Connection waits are summed over every hop (redirects) and left out of
+	// Elapsed; the callbacks run on the request's goroutine, one hop at a time.
+	var getAt time.Time
+	var connect time.Duration
+	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GetConn: func(string) { getAt = time.Now() },
+		GotConn: func(httptrace.GotConnInfo) {
+			if !getAt.IsZero() {
+				connect += time.Since(getAt)
+			}
+		},
+	}))
 	start := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
@@ -271,7 +288,7 @@ func getApp(ctx context.Context, client *http.Client, u *url.URL, accept string,
 		return appResponse{}, fmt.Errorf("GET %s: %w: %d bytes announced, limit %d", u.Redacted(), errResponseTooLarge, resp.ContentLength, limit)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	elapsed := time.Since(start)
+	elapsed := time.Since(start) - connect
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return appResponse{}, fmt.Errorf("GET %s: timed out after %s reading the body", u.Redacted(), timeout)
@@ -289,7 +306,7 @@ func getApp(ctx context.Context, client *http.Client, u *url.URL, accept string,
 			media = strings.ToLower(strings.TrimSpace(ct))
 		}
 	}
-	return appResponse{URL: resp.Request.URL.String(), Status: resp.StatusCode, ContentType: media, Body: body, Elapsed: elapsed}, nil
+	return appResponse{URL: resp.Request.URL.String(), Status: resp.StatusCode, ContentType: media, Body: body, Elapsed: elapsed, Connect: connect}, nil
 }
 
 // isJSONMedia tells JSON media types (application/json, application/problem+json…).

@@ -256,6 +256,9 @@ func runWebCheck(ctx context.Context, client *http.Client, cfg WebAppConfig, bas
 	}
 	row.HTTPStatus, row.ContentType, row.MS = resp.Status, resp.ContentType, resp.Elapsed.Milliseconds()
 	got := fmt.Sprintf("GET %s → %d %s in %d ms", c.Path, resp.Status, orNone(resp.ContentType), row.MS)
+	if resp.Connect >= time.Millisecond {
+		got += fmt.Sprintf(" (+%d ms connecting, not counted)", resp.Connect.Milliseconds())
+	}
 	switch c.Type {
 	case WebCheckStatus:
 		var why []string
