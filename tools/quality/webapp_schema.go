@@ -91,7 +91,9 @@ func registerAPISchema(reg *tools.Registry, d WebAppDeps, cfg WebAppConfig) {
 				return tools.Result{}, fmt.Errorf("capture_api_schema: %w", err)
 			}
 			return tools.Result{Content: string(b)}, nil
-		}, tools.Outbound())
+			// Idempotent: GETs only, and the file is rewritten from a fresh capture;
+			// running it again is the recovery after a crash.
+		}, tools.Outbound(), tools.Idempotent())
 }
 
 func captureAPISchema(ctx context.Context, d WebAppDeps, cfg WebAppConfig, a APISchemaArgs) (APISchemaReport, error) {
