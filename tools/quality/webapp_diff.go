@@ -86,7 +86,9 @@ func operationBreaks(op string, o, n *openapi3.Operation) []APIBreak {
 				out = append(out, APIBreak{Kind: BreakNewRequiredField, Path: op, Field: "request body", Was: "absent", Now: "required"})
 			}
 		} else {
-			requestBreaks(op, "request", ob, nb, 0, &out)
+			w := newDiffWalk()
+			w.requestBreaks(op, "request", ob, nb, 0)
+			out = append(out, w.out...)
 		}
 	}
 	// Responses: a success response the old client handled, and its fields.
@@ -108,18 +110,41 @@ func operationBreaks(op string, o, n *openapi3.Operation) []APIBreak {
 		}
 		os, ns := responseSchema(or), responseSchema(nr)
 		if os != nil && ns != nil {
-			responseBreaks(op, "response "+code, os, ns, 0, &out)
+			w := newDiffWalk()
+			w.responseBreaks(op, "response "+code, os, ns, 0)
+			out = append(out, w.out...)
 		}
 	}
 	return out
 }
 
+// diffWalk is one body's comparison. Each pair of schemas is compared once: a
+// recursive schema (a tree whose nodes list their children) would otherwise be
+// walked once per path to the depth limit, exponentially many.
+type diffWalk struct {
+	out  []APIBreak
+	seen map[[2]*openapi3.Schema]bool
+}
+
+func newDiffWalk() *diffWalk { return &diffWalk{seen: map[[2]*openapi3.Schema]bool{}} }
+
+// first reports whether the pair is met for the first time.
+func (w *diffWalk) first(o, n *openapi3.Schema) bool {
+	k := [2]*openapi3.Schema{o, n}
+	if w.seen[k] {
+		return false
+	}
+	w.seen[k] = true
+	return true
+}
+
 // responseBreaks walks an old response schema: every property it promised must
 // still be there with the same type.
-func responseBreaks(op, field string, o, n *openapi3.Schema, depth int, out *[]APIBreak) {
-	if depth > maxDiffDepth || o == nil || n == nil {
+func (w *diffWalk) responseBreaks(op, field string, o, n *openapi3.Schema, depth int) {
+	if depth > maxDiffDepth || o == nil || n == nil || !w.first(o, n) {
 		return
 	}
+	out := &w.out
 	if to, tn := typeText(o), typeText(n); to != "" && tn != "" && !typeCompatible(o, n) {
 		*out = append(*out, APIBreak{Kind: BreakChangedType, Path: op, Field: field, Was: to, Now: tn})
 		return
@@ -136,18 +161,19 @@ func responseBreaks(op, field string, o, n *openapi3.Schema, depth int, out *[]A
 			}
 			continue
 		}
-		responseBreaks(op, f, op2.Value, np.Value, depth+1, out)
+		w.responseBreaks(op, f, op2.Value, np.Value, depth+1)
 	}
 	if o.Items != nil && n.Items != nil {
-		responseBreaks(op, itemsField(field, depth), o.Items.Value, n.Items.Value, depth+1, out)
+		w.responseBreaks(op, itemsField(field, depth), o.Items.Value, n.Items.Value, depth+1)
 	}
 }
 
 // requestBreaks reports request fields required now that were not before.
-func requestBreaks(op, field string, o, n *openapi3.Schema, depth int, out *[]APIBreak) {
-	if depth > maxDiffDepth || o == nil || n == nil {
+func (w *diffWalk) requestBreaks(op, field string, o, n *openapi3.Schema, depth int) {
+	if depth > maxDiffDepth || o == nil || n == nil || !w.first(o, n) {
 		return
 	}
+	out := &w.out
 	if to, tn := typeText(o), typeText(n); to != "" && tn != "" && !typeCompatible(n, o) {
 		*out = append(*out, APIBreak{Kind: BreakChangedType, Path: op, Field: field, Was: to, Now: tn})
 		return
@@ -164,11 +190,11 @@ func requestBreaks(op, field string, o, n *openapi3.Schema, depth int, out *[]AP
 	}
 	for _, k := range sortedKeys(n.Properties) {
 		if op2, ok := o.Properties[k]; ok && op2 != nil && n.Properties[k] != nil {
-			requestBreaks(op, joinField(field, k, depth), op2.Value, n.Properties[k].Value, depth+1, out)
+			w.requestBreaks(op, joinField(field, k, depth), op2.Value, n.Properties[k].Value, depth+1)
 		}
 	}
 	if o.Items != nil && n.Items != nil {
-		requestBreaks(op, itemsField(field, depth), o.Items.Value, n.Items.Value, depth+1, out)
+		w.requestBreaks(op, itemsField(field, depth), o.Items.Value, n.Items.Value, depth+1)
 	}
 }
 

@@ -84,6 +84,18 @@ const brokenDoc = `{
     "id": {"type": "string"}, "name": {"type": "string"}}}}}
 }`
 
+// treeDoc is a recursive schema: a node links its parent, two children and a
+// list of children, all nodes. valueType is its value's type.
+func treeDoc(valueType string) string {
+	return `{"openapi": "3.0.3", "info": {"title": "tree", "version": "1"},
+  "paths": {"/api/tree": {"get": {"responses": {"200": {"description": "the tree", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Node"}}}}}}}},
+  "components": {"schemas": {"Node": {"type": "object", "properties": {
+    "value": {"type": "` + valueType + `"},
+    "parent": {"$ref": "#/components/schemas/Node"}, "left": {"$ref": "#/components/schemas/Node"},
+    "right": {"$ref": "#/components/schemas/Node"},
+    "children": {"type": "array", "items": {"$ref": "#/components/schemas/Node"}}}}}}}`
+}
+
 const usersJSON = `[{"id": 1, "name": "Ada", "email": "ada@example.test"}, {"id": 2, "name": "Grace", "email": "grace@example.test"}]`
 
 // fixtureApp serves a small web app on loopback. doc is its published OpenAPI
@@ -242,6 +254,11 @@ func TestCaptureAPISchemaCompare(t *testing.T) {
 			{Kind: quality.BreakNewRequiredField, Path: "POST /api/users", Field: "request: email", Was: "optional", Now: "required"},
 			{Kind: quality.BreakChangedType, Path: "POST /api/users", Field: "response 201: id", Was: "integer", Now: "string"},
 			{Kind: quality.BreakMissingField, Path: "POST /api/users", Field: "response 201: email", Was: "string"},
+		}},
+		// A recursive schema is compared once per pair of schemas, not once per
+		// path to the depth limit (4^24 of them here).
+		{name: "recursive schema", old: treeDoc("integer"), doc: treeDoc("string"), want: []quality.APIBreak{
+			{Kind: quality.BreakChangedType, Path: "GET /api/tree", Field: "response 200: value", Was: "integer", Now: "string"},
 		}},
 		// Additions break no client.
 		{name: "additions only", old: brokenDoc, doc: usersDoc, want: []quality.APIBreak{
