@@ -59,7 +59,10 @@ func (d *Docker) DialProject(ctx context.Context, projectID, addr string) (net.C
 		return nil, fmt.Errorf("%w: the container %s is not running", ErrNoSandbox, name)
 	}
 	created, err := d.cli.ContainerExecCreate(ctx, insp.ID, container.ExecOptions{
-		Cmd:         []string{"nc", host, port},
+		// The shell writes one byte once it runs: starting an exec takes tens of
+		// milliseconds, which DialProject waits out so a caller timing the app
+		// (validate_web_app's max_ms) counts it as connection setup.
+		Cmd:         []string{"/bin/sh", "-c", `printf R && exec nc "$0" "$1"`, host, port},
 		AttachStdin: true, AttachStdout: true, AttachStderr: true,
 	})
 	if err != nil {
@@ -83,6 +86,25 @@ func (d *Docker) DialProject(ctx context.Context, projectID, addr string) (net.C
 		}
 		_ = pw.CloseWithError(err)
 	}()
+	ready := make(chan error, 1)
+	go func() {
+		b := make([]byte, 1)
+		_, err := io.ReadFull(pr, b)
+		if err == nil && b[0] != 'R' {
+			err = fmt.Errorf("unexpected first byte %q", b[0])
+		}
+		ready <- err
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("sandbox dial: the relay did not start: %w", err)
+		}
+	case <-ctx.Done():
+		_ = c.Close()
+		return nil, fmt.Errorf("sandbox dial: %w", ctx.Err())
+	}
 	return c, nil
 }
 
