@@ -58,7 +58,9 @@ func (d *Docker) DialProject(ctx context.Context, projectID, addr string) (net.C
 	if insp.State == nil || !insp.State.Running {
 		return nil, fmt.Errorf("%w: the container %s is not running", ErrNoSandbox, name)
 	}
+	marker := randomHex(12)
 	created, err := d.cli.ContainerExecCreate(ctx, insp.ID, container.ExecOptions{
+		Env: []string{execMarker + "=" + marker},
 		// The shell writes one byte once it runs: starting an exec takes tens of
 		// milliseconds, which DialProject waits out so a caller timing the app
 		// (validate_web_app's max_ms) counts it as connection setup.
@@ -73,7 +75,14 @@ func (d *Docker) DialProject(ctx context.Context, projectID, addr string) (net.C
 		return nil, fmt.Errorf("sandbox dial attach: %w", err)
 	}
 	pr, pw := io.Pipe()
-	c := &execConn{conn: att.Conn, r: pr, close: att.Close, addr: addr}
+	c := &execConn{conn: att.Conn, r: pr, addr: addr}
+	c.close = func() {
+		att.Close()
+		// Closing the stream ends nc's stdin, but nc keeps waiting on a peer that
+		// never answers (a hung app): such a relay is killed after a grace period
+		// rather than left to hold one of the sandbox's pids.
+		go d.reapRelay(insp.ID, created.ID, marker)
+	}
 	go func() {
 		// The exec's stdout is the stream; its stderr is nc's complaint.
 		_, err := stdcopy.StdCopy(pw, &c.stderr, att.Reader)
@@ -106,6 +115,24 @@ func (d *Docker) DialProject(ctx context.Context, projectID, addr string) (net.C
 		return nil, fmt.Errorf("sandbox dial: %w", ctx.Err())
 	}
 	return c, nil
+}
+
+// relayGrace is how long a closed relay may take to exit on its own.
+const relayGrace = 2 * time.Second
+
+// reapRelay kills a relay still running relayGrace after its stream closed.
+func (d *Docker) reapRelay(cid, execID, marker string) {
+	ctx, cancel := context.WithTimeout(context.Background(), relayGrace+15*time.Second)
+	defer cancel()
+	deadline := time.Now().Add(relayGrace)
+	for time.Now().Before(deadline) {
+		ins, err := d.cli.ContainerExecInspect(ctx, execID)
+		if err != nil || !ins.Running {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	d.kill(ctx, cid, marker)
 }
 
 // execConn is an exec's stdio as a net.Conn.

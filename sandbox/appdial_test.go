@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -55,6 +57,22 @@ func TestDialProject(t *testing.T) {
 	_, err = io.ReadAll(conn)
 	require.ErrorContains(t, err, "Connection refused")
 	_ = conn.Close()
+
+	// A relay to an app that never answers is killed after its stream closed:
+	// it does not keep one of the sandbox's pids.
+	res, err = d.Exec(ctx, sandbox.Request{Project: project, Workspace: ws,
+		Command: "mkdir -p hang/cgi-bin && printf '#!/bin/sh\\nsleep 60\\n' > hang/cgi-bin/hang && chmod +x hang/cgi-bin/hang && httpd -p 127.0.0.1:8001 -h /workspace/hang"})
+	require.NoError(t, err)
+	require.Equal(t, 0, res.ExitCode, res.Output)
+	conn, err = d.DialProject(ctx, project, "localhost:8001")
+	require.NoError(t, err)
+	_, err = fmt.Fprintf(conn, "GET /cgi-bin/hang HTTP/1.0\r\nHost: localhost\r\n\r\n")
+	require.NoError(t, err)
+	require.NoError(t, conn.Close())
+	require.Eventually(t, func() bool {
+		res, err := d.Exec(ctx, sandbox.Request{Project: project, Workspace: ws, Command: "ps -o args | grep -c '^nc 127.0.0.1 8001' || true"})
+		return err == nil && strings.TrimSpace(res.Output) == "0"
+	}, 10*time.Second, 500*time.Millisecond, "the relay to the hung app still runs")
 
 	for _, bad := range []string{"localhost", "-e:80", "localhost:0", "localhost:99999", "a b:80"} {
 		_, err := d.DialProject(ctx, project, bad)
