@@ -85,6 +85,10 @@ func pdfRunner(d Deps) research.Runner {
 	return nil
 }
 
+// The Docker executor is what puts the web app tools inside a run's sandbox; a
+// signature drift would silently send localhost to the worker instead.
+var _ quality.SandboxDialer = (*sandbox.Docker)(nil)
+
 // sandboxDialer is the executor's in-sandbox dialer when it has one (Docker):
 // the web app tools then reach a run's localhost inside its sandbox.
 func sandboxDialer(d Deps) quality.SandboxDialer {
