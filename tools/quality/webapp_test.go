@@ -460,3 +460,41 @@ func TestValidateWebAppCrossOriginRedirect(t *testing.T) {
 	_, err := runWebTool(t, quality.WebAppConfig{}, t.TempDir(), "validate_web_app", map[string]any{"url": app.URL, "checks": []map[string]any{{"type": "status", "path": "/away"}}})
 	require.ErrorContains(t, err, fmt.Sprintf("leaves the app's origin %s", app.URL))
 }
+
+// Swagger 2.0 and YAML documents are found where frameworks publish them and
+// saved as OpenAPI 3 JSON.
+func TestCaptureAPISchemaPublishedFormats(t *testing.T) {
+	t.Parallel()
+	const swagger2 = `{"swagger": "2.0", "info": {"title": "pets", "version": "1"}, "basePath": "/",
+  "paths": {"/pets": {"get": {"produces": ["application/json"], "responses": {"200": {"description": "pets",
+    "schema": {"type": "array", "items": {"type": "object", "properties": {"id": {"type": "integer"}}}}}}}}}}`
+	const yamlDoc = "openapi: 3.0.3\ninfo:\n  title: pets\n  version: '1'\npaths:\n  /pets:\n    get:\n      responses:\n        '200':\n          description: pets\n"
+	for _, tc := range []struct {
+		name, where, ctype, body, version string
+	}{
+		{"swagger 2", "/swagger.json", "application/json", swagger2, "2.0"},
+		{"yaml", "/openapi.yaml", "application/yaml", yamlDoc, "3.0.3"},
+		{"springdoc", "/v3/api-docs", "application/json", strings.Replace(usersDoc, `"3.0.3"`, `"3.0.1"`, 1), "3.0.1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			mux := http.NewServeMux()
+			mux.HandleFunc("GET "+tc.where, func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", tc.ctype)
+				_, _ = w.Write([]byte(tc.body))
+			})
+			app := httptest.NewServer(mux)
+			t.Cleanup(app.Close)
+			ws := t.TempDir()
+			out, err := runWebTool(t, quality.WebAppConfig{}, ws, "capture_api_schema", map[string]any{"base_url": app.URL})
+			require.NoError(t, err)
+			rep := decode[quality.APISchemaReport](t, out)
+			require.Equal(t, "openapi", rep.Source)
+			require.Equal(t, app.URL+tc.where, rep.DocumentURL)
+			require.Equal(t, tc.version, rep.SpecVersion)
+			require.True(t, rep.Valid, rep.ValidationError)
+			doc := loadSaved(t, ws, "api-schema.json")
+			require.True(t, strings.HasPrefix(doc.OpenAPI, "3."), doc.OpenAPI)
+		})
+	}
+}
