@@ -20,10 +20,11 @@ sandbox-image:
 
 # The sandbox image family (sandbox/images/<name>.packages): Debian bookworm by
 # debootstrap, imported without a registry. Each build is skipped while its hash
-# (package list + build script) matches; a cold build takes minutes (sandbox/README.md).
+# (package list + build script + the image's <name>.extra.sh inputs, e.g. the host's Go)
+# matches; a cold build takes minutes (sandbox/README.md).
 images:
 	@if docker info >/dev/null 2>&1; then for p in sandbox/images/*.packages; do bash sandbox/images/build.sh "$$(basename "$$p" .packages)" || exit 1; done; \
-	else echo "images: no Docker engine answers; download_pdf will report it has no sandbox image"; fi
+	else echo "images: no Docker engine answers; download_pdf and the quality tools will report they have no sandbox image"; fi
 
 demo: services sandbox-image build
 	bash scripts/demo.sh

@@ -34,6 +34,7 @@ import (
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/scheduler"
 	"github.com/aetherium-engine/aetherium/security"
+	"github.com/aetherium-engine/aetherium/tools/quality"
 	"github.com/aetherium-engine/aetherium/tools/research"
 	"github.com/aetherium-engine/aetherium/webhook"
 	"github.com/aetherium-engine/aetherium/worker"
@@ -81,6 +82,10 @@ type Config struct {
 	// Research configures the research tools: web_search's backends (SearXNG
 	// instances, the DuckDuckGo fallback), web_fetch's caps; see package research.
 	Research research.Config `yaml:"research"`
+	// Quality bounds analyze_code, run_tests and code_review (timeouts, container limits,
+	// findings cap); see package quality. Their image is sandbox.docker.image's
+	// toolchain purpose.
+	Quality quality.Config `yaml:"quality"`
 	// Knowledge configures the knowledge base (search_knowledge, write_knowledge,
 	// `aetherium knowledge`): score_floor, packs_dir, language, chunk_size,
 	// candidates, index_timeout and the optional embeddings endpoint; see package
@@ -301,6 +306,7 @@ func (c Config) Validate() error {
 	}
 	add(c.Security.Validate())
 	add(c.Research.Validate())
+	add(c.Quality.WithDefaults().Validate())
 	add(c.Knowledge.Validate())
 	add(c.Memory.Validate())
 	return errors.Join(errs...)

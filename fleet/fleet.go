@@ -292,7 +292,7 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 	}
 	kb := f.knowledgeBase()
 	if f.Registry, err = toolset.New(toolset.Deps{Store: f.Store, Egress: f.Egress, Executor: f.Executor,
-		Mailbox: f.Mailbox, Roster: roster, Device: f.Device, Research: cfg.Research,
+		Mailbox: f.Mailbox, Roster: roster, Device: f.Device, Research: cfg.Research, Quality: cfg.Quality,
 		Knowledge: kb, KnowledgeConfig: cfg.Knowledge}); err != nil {
 		return err
 	}
@@ -330,6 +330,7 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 	}
 	wcfg := cfg.Worker
 	wcfg.Workspaces = cfg.Workspaces
+	wcfg.ReviewModel = cfg.Quality.Review.Model
 	f.Worker = worker.New(wcfg, worker.Deps{Store: f.Store, Queue: f.Queue, Events: f.Events, Router: f.Router, Models: models, Metrics: f.Metrics, ModelLabels: knownModels(cfg, f.Registry), Log: f.Log, Gated: !opts.NoGate,
 		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, LeaseRetry: cfg.Streams.LeaseRetry, Audit: audit, Workspaces: f.Workspaces,
 		Knowledge: kb, Memory: cfg.Memory})

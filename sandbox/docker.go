@@ -34,9 +34,11 @@ type DockerConfig struct {
 	// DOCKER_HOST, else the local socket. The workspace paths must exist on the
 	// engine's host, since they are bind-mounted.
 	Host string `yaml:"host"`
-	// Image is the sandbox image (built by sandbox/build-image.sh).
-	// Default aetherium-sandbox:latest.
-	Image string `yaml:"image"`
+	// Image is the image of each purpose (ImageSet): a plain string is the
+	// project sandbox's (built by sandbox/build-image.sh, default
+	// aetherium-sandbox:latest); a map also names the quality tools' toolchain
+	// image (default aetherium-toolchain:latest, `make images`).
+	Image ImageSet `yaml:"image"`
 	// User is the uid:gid commands run as; never root. Default: the worker's own
 	// uid:gid when it is not root, else 10001:10001 (the workspace is then handed to
 	// that user when the container is created).
@@ -61,9 +63,7 @@ type DockerConfig struct {
 }
 
 func (c *DockerConfig) defaults() {
-	if c.Image == "" {
-		c.Image = "aetherium-sandbox:latest"
-	}
+	c.Image = c.Image.withDefaults()
 	if c.User == "" {
 		if uid := os.Geteuid(); uid != 0 {
 			c.User = fmt.Sprintf("%d:%d", uid, os.Getegid())
@@ -179,6 +179,9 @@ var userRE = regexp.MustCompile(`^(\d+)(?::(\d+))?$`)
 // answers, ErrNoImage when the image is missing.
 func NewDocker(ctx context.Context, cfg Config, log *slog.Logger) (*Docker, error) {
 	cfg.defaults()
+	if err := cfg.Docker.Image.Validate(); err != nil {
+		return nil, err
+	}
 	if log == nil {
 		log = slog.Default()
 	}
@@ -208,15 +211,21 @@ func NewDocker(ctx context.Context, cfg Config, log *slog.Logger) (*Docker, erro
 		_ = cli.Close()
 		return nil, fmt.Errorf("%w: %v", ErrNoEngine, err)
 	}
-	if _, err := cli.ImageInspect(pctx, cfg.Docker.Image); err != nil {
+	// Only the project sandbox's image is required here: the others are checked
+	// by the one-shot that uses them (RunOnce's ErrNoImage names `make images`).
+	if _, err := cli.ImageInspect(pctx, cfg.Docker.Image.For(PurposeDefault)); err != nil {
 		_ = cli.Close()
 		if cerrdefs.IsNotFound(err) {
-			return nil, fmt.Errorf("%w: %s (build it with sandbox/build-image.sh)", ErrNoImage, cfg.Docker.Image)
+			return nil, fmt.Errorf("%w: %s (build it with sandbox/build-image.sh)", ErrNoImage, cfg.Docker.Image.For(PurposeDefault))
 		}
-		return nil, fmt.Errorf("sandbox image %s: %w", cfg.Docker.Image, err)
+		return nil, fmt.Errorf("sandbox image %s: %w", cfg.Docker.Image.For(PurposeDefault), err)
 	}
 	return &Docker{cfg: cfg, cli: cli, log: log, uid: uid, gid: gid, projects: map[string]*project{}}, nil
 }
+
+// ImageFor is the image configured for purpose (sandbox.docker.image), "" when
+// none is.
+func (d *Docker) ImageFor(purpose string) string { return d.cfg.Docker.Image.For(purpose) }
 
 // Kind implements Executor.
 func (d *Docker) Kind() string { return "docker" }
@@ -327,7 +336,7 @@ func (d *Docker) create(ctx context.Context, name, projectID, ws string, network
 		}
 	}
 	cfg := &container.Config{
-		Image:      d.cfg.Docker.Image,
+		Image:      d.cfg.Docker.Image.For(PurposeDefault),
 		Cmd:        []string{"/bin/sh", "-c", initScript},
 		User:       d.cfg.Docker.User,
 		WorkingDir: "/workspace",
@@ -731,5 +740,5 @@ func randomHex(n int) string {
 
 // String describes the executor for logs.
 func (d *Docker) String() string {
-	return strings.Join([]string{"docker", d.cfg.Docker.Image, "user=" + d.cfg.Docker.User, "scope=" + d.cfg.Docker.Scope}, " ")
+	return strings.Join([]string{"docker", d.cfg.Docker.Image.For(PurposeDefault), "user=" + d.cfg.Docker.User, "scope=" + d.cfg.Docker.Scope}, " ")
 }

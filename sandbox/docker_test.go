@@ -255,7 +255,7 @@ func TestDockerRefusesRootAndMissingImage(t *testing.T) {
 		require.Error(t, err, user)
 	}
 	cfg := sandboxtest.Config()
-	cfg.Docker.Image = "aetherium-sandbox-does-not-exist:latest"
+	cfg.Docker.Image = sandbox.ImageSet{sandbox.PurposeDefault: "aetherium-sandbox-does-not-exist:latest"}
 	_, err := sandbox.NewDocker(context.Background(), cfg, nil)
 	require.ErrorIs(t, err, sandbox.ErrNoImage)
 }

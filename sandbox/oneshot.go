@@ -40,6 +40,15 @@ type OneShot struct {
 	// The engine resolves Source on its host, symlinks included: never bind a path
 	// an agent can change (its workspace) — use Stdin.
 	Mounts []Bind
+	// Hide are container paths covered by an empty read-only tmpfs, such as a
+	// mounted workspace's .aetherium directory (edit snapshots); each must exist
+	// in the container (a read-only mount cannot get new mount points).
+	Hide []string
+	// ExecTmp lets the command execute files it writes to /tmp (Docker mounts a
+	// tmpfs noexec by default): `go test` builds its test binary there and runs
+	// it. The command runs code of the caller's choosing anyway; this only lets
+	// it be a compiled one.
+	ExecTmp bool
 	// Env is added to the fixed environment (PATH, HOME=/tmp, LANG).
 	Env []string
 	// WorkingDir is the command's directory in the container. Default /tmp.
@@ -120,11 +129,20 @@ func (d *Docker) RunOnce(ctx context.Context, job OneShot) (OneShotResult, error
 	}
 	lim := d.cfg.Docker.limits().with(job.MemoryBytes, job.CPUs, job.PidsLimit, job.TmpfsBytes)
 	host := hardened(lim)
+	if job.ExecTmp {
+		host.Tmpfs["/tmp"] += ",exec"
+	}
 	for _, b := range job.Mounts {
 		if !filepath.IsAbs(b.Source) || !path.IsAbs(b.Target) {
 			return OneShotResult{}, fmt.Errorf("%w: mount %q at %q: both paths must be absolute", ErrInvalidRequest, b.Source, b.Target)
 		}
 		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeBind, Source: b.Source, Target: b.Target, ReadOnly: !b.Writable})
+	}
+	for _, h := range job.Hide {
+		if !path.IsAbs(h) {
+			return OneShotResult{}, fmt.Errorf("%w: hidden path %q must be absolute", ErrInvalidRequest, h)
+		}
+		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeTmpfs, Target: h, ReadOnly: true, TmpfsOptions: &mount.TmpfsOptions{SizeBytes: 1 << 10}})
 	}
 	project := job.Project
 	if project == "" {

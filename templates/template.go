@@ -74,6 +74,10 @@ type Node struct {
 	Tools      []string `yaml:"tools" json:"tools"`
 	// Model overrides the team's model for this node.
 	Model *llm.ModelConfig `yaml:"model,omitempty" json:"model,omitempty"`
+	// QA marks a quality-assurance node: its verdicts (VERDICT <page> PASS|FAIL
+	// <reason> lines) count only for pages it played with play_test in the same
+	// session, as they stand now (a node holding play_test is held to it too).
+	QA bool `yaml:"qa,omitempty" json:"qa,omitempty"`
 }
 
 // Budget caps a run's spend.

@@ -316,8 +316,8 @@ func TestDispatch(t *testing.T) {
 			wantErr: tools.ErrUnknownTool, wantMsg: []string{`"make_coffee"`, "does not exist"},
 		},
 		{
-			name: "design tool not registered", ctx: session(append(all, "analyze_code"), nil), call: tools.Call{Name: "analyze_code"},
-			wantErr: tools.ErrUnknownTool, wantMsg: []string{`"analyze_code"`},
+			name: "design tool not registered", ctx: session(append(all, "comfyui_generate"), nil), call: tools.Call{Name: "comfyui_generate"},
+			wantErr: tools.ErrUnknownTool, wantMsg: []string{`"comfyui_generate"`},
 		},
 		{
 			name: "registered tool outside the catalog", ctx: session([]string{"read_file"}, nil), call: tools.Call{Name: "write_file", Args: json.RawMessage(`{"path":"x"}`)},
@@ -628,7 +628,7 @@ func TestCheckCatalog(t *testing.T) {
 	}{
 		{name: "every documented tool", reg: func(t *testing.T) *tools.Registry { return documentedRegistry(t, "") }},
 		{name: "missing a documented tool", reg: func(t *testing.T) *tools.Registry { return documentedRegistry(t, "todo") }, want: []string{"todo is documented but not registered"}},
-		{name: "an undocumented tool", reg: func(t *testing.T) *tools.Registry { return documentedRegistry(t, "", "analyze_code") }, want: []string{"analyze_code is registered but not documented"}},
+		{name: "an undocumented tool", reg: func(t *testing.T) *tools.Registry { return documentedRegistry(t, "", "comfyui_generate") }, want: []string{"comfyui_generate is registered but not documented"}},
 		{
 			name: "both problems at once",
 			reg:  func(t *testing.T) *tools.Registry { return documentedRegistry(t, "reply", "comfyui_generate") },

@@ -56,6 +56,8 @@ type stepRun struct {
 	defs     []llm.ToolDef
 	mailRead bool
 	ackMail  mailbox.Ack
+	// workspace is the run's workspace directory (the QA rule reads it).
+	workspace string
 }
 
 // runFresh is how old the step's view of its run may be before a model call.
@@ -207,6 +209,7 @@ func (s *stepRun) prepare(ctx context.Context) error {
 		KnowledgePacks: in.team.Knowledge.Packs, Project: in.run.Project,
 	}
 	s.tctx = tools.WithSession(ctx, tsess)
+	s.workspace = workspace
 	s.mailRead = w.mailbox == nil || in.role == "subagent" || in.role == "reviewer"
 	if s.provider, s.model, err = w.models.For(in.team, in.node); err != nil {
 		s.fail(ctx, "model_unavailable", fmt.Sprintf("%s: %v", in.node.Name, err))
@@ -329,6 +332,19 @@ func (s *stepRun) ask(ctx context.Context) error {
 	s.sess.Messages = append(s.sess.Messages, resp.Message)
 	s.sess.Steps++
 	final := len(resp.Message.ToolCalls) == 0
+	if final && isQA(s.in.node, s.in.access) {
+		// A verdict on a page not played as it stands now is sent back, up to the
+		// circuit breaker.
+		if reason := qaRefusal(s.workspace, s.sess.Messages[:len(s.sess.Messages)-1], resp.Message.Content); reason != "" {
+			s.sess.Failures++
+			s.sess.Messages = append(s.sess.Messages, llm.Message{Role: llm.RoleUser, Content: reason})
+			final = false
+			if s.sess.Failures >= s.w.cfg.CircuitBreaker {
+				s.fail(ctx, "circuit_breaker", fmt.Sprintf("%s: %d verdicts sent back, last: %s", s.in.node.Name, s.sess.Failures, reason))
+				return errStop
+			}
+		}
+	}
 	if final && s.in.role == "reviewer" {
 		// A review that does not conform is asked for once more, with the reason;
 		// the second answer stands (finishSession fails the delegation if it is

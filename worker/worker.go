@@ -79,8 +79,9 @@ type Config struct {
 	ScriptLatency time.Duration `yaml:"script_latency"`
 	// ReviewModel is the model code_review's reviewer asks, on the provider of
 	// the calling agent's model (a team on the script model keeps its
-	// screenplay). Empty: the calling agent's own model.
-	ReviewModel string `yaml:"review_model"`
+	// screenplay). Empty: the calling agent's own model. Set from the quality
+	// section's review_model, not a key of the worker section.
+	ReviewModel string `yaml:"-"`
 
 	// Workspaces is the root of per-run workspace directories; used (with no quota)
 	// only when Deps.Workspaces is nil. Not a key of the worker section (the

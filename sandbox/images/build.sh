@@ -11,6 +11,12 @@
 #   AETHERIUM_DEBIAN_MIRROR    the mirror (default http://deb.debian.org/debian)
 #   AETHERIUM_DEBIAN_SECURITY  security updates (default http://deb.debian.org/debian-security)
 #   AETHERIUM_IMAGE_FORCE=1  rebuild even when the hash matches
+#
+# Per-image hook: sandbox/images/<name>.extra.sh, when present, is sourced and
+# defines extra_inputs (prints what else decides the image's content, e.g. the
+# host's `go version`; it joins the hash with the hook's own text) and
+# extra_install <root> (runs after apt-get, before the cleanup). The toolchain
+# image uses it to copy the host's Go.
 set -euo pipefail
 
 name="${1:?usage: build.sh <name> [image]   (sandbox/images/<name>.packages)}"
@@ -29,8 +35,16 @@ if command -v flock >/dev/null 2>&1; then
 	flock 9
 fi
 
+extra="$here/$name.extra.sh"
+extra_in=""
+if [[ -f "$extra" ]]; then
+	# shellcheck source=/dev/null
+	source "$extra"
+	extra_in="$(cat "$extra"; extra_inputs)" || { echo "build.sh: $extra: extra_inputs failed" >&2; exit 1; }
+fi
+
 packages="$(sed -e 's/#.*//' -e 's/[[:space:]]//g' "$list" | grep -v '^$' | sort -u | paste -sd, -)"
-hash="$(printf '%s\n%s\n' "$suite" "$packages" | cat - "$here/build.sh" | sha256sum | cut -c1-16)"
+hash="$(printf '%s\n%s\n%s\n' "$suite" "$packages" "$extra_in" | cat - "$here/build.sh" | sha256sum | cut -c1-16)"
 have="$(docker image inspect -f '{{index .Config.Labels "io.aetherium.image.hash"}}' "$image" 2>/dev/null || true)"
 if [[ "$have" == "$hash" && "${AETHERIUM_IMAGE_FORCE:-}" != 1 ]]; then
 	exit 0
@@ -75,6 +89,10 @@ chroot "$root" apt-get -qq update
 chroot "$root" "${apt[@]}" upgrade -y
 chroot "$root" "${apt[@]}" install -y ${packages//,/ }
 rm -f "$root/usr/sbin/policy-rc.d"
+if [[ -f "$extra" ]]; then
+	echo "build.sh: $name.extra.sh extra_install"
+	extra_install "$root"
+fi
 
 # A non-root user for the image (the sandbox runs as 10001:10001 unless the worker
 # is another non-root uid) with a writable home on the tmpfs.

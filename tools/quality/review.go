@@ -31,6 +31,10 @@ type ReviewArgs struct {
 
 // ReviewConfig bounds code_review.
 type ReviewConfig struct {
+	// Model is the model the reviewer asks, on the provider of the calling
+	// agent's model (the worker applies it: worker.Config.ReviewModel). Empty:
+	// the calling agent's own model.
+	Model string `yaml:"review_model"`
 	// MaxBytes bounds the source handed to the reviewer. Default DefaultReviewMaxBytes.
 	MaxBytes int `yaml:"review_max_bytes"`
 	// MaxFiles bounds the files of a directory. Default DefaultReviewMaxFiles.

@@ -1,7 +1,6 @@
 package quality
 
 import (
-	"sort"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -266,13 +265,4 @@ func jsonContentSchema(c openapi3.Content) *openapi3.Schema {
 		}
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

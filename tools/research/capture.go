@@ -104,6 +104,7 @@ func registerCapture(reg *tools.Registry, host BrowserHost, cfg Config) {
 	if host != nil {
 		pool = newBrowsers(host, cfg, nil)
 	}
+	registerPlay(reg, pool, cfg)
 	tools.Register(reg, "capture_reference", "Screenshot a page (desktop 1440 px and mobile 390 px, full page, saved under captures/) in a sandboxed browser and return its computed design facts: palette by share of painted area, type scale, fonts, measure, vertical rhythm, breakpoints, and the requests the egress proxy refused.",
 		func(ctx context.Context, a CaptureArgs) (tools.Result, error) {
 			if pool == nil {
@@ -455,6 +456,12 @@ func CaptureStem(name, rawURL string) string {
 // os.Root (no symlink out of the workspace), never over an existing file: both
 // names take the first free suffix (-2, -3 …) together.
 func saveCaptures(workspace string, host BrowserHost, stem string, desktop, mobile []byte) ([2]string, error) {
+	return saveShots(workspace, host, stem, [2]string{"-desktop.png", "-mobile.png"}, desktop, mobile)
+}
+
+// saveShots writes captures/<stem><suffix> for both suffixes, never over an
+// existing file (both take the first free -2, -3 … together).
+func saveShots(workspace string, host BrowserHost, stem string, suffixes [2]string, desktop, mobile []byte) ([2]string, error) {
 	var paths [2]string
 	root, err := os.OpenRoot(workspace)
 	if err != nil {
@@ -481,7 +488,7 @@ func saveCaptures(workspace string, host BrowserHost, stem string, desktop, mobi
 		if i > 1 {
 			suffix = "-" + strconv.Itoa(i)
 		}
-		names := [2]string{path.Join(CapturesDir, stem+suffix+"-desktop.png"), path.Join(CapturesDir, stem+suffix+"-mobile.png")}
+		names := [2]string{path.Join(CapturesDir, stem+suffix+suffixes[0]), path.Join(CapturesDir, stem+suffix+suffixes[1])}
 		if _, err := root.Lstat(names[1]); err == nil {
 			continue
 		}
@@ -513,7 +520,7 @@ func saveCaptures(workspace string, host BrowserHost, stem string, desktop, mobi
 		}
 		return names, nil
 	}
-	return paths, fmt.Errorf("%s/%s-desktop.png and 99 numbered variants exist: choose another name", CapturesDir, stem)
+	return paths, fmt.Errorf("%s/%s%s and 99 numbered variants exist: choose another name", CapturesDir, stem, suffixes[0])
 }
 
 func write(f *os.File, data []byte) error {

@@ -74,6 +74,7 @@ func newStandIn(t testing.TB) *standIn {
 // own ("fixture.test") and a stand-in on this host ("standin.test").
 type captureEnv struct {
 	d     *sandbox.Docker
+	image string
 	ws    string
 	stand *standIn
 	call  func(run string, args research.CaptureArgs) (research.CaptureAnswer, error)
@@ -98,7 +99,7 @@ func newCaptureEnv(t testing.TB, cfg research.Config) *captureEnv {
 	cfg.CaptureImage = sandboxtest.FamilyImage(t, "browser")
 	hostIP, ok := testinfra.HostIPv4()
 	require.True(t, ok, "this host has an IPv4 address")
-	e := &captureEnv{stand: newStandIn(t), ws: t.TempDir()}
+	e := &captureEnv{stand: newStandIn(t), ws: t.TempDir(), image: cfg.CaptureImage}
 	standURL := "http://standin.test:" + strconv.Itoa(e.stand.port)
 	upstream := sandboxtest.UpstreamFiles(t, fixturePages(t, standURL, standURL))
 	dns := fleettest.DNS(t, map[string]string{"fixture.test": upstream, "standin.test": hostIP.String()})

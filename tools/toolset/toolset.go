@@ -48,11 +48,11 @@ type Deps struct {
 	// search_knowledge fails. KnowledgeConfig is the `knowledge` section.
 	Knowledge       knowledge.Backend
 	KnowledgeConfig knowledge.Config
-	// Review bounds code_review (the `quality` section).
-	Review quality.ReviewConfig
-	// WebApp bounds validate_web_app and capture_api_schema, which reach a
-	// running app through Egress.
-	WebApp quality.WebAppConfig
+	// Quality bounds analyze_code, run_tests and code_review (the `quality`
+	// section); the first two run in the executor's toolchain image
+	// (sandbox.docker.image's toolchain). Its webapp_* keys bound
+	// validate_web_app and capture_api_schema, which reach a running app.
+	Quality quality.Config
 }
 
 // New registers every tool and checks the result against tools/catalog.yaml.
@@ -67,9 +67,10 @@ func New(d Deps) (*tools.Registry, error) {
 	team.Register(reg, d.Mailbox, d.Roster)
 	shell.Register(reg, shellDeps(d), d.Shell)
 	knowledgetools.Register(reg, knowledgeDeps(d))
-	quality.RegisterReview(reg, d.Review)
+	quality.Register(reg, quality.Deps{Runner: qualityRunner(d)}, d.Quality)
+	quality.RegisterReview(reg, d.Quality.Review)
 	quality.RegisterFinishing(reg, workspaceConfig(d))
-	quality.RegisterWebApp(reg, quality.WebAppDeps{Egress: d.Egress, Sandbox: sandboxDialer(d), Workspace: workspaceConfig(d)}, d.WebApp)
+	quality.RegisterWebApp(reg, quality.WebAppDeps{Egress: d.Egress, Sandbox: sandboxDialer(d), Workspace: workspaceConfig(d)}, d.Quality.WebApp)
 	if err := tools.CheckCatalog(reg); err != nil {
 		return nil, fmt.Errorf("tool catalog check: %w", err)
 	}
@@ -80,6 +81,15 @@ func New(d Deps) (*tools.Registry, error) {
 // otherwise, and download_pdf refuses to parse on the host.
 func pdfRunner(d Deps) research.Runner {
 	if r, ok := d.Executor.(research.Runner); ok {
+		return r
+	}
+	return nil
+}
+
+// qualityRunner is the executor's one-shot runner with images by purpose
+// (Docker): nil otherwise, and the quality tools refuse to run on the host.
+func qualityRunner(d Deps) quality.Runner {
+	if r, ok := d.Executor.(quality.Runner); ok {
 		return r
 	}
 	return nil

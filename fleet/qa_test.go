@@ -1,0 +1,62 @@
+package fleet_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aetherium-engine/aetherium/fleet"
+	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/sandbox/sandboxtest"
+)
+
+// The QA rule through a running fleet (script model, real Docker and Chromium):
+// a QA node's verdict on a page it has not played is sent back; after
+// play_test it would stand, but the page is edited first, so the old play no
+// longer counts and the verdict is sent back again; after a second play it is
+// accepted and the run completes.
+func TestQARuleEndToEnd(t *testing.T) {
+	t.Parallel()
+	dockerOrFail(t)
+	cfg := fleettest.Config(t)
+	cfg.Research.CaptureImage = sandboxtest.FamilyImage(t, "browser")
+	cfg.Research.CaptureTimeout = 90 * time.Second
+	f := fleettest.StartWith(t, cfg, fleettest.Options{Fleet: fleet.Options{Executor: sandboxtest.Docker(t)}})
+
+	page := `<!doctype html><html><body><button onclick="document.title='ok'">Go</button></body></html>`
+	edited := strings.Replace(page, "Go", "Start", 1)
+	qa := []map[string]any{
+		call("write_file", map[string]any{"path": "index.html", "content": page}),
+		{"say": "VERDICT index.html PASS looks right to me"},
+		call("play_test", map[string]any{"page": "index.html"}),
+		call("write_file", map[string]any{"path": "index.html", "content": edited}),
+		{"say": "VERDICT index.html PASS played it"},
+		call("play_test", map[string]any{"page": "index.html"}),
+		{"say": "VERDICT index.html PASS no errors on any control"},
+	}
+	tm := team(qa, map[string]any{"allowed_domains": []string{"example.test"}})
+	tm["workers"] = []map[string]any{{"name": "writer", "prompt": "check the page", "mcp_servers": []string{"workspace", "quality"}, "qa": true}}
+	id := f.SubmitTeam(tm, "check the page")
+	run := f.WaitTerminal(id, 4*time.Minute)
+	require.Equal(t, "completed", run.Status, run.Error)
+
+	var raw []byte
+	require.NoError(t, f.Store.Pool.QueryRow(t.Context(), `SELECT messages FROM sessions WHERE run_id = $1 AND agent = 'writer'`, id).Scan(&raw))
+	var msgs []struct{ Role, Content string }
+	require.NoError(t, json.Unmarshal(raw, &msgs))
+	var sentBack []string
+	for _, m := range msgs[2:] {
+		if m.Role == "user" {
+			sentBack = append(sentBack, m.Content)
+		}
+	}
+	require.Len(t, sentBack, 2, "two verdicts were sent back")
+	require.Contains(t, sentBack[0], "play_test has not been run on index.html as it stands now")
+	require.Contains(t, sentBack[1], "index.html changed since play_test played it (index.html)")
+	last := msgs[len(msgs)-1]
+	require.Equal(t, "assistant", last.Role)
+	require.Equal(t, "VERDICT index.html PASS no errors on any control", last.Content, "the verdict after the second play stands")
+}

@@ -1,0 +1,3 @@
+package fixture
+
+func  Ugly( ) int {return 1}

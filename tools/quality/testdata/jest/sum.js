@@ -1,0 +1,2 @@
+'use strict';
+module.exports = (a, b) => a + b;

@@ -1,0 +1,8 @@
+'use strict';
+function add(a, b) {
+  return a + b;
+}
+function unused() {
+  return 1;
+}
+module.exports = { add, total: () => missing };

@@ -1,0 +1,4 @@
+export class Counter {
+  #count = 0;
+  next() { return ++this.#count; }
+}

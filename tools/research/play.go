@@ -1,0 +1,351 @@
+package research
+
+import (
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"mime"
+	"net/url"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	cdpfetch "github.com/chromedp/cdproto/fetch"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/aetherium-engine/aetherium/sandbox"
+	"github.com/aetherium-engine/aetherium/tools"
+	"github.com/aetherium-engine/aetherium/tools/workspace"
+)
+
+//go:embed play.js
+var playJS string
+
+// PlayOrigin is the origin a workspace page is opened under: the browser asks
+// for it, and the tool answers from the workspace itself (the DevTools Fetch
+// domain), so a workspace page needs no server and its files never leave the
+// worker except into the browser.
+const PlayOrigin = "http://workspace.play"
+
+// Bounds of one play.
+const (
+	playMaxControls = 60
+	playSettle      = 150 * time.Millisecond
+	playMaxFile     = 8 << 20
+	playWidth       = 1280
+	playHeight      = 800
+)
+
+// PlayArgs are play_test's arguments.
+type PlayArgs struct {
+	Page string `json:"page" jsonschema:"description=A workspace HTML file (e.g. index.html or site/about.html) or an http(s) URL of the run's app"`
+	// TimeoutSeconds bounds this call, at most research.capture_timeout.
+	TimeoutSeconds int `json:"timeout_seconds,omitempty" jsonschema:"minimum=1,maximum=300,description=Bound of this call in seconds (default and most: the deployment's research.capture_timeout)"`
+}
+
+// PlayAnswer is play_test's result.
+type PlayAnswer struct {
+	Page     string          `json:"page"`
+	URL      string          `json:"url"`
+	Controls []PlayedControl `json:"controls"`
+	// Errors are every uncaught exception, unhandled rejection and
+	// console.error, each with the control that triggered it ("page load"
+	// before any).
+	Errors []PlayError `json:"errors"`
+	// Screenshots are the page before and after playing, under captures/.
+	Screenshots [2]string `json:"screenshots"`
+	// Files are the workspace files the page loaded with their SHA-256: what
+	// was played (the QA rule compares them with the files as they are now).
+	Files map[string]string `json:"files,omitempty"`
+	// Hash is the SHA-256 over Files (empty for a URL page).
+	Hash       string `json:"hash,omitempty"`
+	Stopped    string `json:"stopped,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// PlayedControl is one control played.
+type PlayedControl struct {
+	N       int    `json:"n"`
+	Control string `json:"control"`
+	Kind    string `json:"kind"`
+	Errors  int    `json:"errors"`
+}
+
+// PlayError is one error the page threw.
+type PlayError struct {
+	Kind    string `json:"kind"` // exception | rejection | console.error
+	Message string `json:"message"`
+	Control string `json:"control"`
+}
+
+func registerPlay(reg *tools.Registry, pool *browsers, cfg Config) {
+	tools.Register(reg, "play_test", "Open a page the way a visitor does (a workspace HTML file, or a URL of the run's app), click each visible control once (buttons, same-page links, checkboxes, selects; typed input into text fields) and report every uncaught exception, unhandled rejection and console.error with the control that triggered it, plus screenshots before and after.",
+		func(ctx context.Context, a PlayArgs) (tools.Result, error) {
+			if pool == nil {
+				return tools.Result{}, errors.New("play_test needs the Docker sandbox: pages run in Chromium in a container of the browser image, never on the worker's host (sandbox.kind docker, and `make images`)")
+			}
+			if a.TimeoutSeconds < 0 {
+				return tools.Result{}, fmt.Errorf("play_test: timeout_seconds %d: want a positive number", a.TimeoutSeconds)
+			}
+			s := tools.SessionFrom(ctx)
+			if s == nil || s.Workspace == "" || s.RunID == "" {
+				return tools.Result{}, errors.New("play_test: this session has no run workspace")
+			}
+			ans, err := play(ctx, pool, cfg, s, a)
+			if err != nil {
+				return tools.Result{}, fmt.Errorf("play_test %s: %w", a.Page, err)
+			}
+			return tools.JSON(ans)
+		}, tools.Outbound())
+}
+
+// playTarget resolves the page: an http(s) URL as it is, or a workspace HTML
+// file under PlayOrigin.
+func playTarget(ws, p string) (target, rel string, err error) {
+	if u, perr := url.Parse(p); perr == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
+		return p, "", nil
+	}
+	if strings.Contains(p, "://") {
+		return "", "", fmt.Errorf("%q: only http(s) URLs or workspace files", p)
+	}
+	rel, err = workspace.Clean(p)
+	if err != nil {
+		return "", "", err
+	}
+	if slices.ContainsFunc(strings.Split(rel, "/"), func(seg string) bool { return strings.HasPrefix(seg, ".") }) {
+		return "", "", fmt.Errorf("%s is in a dot directory, which play_test does not open", rel)
+	}
+	if ext := strings.ToLower(path.Ext(rel)); ext != ".html" && ext != ".htm" {
+		return "", "", fmt.Errorf("%s is not an HTML file", rel)
+	}
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		return "", "", fmt.Errorf("open the workspace: %w", err)
+	}
+	defer root.Close()
+	if fi, err := root.Stat(rel); err != nil || !fi.Mode().IsRegular() {
+		return "", "", fmt.Errorf("%s: no such file in the workspace", rel)
+	}
+	return PlayOrigin + "/" + (&url.URL{Path: rel}).EscapedPath(), rel, nil
+}
+
+// served answers the browser's requests for PlayOrigin from the workspace and
+// remembers what it served.
+type served struct {
+	ws string
+
+	mu    sync.Mutex
+	files map[string]string
+}
+
+// answer reads the file a PlayOrigin URL names, through an os.Root (no symlink
+// out), refusing dot directories; a miss is a 404 the page sees.
+func (sv *served) answer(raw string) (int64, []byte, string) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return 400, nil, ""
+	}
+	rel, err := workspace.Clean(strings.TrimPrefix(u.Path, "/"))
+	if err != nil || slices.ContainsFunc(strings.Split(rel, "/"), func(s string) bool { return strings.HasPrefix(s, ".") }) {
+		return 404, nil, ""
+	}
+	root, err := os.OpenRoot(sv.ws)
+	if err != nil {
+		return 500, nil, ""
+	}
+	defer root.Close()
+	fi, err := root.Stat(rel)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > playMaxFile {
+		return 404, nil, ""
+	}
+	data, err := fs.ReadFile(root.FS(), rel)
+	if err != nil {
+		return 404, nil, ""
+	}
+	sum := sha256.Sum256(data)
+	sv.mu.Lock()
+	sv.files[rel] = hex.EncodeToString(sum[:])
+	sv.mu.Unlock()
+	ct := mime.TypeByExtension(path.Ext(rel))
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	return 200, data, ct
+}
+
+// FilesHash is the hash over a play's files (sorted path and SHA-256 lines).
+func FilesHash(files map[string]string) string {
+	keys := make([]string, 0, len(files))
+	for k := range files {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	h := sha256.New()
+	for _, k := range keys {
+		fmt.Fprintf(h, "%s %s\n", k, files[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func play(ctx context.Context, pool *browsers, cfg Config, s *tools.Session, a PlayArgs) (PlayAnswer, error) {
+	start := time.Now()
+	target, rel, err := playTarget(s.Workspace, a.Page)
+	if err != nil {
+		return PlayAnswer{}, err
+	}
+	limit := cfg.CaptureTimeout
+	if a.TimeoutSeconds > 0 && time.Duration(a.TimeoutSeconds)*time.Second < limit {
+		limit = time.Duration(a.TimeoutSeconds) * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	pg, err := pool.acquire(ctx, s.RunID, sandbox.EgressBinding{Agent: s.Agent, Allowlist: s.AllowedDomains, Ports: s.EgressPorts})
+	if err != nil {
+		return PlayAnswer{}, fmt.Errorf("starting the browser: %w", err)
+	}
+	defer pg.release()
+	fail := func(err error, what string) error {
+		if pg.live.dead() {
+			return fmt.Errorf("%w %s (its log: %s)", ErrBrowserCrashed, what, tailText(pg.live.att.Stderr(), 600))
+		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("timed out %s after %s", what, limit)
+		}
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	tctx, tcancel := chromedp.NewContext(pg.live.ctx, chromedp.WithNewBrowserContext())
+	defer tcancel()
+	stopAfter := context.AfterFunc(ctx, tcancel)
+	defer stopAfter()
+
+	sv := &served{ws: s.Workspace, files: map[string]string{}}
+	if rel != "" {
+		// Requests for PlayOrigin pause in the browser; each is answered from
+		// the workspace in a goroutine (a listener must not call the browser).
+		if err := chromedp.Listen(tctx, func(ev any) {
+			rp, ok := ev.(*cdpfetch.EventRequestPaused)
+			if !ok {
+				return
+			}
+			go func() {
+				code, body, ct := sv.answer(rp.Request.URL)
+				_ = chromedp.Do(tctx, func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+					p := cdpfetch.FulfillRequestParams{RequestID: rp.RequestID, ResponseCode: code, Body: body}
+					if ct != "" {
+						p.ResponseHeaders = []*cdpfetch.HeaderEntry{{Name: "Content-Type", Value: ct}}
+					}
+					_, err := cdp.Call(ctx, t, cdpfetch.FulfillRequest, p)
+					return chromedp.Void{}, err
+				})
+			}()
+		}); err != nil {
+			return PlayAnswer{}, fail(err, "opening a page")
+		}
+	}
+	setup := func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		if _, err := cdp.Call(ctx, t, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: playJS}); err != nil {
+			return chromedp.Void{}, err
+		}
+		if rel != "" {
+			if _, err := cdp.Call(ctx, t, cdpfetch.Enable, cdpfetch.EnableParams{Patterns: []*cdpfetch.RequestPattern{{URLPattern: PlayOrigin + "/*"}}}); err != nil {
+				return chromedp.Void{}, err
+			}
+		}
+		return chromedp.Void{}, nil
+	}
+	if err := chromedp.Do(tctx, viewport(playWidth, playHeight, false), setup); err != nil {
+		return PlayAnswer{}, fail(err, "opening a page")
+	}
+	resp, err := chromedp.RunResponse(tctx, chromedp.Navigate(target))
+	if err != nil {
+		var le *chromedp.LoadError
+		if errors.As(err, &le) {
+			return PlayAnswer{}, fmt.Errorf("the page did not load: %s", le.ErrorText)
+		}
+		return PlayAnswer{}, fail(err, "loading the page")
+	}
+	if resp != nil && (resp.Status < 200 || resp.Status > 299) {
+		return PlayAnswer{}, fmt.Errorf("the page answered HTTP %d", resp.Status)
+	}
+	ans := PlayAnswer{Page: a.Page, URL: target, Controls: []PlayedControl{}, Errors: []PlayError{}}
+	take := func(control string) (int, error) {
+		errs, err := chromedp.Run(tctx, chromedp.Evaluate[[]PlayError](`window.__aePlay ? window.__aePlay.take() : []`))
+		if err != nil {
+			return 0, err
+		}
+		for i := range errs {
+			errs[i].Control = control
+		}
+		ans.Errors = append(ans.Errors, errs...)
+		return len(errs), nil
+	}
+	// Let the page's own start-up settle, then count what it threw loading.
+	if _, err := chromedp.Run(tctx, chromedp.Evaluate[bool](`new Promise(r => setTimeout(() => r(true), 300))`, chromedp.EvalAwaitPromise)); err != nil {
+		return PlayAnswer{}, fail(err, "waiting for the page")
+	}
+	if _, err := take("page load"); err != nil {
+		return PlayAnswer{}, fail(err, "reading the page's errors")
+	}
+	before, _, err := shoot(tctx, playWidth, false, playHeight)
+	if err != nil {
+		return PlayAnswer{}, fail(err, "taking the first screenshot")
+	}
+	controls, err := chromedp.Run(tctx, chromedp.Evaluate[[]PlayedControl](fmt.Sprintf(`window.__aePlay.list(%d)`, playMaxControls)))
+	if err != nil {
+		return PlayAnswer{}, fail(err, "listing the page's controls")
+	}
+	type acted struct {
+		Gone bool   `json:"gone"`
+		Href string `json:"href"`
+	}
+	for _, c := range controls {
+		r, err := chromedp.Run(tctx, chromedp.Evaluate[acted](fmt.Sprintf(`window.__aePlay.act(%d, %d)`, c.N, playSettle.Milliseconds()), chromedp.EvalAwaitPromise))
+		if err != nil {
+			// A control that navigated away destroys the page's context.
+			ans.Stopped = fmt.Sprintf("control %d (%s) left the page; the rest were not played", c.N, c.Control)
+			break
+		}
+		if r.Gone {
+			continue
+		}
+		n, err := take(c.Control)
+		if err != nil {
+			return PlayAnswer{}, fail(err, "reading the page's errors")
+		}
+		c.Errors = n
+		ans.Controls = append(ans.Controls, c)
+	}
+	after, _, err := shoot(tctx, playWidth, false, playHeight)
+	if err != nil {
+		return PlayAnswer{}, fail(err, "taking the second screenshot")
+	}
+	stem := "play_" + strings.TrimSuffix(strings.ReplaceAll(cmpOr(rel, CaptureStem("", target)), "/", "_"), path.Ext(rel))
+	ans.Screenshots, err = saveShots(s.Workspace, pool.host, safeName(stem, ".png", 80, "page"), [2]string{"-before.png", "-after.png"}, before, after)
+	if err != nil {
+		return PlayAnswer{}, err
+	}
+	if rel != "" {
+		sv.mu.Lock()
+		ans.Files = sv.files
+		sv.mu.Unlock()
+		ans.Hash = FilesHash(ans.Files)
+	}
+	ans.DurationMS = time.Since(start).Milliseconds()
+	return ans, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,123 @@
+package worker
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/aetherium-engine/aetherium/llm"
+	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/tools"
+	"github.com/aetherium-engine/aetherium/tools/workspace"
+)
+
+// The QA rule (issue 19): a QA node — marked qa: true, or holding play_test —
+// states verdicts as lines "VERDICT <page> PASS|FAIL <reason>". A verdict on a
+// page it has not played with play_test in this session, or whose files changed
+// since it played them, is not accepted: the answer goes back to the agent with
+// the reason, up to the circuit breaker.
+
+var verdictLine = regexp.MustCompile(`(?m)^[ \t*_>-]*VERDICT[ \t]+(\S+)[ \t]+(PASS|FAIL)\b`)
+
+func isQA(node templates.Node, access tools.Access) bool {
+	return node.QA || slices.Contains(access.Tools, "play_test")
+}
+
+// played is what the QA rule reads of a play_test result (research.PlayAnswer).
+type played struct {
+	Page  string            `json:"page"`
+	URL   string            `json:"url"`
+	Files map[string]string `json:"files"`
+}
+
+// pageKey names a page the same way in a verdict and in a play: a workspace
+// path cleaned (./index.html is index.html), a URL as it is.
+func pageKey(p string) string {
+	if strings.Contains(p, "://") {
+		return p
+	}
+	if c, err := workspace.Clean(p); err == nil {
+		return c
+	}
+	return p
+}
+
+// qaRefusal is why answer cannot be accepted from a QA session whose history
+// (before the answer) is msgs, or "" when every verdict stands.
+func qaRefusal(ws string, msgs []llm.Message, answer string) string {
+	verdicts := verdictLine.FindAllStringSubmatch(answer, -1)
+	if len(verdicts) == 0 {
+		return ""
+	}
+	// The latest successful play of each page in this session.
+	plays := map[string]played{}
+	callOf := map[string]string{}
+	for _, m := range msgs {
+		if m.Role == llm.RoleAssistant {
+			for _, c := range m.ToolCalls {
+				callOf[c.ID] = c.Name
+			}
+		}
+		if m.Role != llm.RoleTool || m.IsError || (m.Name != "play_test" && callOf[m.ToolCallID] != "play_test") {
+			continue
+		}
+		var p played
+		if json.Unmarshal([]byte(m.Content), &p) == nil && p.Page != "" {
+			plays[pageKey(p.Page)] = p
+			if p.URL != "" {
+				plays[p.URL] = p
+			}
+		}
+	}
+	var problems []string
+	for _, v := range verdicts {
+		page := strings.Trim(v[1], "`'\"")
+		p, ok := plays[pageKey(page)]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("play_test has not been run on %s as it stands now", page))
+			continue
+		}
+		if changed := changedFiles(ws, p.Files); len(changed) > 0 {
+			problems = append(problems, fmt.Sprintf("%s changed since play_test played it (%s): play_test has not been run on %s as it stands now",
+				page, strings.Join(changed, ", "), page))
+		}
+	}
+	if len(problems) == 0 {
+		return ""
+	}
+	return "Your verdict is not accepted: " + strings.Join(problems, "; ") +
+		". Run play_test on the page, then state the verdict again (VERDICT <page> PASS|FAIL <reason>)."
+}
+
+// changedFiles are the played files whose content differs now (or that are
+// gone), read through an os.Root.
+func changedFiles(ws string, files map[string]string) []string {
+	if len(files) == 0 {
+		return nil
+	}
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		return []string{"the workspace is unreadable"}
+	}
+	defer root.Close()
+	var out []string
+	for p, want := range files {
+		data, err := fs.ReadFile(root.FS(), p)
+		if err != nil {
+			out = append(out, p+" is gone")
+			continue
+		}
+		sum := sha256.Sum256(data)
+		if hex.EncodeToString(sum[:]) != want {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
