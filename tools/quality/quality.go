@@ -68,6 +68,9 @@ type Config struct {
 	// Review bounds code_review and names its model (review_model,
 	// review_max_bytes, review_max_files in this section).
 	Review ReviewConfig `yaml:",inline"`
+	// WebApp bounds validate_web_app and capture_api_schema (webapp_* keys in
+	// this section).
+	WebApp WebAppConfig `yaml:",inline"`
 }
 
 // WithDefaults fills the zero fields.

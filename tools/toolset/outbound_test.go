@@ -71,7 +71,7 @@ func TestEveryURLToolIsOutbound(t *testing.T) {
 		}
 	}
 	// The walk itself must find what it is for.
-	require.Subset(t, urlTools, []string{"http_request", "http_health_check", "web_fetch"})
+	require.Subset(t, urlTools, []string{"http_request", "http_health_check", "web_fetch", "validate_web_app", "capture_api_schema"})
 }
 
 func TestTakesURL(t *testing.T) {

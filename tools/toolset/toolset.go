@@ -50,7 +50,8 @@ type Deps struct {
 	KnowledgeConfig knowledge.Config
 	// Quality bounds analyze_code, run_tests and code_review (the `quality`
 	// section); the first two run in the executor's toolchain image
-	// (sandbox.docker.image's toolchain).
+	// (sandbox.docker.image's toolchain). Its webapp_* keys bound
+	// validate_web_app and capture_api_schema, which reach a running app.
 	Quality quality.Config
 }
 
@@ -69,6 +70,7 @@ func New(d Deps) (*tools.Registry, error) {
 	quality.Register(reg, quality.Deps{Runner: qualityRunner(d)}, d.Quality)
 	quality.RegisterReview(reg, d.Quality.Review)
 	quality.RegisterFinishing(reg, workspaceConfig(d))
+	quality.RegisterWebApp(reg, quality.WebAppDeps{Egress: d.Egress, Sandbox: sandboxDialer(d), Workspace: workspaceConfig(d)}, d.Quality.WebApp)
 	if err := tools.CheckCatalog(reg); err != nil {
 		return nil, fmt.Errorf("tool catalog check: %w", err)
 	}
@@ -89,6 +91,19 @@ func pdfRunner(d Deps) research.Runner {
 func qualityRunner(d Deps) quality.Runner {
 	if r, ok := d.Executor.(quality.Runner); ok {
 		return r
+	}
+	return nil
+}
+
+// The Docker executor is what puts the web app tools inside a run's sandbox; a
+// signature drift would silently send localhost to the worker instead.
+var _ quality.SandboxDialer = (*sandbox.Docker)(nil)
+
+// sandboxDialer is the executor's in-sandbox dialer when it has one (Docker):
+// the web app tools then reach a run's localhost inside its sandbox.
+func sandboxDialer(d Deps) quality.SandboxDialer {
+	if s, ok := d.Executor.(quality.SandboxDialer); ok && s != nil {
+		return s
 	}
 	return nil
 }
