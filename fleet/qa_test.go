@@ -60,3 +60,39 @@ func TestQARuleEndToEnd(t *testing.T) {
 	require.Equal(t, "assistant", last.Role)
 	require.Equal(t, "VERDICT index.html PASS no errors on any control", last.Content, "the verdict after the second play stands")
 }
+
+// play_test on a page of the run's own app: the app runs in the run's sandbox
+// (busybox httpd started with run_shell), and http://localhost:8000 in the
+// browser is that app — its requests are made inside the sandbox — so the
+// error behind the page's button is found and the QA verdict on the URL stands.
+func TestPlayTestRunApp(t *testing.T) {
+	t.Parallel()
+	dockerOrFail(t)
+	cfg := fleettest.Config(t)
+	cfg.Research.CaptureImage = sandboxtest.FamilyImage(t, "browser")
+	cfg.Research.CaptureTimeout = 90 * time.Second
+	f := fleettest.StartWith(t, cfg, fleettest.Options{Fleet: fleet.Options{Executor: sandboxtest.Docker(t)}})
+
+	page := `<!doctype html><html><head><script src="app.js"></script></head><body><button onclick="boom()">Boom</button></body></html>`
+	qa := []map[string]any{
+		call("write_file", map[string]any{"path": "site/index.html", "content": page}),
+		call("write_file", map[string]any{"path": "site/app.js", "content": "function boom() { null.x; }"}),
+		call("run_shell", map[string]any{"command": "busybox httpd -p 127.0.0.1:8000 -h /workspace/site && sleep 0.5 && echo started"}),
+		call("play_test", map[string]any{"page": "http://localhost:8000/index.html"}),
+		{"say": "VERDICT http://localhost:8000/index.html FAIL the Boom button throws"},
+	}
+	tm := team(qa, map[string]any{"allowed_domains": []string{"example.test"}})
+	tm["workers"] = []map[string]any{{"name": "writer", "prompt": "check the app", "mcp_servers": []string{"workspace", "shell", "quality"}}}
+	id := f.SubmitTeam(tm, "check the app")
+	run := f.WaitTerminal(id, 4*time.Minute)
+	require.Equal(t, "completed", run.Status, run.Error)
+	results := toolResults(t, f, id, "play_test")
+	require.Len(t, results, 1)
+	var ans struct {
+		Errors []struct{ Kind, Message, Control string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(results[0]), &ans), results[0])
+	require.Len(t, ans.Errors, 1, results[0])
+	require.Equal(t, `button "Boom"`, ans.Errors[0].Control)
+	require.Contains(t, ans.Errors[0].Message, "null")
+}

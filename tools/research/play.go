@@ -7,8 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"mime"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path"
@@ -19,6 +22,7 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	cdpfetch "github.com/chromedp/cdproto/fetch"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
@@ -228,12 +232,32 @@ func play(ctx context.Context, pool *browsers, cfg Config, s *tools.Session, a P
 	defer stopAfter()
 
 	sv := &served{ws: s.Workspace, files: map[string]string{}}
+	// A page of the run's own app (localhost) is fetched inside the run's
+	// sandbox, where the app runs: the browser's requests for that origin are
+	// answered through the sandbox, never from the browser's own loopback.
+	app, appHost := appOrigin(target, pool.host)
+	if app != "" {
+		client := &http.Client{Timeout: limit, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true,
+			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+				return appHost.DialProject(ctx, s.RunID, addr)
+			}},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		if err := chromedp.Listen(tctx, func(ev any) {
+			rp, ok := ev.(*cdpfetch.EventRequestPaused)
+			if !ok || !strings.HasPrefix(rp.Request.URL, app) {
+				return
+			}
+			go fulfillFromApp(tctx, client, rp)
+		}); err != nil {
+			return PlayAnswer{}, fail(err, "opening a page")
+		}
+	}
 	if rel != "" {
 		// Requests for PlayOrigin pause in the browser; each is answered from
 		// the workspace in a goroutine (a listener must not call the browser).
 		if err := chromedp.Listen(tctx, func(ev any) {
 			rp, ok := ev.(*cdpfetch.EventRequestPaused)
-			if !ok {
+			if !ok || !strings.HasPrefix(rp.Request.URL, PlayOrigin+"/") {
 				return
 			}
 			go func() {
@@ -255,8 +279,15 @@ func play(ctx context.Context, pool *browsers, cfg Config, s *tools.Session, a P
 		if _, err := cdp.Call(ctx, t, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: playJS}); err != nil {
 			return chromedp.Void{}, err
 		}
+		var patterns []*cdpfetch.RequestPattern
 		if rel != "" {
-			if _, err := cdp.Call(ctx, t, cdpfetch.Enable, cdpfetch.EnableParams{Patterns: []*cdpfetch.RequestPattern{{URLPattern: PlayOrigin + "/*"}}}); err != nil {
+			patterns = append(patterns, &cdpfetch.RequestPattern{URLPattern: PlayOrigin + "/*"})
+		}
+		if app != "" {
+			patterns = append(patterns, &cdpfetch.RequestPattern{URLPattern: app + "*"})
+		}
+		if len(patterns) > 0 {
+			if _, err := cdp.Call(ctx, t, cdpfetch.Enable, cdpfetch.EnableParams{Patterns: patterns}); err != nil {
 				return chromedp.Void{}, err
 			}
 		}
@@ -348,4 +379,84 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// appDialer reaches a port of a run's sandbox (sandbox.Docker.DialProject).
+type appDialer interface {
+	DialProject(ctx context.Context, project, addr string) (net.Conn, error)
+}
+
+// appOrigin is the origin ("http://localhost:8000/") of a page of the run's
+// own app — a loopback host — when the browser host can reach the run's
+// sandbox; "" otherwise.
+func appOrigin(target string, host BrowserHost) (string, appDialer) {
+	d, ok := host.(appDialer)
+	u, err := url.Parse(target)
+	if !ok || err != nil || u.Scheme != "http" {
+		return "", nil
+	}
+	h := u.Hostname()
+	ip := net.ParseIP(h)
+	if h != "localhost" && !strings.HasSuffix(h, ".localhost") && (ip == nil || !ip.IsLoopback()) {
+		return "", nil
+	}
+	return u.Scheme + "://" + u.Host + "/", d
+}
+
+// fulfillFromApp answers one paused browser request by making it inside the
+// run's sandbox (bounded); a failure is a failed request the page sees.
+func fulfillFromApp(tctx context.Context, client *http.Client, rp *cdpfetch.EventRequestPaused) {
+	answer := func(p cdpfetch.FulfillRequestParams) {
+		_ = chromedp.Do(tctx, func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+			_, err := cdp.Call(ctx, t, cdpfetch.FulfillRequest, p)
+			return chromedp.Void{}, err
+		})
+	}
+	fail := func() {
+		_ = chromedp.Do(tctx, func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+			_, err := cdp.Call(ctx, t, cdpfetch.FailRequest, cdpfetch.FailRequestParams{RequestID: rp.RequestID, ErrorReason: network.ErrorReasonConnectionRefused})
+			return chromedp.Void{}, err
+		})
+	}
+	var body io.Reader
+	if rp.Request.HasPostData {
+		for _, e := range rp.Request.PostDataEntries {
+			body = io.MultiReader(orEmpty(body), strings.NewReader(string(e.Bytes)))
+		}
+	}
+	req, err := http.NewRequestWithContext(tctx, rp.Request.Method, rp.Request.URL, body)
+	if err != nil {
+		fail()
+		return
+	}
+	for k, v := range rp.Request.Headers {
+		if s, ok := v.(string); ok {
+			req.Header.Set(k, s)
+		}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		fail()
+		return
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, playMaxFile+1))
+	if err != nil || len(data) > playMaxFile {
+		fail()
+		return
+	}
+	var hdrs []*cdpfetch.HeaderEntry
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			hdrs = append(hdrs, &cdpfetch.HeaderEntry{Name: k, Value: v})
+		}
+	}
+	answer(cdpfetch.FulfillRequestParams{RequestID: rp.RequestID, ResponseCode: int64(resp.StatusCode), ResponseHeaders: hdrs, Body: data})
+}
+
+func orEmpty(r io.Reader) io.Reader {
+	if r == nil {
+		return strings.NewReader("")
+	}
+	return r
 }
