@@ -1,6 +1,7 @@
 package research
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	_ "embed"
@@ -125,7 +126,7 @@ func playTarget(ws, p string) (target, rel string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	if slices.ContainsFunc(strings.Split(rel, "/"), func(seg string) bool { return strings.HasPrefix(seg, ".") }) {
+	if inDotDir(rel) {
 		return "", "", fmt.Errorf("%s is in a dot directory, which play_test does not open", rel)
 	}
 	if ext := strings.ToLower(path.Ext(rel)); ext != ".html" && ext != ".htm" {
@@ -142,10 +143,16 @@ func playTarget(ws, p string) (target, rel string, err error) {
 	return PlayOrigin + "/" + (&url.URL{Path: rel}).EscapedPath(), rel, nil
 }
 
+// inDotDir reports a workspace path under a dot directory (.frame/, .git/, …),
+// which play_test never opens or serves.
+func inDotDir(rel string) bool {
+	return slices.ContainsFunc(strings.Split(rel, "/"), func(seg string) bool { return strings.HasPrefix(seg, ".") })
+}
+
 // served answers the browser's requests for PlayOrigin from the workspace and
 // remembers what it served.
 type served struct {
-	ws string
+	root *os.Root // the workspace, opened once per play
 
 	mu    sync.Mutex
 	files map[string]string
@@ -159,14 +166,10 @@ func (sv *served) answer(raw string) (int64, []byte, string) {
 		return 400, nil, ""
 	}
 	rel, err := workspace.Clean(strings.TrimPrefix(u.Path, "/"))
-	if err != nil || slices.ContainsFunc(strings.Split(rel, "/"), func(s string) bool { return strings.HasPrefix(s, ".") }) {
+	if err != nil || inDotDir(rel) {
 		return 404, nil, ""
 	}
-	root, err := os.OpenRoot(sv.ws)
-	if err != nil {
-		return 500, nil, ""
-	}
-	defer root.Close()
+	root := sv.root
 	fi, err := root.Stat(rel)
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() > playMaxFile {
 		return 404, nil, ""
@@ -231,7 +234,12 @@ func play(ctx context.Context, pool *browsers, cfg Config, s *tools.Session, a P
 	stopAfter := context.AfterFunc(ctx, tcancel)
 	defer stopAfter()
 
-	sv := &served{ws: s.Workspace, files: map[string]string{}}
+	wsRoot, err := os.OpenRoot(s.Workspace)
+	if err != nil {
+		return PlayAnswer{}, fmt.Errorf("open the workspace: %w", err)
+	}
+	defer wsRoot.Close()
+	sv := &served{root: wsRoot, files: map[string]string{}}
 	// A page of the run's own app (localhost) is fetched inside the run's
 	// sandbox, where the app runs: the browser's requests for that origin are
 	// answered through the sandbox, never from the browser's own loopback.
@@ -359,7 +367,7 @@ func play(ctx context.Context, pool *browsers, cfg Config, s *tools.Session, a P
 	if err != nil {
 		return PlayAnswer{}, fail(err, "taking the second screenshot")
 	}
-	stem := "play_" + strings.TrimSuffix(strings.ReplaceAll(cmpOr(rel, CaptureStem("", target)), "/", "_"), path.Ext(rel))
+	stem := "play_" + strings.TrimSuffix(strings.ReplaceAll(cmp.Or(rel, CaptureStem("", target)), "/", "_"), path.Ext(rel))
 	ans.Screenshots, err = saveShots(s.Workspace, pool.host, safeName(stem, ".png", 80, "page"), [2]string{"-before.png", "-after.png"}, before, after)
 	if err != nil {
 		return PlayAnswer{}, err
@@ -372,13 +380,6 @@ func play(ctx context.Context, pool *browsers, cfg Config, s *tools.Session, a P
 	}
 	ans.DurationMS = time.Since(start).Milliseconds()
 	return ans, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // appDialer reaches a port of a run's sandbox (sandbox.Docker.DialProject).
@@ -420,9 +421,11 @@ func fulfillFromApp(tctx context.Context, client *http.Client, rp *cdpfetch.Even
 	}
 	var body io.Reader
 	if rp.Request.HasPostData {
+		var b strings.Builder
 		for _, e := range rp.Request.PostDataEntries {
-			body = io.MultiReader(orEmpty(body), strings.NewReader(string(e.Bytes)))
+			b.WriteString(string(e.Bytes))
 		}
+		body = strings.NewReader(b.String())
 	}
 	req, err := http.NewRequestWithContext(tctx, rp.Request.Method, rp.Request.URL, body)
 	if err != nil {
@@ -452,11 +455,4 @@ func fulfillFromApp(tctx context.Context, client *http.Client, rp *cdpfetch.Even
 		}
 	}
 	answer(cdpfetch.FulfillRequestParams{RequestID: rp.RequestID, ResponseCode: int64(resp.StatusCode), ResponseHeaders: hdrs, Body: data})
-}
-
-func orEmpty(r io.Reader) io.Reader {
-	if r == nil {
-		return strings.NewReader("")
-	}
-	return r
 }
