@@ -89,6 +89,9 @@ type WebAppDeps struct {
 	// commands run on the worker's host): loopback is the worker's own, through
 	// Egress.
 	Sandbox SandboxDialer
+	// Browser renders pages for validate_web_app's browser checks (selector,
+	// text, no_console_errors, no_failed_requests); nil refuses those checks.
+	Browser PageBrowser
 	// Workspace names the owner of the schema file capture_api_schema writes.
 	Workspace workspace.Config
 }

@@ -30,16 +30,23 @@ const (
 	WebCheckStatus     = "status"
 	WebCheckMaxMS      = "max_ms"
 	WebCheckJSONSchema = "json_schema"
+	// The browser checks load the page in headless Chromium and judge it
+	// after its scripts ran.
+	WebCheckSelector         = "selector"
+	WebCheckText             = "text"
+	WebCheckNoConsoleErrors  = "no_console_errors"
+	WebCheckNoFailedRequests = "no_failed_requests"
 )
 
-// browserCheckTypes are the checks of the issue that need headless Chromium;
-// they are refused by name until the browser side is built, so an agent is told
-// plainly instead of getting a PASS that checked nothing.
-var browserCheckTypes = map[string]bool{"selector": true, "text": true, "no_console_errors": true, "no_failed_requests": true}
+// browserCheckTypes are the checks that need the page rendered.
+var browserCheckTypes = map[string]bool{WebCheckSelector: true, WebCheckText: true, WebCheckNoConsoleErrors: true, WebCheckNoFailedRequests: true}
+
+// checkTypesHint lists every check type for error messages.
+const checkTypesHint = "status, max_ms, json_schema, selector, text, no_console_errors or no_failed_requests"
 
 // WebCheck is one check of validate_web_app.
 type WebCheck struct {
-	Type string `json:"type" jsonschema:"enum=status,enum=max_ms,enum=json_schema,description=status: the path answers the expected status (and content type); max_ms: the path answers within max_ms milliseconds; json_schema: the path's JSON body validates against schema"`
+	Type string `json:"type" jsonschema:"enum=status,enum=max_ms,enum=json_schema,enum=selector,enum=text,enum=no_console_errors,enum=no_failed_requests,description=status: the path answers the expected status (and content type); max_ms: the path answers within max_ms milliseconds; json_schema: the path's JSON body validates against schema; selector: after the page's scripts ran (headless Chromium) the CSS selector matches an element; text: the rendered page contains text; no_console_errors: loading the page throws no uncaught exception or unhandled rejection and logs no console.error; no_failed_requests: every sub-request the page makes is answered with a status below 400"`
 	// Path is on the app ("/api/users"); default "/".
 	Path string `json:"path,omitempty" jsonschema:"description=Path on the app (default /)"`
 	// Status is the expected HTTP status of a status check (default 200); on a
@@ -53,6 +60,14 @@ type WebCheck struct {
 	// Schema is the JSON Schema (draft 2020-12 unless it names another with
 	// $schema) a json_schema check validates the body against.
 	Schema map[string]any `json:"schema,omitempty" jsonschema:"description=Inline JSON Schema the body must match (json_schema check)"`
+	// Selector is a selector check's CSS selector.
+	Selector string `json:"selector,omitempty" jsonschema:"description=CSS selector that must match an element after the page's scripts ran (selector check)"`
+	// Text is a text check's text, looked for in the rendered page
+	// (document.body.innerText: visible text, case-sensitive).
+	Text string `json:"text,omitempty" jsonschema:"description=Text the rendered page must contain, case-sensitive (text check)"`
+	// WaitMS bounds how long a selector or text may take to appear after the
+	// load event (default 2000).
+	WaitMS int `json:"wait_ms,omitempty" jsonschema:"minimum=0,maximum=30000,description=How long a selector or text may take to appear after the page loaded, in milliseconds (default 2000)"`
 }
 
 // WebCheckRow is one check's outcome.
@@ -93,7 +108,8 @@ func (r WebAppReport) Table() string {
 func registerValidateWebApp(reg *tools.Registry, d WebAppDeps, cfg WebAppConfig) {
 	tools.Register(reg, "validate_web_app", "Check a running web app (e.g. http://localhost:8000) against a list of checks, each reported PASS/FAIL with evidence: "+
 		"status (a path answers the expected status and content type), max_ms (a path answers within a time bound), "+
-		"json_schema (a JSON endpoint's body validates against an inline JSON Schema). Redirects off the app's origin are refused.",
+		"json_schema (a JSON endpoint's body validates against an inline JSON Schema); and in headless Chromium, after the page's scripts ran: "+
+		"selector (a CSS selector matches), text (the rendered page contains a text), no_console_errors, no_failed_requests (every sub-request answered below 400). Redirects off the app's origin are refused.",
 		func(ctx context.Context, a ValidateWebAppArgs) (tools.Result, error) {
 			rep, err := validateWebApp(ctx, d, cfg, a)
 			if err != nil {
@@ -121,7 +137,7 @@ func validateWebApp(ctx context.Context, d WebAppDeps, cfg WebAppConfig, a Valid
 		return WebAppReport{}, err
 	}
 	if len(a.Checks) == 0 {
-		return WebAppReport{}, errors.New("checks: give at least one check (status, max_ms or json_schema)")
+		return WebAppReport{}, errors.New("checks: give at least one check (" + checkTypesHint + ")")
 	}
 	if len(a.Checks) > cfg.MaxChecks {
 		return WebAppReport{}, fmt.Errorf("checks: %d checks, the limit is %d", len(a.Checks), cfg.MaxChecks)
@@ -146,9 +162,15 @@ func validateWebApp(ctx context.Context, d WebAppDeps, cfg WebAppConfig, a Valid
 	ctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
 	defer cancel()
 	rep := WebAppReport{URL: base.String(), Via: via, Passed: true}
+	pages, err := loadPages(ctx, d, base, prepared)
+	if err != nil {
+		return WebAppReport{}, err
+	}
 	for _, c := range prepared {
-		row, err := runWebCheck(ctx, client, cfg, base, c)
-		if err != nil {
+		var row WebCheckRow
+		if browserCheckTypes[c.Type] {
+			row = browserRow(c, pages[c.Path])
+		} else if row, err = runWebCheck(ctx, client, cfg, base, c); err != nil {
 			return WebAppReport{}, err
 		}
 		if row.Result != "PASS" {
@@ -186,13 +208,28 @@ func prepareCheck(c WebCheck) (preparedCheck, error) {
 			return p, fmt.Errorf("schema: %w", err)
 		}
 		p.schema = sch
-	case "":
-		return p, errors.New("type is empty: want status, max_ms or json_schema")
-	default:
-		if browserCheckTypes[c.Type] {
-			return p, fmt.Errorf("type %q needs the headless browser, which validate_web_app does not run yet; use status, max_ms or json_schema (capture_reference renders a page)", c.Type)
+	case WebCheckSelector:
+		if strings.TrimSpace(c.Selector) == "" {
+			return p, errors.New("selector check needs a selector (a CSS selector)")
 		}
-		return p, fmt.Errorf("type %q: want status, max_ms or json_schema", c.Type)
+		if len(c.Selector) > maxBrowserArg {
+			return p, fmt.Errorf("selector: %d bytes, the limit is %d", len(c.Selector), maxBrowserArg)
+		}
+	case WebCheckText:
+		if c.Text == "" {
+			return p, errors.New("text check needs a text")
+		}
+		if len(c.Text) > maxBrowserArg {
+			return p, fmt.Errorf("text: %d bytes, the limit is %d", len(c.Text), maxBrowserArg)
+		}
+	case WebCheckNoConsoleErrors, WebCheckNoFailedRequests:
+	case "":
+		return p, errors.New("type is empty: want " + checkTypesHint)
+	default:
+		return p, fmt.Errorf("type %q: want %s", c.Type, checkTypesHint)
+	}
+	if c.WaitMS < 0 || c.WaitMS > 30000 {
+		return p, fmt.Errorf("wait_ms %d: want 0 to 30000", c.WaitMS)
 	}
 	return p, nil
 }

@@ -81,11 +81,15 @@ type Refusal struct {
 	Count  int    `json:"count"`
 }
 
-// FailedRequest is a request of the page that did not complete.
+// FailedRequest is a request of the page that did not complete, or (in
+// validate_web_app's browser checks) was answered with an HTTP error status.
 type FailedRequest struct {
-	URL   string `json:"url"`
-	Type  string `json:"type"`
-	Error string `json:"error"`
+	URL  string `json:"url"`
+	Type string `json:"type"`
+	// Status is the HTTP status of an answer of 400 or more; 0 for a request
+	// that got no answer (Error says why).
+	Status int    `json:"status,omitempty"`
+	Error  string `json:"error"`
 }
 
 // Viewports of the screenshots, in CSS pixels (device scale 1: one PNG pixel each).
@@ -99,7 +103,7 @@ const (
 	maxFailedRequests  = 50
 )
 
-func registerCapture(reg *tools.Registry, host BrowserHost, cfg Config) {
+func registerCapture(reg *tools.Registry, host BrowserHost, cfg Config) *Browser {
 	var pool *browsers
 	if host != nil {
 		pool = newBrowsers(host, cfg, nil)
@@ -133,6 +137,10 @@ func registerCapture(reg *tools.Registry, host BrowserHost, cfg Config) {
 			}
 			return tools.JSON(ans)
 		}, tools.Outbound())
+	if pool == nil {
+		return nil
+	}
+	return &Browser{pool: pool, cfg: cfg}
 }
 
 // egressLog collects the proxy's records for the run during one call.

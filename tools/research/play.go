@@ -24,10 +24,8 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	cdpfetch "github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
-	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/workspace"
 )
@@ -209,127 +207,32 @@ func play(ctx context.Context, pool *browsers, cfg Config, s *tools.Session, a P
 	if err != nil {
 		return PlayAnswer{}, err
 	}
-	limit := cfg.CaptureTimeout
-	if a.TimeoutSeconds > 0 && time.Duration(a.TimeoutSeconds)*time.Second < limit {
-		limit = time.Duration(a.TimeoutSeconds) * time.Second
-	}
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	pg, err := pool.acquire(ctx, s.RunID, sandbox.EgressBinding{Agent: s.Agent, Allowlist: s.AllowedDomains, Ports: s.EgressPorts})
+	limit := callLimit(cfg, a.TimeoutSeconds)
+	op, err := openPage(ctx, pool, s, target, rel, limit)
 	if err != nil {
-		return PlayAnswer{}, fmt.Errorf("starting the browser: %w", err)
+		return PlayAnswer{}, err
 	}
-	defer pg.release()
-	fail := func(err error, what string) error {
-		if pg.live.dead() {
-			return fmt.Errorf("%w %s (its log: %s)", ErrBrowserCrashed, what, tailText(pg.live.att.Stderr(), 600))
-		}
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return fmt.Errorf("timed out %s after %s", what, limit)
-		}
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	tctx, tcancel := chromedp.NewContext(pg.live.ctx, chromedp.WithNewBrowserContext())
-	defer tcancel()
-	stopAfter := context.AfterFunc(ctx, tcancel)
-	defer stopAfter()
-
-	wsRoot, err := os.OpenRoot(s.Workspace)
+	defer op.close()
+	tctx, fail, sv := op.ctx, op.fail, op.sv
+	status, err := op.navigate(target)
 	if err != nil {
-		return PlayAnswer{}, fmt.Errorf("open the workspace: %w", err)
+		return PlayAnswer{}, err
 	}
-	defer wsRoot.Close()
-	sv := &served{root: wsRoot, files: map[string]string{}}
-	// A page of the run's own app (localhost) is fetched inside the run's
-	// sandbox, where the app runs: the browser's requests for that origin are
-	// answered through the sandbox, never from the browser's own loopback.
-	app, appHost := appOrigin(target, pool.host)
-	if app != "" {
-		client := &http.Client{Timeout: limit, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true,
-			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
-				return appHost.DialProject(ctx, s.RunID, addr)
-			}},
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-		if err := chromedp.Listen(tctx, func(ev any) {
-			rp, ok := ev.(*cdpfetch.EventRequestPaused)
-			if !ok || !strings.HasPrefix(rp.Request.URL, app) {
-				return
-			}
-			go fulfillFromApp(tctx, client, rp)
-		}); err != nil {
-			return PlayAnswer{}, fail(err, "opening a page")
-		}
-	}
-	if rel != "" {
-		// Requests for PlayOrigin pause in the browser; each is answered from
-		// the workspace in a goroutine (a listener must not call the browser).
-		if err := chromedp.Listen(tctx, func(ev any) {
-			rp, ok := ev.(*cdpfetch.EventRequestPaused)
-			if !ok || !strings.HasPrefix(rp.Request.URL, PlayOrigin+"/") {
-				return
-			}
-			go func() {
-				code, body, ct := sv.answer(rp.Request.URL)
-				_ = chromedp.Do(tctx, func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
-					p := cdpfetch.FulfillRequestParams{RequestID: rp.RequestID, ResponseCode: code, Body: body}
-					if ct != "" {
-						p.ResponseHeaders = []*cdpfetch.HeaderEntry{{Name: "Content-Type", Value: ct}}
-					}
-					_, err := cdp.Call(ctx, t, cdpfetch.FulfillRequest, p)
-					return chromedp.Void{}, err
-				})
-			}()
-		}); err != nil {
-			return PlayAnswer{}, fail(err, "opening a page")
-		}
-	}
-	setup := func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
-		if _, err := cdp.Call(ctx, t, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: playJS}); err != nil {
-			return chromedp.Void{}, err
-		}
-		var patterns []*cdpfetch.RequestPattern
-		if rel != "" {
-			patterns = append(patterns, &cdpfetch.RequestPattern{URLPattern: PlayOrigin + "/*"})
-		}
-		if app != "" {
-			patterns = append(patterns, &cdpfetch.RequestPattern{URLPattern: app + "*"})
-		}
-		if len(patterns) > 0 {
-			if _, err := cdp.Call(ctx, t, cdpfetch.Enable, cdpfetch.EnableParams{Patterns: patterns}); err != nil {
-				return chromedp.Void{}, err
-			}
-		}
-		return chromedp.Void{}, nil
-	}
-	if err := chromedp.Do(tctx, viewport(playWidth, playHeight, false), setup); err != nil {
-		return PlayAnswer{}, fail(err, "opening a page")
-	}
-	resp, err := chromedp.RunResponse(tctx, chromedp.Navigate(target))
-	if err != nil {
-		var le *chromedp.LoadError
-		if errors.As(err, &le) {
-			return PlayAnswer{}, fmt.Errorf("the page did not load: %s", le.ErrorText)
-		}
-		return PlayAnswer{}, fail(err, "loading the page")
-	}
-	if resp != nil && (resp.Status < 200 || resp.Status > 299) {
-		return PlayAnswer{}, fmt.Errorf("the page answered HTTP %d", resp.Status)
+	if status != 0 && (status < 200 || status > 299) {
+		return PlayAnswer{}, fmt.Errorf("the page answered HTTP %d", status)
 	}
 	ans := PlayAnswer{Page: a.Page, URL: target, Controls: []PlayedControl{}, Errors: []PlayError{}}
 	take := func(control string) (int, error) {
-		errs, err := chromedp.Run(tctx, chromedp.Evaluate[[]PlayError](`window.__aePlay ? window.__aePlay.take() : []`))
+		errs, err := op.takeErrors(control)
 		if err != nil {
 			return 0, err
-		}
-		for i := range errs {
-			errs[i].Control = control
 		}
 		ans.Errors = append(ans.Errors, errs...)
 		return len(errs), nil
 	}
 	// Let the page's own start-up settle, then count what it threw loading.
-	if _, err := chromedp.Run(tctx, chromedp.Evaluate[bool](`new Promise(r => setTimeout(() => r(true), 300))`, chromedp.EvalAwaitPromise)); err != nil {
-		return PlayAnswer{}, fail(err, "waiting for the page")
+	if err := op.settle(300 * time.Millisecond); err != nil {
+		return PlayAnswer{}, err
 	}
 	if _, err := take("page load"); err != nil {
 		return PlayAnswer{}, fail(err, "reading the page's errors")
@@ -455,4 +358,14 @@ func fulfillFromApp(tctx context.Context, client *http.Client, rp *cdpfetch.Even
 		}
 	}
 	answer(cdpfetch.FulfillRequestParams{RequestID: rp.RequestID, ResponseCode: int64(resp.StatusCode), ResponseHeaders: hdrs, Body: data})
+}
+
+// callLimit is a browser call's bound: research.capture_timeout, or less when
+// the caller asked for less.
+func callLimit(cfg Config, seconds int) time.Duration {
+	limit := cfg.CaptureTimeout
+	if seconds > 0 && time.Duration(seconds)*time.Second < limit {
+		limit = time.Duration(seconds) * time.Second
+	}
+	return limit
 }

@@ -39,7 +39,7 @@ var methods = map[string]bool{"GET": true, "POST": true, "PUT": true, "DELETE": 
 // sandbox (download_pdf) and, when it also starts helper containers (BrowserHost,
 // as sandbox.Docker does), runs capture_reference's browser; without it those
 // tools are registered but refuse to run.
-func Register(reg *tools.Registry, eg *security.Egress, cfg Config, run Runner) {
+func Register(reg *tools.Registry, eg *security.Egress, cfg Config, run Runner) *Browser {
 	cfg = cfg.WithDefaults()
 	timeout := func(sec int, def time.Duration) time.Duration {
 		if sec <= 0 {
@@ -121,7 +121,7 @@ func Register(reg *tools.Registry, eg *security.Egress, cfg Config, run Runner) 
 	registerSearch(reg, eg, cfg)
 	registerFetch(reg, eg, cfg)
 	registerPDF(reg, eg, run, cfg)
-	registerCapture(reg, browserHost(run), cfg)
+	return registerCapture(reg, browserHost(run), cfg)
 }
 
 // browserHost is run's helper-container side when it has one (sandbox.Docker):

@@ -3,6 +3,7 @@
 package toolset
 
 import (
+	"context"
 	"fmt"
 
 	hwdevice "github.com/aetherium-engine/aetherium/device"
@@ -63,14 +64,14 @@ func New(d Deps) (*tools.Registry, error) {
 	comms.Register(reg)
 	orchestration.Register(reg)
 	device.Register(reg, d.Device)
-	research.Register(reg, d.Egress, d.Research, pdfRunner(d))
+	browser := research.Register(reg, d.Egress, d.Research, pdfRunner(d))
 	team.Register(reg, d.Mailbox, d.Roster)
 	shell.Register(reg, shellDeps(d), d.Shell)
 	knowledgetools.Register(reg, knowledgeDeps(d))
 	quality.Register(reg, quality.Deps{Runner: qualityRunner(d)}, d.Quality)
 	quality.RegisterReview(reg, d.Quality.Review)
 	quality.RegisterFinishing(reg, workspaceConfig(d))
-	quality.RegisterWebApp(reg, quality.WebAppDeps{Egress: d.Egress, Sandbox: sandboxDialer(d), Workspace: workspaceConfig(d)}, d.Quality.WebApp)
+	quality.RegisterWebApp(reg, quality.WebAppDeps{Egress: d.Egress, Sandbox: sandboxDialer(d), Browser: pageBrowser(browser), Workspace: workspaceConfig(d)}, d.Quality.WebApp)
 	if err := tools.CheckCatalog(reg); err != nil {
 		return nil, fmt.Errorf("tool catalog check: %w", err)
 	}
@@ -106,6 +107,34 @@ func sandboxDialer(d Deps) quality.SandboxDialer {
 		return s
 	}
 	return nil
+}
+
+// pageBrowser hands validate_web_app the run's browser (the one play_test and
+// capture_reference use); nil without the Docker sandbox.
+func pageBrowser(b *research.Browser) quality.PageBrowser {
+	if b == nil {
+		return nil
+	}
+	return browserPages{b}
+}
+
+// browserPages adapts research.Browser to quality.PageBrowser, so neither
+// server class imports the other.
+type browserPages struct{ b *research.Browser }
+
+func (p browserPages) LoadPage(ctx context.Context, rawURL string, q quality.PageQuery) (quality.PageLoad, error) {
+	c, err := p.b.CheckPage(ctx, rawURL, research.PageQuery{Selectors: q.Selectors, Texts: q.Texts, Wait: q.Wait})
+	if err != nil {
+		return quality.PageLoad{}, err
+	}
+	l := quality.PageLoad{Status: c.Status, Selectors: c.Selectors, Texts: c.Texts, MS: c.Duration.Milliseconds()}
+	for _, e := range c.Errors {
+		l.Errors = append(l.Errors, e.Kind+": "+e.Message)
+	}
+	for _, f := range c.Failed {
+		l.Failed = append(l.Failed, f.URL+" → "+f.Error)
+	}
+	return l, nil
 }
 
 // shellDeps avoids a typed-nil command log when there is no store.
