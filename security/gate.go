@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -143,6 +144,9 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 			_ = json.Unmarshal(call.Args, &args)
 			collect("", args, &strs, &paths, &urls)
 			for _, u := range urls {
+				if spec.LoopbackInSandbox && inRunSandbox(u) {
+					continue
+				}
 				if err := g.checkURL(u, s); err != nil {
 					return deny("egress", egressReason(err), ErrEgressDenied)
 				}
@@ -215,6 +219,18 @@ func (g *Gate) checkURL(u string, s *tools.Session) error {
 		return CheckURL(u, s.AllowedDomains)
 	}
 	return g.policy.CheckURLFor(u, s.AllowedDomains, s.EgressDenyPrivate)
+}
+
+// inRunSandbox tells a loopback http(s) URL without credentials: for a tool
+// registered with tools.LoopbackInSandbox it is the run's own app, reached
+// inside the run's sandbox, so the egress policy (built for destinations seen
+// from the worker) does not judge it. The predicate is the tools' own.
+func inRunSandbox(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.User != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	return tools.IsLoopbackHost(u.Hostname())
 }
 
 // egressReason is the refusal without the sentinel's text, which the layer names.

@@ -244,11 +244,19 @@ func collect(key string, v any, strs, paths, urls *[]string) {
 	case string:
 		*strs = append(*strs, x)
 		k := strings.ToLower(key)
-		if isPathKey(k) {
-			*paths = append(*paths, x)
-		}
-		if k == "url" || k == "urls" || strings.HasSuffix(k, "_url") || strings.HasSuffix(k, "_urls") {
+		switch {
+		case k == "url" || k == "urls" || strings.HasSuffix(k, "_url") || strings.HasSuffix(k, "_urls"):
 			*urls = append(*urls, x)
+		case isDestinationKey(k):
+			// page, href, …: a URL when it names a scheme's authority, else
+			// a workspace path (play_test's page is either).
+			if strings.Contains(x, "://") {
+				*urls = append(*urls, x)
+			} else {
+				*paths = append(*paths, x)
+			}
+		case isPathKey(k):
+			*paths = append(*paths, x)
 		}
 	case map[string]any:
 		for k, vv := range x {
@@ -259,6 +267,17 @@ func collect(key string, v any, strs, paths, urls *[]string) {
 			collect(key, vv, strs, paths, urls)
 		}
 	}
+}
+
+// isDestinationKey tells the argument names that hold a URL or a workspace
+// path (tools/toolset's outbound test derives the outbound set from the same
+// names).
+func isDestinationKey(k string) bool {
+	switch strings.TrimSuffix(k, "s") {
+	case "page", "href", "uri", "endpoint":
+		return true
+	}
+	return false
 }
 
 // isPathKey tells the argument names that hold workspace paths (a list under a

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sort"
 	"strings"
 
@@ -144,6 +145,14 @@ type Spec struct {
 	Tier        Tier
 	// Outbound marks tools that reach the network (egress + DLP gate).
 	Outbound bool
+	// LoopbackInSandbox marks outbound tools that carry a loopback URL
+	// (IsLoopbackHost) into the calling run's own sandbox, where the run's app
+	// listens, instead of dialing it from the worker: the gate does not judge
+	// such a URL by the egress policy (it never leaves the run's network
+	// namespace, whose firewall still binds it). Set only where the routing is
+	// real (the Docker executor); elsewhere loopback is the worker's own and is
+	// judged like any address.
+	LoopbackInSandbox bool
 	// Idempotent marks tools safe to re-run after a crash.
 	Idempotent bool
 	Schema     json.RawMessage
@@ -158,6 +167,26 @@ type Option func(*Spec)
 
 // Outbound flags a tool as reaching the network.
 func Outbound() Option { return func(s *Spec) { s.Outbound = true } }
+
+// LoopbackInSandbox flags an outbound tool whose loopback URLs go into the
+// calling run's sandbox (see Spec.LoopbackInSandbox). on is whether that
+// routing exists in this deployment.
+func LoopbackInSandbox(on bool) Option {
+	return func(s *Spec) { s.LoopbackInSandbox = on }
+}
+
+// IsLoopbackHost tells a URL host that names the local machine's loopback:
+// localhost and *.localhost (RFC 6761), 127.0.0.0/8 and ::1 (IPv4-mapped
+// forms included). The tools that route loopback into a run's sandbox and the
+// gate that exempts those URLs use this one predicate, so they cannot disagree.
+func IsLoopbackHost(h string) bool {
+	h = strings.ToLower(strings.TrimSuffix(strings.Trim(h, "[]"), "."))
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(h)
+	return err == nil && a.Unmap().IsLoopback()
+}
 
 // Idempotent flags a tool as safe to re-run.
 func Idempotent() Option { return func(s *Spec) { s.Idempotent = true } }

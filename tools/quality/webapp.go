@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
-	"net/netip"
 	"net/url"
 	"path"
 	"strings"
@@ -126,7 +125,7 @@ const maxAppRedirects = 5
 // elsewhere is a finding, not a place to follow.
 func appClient(ctx context.Context, d WebAppDeps, origin *url.URL) (*http.Client, string, error) {
 	s := tools.SessionFrom(ctx)
-	if d.Sandbox != nil && isLoopbackHost(origin.Hostname()) {
+	if d.Sandbox != nil && tools.IsLoopbackHost(origin.Hostname()) {
 		if s == nil || s.RunID == "" {
 			return nil, "", errors.New("no run for this session: the run's sandbox cannot be reached")
 		}
@@ -148,16 +147,6 @@ func appClient(ctx context.Context, d WebAppDeps, origin *url.URL) (*http.Client
 	}
 	c, err := egressAppClient(s, d.Egress, origin)
 	return c, ViaEgress, err
-}
-
-// isLoopbackHost: localhost, *.localhost, 127.0.0.0/8, ::1.
-func isLoopbackHost(h string) bool {
-	h = strings.ToLower(strings.TrimSuffix(h, "."))
-	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
-		return true
-	}
-	a, err := netip.ParseAddr(strings.Trim(h, "[]"))
-	return err == nil && a.Unmap().IsLoopback()
 }
 
 // egressAppClient is the session's egress client narrowed to one origin.

@@ -108,7 +108,7 @@ func registerPlay(reg *tools.Registry, pool *browsers, cfg Config) {
 				return tools.Result{}, fmt.Errorf("play_test %s: %w", a.Page, err)
 			}
 			return tools.JSON(ans)
-		}, tools.Outbound())
+		}, tools.Outbound(), tools.LoopbackInSandbox(pool != nil && canDialApps(pool.host)))
 }
 
 // playTarget resolves the page: an http(s) URL as it is, or a workspace HTML
@@ -299,12 +299,16 @@ func appOrigin(target string, host BrowserHost) (string, appDialer) {
 	if !ok || err != nil || u.Scheme != "http" {
 		return "", nil
 	}
-	h := u.Hostname()
-	ip := net.ParseIP(h)
-	if h != "localhost" && !strings.HasSuffix(h, ".localhost") && (ip == nil || !ip.IsLoopback()) {
+	if !tools.IsLoopbackHost(u.Hostname()) {
 		return "", nil
 	}
 	return u.Scheme + "://" + u.Host + "/", d
+}
+
+// canDialApps tells a browser host that can reach a run's sandbox loopback.
+func canDialApps(host BrowserHost) bool {
+	_, ok := host.(appDialer)
+	return ok
 }
 
 // fulfillFromApp answers one paused browser request by making it inside the
