@@ -64,7 +64,9 @@ func TestQARuleEndToEnd(t *testing.T) {
 // play_test on a page of the run's own app: the app runs in the run's sandbox
 // (busybox httpd started with run_shell), and http://localhost:8000 in the
 // browser is that app — its requests are made inside the sandbox — so the
-// error behind the page's button is found and the QA verdict on the URL stands.
+// error behind the page's button is found. The play records the workspace
+// files the app served (site/index.html, site/app.js), so after the script is
+// edited the verdict on the URL is sent back; after a second play it stands.
 func TestPlayTestRunApp(t *testing.T) {
 	t.Parallel()
 	dockerOrFail(t)
@@ -74,12 +76,16 @@ func TestPlayTestRunApp(t *testing.T) {
 	f := fleettest.StartWith(t, cfg, fleettest.Options{Fleet: fleet.Options{Executor: sandboxtest.Docker(t)}})
 
 	page := `<!doctype html><html><head><script src="app.js"></script></head><body><button onclick="boom()">Boom</button></body></html>`
+	url := "http://localhost:8000/index.html"
 	qa := []map[string]any{
 		call("write_file", map[string]any{"path": "site/index.html", "content": page}),
 		call("write_file", map[string]any{"path": "site/app.js", "content": "function boom() { null.x; }"}),
 		call("run_shell", map[string]any{"command": "busybox httpd -p 127.0.0.1:8000 -h /workspace/site && sleep 0.5 && echo started"}),
-		call("play_test", map[string]any{"page": "http://localhost:8000/index.html"}),
-		{"say": "VERDICT http://localhost:8000/index.html FAIL the Boom button throws"},
+		call("play_test", map[string]any{"page": url}),
+		call("write_file", map[string]any{"path": "site/app.js", "content": "function boom() { document.title = 'fixed'; }"}),
+		{"say": "VERDICT " + url + " FAIL the Boom button throws"},
+		call("play_test", map[string]any{"page": url}),
+		{"say": "VERDICT " + url + " PASS the Boom button works now"},
 	}
 	tm := team(qa, map[string]any{"allowed_domains": []string{"example.test"}})
 	tm["workers"] = []map[string]any{{"name": "writer", "prompt": "check the app", "mcp_servers": []string{"workspace", "shell", "quality"}}}
@@ -87,12 +93,37 @@ func TestPlayTestRunApp(t *testing.T) {
 	run := f.WaitTerminal(id, 4*time.Minute)
 	require.Equal(t, "completed", run.Status, run.Error)
 	results := toolResults(t, f, id, "play_test")
-	require.Len(t, results, 1)
-	var ans struct {
+	require.Len(t, results, 2)
+	var first, second struct {
 		Errors []struct{ Kind, Message, Control string }
+		Files  map[string]string
 	}
-	require.NoError(t, json.Unmarshal([]byte(results[0]), &ans), results[0])
-	require.Len(t, ans.Errors, 1, results[0])
-	require.Equal(t, `button "Boom"`, ans.Errors[0].Control)
-	require.Contains(t, ans.Errors[0].Message, "null")
+	require.NoError(t, json.Unmarshal([]byte(results[0]), &first), results[0])
+	require.Len(t, first.Errors, 1, results[0])
+	require.Equal(t, `button "Boom"`, first.Errors[0].Control)
+	require.Contains(t, first.Errors[0].Message, "null")
+	require.ElementsMatch(t, []string{"site/index.html", "site/app.js"}, keysOf(first.Files), "the app's answers are the workspace files it served")
+	require.NoError(t, json.Unmarshal([]byte(results[1]), &second), results[1])
+	require.Empty(t, second.Errors, results[1])
+
+	var raw []byte
+	require.NoError(t, f.Store.Pool.QueryRow(t.Context(), `SELECT messages FROM sessions WHERE run_id = $1 AND agent = 'writer'`, id).Scan(&raw))
+	var msgs []struct{ Role, Content string }
+	require.NoError(t, json.Unmarshal(raw, &msgs))
+	var sentBack []string
+	for _, m := range msgs[2:] {
+		if m.Role == "user" {
+			sentBack = append(sentBack, m.Content)
+		}
+	}
+	require.Len(t, sentBack, 1, "the verdict after the edit was sent back")
+	require.Contains(t, sentBack[0], url+" changed since play_test played it (site/app.js)")
+}
+
+func keysOf(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }

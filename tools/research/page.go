@@ -2,6 +2,8 @@ package research
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -38,6 +40,9 @@ type openedPage struct {
 	mu       sync.Mutex
 	urls     map[network.RequestID]string
 	failures []FailedRequest
+	// appBodies are the SHA-256 of the run's app's successful answers by URL
+	// path: what a URL page loaded (appFiles maps them to workspace files).
+	appBodies map[string]string
 }
 
 // openPage starts (or reuses) the run's browser and opens a fresh page in a
@@ -52,7 +57,7 @@ func openPage(ctx context.Context, pool *browsers, s *tools.Session, target, rel
 	}
 	tctx, tcancel := chromedp.NewContext(pg.live.ctx, chromedp.WithNewBrowserContext())
 	stopAfter := context.AfterFunc(ctx, tcancel)
-	op := &openedPage{ctx: tctx, limit: limit, urls: map[network.RequestID]string{}}
+	op := &openedPage{ctx: tctx, limit: limit, urls: map[network.RequestID]string{}, appBodies: map[string]string{}}
 	var wsRoot *os.Root
 	op.close = func() {
 		stopAfter()
@@ -96,7 +101,7 @@ func openPage(ctx context.Context, pool *browsers, s *tools.Session, target, rel
 		case *cdpfetch.EventRequestPaused:
 			switch {
 			case app != "" && strings.HasPrefix(ev.Request.URL, app):
-				go fulfillFromApp(tctx, client, ev)
+				go fulfillFromApp(tctx, client, ev, op.recordApp)
 			case rel != "" && strings.HasPrefix(ev.Request.URL, PlayOrigin+"/"):
 				go op.fulfillFromWorkspace(ev)
 			}
@@ -182,6 +187,16 @@ func (op *openedPage) failedRequests(pageURL string) []FailedRequest {
 		}
 	}
 	return out
+}
+
+// recordApp remembers one successful answer of the run's app.
+func (op *openedPage) recordApp(path string, body []byte) {
+	sum := sha256.Sum256(body)
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	if len(op.appBodies) < playMaxAppFiles {
+		op.appBodies[path] = hex.EncodeToString(sum[:])
+	}
 }
 
 // fulfillFromWorkspace answers one paused PlayOrigin request from the workspace.

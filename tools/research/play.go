@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"mime"
 	"net"
 	"net/http"
@@ -44,6 +45,8 @@ const (
 	playMaxControls = 60
 	playSettle      = 150 * time.Millisecond
 	playMaxFile     = 8 << 20
+	playMaxAppFiles = 500
+	playMaxWalk     = 20000
 	playWidth       = 1280
 	playHeight      = 800
 )
@@ -68,8 +71,11 @@ type PlayAnswer struct {
 	Screenshots [2]string `json:"screenshots"`
 	// Files are the workspace files the page loaded with their SHA-256: what
 	// was played (the QA rule compares them with the files as they are now).
+	// For a URL page of the run's app they are the workspace files the app
+	// served (an answer whose bytes equal a workspace file at the URL's path
+	// or under a folder of the workspace); a dynamic answer matches none.
 	Files map[string]string `json:"files,omitempty"`
-	// Hash is the SHA-256 over Files (empty for a URL page).
+	// Hash is the SHA-256 over Files (empty when there are none).
 	Hash       string `json:"hash,omitempty"`
 	Stopped    string `json:"stopped,omitempty"`
 	DurationMS int64  `json:"duration_ms"`
@@ -279,10 +285,75 @@ func play(ctx context.Context, pool *browsers, cfg Config, s *tools.Session, a P
 		sv.mu.Lock()
 		ans.Files = sv.files
 		sv.mu.Unlock()
+	} else {
+		op.mu.Lock()
+		bodies := maps.Clone(op.appBodies)
+		op.mu.Unlock()
+		ans.Files = appFiles(sv.root, bodies)
+	}
+	if len(ans.Files) > 0 {
 		ans.Hash = FilesHash(ans.Files)
 	}
 	ans.DurationMS = time.Since(start).Milliseconds()
 	return ans, nil
+}
+
+// appFiles maps the app's answers (URL path → SHA-256) to the workspace files
+// they were served from: a regular file whose workspace path ends with the URL
+// path (an index.html for a directory) and whose content hashes the same. The
+// walk skips dot directories and stops after playMaxWalk entries; a static
+// server of the workspace or of a folder in it (python3 -m http.server,
+// busybox httpd -h site) is matched, a generated answer is not.
+func appFiles(root *os.Root, bodies map[string]string) map[string]string {
+	if len(bodies) == 0 {
+		return nil
+	}
+	want := map[string]string{} // URL path without the leading slash → hash
+	for p, sum := range bodies {
+		p = strings.TrimPrefix(path.Clean("/"+p), "/")
+		if p == "" || strings.HasSuffix(p, "/") {
+			p = path.Join(p, "index.html")
+		}
+		want[p] = sum
+	}
+	out := map[string]string{}
+	n := 0
+	_ = fs.WalkDir(root.FS(), ".", func(rel string, de fs.DirEntry, err error) error {
+		if n++; err != nil || n > playMaxWalk {
+			return fs.SkipAll
+		}
+		if de.IsDir() {
+			if rel != "." && strings.HasPrefix(de.Name(), ".") {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !de.Type().IsRegular() {
+			return nil
+		}
+		for p, sum := range want {
+			if rel != p && !strings.HasSuffix(rel, "/"+p) {
+				continue
+			}
+			fi, err := de.Info()
+			if err != nil || fi.Size() > playMaxFile {
+				continue
+			}
+			data, err := fs.ReadFile(root.FS(), rel)
+			if err != nil {
+				continue
+			}
+			h := sha256.Sum256(data)
+			if hex.EncodeToString(h[:]) == sum {
+				out[rel] = sum
+			}
+		}
+		return nil
+	})
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // appDialer reaches a port of a run's sandbox (sandbox.Docker.DialProject).
@@ -313,7 +384,7 @@ func canDialApps(host BrowserHost) bool {
 
 // fulfillFromApp answers one paused browser request by making it inside the
 // run's sandbox (bounded); a failure is a failed request the page sees.
-func fulfillFromApp(tctx context.Context, client *http.Client, rp *cdpfetch.EventRequestPaused) {
+func fulfillFromApp(tctx context.Context, client *http.Client, rp *cdpfetch.EventRequestPaused, record func(path string, body []byte)) {
 	answer := func(p cdpfetch.FulfillRequestParams) {
 		_ = chromedp.Do(tctx, func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
 			_, err := cdp.Call(ctx, t, cdpfetch.FulfillRequest, p)
@@ -354,6 +425,9 @@ func fulfillFromApp(tctx context.Context, client *http.Client, rp *cdpfetch.Even
 	if err != nil || len(data) > playMaxFile {
 		fail()
 		return
+	}
+	if resp.StatusCode/100 == 2 && rp.Request.Method == http.MethodGet {
+		record(resp.Request.URL.Path, data)
 	}
 	var hdrs []*cdpfetch.HeaderEntry
 	for k, vs := range resp.Header {
