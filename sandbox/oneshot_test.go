@@ -93,8 +93,10 @@ func TestRunOnceResults(t *testing.T) {
 			stdout: "out\n", stderr: "err\n", exit: 3},
 		{name: "stdout keeps its head", job: sandbox.OneShot{Cmd: []string{"/bin/sh", "-c", "echo 0123456789; echo more"}, MaxStdoutBytes: 4},
 			stdout: "0123", truncated: true},
-		{name: "timeout kills", job: sandbox.OneShot{Cmd: []string{"/bin/sh", "-c", "echo started; sleep 60"}, Timeout: 2 * time.Second},
-			stdout: "started\n", exit: sandbox.ExitTimedOut, err: sandbox.ErrTimedOut, errText: "timed out after 2s"},
+		// The timeout includes the container's start, which takes seconds on a
+		// loaded machine: the bound leaves room for the echo to run first.
+		{name: "timeout kills", job: sandbox.OneShot{Cmd: []string{"/bin/sh", "-c", "echo started; sleep 60"}, Timeout: 8 * time.Second},
+			stdout: "started\n", exit: sandbox.ExitTimedOut, err: sandbox.ErrTimedOut, errText: "timed out after 8s"},
 		{name: "memory limit", job: sandbox.OneShot{Cmd: []string{"/bin/sh", "-c", `awk 'BEGIN { s = "x"; while (1) s = s s }'`}, MemoryBytes: 32 << 20},
 			exit: 137, err: sandbox.ErrOutOfMemory, errText: "32 MiB memory limit"},
 		{name: "stdin", job: sandbox.OneShot{Cmd: []string{"/bin/sh", "-c", "cat > /tmp/in && wc -c < /tmp/in && head -c 5 /tmp/in"}, Stdin: strings.NewReader("%PDF-" + strings.Repeat("x", 3<<20))},
