@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every Go fuzz target in the module, one after the other, for FUZZTIME each
+# Runs every Go fuzz target in the module, FUZZJOBS (default 2) at a time, for FUZZTIME each
 # (default 1m; anything `go test -fuzztime` takes: 30s, 5m, 10000x). Targets are found
 # by scanning the *_test.go files for `func FuzzXxx(`, so new ones are picked up
 # without touching this script. `go test` fuzzes one target per invocation, hence the
@@ -58,73 +58,115 @@ deadline_race() {
     [ "$(sed -n '/^--- FAIL/,/^FAIL$/p' "$1" | grep -cvE '^(--- FAIL|[[:space:]]+context deadline exceeded$|=== NAME|FAIL$)')" -eq 0 ]
 }
 
-passed=() failed=() skipped=() crashers=() retried=() short=()
+# run_target I DIR NAME: fuzzes one target; prints its report to $logs/I.out and
+# its outcome ("passed|failed|skipped [retried] [short] [crasher PATH]") to
+# $logs/I.res, so targets can run side by side and report in order.
+run_target() {
+  local i=$1 dir=$2 name=$3
+  local log="$logs/$i-${dir//\//_}-$name.log" out="$logs/$i.out" res="$logs/$i.res"
+  local start=$SECONDS rc note="" extra=""
+  {
+    printf 'fuzz %d/%d %s %s (%s)… ' "$i" "$total" "$dir" "$name" "$FUZZTIME"
+    fuzz_once "$dir" "$name" "$log"
+    rc=$?
+    if [ "$rc" -ne 0 ] && deadline_race "$log"; then
+      mv "$log" "$log.first"
+      printf 'bare "context deadline exceeded" (Go'"'"'s fuzztime race), once more… '
+      fuzz_once "$dir" "$name" "$log"
+      rc=$?
+      note=", retried"
+      extra+=" retried"
+    fi
+    local took=$((SECONDS - start))s
+    if [ "$rc" -eq 0 ] && ! grep -qE '^fuzz: elapsed: .*execs:' "$log" &&
+      grep -q 'gathering baseline coverage' "$log"; then
+      # FUZZTIME ran out while the corpus was still being replayed: nothing new was tried.
+      local base
+      base=$(grep -oE 'gathering baseline coverage: [0-9]+/[0-9]+' "$log" | tail -1 | grep -oE '[0-9]+/[0-9]+$')
+      echo "ok ($took$note), but only replayed ${base:-part} of its corpus: too short a FUZZTIME to fuzz it"
+      echo "passed$extra short" >"$res"
+      rm -f "$log" "$log.first"
+    elif [ "$rc" -eq 0 ] && ! grep -qE '^fuzz: elapsed: .*execs:' "$log"; then
+      local why
+      why=$(grep -B1 -- "--- SKIP: $name" "$log" | head -1 | sed -E 's/^[[:space:]]+//')
+      echo "SKIP ($took): ${why:-did not fuzz}"
+      echo "skipped$extra" >"$res"
+    elif [ "$rc" -eq 0 ]; then
+      # From the coordinator's last progress line, "fuzz: elapsed: 5s, execs: 1234
+      # (0/sec), new interesting: 3 (total: 10)": the totals (the rate is the last tick's).
+      local stats
+      stats=$(grep -E '^fuzz: elapsed:' "$log" | tail -1 |
+        sed -E 's/^fuzz: elapsed: [^,]*, execs: ([0-9]+) \([^)]*\)/\1 execs/')
+      echo "ok ($took$note${stats:+, $stats})"
+      echo "passed$extra" >"$res"
+      rm -f "$log" "$log.first"
+    else
+      if grep -qE '\[(build|setup) failed\]' "$log"; then
+        echo "FAIL ($took$note): did not build"
+      else
+        echo "FAIL ($took$note)"
+      fi
+      # The failure itself: the log without the progress lines (a build failure's
+      # errors are at its end, a test's message and stack at its start).
+      if grep -q -- '--- FAIL' "$log"; then
+        grep -vE '^(fuzz: |=== (RUN|NAME))' "$log" | head -60
+      else
+        grep -vE '^fuzz: ' "$log" | tail -40
+      fi | sed 's/^/    | /'
+      local crasher
+      crasher=$(sed -nE 's/.*Failing input written to (testdata\/fuzz\/[^[:space:]]+).*/\1/p' "$log" | tail -1)
+      if [ -n "$crasher" ]; then
+        crasher="$dir/$crasher"
+        [ "$dir" = "." ] && crasher=${crasher#./}
+        extra+=" crasher $crasher"
+        echo "    crasher: $crasher"
+        echo "    re-run:  $GO test -run '^$name/${crasher##*/}\$' ./$dir"
+      elif grep -qE "^[[:space:]]+--- FAIL: $name " "$log"; then
+        echo "    a seed fails (an f.Add one, or one already under $dir/testdata/fuzz/$name/)"
+      fi
+      echo "    log:     $log"
+      echo "failed$extra" >"$res"
+    fi
+  } >"$out" 2>&1
+}
+
+# FUZZJOBS targets at a time (default 2): a target's instrumented build and link
+# (most of a short FUZZTIME's wall time) overlaps another's fuzzing.
+jobs_max="${FUZZJOBS:-2}"
 start_all=$SECONDS
+next_print=1
+# print_done: prints, in target order, every finished target not yet printed.
+print_done() {
+  while [ "$next_print" -le "$total" ] && [ -f "$logs/$next_print.res" ]; do
+    cat "$logs/$next_print.out"
+    next_print=$((next_print + 1))
+  done
+}
 i=0
 for t in "${targets[@]}"; do
   i=$((i + 1))
-  dir=${t% *} name=${t#* }
-  log="$logs/$i-${dir//\//_}-$name.log"
-  printf 'fuzz %d/%d %s %s (%s)… ' "$i" "$total" "$dir" "$name" "$FUZZTIME"
-  start=$SECONDS
-  fuzz_once "$dir" "$name" "$log"
-  rc=$?
-  note=""
-  if [ "$rc" -ne 0 ] && deadline_race "$log"; then
-    mv "$log" "$log.first"
-    printf 'bare "context deadline exceeded" (Go'"'"'s fuzztime race), once more… '
-    fuzz_once "$dir" "$name" "$log"
-    rc=$?
-    note=", retried"
-    retried+=("$dir $name")
-  fi
-  took=$((SECONDS - start))s
-  if [ "$rc" -eq 0 ] && ! grep -qE '^fuzz: elapsed: .*execs:' "$log" &&
-    grep -q 'gathering baseline coverage' "$log"; then
-    # FUZZTIME ran out while the corpus was still being replayed: nothing new was tried.
-    base=$(grep -oE 'gathering baseline coverage: [0-9]+/[0-9]+' "$log" | tail -1 | grep -oE '[0-9]+/[0-9]+$')
-    echo "ok ($took$note), but only replayed ${base:-part} of its corpus: too short a FUZZTIME to fuzz it"
-    passed+=("$dir $name")
-    short+=("$dir $name")
-    rm -f "$log" "$log.first"
-  elif [ "$rc" -eq 0 ] && ! grep -qE '^fuzz: elapsed: .*execs:' "$log"; then
-    why=$(grep -B1 -- "--- SKIP: $name" "$log" | head -1 | sed -E 's/^[[:space:]]+//')
-    echo "SKIP ($took): ${why:-did not fuzz}"
-    skipped+=("$dir $name")
-  elif [ "$rc" -eq 0 ]; then
-    # From the coordinator's last progress line, "fuzz: elapsed: 5s, execs: 1234
-    # (0/sec), new interesting: 3 (total: 10)": the totals (the rate is the last tick's).
-    stats=$(grep -E '^fuzz: elapsed:' "$log" | tail -1 |
-      sed -E 's/^fuzz: elapsed: [^,]*, execs: ([0-9]+) \([^)]*\)/\1 execs/')
-    echo "ok ($took$note${stats:+, $stats})"
-    passed+=("$dir $name")
-    rm -f "$log" "$log.first"
-  else
-    if grep -qE '\[(build|setup) failed\]' "$log"; then
-      echo "FAIL ($took$note): did not build"
-    else
-      echo "FAIL ($took$note)"
-    fi
-    failed+=("$dir $name")
-    # The failure itself: the log without the progress lines (a build failure's
-    # errors are at its end, a test's message and stack at its start).
-    if grep -q -- '--- FAIL' "$log"; then
-      grep -vE '^(fuzz: |=== (RUN|NAME))' "$log" | head -60
-    else
-      grep -vE '^fuzz: ' "$log" | tail -40
-    fi | sed 's/^/    | /'
-    crasher=$(sed -nE 's/.*Failing input written to (testdata\/fuzz\/[^[:space:]]+).*/\1/p' "$log" | tail -1)
-    if [ -n "$crasher" ]; then
-      crasher="$dir/$crasher"
-      [ "$dir" = "." ] && crasher=${crasher#./}
-      crashers+=("$crasher")
-      echo "    crasher: $crasher"
-      echo "    re-run:  $GO test -run '^$name/${crasher##*/}\$' ./$dir"
-    elif grep -qE "^[[:space:]]+--- FAIL: $name " "$log"; then
-      echo "    a seed fails (an f.Add one, or one already under $dir/testdata/fuzz/$name/)"
-    fi
-    echo "    log:     $log"
-  fi
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do
+    wait -n 2>/dev/null || true
+    print_done
+  done
+  run_target "$i" "${t% *}" "${t#* }" &
+done
+wait
+print_done
+
+passed=() failed=() skipped=() crashers=() retried=() short=()
+i=0
+for t in "${targets[@]}"; do
+  i=$((i + 1))
+  read -r outcome rest <"$logs/$i.res" || outcome=failed
+  case "$outcome" in
+    passed) passed+=("$t") ;;
+    skipped) skipped+=("$t") ;;
+    *) failed+=("$t") ;;
+  esac
+  [[ " $rest " == *" retried "* ]] && retried+=("$t")
+  [[ " $rest " == *" short "* ]] && short+=("$t")
+  [[ "$rest" == *"crasher "* ]] && crashers+=("${rest##*crasher }")
 done
 [ "${#failed[@]}" -eq 0 ] && rm -rf "$logs"
 
