@@ -21,9 +21,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aetherium-engine/aetherium/lease"
-	"github.com/aetherium-engine/aetherium/media/voice"
+	"github.com/aetherium-engine/aetherium/media/wav"
 )
+
+// TokenHeader is the fencing token's header (lease.Header; a test keeps the
+// two equal, so the static binary need not link the lease package).
+const TokenHeader = "X-Aetherium-Lease-Token"
+
+// DefaultPort is the port cmd/ttssim listens on (vllm-omni examples' 8091).
+const DefaultPort = 8091
 
 // Rate is the sample rate of the simulator's audio (Qwen3-TTS's).
 const Rate = 24000
@@ -92,7 +98,7 @@ type speechBody struct {
 }
 
 func (s *Server) speech(w http.ResponseWriter, r *http.Request) {
-	rec := Request{Token: r.Header.Get(lease.Header)}
+	rec := Request{Token: r.Header.Get(TokenHeader)}
 	fail := func(status int, format string, a ...any) {
 		rec.Status = status
 		s.record(rec)
@@ -138,7 +144,7 @@ func (s *Server) speech(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if mime == "audio/wav" {
-			if _, err := voice.ReadWAV(clip); err != nil {
+			if _, err := wav.Read(clip); err != nil {
 				fail(http.StatusBadRequest, "ref_audio: %v", err)
 				return
 			}
@@ -183,7 +189,7 @@ func Tone(seed string, secs float64) []byte {
 		}
 		samples[i] = int16(amp * math.MaxInt16 * math.Sin(2*math.Pi*freq*float64(i)/Rate))
 	}
-	return voice.WAV(Rate, samples)
+	return wav.Encode(Rate, samples)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

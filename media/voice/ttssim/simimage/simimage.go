@@ -1,4 +1,6 @@
-package ttssim
+// Package simimage builds the TTS simulator's image for tests (apart from
+// package ttssim so the simulator's binary links no Docker client).
+package simimage
 
 import (
 	"context"
@@ -10,10 +12,11 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/aetherium-engine/aetherium/gpu/gputest"
+	"github.com/aetherium-engine/aetherium/media/voice/ttssim"
 )
 
 // Port is the port the image's simulator listens on.
-const Port = 8091
+const Port = ttssim.DefaultPort
 
 // BuildImage compiles cmd/ttssim as a static binary (the go command of the
 // caller's module) and builds a FROM-scratch image of it under tag through the
@@ -25,7 +28,7 @@ func BuildImage(ctx context.Context, dc *client.Client, tag string) error {
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "ttssim")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "github.com/aetherium-engine/aetherium/cmd/ttssim")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "github.com/aetherium-engine/aetherium/cmd/ttssim")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("build ttssim: %v: %s", err, out)
