@@ -85,6 +85,36 @@ func pickEspeak(v Voice) espeakVoice {
 	return out
 }
 
+// distinctVoices picks each speaker's voice, moving a speaker the cast left
+// to the defaults off a variant another speaker already has (a preset or a
+// design may take one), so no two speakers sound alike.
+func distinctVoices(lines []Utterance) map[string]espeakVoice {
+	out := map[string]espeakVoice{}
+	taken := map[espeakVoice]bool{}
+	var defaults []Voice
+	for _, l := range lines {
+		if _, ok := out[l.Voice.Speaker]; ok {
+			continue
+		}
+		v := pickEspeak(l.Voice)
+		out[l.Voice.Speaker] = v
+		if l.Voice.Preset == "" && l.Voice.Design == "" {
+			defaults = append(defaults, l.Voice)
+			continue
+		}
+		taken[v] = true
+	}
+	for _, d := range defaults {
+		v := out[d.Speaker]
+		for i := 1; taken[v] && i < len(espeakVariants); i++ {
+			v.name = espeakVariants[(d.Index+i)%len(espeakVariants)]
+		}
+		taken[v] = true
+		out[d.Speaker] = v
+	}
+	return out
+}
+
 // espeakScript speaks /tmp/in/NNNN.txt into /tmp/out/NNNN.wav; its arguments
 // are voice, pitch and speed per line (values of this package's table, never
 // an agent's text: the text is in the files).
@@ -103,8 +133,9 @@ func (e *Espeak) Speak(ctx context.Context, lines []Utterance, progress func(int
 	files := make(map[string][]byte, len(lines))
 	var args []string
 	labels := make([]string, len(lines))
+	voices := distinctVoices(lines)
 	for i, l := range lines {
-		v := pickEspeak(l.Voice)
+		v := voices[l.Voice.Speaker]
 		labels[i] = v.String()
 		files[fmt.Sprintf("%04d.txt", i)] = []byte(l.Text + "\n")
 		args = append(args, v.name, strconv.Itoa(v.pitch), strconv.Itoa(v.speed))

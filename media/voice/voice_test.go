@@ -80,13 +80,20 @@ func presetFor(b voice.Backend) string {
 	return "ryan"
 }
 
-func TestEspeakConformance(t *testing.T) {
-	t.Parallel()
+// mediaDocker is a Docker executor whose media purpose is the real media image
+// (built by sandbox/images/build.sh when missing: minutes, once).
+func mediaDocker(t *testing.T) *sandbox.Docker {
+	t.Helper()
 	img := sandboxtest.FamilyImage(t, "media")
-	d := sandboxtest.Docker(t, func(c *sandbox.Config) {
+	return sandboxtest.Docker(t, func(c *sandbox.Config) {
 		c.Docker.Image = sandbox.ImageSet{sandbox.PurposeMedia: img}
 		c.Docker.MemoryBytes = 512 << 20
 	})
+}
+
+func TestEspeakConformance(t *testing.T) {
+	t.Parallel()
+	d := mediaDocker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	conformance(ctx, t, &voice.Espeak{Runner: d, Project: sandboxtest.Project(), Timeout: 2 * time.Minute})
@@ -94,11 +101,7 @@ func TestEspeakConformance(t *testing.T) {
 
 func TestEspeakMixDecodes(t *testing.T) {
 	t.Parallel()
-	img := sandboxtest.FamilyImage(t, "media")
-	d := sandboxtest.Docker(t, func(c *sandbox.Config) {
-		c.Docker.Image = sandbox.ImageSet{sandbox.PurposeMedia: img}
-		c.Docker.MemoryBytes = 512 << 20
-	})
+	d := mediaDocker(t)
 	ctx := context.Background()
 	e := &voice.Espeak{Runner: d, Timeout: time.Minute}
 	sp, err := e.Speak(ctx, []voice.Utterance{{Text: "one two three"}, {Voice: voice.Voice{Index: 1}, Text: "four five six seven"}}, nil)

@@ -88,7 +88,7 @@ func TestRenderEspeakEveryShape(t *testing.T) {
 	out, err := e.call(t, "tts_render", map[string]any{"script": "episode.md", "cast": map[string]string{
 		"host":   "design: a deep, calm male voice",
 		"Guest":  "voices/guest.wav",
-		"Pixel":  "voice: en-us+f2",
+		"Pixel":  "voice: en-gb+f4",
 		"Nobody": "design: unused",
 	}})
 	require.NoError(t, err)
@@ -110,7 +110,7 @@ func TestRenderEspeakEveryShape(t *testing.T) {
 	require.Equal(t, 10, by["HOST"].Words)
 	require.Contains(t, by["HOST"].Voice, "pitch 25 speed 140", "deep and calm")
 	require.Equal(t, "audio/voices/"+filepath.Base(by["HOST"].Clip), by["HOST"].Clip)
-	require.Contains(t, by["PIXEL"].Voice, "en-us+f2")
+	require.Contains(t, by["PIXEL"].Voice, "en-gb+f4")
 	require.Equal(t, "voices/guest.wav", by["Guest"].Clip)
 	require.NotEmpty(t, by["NARRATOR"].Voice)
 	voices := map[string]bool{}
