@@ -2,26 +2,14 @@ package voice_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/image"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/gpu"
-	"github.com/aetherium-engine/aetherium/internal/testdb"
-	"github.com/aetherium-engine/aetherium/internal/testinfra"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/media"
 	"github.com/aetherium-engine/aetherium/media/voice"
@@ -30,12 +18,6 @@ import (
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/sandbox/sandboxtest"
 )
-
-func randomHex() string {
-	b := make([]byte, 5)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
 
 // conformance is what every backend must do: speak lines in distinct voices as
 // real WAV whose length grows with the words, design a clip from a
@@ -126,100 +108,27 @@ func TestEspeakMixDecodes(t *testing.T) {
 	require.Equal(t, 24000, again.SampleRate)
 }
 
-// The simulator image, built once per test binary.
-var sim struct {
-	once sync.Once
-	tag  string
-	err  error
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if sim.tag != "" {
-		if dc, err := gpu.NewDockerClient(); err == nil {
-			_, _ = dc.ImageRemove(context.Background(), sim.tag, image.RemoveOptions{Force: true, PruneChildren: true})
-		}
-	}
+	simimage.Cleanup()
 	os.Exit(code)
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// simService starts the simulator as the qwen-tts GPU service through the
-// lease controller, as a real vllm-omni container would be, and returns the
-// grant-holding context and the service's base URL.
-func simService(t *testing.T) (context.Context, string) {
-	t.Helper()
-	dc, err := gpu.NewDockerClient()
-	if err != nil {
-		testinfra.Unavailable(t, "the Docker engine is required", "docker client: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	if _, err := dc.Ping(ctx); err != nil {
-		testinfra.Unavailable(t, "the Docker engine is required", "docker: %v", err)
-	}
-	sim.once.Do(func() {
-		sim.tag = "aetherium-test/ttssim:" + randomHex()
-		sim.err = simimage.BuildImage(ctx, dc, sim.tag)
-	})
-	require.NoError(t, sim.err)
-	port := freePort(t)
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	svc := lease.Service{
-		Name: voice.QwenName, Capacity: 1, TTL: time.Minute, Image: sim.tag,
-		Container: "aetherium-test-ttssim-" + randomHex(),
-		Ports:     []string{fmt.Sprintf("127.0.0.1:%d:%d", port, simimage.Port)},
-		HealthURL: base + "/health", StartTimeout: 30 * time.Second, IdleStop: time.Minute,
-	}
-	t.Cleanup(func() {
-		_ = dc.ContainerRemove(context.Background(), svc.Container, container.RemoveOptions{Force: true})
-	})
-	opt, err := redis.ParseURL(testdb.Redis(t))
-	require.NoError(t, err)
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { _ = rdb.Close() })
-	lm, err := lease.New(rdb, lease.Config{Services: []lease.Service{svc}}, lease.Options{})
-	require.NoError(t, err)
-	ctl, err := gpu.New(gpu.Config{HealthPoll: 50 * time.Millisecond, StopTimeout: time.Second}, gpu.Deps{Leases: lm, Docker: dc})
-	require.NoError(t, err)
-	g, err := ctl.Acquire(ctx, voice.QwenName, "run-"+randomHex())
-	require.NoError(t, err)
-	st, err := ctl.Status(ctx, voice.QwenName)
-	require.NoError(t, err)
-	require.True(t, st.Running, "started by the lease controller: %+v", st)
-	return lease.WithGrants(ctx, g), base
-}
-
-func simRequests(t *testing.T, base string) []ttssim.Request {
-	t.Helper()
-	resp, err := http.Get(base + "/requests")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	var out []ttssim.Request
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
-	return out
 }
 
 func TestQwenConformanceOnTheSimulator(t *testing.T) {
 	t.Parallel()
-	ctx, base := simService(t)
-	q := &voice.Qwen{URL: base, Service: voice.QwenName, Model: "Qwen/Qwen3-TTS-12Hz-1.7B-Base", Language: "English"}
-	conformance(ctx, t, q)
+	sim := simimage.Start(t, voice.QwenName)
+	q := &voice.Qwen{URL: sim.URL, Service: voice.QwenName, Model: "Qwen/Qwen3-TTS-12Hz-1.7B-Base", Language: "English"}
+	conformance(sim.Ctx, t, q)
 }
 
 func TestQwenOnTheSimulator(t *testing.T) {
 	t.Parallel()
-	ctx, base := simService(t)
-	g, ok := lease.GrantFrom(ctx, voice.QwenName)
-	require.True(t, ok)
-	q := &voice.Qwen{URL: base, Service: voice.QwenName, Model: "Qwen/Qwen3-TTS-12Hz-1.7B-Base", Language: "English"}
+	sim := simimage.Start(t, voice.QwenName)
+	ctx, g := sim.Ctx, sim.Grant
+	st0, err := sim.GPU.Status(ctx, voice.QwenName)
+	require.NoError(t, err)
+	require.True(t, st0.Running, "started by the lease controller: %+v", st0)
+	q := &voice.Qwen{URL: sim.URL, Service: voice.QwenName, Model: "Qwen/Qwen3-TTS-12Hz-1.7B-Base", Language: "English"}
 	st, err := q.Status(ctx)
 	require.NoError(t, err)
 	require.True(t, st.Up)
@@ -237,7 +146,7 @@ func TestQwenOnTheSimulator(t *testing.T) {
 	require.NoError(t, err)
 	require.InDelta(t, ttssim.Lead+4*ttssim.SecondsPerWord, i0.Duration.Seconds(), 0.01)
 
-	reqs := simRequests(t, base)
+	reqs := sim.Requests(t)
 	require.Len(t, reqs, 3)
 	require.Equal(t, "VoiceDesign", reqs[0].TaskType)
 	require.Equal(t, "a bright young woman", reqs[0].Instructions)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -15,6 +16,8 @@ import (
 	"github.com/aetherium-engine/aetherium/media"
 	"github.com/aetherium-engine/aetherium/media/script"
 	"github.com/aetherium-engine/aetherium/media/voice"
+	"github.com/aetherium-engine/aetherium/media/voice/ttssim"
+	"github.com/aetherium-engine/aetherium/media/voice/ttssim/simimage"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/sandbox/sandboxtest"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -248,3 +251,83 @@ func (fakeRunner) RunOnce(context.Context, sandbox.OneShot) (sandbox.OneShotResu
 	return sandbox.OneShotResult{}, errors.New("fake runner never runs")
 }
 func (fakeRunner) ImageFor(string) string { return "" }
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	simimage.Cleanup()
+	os.Exit(code)
+}
+
+// tts_render and tts_status with the qwen-tts backend against the simulator,
+// started as the qwen-tts GPU service by the lease controller: a designed voice
+// is made once and cached, lines go as Base (with the clip) or CustomVoice
+// (the default presets), every request carries the run's fencing token, and
+// the MP3 is mixed in the media image.
+func TestRenderQwenOnTheSimulator(t *testing.T) {
+	t.Parallel()
+	sim := simimage.Start(t, audio.BackendQwen)
+	img := sandboxtest.FamilyImage(t, "media")
+	d := sandboxtest.Docker(t, func(c *sandbox.Config) {
+		c.Docker.Image = sandbox.ImageSet{sandbox.PurposeMedia: img}
+		c.Docker.MemoryBytes = 512 << 20
+	})
+	reg := tools.NewRegistry()
+	audio.Register(reg, audio.Deps{Runner: d, GPU: sim.GPU, Services: sim.Leases}, audio.Config{Backend: audio.BackendQwen, URL: sim.URL, Gap: 250 * time.Millisecond})
+	ws := sandboxtest.Workspace(t)
+	fixture, err := os.ReadFile(filepath.Join("testdata", "episode.md"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "episode.md"), fixture, 0o644))
+	dispatch := func(tool string, args any) (string, error) {
+		raw, _ := json.Marshal(args)
+		ctx := tools.WithSession(sim.Ctx, &tools.Session{RunID: "run-qwen", SessionID: "s", Workspace: ws,
+			Access: tools.Access{Tools: []string{"tts_render", "tts_status"}}})
+		res, err := tools.NewRouter(reg).Dispatch(ctx, tools.Call{ID: "c", Name: tool, Args: raw})
+		return res.Content, err
+	}
+	out, err := dispatch("tts_render", map[string]any{"script": "episode.md", "cast": map[string]string{"HOST": "design: a warm radio host"}})
+	require.NoError(t, err)
+	var ans audio.RenderAnswer
+	require.NoError(t, json.Unmarshal([]byte(out), &ans))
+	require.Equal(t, "qwen-tts", ans.Backend)
+	by := map[string]audio.SpeakerAnswer{}
+	for _, s := range ans.Speakers {
+		by[s.Speaker] = s
+	}
+	require.Contains(t, by["HOST"].Voice, `designed voice "a warm radio host"`)
+	require.Equal(t, "qwen3-tts preset ryan", by["PIXEL"].Voice, "uncast speakers get the presets in order (PIXEL is second)")
+
+	// The simulator's audio is 0.2 s + 0.3 s a word per line: 6 lines, 41
+	// words, 5 gaps of 0.25 s.
+	want := 6*0.2 + 41*0.3 + 5*0.25
+	require.InDelta(t, want, ans.DurationSeconds, 0.15)
+
+	reqs := sim.Requests(t)
+	require.Len(t, reqs, 7, "one design, six lines")
+	require.Equal(t, "VoiceDesign", reqs[0].TaskType)
+	require.Equal(t, "a warm radio host", reqs[0].Instructions)
+	tasks := map[string]int{}
+	for _, r := range reqs {
+		require.Equal(t, fmt.Sprint(sim.Grant.Token), r.Token)
+		require.Equal(t, 200, r.Status)
+		tasks[r.TaskType]++
+	}
+	require.Equal(t, map[string]int{"VoiceDesign": 1, "Base": 2, "CustomVoice": 4}, tasks)
+
+	// A second render reuses the cached design: no VoiceDesign request.
+	_, err = dispatch("tts_render", map[string]any{"script": "episode.md", "out": "take2.mp3", "cast": map[string]string{"HOST": "design: a warm radio host"}})
+	require.NoError(t, err)
+	for _, r := range sim.Requests(t)[7:] {
+		require.NotEqual(t, "VoiceDesign", r.TaskType)
+	}
+
+	st, err := dispatch("tts_status", map[string]any{})
+	require.NoError(t, err)
+	var sa audio.StatusAnswer
+	require.NoError(t, json.Unmarshal([]byte(st), &sa))
+	require.True(t, sa.Up, sa.Detail)
+	require.True(t, sa.Held)
+	require.NotNil(t, sa.Container)
+	require.True(t, sa.Container.Running)
+	require.Equal(t, ttssim.Presets, sa.Voices)
+	require.Len(t, sa.Designed, 1)
+}
