@@ -13,7 +13,6 @@ import (
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/media"
-	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/sandbox/sandboxtest"
 	"github.com/aetherium-engine/aetherium/tools/audio"
 )
@@ -26,12 +25,7 @@ import (
 func TestAudioRequiredOutputEndToEnd(t *testing.T) {
 	t.Parallel()
 	dockerOrFail(t)
-	img := sandboxtest.FamilyImage(t, "media")
-	exec := sandboxtest.Docker(t, func(c *sandbox.Config) {
-		c.Docker.Image = sandbox.ImageSet{sandbox.PurposeMedia: img}
-		c.Docker.MemoryBytes = 512 << 20
-		c.Timeout = 2 * time.Minute
-	})
+	exec := sandboxtest.Media(t)
 	cfg := fleettest.Config(t)
 	cfg.Audio = audio.Config{Backend: audio.BackendEspeak}
 	f := fleettest.StartWith(t, cfg, fleettest.Options{Fleet: fleet.Options{Executor: exec}})

@@ -15,7 +15,6 @@ import (
 	"github.com/aetherium-engine/aetherium/media/voice"
 	"github.com/aetherium-engine/aetherium/media/voice/ttssim"
 	"github.com/aetherium-engine/aetherium/media/voice/ttssim/simimage"
-	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/sandbox/sandboxtest"
 )
 
@@ -62,20 +61,9 @@ func presetFor(b voice.Backend) string {
 	return "ryan"
 }
 
-// mediaDocker is a Docker executor whose media purpose is the real media image
-// (built by sandbox/images/build.sh when missing: minutes, once).
-func mediaDocker(t *testing.T) *sandbox.Docker {
-	t.Helper()
-	img := sandboxtest.FamilyImage(t, "media")
-	return sandboxtest.Docker(t, func(c *sandbox.Config) {
-		c.Docker.Image = sandbox.ImageSet{sandbox.PurposeMedia: img}
-		c.Docker.MemoryBytes = 512 << 20
-	})
-}
-
 func TestEspeakConformance(t *testing.T) {
 	t.Parallel()
-	d := mediaDocker(t)
+	d := sandboxtest.Media(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	conformance(ctx, t, &voice.Espeak{Runner: d, Project: sandboxtest.Project(), Timeout: 2 * time.Minute})
@@ -83,7 +71,7 @@ func TestEspeakConformance(t *testing.T) {
 
 func TestEspeakMixDecodes(t *testing.T) {
 	t.Parallel()
-	d := mediaDocker(t)
+	d := sandboxtest.Media(t)
 	ctx := context.Background()
 	e := &voice.Espeak{Runner: d, Timeout: time.Minute}
 	sp, err := e.Speak(ctx, []voice.Utterance{{Text: "one two three"}, {Voice: voice.Voice{Index: 1}, Text: "four five six seven"}}, nil)

@@ -51,12 +51,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	img := sandboxtest.FamilyImage(t, "media")
-	d := sandboxtest.Docker(t, func(c *sandbox.Config) {
-		c.Docker.Image = sandbox.ImageSet{sandbox.PurposeMedia: img}
-		c.Docker.MemoryBytes = 512 << 20
-		c.Timeout = 2 * time.Minute
-	})
+	d := sandboxtest.Media(t)
 	reg := tools.NewRegistry()
 	audio.Register(reg, audio.Deps{Runner: d}, audio.Config{Backend: audio.BackendEspeak})
 	ws := sandboxtest.Workspace(t)
@@ -266,11 +261,7 @@ func TestMain(m *testing.M) {
 func TestRenderQwenOnTheSimulator(t *testing.T) {
 	t.Parallel()
 	sim := simimage.Start(t, audio.BackendQwen)
-	img := sandboxtest.FamilyImage(t, "media")
-	d := sandboxtest.Docker(t, func(c *sandbox.Config) {
-		c.Docker.Image = sandbox.ImageSet{sandbox.PurposeMedia: img}
-		c.Docker.MemoryBytes = 512 << 20
-	})
+	d := sandboxtest.Media(t)
 	reg := tools.NewRegistry()
 	audio.Register(reg, audio.Deps{Runner: d, GPU: sim.GPU, Services: sim.Leases}, audio.Config{Backend: audio.BackendQwen, URL: sim.URL, Gap: 250 * time.Millisecond})
 	ws := sandboxtest.Workspace(t)
