@@ -42,8 +42,8 @@ func Read(b []byte) (Info, error) {
 			if size <= 0 || body+size > len(b) {
 				size = len(b) - body
 			}
-			if info.SampleRate <= 0 || info.Channels <= 0 || info.Bits <= 0 {
-				return Info{}, fmt.Errorf("%w: data before a valid fmt chunk", ErrNotWAV)
+			if info.SampleRate <= 0 || info.Channels <= 0 || info.Bits <= 0 || info.Bits%8 != 0 {
+				return Info{}, fmt.Errorf("%w: data before a valid fmt chunk (%d Hz, %d channels, %d bits)", ErrNotWAV, info.SampleRate, info.Channels, info.Bits)
 			}
 			frames := size / (info.Channels * info.Bits / 8)
 			info.Duration = time.Duration(frames) * time.Second / time.Duration(info.SampleRate)

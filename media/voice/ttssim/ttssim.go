@@ -69,7 +69,7 @@ type Server struct {
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Request(nil), s.reqs...)
+	return append([]Request{}, s.reqs...)
 }
 
 // Handler serves the simulator's routes.
