@@ -313,6 +313,9 @@ func MixMP3(ctx context.Context, r Runner, clips [][]byte, cfg MixConfig) ([]byt
 		Files: files, Project: cfg.Project, Timeout: cfg.Timeout,
 		// The clips, ffmpeg's work and the MP3 live on the tmpfs.
 		TmpfsBytes: 2*total + 64<<20, MemoryBytes: 2*total + 512<<20,
+		// An MP3 is smaller than its 16-bit clips (128k is a third of 24 kHz
+		// PCM); base64 adds a third.
+		MaxOutBytes: int(total/2 + 16<<20),
 	})
 	if err != nil {
 		return nil, Info{}, err

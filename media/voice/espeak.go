@@ -140,7 +140,12 @@ func (e *Espeak) Speak(ctx context.Context, lines []Utterance, progress func(int
 		files[fmt.Sprintf("%04d.txt", i)] = []byte(l.Text + "\n")
 		args = append(args, v.name, strconv.Itoa(v.pitch), strconv.Itoa(v.speed))
 	}
-	res, err := media.Run(ctx, e.Runner, media.Job{Script: espeakScript, Args: args, Files: files, Project: e.Project, Timeout: e.Timeout})
+	// espeak-ng writes 22.05 kHz 16-bit mono, about 43 KiB a second: a line of
+	// a script is rarely over 15 s, so 1 MiB a line (base64 included) bounds
+	// the output, the tmpfs holding it and the container's memory.
+	room := int64(len(lines))<<20 + 32<<20
+	res, err := media.Run(ctx, e.Runner, media.Job{Script: espeakScript, Args: args, Files: files, Project: e.Project, Timeout: e.Timeout,
+		MaxOutBytes: int(room), TmpfsBytes: room, MemoryBytes: room + 256<<20})
 	if err != nil {
 		return nil, fmt.Errorf("espeak-ng: %w", err)
 	}
