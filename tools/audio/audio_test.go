@@ -275,8 +275,10 @@ func TestRenderQwenOnTheSimulator(t *testing.T) {
 		res, err := tools.NewRouter(reg).Dispatch(ctx, tools.Call{ID: "c", Name: tool, Args: raw})
 		return res.Content, err
 	}
+	start := time.Now()
 	out, err := dispatch("tts_render", map[string]any{"script": "episode.md", "cast": map[string]string{"HOST": "design: a warm radio host"}})
 	require.NoError(t, err)
+	t.Logf("tts_render (qwen-tts on the simulator, 1 design + 6 lines, mix) took %s", time.Since(start))
 	var ans audio.RenderAnswer
 	require.NoError(t, json.Unmarshal([]byte(out), &ans))
 	require.Equal(t, "qwen-tts", ans.Backend)
