@@ -1,18 +1,27 @@
 package fleet_test
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/media"
+	"github.com/aetherium-engine/aetherium/media/voice/ttssim"
+	"github.com/aetherium-engine/aetherium/media/voice/ttssim/simimage"
 	"github.com/aetherium-engine/aetherium/sandbox/sandboxtest"
 	"github.com/aetherium-engine/aetherium/tools/audio"
 )
@@ -80,4 +89,70 @@ func TestAudioRequiredOutputEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "mp3", info.Codec)
 	require.Greater(t, info.Duration.Seconds(), 38/3.5)
+}
+
+// tts_render on the qwen-tts backend through the whole fleet: the team
+// declares gpu_services: [qwen-tts], so the run's lease starts the TTS
+// simulator's container (a locally built FROM-scratch image) through the lease
+// controller before the writer's step, and every speech request the tool makes
+// carries the run's fencing token.
+func TestAudioQwenThroughTheFleet(t *testing.T) {
+	t.Parallel()
+	dc := dockerOrFail(t)
+	tag, err := simimage.Image(t.Context(), dc)
+	require.NoError(t, err)
+	exec := sandboxtest.Media(t)
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	suffix := hex.EncodeToString(b)
+	port := freeTCPPort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	name := "aetherium-e2e-ttssim-" + suffix
+	t.Cleanup(func() { _ = dc.ContainerRemove(context.Background(), name, container.RemoveOptions{Force: true}) })
+	cfg := fleettest.Config(t)
+	cfg.Streams.Leases = lease.Config{Prefix: "aeth:lease:" + suffix, Services: []lease.Service{{
+		Name: audio.BackendQwen, Capacity: 1, TTL: 30 * time.Second, Image: tag, Container: name,
+		Ports: []string{fmt.Sprintf("127.0.0.1:%d:%d", port, simimage.Port)}, HealthURL: base + "/health",
+		StartTimeout: 30 * time.Second, IdleStop: time.Minute,
+	}}}
+	cfg.Audio = audio.Config{Backend: audio.BackendQwen, URL: base}
+	f := fleettest.StartWith(t, cfg, fleettest.Options{Fleet: fleet.Options{Executor: exec}})
+
+	writer := []map[string]any{
+		call("write_file", map[string]any{"path": "ep.md", "content": "HOST: Hello there and welcome.\nGUEST: Thanks for having me on.\n"}),
+		call("tts_render", map[string]any{"script": "ep.md"}),
+		{"say": "rendered"},
+	}
+	tm := team(writer, map[string]any{"gpu_services": []string{audio.BackendQwen}})
+	tm["workers"] = []map[string]any{{"name": "writer", "prompt": "voice it", "mcp_servers": []string{"workspace", "audio"}}}
+	id := f.SubmitTeam(tm, "voice it")
+	run := f.WaitTerminal(id, 3*time.Minute)
+	require.Equal(t, "completed", run.Status, run.Error)
+
+	mp3, err := os.ReadFile(filepath.Join(f.Cfg.Workspaces, id, "audio", "ep.mp3"))
+	require.NoError(t, err)
+	info, err := media.Probe(t.Context(), exec, "", "ep.mp3", mp3)
+	require.NoError(t, err)
+	// 2 lines: 0.2 s + 0.3 s a word (4 and 5 words) and one gap.
+	require.InDelta(t, 2*0.2+9*0.3+audio.DefaultGap.Seconds(), info.Duration.Seconds(), 0.15)
+
+	resp, err := http.Get(base + "/requests")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var reqs []ttssim.Request
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&reqs))
+	require.Len(t, reqs, 2)
+	for _, r := range reqs {
+		require.Equal(t, "CustomVoice", r.TaskType)
+		require.NotEmpty(t, r.Token, "the run's fencing token is on every request")
+	}
+	require.Equal(t, []string{"vivian", "ryan"}, []string{reqs[0].Voice, reqs[1].Voice})
+}
+
+// TestMain removes the TTS simulator's image once every test is done (it is
+// built once per test binary, on first use).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	simimage.Cleanup()
+	os.Exit(code)
 }
