@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync"
@@ -323,4 +325,24 @@ func TestRenderQwenOnTheSimulator(t *testing.T) {
 	require.True(t, sa.Container.Running)
 	require.Equal(t, ttssim.Presets, sa.Voices)
 	require.Len(t, sa.Designed, 1)
+}
+
+// tts_status on qwen-tts reports a service that fails its health check as down,
+// with the reason, rather than failing the call.
+func TestStatusQwenDown(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, `{"detail":"model still loading"}`, http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	reg := tools.NewRegistry()
+	audio.Register(reg, audio.Deps{}, audio.Config{Backend: audio.BackendQwen, URL: srv.URL})
+	ctx := tools.WithSession(context.Background(), &tools.Session{RunID: "r", Workspace: t.TempDir(), Access: tools.Access{Tools: []string{"tts_status"}}})
+	res, err := tools.NewRouter(reg).Dispatch(ctx, tools.Call{ID: "c", Name: "tts_status", Args: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	var sa audio.StatusAnswer
+	require.NoError(t, json.Unmarshal([]byte(res.Content), &sa))
+	require.False(t, sa.Up)
+	require.False(t, sa.Held)
+	require.Contains(t, sa.Detail, "503 Service Unavailable: model still loading")
 }
