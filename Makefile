@@ -24,7 +24,7 @@ sandbox-image:
 # matches; a cold build takes minutes (sandbox/README.md).
 images:
 	@if docker info >/dev/null 2>&1; then for p in sandbox/images/*.packages; do bash sandbox/images/build.sh "$$(basename "$$p" .packages)" || exit 1; done; \
-	else echo "images: no Docker engine answers; download_pdf and the quality tools will report they have no sandbox image"; fi
+	else echo "images: no Docker engine answers; download_pdf, the quality and the audio tools will report they have no sandbox image"; fi
 
 demo: services sandbox-image build
 	bash scripts/demo.sh

@@ -34,6 +34,7 @@ import (
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/scheduler"
 	"github.com/aetherium-engine/aetherium/security"
+	"github.com/aetherium-engine/aetherium/tools/audio"
 	"github.com/aetherium-engine/aetherium/tools/quality"
 	"github.com/aetherium-engine/aetherium/tools/research"
 	"github.com/aetherium-engine/aetherium/webhook"
@@ -86,6 +87,10 @@ type Config struct {
 	// findings cap); see package quality. Their image is sandbox.docker.image's
 	// toolchain purpose.
 	Quality quality.Config `yaml:"quality"`
+	// Audio picks tts_render's voice backend (espeak in the media image, or
+	// qwen-tts on the leased GPU service) and bounds it; see package audio. Its
+	// image is sandbox.docker.image's media purpose.
+	Audio audio.Config `yaml:"audio"`
 	// Knowledge configures the knowledge base (search_knowledge, write_knowledge,
 	// `aetherium knowledge`): score_floor, packs_dir, language, chunk_size,
 	// candidates, index_timeout and the optional embeddings endpoint; see package
@@ -307,6 +312,7 @@ func (c Config) Validate() error {
 	add(c.Security.Validate())
 	add(c.Research.Validate())
 	add(c.Quality.WithDefaults().Validate())
+	add(c.Audio.WithDefaults().Validate())
 	add(c.Knowledge.Validate())
 	add(c.Memory.Validate())
 	return errors.Join(errs...)

@@ -293,7 +293,7 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 	kb := f.knowledgeBase()
 	if f.Registry, err = toolset.New(toolset.Deps{Store: f.Store, Egress: f.Egress, Executor: f.Executor,
 		Mailbox: f.Mailbox, Roster: roster, Device: f.Device, Research: cfg.Research, Quality: cfg.Quality,
-		Knowledge: kb, KnowledgeConfig: cfg.Knowledge}); err != nil {
+		Knowledge: kb, KnowledgeConfig: cfg.Knowledge, Audio: cfg.Audio, GPU: f.GPU, Leases: f.Leases}); err != nil {
 		return err
 	}
 	// The team packs are indexed at boot when they changed (a hash per file); a

@@ -16,12 +16,16 @@ const (
 	// PurposeToolchain is the linters and test runners of the quality tools
 	// (sandbox/images/toolchain.packages).
 	PurposeToolchain = "toolchain"
+	// PurposeMedia is ffmpeg, espeak-ng and sox of the audio tools
+	// (sandbox/images/media.packages).
+	PurposeMedia = "media"
 )
 
 // Default images by purpose.
 const (
 	DefaultImage          = "aetherium-sandbox:latest"
 	DefaultToolchainImage = "aetherium-toolchain:latest"
+	DefaultMediaImage     = "aetherium-media:latest"
 )
 
 // ImageSet is sandbox.docker.image: the image each purpose runs. In YAML a plain
@@ -30,7 +34,8 @@ const (
 //
 //	image: {default: aetherium-sandbox:latest, toolchain: aetherium-toolchain:latest}
 //
-// Purposes left out take their defaults (DefaultImage, DefaultToolchainImage).
+// Purposes left out take their defaults (DefaultImage, DefaultToolchainImage,
+// DefaultMediaImage).
 // One key, not one per purpose, so an image is configured where the sandbox's
 // always was.
 type ImageSet map[string]string
@@ -65,7 +70,7 @@ var purposeRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 // withDefaults returns a copy with the default purposes filled in (the caller's
 // map is never changed).
 func (s ImageSet) withDefaults() ImageSet {
-	out := ImageSet{PurposeDefault: DefaultImage, PurposeToolchain: DefaultToolchainImage}
+	out := ImageSet{PurposeDefault: DefaultImage, PurposeToolchain: DefaultToolchainImage, PurposeMedia: DefaultMediaImage}
 	for k, v := range s {
 		if v != "" {
 			out[k] = v

@@ -24,6 +24,7 @@ import (
 	"github.com/aetherium-engine/aetherium/llm/script"
 	"github.com/aetherium-engine/aetherium/review"
 	"github.com/aetherium-engine/aetherium/tools"
+	"github.com/aetherium-engine/aetherium/tools/workspace"
 )
 
 // Template is a team.
@@ -78,7 +79,25 @@ type Node struct {
 	// <reason> lines) count only for pages it played with play_test in the same
 	// session, as they stand now (a node holding play_test is held to it too).
 	QA bool `yaml:"qa,omitempty" json:"qa,omitempty"`
+	// RequiredOutput is a deliverable the node's final answer must leave in the
+	// workspace: an answer given while the file is missing, or has fewer spoken
+	// words than asked (counted by media/script, the parser tts_render speaks
+	// with), goes back to the agent with the reason, like the QA rule.
+	RequiredOutput *RequiredOutput `yaml:"required_output,omitempty" json:"required_output,omitempty"`
 }
+
+// RequiredOutput is a node's required deliverable.
+type RequiredOutput struct {
+	// File is a workspace path (e.g. script.md).
+	File string `yaml:"file" json:"file"`
+	// MinSpokenWords is the least number of spoken words the file must hold
+	// (speaker lines only); 0 asks only that the file exists.
+	MinSpokenWords int `yaml:"min_spoken_words,omitempty" json:"min_spoken_words,omitempty"`
+}
+
+// MaxRequiredWords bounds min_spoken_words (a script far longer than anything
+// tts_render reads is a typo).
+const MaxRequiredWords = 1_000_000
 
 // Budget caps a run's spend.
 type Budget struct {
@@ -225,6 +244,18 @@ func (t *Template) Validate(reg *tools.Registry) error {
 		}
 		if n.Model != nil {
 			checkModel(where+".model", *n.Model)
+		}
+		if ro := n.RequiredOutput; ro != nil {
+			if ro.File == "" {
+				add("%s.required_output.file: required", where)
+			} else if c, err := workspace.Clean(ro.File); err != nil {
+				add("%s.required_output.file: %v", where, err)
+			} else if c == "." {
+				add("%s.required_output.file: %q is the workspace itself, not a file", where, ro.File)
+			}
+			if ro.MinSpokenWords < 0 || ro.MinSpokenWords > MaxRequiredWords {
+				add("%s.required_output.min_spoken_words: %d is outside 0..%d", where, ro.MinSpokenWords, MaxRequiredWords)
+			}
 		}
 		if i > 0 && len(n.MCPServers) == 0 && len(n.Tools) == 0 {
 			add("%s: a worker needs mcp_servers or tools", where)

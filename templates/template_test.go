@@ -416,3 +416,43 @@ func TestDirLoadErrors(t *testing.T) {
 	_, err = templates.Dir{Path: filepath.Join(dir, "missing")}.List()
 	require.ErrorContains(t, err, "templates dir")
 }
+
+func TestValidateRequiredOutput(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		ro   *templates.RequiredOutput
+		want string
+	}{
+		{name: "absent", ro: nil},
+		{name: "a script and a word count", ro: &templates.RequiredOutput{File: "script.md", MinSpokenWords: 200}},
+		{name: "a file only", ro: &templates.RequiredOutput{File: "out/notes.md"}},
+		{name: "no file", ro: &templates.RequiredOutput{MinSpokenWords: 5}, want: "workers[0].required_output.file: required"},
+		{name: "traversal", ro: &templates.RequiredOutput{File: "../x.md"}, want: "workers[0].required_output.file: " + `path escapes the workspace: "../x.md" climbs out`},
+		{name: "absolute", ro: &templates.RequiredOutput{File: "/etc/passwd"}, want: "is absolute"},
+		{name: "the workspace", ro: &templates.RequiredOutput{File: "."}, want: "is the workspace itself"},
+		{name: "negative", ro: &templates.RequiredOutput{File: "s.md", MinSpokenWords: -1}, want: "min_spoken_words: -1 is outside 0..1000000"},
+		{name: "huge", ro: &templates.RequiredOutput{File: "s.md", MinSpokenWords: 2_000_000}, want: "min_spoken_words: 2000000 is outside"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tpl := valid()
+			tpl.Workers[0].RequiredOutput = tc.ro
+			err := tpl.Validate(setup(t))
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, templates.ErrInvalid)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	// The key parses from YAML, strictly.
+	raw := strings.Replace(validYAML, "    tools: [read_file]\n", "    tools: [read_file]\n    required_output: {file: script.md, min_spoken_words: 120}\n", 1)
+	tpl, err := templates.ParseYAML([]byte(raw))
+	require.NoError(t, err)
+	require.Equal(t, &templates.RequiredOutput{File: "script.md", MinSpokenWords: 120}, tpl.Workers[0].RequiredOutput)
+	_, err = templates.ParseYAML([]byte(strings.Replace(raw, "min_spoken_words", "min_words", 1)))
+	require.ErrorContains(t, err, "field min_words not found")
+}

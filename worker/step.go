@@ -332,16 +332,31 @@ func (s *stepRun) ask(ctx context.Context) error {
 	s.sess.Messages = append(s.sess.Messages, resp.Message)
 	s.sess.Steps++
 	final := len(resp.Message.ToolCalls) == 0
+	// sendBack refuses a final answer with the reason, up to the circuit
+	// breaker (what names the refused things in the failure).
+	sendBack := func(reason, what string) error {
+		s.sess.Failures++
+		s.sess.Messages = append(s.sess.Messages, llm.Message{Role: llm.RoleUser, Content: reason})
+		final = false
+		if s.sess.Failures >= s.w.cfg.CircuitBreaker {
+			s.fail(ctx, "circuit_breaker", fmt.Sprintf("%s: %d %s sent back, last: %s", s.in.node.Name, s.sess.Failures, what, reason))
+			return errStop
+		}
+		return nil
+	}
 	if final && isQA(s.in.node, s.in.access) {
-		// A verdict on a page not played as it stands now is sent back, up to the
-		// circuit breaker.
+		// A verdict on a page not played as it stands now is sent back.
 		if reason := qaRefusal(s.workspace, s.sess.Messages[:len(s.sess.Messages)-1], resp.Message.Content); reason != "" {
-			s.sess.Failures++
-			s.sess.Messages = append(s.sess.Messages, llm.Message{Role: llm.RoleUser, Content: reason})
-			final = false
-			if s.sess.Failures >= s.w.cfg.CircuitBreaker {
-				s.fail(ctx, "circuit_breaker", fmt.Sprintf("%s: %d verdicts sent back, last: %s", s.in.node.Name, s.sess.Failures, reason))
-				return errStop
+			if err := sendBack(reason, "verdicts"); err != nil {
+				return err
+			}
+		}
+	}
+	if final && s.in.node.RequiredOutput != nil {
+		// An answer given while the required output is missing or short is sent back.
+		if reason := requiredOutputRefusal(s.workspace, s.in.node.RequiredOutput); reason != "" {
+			if err := sendBack(reason, "answers"); err != nil {
+				return err
 			}
 		}
 	}

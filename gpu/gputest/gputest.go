@@ -45,22 +45,41 @@ func BuildStandin(ctx context.Context, dc *client.Client, tag string) error {
 	if err != nil {
 		return err
 	}
+	return BuildContext(ctx, dc, tag, []File{
+		{Name: "Dockerfile", Mode: 0o644, Body: []byte("FROM scratch\nCOPY busybox /bin/busybox\nCOPY www /www\n" +
+			`CMD ["/bin/busybox", "httpd", "-f", "-p", "8080", "-h", "/www"]` + "\n")},
+		{Name: "busybox", Mode: 0o755, Body: bb},
+		{Name: "www/health", Mode: 0o644, Body: []byte("ok\n")},
+	})
+}
+
+// File is one file of a build context.
+type File struct {
+	Name string
+	Mode int64
+	Body []byte
+}
+
+// BuildContext builds the image a build context of files (a Dockerfile among
+// them, FROM scratch: nothing is pulled) describes, under tag, through the
+// Engine API, and reports the build's own error.
+func BuildContext(ctx context.Context, dc *client.Client, tag string, files []File) error {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	add := func(name string, mode int64, body []byte) {
-		_ = tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: int64(len(body)), Typeflag: tar.TypeReg})
-		_, _ = tw.Write(body)
+	for _, f := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: f.Name, Mode: f.Mode, Size: int64(len(f.Body)), Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		if _, err := tw.Write(f.Body); err != nil {
+			return err
+		}
 	}
-	add("Dockerfile", 0o644, []byte("FROM scratch\nCOPY busybox /bin/busybox\nCOPY www /www\n"+
-		`CMD ["/bin/busybox", "httpd", "-f", "-p", "8080", "-h", "/www"]`+"\n"))
-	add("busybox", 0o755, bb)
-	add("www/health", 0o644, []byte("ok\n"))
 	if err := tw.Close(); err != nil {
 		return err
 	}
 	resp, err := dc.ImageBuild(ctx, &buf, build.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true, Version: build.BuilderV1})
 	if err != nil {
-		return fmt.Errorf("build stand-in image: %w", err)
+		return fmt.Errorf("build image %s: %w", tag, err)
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
@@ -70,7 +89,7 @@ func BuildStandin(ctx context.Context, dc *client.Client, tag string) error {
 			Error string `json:"error"`
 		}
 		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Error != "" {
-			return fmt.Errorf("build stand-in image: %s", line.Error)
+			return fmt.Errorf("build image %s: %s", tag, line.Error)
 		}
 	}
 	return sc.Err()

@@ -155,3 +155,16 @@ func repoPath(rel string) (string, error) {
 	}
 	return filepath.Join(root, rel), nil
 }
+
+// Media returns a Docker executor whose media purpose is the real media image
+// (sandbox/images/media.packages, built by FamilyImage when missing) with room
+// for ffmpeg and espeak-ng (512 MiB, 2-minute one-shots).
+func Media(t testing.TB) *sandbox.Docker {
+	t.Helper()
+	img := FamilyImage(t, "media")
+	return Docker(t, func(c *sandbox.Config) {
+		c.Docker.Image = sandbox.ImageSet{sandbox.PurposeMedia: img}
+		c.Docker.MemoryBytes = 512 << 20
+		c.Timeout = 2 * time.Minute
+	})
+}

@@ -7,12 +7,16 @@ import (
 	"fmt"
 
 	hwdevice "github.com/aetherium-engine/aetherium/device"
+	"github.com/aetherium-engine/aetherium/gpu"
 	"github.com/aetherium-engine/aetherium/knowledge"
+	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/mailbox"
+	"github.com/aetherium-engine/aetherium/media"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
+	"github.com/aetherium-engine/aetherium/tools/audio"
 	"github.com/aetherium-engine/aetherium/tools/comms"
 	"github.com/aetherium-engine/aetherium/tools/device"
 	knowledgetools "github.com/aetherium-engine/aetherium/tools/knowledge"
@@ -54,6 +58,13 @@ type Deps struct {
 	// (sandbox.docker.image's toolchain). Its webapp_* keys bound
 	// validate_web_app and capture_api_schema, which reach a running app.
 	Quality quality.Config
+	// Audio picks tts_render's voice backend and bounds it (the `audio`
+	// section); the media image (sandbox.docker.image's media purpose) mixes
+	// the MP3 and runs espeak-ng. GPU and Leases, when set, let tts_status
+	// report the qwen-tts service's container and health check.
+	Audio  audio.Config
+	GPU    *gpu.Controller
+	Leases *lease.Manager
 }
 
 // New registers every tool and checks the result against tools/catalog.yaml.
@@ -72,6 +83,7 @@ func New(d Deps) (*tools.Registry, error) {
 	quality.RegisterReview(reg, d.Quality.Review)
 	quality.RegisterFinishing(reg, workspaceConfig(d))
 	quality.RegisterWebApp(reg, quality.WebAppDeps{Egress: d.Egress, Sandbox: sandboxDialer(d), Browser: pageBrowser(browser), Workspace: workspaceConfig(d)}, d.Quality.WebApp)
+	audio.Register(reg, audioDeps(d), d.Audio)
 	if err := tools.CheckCatalog(reg); err != nil {
 		return nil, fmt.Errorf("tool catalog check: %w", err)
 	}
@@ -94,6 +106,22 @@ func qualityRunner(d Deps) quality.Runner {
 		return r
 	}
 	return nil
+}
+
+// audioDeps are the audio tools' collaborators, without typed nils: a missing
+// runner makes them refuse to run (never on the host).
+func audioDeps(d Deps) audio.Deps {
+	ad := audio.Deps{Owner: workspaceConfig(d).Owner}
+	if r, ok := d.Executor.(media.Runner); ok {
+		ad.Runner = r
+	}
+	if d.GPU != nil {
+		ad.GPU = d.GPU
+	}
+	if d.Leases != nil {
+		ad.Services = d.Leases
+	}
+	return ad
 }
 
 // The Docker executor is what puts the web app tools inside a run's sandbox; a

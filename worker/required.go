@@ -1,0 +1,73 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+
+	mediascript "github.com/aetherium-engine/aetherium/media/script"
+	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/tools/workspace"
+)
+
+// The required_output rule (issue 20): a node whose template names a
+// required_output {file, min_spoken_words} has its final answer sent back, with
+// the reason, while the file is missing or holds fewer spoken words than asked
+// — counted by media/script, the parser tts_render speaks with — up to the
+// circuit breaker, like the QA rule.
+
+// maxRequiredBytes bounds what the rule reads of the file (tts_render's
+// default script limit is far below).
+const maxRequiredBytes = 4 << 20
+
+// requiredOutputRefusal is why a final answer cannot be accepted while the
+// workspace ws does not hold ro, or "" when it does.
+func requiredOutputRefusal(ws string, ro *templates.RequiredOutput) string {
+	if ro == nil {
+		return ""
+	}
+	rel, err := workspace.Clean(ro.File)
+	if err != nil {
+		// Validation refuses such a template; a stored run from before is told why.
+		return fmt.Sprintf("Your answer is not accepted: the required output %q is not a workspace path (%v).", ro.File, err)
+	}
+	words, err := spokenWordsIn(ws, rel)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Sprintf("Your answer is not accepted: the required output %s does not exist. Write it, then answer again.", rel)
+	case err != nil:
+		return fmt.Sprintf("Your answer is not accepted: the required output %s cannot be read (%v).", rel, err)
+	case words < ro.MinSpokenWords:
+		return fmt.Sprintf("Your answer is not accepted: %s has %d spoken words, and at least %d are required "+
+			"(only speaker lines count: `NAME: words`, `**NAME:** words`, or words below a `[NAME]` or `**Name:**` line; "+
+			"headings, stage directions and notes do not). Lengthen it, then answer again.", rel, words, ro.MinSpokenWords)
+	}
+	return ""
+}
+
+// spokenWordsIn counts the spoken words of rel through an os.Root (a symlink
+// out of the workspace is not followed).
+func spokenWordsIn(ws, rel string) (int, error) {
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		return 0, fmt.Errorf("workspace: %w", err)
+	}
+	defer root.Close()
+	f, err := root.Open(rel)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return 0, err
+	} else if !fi.Mode().IsRegular() {
+		return 0, errors.New("not a regular file")
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxRequiredBytes))
+	if err != nil {
+		return 0, err
+	}
+	return mediascript.SpokenWords(string(b)), nil
+}
