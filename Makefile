@@ -21,10 +21,10 @@ sandbox-image:
 # The sandbox image family (sandbox/images/<name>.packages): Debian bookworm by
 # debootstrap, imported without a registry. Each build is skipped while its hash
 # (package list + build script + the image's <name>.extra.sh inputs, e.g. the host's Go)
-# matches; a cold build takes minutes (sandbox/README.md).
+# matches; a cold build takes minutes (sandbox/README.md). The images build side by
+# side (scripts/images.sh).
 images:
-	@if docker info >/dev/null 2>&1; then for p in sandbox/images/*.packages; do bash sandbox/images/build.sh "$$(basename "$$p" .packages)" || exit 1; done; \
-	else echo "images: no Docker engine answers; download_pdf, the quality and the audio tools will report they have no sandbox image"; fi
+	bash scripts/images.sh
 
 demo: services sandbox-image build
 	bash scripts/demo.sh
