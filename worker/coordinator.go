@@ -22,6 +22,9 @@ type coordinator struct {
 	w       *Worker
 	in      stepInput
 	session *store.Session
+	// workspace is the run's workspace (the QA rule reads a reply's verdicts
+	// against it).
+	workspace string
 	// save persists the session with the step's results, audit rows and events.
 	save func() error
 }
@@ -71,6 +74,14 @@ func (c *coordinator) Delegate(ctx context.Context, callID string, reqs []tools.
 func (c *coordinator) Reply(ctx context.Context, message string) error {
 	if c.in.role != "supervisor" {
 		return errors.New("reply: only the supervisor replies to the user; end your turn with a final message instead")
+	}
+	if isQA(c.in.node, c.in.access) {
+		// The QA rule holds for a supervisor's reply as for a worker's final
+		// answer: a verdict on a page not played as it stands now is refused
+		// (a tool error, which counts toward the circuit breaker).
+		if reason := qaRefusal(c.workspace, c.session.Messages, message); reason != "" {
+			return errors.New("reply: " + reason)
+		}
 	}
 	// What came before the reply is saved first: once the run is completed, a
 	// redelivered step only replays the reply itself (see replyUnsaved).

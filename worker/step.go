@@ -200,7 +200,7 @@ func (s *stepRun) prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c := &coordinator{w: w, in: in, session: &s.sess, save: func() error { return s.save(ctx) }}
+	c := &coordinator{w: w, in: in, session: &s.sess, workspace: workspace, save: func() error { return s.save(ctx) }}
 	tsess := &tools.Session{
 		RunID: in.run.ID, SessionID: s.sess.ID, Team: in.team.Name, Agent: in.node.Name, Role: in.role,
 		TeamSource: tools.TeamSourceOf(in.run.Template), Workspace: workspace, Access: in.access,

@@ -2,9 +2,13 @@ package worker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -261,4 +265,43 @@ func TestStopped(t *testing.T) {
 	require.NoError(t, stopped(fmt.Errorf("phase: %w", errStop)))
 	require.NoError(t, stopped(nil))
 	require.ErrorIs(t, stopped(other), other)
+}
+
+// The QA rule holds for a supervisor's reply: a qa supervisor that replies
+// with a verdict on a page it has not played gets the reply refused as a tool
+// error (the run goes on); after play_test the same reply completes the run.
+func TestStepQASupervisorReply(t *testing.T) {
+	t.Parallel()
+	w, b := setup(t)
+	tools.Register(b.reg, "play_test", "stands in for play_test", func(ctx context.Context, a struct {
+		Page string `json:"page"`
+	}) (tools.Result, error) {
+		ws := tools.SessionFrom(ctx).Workspace
+		body := []byte("<button>Go</button>")
+		if err := os.WriteFile(filepath.Join(ws, a.Page), body, 0o644); err != nil {
+			return tools.Result{}, err
+		}
+		sum := sha256.Sum256(body)
+		return tools.JSON(map[string]any{"page": a.Page, "files": map[string]string{a.Page: hex.EncodeToString(sum[:])}})
+	})
+	id := uuid.NewString()
+	team := `{"name":"t","model":{"provider":"answers"},
+	"supervisor":{"name":"boss","prompt":"lead","qa":true,"mcp_servers":["orchestration","quality"],"tools":["play_test"]},
+	"workers":[{"name":"coder","prompt":"code","mcp_servers":["workspace"],"tools":["read_file"]}]}`
+	require.NoError(t, b.st.CreateRun(context.Background(), store.Run{ID: id, Prompt: "check", Team: json.RawMessage(team), Variables: json.RawMessage(`{}`)}))
+	verdict := `{"message":"VERDICT index.html PASS every control works"}`
+	b.model.next = append(b.model.next,
+		calls(call("c1", "reply", verdict)),
+		calls(call("c2", "play_test", `{"page":"index.html"}`)),
+		calls(call("c3", "reply", verdict)),
+	)
+	require.NoError(t, supervise(t, w, id))
+	run, err := b.st.GetRun(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, store.RunCompleted, run.Status, run.Error)
+	require.Equal(t, "VERDICT index.html PASS every control works", run.Result)
+	require.Len(t, b.model.seen, 3)
+	refused := b.model.seen[1].Messages[len(b.model.seen[1].Messages)-1]
+	require.True(t, refused.IsError, "the first reply is a tool error")
+	require.Contains(t, refused.Content, "play_test has not been run on index.html as it stands now")
 }
