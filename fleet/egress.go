@@ -44,11 +44,16 @@ func (f *Fleet) openEgressProxy(ctx context.Context, cfg config.Config, opts Opt
 		f.Log.Error("sandbox egress off", "err", err)
 		return
 	}
-	// No Policy: the proxy's own default (it refuses every address of this host,
-	// "the fleet's own services"). Before the roles split, the fleet's policy was
-	// built after the proxy, so the proxy never had it; passing it now would change
-	// the refusals sandboxes see.
+	// The fleet's destination policy (built with the core, before any part):
+	// its registered endpoints (Redis, PostgreSQL, the API and metrics
+	// listeners of every process, GPU services, the headset) and the
+	// deployment's private switch bind a sandbox's own traffic as they bind
+	// the tools', on any host, not only this one's addresses (which the proxy
+	// refuses on its own).
 	deps := egressproxy.Deps{DLP: dlp, Recorder: f.Store, Resolver: opts.EgressResolver, Log: f.Log}
+	if f.Policy != nil {
+		deps.Policy = f.Policy
+	}
 	p, err := egressproxy.New(ecfg, deps)
 	if err != nil {
 		f.Log.Error("sandbox egress off", "err", err)

@@ -19,22 +19,27 @@ import (
 
 // An agent's run_shell with egress reaches an allowed host only through the fleet's
 // egress proxy: a host off the allowlist, a metadata address, the fleet's own API
-// (by name, on an allowed port) are refused by the proxy and recorded for the run,
-// and a direct connection to this host (a test-owned listener, the API's port) goes
-// nowhere — the listener sees nothing.
+// (by name, on an allowed port) and an endpoint the fleet's policy denies on
+// another host (security.egress.deny: an internal service, allowlisted by the
+// team) are refused by the proxy and recorded for the run, and a direct
+// connection to this host (a test-owned listener, the API's port) goes nowhere —
+// the listener sees nothing.
 func TestAgentShellEgressGoesThroughTheProxy(t *testing.T) {
 	t.Parallel()
 	dockerOrFail(t)
 	upstream := sandboxtest.Upstream(t)
+	internal := sandboxtest.Upstream(t)
 	host := listenStandIn(t, "0.0.0.0:0")
 	require.NotNil(t, host)
 	hostPort, err := strconv.Atoi(portOf(t, host.addr))
 	require.NoError(t, err)
 	hostIP := hostIPv4(t).String()
 
-	f := fleettest.Start(t, fleettest.Options{
+	cfg := fleettest.Config(t)
+	cfg.Security.Egress.Deny = append(cfg.Security.Egress.Deny, internal+":80")
+	f := fleettest.StartWith(t, cfg, fleettest.Options{
 		Fleet: fleet.Options{Executor: sandboxtest.Docker(t), EgressResolver: fleettest.DNS(t, map[string]string{
-			"allowed.test": upstream, "other.test": upstream, "meta.test": "169.254.169.254", "api.test": hostIP,
+			"allowed.test": upstream, "other.test": upstream, "meta.test": "169.254.169.254", "api.test": hostIP, "internal.test": internal,
 		})},
 	})
 	require.NotNil(t, f.EgressProxy, "the fleet runs its egress proxy")
@@ -46,13 +51,14 @@ probe allowed http://allowed.test/hello.txt
 probe other http://other.test/hello.txt
 probe meta http://meta.test/latest/meta-data/
 probe api http://api.test:%d/api/runs
+probe internal http://internal.test/hello.txt
 gw=$(ip route | awk '/^default/ {print $3}')
 for p in %d %d; do if nc -w 3 "$gw" "$p" </dev/null >/dev/null 2>&1; then echo "direct $p: reached"; else echo "direct $p: nothing"; fi; done
 if nc -w 3 %s %d </dev/null >/dev/null 2>&1; then echo "host: reached"; else echo "host: nothing"; fi
 `, apiPort, hostPort, apiPort, hostIP, hostPort)
 	tm := team([]map[string]any{call("run_shell", map[string]any{"command": script, "timeout": 60}), {"say": "probed"}}, map[string]any{
 		// meta.test and api.test are allowlisted: the proxy's dial check refuses them.
-		"allowed_domains": []string{"allowed.test", "meta.test", "api.test"},
+		"allowed_domains": []string{"allowed.test", "meta.test", "api.test", "internal.test"},
 		"egress_ports":    []int{apiPort, hostPort},
 	})
 	tm["workers"] = []map[string]any{{"name": "writer", "prompt": "probe", "mcp_servers": []string{"shell"}}}
@@ -65,7 +71,7 @@ if nc -w 3 %s %d </dev/null >/dev/null 2>&1; then echo "host: reached"; else ech
 		WHERE s.run_id = $1 AND s.agent = 'writer' AND m->>'role' = 'tool' AND m->>'name' = 'run_shell'`, id).Scan(&out))
 	t.Logf("run_shell output:\n%s", out)
 	require.Contains(t, out, "allowed: ok hello-from-upstream")
-	for _, want := range []string{"other: refused", "meta: refused", "api: refused", fmt.Sprintf("direct %d: nothing", hostPort), fmt.Sprintf("direct %d: nothing", apiPort), "host: nothing"} {
+	for _, want := range []string{"other: refused", "meta: refused", "api: refused", "internal: refused", fmt.Sprintf("direct %d: nothing", hostPort), fmt.Sprintf("direct %d: nothing", apiPort), "host: nothing"} {
 		require.Contains(t, out, want)
 	}
 	require.Zero(t, host.accepted.Load(), "the host listener received nothing")
@@ -82,12 +88,14 @@ if nc -w 3 %s %d </dev/null >/dev/null 2>&1; then echo "host: reached"; else ech
 	}
 	require.True(t, got["allowed.test"].Allowed, "%+v", body.Connections)
 	require.Equal(t, "writer", got["allowed.test"].Agent)
-	for _, host := range []string{"other.test", "meta.test", "api.test"} {
+	for _, host := range []string{"other.test", "meta.test", "api.test", "internal.test"} {
 		c, ok := got[host]
 		require.True(t, ok, "%s recorded: %+v", host, body.Connections)
 		require.False(t, c.Allowed, host)
 		require.NotEmpty(t, c.Reason, host)
 	}
 	// A sandbox reaches no address of this host at all, the API's among them.
-	require.True(t, strings.Contains(got["api.test"].Reason, "the fleet's own services"), "the refusal says why: %q", got["api.test"].Reason)
+	require.True(t, strings.Contains(got["api.test"].Reason, "the fleet's own"), "the refusal says why: %q", got["api.test"].Reason)
+	// The fleet's policy binds the sandbox too: a denied endpoint elsewhere.
+	require.Contains(t, got["internal.test"].Reason, "agents may never reach")
 }
