@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -20,11 +21,14 @@ import (
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	RunsFinished     *prometheus.CounterVec // status
-	RunsSubmitted    prometheus.Counter
-	RunDuration      prometheus.Histogram
-	TasksProcessed   *prometheus.CounterVec   // queue, type, outcome
-	TaskDuration     *prometheus.HistogramVec // queue, type
+	RunsFinished   *prometheus.CounterVec // status
+	RunsSubmitted  prometheus.Counter
+	RunDuration    prometheus.Histogram
+	TasksProcessed *prometheus.CounterVec   // queue, type, outcome
+	TaskDuration   *prometheus.HistogramVec // queue, type
+	// QueueWait is the time from enqueue to the handler's start, first
+	// attempts of tasks due at once (queue.EnqueuedAt): the hop latency.
+	QueueWait        *prometheus.HistogramVec // queue, type
 	ToolCalls        *prometheus.CounterVec   // tool, tier, decision
 	ToolDuration     *prometheus.HistogramVec // tool
 	GateDenials      *prometheus.CounterVec   // layer
@@ -68,6 +72,7 @@ func New() *Metrics {
 	m.RunsFinished = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "runs_finished_total", Help: "Runs that reached a terminal status."}, []string{"status"})
 	m.RunDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "run_duration_seconds", Help: "Run wall time from submission to terminal status.", Buckets: prometheus.ExponentialBuckets(0.05, 2, 16)})
 	m.TasksProcessed = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tasks_processed_total", Help: "asynq tasks handled, by outcome (ok, error, busy)."}, []string{"queue", "type", "outcome"})
+	m.QueueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "task_queue_wait_seconds", Help: "Time from enqueue to the handler's start (first attempts of tasks due at once; approximate across hosts: the enqueuer's clock).", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"queue", "type"})
 	m.TaskDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "task_duration_seconds", Help: "asynq task handling time.", Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14)}, []string{"queue", "type"})
 	m.ToolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tool_calls_total", Help: "Tool calls by tool, tier and gate decision."}, []string{"tool", "tier", "decision"})
 	m.ToolDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "tool_duration_seconds", Help: "Tool execution time.", Buckets: prometheus.ExponentialBuckets(0.0005, 3, 12)}, []string{"tool"})
@@ -90,7 +95,7 @@ func New() *Metrics {
 		f(c)
 	}
 	m.RulesValid.Set(1)
-	for _, c := range []prometheus.Collector{m.RunsSubmitted, m.RunsFinished, m.RunDuration, m.TasksProcessed, m.TaskDuration, m.ToolCalls, m.ToolDuration, m.GateDenials, m.LLMRequests, m.LLMLatency, m.LLMTokens, m.HTTPRequests, m.HTTPDuration} {
+	for _, c := range []prometheus.Collector{m.RunsSubmitted, m.RunsFinished, m.RunDuration, m.TasksProcessed, m.TaskDuration, m.QueueWait, m.ToolCalls, m.ToolDuration, m.GateDenials, m.LLMRequests, m.LLMLatency, m.LLMTokens, m.HTTPRequests, m.HTTPDuration} {
 		f(c)
 	}
 	return m
@@ -152,6 +157,11 @@ func (m *Metrics) TaskMiddleware(outcome func(error) string) asynq.MiddlewareFun
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 			q, _ := asynq.GetQueueName(ctx)
 			start := time.Now()
+			if retried, _ := asynq.GetRetryCount(ctx); retried == 0 {
+				if at, ok := queue.EnqueuedAt(t); ok {
+					m.QueueWait.WithLabelValues(q, t.Type()).Observe(max(start.Sub(at), 0).Seconds())
+				}
+			}
 			err := next.ProcessTask(ctx, t)
 			m.TaskDuration.WithLabelValues(q, t.Type()).Observe(time.Since(start).Seconds())
 			m.TasksProcessed.WithLabelValues(q, t.Type(), outcome(err)).Inc()

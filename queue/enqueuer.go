@@ -154,6 +154,10 @@ func (e *Enqueuer) enqueue(ctx context.Context, t *asynq.Task, o options) (bool,
 		asynq.Retention(o.retention), asynq.Timeout(o.timeout)}
 	if !o.processAt.IsZero() {
 		opts = append(opts, asynq.ProcessAt(o.processAt))
+	} else {
+		// Due now: the handler measures how long it waited (EnqueuedAt). A
+		// scheduled task's wait is its schedule, not the queue's.
+		t = stamp(t, time.Now())
 	}
 	_, err := e.client.EnqueueContext(ctx, t, opts...)
 	switch {

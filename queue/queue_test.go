@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"regexp"
 	"testing"
 	"time"
 
@@ -170,7 +171,18 @@ func TestEnqueuerOnRedis(t *testing.T) {
 		info, err := inspector.GetTaskInfo(c.queue, c.id)
 		require.NoError(t, err, c.id)
 		require.Equal(t, c.typ, info.Type, c.id)
-		require.Equal(t, c.payload, string(info.Payload), c.id)
+		payload := string(info.Payload)
+		if c.state == asynq.TaskStatePending && c.payload != "" {
+			// A task due now carries its enqueue time at the head of its payload.
+			at, ok := queue.EnqueuedAt(asynq.NewTask(info.Type, info.Payload))
+			require.True(t, ok, "%s: stamped: %s", c.id, payload)
+			require.WithinDuration(t, time.Now(), at, time.Minute, c.id)
+			payload = stampRE.ReplaceAllString(payload, "{")
+		} else {
+			_, ok := queue.EnqueuedAt(asynq.NewTask(info.Type, info.Payload))
+			require.False(t, ok, "%s: a scheduled task or a tick is not stamped", c.id)
+		}
+		require.Equal(t, c.payload, payload, c.id)
 		require.Equal(t, c.maxRetry, info.MaxRetry, c.id)
 		require.Equal(t, c.retention, info.Retention, c.id)
 		require.Equal(t, c.timeout, info.Timeout, c.id)
@@ -201,4 +213,35 @@ func TestEnqueuerOnRedis(t *testing.T) {
 	info, err := inspector.GetQueueInfo("supervisor")
 	require.NoError(t, err)
 	require.Equal(t, 3, info.Size)
+}
+
+var stampRE = regexp.MustCompile(`^\{"enqueued_at":[0-9]+,`)
+
+// EnqueuedAt reads only what the Enqueuer wrote: a task built directly, a
+// payload whose stamp is not a positive number, or one that is not JSON has
+// none; Decode of a stamped payload still gives the task's own fields.
+func TestEnqueuedAt(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		payload string
+		ok      bool
+	}{
+		{`{"enqueued_at":1800000000000000,"run_id":"r1"}`, true},
+		{`{"run_id":"r1"}`, false},
+		{`{"enqueued_at":-5,"run_id":"r1"}`, false},
+		{`{"enqueued_at":"soon"}`, false},
+		{`not json "enqueued_at":`, false},
+		{``, false},
+	} {
+		at, ok := queue.EnqueuedAt(asynq.NewTask(queue.TypeSupervise, []byte(c.payload)))
+		require.Equal(t, c.ok, ok, c.payload)
+		if ok {
+			require.Equal(t, time.UnixMicro(1800000000000000), at)
+		}
+	}
+	_, ok := queue.EnqueuedAt(queue.SuperviseTask("r1"))
+	require.False(t, ok, "a task built directly carries no stamp")
+	p, err := queue.Decode[queue.SupervisePayload](asynq.NewTask(queue.TypeSupervise, []byte(`{"enqueued_at":1800000000000000,"run_id":"r1"}`)))
+	require.NoError(t, err)
+	require.Equal(t, "r1", p.RunID)
 }

@@ -1,8 +1,10 @@
 package queue
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -155,4 +157,46 @@ func CleanupTaskID(runID string) string { return "cleanup:" + runID }
 // contains t: every scheduler replica computes the same id for a tick.
 func MaintenanceTaskID(typ string, t time.Time, period time.Duration) string {
 	return fmt.Sprintf("%s:%d", typ, t.Truncate(period).Unix())
+}
+
+// stampKey is the payload field the Enqueuer adds to every task due now: the
+// enqueue time in Unix microseconds. Handlers ignore it (Decode's structs have
+// no such field), and a worker of an older version ignores it too.
+const stampKey = `"enqueued_at":`
+
+// stamp returns t with the enqueue time at the head of its JSON object payload;
+// a payload that is not an object (a maintenance tick's empty one) is left as it
+// is. The task id, not the payload, makes a duplicate enqueue collapse, so the
+// stamp never makes two enqueues of one cause distinct.
+func stamp(t *asynq.Task, at time.Time) *asynq.Task {
+	p := t.Payload()
+	if len(p) < 2 || p[0] != '{' {
+		return t
+	}
+	out := make([]byte, 0, len(p)+len(stampKey)+20)
+	out = append(out, '{')
+	out = append(out, stampKey...)
+	out = strconv.AppendInt(out, at.UnixMicro(), 10)
+	if rest := bytes.TrimSpace(p[1:]); len(rest) > 0 && rest[0] != '}' {
+		out = append(out, ',')
+	}
+	out = append(out, p[1:]...)
+	return asynq.NewTask(t.Type(), out)
+}
+
+// EnqueuedAt is when the Enqueuer enqueued t (false for a task it did not
+// stamp: scheduled ones, maintenance ticks, tasks built directly). The clock is
+// the enqueuing process's: across hosts the wait it gives is as good as their
+// clock sync.
+func EnqueuedAt(t *asynq.Task) (time.Time, bool) {
+	if !bytes.Contains(t.Payload(), []byte(stampKey)) {
+		return time.Time{}, false
+	}
+	var s struct {
+		At int64 `json:"enqueued_at"`
+	}
+	if json.Unmarshal(t.Payload(), &s) != nil || s.At <= 0 {
+		return time.Time{}, false
+	}
+	return time.UnixMicro(s.At), true
 }
