@@ -230,7 +230,13 @@ func (f *Fleet) openStreams() error {
 	if err != nil {
 		return fmt.Errorf("lease metrics: %w", err)
 	}
-	if f.Leases, err = lease.New(f.Redis, cfg.Streams.Leases, lease.Options{Metrics: lm}); err != nil {
+	lopts := lease.Options{Metrics: lm}
+	if f.Store != nil {
+		// Fencing epochs from PostgreSQL keep tokens increasing across a Redis
+		// failover (lease/doc.go, "Fencing across a Redis failover").
+		lopts.Epoch = lease.PostgresEpoch(f.Store.Pool)
+	}
+	if f.Leases, err = lease.New(f.Redis, cfg.Streams.Leases, lopts); err != nil {
 		return fmt.Errorf("streams.leases: %w", err)
 	}
 	return nil
