@@ -34,6 +34,7 @@ import (
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/scheduler"
 	"github.com/aetherium-engine/aetherium/security"
+	comfyuitools "github.com/aetherium-engine/aetherium/tools/comfyui"
 	"github.com/aetherium-engine/aetherium/tools/quality"
 	"github.com/aetherium-engine/aetherium/tools/research"
 	"github.com/aetherium-engine/aetherium/webhook"
@@ -86,6 +87,11 @@ type Config struct {
 	// findings cap); see package quality. Their image is sandbox.docker.image's
 	// toolchain purpose.
 	Quality quality.Config `yaml:"quality"`
+	// ComfyUI bounds comfyui_generate and comfyui_status (max_count, max_side,
+	// wait_timeout, progress_every, max_ref_bytes, client.request_timeout); see
+	// package tools/comfyui. The services themselves (image, url, fence) are
+	// streams.leases.services. Zero values take its defaults.
+	ComfyUI comfyuitools.Config `yaml:"comfyui"`
 	// Knowledge configures the knowledge base (search_knowledge, write_knowledge,
 	// `aetherium knowledge`): score_floor, packs_dir, language, chunk_size,
 	// candidates, index_timeout and the optional embeddings endpoint; see package

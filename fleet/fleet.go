@@ -38,6 +38,7 @@ import (
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
+	comfyuitools "github.com/aetherium-engine/aetherium/tools/comfyui"
 	"github.com/aetherium-engine/aetherium/tools/toolset"
 	"github.com/aetherium-engine/aetherium/webhook"
 	"github.com/aetherium-engine/aetherium/worker"
@@ -299,6 +300,7 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 	kb := f.knowledgeBase()
 	if f.Registry, err = toolset.New(toolset.Deps{Store: f.Store, Egress: f.Egress, Executor: f.Executor,
 		Mailbox: f.Mailbox, Roster: roster, Device: f.Device, Research: cfg.Research, Quality: cfg.Quality,
+		Leases: f.Leases, ComfyUI: cfg.ComfyUI,
 		Knowledge: kb, KnowledgeConfig: cfg.Knowledge}); err != nil {
 		return err
 	}
@@ -502,6 +504,7 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 	scheduler.NewMaintenance(f.schedulerConfig(), scheduler.MaintenanceDeps{
 		Store: f.Store, Queue: f.Queue, Fail: w.FailRun, Log: f.Log,
 		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, Executor: f.Executor, Workspaces: f.Workspaces,
+		CancelWork: comfyuitools.Canceler{Leases: f.Leases, Client: f.Cfg.ComfyUI.Client}.CancelRun,
 	}).Register(mux)
 	f.Metrics.WorkerStarted(f.Cfg.Worker.Concurrency)
 	stopped := sync.OnceFunc(func() { f.Metrics.WorkerStopped(f.Cfg.Worker.Concurrency) })

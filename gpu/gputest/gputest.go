@@ -11,7 +11,10 @@ import (
 	"debug/elf"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/client"
@@ -58,9 +61,57 @@ func BuildStandin(ctx context.Context, dc *client.Client, tag string) error {
 	if err := tw.Close(); err != nil {
 		return err
 	}
-	resp, err := dc.ImageBuild(ctx, &buf, build.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true, Version: build.BuilderV1})
+	return buildImage(ctx, dc, &buf, tag)
+}
+
+// BuildGoImages compiles the module's commands pkgs (e.g. "./cmd/fenceproxy")
+// as static binaries (CGO_ENABLED=0) and builds one FROM-scratch image per
+// command through the Engine API, tagged tagPrefix+"-"+<command name>; it
+// returns the tags by command name. Nothing is pulled. dir is the module root.
+func BuildGoImages(ctx context.Context, dc *client.Client, dir, tagPrefix string, pkgs ...string) (map[string]string, error) {
+	out, err := os.MkdirTemp("", "gputest-bin-")
 	if err != nil {
-		return fmt.Errorf("build stand-in image: %w", err)
+		return nil, err
+	}
+	defer os.RemoveAll(out)
+	args := append([]string{"build", "-trimpath", "-ldflags=-s -w", "-o", out + "/"}, pkgs...)
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build %v: %v\n%s", pkgs, err, b)
+	}
+	tags := map[string]string{}
+	for _, p := range pkgs {
+		name := filepath.Base(p)
+		bin, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			return nil, err
+		}
+		tag := tagPrefix + "-" + name
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		add := func(n string, mode int64, body []byte) {
+			_ = tw.WriteHeader(&tar.Header{Name: n, Mode: mode, Size: int64(len(body)), Typeflag: tar.TypeReg})
+			_, _ = tw.Write(body)
+		}
+		add("Dockerfile", 0o644, []byte("FROM scratch\nCOPY "+name+" /"+name+"\n"+`ENTRYPOINT ["/`+name+`"]`+"\n"))
+		add(name, 0o755, bin)
+		if err := tw.Close(); err != nil {
+			return nil, err
+		}
+		if err := buildImage(ctx, dc, &buf, tag); err != nil {
+			return nil, err
+		}
+		tags[name] = tag
+	}
+	return tags, nil
+}
+
+func buildImage(ctx context.Context, dc *client.Client, tarball io.Reader, tag string) error {
+	resp, err := dc.ImageBuild(ctx, tarball, build.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true, Version: build.BuilderV1})
+	if err != nil {
+		return fmt.Errorf("build image %s: %w", tag, err)
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
@@ -70,7 +121,7 @@ func BuildStandin(ctx context.Context, dc *client.Client, tag string) error {
 			Error string `json:"error"`
 		}
 		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Error != "" {
-			return fmt.Errorf("build stand-in image: %s", line.Error)
+			return fmt.Errorf("build image %s: %s", tag, line.Error)
 		}
 	}
 	return sc.Err()

@@ -7,11 +7,13 @@ import (
 
 	hwdevice "github.com/aetherium-engine/aetherium/device"
 	"github.com/aetherium-engine/aetherium/knowledge"
+	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
+	comfyuitools "github.com/aetherium-engine/aetherium/tools/comfyui"
 	"github.com/aetherium-engine/aetherium/tools/comms"
 	"github.com/aetherium-engine/aetherium/tools/device"
 	knowledgetools "github.com/aetherium-engine/aetherium/tools/knowledge"
@@ -53,6 +55,11 @@ type Deps struct {
 	// (sandbox.docker.image's toolchain). Its webapp_* keys bound
 	// validate_web_app and capture_api_schema, which reach a running app.
 	Quality quality.Config
+	// Leases declares the GPU services (their URLs) the ComfyUI tools reach with
+	// the run's grant; nil registers them but they fail at call time. ComfyUI is
+	// the `comfyui` section.
+	Leases  *lease.Manager
+	ComfyUI comfyuitools.Config
 }
 
 // New registers every tool and checks the result against tools/catalog.yaml.
@@ -71,6 +78,11 @@ func New(d Deps) (*tools.Registry, error) {
 	quality.RegisterReview(reg, d.Quality.Review)
 	quality.RegisterFinishing(reg, workspaceConfig(d))
 	quality.RegisterWebApp(reg, quality.WebAppDeps{Egress: d.Egress, Sandbox: sandboxDialer(d), Workspace: workspaceConfig(d)}, d.Quality.WebApp)
+	var svc func(string) (lease.Service, bool)
+	if d.Leases != nil {
+		svc = d.Leases.Service
+	}
+	comfyuitools.Register(reg, comfyuitools.Deps{Service: svc}, d.ComfyUI)
 	if err := tools.CheckCatalog(reg); err != nil {
 		return nil, fmt.Errorf("tool catalog check: %w", err)
 	}
