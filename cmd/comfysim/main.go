@@ -1,6 +1,7 @@
 // Command comfysim serves the ComfyUI simulator (media/comfyui/comfysim) on
 // COMFYSIM_LISTEN (default :8188), with COMFYSIM_STEP_DELAY and
-// COMFYSIM_NODE_DELAY (durations or milliseconds) tuning its latencies. A static
+// COMFYSIM_NODE_DELAY (durations or milliseconds) tuning its latencies and
+// COMFYSIM_MAX_SIDE bounding latent sizes. A static
 // binary for a FROM-scratch image, started as a GPU service like real ComfyUI.
 package main
 
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/aetherium-engine/aetherium/media/comfyui/comfysim"
@@ -22,8 +24,9 @@ func main() {
 		log.Error("comfysim: bad delay", "step", err1, "node", err2)
 		os.Exit(2)
 	}
+	maxSide, _ := strconv.Atoi(os.Getenv("COMFYSIM_MAX_SIDE"))
 	addr := cmp.Or(os.Getenv("COMFYSIM_LISTEN"), ":8188")
-	srv := &http.Server{Addr: addr, Handler: comfysim.New(comfysim.Config{StepDelay: step, NodeDelay: node}, log), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Addr: addr, Handler: comfysim.New(comfysim.Config{StepDelay: step, NodeDelay: node, MaxSide: maxSide}, log), ReadHeaderTimeout: 10 * time.Second}
 	log.Info("comfysim listening", "addr", addr)
 	if err := srv.ListenAndServe(); err != nil {
 		log.Error("comfysim", "err", err)
