@@ -2,8 +2,6 @@ package fleet_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"image/png"
@@ -34,9 +32,7 @@ func TestComfyUIGenerateThroughFleet(t *testing.T) {
 	t.Parallel()
 	dc := dockerOrFail(t)
 	ctx := context.Background()
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	suffix := hex.EncodeToString(b)
+	suffix := randomSuffix()
 	root, err := testinfra.RepoRoot()
 	require.NoError(t, err)
 	tags, err := gputest.BuildGoImages(ctx, dc, root, "aetherium-test/fleet-comfy-"+suffix, "./cmd/fenceproxy", "./cmd/comfysim")

@@ -157,7 +157,7 @@ func TestValidateListsEveryProblem(t *testing.T) {
 		},
 		Workers: []templates.Node{
 			{Name: "lead", MCPServers: []string{"workspace"}},
-			{Name: "w2", Tools: []string{"comfyui_generate"}, Model: &llm.ModelConfig{Provider: "gpt"}},
+			{Name: "w2", Tools: []string{"finish_image"}, Model: &llm.ModelConfig{Provider: "gpt"}},
 			{Name: "bad name!", MCPServers: []string{"workspace"}},
 			{Name: "idle"},
 			{MCPServers: []string{"workspace"}},
@@ -173,7 +173,7 @@ func TestValidateListsEveryProblem(t *testing.T) {
 		`supervisor.mcp_servers: unknown server group "kitchen"`,
 		`supervisor.tools: unknown tool "make_coffee"`,
 		`workers[0].name: duplicate agent name "lead"`,
-		`workers[1].tools: tool "comfyui_generate" is not available in this build`,
+		`workers[1].tools: tool "finish_image" is not available in this build`,
 		`workers[1].model.provider: "gpt" is not one of script, openai, anthropic`,
 		`workers[2].name: "bad name!" must be letters, digits, - or _ (max 64)`,
 		`workers[3]: a worker needs mcp_servers or tools`,
