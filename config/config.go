@@ -313,6 +313,7 @@ func (c Config) Validate() error {
 	add(c.Security.Validate())
 	add(c.Research.Validate())
 	add(c.Quality.WithDefaults().Validate())
+	add(c.ComfyUI.WithDefaults().Validate())
 	add(c.Knowledge.Validate())
 	add(c.Memory.Validate())
 	return errors.Join(errs...)
