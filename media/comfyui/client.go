@@ -95,6 +95,13 @@ func (e *ExecutionError) Error() string {
 	return fmt.Sprintf("ComfyUI failed prompt %s in node %s (%s): %s: %s", e.PromptID, e.NodeID, e.NodeType, e.ExceptionType, e.Message)
 }
 
+// StreamError is the event stream failing while a prompt was awaited: the
+// prompt may still run (follow it with History).
+type StreamError struct{ Err error }
+
+func (e *StreamError) Error() string { return "comfyui: websocket: " + e.Err.Error() }
+func (e *StreamError) Unwrap() error { return e.Err }
+
 // ErrInterrupted is a prompt stopped by POST /interrupt.
 var ErrInterrupted = errors.New("comfyui: the prompt was interrupted")
 
@@ -461,7 +468,10 @@ func (e *Events) Wait(ctx context.Context, promptID string, progress func(Progre
 	for {
 		typ, b, err := e.conn.Read(ctx)
 		if err != nil {
-			return fmt.Errorf("comfyui: websocket: %w", err)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return &StreamError{Err: err}
 		}
 		if typ != websocket.MessageText {
 			continue // binary previews

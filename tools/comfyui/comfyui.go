@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"image/png"
 	"io/fs"
+	"log/slog"
 	"math/big"
 	"os"
 	"path"
@@ -351,9 +352,17 @@ func (t *toolset) generate(ctx context.Context, a GenerateArgs) (tools.Result, e
 		last = pct
 		t.progress(ctx, s, q.PromptID, pct)
 	})
+	var lost *comfyui.StreamError
+	if errors.As(err, &lost) && wctx.Err() == nil {
+		// The event stream broke (a proxy or network hiccup): the prompt still
+		// runs, so follow it through /history instead.
+		slog.WarnContext(ctx, "comfyui event stream lost; polling the history", "prompt_id", q.PromptID, "err", err)
+		err = t.poll(wctx, c, q.PromptID)
+	}
 	if err != nil {
-		if ctx.Err() != nil {
-			// The run or step ended: stop the work on the GPU, not only the wait.
+		if ctx.Err() != nil || wctx.Err() != nil {
+			// The run or step ended, or the wait timed out: stop the work on
+			// the GPU, not only the wait.
 			t.abandon(c, q.PromptID)
 		}
 		return tools.Result{}, describe(m.Service, err)
@@ -363,6 +372,26 @@ func (t *toolset) generate(ctx context.Context, a GenerateArgs) (tools.Result, e
 		return tools.Result{}, describe(m.Service, err)
 	}
 	return tools.JSON(res)
+}
+
+// poll waits for promptID through GET /history (every half second).
+func (t *toolset) poll(ctx context.Context, c *comfyui.Client, promptID string) error {
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		h, done, err := c.History(ctx, promptID)
+		if err != nil {
+			return err
+		}
+		if done {
+			return h.Err(promptID)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
 }
 
 // abandon interrupts (or dequeues) a prompt whose caller gave up.
