@@ -9,10 +9,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/media/comfyui/comfysim"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -36,12 +34,7 @@ func TestGenerateSurvivesLostEventStream(t *testing.T) {
 		sim.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	opt, err := redis.ParseURL(fleettest.Redis(t))
-	require.NoError(t, err)
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { _ = rdb.Close() })
-	m, err := lease.New(rdb, lease.Config{Services: []lease.Service{{Name: "comfyui", URL: srv.URL}}}, lease.Options{})
-	require.NoError(t, err)
+	m := leases(t, lease.Service{Name: "comfyui", URL: srv.URL})
 	g, err := m.Acquire(context.Background(), "comfyui", "run-f")
 	require.NoError(t, err)
 	reg := tools.NewRegistry()

@@ -21,6 +21,19 @@ import (
 	comfyuitools "github.com/aetherium-engine/aetherium/tools/comfyui"
 )
 
+// leases is a lease manager on a private Redis for services run in process
+// (no Docker, no proxy: URL points at an httptest simulator).
+func leases(t *testing.T, svcs ...lease.Service) *lease.Manager {
+	t.Helper()
+	opt, err := redis.ParseURL(fleettest.Redis(t))
+	require.NoError(t, err)
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	m, err := lease.New(rdb, lease.Config{Services: svcs}, lease.Options{})
+	require.NoError(t, err)
+	return m
+}
+
 // The Qwen profile, in process (no Docker): a team with image_model qwen renders
 // on comfyui-qwen, ratio picks Qwen-Image's size, reference images are uploaded
 // and wired into the edit workflow; argument checks refuse what a team cannot use.
@@ -28,14 +41,7 @@ func TestQwenModelRatioAndReferences(t *testing.T) {
 	t.Parallel()
 	sim := httptest.NewServer(comfysim.New(comfysim.Config{StepDelay: time.Millisecond, NodeDelay: time.Millisecond}, nil))
 	t.Cleanup(sim.Close)
-	opt, err := redis.ParseURL(fleettest.Redis(t))
-	require.NoError(t, err)
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { _ = rdb.Close() })
-	m, err := lease.New(rdb, lease.Config{Services: []lease.Service{
-		{Name: "comfyui-qwen", URL: sim.URL}, {Name: "comfyui", URL: sim.URL},
-	}}, lease.Options{})
-	require.NoError(t, err)
+	m := leases(t, lease.Service{Name: "comfyui-qwen", URL: sim.URL}, lease.Service{Name: "comfyui", URL: sim.URL})
 	ctx := context.Background()
 	g, err := m.Acquire(ctx, "comfyui-qwen", "run-q")
 	require.NoError(t, err)
