@@ -14,7 +14,8 @@
 // When Redis cannot be asked the proxy fails closed (503 validate_failed). One
 // proxy serves every worker (it runs beside the service, not in the workers), so
 // "the newest admitted token" is one number per service. WebSocket upgrades pass
-// through after the same check (ComfyUI's /ws only streams events to the client).
+// through after the same check and are checked again every Config.Revalidate
+// while open: one whose lease ended is closed.
 package fenceproxy
 
 import (
@@ -43,6 +44,8 @@ const (
 	DefaultTTL      = 2 * time.Minute
 	// DefaultValidateTimeout bounds one Validate call to Redis.
 	DefaultValidateTimeout = 3 * time.Second
+	// DefaultRevalidate is how often an open WebSocket's token is checked again.
+	DefaultRevalidate = 5 * time.Second
 )
 
 // Paths the proxy answers itself (never forwarded).
@@ -78,6 +81,10 @@ type Config struct {
 	TTL      time.Duration `yaml:"ttl"`
 	// ValidateTimeout bounds one Validate call. Default DefaultValidateTimeout.
 	ValidateTimeout time.Duration `yaml:"validate_timeout"`
+	// Revalidate is how often the token of an open WebSocket is checked again;
+	// the connection is closed once it is stale or not live. Default
+	// DefaultRevalidate.
+	Revalidate time.Duration `yaml:"revalidate"`
 }
 
 // WithDefaults fills zero fields.
@@ -96,6 +103,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.ValidateTimeout <= 0 {
 		c.ValidateTimeout = DefaultValidateTimeout
+	}
+	if c.Revalidate <= 0 {
+		c.Revalidate = DefaultRevalidate
 	}
 	return c
 }
@@ -244,7 +254,46 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p.state.Admitted++
 	p.mu.Unlock()
-	p.rp.ServeHTTP(w, r)
+	if r.Header.Get("Upgrade") == "" {
+		p.rp.ServeHTTP(w, r)
+		return
+	}
+	// A WebSocket outlives the check at its upgrade: check again while it is
+	// open and close it (ReverseProxy closes the upstream side when the
+	// request's context ends) once the lease is gone.
+	wctx, wcancel := context.WithCancel(r.Context())
+	defer wcancel()
+	go p.watch(wctx, wcancel, token)
+	p.rp.ServeHTTP(w, r.WithContext(wctx))
+}
+
+func (p *Proxy) watch(ctx context.Context, cancel context.CancelFunc, token uint64) {
+	t := time.NewTicker(p.cfg.Revalidate)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		stale := p.stale(token)
+		p.mu.Unlock()
+		vctx, vcancel := context.WithTimeout(ctx, p.cfg.ValidateTimeout)
+		_, live, err := p.val.Validate(vctx, p.cfg.Service, token)
+		vcancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if stale || (err == nil && !live) {
+			p.mu.Lock()
+			p.state.Refused["websocket_closed"]++
+			p.mu.Unlock()
+			p.log.Warn("fencing proxy closed a WebSocket whose lease ended", "service", p.cfg.Service, "token", token, "stale", stale)
+			cancel()
+			return
+		}
+	}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -275,6 +324,8 @@ const (
 	EnvPrefix   = "FENCE_PREFIX"
 	EnvCapacity = "FENCE_CAPACITY"
 	EnvTTL      = "FENCE_TTL"
+	// EnvRevalidate is Config.Revalidate (a Go duration).
+	EnvRevalidate = "FENCE_REVALIDATE"
 )
 
 // FromEnv reads a Config from getenv (os.Getenv).
@@ -295,13 +346,21 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		}
 		c.TTL = d
 	}
+	if v := getenv(EnvRevalidate); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return c, fmt.Errorf("fenceproxy: %s=%q: %w", EnvRevalidate, v, err)
+		}
+		c.Revalidate = d
+	}
 	return c.WithDefaults(), c.WithDefaults().Validate()
 }
 
 // Env returns cfg as the environment FromEnv reads.
 func (c Config) Env() []string {
 	return []string{EnvService + "=" + c.Service, EnvUpstream + "=" + c.Upstream, EnvListen + "=" + c.Listen,
-		EnvRedis + "=" + c.Redis, EnvPrefix + "=" + c.Prefix, EnvCapacity + "=" + strconv.Itoa(c.Capacity), EnvTTL + "=" + c.TTL.String()}
+		EnvRedis + "=" + c.Redis, EnvPrefix + "=" + c.Prefix, EnvCapacity + "=" + strconv.Itoa(c.Capacity), EnvTTL + "=" + c.TTL.String(),
+		EnvRevalidate + "=" + c.Revalidate.String()}
 }
 
 // NewManager is the lease manager the proxy validates with: one service, the

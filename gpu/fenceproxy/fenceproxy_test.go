@@ -42,13 +42,16 @@ func newRig(t *testing.T, capacity int) *rig {
 				return
 			}
 			_ = c.Write(req.Context(), websocket.MessageText, []byte(`{"type":"status"}`))
+			if req.URL.Query().Get("hold") != "" {
+				_, _, _ = c.Read(req.Context()) // until either side goes away
+			}
 			_ = c.Close(websocket.StatusNormalClosure, "")
 			return
 		}
 		_, _ = io.WriteString(w, "upstream "+req.URL.Path)
 	}))
 	t.Cleanup(up.Close)
-	cfg := fenceproxy.Config{Service: "comfyui", Upstream: up.URL, Redis: url, Capacity: capacity, TTL: time.Minute}
+	cfg := fenceproxy.Config{Service: "comfyui", Upstream: up.URL, Redis: url, Capacity: capacity, TTL: time.Minute, Revalidate: 50 * time.Millisecond}
 	r.m, err = fenceproxy.NewManager(cfg.WithDefaults(), rdb)
 	require.NoError(t, err)
 	p, err := fenceproxy.New(cfg, r.m, nil)
@@ -167,6 +170,30 @@ func TestProxyPassesWebSocketUpgrade(t *testing.T) {
 	_, resp, err := websocket.Dial(ctx, strings.Replace(r.proxy.URL, "http", "ws", 1)+"/ws?clientId=x", nil)
 	require.Error(t, err, "an upgrade without a token is refused")
 	require.Equal(t, http.StatusConflict, resp.StatusCode)
+}
+
+// An open WebSocket is closed once its lease ends.
+func TestProxyClosesWebSocketWhenLeaseEnds(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r := newRig(t, 1)
+	g, err := r.m.Acquire(ctx, "comfyui", "a")
+	require.NoError(t, err)
+	h := http.Header{}
+	g.SetHeader(h)
+	c, _, err := websocket.Dial(ctx, strings.Replace(r.proxy.URL, "http", "ws", 1)+"/ws?clientId=x&hold=1", &websocket.DialOptions{HTTPHeader: h})
+	require.NoError(t, err)
+	defer c.CloseNow()
+	_, _, err = c.Read(ctx)
+	require.NoError(t, err)
+	_, err = r.m.Release(ctx, "comfyui", "a", g.Token)
+	require.NoError(t, err)
+	began := time.Now()
+	_, _, err = c.Read(ctx)
+	require.Error(t, err, "the connection of a released lease is closed")
+	require.NoError(t, ctx.Err())
+	t.Logf("closed %v after the release", time.Since(began))
 }
 
 func TestProxyFailsClosedWithoutRedis(t *testing.T) {
