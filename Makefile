@@ -5,7 +5,7 @@ SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 GO ?= go
 
-.PHONY: demo test services sandbox-image images build vet compose-check clean bench drills fuzz
+.PHONY: demo test services sandbox-image images gpu-images build vet compose-check clean bench drills fuzz
 
 build:
 	$(GO) build -o bin/aetherium ./cmd/aetherium
@@ -25,6 +25,12 @@ sandbox-image:
 # side (scripts/images.sh).
 images:
 	bash scripts/images.sh
+
+# The fencing proxy and the ComfyUI simulator images (FROM scratch, static Go
+# binaries): aetherium/fenceproxy, aetherium/comfysim.
+gpu-images:
+	@if docker info >/dev/null 2>&1; then GO=$(GO) bash scripts/gpu-images.sh; \
+	else echo "gpu-images: no Docker engine answers"; fi
 
 demo: services sandbox-image build
 	bash scripts/demo.sh

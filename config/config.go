@@ -35,6 +35,7 @@ import (
 	"github.com/aetherium-engine/aetherium/scheduler"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/tools/audio"
+	comfyuitools "github.com/aetherium-engine/aetherium/tools/comfyui"
 	"github.com/aetherium-engine/aetherium/tools/quality"
 	"github.com/aetherium-engine/aetherium/tools/research"
 	"github.com/aetherium-engine/aetherium/webhook"
@@ -91,6 +92,11 @@ type Config struct {
 	// qwen-tts on the leased GPU service) and bounds it; see package audio. Its
 	// image is sandbox.docker.image's media purpose.
 	Audio audio.Config `yaml:"audio"`
+	// ComfyUI bounds comfyui_generate and comfyui_status (max_count, max_side,
+	// wait_timeout, progress_every, max_ref_bytes, client.request_timeout); see
+	// package tools/comfyui. The services themselves (image, url, fence) are
+	// streams.leases.services. Zero values take its defaults.
+	ComfyUI comfyuitools.Config `yaml:"comfyui"`
 	// Knowledge configures the knowledge base (search_knowledge, write_knowledge,
 	// `aetherium knowledge`): score_floor, packs_dir, language, chunk_size,
 	// candidates, index_timeout and the optional embeddings endpoint; see package
@@ -313,6 +319,7 @@ func (c Config) Validate() error {
 	add(c.Research.Validate())
 	add(c.Quality.WithDefaults().Validate())
 	add(c.Audio.WithDefaults().Validate())
+	add(c.ComfyUI.WithDefaults().Validate())
 	add(c.Knowledge.Validate())
 	add(c.Memory.Validate())
 	return errors.Join(errs...)

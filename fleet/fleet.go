@@ -38,6 +38,7 @@ import (
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
+	comfyuitools "github.com/aetherium-engine/aetherium/tools/comfyui"
 	"github.com/aetherium-engine/aetherium/tools/toolset"
 	"github.com/aetherium-engine/aetherium/webhook"
 	"github.com/aetherium-engine/aetherium/worker"
@@ -230,7 +231,13 @@ func (f *Fleet) openStreams() error {
 	if err != nil {
 		return fmt.Errorf("lease metrics: %w", err)
 	}
-	if f.Leases, err = lease.New(f.Redis, cfg.Streams.Leases, lease.Options{Metrics: lm}); err != nil {
+	lopts := lease.Options{Metrics: lm}
+	if f.Store != nil {
+		// Fencing epochs from PostgreSQL keep tokens increasing across a Redis
+		// failover (lease/doc.go, "Fencing across a Redis failover").
+		lopts.Epoch = lease.PostgresEpoch(f.Store.Pool)
+	}
+	if f.Leases, err = lease.New(f.Redis, cfg.Streams.Leases, lopts); err != nil {
 		return fmt.Errorf("streams.leases: %w", err)
 	}
 	return nil
@@ -293,7 +300,7 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 	kb := f.knowledgeBase()
 	if f.Registry, err = toolset.New(toolset.Deps{Store: f.Store, Egress: f.Egress, Executor: f.Executor,
 		Mailbox: f.Mailbox, Roster: roster, Device: f.Device, Research: cfg.Research, Quality: cfg.Quality,
-		Knowledge: kb, KnowledgeConfig: cfg.Knowledge, Audio: cfg.Audio, GPU: f.GPU, Leases: f.Leases}); err != nil {
+		Knowledge: kb, KnowledgeConfig: cfg.Knowledge, Audio: cfg.Audio, GPU: f.GPU, Leases: f.Leases, ComfyUI: cfg.ComfyUI}); err != nil {
 		return err
 	}
 	// The team packs are indexed at boot when they changed (a hash per file); a
@@ -496,6 +503,7 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 	scheduler.NewMaintenance(f.schedulerConfig(), scheduler.MaintenanceDeps{
 		Store: f.Store, Queue: f.Queue, Fail: w.FailRun, Log: f.Log,
 		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, Executor: f.Executor, Workspaces: f.Workspaces,
+		CancelWork: comfyuitools.Canceler{Leases: f.Leases, Client: f.Cfg.ComfyUI.Client}.CancelRun,
 	}).Register(mux)
 	f.Metrics.WorkerStarted(f.Cfg.Worker.Concurrency)
 	stopped := sync.OnceFunc(func() { f.Metrics.WorkerStopped(f.Cfg.Worker.Concurrency) })

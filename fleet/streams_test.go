@@ -38,6 +38,14 @@ func dockerOrFail(t *testing.T) *client.Client {
 	return dc
 }
 
+// randomSuffix names a test's images, containers and key prefix apart from
+// other tests'.
+func randomSuffix() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
 func freeTCPPort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -53,9 +61,7 @@ func TestMailboxAndGPULeaseEndToEnd(t *testing.T) {
 	t.Parallel()
 	dc := dockerOrFail(t)
 	ctx := context.Background()
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	suffix := hex.EncodeToString(b)
+	suffix := randomSuffix()
 	tag := "aetherium-test/gpu-standin:" + suffix
 	require.NoError(t, gputest.BuildStandin(ctx, dc, tag))
 	name := "aetherium-e2e-standin-" + suffix

@@ -1,7 +1,9 @@
 // Package gpu is the GPU service controller: the first lease on a stopped service
 // starts its container through the Docker Engine API and waits for its health URL
 // before the grant is handed to the run; a service nobody has held for its idle
-// delay is stopped. Leases themselves live in package lease.
+// delay is stopped. Leases themselves live in package lease. A service with a
+// Fence gets its fencing proxy (gpu/fenceproxy) started after it and stopped
+// before it, so every request a client makes passes the token check.
 //
 // Start and stop never race: a stop first marks the service as stopping, in the
 // same atomic step that checks nobody holds it (lease.Manager.BeginStop), and a
@@ -34,6 +36,7 @@ import (
 	"github.com/docker/go-connections/nat"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/aetherium-engine/aetherium/gpu/fenceproxy"
 	"github.com/aetherium-engine/aetherium/lease"
 )
 
@@ -228,6 +231,16 @@ func (c *Controller) Ensure(ctx context.Context, service string) error {
 	if err == nil {
 		err = c.waitHealthy(ctx, s)
 	}
+	if err == nil && s.Fence != nil {
+		// The proxy starts after the service is healthy, so a request it admits
+		// finds the service ready; a running proxy is kept like the service.
+		fs := c.fenceService(s)
+		var fstarted bool
+		if fstarted, err = c.start(ctx, fs); err == nil {
+			err = c.waitHealthy(ctx, fs)
+		}
+		started = started || fstarted
+	}
 	if err != nil {
 		c.opts.Metrics.start(service, "failed", time.Since(start))
 		_ = c.leases.Record(context.WithoutCancel(ctx), service, "service_start_failed", "error", err.Error())
@@ -260,10 +273,22 @@ func (c *Controller) waitNotStopping(ctx context.Context, s lease.Service) error
 	}
 }
 
+// fenceService is the container definition of s's fencing proxy: the proxy's
+// image on its own network (host by default) told by FENCE_* variables which
+// service, upstream and Redis to use, with the service's capacity and TTL
+// (Validate's script reaps with them, so they must match the fleet's).
+func (c *Controller) fenceService(s lease.Service) lease.Service {
+	f := *s.Fence
+	cfg := fenceproxy.Config{Service: s.Name, Upstream: f.Upstream, Listen: f.Listen, Redis: f.Redis,
+		Prefix: c.leases.Config().Prefix, Capacity: s.Capacity, TTL: s.TTL}.WithDefaults()
+	return lease.Service{Name: s.Name, Image: f.Image, Container: f.Container, Env: cfg.Env(), Network: f.Network,
+		HealthURL: f.HealthURL(), StartTimeout: s.StartTimeout}
+}
+
 // specHash identifies the container definition, so a changed config replaces the
 // container instead of restarting a stale one.
 func specHash(s lease.Service) string {
-	b, _ := json.Marshal([]any{s.Image, s.Cmd, s.Env, s.Ports, s.Network, s.GPUs})
+	b, _ := json.Marshal([]any{s.Image, s.Cmd, s.Env, s.Ports, s.Network, s.GPUs, s.Fence})
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:8])
 }
@@ -312,6 +337,9 @@ func (c *Controller) start(ctx context.Context, s lease.Service) (bool, error) {
 
 func (c *Controller) create(ctx context.Context, s lease.Service) error {
 	ps := c.ports[s.Name]
+	if svc, ok := c.leases.Service(s.Name); ok && svc.Container != s.Container {
+		ps = portSpec{} // the fencing proxy publishes nothing (host network)
+	}
 	cfg := &container.Config{
 		Image: s.Image, Cmd: s.Cmd, Env: s.Env, ExposedPorts: ps.exposed,
 		Labels: map[string]string{LabelService: s.Name, LabelSpec: specHash(s)},
@@ -440,6 +468,12 @@ func (c *Controller) stopIfIdle(ctx context.Context, s lease.Service) (bool, err
 		}
 	}()
 	secs := int(c.cfg.StopTimeout / time.Second)
+	if s.Fence != nil {
+		// The proxy first: nothing reaches a service that is going away.
+		if err := c.docker.ContainerStop(ctx, s.Fence.Container, container.StopOptions{Timeout: &secs}); err != nil && !cerrdefs.IsNotFound(err) {
+			return false, fmt.Errorf("gpu: %s: stop fencing proxy %s: %w", s.Name, s.Fence.Container, err)
+		}
+	}
 	if err := c.docker.ContainerStop(ctx, info.ID, container.StopOptions{Timeout: &secs}); err != nil && !cerrdefs.IsNotFound(err) {
 		return false, fmt.Errorf("gpu: %s: stop container %s: %w", s.Name, s.Container, err)
 	}

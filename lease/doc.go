@@ -34,9 +34,10 @@
 //     only ever incremented, so tokens strictly increase in grant order. A holder
 //     that paused (GC, network partition) past its expiry still has its old token;
 //     its Renew fails with ErrLost, its Release is a no-op (a stale token never
-//     frees a newer grant), and a service that checks the token (Header, Validate:
-//     reject anything below the highest token it has seen, or anything Validate
-//     calls dead) refuses its late requests.
+//     frees a newer grant), and the fencing proxy in front of the service
+//     (gpu/fenceproxy: Header, Validate; it rejects anything below the highest
+//     token it admitted, or anything Validate calls dead) refuses its late
+//     requests before the service sees them.
 //   - Idempotence. Acquire while holding returns the same grant; Release of what
 //     is not held does nothing; so at-least-once job delivery cannot double-grant
 //     or double-free.
@@ -46,13 +47,30 @@
 //
 // # Limits
 //
-//   - Fencing depends on Redis persistence. If Redis loses its data (no AOF, or a
-//     failover to a replica that had not received the latest writes), the token
-//     counter can go back and a token can be issued twice; run Redis with
-//     appendonly yes (appendfsync everysec loses at most about a second) and, for
-//     services that must never see a reused token, have them remember the highest
-//     token seen and refuse anything lower. Grants made during the lost window are
-//     lost too, and their holders discover it on the next Renew (ErrLost).
+//   - Fencing across a Redis failover: epochs. The per-service counter lives in
+//     Redis, and a failover to a replica that had not received the latest writes
+//     (or a restart that lost data) can put it back. So a token is (epoch,
+//     counter), packed as epoch<<EpochShift + counter so plain integer order is
+//     the pair's order. Epochs come from an EpochSource that Redis cannot lose —
+//     in a fleet the PostgreSQL sequence lease_fence_epoch (PostgresEpoch). The
+//     Redis key <prefix>:epoch records the epoch together with the replication id
+//     (INFO replication master_replid) of the dataset it was taken for. Before a
+//     script that may grant runs, the manager compares the id it sees now with
+//     the recorded one (at most every Options.EpochCheck); a promoted replica or
+//     a wiped primary has a new id, so the manager takes a fresh epoch, installs
+//     max(recorded, fresh) and lifts every service's counter to the new epoch's
+//     floor in one script: every later token sorts after every token issued
+//     before the failover, and the fencing proxy (gpu/fenceproxy), which
+//     remembers the newest token it admitted, admits them in order. Bounds: fewer
+//     than 2^32 grants per service and epoch, epochs up to MaxEpoch (the scripts
+//     keep tokens as exact doubles). A restart that lost nothing may also change
+//     the id; that only spends an epoch. Without an EpochSource tokens are the
+//     bare counter (epoch 0) and a failover can reissue a token. Grants made
+//     within EpochCheck after a failover, before a manager noticed it, carry the
+//     old epoch and a gone-back counter: the proxy refuses them (it fails safe),
+//     and their holders must release and acquire again. Grants made during the
+//     lost window are lost too, and their holders discover it on the next Renew
+//     (ErrLost).
 //   - A lease bounds who should use the service, not who can: a holder that
 //     ignores ErrLost and a service that ignores the token are not stopped. The
 //     token only protects services that check it.

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -80,7 +81,49 @@ type Service struct {
 	// IdleStop stops the container after nobody held the service for this long.
 	// Default 5m.
 	IdleStop time.Duration `yaml:"idle_stop" json:"idle_stop,omitempty"`
+	// URL is the base URL clients (tools) use to reach the service. Default
+	// http://<Fence.Listen> when the service is fenced, else empty (the tool's
+	// own default).
+	URL string `yaml:"url" json:"url,omitempty"`
+	// Fence puts the fencing proxy (cmd/fenceproxy) in front of the service; the
+	// controller starts and stops it with the service. Nil: no proxy (the service
+	// must check tokens itself, or is not protected).
+	Fence *Fence `yaml:"fence" json:"fence,omitempty"`
 }
+
+// Fence is the fencing proxy of a service (package gpu/fenceproxy).
+type Fence struct {
+	// Image is the proxy's image (a FROM-scratch image of cmd/fenceproxy).
+	// Required.
+	Image string `yaml:"image" json:"image"`
+	// Listen is the proxy's address, what clients reach ("127.0.0.1:8188").
+	// Required.
+	Listen string `yaml:"listen" json:"listen"`
+	// Upstream is the service's base URL as the proxy reaches it
+	// ("http://127.0.0.1:18188": the service publishes its port only there).
+	// Required.
+	Upstream string `yaml:"upstream" json:"upstream"`
+	// Redis is the URL the proxy validates tokens with (the fleet's Redis, as
+	// the proxy's network sees it). Required.
+	Redis string `yaml:"redis" json:"redis"`
+	// Network is the proxy container's network. Default "host": it reaches Redis
+	// and the service's loopback-published port where the fleet does.
+	Network string `yaml:"network" json:"network,omitempty"`
+	// Container is the proxy container's name. Default "<Container>-fence".
+	Container string `yaml:"container" json:"container,omitempty"`
+}
+
+// dialable turns a listen address into one a client can dial (":8188" →
+// "127.0.0.1:8188").
+func dialable(listen string) string {
+	if strings.HasPrefix(listen, ":") || strings.HasPrefix(listen, "0.0.0.0:") {
+		return "127.0.0.1:" + listen[strings.LastIndex(listen, ":")+1:]
+	}
+	return listen
+}
+
+// FenceHealthURL is the proxy's own health URL (gpu/fenceproxy.HealthPath).
+func (f Fence) HealthURL() string { return "http://" + dialable(f.Listen) + "/_fence/health" }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
@@ -106,6 +149,23 @@ func (s *Service) defaults() error {
 	if s.IdleStop <= 0 {
 		s.IdleStop = 5 * time.Minute
 	}
+	if f := s.Fence; f != nil {
+		if f.Image == "" || f.Listen == "" || f.Upstream == "" || f.Redis == "" {
+			return fmt.Errorf("lease: service %s: fence needs image, listen, upstream and redis", s.Name)
+		}
+		if s.Image == "" {
+			return fmt.Errorf("lease: service %s: a fence is started with the service's container: set image", s.Name)
+		}
+		if f.Network == "" {
+			f.Network = "host"
+		}
+		if f.Container == "" {
+			f.Container = s.Container + "-fence"
+		}
+		if s.URL == "" {
+			s.URL = "http://" + dialable(f.Listen)
+		}
+	}
 	return nil
 }
 
@@ -129,6 +189,14 @@ type Config struct {
 type Options struct {
 	Metrics *Metrics
 	Log     *slog.Logger
+	// Epoch hands out fencing epochs (a PostgreSQL sequence in a fleet). With it,
+	// tokens are (epoch, counter) and a new epoch is taken whenever Redis's
+	// replication id changes (failover, data loss), so tokens keep increasing even
+	// when the counter went back. Nil: tokens are the bare counter.
+	Epoch EpochSource
+	// EpochCheck is how long a checked replication id is trusted. Default
+	// DefaultEpochCheck.
+	EpochCheck time.Duration
 }
 
 // Manager grants, renews and reclaims leases. It holds no state of its own: every
@@ -139,6 +207,7 @@ type Manager struct {
 	services map[string]Service
 	names    []string
 	opts     Options
+	epoch    epochState
 }
 
 // New validates cfg and returns a manager on rdb.
@@ -157,6 +226,9 @@ func New(rdb redis.UniversalClient, cfg Config, opts Options) (*Manager, error) 
 	}
 	if opts.Log == nil {
 		opts.Log = slog.Default()
+	}
+	if opts.EpochCheck <= 0 {
+		opts.EpochCheck = DefaultEpochCheck
 	}
 	m := &Manager{rdb: rdb, cfg: cfg, services: map[string]Service{}, opts: opts}
 	for i := range cfg.Services {
@@ -213,6 +285,10 @@ func (m *Manager) run(ctx context.Context, sc *redis.Script, service string, arg
 	s, ok := m.services[service]
 	if !ok {
 		return reply{}, fmt.Errorf("%w: %q", ErrUnknownService, service)
+	}
+	// Any script may hand a slot on (and so draw a token): check the epoch first.
+	if err := m.ensureEpoch(ctx); err != nil {
+		return reply{}, err
 	}
 	argv := append([]any{service, s.Capacity, s.TTL.Milliseconds(), m.cfg.WaiterTTL.Milliseconds(), m.cfg.EventsMaxLen}, args...)
 	raw, err := sc.Run(ctx, m.rdb, m.keys(service), argv...).Slice()

@@ -183,6 +183,10 @@ type MaintenanceDeps struct {
 	Log        *slog.Logger
 	// Ran, when set, is told each task that ran: its type and task id (tests).
 	Ran func(typ, taskID string)
+	// CancelWork stops a finished run's work on GPU services (ComfyUI prompts:
+	// tools/comfyui.Canceler). run:cleanup calls it before releasing the run's
+	// leases, so its requests still carry a live grant.
+	CancelWork func(ctx context.Context, runID string) error
 }
 
 // NewMaintenance returns the maintenance handlers.
@@ -273,6 +277,12 @@ func (m *Maintenance) cleanupRun(ctx context.Context, t *asynq.Task) error {
 	if m.d.Mailbox != nil {
 		if err := m.d.Mailbox.DeleteRun(ctx, p.RunID); err != nil {
 			errs = append(errs, fmt.Errorf("mailboxes: %w", err))
+		}
+	}
+	if m.d.CancelWork != nil {
+		if err := m.d.CancelWork(ctx, p.RunID); err != nil {
+			// Logged, not retried: the leases must still be released.
+			m.d.Log.Warn("cancel GPU work of a finished run", "run_id", p.RunID, "err", err)
 		}
 	}
 	if m.d.Leases != nil {

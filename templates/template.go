@@ -46,7 +46,17 @@ type Template struct {
 	// Knowledge is the team's knowledge scope beyond its project: the packs
 	// (directories under knowledge.packs_dir) search_knowledge searches.
 	Knowledge Knowledge `yaml:"knowledge,omitempty" json:"knowledge,omitempty"`
+	// ImageModel picks the team's image model for comfyui_generate: "" or "sd"
+	// (the comfyui service, the default text-to-image workflow) or "qwen" (its
+	// own comfyui-qwen service with the Qwen-Image workflow, which adds ratio,
+	// transparent and reference_images). The team must list the model's
+	// service in gpu_services.
+	ImageModel string `yaml:"image_model,omitempty" json:"image_model,omitempty"`
 }
+
+// ImageModels are the known image_model values and the GPU service each renders
+// on (tools/comfyui keeps the workflows; a test checks the two agree).
+var ImageModels = map[string]string{"sd": "comfyui", "qwen": "comfyui-qwen"}
 
 // Knowledge names a team's knowledge packs.
 type Knowledge struct {
@@ -209,6 +219,13 @@ func (t *Template) Validate(reg *tools.Registry) error {
 		}
 	}
 	checkModel("model", t.Model)
+	if t.ImageModel != "" {
+		if svc, ok := ImageModels[t.ImageModel]; !ok {
+			add("image_model: %.80q is not one of sd, qwen", t.ImageModel)
+		} else if !containsStr(t.GPUServices, svc) {
+			add("image_model: %s renders on the %s GPU service: add it to gpu_services", t.ImageModel, svc)
+		}
+	}
 	for i, p := range t.Knowledge.Packs {
 		if !packRE.MatchString(p) {
 			add("knowledge.packs[%d]: %.80q must be [a-z0-9][a-z0-9_-]* (at most 64), a directory under knowledge.packs_dir", i, p)

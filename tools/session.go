@@ -37,6 +37,9 @@ type Session struct {
 	// KnowledgePacks are the team's knowledge packs (template key
 	// knowledge.packs), the rest of the knowledge scope.
 	KnowledgePacks []string
+	// ImageModel is the team's image_model ("" or "sd", "qwen"): which GPU
+	// service and workflow comfyui_generate uses.
+	ImageModel string
 	// Coordinator carries the run-level effects orchestration and comms tools need.
 	Coordinator Coordinator
 }

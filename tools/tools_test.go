@@ -628,11 +628,11 @@ func TestCheckCatalog(t *testing.T) {
 	}{
 		{name: "every documented tool", reg: func(t *testing.T) *tools.Registry { return documentedRegistry(t, "") }},
 		{name: "missing a documented tool", reg: func(t *testing.T) *tools.Registry { return documentedRegistry(t, "todo") }, want: []string{"todo is documented but not registered"}},
-		{name: "an undocumented tool", reg: func(t *testing.T) *tools.Registry { return documentedRegistry(t, "", "comfyui_generate") }, want: []string{"comfyui_generate is registered but not documented"}},
+		{name: "an undocumented tool", reg: func(t *testing.T) *tools.Registry { return documentedRegistry(t, "", "comfyui_video") }, want: []string{"comfyui_video is registered but not documented"}},
 		{
 			name: "both problems at once",
-			reg:  func(t *testing.T) *tools.Registry { return documentedRegistry(t, "reply", "comfyui_generate") },
-			want: []string{"reply is documented but not registered", "comfyui_generate is registered but not documented"},
+			reg:  func(t *testing.T) *tools.Registry { return documentedRegistry(t, "reply", "comfyui_video") },
+			want: []string{"reply is documented but not registered", "comfyui_video is registered but not documented"},
 		},
 		{name: "empty registry", reg: func(*testing.T) *tools.Registry { return tools.NewRegistry() }, want: []string{"read_file is documented", "spawn_subagents is documented"}},
 	}

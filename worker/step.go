@@ -206,7 +206,7 @@ func (s *stepRun) prepare(ctx context.Context) error {
 		TeamSource: tools.TeamSourceOf(in.run.Template), Workspace: workspace, Access: in.access,
 		AllowedDomains: in.team.AllowedDomains, ToolDefaults: in.team.ToolDefaults, Coordinator: c,
 		Peers: peers(in.team), EgressDenyPrivate: in.team.Egress.DenyPrivate(), EgressPorts: in.team.EgressPorts,
-		KnowledgePacks: in.team.Knowledge.Packs, Project: in.run.Project,
+		KnowledgePacks: in.team.Knowledge.Packs, Project: in.run.Project, ImageModel: in.team.ImageModel,
 	}
 	s.tctx = tools.WithSession(ctx, tsess)
 	s.workspace = workspace

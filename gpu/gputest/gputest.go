@@ -12,6 +12,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/client"
@@ -93,4 +95,40 @@ func BuildContext(ctx context.Context, dc *client.Client, tag string, files []Fi
 		}
 	}
 	return sc.Err()
+}
+
+// BuildGoImages compiles the module's commands pkgs (e.g. "./cmd/fenceproxy")
+// as static binaries (CGO_ENABLED=0) and builds one FROM-scratch image per
+// command through the Engine API, tagged tagPrefix+"-"+<command name>; it
+// returns the tags by command name. Nothing is pulled. dir is the module root.
+func BuildGoImages(ctx context.Context, dc *client.Client, dir, tagPrefix string, pkgs ...string) (map[string]string, error) {
+	out, err := os.MkdirTemp("", "gputest-bin-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(out)
+	args := append([]string{"build", "-trimpath", "-ldflags=-s -w", "-o", out + "/"}, pkgs...)
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build %v: %v\n%s", pkgs, err, b)
+	}
+	tags := map[string]string{}
+	for _, p := range pkgs {
+		name := filepath.Base(p)
+		bin, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			return nil, err
+		}
+		tag := tagPrefix + "-" + name
+		if err := BuildContext(ctx, dc, tag, []File{
+			{Name: "Dockerfile", Mode: 0o644, Body: []byte("FROM scratch\nCOPY " + name + " /" + name + "\n" + `ENTRYPOINT ["/` + name + `"]` + "\n")},
+			{Name: name, Mode: 0o755, Body: bin},
+		}); err != nil {
+			return nil, err
+		}
+		tags[name] = tag
+	}
+	return tags, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/audio"
+	comfyuitools "github.com/aetherium-engine/aetherium/tools/comfyui"
 	"github.com/aetherium-engine/aetherium/tools/comms"
 	"github.com/aetherium-engine/aetherium/tools/device"
 	knowledgetools "github.com/aetherium-engine/aetherium/tools/knowledge"
@@ -65,6 +66,9 @@ type Deps struct {
 	Audio  audio.Config
 	GPU    *gpu.Controller
 	Leases *lease.Manager
+	// ComfyUI is the `comfyui` section; the ComfyUI tools reach the GPU
+	// services Leases declares (their URLs) with the run's grant.
+	ComfyUI comfyuitools.Config
 }
 
 // New registers every tool and checks the result against tools/catalog.yaml.
@@ -84,6 +88,11 @@ func New(d Deps) (*tools.Registry, error) {
 	quality.RegisterFinishing(reg, workspaceConfig(d))
 	quality.RegisterWebApp(reg, quality.WebAppDeps{Egress: d.Egress, Sandbox: sandboxDialer(d), Browser: pageBrowser(browser), Workspace: workspaceConfig(d)}, d.Quality.WebApp)
 	audio.Register(reg, audioDeps(d), d.Audio)
+	var svc func(string) (lease.Service, bool)
+	if d.Leases != nil {
+		svc = d.Leases.Service
+	}
+	comfyuitools.Register(reg, comfyuitools.Deps{Service: svc}, d.ComfyUI)
 	if err := tools.CheckCatalog(reg); err != nil {
 		return nil, fmt.Errorf("tool catalog check: %w", err)
 	}

@@ -1,0 +1,166 @@
+// Package workflows ships the ComfyUI workflows the fleet queues, in ComfyUI's
+// API format (what "Export (API)" saves: node id → {class_type, inputs}), each
+// beside a <name>.params.json naming its parameters: parameter → the node ids
+// and input names it sets. Parameters are injected into the decoded graph by
+// node and input, never by editing the JSON text, so a prompt containing quotes
+// or braces is just a string value, and a workflow exported from ComfyUI can be
+// dropped in by writing its params file.
+package workflows
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+//go:embed *.json
+var files embed.FS
+
+// Names of the shipped workflows.
+const (
+	SD        = "sd-txt2img"
+	Qwen      = "qwen-image"
+	QwenEdit  = "qwen-image-edit"
+	MaxRefs   = 3 // reference images QwenEdit takes (reference_1..3)
+	refPrefix = "reference_"
+)
+
+// Node is one API-format node.
+type Node struct {
+	ClassType string         `json:"class_type"`
+	Inputs    map[string]any `json:"inputs"`
+	Meta      map[string]any `json:"_meta,omitempty"`
+}
+
+// Target is one input a parameter sets.
+type Target struct {
+	Node  string `json:"node"`
+	Input string `json:"input"`
+}
+
+// Workflow is a decoded workflow and its parameters; Load returns a fresh copy
+// each time, so callers may change it.
+type Workflow struct {
+	Name   string
+	Nodes  map[string]Node
+	Params map[string][]Target
+}
+
+// Names lists the shipped workflows.
+func Names() []string {
+	ents, _ := files.ReadDir(".")
+	var out []string
+	for _, e := range ents {
+		if n, ok := strings.CutSuffix(e.Name(), ".json"); ok && !strings.HasSuffix(n, ".params") {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Load decodes the named workflow and checks that every parameter targets an
+// existing node and input.
+func Load(name string) (*Workflow, error) {
+	b, err := files.ReadFile(name + ".json")
+	if err != nil {
+		return nil, fmt.Errorf("workflows: unknown workflow %q", name)
+	}
+	w := &Workflow{Name: name}
+	if err := json.Unmarshal(b, &w.Nodes); err != nil {
+		return nil, fmt.Errorf("workflows: %s: %w", name, err)
+	}
+	pb, err := files.ReadFile(name + ".params.json")
+	if err != nil {
+		return nil, fmt.Errorf("workflows: %s has no params file", name)
+	}
+	if err := json.Unmarshal(pb, &w.Params); err != nil {
+		return nil, fmt.Errorf("workflows: %s.params: %w", name, err)
+	}
+	for p, ts := range w.Params {
+		for _, t := range ts {
+			n, ok := w.Nodes[t.Node]
+			if !ok {
+				return nil, fmt.Errorf("workflows: %s: parameter %s targets missing node %s", name, p, t.Node)
+			}
+			if _, ok := n.Inputs[t.Input]; !ok {
+				return nil, fmt.Errorf("workflows: %s: parameter %s targets missing input %s of node %s (%s)", name, p, t.Input, t.Node, n.ClassType)
+			}
+		}
+	}
+	return w, nil
+}
+
+// Has reports whether the workflow takes parameter p.
+func (w *Workflow) Has(p string) bool { _, ok := w.Params[p]; return ok }
+
+// Set puts v into every input parameter p targets.
+func (w *Workflow) Set(p string, v any) error {
+	ts, ok := w.Params[p]
+	if !ok {
+		return fmt.Errorf("workflows: %s has no parameter %q", w.Name, p)
+	}
+	for _, t := range ts {
+		w.Nodes[t.Node].Inputs[t.Input] = v
+	}
+	return nil
+}
+
+// Drop removes node id and every input that links to it: for optional inputs
+// only, such as an unused reference image slot.
+func (w *Workflow) Drop(id string) {
+	delete(w.Nodes, id)
+	for _, n := range w.Nodes {
+		for k, v := range n.Inputs {
+			if link, ok := v.([]any); ok && len(link) == 2 && link[0] == id {
+				delete(n.Inputs, k)
+			}
+		}
+	}
+	for p, ts := range w.Params {
+		kept := ts[:0]
+		for _, t := range ts {
+			if t.Node != id {
+				kept = append(kept, t)
+			}
+		}
+		if len(kept) == 0 {
+			delete(w.Params, p)
+		} else {
+			w.Params[p] = kept
+		}
+	}
+}
+
+// SetReferences fills reference_1..n with ComfyUI input image names and drops
+// the unused slots' loader nodes.
+func (w *Workflow) SetReferences(names []string) error {
+	if len(names) > MaxRefs {
+		return fmt.Errorf("workflows: %s takes at most %d reference images, got %d", w.Name, MaxRefs, len(names))
+	}
+	for i := 1; i <= MaxRefs; i++ {
+		p := fmt.Sprintf("%s%d", refPrefix, i)
+		ts, ok := w.Params[p]
+		if !ok {
+			if i <= len(names) {
+				return fmt.Errorf("workflows: %s has no parameter %s", w.Name, p)
+			}
+			continue
+		}
+		if i <= len(names) {
+			if err := w.Set(p, names[i-1]); err != nil {
+				return err
+			}
+			continue
+		}
+		for _, t := range ts {
+			w.Drop(t.Node)
+		}
+	}
+	return nil
+}
+
+// Prompt is the graph as POST /prompt's "prompt" field.
+func (w *Workflow) Prompt() map[string]Node { return w.Nodes }

@@ -1,0 +1,96 @@
+package comfyui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/aetherium-engine/aetherium/lease"
+	"github.com/aetherium-engine/aetherium/media/comfyui"
+)
+
+// Canceler stops a finished (cancelled, failed) run's ComfyUI work: its
+// pending prompts are deleted from the queue (POST /queue {delete}) and its
+// running one interrupted (POST /interrupt). The run's prompts are those whose
+// client_id starts with ClientPrefix(runID), so nothing but ComfyUI's queue is
+// consulted. run:cleanup calls it before it releases the run's leases: the
+// requests carry the run's own grant, which the fencing proxy still admits.
+type Canceler struct {
+	Leases *lease.Manager
+	Client comfyui.Config
+}
+
+// CancelRun implements the cleanup hook.
+func (c Canceler) CancelRun(ctx context.Context, runID string) error {
+	if c.Leases == nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var services []string
+	for _, m := range Models {
+		if !seen[m.Service] {
+			seen[m.Service] = true
+			services = append(services, m.Service)
+		}
+	}
+	sort.Strings(services)
+	var errs []error
+	for _, name := range services {
+		svc, ok := c.Leases.Service(name)
+		if !ok || svc.URL == "" {
+			continue
+		}
+		st, err := c.Leases.State(ctx, name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var g lease.Grant
+		for _, h := range st.Holders {
+			if h.Holder == runID {
+				g = lease.Grant{Service: name, Holder: runID, Token: h.Token}
+			}
+		}
+		if g.Token == 0 {
+			continue // not held: the run cannot have work running there
+		}
+		cl, err := comfyui.New(svc.URL, g, "", c.Client)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := cancelOn(ctx, cl, ClientPrefix(runID)); err != nil {
+			errs = append(errs, fmt.Errorf("comfyui %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func cancelOn(ctx context.Context, cl *comfyui.Client, prefix string) error {
+	qs, err := cl.QueueState(ctx)
+	if err != nil {
+		return err
+	}
+	var pending []string
+	for _, it := range qs.Pending {
+		if strings.HasPrefix(it.ClientID, prefix) {
+			pending = append(pending, it.PromptID)
+		}
+	}
+	// Dequeue first, so the interrupt does not let a queued prompt of the run start.
+	if len(pending) > 0 {
+		if err := cl.Delete(ctx, pending...); err != nil {
+			return err
+		}
+	}
+	for _, it := range qs.Running {
+		if strings.HasPrefix(it.ClientID, prefix) {
+			if err := cl.Interrupt(ctx, it.PromptID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
