@@ -399,6 +399,10 @@ func (s *Sim) executor() {
 		s.history[e.ID] = h
 		s.running = nil
 		s.mu.Unlock()
+		if h.Status.Completed {
+			s.send(e.ClientID, "execution_success", map[string]any{"prompt_id": e.ID})
+		}
+		s.send(e.ClientID, "executing", map[string]any{"node": nil, "prompt_id": e.ID})
 		s.broadcastStatus(s.remaining())
 	}
 }
@@ -539,8 +543,11 @@ func (s *Sim) execute(e *entry) *history {
 		}
 		executed = append(executed, id)
 	}
-	msg("executing", map[string]any{"node": nil})
-	msg("execution_success", map[string]any{})
+	// execution_success and the final executing (node null) are sent by the
+	// executor once the history is stored, so a client that reads /history on
+	// either finds it (real ComfyUI stores it in task_done before the final
+	// executing message).
+	h.Status.Messages = append(h.Status.Messages, []any{"execution_success", map[string]any{"prompt_id": e.ID, "timestamp": time.Now().UnixMilli()}})
 	h.Status.StatusStr, h.Status.Completed = "success", true
 	return h
 }
