@@ -83,14 +83,16 @@ func NormalizeURL(raw string) (norm string, ok bool) {
 		if _, err := netip.ParseAddr(strings.SplitN(host, "%", 2)[0]); err != nil {
 			return raw, false
 		}
-		// An IPv6 zone's % is escaped in a URL (RFC 6874).
-		host = "[" + strings.ReplaceAll(host, "%", "%25") + "]"
+		host = "[" + host + "]"
 	}
 	if port := u.Port(); port != "" && !(scheme == "http" && port == "80") && !(scheme == "https" && port == "443") {
 		host += ":" + port
 	}
 	var b strings.Builder
-	b.WriteString(scheme + "://" + host + cleanURLPath(unescapeUnreserved(u.EscapedPath())))
+	// Hostname() decoded the host's escapes ("%25" is "%", as is an IPv6 zone's
+	// separator, RFC 6874): URL.String escapes them again, so the result parses
+	// back to the same host.
+	b.WriteString((&url.URL{Scheme: scheme, Host: host}).String() + cleanURLPath(unescapeUnreserved(u.EscapedPath())))
 	if q := unescapeUnreserved(u.RawQuery); q != "" {
 		b.WriteString("?" + q)
 	}
