@@ -38,3 +38,25 @@ func TestUserValuesDoNotBecomeLabelValues(t *testing.T) {
 	require.Contains(t, body, `model="other"`)
 	require.Contains(t, body, `tool="unknown"`)
 }
+
+// A delegation's hops are timed: enqueue → handler start per queue and task type
+// (aetherium_task_queue_wait_seconds), handler start → first model call per role
+// (aetherium_step_first_model_call_seconds).
+func TestHopTimingsAreObserved(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{})
+	id := f.SubmitTeam(team([]map[string]any{{"say": "written"}}, nil), "x")
+	require.Equal(t, "completed", f.WaitTerminal(id, 60*time.Second).Status)
+
+	rec := httptest.NewRecorder()
+	f.Metrics.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		`aetherium_task_queue_wait_seconds_count{queue="supervisor",type="run:supervise"}`,
+		`aetherium_task_queue_wait_seconds_count{queue="workers",type="agent:turn"}`,
+		`aetherium_step_first_model_call_seconds_count{role="supervisor"}`,
+		`aetherium_step_first_model_call_seconds_count{role="worker"}`,
+	} {
+		require.Contains(t, body, want)
+	}
+}

@@ -28,7 +28,10 @@ type Metrics struct {
 	TaskDuration   *prometheus.HistogramVec // queue, type
 	// QueueWait is the time from enqueue to the handler's start, first
 	// attempts of tasks due at once (queue.EnqueuedAt): the hop latency.
-	QueueWait        *prometheus.HistogramVec // queue, type
+	QueueWait *prometheus.HistogramVec // queue, type
+	// FirstModelCall is the time from a step's handler start to its first model
+	// call (the rest of a hop: leases, workspace, session load, memory).
+	FirstModelCall   *prometheus.HistogramVec // role
 	ToolCalls        *prometheus.CounterVec   // tool, tier, decision
 	ToolDuration     *prometheus.HistogramVec // tool
 	GateDenials      *prometheus.CounterVec   // layer
@@ -95,7 +98,8 @@ func New() *Metrics {
 		f(c)
 	}
 	m.RulesValid.Set(1)
-	for _, c := range []prometheus.Collector{m.RunsSubmitted, m.RunsFinished, m.RunDuration, m.TasksProcessed, m.TaskDuration, m.QueueWait, m.ToolCalls, m.ToolDuration, m.GateDenials, m.LLMRequests, m.LLMLatency, m.LLMTokens, m.HTTPRequests, m.HTTPDuration} {
+	m.FirstModelCall = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "step_first_model_call_seconds", Help: "Time from a step's handler start to its first model call, by agent role.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"role"})
+	for _, c := range []prometheus.Collector{m.RunsSubmitted, m.RunsFinished, m.RunDuration, m.TasksProcessed, m.TaskDuration, m.QueueWait, m.FirstModelCall, m.ToolCalls, m.ToolDuration, m.GateDenials, m.LLMRequests, m.LLMLatency, m.LLMTokens, m.HTTPRequests, m.HTTPDuration} {
 		f(c)
 	}
 	return m
@@ -162,12 +166,20 @@ func (m *Metrics) TaskMiddleware(outcome func(error) string) asynq.MiddlewareFun
 					m.QueueWait.WithLabelValues(q, t.Type()).Observe(max(start.Sub(at), 0).Seconds())
 				}
 			}
-			err := next.ProcessTask(ctx, t)
+			err := next.ProcessTask(context.WithValue(ctx, taskStartKey{}, start), t)
 			m.TaskDuration.WithLabelValues(q, t.Type()).Observe(time.Since(start).Seconds())
 			m.TasksProcessed.WithLabelValues(q, t.Type(), outcome(err)).Inc()
 			return err
 		})
 	}
+}
+
+type taskStartKey struct{}
+
+// TaskStart is when TaskMiddleware started the task ctx belongs to.
+func TaskStart(ctx context.Context) (time.Time, bool) {
+	at, ok := ctx.Value(taskStartKey{}).(time.Time)
+	return at, ok
 }
 
 // Serve runs a /metrics listener until ctx ends (workers and the scheduler).

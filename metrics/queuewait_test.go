@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/metrics"
 	"github.com/aetherium-engine/aetherium/queue"
 )
 
@@ -26,7 +27,13 @@ func TestQueueWaitObservesTasksDueNow(t *testing.T) {
 	mux.Use(m.TaskMiddleware(func(error) string { return "ok" }))
 	done := make(chan string, 2)
 	for _, typ := range []string{queue.TypeSupervise, queue.TypeApprovalExpire} {
-		mux.HandleFunc(typ, func(context.Context, *asynq.Task) error {
+		mux.HandleFunc(typ, func(ctx context.Context, _ *asynq.Task) error {
+			// The handler learns when the middleware started it (the worker
+			// times its first model call from it).
+			if _, ok := metrics.TaskStart(ctx); !ok {
+				done <- "no task start: " + typ
+				return nil
+			}
 			done <- typ
 			return nil
 		})
@@ -42,7 +49,8 @@ func TestQueueWaitObservesTasksDueNow(t *testing.T) {
 	require.NoError(t, q.ExpireApproval(ctx, "apr_1", time.Now().Add(200*time.Millisecond)))
 	for range 2 {
 		select {
-		case <-done:
+		case got := <-done:
+			require.NotContains(t, got, "no task start")
 		case <-time.After(20 * time.Second):
 			t.Fatal("tasks not processed")
 		}

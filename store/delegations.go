@@ -128,3 +128,30 @@ func (s *Store) FinishDelegation(ctx context.Context, id, status, result, errMsg
 	}
 	return tag.RowsAffected() == 1, nil
 }
+
+// GetTurn loads a delegation with its run, in one query: what an agent turn
+// reads before it starts.
+func (s *Store) GetTurn(ctx context.Context, id string) (Delegation, Run, error) {
+	var d Delegation
+	var r Run
+	var tools []byte
+	err := s.db.QueryRow(ctx, `SELECT d.id, d.run_id::text, d.parent_session, d.tool_call_id, d.agent, d.task, d.tools, d.kind,
+			d.status, d.result, d.error, d.created_at, d.completed_at,
+			r.id::text, r.status, r.prompt, r.template, r.team, r.variables, r.result, r.error, r.reason,
+			r.tokens_used, r.token_budget, r.created_at, r.updated_at, r.finished_at, r.owner, r.project
+		FROM delegations AS d JOIN runs AS r ON r.id = d.run_id WHERE d.id = $1`, id).Scan(
+		&d.ID, &d.RunID, &d.ParentSession, &d.ToolCallID, &d.Agent, &d.Task, &tools, &d.Kind, &d.Status,
+		&d.Result, &d.Error, &d.CreatedAt, &d.CompletedAt,
+		&r.ID, &r.Status, &r.Prompt, &r.Template, &r.Team, &r.Variables, &r.Result,
+		&r.Error, &r.Reason, &r.TokensUsed, &r.TokenBudget, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt, &r.Owner, &r.Project)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return d, r, ErrNotFound
+	}
+	if err == nil && len(tools) > 0 {
+		err = json.Unmarshal(tools, &d.Tools)
+	}
+	if err != nil {
+		return d, r, fmt.Errorf("get delegation %s: %w", id, err)
+	}
+	return d, r, nil
+}

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -30,36 +29,11 @@ type Session struct {
 // free or expired, creating the session from initial on its first delivery — one
 // statement either way. ok is false when another live delivery holds it.
 func (s *Store) AcquireSession(ctx context.Context, initial Session, token string, lease time.Duration) (Session, bool, error) {
-	msgs, err := json.Marshal(initial.Messages)
-	if err != nil {
-		return Session{}, false, err
+	if initial.Messages == nil {
+		initial.Messages = []llm.Message{}
 	}
-	var del *string
-	if initial.DelegationID != "" {
-		del = &initial.DelegationID
-	}
-	var sess Session
-	var raw []byte
-	err = s.db.QueryRow(ctx, `INSERT INTO sessions AS s (id, run_id, agent, role, delegation_id, messages, lease_token, lease_until)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + $8::interval)
-		ON CONFLICT (id) DO UPDATE SET lease_token = excluded.lease_token, lease_until = excluded.lease_until
-			WHERE s.lease_until < now() OR s.lease_token = excluded.lease_token
-		RETURNING s.id, s.run_id::text, s.agent, s.role, s.delegation_id, s.messages, s.status, s.steps, s.failures, s.version`,
-		initial.ID, initial.RunID, initial.Agent, initial.Role, del, msgs, token, lease.String()).Scan(
-		&sess.ID, &sess.RunID, &sess.Agent, &sess.Role, &del, &raw, &sess.Status, &sess.Steps, &sess.Failures, &sess.Version)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Session{}, false, nil // the WHERE refused: leased by a live delivery
-	}
-	if err != nil {
-		return Session{}, false, fmt.Errorf("acquire session %s: %w", initial.ID, err)
-	}
-	if del != nil {
-		sess.DelegationID = *del
-	}
-	if err := json.Unmarshal(raw, &sess.Messages); err != nil {
-		return Session{}, false, fmt.Errorf("session %s messages: %w", initial.ID, err)
-	}
-	return sess, true, nil
+	got, err := s.AcquireStep(ctx, Acquire{Initial: initial, Token: token, Lease: lease})
+	return got.Session, got.OK, err
 }
 
 // ReleaseSession gives the lease up so the next delivery need not wait for expiry.

@@ -21,6 +21,21 @@ type StepWrite struct {
 	// save (ADR 5): written in the same transaction, so no extra round trip, and
 	// once however often the save is redelivered.
 	Memory *MemoryEntry
+	// Release gives the step lease up with the save (lease_until in the past): the
+	// step's last save, so the next delivery need not wait and no extra statement
+	// is spent on it.
+	Release bool
+	// Delegations are recorded with the save (each once per id): a delegate call's
+	// rows become durable with the session that waits for them.
+	Delegations []Delegation
+	// Finish records the outcome of the session's own delegation (once), with the
+	// save that ends the session.
+	Finish *DelegationOutcome
+}
+
+// DelegationOutcome is how a delegation ended.
+type DelegationOutcome struct {
+	ID, Status, Result, Error string
 }
 
 // StepSaved is what SaveStep reports back.
@@ -38,7 +53,7 @@ type StepSaved struct {
 const (
 	saveStepSession = `WITH s AS (
 			UPDATE sessions SET messages = $3, status = $4, steps = $5, failures = $6, version = version + 1,
-				lease_until = now() + $7::interval, updated_at = now()
+				lease_until = CASE WHEN $9 THEN 'epoch'::timestamptz ELSE now() + $7::interval END, updated_at = now()
 			WHERE id = $1 AND lease_token = $2 RETURNING run_id),
 		r AS (UPDATE runs SET tokens_used = tokens_used + $8, updated_at = now()
 			WHERE $8 <> 0 AND id = (SELECT run_id FROM s) RETURNING tokens_used, token_budget)
@@ -52,10 +67,19 @@ const (
 		WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $2)
 		ORDER BY u.n
 		ON CONFLICT (run_id, key) DO NOTHING RETURNING id, type`
+	saveStepDelegations = `INSERT INTO delegations (id, run_id, parent_session, tool_call_id, agent, task, tools, kind)
+		SELECT u.id, $3::uuid, $1, u.call, u.agent, u.task, u.tools::jsonb, u.kind
+		FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[]) AS u(id, call, agent, task, tools, kind)
+		WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $2)
+		ON CONFLICT DO NOTHING`
+	saveStepFinish = `UPDATE delegations SET status = $4, result = $5, error = $6, completed_at = now()
+		WHERE id = $3 AND status IN ('pending','running')
+			AND EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $2)`
 )
 
-// SaveStep persists the session under the lease token (extending the lease), adds
-// w.Tokens to the run, and stores w.Events and w.Audit — in one round trip and one
+// SaveStep persists the session under the lease token (extending the lease, or
+// releasing it with w.Release), adds w.Tokens to the run, and stores w.Delegations,
+// w.Finish, w.Events and w.Audit — in one round trip and one
 // transaction, so a tool result is never durable without its audit row and event,
 // nor an answer without its agent.message event. ErrLeaseLost (and nothing written)
 // when another delivery took the session over.
@@ -66,17 +90,25 @@ func (s *Store) SaveStep(ctx context.Context, sess *Session, token string, lease
 		return out, err
 	}
 	b := &pgx.Batch{}
-	b.Queue(saveStepSession, sess.ID, token, msgs, sess.Status, sess.Steps, sess.Failures, lease.String(), w.Tokens)
-	if len(w.Events) > 0 {
-		keys, types, agents, data := make([]string, len(w.Events)), make([]string, len(w.Events)), make([]string, len(w.Events)), make([]string, len(w.Events))
-		for i, e := range w.Events {
-			raw, err := json.Marshal(e.Data)
-			if err != nil {
-				return out, fmt.Errorf("event %s: %w", e.Type, err)
-			}
-			keys[i], types[i], agents[i], data[i] = e.Key, e.Type, e.Agent, string(raw)
+	b.Queue(saveStepSession, sess.ID, token, msgs, sess.Status, sess.Steps, sess.Failures, lease.String(), w.Tokens, w.Release)
+	// The delegations go before the events: an event names rows that exist.
+	if len(w.Delegations) > 0 {
+		args, err := delegationArrays(w.Delegations)
+		if err != nil {
+			return out, err
 		}
-		b.Queue(saveStepEvents, sess.ID, token, sess.RunID, keys, types, agents, data)
+		b.Queue(saveStepDelegations, append([]any{sess.ID, token, sess.RunID}, args...)...)
+	}
+	if w.Finish != nil {
+		f := w.Finish
+		b.Queue(saveStepFinish, sess.ID, token, f.ID, f.Status, f.Result, f.Error)
+	}
+	if len(w.Events) > 0 {
+		args, err := eventArrays(w.Events)
+		if err != nil {
+			return out, err
+		}
+		b.Queue(saveStepEvents, append([]any{sess.ID, token, sess.RunID}, args...)...)
 	}
 	if len(w.Audit) > 0 {
 		b.Queue(insertAudit, append([]any{sess.ID, token}, auditColumns(w.Audit)...)...)
@@ -91,6 +123,12 @@ func (s *Store) SaveStep(ctx context.Context, sess *Session, token string, lease
 	err = br.QueryRow().Scan(&saved, &status, &used, &budget)
 	if err == nil && saved && status != nil {
 		out.RunStatus, out.TokensUsed, out.TokenBudget = *status, *used, *budget
+	}
+	if err == nil && len(w.Delegations) > 0 {
+		_, err = br.Exec()
+	}
+	if err == nil && w.Finish != nil {
+		_, err = br.Exec()
 	}
 	if err == nil && len(w.Events) > 0 {
 		var rows pgx.Rows
@@ -126,4 +164,23 @@ func (s *Store) SaveStep(ctx context.Context, sess *Session, token string, lease
 	}
 	sess.Version++
 	return out, nil
+}
+
+// delegationArrays are delegations as the text arrays of saveStepDelegations
+// (tools as JSON text, NULL for a worker delegation's "all of its own").
+func delegationArrays(ds []Delegation) ([]any, error) {
+	ids, calls, agents, tasks, kinds := make([]string, len(ds)), make([]string, len(ds)), make([]string, len(ds)), make([]string, len(ds)), make([]string, len(ds))
+	tools := make([]*string, len(ds))
+	for i, d := range ds {
+		ids[i], calls[i], agents[i], tasks[i], kinds[i] = d.ID, d.ToolCallID, d.Agent, d.Task, d.Kind
+		if d.Tools != nil {
+			raw, err := json.Marshal(d.Tools)
+			if err != nil {
+				return nil, fmt.Errorf("delegation %s tools: %w", d.ID, err)
+			}
+			t := string(raw)
+			tools[i] = &t
+		}
+	}
+	return []any{ids, calls, agents, tasks, tools, kinds}, nil
 }

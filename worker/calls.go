@@ -28,19 +28,19 @@ const (
 // tool.call event is recorded once, when its outcome is known.
 func (w *Worker) resolveCall(ctx context.Context, in stepInput, sess *store.Session, call llm.ToolCall) (llm.Message, callState, error) {
 	start := time.Now()
-	if delegating(call.Name) {
-		ds, err := w.store.DelegationsForCall(ctx, sess.ID, call.ID)
-		if err != nil {
+	// The call's delegations as the step's lease was taken: those made since are
+	// this step's own (recorded with its next save), not yet running.
+	ds := in.delegations[call.ID]
+	if delegating(call.Name) && len(ds) > 0 && sess.Status == "waiting" {
+		// Once the session is waiting, every delegation of its calls was recorded
+		// (in the save that made it wait) and the call's audit row saved with it.
+		// Before that (a crash mid-dispatch) the call is dispatched again, even when
+		// its delegations have all finished meanwhile: dispatching is idempotent,
+		// completes whatever was missing, and writes the audit row the crash lost.
+		if err := w.requeuePending(ctx, ds); err != nil {
 			return llm.Message{}, callDone, err
 		}
-		// Once the session is waiting, every delegation of its calls was recorded and
-		// enqueued and the call's audit row saved with that status. Before that (a
-		// crash mid-dispatch) the call is dispatched again, even when its delegations
-		// have all finished meanwhile: dispatching is idempotent, completes whatever was
-		// missing, and writes the audit row the crash lost.
-		if len(ds) > 0 && sess.Status == "waiting" {
-			return w.delegationAnswer(in, sess, call, ds, start)
-		}
+		return w.delegationAnswer(in, sess, call, ds, start)
 	}
 	res, err := w.router.Dispatch(logctx.Tool(ctx, call.Name), tools.Call{ID: call.ID, Name: call.Name, Args: call.Args})
 	if ctx.Err() != nil {
@@ -50,16 +50,11 @@ func (w *Worker) resolveCall(ctx context.Context, in stepInput, sess *store.Sess
 		// A dispatched delegation is audited now (its row is saved with the
 		// session's "waiting"); its tool.call event waits for the results.
 		in.out.audited(res.Audit)
-		if delegating(call.Name) {
-			// Redispatched after a crash: the delegations may be done already, and
+		if delegating(call.Name) && len(ds) > 0 && allFinished(ds) {
+			// Redispatched after a crash: the delegations are done already, and
 			// nothing would resume the session again.
-			ds, derr := w.store.DelegationsForCall(ctx, sess.ID, call.ID)
-			if derr != nil {
-				return llm.Message{}, callDone, derr
-			}
-			if len(ds) > 0 && allFinished(ds) {
-				return w.delegationAnswer(in, sess, call, ds, start)
-			}
+			in.out.dropDelegations(call.ID)
+			return w.delegationAnswer(in, sess, call, ds, start)
 		}
 		return llm.Message{}, callWaiting, nil
 	}
@@ -100,6 +95,21 @@ func (w *Worker) delegationAnswer(in stepInput, sess *store.Session, call llm.To
 	// Audited when the call was dispatched (saved with the session's "waiting").
 	w.recordCall(in, sess, call, outcome, "", "", msg.Content, start, nil)
 	return msg, state, nil
+}
+
+// requeuePending enqueues again the turns of delegations not started yet: the
+// save that recorded them committed, but the step may have died before it
+// enqueued them. Task ids make this a no-op while the first enqueue stands.
+func (w *Worker) requeuePending(ctx context.Context, ds []store.Delegation) error {
+	for _, d := range ds {
+		if d.Status != store.DelegationPending {
+			continue
+		}
+		if err := w.queue.Turn(ctx, d.ID, "start"); err != nil {
+			return fmt.Errorf("enqueue delegation %s: %w", d.ID, err)
+		}
+	}
+	return nil
 }
 
 // recordCall counts the call and hands its tool.call event and audit row to the

@@ -31,9 +31,14 @@ type coordinator struct {
 
 // Delegate implements tools.Coordinator.
 func (c *coordinator) Delegate(ctx context.Context, callID string, reqs []tools.DelegateRequest) error {
+	// Everything is checked before anything is recorded: a refused call leaves no
+	// delegation behind.
 	for _, r := range reqs {
 		if r.Tools != nil || r.Review {
 			continue // subagents and reviewers are created by name from their parent
+		}
+		if c.in.role == "subagent" {
+			return errors.New("delegate: subagents cannot delegate")
 		}
 		if r.Agent == c.in.node.Name {
 			return fmt.Errorf("delegate: %s cannot delegate to itself", r.Agent)
@@ -52,20 +57,11 @@ func (c *coordinator) Delegate(ctx context.Context, callID string, reqs []tools.
 		if r.Review {
 			d.Kind, d.Tools = store.DelegationReview, []string{}
 		}
-		if r.Tools == nil && !r.Review && c.in.role == "subagent" {
-			return errors.New("delegate: subagents cannot delegate")
-		}
-		// Failures past this point are ours, not the model's: the step is retried
-		// and completes whatever was missing (every write here is idempotent).
-		if _, err := c.w.store.InsertDelegation(ctx, d); err != nil {
-			return tools.Infrastructure(err)
-		}
-		if err := c.Emit(ctx, "delegated:"+id, events.Delegated, map[string]any{"delegation_id": id, "to": r.Agent, "task": truncate(r.Task, 2000)}); err != nil {
-			return tools.Infrastructure(err)
-		}
-		if err := c.w.queue.Turn(ctx, id, "start"); err != nil {
-			return tools.Infrastructure(fmt.Errorf("enqueue delegation %s: %w", id, err))
-		}
+		// Recorded with the save that makes the session wait for them (one
+		// transaction for the rows, their events and the session), and enqueued
+		// once it committed (persist).
+		c.in.out.delegate(d, store.NewEvent{Key: "delegated:" + id, Type: events.Delegated, Agent: c.in.node.Name,
+			Data: map[string]any{"delegation_id": id, "to": r.Agent, "task": truncate(r.Task, 2000)}})
 	}
 	return nil
 }
@@ -116,13 +112,7 @@ func delegationID(sessionID, callID string, i int, agent string) string {
 // finishSession publishes a finished session's outcome. Idempotent: it runs again
 // when a redelivery finds the session already done.
 func (w *Worker) finishSession(ctx context.Context, in stepInput, sess *store.Session) error {
-	final := ""
-	if n := len(sess.Messages); n > 0 {
-		last := sess.Messages[n-1]
-		if last.Role == llm.RoleAssistant {
-			final = last.Content
-		}
-	}
+	final := lastWords(sess)
 	if in.role == "supervisor" {
 		// A supervisor that ends without reply still finishes the run with its last words.
 		changed, err := w.store.FinishRun(ctx, in.run.ID, store.RunCompleted, final, "", "")
@@ -136,19 +126,41 @@ func (w *Worker) finishSession(ctx context.Context, in stepInput, sess *store.Se
 		return nil
 	}
 	d := in.delegation
-	status, result, errMsg := store.DelegationCompleted, final, ""
-	if in.role == "reviewer" {
-		status, result, errMsg = reviewOutcome(final)
-	}
-	if _, err := w.store.FinishDelegation(ctx, d.ID, status, result, errMsg); err != nil {
+	out := delegationOutcome(in.role, d.ID, final)
+	if _, err := w.store.FinishDelegation(ctx, d.ID, out.Status, out.Result, out.Error); err != nil {
 		return err
 	}
-	if err := w.events.Emit(ctx, in.run.ID, "delegation-finished:"+d.ID, events.DelegationFinished, d.Agent, map[string]any{
-		"delegation_id": d.ID, "status": status, "result": truncate(result, 2000), "error": errMsg,
-	}); err != nil {
+	ev := delegationFinishedEvent(*d, out)
+	if err := w.events.Emit(ctx, in.run.ID, ev.Key, ev.Type, ev.Agent, ev.Data.(map[string]any)); err != nil {
 		return err
 	}
 	return w.resumeParent(ctx, *d)
+}
+
+// lastWords is a finished session's last assistant message, when it is the last message.
+func lastWords(sess *store.Session) string {
+	if n := len(sess.Messages); n > 0 {
+		if last := sess.Messages[n-1]; last.Role == llm.RoleAssistant {
+			return last.Content
+		}
+	}
+	return ""
+}
+
+// delegationOutcome is how a delegation whose session ended with final ends.
+func delegationOutcome(role, id, final string) store.DelegationOutcome {
+	out := store.DelegationOutcome{ID: id, Status: store.DelegationCompleted, Result: final}
+	if role == "reviewer" {
+		out.Status, out.Result, out.Error = reviewOutcome(final)
+	}
+	return out
+}
+
+// delegationFinishedEvent announces a delegation's outcome (once, by its key).
+func delegationFinishedEvent(d store.Delegation, out store.DelegationOutcome) store.NewEvent {
+	return store.NewEvent{Key: "delegation-finished:" + d.ID, Type: events.DelegationFinished, Agent: d.Agent, Data: map[string]any{
+		"delegation_id": d.ID, "status": out.Status, "result": truncate(out.Result, 2000), "error": out.Error,
+	}}
 }
 
 // reviewOutcome is how a reviewer's delegation ends: completed with the

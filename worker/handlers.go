@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/google/uuid"
 	"github.com/hibiken/asynq"
 
 	"github.com/aetherium-engine/aetherium/events"
@@ -25,27 +26,46 @@ func (w *Worker) handleSupervise(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return err
 	}
-	run, err := w.store.GetRun(ctx, p.RunID)
+	// A resumed supervisor reads its run and leases its session (with the
+	// delegations it made) in one transaction; the first step, which finds no
+	// session, creates it from the run's team below.
+	token := uuid.NewString()
+	acq, err := w.store.AcquireStep(ctx, store.Acquire{
+		Initial: store.Session{ID: queue.SupervisorSession(p.RunID).String(), RunID: p.RunID},
+		Token:   token, Lease: w.cfg.StepLease, LoadRun: true,
+	})
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("%w: run %s does not exist", asynq.SkipRetry, p.RunID)
 	}
 	if err != nil {
 		return err
 	}
+	run := acq.Run
+	release := func() {
+		if acq.OK {
+			if err := w.store.ReleaseSession(context.WithoutCancel(ctx), acq.Session.ID, token); err != nil {
+				w.log.WarnContext(ctx, "release session", "session", acq.Session.ID, "err", err)
+			}
+		}
+	}
 	if store.Terminal(run.Status) {
+		release()
 		w.ensureTerminalEvent(ctx, run.ID)
 		return nil
 	}
 	team, err := templates.ParseJSON(run.Team)
 	if err != nil {
+		release()
 		w.FailRun(ctx, run.ID, "invalid_team", err.Error())
 		return nil
 	}
 	if run.Status == store.RunQueued {
 		if _, err := w.store.StartRun(ctx, run.ID); err != nil {
+			release()
 			return err
 		}
 		if err := w.events.Emit(ctx, run.ID, "started", events.RunStarted, team.Supervisor.Name, map[string]any{"team": team.Name}); err != nil {
+			release()
 			return err
 		}
 	}
@@ -58,7 +78,11 @@ func (w *Worker) handleSupervise(ctx context.Context, t *asynq.Task) error {
 		},
 	}
 	access := w.router.Registry().Resolve(tools.Node{Role: "supervisor", MCPServers: node.MCPServers, Tools: node.Tools})
-	return w.step(ctx, stepInput{run: run, team: team, node: node, role: "supervisor", initial: sess, access: access})
+	in := stepInput{run: run, team: team, node: node, role: "supervisor", initial: sess, access: access}
+	if acq.Exists {
+		in.acquired, in.token = &acq, token
+	}
+	return w.step(ctx, in)
 }
 
 var subagentName = regexp.MustCompile(`^(.+)-sub-\d+$`)
@@ -68,14 +92,10 @@ func (w *Worker) handleTurn(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return err
 	}
-	d, err := w.store.GetDelegation(ctx, p.DelegationID)
+	d, run, err := w.store.GetTurn(ctx, p.DelegationID)
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("%w: delegation %s does not exist", asynq.SkipRetry, p.DelegationID)
 	}
-	if err != nil {
-		return err
-	}
-	run, err := w.store.GetRun(ctx, d.RunID)
 	if err != nil {
 		return err
 	}
@@ -96,17 +116,16 @@ func (w *Worker) handleTurn(ctx context.Context, t *asynq.Task) error {
 		w.FailRun(ctx, run.ID, "unknown_agent", fmt.Sprintf("delegation %s names agent %q, which is not in the team", d.ID, d.Agent))
 		return nil
 	}
-	if err := w.store.MarkDelegationRunning(ctx, d.ID); err != nil {
-		return err
-	}
 	sess := store.Session{
 		ID: queue.DelegationSession(d.ID).String(), RunID: run.ID, Agent: d.Agent, Role: role, DelegationID: d.ID,
 		Messages: []llm.Message{{Role: llm.RoleSystem, Content: node.Prompt}, {Role: llm.RoleUser, Content: d.Task}},
 	}
-	if err := w.events.Emit(ctx, run.ID, "turn:"+d.ID, events.TurnStarted, d.Agent, map[string]any{"delegation_id": d.ID}); err != nil {
-		return err
-	}
-	return w.step(ctx, stepInput{run: run, team: team, node: node, role: role, initial: sess, access: access, delegation: &d})
+	// The delegation is marked running and its turn announced with the lease, in
+	// one transaction.
+	start := store.Acquire{StartDelegation: d.ID, Events: []store.NewEvent{{
+		Key: "turn:" + d.ID, Type: events.TurnStarted, Agent: d.Agent, Data: map[string]any{"delegation_id": d.ID},
+	}}}
+	return w.step(ctx, stepInput{run: run, team: team, node: node, role: role, initial: sess, access: access, delegation: &d, acquire: start})
 }
 
 // delegateNode is the node a delegation runs as: a worker of the team; a

@@ -1,7 +1,10 @@
 package worker
 
 import (
+	"context"
 	"time"
+
+	"github.com/aetherium-engine/aetherium/metrics"
 
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -42,5 +45,16 @@ func (w *Worker) observeTool(tool, decision, layer string, start time.Time) {
 	// The gate counts its own denials; without a gate, count the router's refusals.
 	if decision == "denied" && !w.gated {
 		w.metrics.GateDenials.WithLabelValues(layer).Inc()
+	}
+}
+
+// observeFirstModelCall records how long the step took from its handler's start
+// to its first model call.
+func (w *Worker) observeFirstModelCall(ctx context.Context, role string) {
+	if w.metrics == nil {
+		return
+	}
+	if at, ok := metrics.TaskStart(ctx); ok {
+		w.metrics.FirstModelCall.WithLabelValues(role).Observe(time.Since(at).Seconds())
 	}
 }

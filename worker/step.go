@@ -33,6 +33,15 @@ type stepInput struct {
 	initial    store.Session
 	access     tools.Access
 	delegation *store.Delegation
+	// acquire is what the step's lease is taken with besides the session (a
+	// turn's start: its delegation marked running, its event), in one transaction.
+	acquire store.Acquire
+	// acquired is set when the handler already holds the lease (a resumed
+	// supervisor leases its session with its run read), under token.
+	acquired *store.Acquired
+	token    string
+	// delegations are those the session made, by call, as the lease was taken.
+	delegations map[string][]store.Delegation
 }
 
 // stepRun is one step's state: the session it holds under its lease token and what
@@ -58,6 +67,10 @@ type stepRun struct {
 	ackMail  mailbox.Ack
 	// workspace is the run's workspace directory (the QA rule reads it).
 	workspace string
+	// released: a save gave the lease up (the step's last one).
+	released bool
+	// asked: the step made its first model call.
+	asked bool
 }
 
 // runFresh is how old the step's view of its run may be before a model call.
@@ -78,20 +91,34 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 	// the task middleware put on ctx) through the logctx handler.
 	ctx = logctx.Run(ctx, in.run.ID, in.node.Name)
 	in.out = &stepWriter{} // before anything can fail the step: failStep flushes it
-	token := uuid.NewString()
-	sess, ok, err := w.store.AcquireSession(ctx, in.initial, token, w.cfg.StepLease)
-	if err != nil {
-		return err
+	got := in.acquired
+	if got == nil {
+		a := in.acquire
+		a.Initial, a.Token, a.Lease = in.initial, uuid.NewString(), w.cfg.StepLease
+		acq, err := w.store.AcquireStep(ctx, a)
+		if err != nil {
+			return err
+		}
+		if err := w.events.Announce(ctx, in.run.ID, acq.Events); err != nil {
+			return err
+		}
+		got, in.token = &acq, a.Token
 	}
-	if !ok {
+	if !got.OK {
 		return Snooze(busyRetry, fmt.Errorf("%w: %s", ErrSessionBusy, in.initial.ID))
 	}
+	sess, token := got.Session, in.token
+	in.delegations = got.Delegations
+	var s *stepRun
 	defer func() {
+		if s != nil && s.released {
+			return // the step's last save gave the lease up
+		}
 		if err := w.store.ReleaseSession(context.WithoutCancel(ctx), sess.ID, token); err != nil {
 			w.log.WarnContext(ctx, "release session", "session", sess.ID, "err", err)
 		}
 	}()
-	s := &stepRun{w: w, in: in, sess: sess, token: token, log: w.log.With("session", sess.ID), run: in.run, runAt: time.Now(), lastSave: time.Now()}
+	s = &stepRun{w: w, in: in, sess: sess, token: token, log: w.log.With("session", sess.ID), run: in.run, runAt: time.Now(), lastSave: time.Now()}
 	if s.sess.Status == "done" {
 		return w.finishSession(ctx, in, &s.sess)
 	}
@@ -149,11 +176,7 @@ func (s *stepRun) loop(ctx context.Context) error {
 		}
 		// 2. A final answer ends the session.
 		if last := s.sess.Messages[len(s.sess.Messages)-1]; last.Role == llm.RoleAssistant && len(last.ToolCalls) == 0 {
-			s.sess.Status = "done"
-			if err := s.save(ctx); err != nil {
-				return err
-			}
-			return s.finish(ctx)
+			return s.end(ctx, saveOpts{})
 		}
 		// 3. Teammates' messages, once per turn, right before the model is asked
 		// (after any tool results, which must directly follow their call).
@@ -235,11 +258,7 @@ func (s *stepRun) resolvePending(ctx context.Context, pending []llm.ToolCall) er
 			continue
 		case callFinal:
 			s.sess.Messages = append(s.sess.Messages, msg)
-			s.sess.Status = "done"
-			if err := s.save(ctx); err != nil {
-				return err
-			}
-			return s.finish(ctx)
+			return s.end(ctx, saveOpts{})
 		}
 		s.sess.Messages = append(s.sess.Messages, msg)
 		if msg.IsError {
@@ -262,9 +281,11 @@ func (s *stepRun) resolvePending(ctx context.Context, pending []llm.ToolCall) er
 		}
 	}
 	if waiting {
-		if s.sess.Status != "waiting" {
+		// The step's last save: the session waits (with the delegations its calls
+		// made, recorded in the same transaction) and the lease is given up.
+		if s.sess.Status != "waiting" || len(s.in.out.delegations) > 0 {
 			s.sess.Status = "waiting"
-			if err := s.save(ctx); err != nil {
+			if err := s.saveLast(ctx, saveOpts{}); err != nil {
 				return err
 			}
 		}
@@ -302,6 +323,10 @@ func (s *stepRun) ask(ctx context.Context) error {
 		return nil // the loop's next turn ends the step
 	} else if err != nil {
 		return err
+	}
+	if !s.asked {
+		s.asked = true
+		s.w.observeFirstModelCall(ctx, s.in.role)
 	}
 	start := time.Now()
 	resp, err := s.provider.Complete(ctx, llm.Request{Model: s.model.Model, Agent: s.in.node.Name, Messages: s.sess.Messages, Tools: s.defs, MaxTokens: s.model.MaxTokens})
@@ -369,26 +394,61 @@ func (s *stepRun) ask(ctx context.Context) error {
 			final = false
 		}
 	}
-	if final {
-		s.sess.Status = "done" // saved with the answer: no second write to end the session
-	}
-	s.lastSave = time.Now()
-	saved, err := s.w.persist(ctx, s.in, &s.sess, s.token, resp.Usage.Total(), store.NewEvent{
+	answer := store.NewEvent{
 		Key: fmt.Sprintf("msg:%s:%d", s.sess.ID, s.sess.Steps), Type: events.ModelAnswered, Agent: s.in.node.Name,
 		Data: map[string]any{"content": truncate(resp.Message.Content, 2000), "tool_calls": callNames(resp.Message.ToolCalls), "tokens": resp.Usage.Total()},
-	})
+	}
+	if final {
+		// Saved with the answer: no second write to end the session.
+		return s.end(ctx, saveOpts{tokens: resp.Usage.Total(), extra: []store.NewEvent{answer}})
+	}
+	s.lastSave = time.Now()
+	saved, err := s.w.persist(ctx, s.in, &s.sess, s.token, saveOpts{tokens: resp.Usage.Total(), extra: []store.NewEvent{answer}})
 	if err != nil {
 		return err
 	}
+	return s.afterSave(ctx, saved)
+}
+
+// afterSave takes the run's state from a save's answer: a step learns of a
+// cancellation and of its budget from its own writes, without a read.
+func (s *stepRun) afterSave(ctx context.Context, saved store.StepSaved) error {
 	s.run.Status, s.run.TokensUsed, s.run.TokenBudget, s.runAt = saved.RunStatus, saved.TokensUsed, saved.TokenBudget, time.Now()
 	if saved.TokenBudget > 0 && saved.TokensUsed > saved.TokenBudget {
 		s.fail(ctx, "budget_exceeded", fmt.Sprintf("token budget of %d exceeded (%d used)", saved.TokenBudget, saved.TokensUsed))
 		return errStop
 	}
-	if final {
-		return s.finish(ctx)
-	}
 	return nil
+}
+
+// end finishes the session in one save: its "done", the answer's tokens and
+// event, a delegation's outcome with its event, and the lease given up. Then the
+// parent is resumed (a delegation) or the run finished (a supervisor without
+// reply).
+func (s *stepRun) end(ctx context.Context, o saveOpts) error {
+	s.sess.Status = "done"
+	in := s.in
+	if d := in.delegation; d != nil && in.role != "supervisor" {
+		out := delegationOutcome(in.role, d.ID, lastWords(&s.sess))
+		o.finish = &out
+		o.extra = append(o.extra, delegationFinishedEvent(*d, out))
+	}
+	o.release = true
+	saved, err := s.w.persist(ctx, in, &s.sess, s.token, o)
+	if err != nil {
+		return err
+	}
+	s.released = true
+	if err := s.afterSave(ctx, saved); err != nil {
+		return err
+	}
+	if o.finish != nil {
+		if err := s.w.resumeParent(ctx, *in.delegation); err != nil {
+			return err
+		}
+		return errStop
+	}
+	return s.finish(ctx)
 }
 
 // checkLimits refreshes a stale view of the run (a cancellation stops the step
@@ -418,8 +478,18 @@ func (s *stepRun) checkLimits(ctx context.Context) error {
 // save persists the session with the step's results, audit rows and events.
 func (s *stepRun) save(ctx context.Context) error {
 	s.lastSave = time.Now()
-	_, err := s.w.persist(ctx, s.in, &s.sess, s.token, 0)
+	_, err := s.w.persist(ctx, s.in, &s.sess, s.token, saveOpts{})
 	return err
+}
+
+// saveLast is the step's last save: it gives the lease up.
+func (s *stepRun) saveLast(ctx context.Context, o saveOpts) error {
+	o.release = true
+	if _, err := s.w.persist(ctx, s.in, &s.sess, s.token, o); err != nil {
+		return err
+	}
+	s.released = true
+	return nil
 }
 
 // finish publishes the finished session and ends the step.

@@ -15,14 +15,12 @@ type Store interface {
 	StartRun(ctx context.Context, id string) (bool, error)
 	FinishRun(ctx context.Context, id, status, result, errMsg, reason string) (bool, error)
 
-	AcquireSession(ctx context.Context, initial store.Session, token string, lease time.Duration) (store.Session, bool, error)
+	AcquireStep(ctx context.Context, a store.Acquire) (store.Acquired, error)
 	SaveStep(ctx context.Context, sess *store.Session, token string, lease time.Duration, w store.StepWrite) (store.StepSaved, error)
 	ReleaseSession(ctx context.Context, id, token string) error
 
 	GetDelegation(ctx context.Context, id string) (store.Delegation, error)
-	InsertDelegation(ctx context.Context, d store.Delegation) (created bool, err error)
-	DelegationsForCall(ctx context.Context, parentSession, callID string) ([]store.Delegation, error)
-	MarkDelegationRunning(ctx context.Context, id string) error
+	GetTurn(ctx context.Context, id string) (store.Delegation, store.Run, error)
 	FinishDelegation(ctx context.Context, id, status, result, errMsg string) (bool, error)
 
 	InsertAudit(ctx context.Context, rows []store.AuditRow) error

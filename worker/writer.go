@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/aetherium-engine/aetherium/store"
 )
@@ -13,6 +14,15 @@ import (
 type stepWriter struct {
 	events []store.NewEvent
 	audit  []store.AuditRow
+	// delegations are those the step's calls made: recorded by the next save
+	// (with the session that waits for them), their turns enqueued once it commits.
+	delegations []store.Delegation
+}
+
+// delegate records a delegation and its event for the next save.
+func (sw *stepWriter) delegate(d store.Delegation, ev store.NewEvent) {
+	sw.delegations = append(sw.delegations, d)
+	sw.events = append(sw.events, ev)
 }
 
 // call records one call's event and, when the gate audited it, its row.
@@ -30,14 +40,28 @@ func (sw *stepWriter) audited(row *store.AuditRow) {
 	}
 }
 
+// dropDelegations forgets the delegations a call made again (a redispatch whose
+// first dispatch's delegations all finished: nothing is left to run).
+func (sw *stepWriter) dropDelegations(callID string) {
+	kept := sw.delegations[:0]
+	for _, d := range sw.delegations {
+		if d.ToolCallID != callID {
+			kept = append(kept, d)
+		}
+	}
+	sw.delegations = kept
+}
+
 // write is what the next save carries, extra events last.
 func (sw *stepWriter) write(tokens int, extra ...store.NewEvent) store.StepWrite {
 	evs := append(sw.events[:len(sw.events):len(sw.events)], extra...)
-	return store.StepWrite{Tokens: tokens, Events: evs, Audit: sw.audit}
+	return store.StepWrite{Tokens: tokens, Events: evs, Audit: sw.audit, Delegations: sw.delegations}
 }
 
 // saved forgets what a save wrote.
-func (sw *stepWriter) saved() { sw.events, sw.audit = sw.events[:0], sw.audit[:0] }
+func (sw *stepWriter) saved() {
+	sw.events, sw.audit, sw.delegations = sw.events[:0], sw.audit[:0], nil
+}
 
 // takeEvents and takeAudit hand over what no save took.
 func (sw *stepWriter) takeEvents() []store.NewEvent {
@@ -52,17 +76,38 @@ func (sw *stepWriter) takeAudit() []store.AuditRow {
 	return rows
 }
 
+// saveOpts are what a save carries besides the step writer's rows.
+type saveOpts struct {
+	tokens int
+	extra  []store.NewEvent
+	// release ends the step's lease with the save (the step's last write).
+	release bool
+	finish  *store.DelegationOutcome
+}
+
 // persist saves the session with everything the step owes the database since its
-// last save: tokens, events (then extra) and audit rows, in one transaction.
-func (w *Worker) persist(ctx context.Context, in stepInput, sess *store.Session, token string, tokens int, extra ...store.NewEvent) (store.StepSaved, error) {
-	sw := in.out.write(tokens, extra...)
+// last save: tokens, delegations, events (then extra) and audit rows, in one
+// transaction. The turns of the delegations it recorded are enqueued once it
+// committed; a failure there fails the step, and its redelivery, finding the
+// session waiting on delegations still pending, enqueues them again.
+func (w *Worker) persist(ctx context.Context, in stepInput, sess *store.Session, token string, o saveOpts) (store.StepSaved, error) {
+	sw := in.out.write(o.tokens, o.extra...)
 	sw.Memory = w.sessionMemory(in, sess) // a session ending with this save is remembered in it
+	sw.Release, sw.Finish = o.release, o.finish
 	saved, err := w.store.SaveStep(ctx, sess, token, w.cfg.StepLease, sw)
 	if err != nil {
 		return saved, err
 	}
 	in.out.saved()
-	return saved, w.events.Announce(ctx, in.run.ID, saved.Events)
+	if err := w.events.Announce(ctx, in.run.ID, saved.Events); err != nil {
+		return saved, err
+	}
+	for _, d := range sw.Delegations {
+		if err := w.queue.Turn(ctx, d.ID, "start"); err != nil {
+			return saved, fmt.Errorf("enqueue delegation %s: %w", d.ID, err)
+		}
+	}
+	return saved, nil
 }
 
 // flushAudit writes the audit rows no save took: the step is ending (failed, waiting,

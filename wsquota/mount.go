@@ -90,11 +90,12 @@ func unescapeMountinfo(s string) string {
 	return b.String()
 }
 
-// mountImage attaches image to a loop device and mounts it at dir.
-func mountImage(image, dir string) error {
+// mountImage attaches image to a loop device and mounts it at dir. fresh: the
+// image was made just now, so no device can be backed by it yet.
+func mountImage(image, dir string, fresh bool) error {
 	var last error
 	for range 3 {
-		dev, hold, err := attach(image)
+		dev, hold, err := attach(image, fresh)
 		if err != nil {
 			return err
 		}
@@ -118,14 +119,18 @@ func mountImage(image, dir string) error {
 // A device already backed by it is reused — its filesystem may still be mounted in
 // another mount namespace (a sandbox container's), and a second device on the same
 // file would be a second ext4 instance on the same blocks. New devices detach by
-// themselves when the last user (mount) goes (LO_FLAGS_AUTOCLEAR).
-func attach(image string) (string, *os.File, error) {
+// themselves when the last user (mount) goes (LO_FLAGS_AUTOCLEAR). The search
+// for a device already backed by the image reads every loop device's backing file
+// (tens of milliseconds on a host with a thousand devices), so a fresh image skips it.
+func attach(image string, fresh bool) (string, *os.File, error) {
 	var ist unix.Stat_t
 	if err := unix.Stat(image, &ist); err != nil {
 		return "", nil, fmt.Errorf("workspace image %s: %w", image, err)
 	}
-	if dev, f := findAttached(image, ist.Ino); f != nil {
-		return dev, f, nil
+	if !fresh {
+		if dev, f := findAttached(image, ist.Ino); f != nil {
+			return dev, f, nil
+		}
 	}
 	ctl, err := os.OpenFile(loopControl, os.O_RDWR, 0)
 	if err != nil {

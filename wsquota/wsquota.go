@@ -315,7 +315,7 @@ func (m *Manager) Open(ctx context.Context, id string) (string, error) {
 	if err := checkEmpty(dir); err != nil {
 		return "", err
 	}
-	if err := mountImage(image, dir); err != nil {
+	if err := mountImage(image, dir, created); err != nil {
 		return "", fmt.Errorf("workspace %s: %w", dir, err)
 	}
 	if created {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/aetherium-engine/aetherium/fleet"
@@ -44,6 +45,14 @@ type FleetResult struct {
 	DelegationsRatio float64        `json:"delegations_ratio_to_asynq"`
 	RelayXactPerDel  float64        `json:"relay_pg_xact_per_delegation"`
 	RelayCPU         harness.CPUUse `json:"relay_cpu"`
+	// One gated call per model message: the per-turn cost next to the per-call one.
+	OneRuns      int            `json:"one_call_runs"`
+	OneCalls     int            `json:"one_call_calls"`
+	OnePerS      float64        `json:"one_call_calls_per_s"`
+	OneRatio     float64        `json:"one_call_ratio_to_asynq"`
+	OneXact      float64        `json:"one_call_pg_xact_per_call"`
+	OneCPU       harness.CPUUse `json:"one_call_cpu"`
+	RelayOneXact float64        `json:"relay_depth1_pg_xact_per_run"`
 	// SubmitPerS is how fast the API accepted the runs (HTTP, insert, enqueue).
 	SubmitPerS float64 `json:"submit_per_s"`
 }
@@ -72,7 +81,7 @@ func (e *env) xactCommits(ctx context.Context, fleets ...*fleet.Fleet) (int64, e
 
 // fleetWorkload submits runs of team with no worker running, then starts fl's
 // worker server and times it until every run is terminal.
-func fleetWorkload(ctx context.Context, e *env, fl *fleet.Fleet, team templates.Template, runs int, profile string) (w workload, err error) {
+func fleetWorkload(ctx context.Context, e *env, fl *fleet.Fleet, team templates.Template, runs int, profile string, rec ...*hopRecorder) (w workload, err error) {
 	start := time.Now()
 	w.ids, err = harness.SubmitMany(ctx, runs, 16, 0, func(ctx context.Context, i int) (string, error) {
 		return e.client.SubmitTeam(ctx, team, fmt.Sprintf("bench run %d", i))
@@ -99,6 +108,9 @@ func fleetWorkload(ctx context.Context, e *env, fl *fleet.Fleet, team templates.
 	meter := e.cpu()
 	srv, mux, cancel := fl.WorkerServer()
 	defer cancel()
+	for _, r := range rec {
+		mux.Use(r.middleware)
+	}
 	start = time.Now()
 	if err := srv.Start(mux); err != nil {
 		return w, err
@@ -180,13 +192,7 @@ func benchFleet(ctx context.Context, e *env, res *Result) error {
 		audited, w.elapsed.Seconds(), r.ToolCallsPerS, r.ToolRatio, r.ToolXactPerCall, w.cpu)
 	if profile != "" {
 		r.ToolProfile = profile
-		top := filepath.Join(e.o.out, "profiles", "fleet-tools.top.txt")
-		if exe, err := os.Executable(); err == nil {
-			if out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=40", exe, profile).Output(); err == nil {
-				_ = os.WriteFile(top, out, 0o644)
-				progress("fleet tool calls: CPU profile %s (top: %s)", profile, top)
-			}
-		}
+		writeTop(ctx, profile)
 	}
 
 	// The same workload without the gate, to tell the gate's share from the loop's.
@@ -214,13 +220,46 @@ func benchFleet(ctx context.Context, e *env, res *Result) error {
 	progress("fleet tool calls without the gate: %d calls in %.2fs = %.0f/s (%.2f × raw asynq), %.1f PostgreSQL transactions per call; CPU: %s",
 		calls, w.elapsed.Seconds(), r.UngatedPerS, r.UngatedRatio, r.UngatedXact, w.cpu)
 
-	relay := harness.Relay(e.o.relayDepth)
-	want = harness.ExpectOf(relay).Times(e.o.relayRuns)
-	progress("fleet delegations: %d runs × %d sequential delegations", e.o.relayRuns, e.o.relayDepth)
-	w, err = fleetWorkload(ctx, e, e.fleet, relay, e.o.relayRuns, "")
+	// One call per model message: what a whole agent turn costs per call.
+	one := harness.ToolLoop(e.o.toolTurns*e.o.toolCalls/5, 1, "todo", map[string]any{"action": "read"})
+	want = harness.ExpectOf(one).Times(e.o.toolRuns)
+	progress("fleet tool calls, one per model message: %d runs × %d gated calls", e.o.toolRuns, want.ToolCalls/e.o.toolRuns)
+	w, err = fleetWorkload(ctx, e, e.fleet, one, e.o.toolRuns, "")
 	if err != nil {
 		return err
 	}
+	if audited, err = e.audited(ctx, w.ids, want.ToolCalls); err != nil {
+		return err
+	}
+	r.OneRuns, r.OneCalls = e.o.toolRuns, audited
+	r.OnePerS = float64(audited) / w.elapsed.Seconds()
+	r.OneRatio = ratio(r.OnePerS, res.Asynq.ProcessPerS)
+	r.OneXact = float64(w.xact) / float64(audited)
+	r.OneCPU = w.cpu
+	progress("fleet tool calls, one per model message: %d calls in %.2fs = %.0f/s (%.2f × raw asynq), %.1f PostgreSQL transactions per call; CPU: %s",
+		audited, w.elapsed.Seconds(), r.OnePerS, r.OneRatio, r.OneXact, w.cpu)
+
+	// A run's own transactions (submit, start, finish, events), from depth-1
+	// relays: the relay's per-delegation cost beyond them is the round trip's.
+	w, err = fleetWorkload(ctx, e, e.fleet, harness.Relay(1), e.o.relayRuns, "")
+	if err != nil {
+		return err
+	}
+	r.RelayOneXact = float64(w.xact) / float64(e.o.relayRuns)
+
+	relay := harness.Relay(e.o.relayDepth)
+	want = harness.ExpectOf(relay).Times(e.o.relayRuns)
+	progress("fleet delegations: %d runs × %d sequential delegations", e.o.relayRuns, e.o.relayDepth)
+	loadHops := &hopRecorder{}
+	relayProfile := ""
+	if profile != "" {
+		relayProfile = filepath.Join(e.o.out, "profiles", "fleet-relay.cpu.pprof")
+	}
+	w, err = fleetWorkload(ctx, e, e.fleet, relay, e.o.relayRuns, relayProfile, loadHops)
+	if err != nil {
+		return err
+	}
+	res.Hops.LoadHops, res.Hops.LoadP50MS, res.Hops.LoadP99MS = loadHops.quantiles()
 	var dels int
 	if err := e.db.QueryRow(ctx, `SELECT count(*) FROM delegations WHERE run_id = ANY($1::uuid[]) AND status = 'completed'`, w.ids).Scan(&dels); err != nil {
 		return err
@@ -233,6 +272,14 @@ func benchFleet(ctx context.Context, e *env, res *Result) error {
 	r.DelegationsRatio = ratio(r.DelegationsPerS, res.Asynq.ProcessPerS)
 	r.RelayXactPerDel = float64(w.xact) / float64(dels)
 	r.RelayCPU = w.cpu
+	if relayProfile != "" {
+		writeTop(ctx, relayProfile)
+	}
+	if e.o.relayDepth > 1 {
+		res.Hops.RelayMarginalXact = (float64(w.xact)/float64(e.o.relayRuns) - r.RelayOneXact) / float64(e.o.relayDepth-1)
+	}
+	progress("fleet delegations: %.1f PostgreSQL transactions per round trip beyond the run's own (%.1f per depth-1 run); hops under load: p50 %.1f ms, p99 %.1f ms (%d hops)",
+		res.Hops.RelayMarginalXact, r.RelayOneXact, res.Hops.LoadP50MS, res.Hops.LoadP99MS, res.Hops.LoadHops)
 	progress("fleet delegations: %d round trips in %.2fs = %.0f/s (%.3f × raw asynq), %.1f PostgreSQL transactions per delegation; CPU: %s",
 		dels, w.elapsed.Seconds(), r.DelegationsPerS, r.DelegationsRatio, r.RelayXactPerDel, w.cpu)
 	return nil
@@ -244,4 +291,17 @@ func ratio(a, b float64) float64 {
 		return 0
 	}
 	return a / b
+}
+
+// writeTop writes pprof's top functions of a CPU profile beside it (.top.txt).
+func writeTop(ctx context.Context, profile string) {
+	top := strings.TrimSuffix(profile, ".cpu.pprof") + ".top.txt"
+	exe, err := os.Executable()
+	if err != nil {
+		return
+	}
+	if out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=40", exe, profile).Output(); err == nil {
+		_ = os.WriteFile(top, out, 0o644)
+		progress("CPU profile %s (top: %s)", profile, top)
+	}
 }

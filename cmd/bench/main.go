@@ -55,6 +55,8 @@ type options struct {
 	concRuns    int
 	profile     bool
 	poolConns   int
+	hopRuns     int
+	idleFor     time.Duration
 	sections    map[int]bool
 }
 
@@ -82,6 +84,8 @@ func main() {
 	flag.IntVar(&o.concRuns, "concurrent-runs", 100, "demo runs submitted at once in section 5 (the worker's concurrency)")
 	flag.BoolVar(&o.profile, "profile", true, "CPU-profile the fleet sections into <out>/profiles")
 	flag.IntVar(&o.poolConns, "pool-max-conns", 0, "pgxpool size of the fleet (0: pgx's default, max(4, cores))")
+	flag.IntVar(&o.hopRuns, "hop-runs", 20, "relay runs submitted one at a time in section 6 (idle-fleet hops)")
+	flag.DurationVar(&o.idleFor, "idle-for", time.Minute, "how long section 6 measures idle worker processes, per interval")
 	flag.Parse()
 	o.procs = []int{1, 2, 4}
 	if *only != "" {
@@ -97,6 +101,7 @@ func main() {
 	}
 	if *quick {
 		o.asynqTasks, o.riverJobs, o.toolRuns, o.relayRuns, o.scaleRuns, o.seqRuns, o.concRuns = 2000, 1000, 20, 20, 6, 5, 20
+		o.hopRuns, o.idleFor = 5, 5*time.Second
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -213,11 +218,12 @@ func run(ctx context.Context, o options) error {
 		name string
 		fn   func(context.Context, *env, *Result) error
 	}{
-		{1, "1/5 raw asynq", benchAsynq},
-		{2, "2/5 fleet: gated tool calls and delegations", benchFleet},
-		{3, "3/5 River", benchRiver},
-		{4, "4/5 I/O-bound scaling over worker processes", benchScaling},
-		{5, "5/5 demo-run latency and worker memory", benchLatency},
+		{1, "1/6 raw asynq", benchAsynq},
+		{2, "2/6 fleet: gated tool calls and delegations", benchFleet},
+		{3, "3/6 River", benchRiver},
+		{4, "4/6 I/O-bound scaling over worker processes", benchScaling},
+		{5, "5/6 demo-run latency and worker memory", benchLatency},
+		{6, "6/6 hop latency and idle cost", benchHops},
 	}
 	for _, s := range sections {
 		if err := ctx.Err(); err != nil {

@@ -15,12 +15,19 @@ import (
 // startWorkers starts n `aetherium worker` processes with the given concurrency and
 // script-model latency, on the bench's database and Redis.
 func startWorkers(e *env, n, concurrency int, latency time.Duration, tag string) ([]*harness.Proc, error) {
+	return startWorkersCfg(e, n, harness.FleetConfig{Concurrency: concurrency, ScriptLatency: latency}, tag)
+}
+
+// startWorkersWith starts n default workers at the given task check interval.
+func startWorkersWith(e *env, n int, interval time.Duration, tag string) ([]*harness.Proc, error) {
+	return startWorkersCfg(e, n, harness.FleetConfig{TaskCheckInterval: interval}, tag)
+}
+
+func startWorkersCfg(e *env, n int, c harness.FleetConfig, tag string) ([]*harness.Proc, error) {
 	cfgPath := filepath.Join(e.tmp, fmt.Sprintf("aetherium-%s.yaml", tag))
-	err := harness.FleetConfig{
-		RedisURL: e.redisURL, DatabaseURL: e.dbURL, Workspaces: filepath.Join(e.tmp, "workspaces"),
-		Templates: filepath.Join(e.root, "templates"), Permissions: filepath.Join(e.root, "config", "permissions.yaml"),
-		Concurrency: concurrency, ScriptLatency: latency, ShutdownTimeout: 5 * time.Second,
-	}.Write(cfgPath)
+	c.RedisURL, c.DatabaseURL, c.Workspaces = e.redisURL, e.dbURL, filepath.Join(e.tmp, "workspaces")
+	c.Templates, c.Permissions, c.ShutdownTimeout = filepath.Join(e.root, "templates"), filepath.Join(e.root, "config", "permissions.yaml"), 5*time.Second
+	err := c.Write(cfgPath)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ type Result struct {
 	River        RiverResult     `json:"river"`
 	Scaling      []ScalePoint    `json:"scaling"`
 	Latency      LatencyResult   `json:"latency"`
+	Hops         HopResult       `json:"hops"`
 	TotalSeconds float64         `json:"total_seconds"`
 }
 
@@ -26,6 +27,7 @@ func configOf(o options) map[string]any {
 	return map[string]any{
 		"concurrency": o.concurrency, "asynq_tasks": o.asynqTasks, "river_jobs": o.riverJobs,
 		"tool_runs": o.toolRuns, "tool_turns": o.toolTurns, "tool_calls_per_turn": o.toolCalls,
+		"hop_runs": o.hopRuns, "idle_for": o.idleFor.String(),
 		"relay_runs": o.relayRuns, "relay_depth": o.relayDepth, "model_latency": o.latency.String(),
 		"scale_concurrency": o.scaleConc, "pool_max_conns": o.poolConns, "scale_runs_per_proc": o.scaleRuns, "latency_runs": o.seqRuns, "concurrent_runs": o.concRuns,
 	}
@@ -51,6 +53,11 @@ func (r Result) Markdown() string {
 			ratio(f.ToolCallsPerS, f.UngatedPerS), gateVerdict(ratio(f.ToolCallsPerS, f.UngatedPerS)), f.ToolXactPerCall, f.UngatedXact))
 	row("2", "fleet: delegations", fmt.Sprintf("**%.0f round trips/s** (%.3f × asynq)", f.DelegationsPerS, f.DelegationsRatio),
 		fmt.Sprintf("%d supervisor → worker → supervisor trips (2 asynq tasks, %.0f PostgreSQL transactions each), %d runs", f.Delegations, f.RelayXactPerDel, f.RelayRuns))
+	row("2", "fleet: gated tool calls, one per model message", fmt.Sprintf("%.0f calls/s (%.2f × asynq)", f.OnePerS, f.OneRatio),
+		fmt.Sprintf("%d calls, each its own agent turn (model answer, call, result, save); %.1f PostgreSQL transactions per call", f.OneCalls, f.OneXact))
+	h := r.Hops
+	row("2", "fleet: a delegation round trip's own PostgreSQL transactions", fmt.Sprintf("**%.1f**", h.RelayMarginalXact),
+		fmt.Sprintf("depth-%d relays minus depth-1 relays (a run's own: %.1f), per extra round trip", r.Config["relay_depth"], f.RelayOneXact))
 	row("2", "API: run submissions", fmt.Sprintf("%.0f runs/s", f.SubmitPerS), "POST /api/orchestrator/run (validate, insert, event, enqueue), 16 clients")
 	rv := r.River
 	row("3", "River no-op: insert", fmt.Sprintf("%.0f jobs/s (bulk %.0f/s)", rv.InsertPerS, rv.BulkPerS), fmt.Sprintf("%d jobs, %d goroutines; bulk = InsertManyFast", rv.Jobs, enqueuers))
@@ -66,10 +73,26 @@ func (r Result) Markdown() string {
 	row("5", fmt.Sprintf("demo run end to end, %d at once", l.ConcRuns), fmt.Sprintf("p50 %.0f ms, p99 %.0f ms", l.ConcP50MS, l.ConcP99MS),
 		fmt.Sprintf("7 model calls of %d ms each; one worker of concurrency %d; peak %d tasks in flight", l.LatencyMS, l.ConcRuns, l.PeakActive))
 	row("5", fmt.Sprintf("worker peak RSS at %d concurrent turns", l.ConcRuns), fmt.Sprintf("**%.0f MiB** (idle %.0f MiB)", l.PeakRSSMiB, l.IdleRSSMiB), "VmHWM of the `aetherium worker` process")
+	row("6", "hop: enqueue → handler start, idle fleet", fmt.Sprintf("**p50 %.2f ms, p99 %.2f ms**", h.IdleP50MS, h.IdleP99MS),
+		fmt.Sprintf("%d supervise/turn tasks of relay runs one at a time (timestamps from one clock)", h.IdleHops))
+	row("6", "hop: handler start → first model call, idle fleet", fmt.Sprintf("p50 %.2f ms, p99 %.2f ms", h.FirstModelP50MS, h.FirstModelP99MS),
+		"aetherium_step_first_model_call_seconds, bucket-interpolated")
+	row("6", "hop: enqueue → handler start, under load", fmt.Sprintf("p50 %.1f ms, p99 %.1f ms", h.LoadP50MS, h.LoadP99MS),
+		fmt.Sprintf("%d hops of section 2's delegation workload (all its runs in flight, concurrency %d)", h.LoadHops, f.Concurrency))
+	for _, c := range h.IdleCost {
+		row("6", fmt.Sprintf("idle cost at task_check_interval %s", c.Interval), fmt.Sprintf("Redis %.2f %% of a core per idle worker; each worker %.2f %%", c.RedisPctPerProc, c.WorkerPctPerProc),
+			fmt.Sprintf("%d idle worker processes over %.0f s", h.IdleProcs, h.IdleSeconds))
+	}
 	fmt.Fprintf(&b, "\nCPU use (cores busy on average; PostgreSQL counts every backend on the machine):\n\n")
-	fmt.Fprintf(&b, "- raw asynq: %s\n- fleet tool calls: %s\n- fleet tool calls, gate off: %s\n- fleet delegations: %s\n- River: %s\n", a.CPU, f.ToolCPU, f.UngatedCPU, f.RelayCPU, rv.CPU)
+	fmt.Fprintf(&b, "- raw asynq: %s\n- fleet tool calls: %s\n- fleet tool calls, gate off: %s\n- fleet tool calls, one per message: %s\n- fleet delegations: %s\n- River: %s\n", a.CPU, f.ToolCPU, f.UngatedCPU, f.OneCPU, f.RelayCPU, rv.CPU)
+	if f.ToolModelTurns > 0 && f.OneCalls > 0 {
+		per := func(u harness.CPUUse, group string, n int) float64 { return 1e6 * u.Groups[group] / float64(n) }
+		fmt.Fprintf(&b, "\nCPU per agent turn: %.0f µs in the fleet process and %.0f µs in PostgreSQL with %d calls per turn; %.0f µs and %.0f µs with one call per turn.\n",
+			per(f.ToolCPU, "bench", f.ToolModelTurns), per(f.ToolCPU, "postgres", f.ToolModelTurns), r.Config["tool_calls_per_turn"],
+			per(f.OneCPU, "bench", f.OneCalls), per(f.OneCPU, "postgres", f.OneCalls))
+	}
 	for _, p := range r.Scaling {
-		fmt.Fprintf(&b, "- I/O-bound, %d process(es): %s\n", p.Procs, p.CPU)
+		fmt.Fprintf(&b, "- I/O-bound, %d process(es) × %d: %s\n", p.Procs, p.Concurrency, p.CPU)
 	}
 	if f.ToolCalls > 0 && a.Tasks > 0 {
 		per := func(u harness.CPUUse, group string, n int) float64 { return 1e6 * u.Groups[group] / float64(n) }

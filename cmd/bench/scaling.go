@@ -31,13 +31,23 @@ const scaleTurns = 10
 func benchScaling(ctx context.Context, e *env, res *Result) error {
 	team := harness.ToolLoop(scaleTurns, 1, "todo", map[string]any{"action": "read"})
 	want := harness.ExpectOf(team)
+	// Each process count at the scale concurrency, then one process at ten times
+	// it (many turns in flight in one process).
+	type point struct{ procs, conc int }
+	var points []point
 	for _, p := range e.o.procs {
-		procs, err := startWorkers(e, p, e.o.scaleConc, e.o.latency, fmt.Sprintf("scale%d", p))
+		points = append(points, point{p, e.o.scaleConc})
+	}
+	points = append(points, point{1, 10 * e.o.scaleConc})
+	for _, pc := range points {
+		p, conc := pc.procs, pc.conc
+		procs, err := startWorkers(e, p, conc, e.o.latency, fmt.Sprintf("scale%dx%d", p, conc))
 		if err != nil {
 			return err
 		}
-		runs := e.o.scaleRuns * p
-		progress("scaling: %d worker process(es) × concurrency %d, model latency %s: %d runs × %d model turns", p, e.o.scaleConc, e.o.latency, runs, want.ModelTurns)
+		// As many runs per slot as at the scale concurrency.
+		runs := e.o.scaleRuns * p * conc / e.o.scaleConc
+		progress("scaling: %d worker process(es) × concurrency %d, model latency %s: %d runs × %d model turns", p, conc, e.o.latency, runs, want.ModelTurns)
 		meter := e.cpu()
 		ids, err := submitTeamRuns(ctx, e, team, runs)
 		if err != nil {
@@ -64,9 +74,9 @@ func benchScaling(ctx context.Context, e *env, res *Result) error {
 		if turns != want.ModelTurns*runs {
 			return fmt.Errorf("%d model turns recorded, want %d", turns, want.ModelTurns*runs)
 		}
-		pt := ScalePoint{Procs: p, Concurrency: e.o.scaleConc, LatencyMS: e.o.latency.Milliseconds(), Runs: runs, ModelTurns: turns,
+		pt := ScalePoint{Procs: p, Concurrency: conc, LatencyMS: e.o.latency.Milliseconds(), Runs: runs, ModelTurns: turns,
 			Seconds: elapsed.Seconds(), AchievedPerS: float64(turns) / elapsed.Seconds(),
-			IdealPerS: float64(p*e.o.scaleConc) / e.o.latency.Seconds(), CPU: cpu}
+			IdealPerS: float64(p*conc) / e.o.latency.Seconds(), CPU: cpu}
 		pt.Efficiency = pt.AchievedPerS / pt.IdealPerS
 		res.Scaling = append(res.Scaling, pt)
 		progress("scaling: %d proc(s): %d turns in %.2fs = %.0f turns/s of an ideal %.0f (%.0f%%); CPU: %s",

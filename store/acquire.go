@@ -1,0 +1,205 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Acquire is what a step asks of the database as it starts, in one round trip and
+// one transaction (issue 21: a delegation round trip was 21 transactions, most of
+// them reads and bookkeeping of this kind).
+type Acquire struct {
+	// Initial is the session as its first delivery creates it. With Messages nil
+	// only an existing session is leased (a resumed supervisor, whose initial
+	// session needs the run read first): Acquired.Exists tells whether it was there.
+	Initial Session
+	Token   string
+	Lease   time.Duration
+	// LoadRun reads the session's run (Acquired.Run).
+	LoadRun bool
+	// StartDelegation moves that delegation pending → running (counting the attempt).
+	StartDelegation string
+	// Events are stored once per key, only while the run is not terminal (a turn
+	// that starts after its run ended announces nothing).
+	Events []NewEvent
+}
+
+// Acquired is what Acquire found.
+type Acquired struct {
+	Session Session
+	// OK is false when another live delivery holds the lease (or, for an
+	// existing-only Acquire, when there is no session yet: see Exists).
+	OK bool
+	// Exists is false when an existing-only Acquire found no session.
+	Exists bool
+	Run    Run
+	// Delegations are those the session made, by tool call, in id order: a
+	// resumed step answers its delegate calls from them without one read per call.
+	Delegations map[string][]Delegation
+	// Events are those stored now, in order.
+	Events []Event
+}
+
+const (
+	acquireInsert = `INSERT INTO sessions AS s (id, run_id, agent, role, delegation_id, messages, lease_token, lease_until)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + $8::interval)
+		ON CONFLICT (id) DO UPDATE SET lease_token = excluded.lease_token, lease_until = excluded.lease_until
+			WHERE s.lease_until < now() OR s.lease_token = excluded.lease_token
+		RETURNING s.id, s.run_id::text, s.agent, s.role, s.delegation_id, s.messages, s.status, s.steps, s.failures, s.version, true`
+	// The existing-only form reports a busy session (a row, not leased) apart from
+	// a missing one (no row).
+	acquireExisting = `WITH cur AS (SELECT id FROM sessions WHERE id = $1),
+		up AS (UPDATE sessions AS s SET lease_token = $2, lease_until = now() + $3::interval
+			WHERE s.id = $1 AND (s.lease_until < now() OR s.lease_token = $2)
+			RETURNING s.id, s.run_id::text, s.agent, s.role, s.delegation_id, s.messages, s.status, s.steps, s.failures, s.version)
+		SELECT up.id, COALESCE(up.run_id, ''), COALESCE(up.agent, ''), COALESCE(up.role, ''), up.delegation_id,
+			COALESCE(up.messages, '[]'::jsonb), COALESCE(up.status, ''), COALESCE(up.steps, 0), COALESCE(up.failures, 0),
+			COALESCE(up.version, 0), up.id IS NOT NULL
+		FROM cur LEFT JOIN up ON true`
+	acquireDelegations = `SELECT ` + delCols + ` FROM delegations WHERE parent_session = $1 ORDER BY id`
+	acquireStart       = `UPDATE delegations SET status = 'running', attempts = attempts + 1
+		WHERE id = $1 AND status IN ('pending','running')`
+	acquireEvents = `INSERT INTO run_events (run_id, key, type, agent, data)
+		SELECT $1::uuid, u.key, u.type, u.agent, u.data::jsonb
+		FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(key, type, agent, data, n)
+		WHERE EXISTS (SELECT 1 FROM runs WHERE id = $1::uuid AND status NOT IN ('completed', 'failed', 'cancelled'))
+		ORDER BY u.n
+		ON CONFLICT (run_id, key) DO NOTHING RETURNING id, type`
+)
+
+// AcquireStep takes a session's step lease for a.Token, with what the step needs
+// to start (see Acquire), in one transaction.
+func (s *Store) AcquireStep(ctx context.Context, a Acquire) (Acquired, error) {
+	var out Acquired
+	id := a.Initial.ID
+	b := &pgx.Batch{}
+	if a.LoadRun {
+		b.Queue(`SELECT `+runCols+` FROM runs WHERE id = $1`, a.Initial.RunID)
+	}
+	if a.Initial.Messages == nil {
+		b.Queue(acquireExisting, id, a.Token, a.Lease.String())
+	} else {
+		msgs, err := json.Marshal(a.Initial.Messages)
+		if err != nil {
+			return out, err
+		}
+		var del *string
+		if a.Initial.DelegationID != "" {
+			del = &a.Initial.DelegationID
+		}
+		b.Queue(acquireInsert, id, a.Initial.RunID, a.Initial.Agent, a.Initial.Role, del, msgs, a.Token, a.Lease.String())
+	}
+	b.Queue(acquireDelegations, id)
+	if a.StartDelegation != "" {
+		b.Queue(acquireStart, a.StartDelegation)
+	}
+	if len(a.Events) > 0 {
+		args, err := eventArrays(a.Events)
+		if err != nil {
+			return out, err
+		}
+		b.Queue(acquireEvents, append([]any{a.Initial.RunID}, args...)...)
+	}
+	br := s.db.SendBatch(ctx, b)
+	err := func() error {
+		if a.LoadRun {
+			r, err := scanRun(br.QueryRow())
+			if err != nil {
+				return fmt.Errorf("run %s: %w", a.Initial.RunID, err)
+			}
+			out.Run = r
+		}
+		var sess Session
+		var del *string
+		var raw []byte
+		var sid *string
+		var leased bool
+		err := br.QueryRow().Scan(&sid, &sess.RunID, &sess.Agent, &sess.Role, &del, &raw, &sess.Status, &sess.Steps, &sess.Failures, &sess.Version, &leased)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			// Insert form: the WHERE refused (a live delivery holds it). Existing-only
+			// form: there is no session yet.
+			out.Exists = a.Initial.Messages != nil
+		case err != nil:
+			return err
+		default:
+			out.Exists, out.OK = true, leased
+			if leased {
+				sess.ID = *sid
+				if del != nil {
+					sess.DelegationID = *del
+				}
+				if err := json.Unmarshal(raw, &sess.Messages); err != nil {
+					return fmt.Errorf("messages: %w", err)
+				}
+				out.Session = sess
+			}
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			d, err := scanDelegation(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			if out.Delegations == nil {
+				out.Delegations = map[string][]Delegation{}
+			}
+			out.Delegations[d.ToolCallID] = append(out.Delegations[d.ToolCallID], d)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if a.StartDelegation != "" {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("delegation %s running: %w", a.StartDelegation, err)
+			}
+		}
+		if len(a.Events) > 0 {
+			rows, err := br.Query()
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				e := Event{RunID: a.Initial.RunID}
+				if err := rows.Scan(&e.ID, &e.Type); err != nil {
+					rows.Close()
+					return err
+				}
+				out.Events = append(out.Events, e)
+			}
+			rows.Close()
+			return rows.Err()
+		}
+		return nil
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return Acquired{}, fmt.Errorf("acquire session %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// eventArrays are events as the text arrays of the unnest statements.
+func eventArrays(evs []NewEvent) ([]any, error) {
+	keys, types, agents, data := make([]string, len(evs)), make([]string, len(evs)), make([]string, len(evs)), make([]string, len(evs))
+	for i, e := range evs {
+		raw, err := json.Marshal(e.Data)
+		if err != nil {
+			return nil, fmt.Errorf("event %s: %w", e.Type, err)
+		}
+		keys[i], types[i], agents[i], data[i] = e.Key, e.Type, e.Agent, string(raw)
+	}
+	return []any{keys, types, agents, data}, nil
+}

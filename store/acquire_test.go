@@ -1,0 +1,104 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aetherium-engine/aetherium/llm"
+	"github.com/aetherium-engine/aetherium/store"
+)
+
+// A delegation round trip in few transactions: the waiting save records the
+// delegations with the session and gives the lease up; a turn starts (lease,
+// delegation running, its event) in one AcquireStep; its last save records the
+// outcome; the resumed parent leases its existing session with its run and its
+// delegations in one AcquireStep.
+func TestDelegationRoundTripWrites(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, sess, token := setup(t)
+	d := store.Delegation{ID: "del_1", RunID: sess.RunID, ParentSession: sess.ID, ToolCallID: "c1", Agent: "writer", Task: "go"}
+
+	sess.Messages = append(sess.Messages, llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "c1", Name: "delegate"}}})
+	sess.Status = "waiting"
+	w := store.StepWrite{Release: true, Delegations: []store.Delegation{d},
+		Events: []store.NewEvent{{Key: "delegated:del_1", Type: "delegation.created", Agent: "supervisor", Data: map[string]any{}}}}
+	_, err := st.SaveStep(ctx, sess, token, time.Minute, w)
+	require.NoError(t, err)
+	_, err = st.SaveStep(ctx, sess, token, time.Minute, w) // a redelivered save: nothing twice
+	require.NoError(t, err)
+	got, err := st.GetDelegation(ctx, "del_1")
+	require.NoError(t, err)
+	require.Equal(t, store.DelegationPending, got.Status)
+	require.Nil(t, got.Tools, "a worker delegation has no tool list of its own")
+	require.Equal(t, 1, count(t, st, `SELECT count(*) FROM delegations WHERE run_id = $1`, sess.RunID))
+
+	// Released: another delivery takes the lease at once.
+	other := uuid.NewString()
+	acq, err := st.AcquireStep(ctx, store.Acquire{Initial: store.Session{ID: sess.ID, RunID: sess.RunID}, Token: other, Lease: time.Minute, LoadRun: true})
+	require.NoError(t, err)
+	require.True(t, acq.Exists)
+	require.True(t, acq.OK, "the waiting save gave the lease up")
+	require.Equal(t, sess.RunID, acq.Run.ID)
+	require.Equal(t, "waiting", acq.Session.Status)
+	require.Len(t, acq.Delegations["c1"], 1)
+	require.NoError(t, st.ReleaseSession(ctx, sess.ID, other))
+
+	// The turn: its session created, the delegation running, its event stored.
+	child := store.Session{ID: "d:del_1", RunID: sess.RunID, Agent: "writer", Role: "worker", DelegationID: "del_1",
+		Messages: []llm.Message{{Role: llm.RoleUser, Content: "go"}}}
+	ctoken := uuid.NewString()
+	start := store.Acquire{Initial: child, Token: ctoken, Lease: time.Minute, StartDelegation: "del_1",
+		Events: []store.NewEvent{{Key: "turn:del_1", Type: "agent.turn_started", Agent: "writer", Data: map[string]any{}}}}
+	acq, err = st.AcquireStep(ctx, start)
+	require.NoError(t, err)
+	require.True(t, acq.OK)
+	require.Len(t, acq.Events, 1)
+	got, _ = st.GetDelegation(ctx, "del_1")
+	require.Equal(t, store.DelegationRunning, got.Status)
+	busy, err := st.AcquireStep(ctx, store.Acquire{Initial: child, Token: uuid.NewString(), Lease: time.Minute})
+	require.NoError(t, err)
+	require.False(t, busy.OK, "a live lease is not taken over")
+
+	// The turn's last save: done, the outcome, the lease given up.
+	cs := acq.Session
+	cs.Status = "done"
+	_, err = st.SaveStep(ctx, &cs, ctoken, time.Minute, store.StepWrite{Release: true,
+		Finish: &store.DelegationOutcome{ID: "del_1", Status: store.DelegationCompleted, Result: "written"}})
+	require.NoError(t, err)
+	got, _ = st.GetDelegation(ctx, "del_1")
+	require.Equal(t, store.DelegationCompleted, got.Status)
+	require.Equal(t, "written", got.Result)
+
+	// A late save under a lost lease records no outcome.
+	_, err = st.SaveStep(ctx, &cs, "not-the-token", time.Minute, store.StepWrite{
+		Finish: &store.DelegationOutcome{ID: "del_1", Status: store.DelegationFailed}})
+	require.ErrorIs(t, err, store.ErrLeaseLost)
+	got, _ = st.GetDelegation(ctx, "del_1")
+	require.Equal(t, store.DelegationCompleted, got.Status)
+
+	// The resumed parent: its run, session and finished delegation in one read.
+	acq, err = st.AcquireStep(ctx, store.Acquire{Initial: store.Session{ID: sess.ID, RunID: sess.RunID}, Token: uuid.NewString(), Lease: time.Minute, LoadRun: true})
+	require.NoError(t, err)
+	require.True(t, acq.OK)
+	require.Equal(t, store.DelegationCompleted, acq.Delegations["c1"][0].Status)
+
+	// An existing-only acquire of a session that does not exist says so.
+	none, err := st.AcquireStep(ctx, store.Acquire{Initial: store.Session{ID: "nope", RunID: sess.RunID}, Token: uuid.NewString(), Lease: time.Minute, LoadRun: true})
+	require.NoError(t, err)
+	require.False(t, none.Exists)
+	require.False(t, none.OK)
+
+	// A turn that starts after its run ended announces nothing.
+	_, err = st.FinishRun(ctx, sess.RunID, store.RunCancelled, "", "", "")
+	require.NoError(t, err)
+	late := store.Acquire{Initial: store.Session{ID: "d:del_2", RunID: sess.RunID, Agent: "w", Role: "worker", Messages: []llm.Message{}}, Token: uuid.NewString(), Lease: time.Minute,
+		Events: []store.NewEvent{{Key: "turn:del_2", Type: "agent.turn_started", Agent: "w", Data: map[string]any{}}}}
+	acq, err = st.AcquireStep(ctx, late)
+	require.NoError(t, err)
+	require.Empty(t, acq.Events)
+}
