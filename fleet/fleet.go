@@ -52,13 +52,15 @@ type Fleet struct {
 	Store    *store.Store
 	Redis    redis.UniversalClient
 	RedisOpt asynq.RedisConnOpt
-	Client   *asynq.Client
-	Queue    *queue.Enqueuer
-	Events   *events.Recorder
-	Registry *tools.Registry
-	Router   *tools.Router
-	Metrics  *metrics.Metrics
-	Worker   *worker.Worker
+	// serverClients are the worker servers' own Redis clients (WorkerServer).
+	serverClients []*redis.Client
+	Client        *asynq.Client
+	Queue         *queue.Enqueuer
+	Events        *events.Recorder
+	Registry      *tools.Registry
+	Router        *tools.Router
+	Metrics       *metrics.Metrics
+	Worker        *worker.Worker
 	// The permission gate's parts (nil with Options.NoGate).
 	Rules     *security.Rules
 	Approvals *security.Approvals
@@ -196,7 +198,7 @@ func (f *Fleet) openCore(ctx context.Context, opts Options) error {
 		return fmt.Errorf("redis (AETHERIUM_REDIS_URL): %w", err)
 	}
 	f.Client = asynq.NewClient(f.RedisOpt)
-	if f.Queue, err = queue.NewEnqueuer(f.Client, queue.Config{MaxRetry: cfg.Worker.MaxRetry}); err != nil {
+	if f.Queue, err = queue.NewEnqueuer(f.Client, queue.Config{MaxRetry: cfg.Worker.MaxRetry, Wake: f.Redis}); err != nil {
 		return fmt.Errorf("worker.max_retry: %w", err)
 	}
 	f.Events = &events.Recorder{Store: f.Store, Redis: f.Redis, Log: f.Log}
@@ -429,6 +431,9 @@ func (f *Fleet) Close() {
 	if f.Client != nil {
 		_ = f.Client.Close()
 	}
+	for _, rc := range f.serverClients {
+		_ = rc.Close()
+	}
 	if f.Redis != nil {
 		_ = f.Redis.Close()
 	}
@@ -483,10 +488,21 @@ func (f *Fleet) RunAPI(ctx context.Context) error {
 func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFunc) {
 	base, cancel := context.WithCancel(context.Background())
 	w := f.Worker
-	srv := asynq.NewServer(f.RedisOpt, w.ServerConfig(asynq.Config{
+	// The server's own client carries the Waker's hook: after a dequeue round
+	// that found nothing it sleeps until a task is announced (or the idle poll
+	// interval passes), so asynq itself polls almost without pause.
+	waker := queue.NewWaker(f.Redis, len(queue.Queues()), f.Cfg.Worker.TaskCheckInterval)
+	ropt, _ := redis.ParseURL(f.Cfg.RedisURL) // parsed once already by Open
+	rc := redis.NewClient(ropt)
+	rc.AddHook(waker.Hook())
+	// Closed with the fleet: asynq does not close a client it was given, and a
+	// shutdown still hands unfinished tasks back through it after cancel.
+	f.serverClients = append(f.serverClients, rc)
+	go func() { _ = waker.Run(base) }()
+	srv := asynq.NewServerFromRedisClient(rc, w.ServerConfig(asynq.Config{
 		Concurrency:       f.Cfg.Worker.Concurrency,
 		Queues:            queue.Weights(),
-		TaskCheckInterval: f.Cfg.Worker.TaskCheckInterval,
+		TaskCheckInterval: wakePoll,
 		ShutdownTimeout:   f.Cfg.Worker.ShutdownTimeout,
 		BaseContext:       func() context.Context { return base },
 		Logger:            asynqLogger{f.Log.With("component", "asynq")},
@@ -509,6 +525,10 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 	stopped := sync.OnceFunc(func() { f.Metrics.WorkerStopped(f.Cfg.Worker.Concurrency) })
 	return srv, mux, func() { cancel(); stopped() }
 }
+
+// wakePoll is asynq's own pause after an empty dequeue round; the Waker does the
+// waiting.
+const wakePoll = time.Millisecond
 
 // RunWorker processes tasks until ctx ends, then lets in-flight steps finish within
 // the shutdown timeout and hands the rest back to the queue.

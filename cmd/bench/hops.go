@@ -119,9 +119,11 @@ func benchHops(ctx context.Context, e *env, res *Result) error {
 	progress("hops: idle fleet: %d hops, enqueue → handler p50 %.2f ms, p99 %.2f ms; handler → first model call p50 %.2f ms, p99 %.2f ms",
 		r.IdleHops, r.IdleP50MS, r.IdleP99MS, r.FirstModelP50MS, r.FirstModelP99MS)
 
-	// Idle cost: IdleProcs idle worker processes at the old and the current interval.
+	// Idle cost: IdleProcs idle worker processes polling every 5ms (the previous
+	// default, which made hops fast by polling) and at the current default (the
+	// Waker makes hops fast; an idle worker polls once per interval).
 	r.IdleProcs, r.IdleSeconds = 4, e.o.idleFor.Seconds()
-	for _, iv := range []time.Duration{100 * time.Millisecond, e.fleet.Cfg.Worker.TaskCheckInterval} {
+	for _, iv := range []time.Duration{5 * time.Millisecond, e.fleet.Cfg.Worker.TaskCheckInterval} {
 		procs, err := startWorkersWith(e, r.IdleProcs, iv, "idle-"+iv.String())
 		if err != nil {
 			return err
