@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/cli"
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/media/comfyui/comfysim"
@@ -187,5 +189,13 @@ func TestFinishImageAfterTheRunThroughFleet(t *testing.T) {
 		}
 		return false
 	}, 60*time.Second, 100*time.Millisecond, "the webhook never got the post-run event")
+
+	// The CLI's events view shows the post-run event after the run's end.
+	var out, errb bytes.Buffer
+	require.Zero(t, cli.Main([]string{"events", "--api", f.URL, id}, &out, &errb), errb.String())
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Contains(t, lines[len(lines)-2], "run.completed")
+	require.Contains(t, lines[len(lines)-1], "postrun.finish_image")
+	require.Contains(t, lines[len(lines)-1], "done: 1 done, 0 failed, 0 skipped → images/hero-2k.png")
 	t.Logf("run %v; post-run event %v after the run's end", ran.Round(time.Millisecond), after.Round(time.Millisecond))
 }
