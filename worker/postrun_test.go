@@ -16,11 +16,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/events"
-	"github.com/aetherium-engine/aetherium/internal/testdb"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/media/comfyui/comfysim"
 	"github.com/aetherium-engine/aetherium/queue"
@@ -41,20 +39,7 @@ type postRunRig struct {
 // Redis whose comfyui-qwen is the simulator in process (no proxy).
 func postRunSetup(t *testing.T) *postRunRig {
 	t.Helper()
-	st := store.InTx(testdb.TestTx(t))
-	redisURL := testdb.Redis(t)
-	opt, err := asynq.ParseRedisURI(redisURL)
-	require.NoError(t, err)
-	client := asynq.NewClient(opt)
-	t.Cleanup(func() { client.Close() })
-	inspector := asynq.NewInspector(opt)
-	t.Cleanup(func() { inspector.Close() })
-	ropt, err := redis.ParseURL(redisURL)
-	require.NoError(t, err)
-	rdb := redis.NewClient(ropt)
-	t.Cleanup(func() { rdb.Close() })
-	q, err := queue.NewEnqueuer(client, queue.Config{})
-	require.NoError(t, err)
+	st, q, rdb, inspector := infra(t)
 	sim := httptest.NewServer(comfysim.New(comfysim.Config{StepDelay: time.Millisecond, NodeDelay: time.Millisecond}, nil))
 	t.Cleanup(sim.Close)
 	m, err := lease.New(rdb, lease.Config{Services: []lease.Service{{Name: "comfyui-qwen", URL: sim.URL, Capacity: 1}}}, lease.Options{})
