@@ -30,6 +30,7 @@ Server roles:
 Client commands (talk to the API at AETHERIUM_API_URL, default http://AETHERIUM_API_ADDR;
 bearer token from AETHERIUM_API_TOKEN):
   run [flags]              submit a run; --follow streams its events
+  events RUN_ID            a run's events, with the post-run ones after its end (postrun.finish_image)
   approvals list|show|approve|deny   human decisions on Restricted calls
   memory list|add|delete   a project's long-term agent memory (--project SLUG)
   leases [--events N]      GPU lease holders, waiters, tokens and recent lease events
@@ -64,6 +65,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = knowledgeCmd(ctx, args[1:], stdout)
 	case "run":
 		return runCmd(ctx, args[1:], stdout, stderr)
+	case "events":
+		return eventsCmd(ctx, args[1:], stdout, stderr)
 	case "tools":
 		err = toolsCmd(args[1:], stdout)
 	default:

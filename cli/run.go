@@ -267,6 +267,19 @@ func describe(e sseEvent) string {
 		}
 	case "run.failed":
 		detail = fmt.Sprintf("%v: %v", d["reason"], d["error"])
+	case "postrun.finish_image":
+		detail = fmt.Sprintf("%v: %v done, %v failed, %v skipped", d["status"], d["done"], d["failed"], d["skipped"])
+		if files, _ := d["files"].([]any); len(files) > 0 {
+			var outs []string
+			for _, f := range files {
+				if m, _ := f.(map[string]any); m["status"] == "done" {
+					outs = append(outs, fmt.Sprint(m["output"]))
+				}
+			}
+			if len(outs) > 0 {
+				detail += " → " + strings.Join(outs, ", ")
+			}
+		}
 	}
 	return fmt.Sprintf("%s %-12s %-20s %s", e.Time.Local().Format("15:04:05"), who, e.Type, detail)
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -28,7 +29,17 @@ const (
 	Notification       = "notification"
 	// MemoryInjected records which memory entries a session was given, and why.
 	MemoryInjected = "memory.injected"
+	// PostRunFinishImage is the outcome of a run's post-run finish_image
+	// upscale (done, partial, failed or skipped, per picture), recorded after
+	// the run's terminal event: the run's live stream has ended, so a client
+	// reads it by resuming the stream past the terminal event (Last-Event-ID),
+	// and webhooks deliver it like any other event. Never Terminal.
+	PostRunFinishImage = "postrun.finish_image"
 )
+
+// PostRun reports whether an event type is a post-run event (recorded after
+// the run's terminal one).
+func PostRun(typ string) bool { return strings.HasPrefix(typ, "postrun.") }
 
 // Terminal reports whether an event type ends a run's stream.
 func Terminal(typ string) bool {

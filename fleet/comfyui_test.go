@@ -28,6 +28,13 @@ import (
 // and the simulator's own port (for its request log and history).
 func comfyFleet(t *testing.T, step string) (*fleettest.Fleet, int) {
 	t.Helper()
+	return comfyFleetOn(t, "comfyui", step, nil)
+}
+
+// comfyFleetOn is comfyFleet with the simulator as GPU service service, and
+// configure (when set) applied to the fleet's config last.
+func comfyFleetOn(t *testing.T, service, step string, configure func(*config.Config)) (*fleettest.Fleet, int) {
+	t.Helper()
 	dc := dockerOrFail(t)
 	ctx := context.Background()
 	suffix := randomSuffix()
@@ -47,13 +54,16 @@ func comfyFleet(t *testing.T, step string) (*fleettest.Fleet, int) {
 	up, px := freeTCPPort(t), freeTCPPort(t)
 	f := fleettest.Start(t, fleettest.Options{Configure: func(c *config.Config) {
 		c.Streams.Leases = lease.Config{Prefix: "aeth:lease:" + suffix, Services: []lease.Service{{
-			Name: "comfyui", Capacity: 1, TTL: 20 * time.Second, Image: tags["comfysim"], Container: name,
+			Name: service, Capacity: 1, TTL: 20 * time.Second, Image: tags["comfysim"], Container: name,
 			Env:   []string{"COMFYSIM_STEP_DELAY=" + step},
 			Ports: []string{fmt.Sprintf("127.0.0.1:%d:8188", up)}, HealthURL: fmt.Sprintf("http://127.0.0.1:%d/system_stats", up),
 			StartTimeout: 30 * time.Second, IdleStop: 2 * time.Second,
 			Fence: &lease.Fence{Image: tags["fenceproxy"], Listen: fmt.Sprintf("127.0.0.1:%d", px),
 				Upstream: fmt.Sprintf("http://127.0.0.1:%d", up), Redis: c.RedisURL},
 		}}}
+		if configure != nil {
+			configure(c)
+		}
 	}})
 	return f, up
 }

@@ -342,8 +342,17 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 	wcfg.ReviewModel = cfg.Quality.Review.Model
 	f.Worker = worker.New(wcfg, worker.Deps{Store: f.Store, Queue: f.Queue, Events: f.Events, Router: f.Router, Models: models, Metrics: f.Metrics, ModelLabels: knownModels(cfg, f.Registry), Log: f.Log, Gated: !opts.NoGate,
 		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, LeaseRetry: cfg.Streams.LeaseRetry, Audit: audit, Workspaces: f.Workspaces,
-		Knowledge: kb, Memory: cfg.Memory})
+		Knowledge: kb, Memory: cfg.Memory, Finisher: f.finisher()})
 	return nil
+}
+
+// finisher runs finish_image's post-run upscales on the leased qwen service.
+func (f *Fleet) finisher() *comfyuitools.Finisher {
+	fin := &comfyuitools.Finisher{Client: f.Cfg.ComfyUI.Client, WaitTimeout: f.Cfg.ComfyUI.WaitTimeout, Log: f.Log.With("component", "finish_image")}
+	if f.Leases != nil {
+		fin.Service = f.Leases.Service
+	}
+	return fin
 }
 
 // knowledgeBase is the PostgreSQL knowledge backend of this process.
@@ -519,7 +528,8 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 	scheduler.NewMaintenance(f.schedulerConfig(), scheduler.MaintenanceDeps{
 		Store: f.Store, Queue: f.Queue, Fail: w.FailRun, Log: f.Log,
 		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, Executor: f.Executor, Workspaces: f.Workspaces,
-		CancelWork: comfyuitools.Canceler{Leases: f.Leases, Client: f.Cfg.ComfyUI.Client}.CancelRun,
+		CancelWork:   comfyuitools.Canceler{Leases: f.Leases, Client: f.Cfg.ComfyUI.Client}.CancelRun,
+		AfterRelease: w.AfterCleanup,
 	}).Register(mux)
 	f.Metrics.WorkerStarted(f.Cfg.Worker.Concurrency)
 	stopped := sync.OnceFunc(func() { f.Metrics.WorkerStopped(f.Cfg.Worker.Concurrency) })

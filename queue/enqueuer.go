@@ -22,6 +22,7 @@ const (
 	approvalExpireMaxRetry = 10
 	webhookMaxRetry        = 12
 	cleanupMaxRetry        = 10
+	finishImageMaxRetry    = 8
 	maintenanceMaxRetry    = 1
 	taskTimeout            = 30 * time.Minute
 )
@@ -130,6 +131,15 @@ func (e *Enqueuer) DeliverWebhook(ctx context.Context, hook int, eventID int64) 
 func (e *Enqueuer) CleanupRun(ctx context.Context, runID string) error {
 	_, err := e.enqueue(ctx, CleanupTask(runID), options{queue: QueueMaintenance, id: CleanupTaskID(runID),
 		maxRetry: cleanupMaxRetry, retention: e.cfg.Retention, timeout: taskTimeout})
+	return err
+}
+
+// FinishImage enqueues the post-run upscale of a completed run's pictures on
+// the maintenance queue (it runs after the run, at the lowest priority). A
+// wait for its GPU lease snoozes it without spending its retries.
+func (e *Enqueuer) FinishImage(ctx context.Context, runID string) error {
+	_, err := e.enqueue(ctx, FinishImageTask(runID), options{queue: QueueMaintenance, id: FinishImageTaskID(runID),
+		maxRetry: finishImageMaxRetry, retention: e.cfg.Retention, timeout: taskTimeout})
 	return err
 }
 

@@ -24,6 +24,7 @@ func TestContractIsPinned(t *testing.T) {
 		queue.TypeApprovalExpire: "approval:expire",
 		queue.TypeWebhookDeliver: "webhook:deliver",
 		queue.TypeRunCleanup:     "run:cleanup",
+		queue.TypeFinishImage:    "run:finish-image",
 		queue.TypeRequeueQueued:  "maintenance:requeue-queued",
 		queue.TypeStuckRuns:      "maintenance:stuck-runs",
 		queue.TypeAuditPurge:     "maintenance:audit-purge",
@@ -46,6 +47,7 @@ func TestContractIsPinned(t *testing.T) {
 		queue.ApprovalExpireTaskID("apr_2"):           "approval-expire:apr_2",
 		queue.WebhookTaskID(3, 42):                    "webhook:3:42",
 		queue.CleanupTaskID("r1"):                     "cleanup:r1",
+		queue.FinishImageTaskID("r1"):                 "finish-image:r1",
 		queue.MaintenanceTaskID(queue.TypeLeaseReap, time.Unix(1_800_000_007, 0), 15*time.Second): "maintenance:lease-reap:1800000000",
 	} {
 		require.Equal(t, want, got)

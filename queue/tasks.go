@@ -23,6 +23,10 @@ const (
 	// TypeRunCleanup releases what a finished run held: its mailboxes, GPU leases
 	// and sandbox container (CleanupPayload).
 	TypeRunCleanup = "run:cleanup"
+	// TypeFinishImage is a completed run's post-run 2K upscale of the pictures
+	// finish_image asked for (FinishImagePayload): enqueued by run:cleanup after
+	// it released the run's leases; it takes a lease of its own.
+	TypeFinishImage = "run:finish-image"
 
 	// The periodic maintenance tasks (no payload), enqueued by the scheduler.
 	TypeRequeueQueued  = "maintenance:requeue-queued"
@@ -89,6 +93,11 @@ type CleanupPayload struct {
 	RunID string `json:"run_id"`
 }
 
+// FinishImagePayload names the completed run whose pictures are upscaled.
+type FinishImagePayload struct {
+	RunID string `json:"run_id"`
+}
+
 // SuperviseTask is the supervisor step of run.
 func SuperviseTask(runID string) *asynq.Task {
 	return newTask(TypeSupervise, SupervisePayload{RunID: runID})
@@ -112,6 +121,11 @@ func WebhookTask(hook int, eventID int64) *asynq.Task {
 // CleanupTask is the cleanup of a finished run.
 func CleanupTask(runID string) *asynq.Task {
 	return newTask(TypeRunCleanup, CleanupPayload{RunID: runID})
+}
+
+// FinishImageTask is the post-run upscale of a run's pictures.
+func FinishImageTask(runID string) *asynq.Task {
+	return newTask(TypeFinishImage, FinishImagePayload{RunID: runID})
 }
 
 func newTask[P any](typ string, p P) *asynq.Task {
@@ -152,6 +166,10 @@ func WebhookTaskID(hook int, eventID int64) string {
 
 // CleanupTaskID is the id of a run's cleanup.
 func CleanupTaskID(runID string) string { return "cleanup:" + runID }
+
+// FinishImageTaskID is the id of a run's post-run upscale (one per run: the
+// task upscales every pending picture of the run).
+func FinishImageTaskID(runID string) string { return "finish-image:" + runID }
 
 // MaintenanceTaskID is the id of maintenance task typ for the tick of period that
 // contains t: every scheduler replica computes the same id for a tick.

@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -41,7 +42,8 @@ func (r *releases) released() []string {
 
 // A run's terminal event enqueues its run:cleanup once (the task id is the run's),
 // a non-terminal event none; the maintenance handler on the worker's server then
-// releases the run's GPU lease and its sandbox, once.
+// releases the run's GPU lease and its sandbox, once, and then calls the
+// post-run hook (AfterRelease).
 func TestRunCleanupOnTerminalEvent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -74,12 +76,25 @@ func TestRunCleanupOnTerminalEvent(t *testing.T) {
 
 	var mu sync.Mutex
 	ran := map[string]int{}
+	var after []string // the post-run hook's calls
 	exec := &releases{}
 	srv := asynq.NewServer(opt, asynq.Config{Concurrency: 2, Queues: map[string]int{queue.QueueMaintenance: 1},
 		TaskCheckInterval: 20 * time.Millisecond, LogLevel: asynq.ErrorLevel})
 	mux := asynq.NewServeMux()
 	scheduler.NewMaintenance(scheduler.Config{}, scheduler.MaintenanceDeps{Store: st, Queue: q, Leases: leases, Executor: exec,
 		Log: fleettest.Logger(t), Fail: func(context.Context, string, string, string) {},
+		AfterRelease: func(ctx context.Context, id string) error {
+			st, err := leases.State(ctx, "gpu")
+			mu.Lock()
+			defer mu.Unlock()
+			for _, h := range st.Holders {
+				if h.Holder == id {
+					err = errors.New("the post-run hook ran while the run still held its lease")
+				}
+			}
+			after = append(after, id)
+			return err
+		},
 		Ran: func(typ, id string) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -96,6 +111,7 @@ func TestRunCleanupOnTerminalEvent(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, map[string]int{queue.TypeRunCleanup + " " + queue.CleanupTaskID(runID): 1}, ran)
+	require.Equal(t, []string{runID}, after, "the post-run hook ran once, after the release (else the cleanup would have been retried)")
 }
 
 // Config: Defaults is WithDefaults plus the metrics listener; Validate names the key.

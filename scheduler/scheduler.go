@@ -187,6 +187,11 @@ type MaintenanceDeps struct {
 	// tools/comfyui.Canceler). run:cleanup calls it before releasing the run's
 	// leases, so its requests still carry a live grant.
 	CancelWork func(ctx context.Context, runID string) error
+	// AfterRelease schedules a finished run's post-run work (the worker's
+	// AfterCleanup: finish_image's upscale). run:cleanup calls it after the
+	// run's leases are released, so post-run work never holds the run's own
+	// grant; its error retries the (idempotent) cleanup.
+	AfterRelease func(ctx context.Context, runID string) error
 }
 
 // NewMaintenance returns the maintenance handlers.
@@ -293,6 +298,13 @@ func (m *Maintenance) cleanupRun(ctx context.Context, t *asynq.Task) error {
 	if m.d.Executor != nil {
 		if err := m.d.Executor.Release(ctx, p.RunID); err != nil {
 			errs = append(errs, fmt.Errorf("sandbox: %w", err))
+		}
+	}
+	if m.d.AfterRelease != nil && len(errs) == 0 {
+		// Only once everything is released: the post-run task must find the
+		// run's slot free (its own lease queues like any run's).
+		if err := m.d.AfterRelease(ctx, p.RunID); err != nil {
+			errs = append(errs, fmt.Errorf("post-run work: %w", err))
 		}
 	}
 	return errors.Join(errs...)

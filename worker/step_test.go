@@ -78,20 +78,7 @@ type testBundle struct {
 // setup returns a Worker over a transaction and its bundle. mw wrap the router.
 func setup(t *testing.T, mw ...tools.Middleware) (*Worker, *testBundle) {
 	t.Helper()
-	st := store.InTx(testdb.TestTx(t))
-	redisURL := testdb.Redis(t)
-	opt, err := asynq.ParseRedisURI(redisURL)
-	require.NoError(t, err)
-	client := asynq.NewClient(opt)
-	t.Cleanup(func() { client.Close() })
-	inspector := asynq.NewInspector(opt)
-	t.Cleanup(func() { inspector.Close() })
-	ropt, err := redis.ParseURL(redisURL)
-	require.NoError(t, err)
-	rdb := redis.NewClient(ropt)
-	t.Cleanup(func() { rdb.Close() })
-	q, err := queue.NewEnqueuer(client, queue.Config{})
-	require.NoError(t, err)
+	st, q, rdb, inspector := infra(t)
 
 	reg := tools.NewRegistry()
 	orchestration.Register(reg)
@@ -108,6 +95,27 @@ func setup(t *testing.T, mw ...tools.Middleware) (*Worker, *testBundle) {
 		Store: st, Queue: q, Events: &events.Recorder{Store: st, Redis: rdb}, Router: tools.NewRouter(reg, mw...), Models: model,
 	})
 	return w, &testBundle{st: st, model: model, inspector: inspector, reg: reg}
+}
+
+// infra is a store over a rolled-back transaction and an Enqueuer, a client
+// and an inspector on a private Redis.
+func infra(t *testing.T) (*store.Store, *queue.Enqueuer, *redis.Client, *asynq.Inspector) {
+	t.Helper()
+	st := store.InTx(testdb.TestTx(t))
+	redisURL := testdb.Redis(t)
+	opt, err := asynq.ParseRedisURI(redisURL)
+	require.NoError(t, err)
+	client := asynq.NewClient(opt)
+	t.Cleanup(func() { client.Close() })
+	inspector := asynq.NewInspector(opt)
+	t.Cleanup(func() { inspector.Close() })
+	ropt, err := redis.ParseURL(redisURL)
+	require.NoError(t, err)
+	rdb := redis.NewClient(ropt)
+	t.Cleanup(func() { rdb.Close() })
+	q, err := queue.NewEnqueuer(client, queue.Config{})
+	require.NoError(t, err)
+	return st, q, rdb, inspector
 }
 
 const testTeam = `{"name":"t","model":{"provider":"answers"},

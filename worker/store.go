@@ -26,6 +26,11 @@ type Store interface {
 	InsertAudit(ctx context.Context, rows []store.AuditRow) error
 
 	RecallMemory(ctx context.Context, project, agent, text string, limit int) ([]store.MemoryEntry, error)
+
+	// finish_image's post-run requests (postrun.go).
+	FinishImages(ctx context.Context, runID string) ([]store.FinishImage, error)
+	SettleFinishImage(ctx context.Context, runID, path, status string, width, height int, errMsg string) (bool, error)
+	SettlePendingFinishImages(ctx context.Context, runID, status, errMsg string) (int, error)
 }
 
 var _ Store = (*store.Store)(nil)

@@ -28,6 +28,7 @@ import (
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
+	comfyuitools "github.com/aetherium-engine/aetherium/tools/comfyui"
 	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
@@ -176,6 +177,7 @@ type Worker struct {
 	workspaces *wsquota.Manager
 	knowledge  knowledge.Backend
 	memory     memory.Config
+	finisher   *comfyuitools.Finisher
 }
 
 // AuditWriter takes audit rows a step could not write itself (the Auditor).
@@ -218,6 +220,9 @@ type Deps struct {
 	Knowledge knowledge.Backend
 	// Memory tunes agent memory (ADR 5) of project runs.
 	Memory memory.Config
+	// Finisher runs finish_image's post-run upscales (run:finish-image, see
+	// postrun.go). Nil: such a task settles its pictures as failed.
+	Finisher *comfyuitools.Finisher
 }
 
 // New returns a Worker.
@@ -241,7 +246,7 @@ func New(cfg Config, d Deps) *Worker {
 	}
 	return &Worker{workspaces: d.Workspaces, cfg: cfg, store: d.Store, queue: d.Queue, events: d.Events, router: d.Router, models: d.Models, metrics: d.Metrics, log: d.Log, gated: d.Gated,
 		mailbox: d.Mailbox, consumer: consumerName(), leases: d.Leases, gpu: d.GPU, leaseRetry: d.LeaseRetry, audit: d.Audit, modelLabels: d.ModelLabels,
-		knowledge: d.Knowledge, memory: d.Memory.WithDefaults()}
+		knowledge: d.Knowledge, memory: d.Memory.WithDefaults(), finisher: d.Finisher}
 }
 
 func consumerName() string {
@@ -249,7 +254,8 @@ func consumerName() string {
 	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }
 
-// Mux returns the asynq handler for both task types.
+// Mux returns the asynq handler of the worker's task types: the supervisor
+// step, the agent turn and the post-run upscale (run:finish-image).
 func (w *Worker) Mux() *asynq.ServeMux {
 	mux := asynq.NewServeMux()
 	if w.metrics != nil {
@@ -257,6 +263,7 @@ func (w *Worker) Mux() *asynq.ServeMux {
 	}
 	mux.HandleFunc(queue.TypeSupervise, w.handleSupervise)
 	mux.HandleFunc(queue.TypeTurn, w.handleTurn)
+	mux.HandleFunc(queue.TypeFinishImage, w.handleFinishImage)
 	return mux
 }
 
@@ -269,6 +276,11 @@ func (w *Worker) errorHandler() asynq.ErrorHandler {
 		maxRetry, _ := asynq.GetMaxRetry(ctx)
 		if !isFailure(err) || retried < maxRetry {
 			w.log.WarnContext(ctx, "task failed, will retry", "type", t.Type(), "retried", retried, "err", err)
+			return
+		}
+		if t.Type() == queue.TypeFinishImage {
+			// Post-run work fails itself, never its run (which completed).
+			w.finishGaveUp(context.WithoutCancel(ctx), t, retried+1, err)
 			return
 		}
 		runID, err2 := w.runOfTask(context.WithoutCancel(ctx), t)

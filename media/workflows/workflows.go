@@ -27,6 +27,13 @@ const (
 	refPrefix = "reference_"
 )
 
+// QwenUpscale is finish_image's post-run 2K upscale of a Qwen-Image picture:
+// LoadImage (the uploaded original) → UpscaleModelLoader and
+// ImageUpscaleWithModel (a 4x ESRGAN-family model) → ImageScale to the exact
+// target size (lanczos) → SaveImage. Parameters: image, model, width, height,
+// prefix.
+const QwenUpscale = "qwen-upscale"
+
 // Node is one API-format node.
 type Node struct {
 	ClassType string         `json:"class_type"`

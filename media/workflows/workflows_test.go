@@ -78,10 +78,16 @@ func TestReferencesDropUnusedSlots(t *testing.T) {
 func TestEveryShippedWorkflowLoads(t *testing.T) {
 	t.Parallel()
 	names := workflows.Names()
-	require.ElementsMatch(t, []string{workflows.SD, workflows.Qwen, workflows.QwenEdit}, names)
+	require.ElementsMatch(t, []string{workflows.SD, workflows.Qwen, workflows.QwenEdit, workflows.QwenUpscale}, names)
 	for _, n := range names {
 		w, err := workflows.Load(n)
 		require.NoError(t, err, n)
+		if n == workflows.QwenUpscale {
+			for _, p := range []string{"image", "model", "width", "height", "prefix"} {
+				require.True(t, w.Has(p), "%s lacks %s", n, p)
+			}
+			continue
+		}
 		for _, p := range []string{"prompt", "negative", "seed", "steps", "width", "height", "count", "prefix"} {
 			require.True(t, w.Has(p), "%s lacks %s", n, p)
 		}

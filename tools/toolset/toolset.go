@@ -93,6 +93,7 @@ func New(d Deps) (*tools.Registry, error) {
 		svc = d.Leases.Service
 	}
 	comfyuitools.Register(reg, comfyuitools.Deps{Service: svc}, d.ComfyUI)
+	comfyuitools.RegisterFinish(reg, finishStore(d), d.ComfyUI)
 	if err := tools.CheckCatalog(reg); err != nil {
 		return nil, fmt.Errorf("tool catalog check: %w", err)
 	}
@@ -202,4 +203,13 @@ func workspaceConfig(d Deps) workspace.Config {
 		}
 	}
 	return c
+}
+
+// finishStore records finish_image's requests, without a typed nil: no store
+// makes the tool refuse to run.
+func finishStore(d Deps) comfyuitools.FinishStore {
+	if d.Store == nil {
+		return nil
+	}
+	return d.Store
 }

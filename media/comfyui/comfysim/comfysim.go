@@ -12,6 +12,10 @@
 // final executing with node null to the prompt's client_id, and writes real PNGs
 // of the latent's width and height that /view serves.
 //
+// A SaveImage fed by an image chain from a LoadImage (upload, model upscale,
+// ImageScale: the upscale workflow) saves the uploaded picture at the size the
+// chain gives it (upscale.go).
+//
 // Planted failures: a CLIPTextEncode text containing FailMarker fails the
 // sampler with an execution_error, as a CUDA out-of-memory would.
 //
@@ -106,6 +110,9 @@ var classes = map[string]struct {
 	"VAEEncode":                   {required: []string{"pixels", "vae"}},
 	"LoadImage":                   {required: []string{"image"}},
 	"ImageScale":                  {required: []string{"image", "upscale_method", "width", "height", "crop"}},
+	"ImageScaleBy":                {required: []string{"image", "upscale_method", "scale_by"}},
+	"UpscaleModelLoader":          {required: []string{"model_name"}},
+	"ImageUpscaleWithModel":       {required: []string{"upscale_model", "image"}},
 	"SaveImage":                   {required: []string{"images", "filename_prefix"}, output: true},
 }
 
@@ -515,7 +522,25 @@ func (s *Sim) execute(e *entry) *history {
 				msg("progress", map[string]any{"value": i, "max": steps, "node": id})
 			}
 		}
+		if n.ClassType == "ImageUpscaleWithModel" {
+			for i := 1; i <= upscaleTiles; i++ {
+				time.Sleep(s.cfg.StepDelay)
+				msg("progress", map[string]any{"value": i, "max": upscaleTiles, "node": id})
+			}
+		}
 		if n.ClassType == "SaveImage" {
+			pic, isPic, err := s.picture(e.Prompt, n.Inputs["images"], 0)
+			var saved []byte
+			if err == nil && isPic {
+				saved, err = s.savePicture(pic)
+			}
+			if err != nil {
+				msg("execution_error", map[string]any{"node_id": id, "node_type": n.ClassType, "executed": executed,
+					"exception_message": err.Error(), "exception_type": "RuntimeError", "traceback": []string{},
+					"current_inputs": map[string]any{}, "current_outputs": map[string]any{}})
+				h.Status.StatusStr = "error"
+				return h
+			}
 			prefix, _ := n.Inputs["filename_prefix"].(string)
 			prefix = strings.Trim(strings.ReplaceAll(prefix, "..", ""), "/")
 			if prefix == "" {
@@ -526,12 +551,15 @@ func (s *Sim) execute(e *entry) *history {
 				sub, base = prefix[:i], prefix[i+1:]
 			}
 			var images []map[string]any
-			for b := 0; b < batch; b++ {
+			for b := 0; b < batch && (!isPic || b == 0); b++ {
 				s.mu.Lock()
 				s.number++
 				name := fmt.Sprintf("%s_%05d_.png", base, s.number)
 				s.mu.Unlock()
-				data := renderPNG(width, height, seed+int64(b))
+				data := saved // an image chain from a LoadImage: batch 1
+				if !isPic {
+					data = renderPNG(width, height, seed+int64(b))
+				}
 				s.mu.Lock()
 				s.files["output/"+sub+"/"+name] = data
 				s.mu.Unlock()
