@@ -67,8 +67,9 @@ func (c Config) validate() error {
 // enqueue refused because the id (or, with Unique, the task) already exists is a
 // success: at-least-once delivery makes duplicates normal.
 type Enqueuer struct {
-	client *asynq.Client
-	cfg    Config
+	client      *asynq.Client
+	cfg         Config
+	wakeChannel string
 }
 
 // NewEnqueuer returns an Enqueuer pushing through client (which the caller owns and
@@ -81,7 +82,11 @@ func NewEnqueuer(client *asynq.Client, cfg Config) (*Enqueuer, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Enqueuer{client: client, cfg: cfg}, nil
+	e := &Enqueuer{client: client, cfg: cfg}
+	if cfg.Wake != nil {
+		e.wakeChannel = WakeChannelOf(cfg.Wake)
+	}
+	return e, nil
 }
 
 // Supervise enqueues a supervisor step of run; key distinguishes the start
@@ -179,7 +184,7 @@ func (e *Enqueuer) enqueue(ctx context.Context, t *asynq.Task, o options) (bool,
 	switch {
 	case err == nil:
 		if e.cfg.Wake != nil && o.processAt.IsZero() {
-			_ = e.cfg.Wake.Publish(ctx, WakeChannel, o.queue).Err()
+			_ = e.cfg.Wake.Publish(ctx, e.wakeChannel, o.queue).Err()
 		}
 		return true, nil
 	case errors.Is(err, asynq.ErrTaskIDConflict), errors.Is(err, asynq.ErrDuplicateTask):

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -11,8 +12,18 @@ import (
 )
 
 // WakeChannel is the Redis channel an Enqueuer announces due-now tasks on, so
-// idle workers need not poll often to start them at once.
+// idle workers need not poll often to start them at once; with a database
+// number other than 0 it is suffixed ":<db>" (WakeChannelOf), since channels are
+// shared by every database of a server while queues are not.
 const WakeChannel = "aetherium:queue:wake"
+
+// WakeChannelOf is the wake channel of the fleet whose Redis client rdb is.
+func WakeChannelOf(rdb redis.UniversalClient) string {
+	if c, ok := rdb.(*redis.Client); ok && c.Options().DB != 0 {
+		return fmt.Sprintf("%s:%d", WakeChannel, c.Options().DB)
+	}
+	return WakeChannel
+}
 
 // Waker lets an idle asynq server sleep until work arrives instead of polling
 // its queues every few milliseconds. asynq polls (its processor sleeps
@@ -53,7 +64,7 @@ func NewWaker(rdb redis.UniversalClient, queues int, idle time.Duration) *Waker 
 // (otherwise a shutdown waits up to idle).
 func (w *Waker) Run(ctx context.Context) error {
 	defer close(w.done)
-	sub := w.rdb.Subscribe(ctx, WakeChannel)
+	sub := w.rdb.Subscribe(ctx, WakeChannelOf(w.rdb))
 	defer sub.Close()
 	ch := sub.Channel()
 	for {

@@ -68,6 +68,9 @@ func TestWakerStartsAnnouncedTasks(t *testing.T) {
 	require.NoError(t, announcing.Supervise(ctx, "announced", "k"))
 	waitStarted("announced")
 
+	// Idle again (a round right after the task started would find the next one
+	// by itself), then a task nobody announces.
+	time.Sleep(500 * time.Millisecond)
 	require.NoError(t, silent.Supervise(ctx, "silent", "k"))
 	select {
 	case got := <-started:
