@@ -59,7 +59,8 @@ clean:
 	@awk '{print $$5}' /proc/self/mountinfo | grep '^$(CURDIR)/data/' | sort -r | xargs -r umount
 	rm -rf bin data
 
-# Throughput and latency on the local Redis and PostgreSQL (about three minutes);
+# Throughput, hop latency and idle cost on the local Redis and PostgreSQL (about six
+# minutes, two of them idle workers measured for a minute at each poll setting);
 # prints the table and writes cmd/bench/results/latest.{md,json}.
 bench: services build
 	$(GO) run ./cmd/bench -bin bin/aetherium

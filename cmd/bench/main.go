@@ -1,10 +1,10 @@
 // Command bench measures, in one run on the same Redis and PostgreSQL, the raw asynq
 // floor, the fleet's gated tool calls and delegations, River on the same
-// PostgreSQL, I/O-bound scaling over worker processes, and demo-run latency with a
-// worker's peak memory. It prints progress on stderr, the result table (markdown) on
+// PostgreSQL, I/O-bound scaling over worker processes, demo-run latency with a
+// worker's peak memory, and hop latency with the idle cost of workers. It prints progress on stderr, the result table (markdown) on
 // stdout, and writes cmd/bench/results/latest.{md,json}.
 //
-//	go run ./bench [-bin bin/aetherium] [-quick]
+//	go run ./cmd/bench [-bin bin/aetherium] [-quick] [-sections 2,6]
 package main
 
 import (
@@ -31,7 +31,7 @@ import (
 	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
-// options are the bench's knobs; the defaults keep the whole run within about three
+// options are the bench's knobs; the defaults keep the whole run within about six
 // minutes on a two-core machine.
 type options struct {
 	bin         string
