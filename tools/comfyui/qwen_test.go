@@ -75,7 +75,7 @@ func TestQwenModelRatioAndReferences(t *testing.T) {
 		{name: "reference outside the workspace", model: "qwen", grants: []lease.Grant{g}, args: map[string]any{"prompt": "x", "reference_images": []string{"../../etc/passwd"}}, wantErr: "climbs out"},
 		{name: "ratio needs qwen", model: "", grants: []lease.Grant{gsd}, args: map[string]any{"prompt": "x", "ratio": "1:1"}, wantErr: "image_model: qwen"},
 		{name: "ratio and size together", model: "qwen", grants: []lease.Grant{g}, args: map[string]any{"prompt": "x", "ratio": "1:1", "width": 512}, wantErr: "not both"},
-		{name: "no lease on the model's service", model: "qwen", grants: []lease.Grant{gsd}, args: map[string]any{"prompt": "x"}, wantErr: "no lease on the image service comfyui-qwen"},
+		{name: "no lease on the model's service", model: "qwen", grants: []lease.Grant{gsd}, args: map[string]any{"prompt": "x"}, wantErr: "no lease on the GPU service comfyui-qwen"},
 		{name: "size not a multiple of 8", model: "", grants: []lease.Grant{gsd}, args: map[string]any{"prompt": "x", "width": 100}, wantErr: "multiples of 8"},
 		{name: "filename with a path", model: "", grants: []lease.Grant{gsd}, args: map[string]any{"prompt": "x", "filename": "a/b.png"}, wantErr: "not a path"},
 	}
