@@ -32,9 +32,11 @@ import (
 // videoFleet starts a fleet whose comfyui-video service is the simulator in an
 // image built here FROM the media image (comfysim runs ffmpeg for video
 // workflows, as aetherium/comfysim-video does), behind the fencing proxy, with
-// the media image's executor for comfyui_video's ffprobe check. It returns the
-// fleet, the executor and the simulator's own port.
-func videoFleet(t *testing.T) (*fleettest.Fleet, media.Runner, int) {
+// the media image's executor for comfyui_video's ffprobe check (and
+// tts_render's espeak-ng). With qwen, comfyui-qwen is the FROM-scratch
+// simulator behind a proxy of its own. It returns the fleet, the executor and
+// the video simulator's own port.
+func videoFleet(t *testing.T, qwen bool) (*fleettest.Fleet, media.Runner, int) {
 	t.Helper()
 	dc := dockerOrFail(t)
 	exec := sandboxtest.Media(t)
@@ -43,29 +45,38 @@ func videoFleet(t *testing.T) (*fleettest.Fleet, media.Runner, int) {
 	root, err := testinfra.RepoRoot()
 	require.NoError(t, err)
 	prefix := "aetherium-test/fleet-video-" + suffix
-	tags, err := gputest.BuildGoImages(ctx, dc, root, prefix, "./cmd/fenceproxy")
+	tags, err := gputest.BuildGoImages(ctx, dc, root, prefix, "./cmd/fenceproxy", "./cmd/comfysim")
 	require.NoError(t, err)
 	tags["comfysim-video"] = prefix + "-comfysim-video"
 	require.NoError(t, gputest.BuildGoImageOn(ctx, dc, root, media.Image(exec), tags["comfysim-video"], "./cmd/comfysim"))
-	name := "aetherium-e2e-video-" + suffix
+	cfg := fleettest.Config(t)
+	var containers []string
+	service := func(name, image string) (lease.Service, int) {
+		container, up, px := "aetherium-e2e-"+name+"-"+suffix, freeTCPPort(t), freeTCPPort(t)
+		containers = append(containers, container, container+"-fence")
+		return lease.Service{
+			Name: name, Capacity: 1, TTL: 30 * time.Second, Image: image, Container: container,
+			Env:   []string{"COMFYSIM_STEP_DELAY=20ms"},
+			Ports: []string{fmt.Sprintf("127.0.0.1:%d:8188", up)}, HealthURL: fmt.Sprintf("http://127.0.0.1:%d/system_stats", up),
+			StartTimeout: 60 * time.Second, IdleStop: 2 * time.Second,
+			Fence: &lease.Fence{Image: tags["fenceproxy"], Listen: fmt.Sprintf("127.0.0.1:%d", px),
+				Upstream: fmt.Sprintf("http://127.0.0.1:%d", up), Redis: cfg.RedisURL},
+		}, up
+	}
+	video, up := service(comfyuitools.DefaultVideoService, tags["comfysim-video"])
+	cfg.Streams.Leases = lease.Config{Prefix: "aeth:lease:" + suffix, Services: []lease.Service{video}}
+	if qwen {
+		q, _ := service(comfyuitools.Models["qwen"].Service, tags["comfysim"])
+		cfg.Streams.Leases.Services = append(cfg.Streams.Leases.Services, q)
+	}
 	t.Cleanup(func() {
-		for _, c := range []string{name, name + "-fence"} {
+		for _, c := range containers {
 			_ = dc.ContainerRemove(context.Background(), c, container.RemoveOptions{Force: true})
 		}
 		for _, tag := range tags {
 			_, _ = dc.ImageRemove(context.Background(), tag, dockerimage.RemoveOptions{Force: true, PruneChildren: true})
 		}
 	})
-	up, px := freeTCPPort(t), freeTCPPort(t)
-	cfg := fleettest.Config(t)
-	cfg.Streams.Leases = lease.Config{Prefix: "aeth:lease:" + suffix, Services: []lease.Service{{
-		Name: comfyuitools.DefaultVideoService, Capacity: 1, TTL: 30 * time.Second, Image: tags["comfysim-video"], Container: name,
-		Env:   []string{"COMFYSIM_STEP_DELAY=20ms"},
-		Ports: []string{fmt.Sprintf("127.0.0.1:%d:8188", up)}, HealthURL: fmt.Sprintf("http://127.0.0.1:%d/system_stats", up),
-		StartTimeout: 60 * time.Second, IdleStop: 2 * time.Second,
-		Fence: &lease.Fence{Image: tags["fenceproxy"], Listen: fmt.Sprintf("127.0.0.1:%d", px),
-			Upstream: fmt.Sprintf("http://127.0.0.1:%d", up), Redis: cfg.RedisURL},
-	}}}
 	f := fleettest.StartWith(t, cfg, fleettest.Options{Fleet: fleet.Options{Executor: exec}})
 	return f, exec, up
 }
@@ -80,7 +91,7 @@ func videoFleet(t *testing.T) (*fleettest.Fleet, media.Runner, int) {
 // cleanup releases the lease.
 func TestComfyUIVideoThroughFleet(t *testing.T) {
 	t.Parallel()
-	f, exec, up := videoFleet(t)
+	f, exec, up := videoFleet(t, false)
 	ctx := context.Background()
 
 	// The start image is in the project's workspace before the run, as a
@@ -121,7 +132,9 @@ func TestComfyUIVideoThroughFleet(t *testing.T) {
 	began := time.Now()
 	id := submitIn(t, f, slug, team, "film it")
 	evs := f.Follow(id, 0, 4*time.Minute)
-	require.Equal(t, "run.completed", evs[len(evs)-1].Type, "%v", evs[len(evs)-1])
+	if last := evs[len(evs)-1]; last.Type != "run.completed" {
+		t.Fatalf("the run ended with %s %s: %s", last.Type, last.Data, f.GetRun(id).Error)
+	}
 	t.Logf("run (service start, two clips, their checks) took %v", time.Since(began))
 
 	var results []comfyuitools.VideoResult
@@ -180,4 +193,43 @@ func TestComfyUIVideoThroughFleet(t *testing.T) {
 		st, err := f.Leases.State(ctx, comfyuitools.DefaultVideoService)
 		return err == nil && len(st.Holders) == 0
 	}, 30*time.Second, 100*time.Millisecond, "lease still held after the run ended")
+}
+
+// The shipped media-studio template, unchanged, on the simulators: the qwen
+// artist's picture and transparent cut-out, the animator's two clips (one
+// from the artist's picture), the narrator's script held to its
+// required_output and voiced by espeak-ng in the media image.
+func TestMediaStudioTemplateOnSimulators(t *testing.T) {
+	t.Parallel()
+	f, exec, _ := videoFleet(t, true)
+	ctx := context.Background()
+	began := time.Now()
+	id := f.Submit("media-studio", "make the promo", map[string]any{"topic": "a lighthouse keeper"})
+	run := f.WaitTerminal(id, 5*time.Minute)
+	require.Equal(t, "completed", run.Status, run.Error)
+	t.Logf("media-studio run took %v", time.Since(began))
+	ws, err := f.Workspaces.Open(ctx, id)
+	require.NoError(t, err)
+
+	for _, p := range []string{"images/hero.png", "images/hero-cutout.png"} {
+		fh, err := os.Open(filepath.Join(ws, p))
+		require.NoError(t, err)
+		img, err := png.Decode(fh)
+		fh.Close()
+		require.NoError(t, err, p)
+		_, _, _, a := img.At(0, 0).RGBA()
+		require.Equal(t, p == "images/hero-cutout.png", a < 0xffff, "%s: only the cut-out is transparent", p)
+	}
+	for p, secs := range map[string]float64{"videos/establishing.mp4": 3, "videos/hero.mp4": 2} {
+		data, err := os.ReadFile(filepath.Join(ws, p))
+		require.NoError(t, err)
+		info, err := media.ProbeVideo(ctx, exec, "", "check.mp4", data)
+		require.NoError(t, err, p)
+		require.InDelta(t, secs, info.Duration.Seconds(), 0.1, p)
+	}
+	mp3, err := os.ReadFile(filepath.Join(ws, "audio", "narration.mp3"))
+	require.NoError(t, err)
+	info, err := media.Probe(ctx, exec, "", "narration.mp3", mp3)
+	require.NoError(t, err)
+	require.Greater(t, info.Duration.Seconds(), 10.0, "about 60 words of narration")
 }
