@@ -7,6 +7,7 @@ import (
 	"errors"
 	"image"
 	"image/png"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -87,7 +88,7 @@ func (r *videoRig) call(t *testing.T, d comfyuitools.Deps, cfg comfyuitools.Conf
 	d.Service = r.m.Service
 	reg := tools.NewRegistry()
 	comfyuitools.Register(reg, d, cfg)
-	ctx := tools.WithSession(context.Background(), &tools.Session{RunID: "run-v", SessionID: "s-v", Workspace: r.ws, Coordinator: &coord{},
+	ctx := tools.WithSession(context.Background(), &tools.Session{RunID: r.grant.Holder, SessionID: "s-" + r.grant.Holder, Workspace: r.ws, Coordinator: &coord{},
 		Access: tools.Access{Groups: []string{"video"}, Tools: []string{"comfyui_video"}}})
 	ctx = lease.WithGrants(ctx, grants...)
 	raw, err := json.Marshal(args)
@@ -214,5 +215,40 @@ func TestComfyUIVideoConfig(t *testing.T) {
 			}
 			require.ErrorContains(t, err, tc.want)
 		})
+	}
+}
+
+// The run's cleanup interrupts a clip rendering on comfyui-video, and the
+// waiting comfyui_video reports the interruption.
+func TestComfyUIVideoCancelRun(t *testing.T) {
+	t.Parallel()
+	sim := httptest.NewServer(comfysim.New(comfysim.Config{StepDelay: 200 * time.Millisecond, NodeDelay: time.Millisecond, EncodeVideo: (&encoder{}).encode}, nil))
+	t.Cleanup(sim.Close)
+	m := leases(t, lease.Service{Name: comfyuitools.DefaultVideoService, URL: sim.URL})
+	g, err := m.Acquire(context.Background(), comfyuitools.DefaultVideoService, "run-c")
+	require.NoError(t, err)
+	r := &videoRig{ws: t.TempDir(), enc: &encoder{}, grant: g, m: m}
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.call(t, comfyuitools.Deps{ProbeVideo: fakeProbe(0)}, comfyuitools.Config{}, []lease.Grant{g}, map[string]any{"description": "slow", "seconds": 5})
+		done <- err
+	}()
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(sim.URL + "/queue")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var q struct {
+			Running []json.RawMessage `json:"queue_running"`
+		}
+		return json.NewDecoder(resp.Body).Decode(&q) == nil && len(q.Running) == 1
+	}, 10*time.Second, 20*time.Millisecond, "the clip never started")
+	require.NoError(t, comfyuitools.Canceler{Leases: m}.CancelRun(context.Background(), "run-c"))
+	select {
+	case err := <-done:
+		require.ErrorContains(t, err, "interrupted")
+	case <-time.After(3 * time.Second):
+		t.Fatal("comfyui_video still waits after the run's cleanup (20 steps take 4 s)")
 	}
 }
