@@ -1,10 +1,12 @@
-// Package comfyui is the ComfyUITools server class's image half (server group
-// comfyui): comfyui_generate and comfyui_status. Both talk to the ComfyUI of
-// the team's image model (tools.Session.ImageModel: the comfyui service with
-// the default text-to-image workflow, or comfyui-qwen with Qwen-Image) through
-// the run's lease on that service (lease.GrantFrom): every request carries the
-// grant's fencing token, and the fencing proxy in front of the service refuses
-// a holder whose lease was lost, which the tools report as such.
+// Package comfyui is the ComfyUITools server class: comfyui_generate and
+// comfyui_status (server group comfyui) and comfyui_video (server group video,
+// video.go). The image tools talk to the ComfyUI of the team's image model
+// (tools.Session.ImageModel: the comfyui service with the default
+// text-to-image workflow, or comfyui-qwen with Qwen-Image), comfyui_video to
+// the comfyui.video_service one (Wan 2.2), each through the run's lease on
+// that service (lease.GrantFrom): every request carries the grant's fencing
+// token, and the fencing proxy in front of the service refuses a holder whose
+// lease was lost, which the tools report as such.
 //
 // A generation's bookkeeping (service, client id, where to save, what was
 // saved) is kept in the workspace's engine directory (.aetherium/comfyui/), so
