@@ -51,10 +51,7 @@ func ProbeVideo(ctx context.Context, r Runner, project, name string, data []byte
 
 func parseVideoProbe(raw []byte) (VideoInfo, error) {
 	var p struct {
-		Format struct {
-			Name     string `json:"format_name"`
-			Duration string `json:"duration"`
-		} `json:"format"`
+		Format  probeFormat `json:"format"`
 		Streams []struct {
 			Type      string `json:"codec_type"`
 			Codec     string `json:"codec_name"`
@@ -71,16 +68,16 @@ func parseVideoProbe(raw []byte) (VideoInfo, error) {
 		return VideoInfo{}, ErrNoVideo
 	}
 	st := p.Streams[0]
-	secs, err := strconv.ParseFloat(p.Format.Duration, 64)
+	d, err := p.Format.duration()
 	if err != nil {
-		return VideoInfo{}, fmt.Errorf("ffprobe found no duration (%q)", p.Format.Duration)
+		return VideoInfo{}, err
 	}
 	frames, _ := strconv.Atoi(st.Frames)
 	if frames <= 0 || st.Width <= 0 || st.Height <= 0 {
 		return VideoInfo{}, fmt.Errorf("%w: %d frames of %dx%d decoded", ErrNoVideo, frames, st.Width, st.Height)
 	}
 	return VideoInfo{Format: p.Format.Name, Codec: st.Codec, Width: st.Width, Height: st.Height, Frames: frames,
-		FPS: rate(st.FrameRate), Duration: time.Duration(secs * float64(time.Second))}, nil
+		FPS: rate(st.FrameRate), Duration: d}, nil
 }
 
 // rate reads ffprobe's "num/den" frame rate (0 when unknown).

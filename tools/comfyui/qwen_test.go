@@ -103,11 +103,7 @@ func TestQwenModelRatioAndReferences(t *testing.T) {
 // hasTransparency reports whether the PNG at p has a pixel with alpha below 255.
 func hasTransparency(t *testing.T, p string) bool {
 	t.Helper()
-	f, err := os.Open(p)
-	require.NoError(t, err)
-	defer f.Close()
-	img, err := png.Decode(f)
-	require.NoError(t, err)
+	img := readPNG(t, p)
 	b := img.Bounds()
 	for y := b.Min.Y; y < b.Max.Y; y++ {
 		for x := b.Min.X; x < b.Max.X; x++ {
