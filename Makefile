@@ -26,8 +26,9 @@ sandbox-image:
 images:
 	bash scripts/images.sh
 
-# The fencing proxy and the ComfyUI simulator images (FROM scratch, static Go
-# binaries): aetherium/fenceproxy, aetherium/comfysim.
+# The fencing proxy and the ComfyUI simulator images (static Go binaries:
+# aetherium/fenceproxy, aetherium/comfysim FROM scratch, aetherium/comfysim-video
+# FROM the media image, so run `make images` first). Skipped while current.
 gpu-images:
 	@if docker info >/dev/null 2>&1; then GO=$(GO) bash scripts/gpu-images.sh; \
 	else echo "gpu-images: no Docker engine answers"; fi

@@ -326,6 +326,8 @@ func TestValidateNamesEachKey(t *testing.T) {
 		{name: "empty api addr", mutate: func(c *config.Config) { c.API.Addr = "" }, want: "api.addr"},
 		{name: "zero concurrency", mutate: func(c *config.Config) { c.Worker.Concurrency = 0 }, want: "worker.concurrency"},
 		{name: "negative body limit", mutate: func(c *config.Config) { c.API.BodyLimit = -5 }, want: "api.body_limit"},
+		{name: "a video width off Wan's grid", mutate: func(c *config.Config) { c.ComfyUI.VideoWidth = 830 }, want: "comfyui.video_width"},
+		{name: "a video service that is no lease name", mutate: func(c *config.Config) { c.ComfyUI.VideoService = "Comfy Video" }, want: "comfyui.video_service"},
 		{name: "a secret from env bound to domains is fine", mutate: func(c *config.Config) {
 			c.Security.Secrets = map[string]security.SecretSource{"github": {Env: "GITHUB_TOKEN", Domains: []string{"api.github.com", "*.github.com"}}}
 		}},

@@ -528,7 +528,7 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 	scheduler.NewMaintenance(f.schedulerConfig(), scheduler.MaintenanceDeps{
 		Store: f.Store, Queue: f.Queue, Fail: w.FailRun, Log: f.Log,
 		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, Executor: f.Executor, Workspaces: f.Workspaces,
-		CancelWork:   comfyuitools.Canceler{Leases: f.Leases, Client: f.Cfg.ComfyUI.Client}.CancelRun,
+		CancelWork:   comfyuitools.Canceler{Leases: f.Leases, Client: f.Cfg.ComfyUI.Client, VideoService: f.Cfg.ComfyUI.VideoService}.CancelRun,
 		AfterRelease: w.AfterCleanup,
 	}).Register(mux)
 	f.Metrics.WorkerStarted(f.Cfg.Worker.Concurrency)

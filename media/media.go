@@ -233,12 +233,24 @@ func Probe(ctx context.Context, r Runner, project, name string, data []byte) (In
 	return parseProbe(res.Files["probe.json"])
 }
 
+// probeFormat is ffprobe's format section, which audio and video probes share.
+type probeFormat struct {
+	Name     string `json:"format_name"`
+	Duration string `json:"duration"`
+}
+
+// duration is the container's duration.
+func (f probeFormat) duration() (time.Duration, error) {
+	secs, err := strconv.ParseFloat(f.Duration, 64)
+	if err != nil {
+		return 0, fmt.Errorf("ffprobe found no duration (%q)", f.Duration)
+	}
+	return time.Duration(secs * float64(time.Second)), nil
+}
+
 func parseProbe(raw []byte) (Info, error) {
 	var p struct {
-		Format struct {
-			Name     string `json:"format_name"`
-			Duration string `json:"duration"`
-		} `json:"format"`
+		Format  probeFormat `json:"format"`
 		Streams []struct {
 			Type       string `json:"codec_type"`
 			Codec      string `json:"codec_name"`
@@ -249,11 +261,11 @@ func parseProbe(raw []byte) (Info, error) {
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return Info{}, fmt.Errorf("ffprobe output: %w", err)
 	}
-	secs, err := strconv.ParseFloat(p.Format.Duration, 64)
+	d, err := p.Format.duration()
 	if err != nil {
-		return Info{}, fmt.Errorf("ffprobe found no duration (%q)", p.Format.Duration)
+		return Info{}, err
 	}
-	info := Info{Format: p.Format.Name, Duration: time.Duration(secs * float64(time.Second))}
+	info := Info{Format: p.Format.Name, Duration: d}
 	for _, s := range p.Streams {
 		if s.Type == "audio" {
 			info.Codec, info.Channels = s.Codec, s.Channels

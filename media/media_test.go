@@ -3,6 +3,7 @@ package media
 import (
 	"encoding/base64"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -53,4 +54,35 @@ func TestMixRefusesBadArguments(t *testing.T) {
 	require.ErrorContains(t, err, "want e.g. 128k")
 	_, err = Run(t.Context(), nil, Job{Script: "true"})
 	require.ErrorIs(t, err, ErrNoRunner)
+}
+
+func TestParseVideoProbe(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		raw  string
+		want VideoInfo
+		err  string
+	}{
+		{"h264 mp4", `{"streams":[{"codec_type":"video","codec_name":"h264","width":832,"height":480,"avg_frame_rate":"16/1","nb_read_frames":"32"}],"format":{"format_name":"mov,mp4,m4a,3gp,3g2,mj2","duration":"2.000000"}}`,
+			VideoInfo{Format: "mov,mp4,m4a,3gp,3g2,mj2", Codec: "h264", Width: 832, Height: 480, Frames: 32, FPS: 16, Duration: 2 * time.Second}, ""},
+		{"ntsc rate", `{"streams":[{"codec_type":"video","codec_name":"h264","width":64,"height":64,"avg_frame_rate":"30000/1001","nb_read_frames":"3"}],"format":{"format_name":"mp4","duration":"0.1"}}`,
+			VideoInfo{Format: "mp4", Codec: "h264", Width: 64, Height: 64, Frames: 3, FPS: 30000.0 / 1001, Duration: 100 * time.Millisecond}, ""},
+		{"audio only", `{"streams":[],"format":{"format_name":"mp3","duration":"1.0"}}`, VideoInfo{}, "no decodable video"},
+		{"no frames decoded", `{"streams":[{"codec_type":"video","codec_name":"h264","width":64,"height":64,"avg_frame_rate":"16/1","nb_read_frames":"0"}],"format":{"format_name":"mp4","duration":"1.0"}}`, VideoInfo{}, "0 frames"},
+		{"no duration", `{"streams":[{"codec_type":"video","codec_name":"h264","width":64,"height":64,"nb_read_frames":"4"}],"format":{"format_name":"mp4"}}`, VideoInfo{}, "no duration"},
+		{"not json", `nope`, VideoInfo{}, "ffprobe output"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := parseVideoProbe([]byte(tc.raw))
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
 }

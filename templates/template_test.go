@@ -354,8 +354,9 @@ func TestShippedTemplates(t *testing.T) {
 	dir := templates.Dir{Path: "../templates"}
 	names, err := dir.List()
 	require.NoError(t, err)
-	require.Contains(t, names, "demo")
-	require.Contains(t, names, "research-writer")
+	for _, want := range []string{"demo", "research-writer", "voice-over", "steam-frame-vr", "media-studio"} {
+		require.Contains(t, names, want)
+	}
 	vars := map[string]any{"topic": "t", "title": "T", "audience": "a"}
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
@@ -378,6 +379,43 @@ func TestShippedTemplates(t *testing.T) {
 			require.JSONEq(t, string(raw), string(again))
 		})
 	}
+}
+
+// media-studio: the qwen image model on its own service, the video service,
+// one node per media group (each seeing only its own group's tools), and the
+// narrator held to its script.
+func TestMediaStudioTemplate(t *testing.T) {
+	t.Parallel()
+	reg := setup(t)
+	tpl, err := templates.Dir{Path: "../templates"}.Load("media-studio", reg)
+	require.NoError(t, err)
+	require.Equal(t, "qwen", tpl.ImageModel)
+	require.ElementsMatch(t, []string{templates.ImageModels["qwen"], "comfyui-video"}, tpl.GPUServices)
+	groups := map[string][]string{}
+	for _, n := range tpl.Workers {
+		groups[n.Name] = n.MCPServers
+	}
+	require.Equal(t, map[string][]string{"artist": {"workspace", "comfyui"}, "animator": {"workspace", "video"}, "narrator": {"workspace", "audio"}}, groups)
+	for _, n := range tpl.Workers {
+		for _, tool := range n.Tools {
+			g, ok := tools.GroupOf(tool)
+			require.True(t, ok, tool)
+			require.Contains(t, n.MCPServers, g, "%s's %s is in a group it lists", n.Name, tool)
+		}
+	}
+	narrator := tpl.Workers[2]
+	require.NotNil(t, narrator.RequiredOutput)
+	require.Equal(t, "narration.md", narrator.RequiredOutput.File)
+	// The script's narration meets its own bar.
+	var content string
+	for _, turn := range tpl.Script.Agents["narrator"] {
+		for _, c := range turn.Calls {
+			if c.Tool == "write_file" {
+				content, _ = c.Args["content"].(string)
+			}
+		}
+	}
+	require.GreaterOrEqual(t, len(strings.Fields(strings.ReplaceAll(content, "NARRATOR:", ""))), narrator.RequiredOutput.MinSpokenWords)
 }
 
 func TestDirLoadErrors(t *testing.T) {

@@ -2,7 +2,9 @@
 // COMFYSIM_LISTEN (default :8188), with COMFYSIM_STEP_DELAY and
 // COMFYSIM_NODE_DELAY (durations or milliseconds) tuning its latencies and
 // COMFYSIM_MAX_SIDE bounding latent sizes. A static
-// binary for a FROM-scratch image, started as a GPU service like real ComfyUI.
+// binary for a FROM-scratch image (aetherium/comfysim), started as a GPU
+// service like real ComfyUI; video workflows run ffmpeg from PATH, which the
+// aetherium/comfysim-video image (the media image plus this binary) has.
 package main
 
 import (

@@ -102,6 +102,43 @@ func BuildContext(ctx context.Context, dc *client.Client, tag string, files []Fi
 // command through the Engine API, tagged tagPrefix+"-"+<command name>; it
 // returns the tags by command name. Nothing is pulled. dir is the module root.
 func BuildGoImages(ctx context.Context, dc *client.Client, dir, tagPrefix string, pkgs ...string) (map[string]string, error) {
+	bins, err := compile(ctx, dir, pkgs...)
+	if err != nil {
+		return nil, err
+	}
+	tags := map[string]string{}
+	for name, bin := range bins {
+		tag := tagPrefix + "-" + name
+		if err := BuildContext(ctx, dc, tag, []File{
+			{Name: "Dockerfile", Mode: 0o644, Body: []byte("FROM scratch\nCOPY " + name + " /" + name + "\n" + `ENTRYPOINT ["/` + name + `"]` + "\n")},
+			{Name: name, Mode: 0o755, Body: bin},
+		}); err != nil {
+			return nil, err
+		}
+		tags[name] = tag
+	}
+	return tags, nil
+}
+
+// BuildGoImageOn compiles the module's command pkg as a static binary and
+// builds it into an image FROM base, a local image (nothing is pulled), as
+// /usr/local/bin/<command name>, its entrypoint, under tag. It is how a
+// simulator that needs a base image's tools runs (comfysim's video workflows
+// run ffmpeg, so their image is the media image plus comfysim).
+func BuildGoImageOn(ctx context.Context, dc *client.Client, dir, base, tag, pkg string) error {
+	bins, err := compile(ctx, dir, pkg)
+	if err != nil {
+		return err
+	}
+	name := filepath.Base(pkg)
+	return BuildContext(ctx, dc, tag, []File{
+		{Name: "Dockerfile", Mode: 0o644, Body: []byte("FROM " + base + "\nCOPY " + name + " /usr/local/bin/" + name + "\n" + `ENTRYPOINT ["/usr/local/bin/` + name + `"]` + "\n")},
+		{Name: name, Mode: 0o755, Body: bins[name]},
+	})
+}
+
+// compile builds pkgs as static binaries and returns them by command name.
+func compile(ctx context.Context, dir string, pkgs ...string) (map[string][]byte, error) {
 	out, err := os.MkdirTemp("", "gputest-bin-")
 	if err != nil {
 		return nil, err
@@ -114,21 +151,14 @@ func BuildGoImages(ctx context.Context, dc *client.Client, dir, tagPrefix string
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("go build %v: %v\n%s", pkgs, err, b)
 	}
-	tags := map[string]string{}
+	bins := map[string][]byte{}
 	for _, p := range pkgs {
 		name := filepath.Base(p)
 		bin, err := os.ReadFile(filepath.Join(out, name))
 		if err != nil {
 			return nil, err
 		}
-		tag := tagPrefix + "-" + name
-		if err := BuildContext(ctx, dc, tag, []File{
-			{Name: "Dockerfile", Mode: 0o644, Body: []byte("FROM scratch\nCOPY " + name + " /" + name + "\n" + `ENTRYPOINT ["/` + name + `"]` + "\n")},
-			{Name: name, Mode: 0o755, Body: bin},
-		}); err != nil {
-			return nil, err
-		}
-		tags[name] = tag
+		bins[name] = bin
 	}
-	return tags, nil
+	return bins, nil
 }

@@ -25,6 +25,20 @@ const (
 	QwenEdit  = "qwen-image-edit"
 	MaxRefs   = 3 // reference images QwenEdit takes (reference_1..3)
 	refPrefix = "reference_"
+
+	// WanT2V and WanI2V are Wan 2.2 A14B text-to-video and image-to-video: the
+	// high-noise and the low-noise expert, each a UNETLoader with
+	// ModelSamplingSD3, split across two KSamplerAdvanced (steps 0-10, then
+	// 10-end) as ComfyUI's own Wan 2.2 templates do; EmptyHunyuanLatentVideo
+	// (text) or WanImageToVideo (a LoadImage start image) make the latent,
+	// VAEDecode the frames, ImageFromBatch keeps the first "frames" of them
+	// (see WanLength), and the core CreateVideo + SaveVideo write an H.264
+	// MP4 (no custom node pack, unlike VHS_VideoCombine; SaveVideo lists the
+	// file under the history's "images" with "animated": [true]). Parameters:
+	// prompt, negative, seed, width, height, length, frames, fps, prefix (and
+	// image for WanI2V).
+	WanT2V = "wan22-t2v"
+	WanI2V = "wan22-i2v"
 )
 
 // QwenUpscale is finish_image's post-run 2K upscale of a Qwen-Image picture:
@@ -33,6 +47,21 @@ const (
 // target size (lanczos) → SaveImage. Parameters: image, model, width, height,
 // prefix.
 const QwenUpscale = "qwen-upscale"
+
+// WanLength is the latent length Wan renders for frames frames: Wan's VAE
+// compresses time fourfold around a first frame, so it makes 4n+1 frames;
+// this is the smallest 4n+1 of at least frames+1 (frames=32 → 33, i.e. 2 s at
+// 16 fps plus the first frame). The workflows then keep exactly frames of
+// them, so the clip lasts frames/fps seconds, not (4n+1)/fps.
+func WanLength(frames int) int {
+	return (frames+3)/4*4 + 1
+}
+
+// RemoveBackgroundClass is the node RemoveBackground splices in:
+// InspyrenetRembg of the ComfyUI-Inspyrenet-Rembg node pack (inputs image,
+// torchscript_jit), which returns the picture as RGBA with a transparent
+// background; SaveImage writes such an image as an RGBA PNG.
+const RemoveBackgroundClass = "InspyrenetRembg"
 
 // Node is one API-format node.
 type Node struct {
@@ -165,6 +194,33 @@ func (w *Workflow) SetReferences(names []string) error {
 		for _, t := range ts {
 			w.Drop(t.Node)
 		}
+	}
+	return nil
+}
+
+// RemoveBackground puts a RemoveBackgroundClass node in front of the images
+// input of every node the "prefix" parameter targets (the workflow's
+// SaveImage), so the saved pictures carry an alpha channel. A real ComfyUI
+// needs the node pack installed; without it /prompt refuses the workflow
+// naming the class.
+func (w *Workflow) RemoveBackground() error {
+	ts, ok := w.Params["prefix"]
+	if !ok || len(ts) == 0 {
+		return fmt.Errorf("workflows: %s has no prefix parameter naming its save node", w.Name)
+	}
+	for i, t := range ts {
+		save := w.Nodes[t.Node]
+		src, ok := save.Inputs["images"].([]any)
+		if !ok || len(src) != 2 {
+			return fmt.Errorf("workflows: %s: node %s (%s) has no linked images input", w.Name, t.Node, save.ClassType)
+		}
+		id := fmt.Sprintf("aeth-rembg-%d", i+1)
+		if _, taken := w.Nodes[id]; taken {
+			return fmt.Errorf("workflows: %s: the background is already removed", w.Name)
+		}
+		w.Nodes[id] = Node{ClassType: RemoveBackgroundClass, Inputs: map[string]any{"image": src, "torchscript_jit": "default"},
+			Meta: map[string]any{"title": "Remove background (alpha)"}}
+		save.Inputs["images"] = []any{id, 0}
 	}
 	return nil
 }

@@ -78,19 +78,55 @@ func TestReferencesDropUnusedSlots(t *testing.T) {
 func TestEveryShippedWorkflowLoads(t *testing.T) {
 	t.Parallel()
 	names := workflows.Names()
-	require.ElementsMatch(t, []string{workflows.SD, workflows.Qwen, workflows.QwenEdit, workflows.QwenUpscale}, names)
+	require.ElementsMatch(t, []string{workflows.SD, workflows.Qwen, workflows.QwenEdit, workflows.QwenUpscale, workflows.WanT2V, workflows.WanI2V}, names)
+	video := map[string]bool{workflows.WanT2V: true, workflows.WanI2V: true}
 	for _, n := range names {
 		w, err := workflows.Load(n)
 		require.NoError(t, err, n)
-		if n == workflows.QwenUpscale {
-			for _, p := range []string{"image", "model", "width", "height", "prefix"} {
-				require.True(t, w.Has(p), "%s lacks %s", n, p)
-			}
-			continue
+		want := []string{"prompt", "negative", "seed", "steps", "width", "height", "count", "prefix"}
+		switch {
+		case n == workflows.QwenUpscale:
+			want = []string{"image", "model", "width", "height", "prefix"}
+		case video[n]:
+			want = []string{"prompt", "negative", "seed", "width", "height", "length", "frames", "fps", "prefix"}
 		}
-		for _, p := range []string{"prompt", "negative", "seed", "steps", "width", "height", "count", "prefix"} {
+		for _, p := range want {
 			require.True(t, w.Has(p), "%s lacks %s", n, p)
 		}
+	}
+	i2v, err := workflows.Load(workflows.WanI2V)
+	require.NoError(t, err)
+	require.True(t, i2v.Has("image"), "the image-to-video workflow takes its start image")
+}
+
+// Wan renders 4n+1 frames; the workflow keeps the requested frames of them.
+func TestWanLength(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ frames, want int }{{16, 17}, {32, 33}, {80, 81}, {8, 9}, {30, 33}, {25, 29}, {150, 153}} {
+		require.Equal(t, tc.want, workflows.WanLength(tc.frames), "frames %d", tc.frames)
+		require.Equal(t, 1, tc.want%4, "4n+1")
+		require.Greater(t, tc.want, tc.frames)
+	}
+}
+
+// RemoveBackground splices the alpha node between the decoder and SaveImage
+// and leaves the rest of the graph alone.
+func TestRemoveBackground(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{workflows.Qwen, workflows.QwenEdit} {
+		w, err := workflows.Load(name)
+		require.NoError(t, err)
+		before := roundTrip(t, w.Prompt())
+		require.NoError(t, w.RemoveBackground())
+		got := roundTrip(t, w.Prompt())
+		rembg := got["aeth-rembg-1"]
+		require.Equal(t, workflows.RemoveBackgroundClass, rembg["class_type"])
+		require.Equal(t, []any{"8", float64(0)}, rembg["inputs"].(map[string]any)["image"], "%s: takes the decoded picture", name)
+		require.Equal(t, []any{"aeth-rembg-1", float64(0)}, got["60"]["inputs"].(map[string]any)["images"], "%s: SaveImage saves the cut-out", name)
+		delete(got, "aeth-rembg-1")
+		before["60"]["inputs"].(map[string]any)["images"] = []any{"aeth-rembg-1", float64(0)}
+		require.Equal(t, before, got)
+		require.ErrorContains(t, w.RemoveBackground(), "already removed")
 	}
 }
 

@@ -15,20 +15,24 @@ import (
 // pending prompts are deleted from the queue (POST /queue {delete}) and its
 // running one interrupted (POST /interrupt). The run's prompts are those whose
 // client_id starts with ClientPrefix(runID), so nothing but ComfyUI's queue is
-// consulted. run:cleanup calls it before it releases the run's leases: the
-// requests carry the run's own grant, which the fencing proxy still admits.
+// consulted. It covers every image model's service and comfyui_video's.
+// run:cleanup calls it before it releases the run's leases: the requests carry
+// the run's own grant, which the fencing proxy still admits.
 type Canceler struct {
 	Leases *lease.Manager
 	Client comfyui.Config
+	// VideoService is comfyui.video_service. Default DefaultVideoService.
+	VideoService string
 }
 
-// CancelRun implements the cleanup hook.
-func (c Canceler) CancelRun(ctx context.Context, runID string) error {
-	if c.Leases == nil {
-		return nil
+// services are the ComfyUI services a run's prompts may be on, sorted.
+func (c Canceler) services() []string {
+	video := c.VideoService
+	if video == "" {
+		video = DefaultVideoService
 	}
-	seen := map[string]bool{}
-	var services []string
+	seen := map[string]bool{video: true}
+	services := []string{video}
 	for _, m := range Models {
 		if !seen[m.Service] {
 			seen[m.Service] = true
@@ -36,8 +40,16 @@ func (c Canceler) CancelRun(ctx context.Context, runID string) error {
 		}
 	}
 	sort.Strings(services)
+	return services
+}
+
+// CancelRun implements the cleanup hook.
+func (c Canceler) CancelRun(ctx context.Context, runID string) error {
+	if c.Leases == nil {
+		return nil
+	}
 	var errs []error
-	for _, name := range services {
+	for _, name := range c.services() {
 		svc, ok := c.Leases.Service(name)
 		if !ok || svc.URL == "" {
 			continue

@@ -1,10 +1,12 @@
-// Package comfyui is the ComfyUITools server class's image half (server group
-// comfyui): comfyui_generate and comfyui_status. Both talk to the ComfyUI of
-// the team's image model (tools.Session.ImageModel: the comfyui service with
-// the default text-to-image workflow, or comfyui-qwen with Qwen-Image) through
-// the run's lease on that service (lease.GrantFrom): every request carries the
-// grant's fencing token, and the fencing proxy in front of the service refuses
-// a holder whose lease was lost, which the tools report as such.
+// Package comfyui is the ComfyUITools server class: comfyui_generate and
+// comfyui_status (server group comfyui) and comfyui_video (server group video,
+// video.go). The image tools talk to the ComfyUI of the team's image model
+// (tools.Session.ImageModel: the comfyui service with the default
+// text-to-image workflow, or comfyui-qwen with Qwen-Image), comfyui_video to
+// the comfyui.video_service one (Wan 2.2), each through the run's lease on
+// that service (lease.GrantFrom): every request carries the grant's fencing
+// token, and the fencing proxy in front of the service refuses a holder whose
+// lease was lost, which the tools report as such.
 //
 // A generation's bookkeeping (service, client id, where to save, what was
 // saved) is kept in the workspace's engine directory (.aetherium/comfyui/), so
@@ -30,6 +32,7 @@ import (
 	"time"
 
 	"github.com/aetherium-engine/aetherium/lease"
+	"github.com/aetherium-engine/aetherium/media"
 	"github.com/aetherium-engine/aetherium/media/comfyui"
 	"github.com/aetherium-engine/aetherium/media/workflows"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -46,6 +49,12 @@ const (
 	DefaultProgressEvery = 10 // percent
 	DefaultMaxSide       = 2048
 	DefaultMaxRefBytes   = 20 << 20
+
+	// DefaultVideoService is the GPU service comfyui_video renders on.
+	DefaultVideoService = "comfyui-video"
+	// DefaultVideoWidth and DefaultVideoHeight are Wan 2.2 A14B's 480p size.
+	DefaultVideoWidth  = 832
+	DefaultVideoHeight = 480
 )
 
 // Config bounds the tools (the `comfyui` section).
@@ -63,6 +72,16 @@ type Config struct {
 	MaxRefBytes int64 `yaml:"max_ref_bytes"`
 	// Client tunes the ComfyUI client.
 	Client comfyui.Config `yaml:"client"`
+
+	// VideoService is the lease service (streams.leases.services) comfyui_video
+	// renders on, a ComfyUI with Wan 2.2 (or aetherium/comfysim-video); a team
+	// lists it in gpu_services. Default DefaultVideoService.
+	VideoService string `yaml:"video_service"`
+	// VideoWidth and VideoHeight are the clips' size (an image-to-video start
+	// image is scaled to it): multiples of 16 (Wan's latent) in 64..max_side.
+	// Default DefaultVideoWidth × DefaultVideoHeight.
+	VideoWidth  int `yaml:"video_width"`
+	VideoHeight int `yaml:"video_height"`
 }
 
 // WithDefaults fills zero fields.
@@ -82,6 +101,15 @@ func (c Config) WithDefaults() Config {
 	if c.MaxRefBytes <= 0 {
 		c.MaxRefBytes = DefaultMaxRefBytes
 	}
+	if c.VideoService == "" {
+		c.VideoService = DefaultVideoService
+	}
+	if c.VideoWidth <= 0 {
+		c.VideoWidth = DefaultVideoWidth
+	}
+	if c.VideoHeight <= 0 {
+		c.VideoHeight = DefaultVideoHeight
+	}
 	c.Client = c.Client.WithDefaults()
 	return c
 }
@@ -90,6 +118,17 @@ func (c Config) WithDefaults() Config {
 func (c Config) Validate() error {
 	if c.MaxSide < 64 {
 		return fmt.Errorf("comfyui.max_side %d: want at least 64", c.MaxSide)
+	}
+	if !serviceRE.MatchString(c.VideoService) {
+		return fmt.Errorf("comfyui.video_service %q: want a lease service name (lowercase letters, digits, '.', '_', '-')", c.VideoService)
+	}
+	for _, v := range []struct {
+		key string
+		n   int
+	}{{"video_width", c.VideoWidth}, {"video_height", c.VideoHeight}} {
+		if v.n < 64 || v.n > c.MaxSide || v.n%16 != 0 {
+			return fmt.Errorf("comfyui.%s %d: want a multiple of 16 in 64..%d (max_side)", v.key, v.n, c.MaxSide)
+		}
 	}
 	return c.Client.Validate()
 }
@@ -119,6 +158,12 @@ type Deps struct {
 	// URL is where the tools send requests (the fencing proxy's). Nil: the tools
 	// fail at call time.
 	Service func(name string) (lease.Service, bool)
+	// Runner runs ffprobe in the media image (sandbox.Docker) for
+	// comfyui_video's decode check; nil: comfyui_video refuses to run (the
+	// check never runs on the worker's host).
+	Runner media.Runner
+	// ProbeVideo replaces media.ProbeVideo on Runner (tests). Nil: that.
+	ProbeVideo func(ctx context.Context, project, name string, data []byte) (media.VideoInfo, error)
 }
 
 // GenerateArgs are comfyui_generate's arguments.
@@ -134,6 +179,7 @@ type GenerateArgs struct {
 	Wait            *bool    `json:"wait,omitempty" jsonschema:"description=Wait for the pictures and save them (default true); false returns the prompt_id for comfyui_status"`
 	Ratio           string   `json:"ratio,omitempty" jsonschema:"enum=1:1,enum=16:9,enum=9:16,enum=4:3,enum=3:4,enum=3:2,enum=2:3,description=image_model qwen only: aspect ratio at Qwen-Image's trained size (instead of width/height)"`
 	ReferenceImages []string `json:"reference_images,omitempty" jsonschema:"description=image_model qwen only: up to 3 workspace images the picture follows (uploaded to ComfyUI first)"`
+	Transparent     bool     `json:"transparent,omitempty" jsonschema:"description=image_model qwen only: remove the background, saving a PNG with an alpha channel"`
 }
 
 // StatusArgs are comfyui_status's arguments.
@@ -167,15 +213,19 @@ type record struct {
 
 const recordDir = workspace.InternalDir + "/comfyui"
 
-var promptIDRE = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
+var (
+	promptIDRE = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
+	serviceRE  = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`) // lease's service names
+)
 
 // Register adds comfyui_generate and comfyui_status.
 func Register(reg *tools.Registry, d Deps, cfg Config) {
 	cfg = cfg.WithDefaults()
 	t := &toolset{d: d, cfg: cfg}
 	tools.Register(reg, "comfyui_generate",
-		"Render pictures with ComfyUI on the team's leased GPU service. By default waits, saves each PNG into the workspace (save_dir, default images/) and returns the paths; wait=false returns a prompt_id for comfyui_status. Progress is reported as the run's progress events. Teams with image_model qwen also take ratio and reference_images.",
+		"Render pictures with ComfyUI on the team's leased GPU service. By default waits, saves each PNG into the workspace (save_dir, default images/) and returns the paths; wait=false returns a prompt_id for comfyui_status. Progress is reported as the run's progress events. Teams with image_model qwen also take ratio, transparent (a PNG with an alpha channel) and reference_images.",
 		t.generate)
+	registerVideo(reg, t)
 	tools.Register(reg, "comfyui_status",
 		"Status of a comfyui_generate prompt: queued (with position), running (with percent), done (saving its pictures into the workspace if not yet saved) or failed with ComfyUI's error.",
 		t.status, tools.Idempotent())
@@ -186,8 +236,8 @@ type toolset struct {
 	cfg Config
 }
 
-// ErrNoLease is a call from a run that holds no lease on the model's service.
-var ErrNoLease = errors.New("the run holds no lease on the image service")
+// ErrNoLease is a call from a run that holds no lease on the tool's service.
+var ErrNoLease = errors.New("the run holds no lease on the GPU service")
 
 func (t *toolset) client(ctx context.Context, service, clientID string) (*comfyui.Client, error) {
 	if t.d.Service == nil {
@@ -236,8 +286,8 @@ func (t *toolset) generate(ctx context.Context, a GenerateArgs) (tools.Result, e
 	if a.Prompt == "" {
 		return tools.Result{}, errors.New("prompt is empty")
 	}
-	if !m.Qwen && (a.Ratio != "" || len(a.ReferenceImages) > 0) {
-		return tools.Result{}, fmt.Errorf("ratio and reference_images need a team with image_model: qwen (this team's is %s)", name)
+	if !m.Qwen && (a.Ratio != "" || len(a.ReferenceImages) > 0 || a.Transparent) {
+		return tools.Result{}, fmt.Errorf("ratio, transparent and reference_images need a team with image_model: qwen (this team's is %s)", name)
 	}
 	w, h := a.Width, a.Height
 	if a.Ratio != "" {
@@ -311,6 +361,11 @@ func (t *toolset) generate(ctx context.Context, a GenerateArgs) (tools.Result, e
 			return tools.Result{}, err
 		}
 	}
+	if a.Transparent {
+		if err := wf.RemoveBackground(); err != nil {
+			return tools.Result{}, err
+		}
+	}
 	for p, v := range map[string]any{"prompt": a.Prompt, "seed": seed, "width": w, "height": h, "count": count, "prefix": "aetherium/" + s.RunID} {
 		if err := wf.Set(p, v); err != nil {
 			return tools.Result{}, err
@@ -341,30 +396,7 @@ func (t *toolset) generate(ctx context.Context, a GenerateArgs) (tools.Result, e
 	if !wait {
 		return tools.JSON(Result{PromptID: q.PromptID, Status: "queued", Width: w, Height: h})
 	}
-	wctx, cancel := context.WithTimeout(ctx, t.cfg.WaitTimeout)
-	defer cancel()
-	last := -1
-	err = ev.Wait(wctx, q.PromptID, func(p comfyui.Progress) {
-		pct := p.Percent()
-		if pct/t.cfg.ProgressEvery == last/t.cfg.ProgressEvery && pct != 100 {
-			return
-		}
-		last = pct
-		t.progress(ctx, s, q.PromptID, pct)
-	})
-	var lost *comfyui.StreamError
-	if errors.As(err, &lost) && wctx.Err() == nil {
-		// The event stream broke (a proxy or network hiccup): the prompt still
-		// runs, so follow it through /history instead.
-		slog.WarnContext(ctx, "comfyui event stream lost; polling the history", "prompt_id", q.PromptID, "err", err)
-		err = t.poll(wctx, c, q.PromptID)
-	}
-	if err != nil {
-		if ctx.Err() != nil || wctx.Err() != nil {
-			// The run or step ended, or the wait timed out: stop the work on
-			// the GPU, not only the wait.
-			t.abandon(c, q.PromptID)
-		}
+	if err := t.await(ctx, s, c, ev, "comfyui_generate", q.PromptID, comfyui.Progress.Percent); err != nil {
 		return tools.Result{}, describe(m.Service, err)
 	}
 	res, err := t.collect(ctx, c, root, &rec)
@@ -372,6 +404,35 @@ func (t *toolset) generate(ctx context.Context, a GenerateArgs) (tools.Result, e
 		return tools.Result{}, describe(m.Service, err)
 	}
 	return tools.JSON(res)
+}
+
+// await waits for promptID on ev, reporting percent(progress) as tool's
+// progress events every cfg.ProgressEvery percent. When the event stream
+// breaks it follows the prompt through /history; when the run or step ends or
+// the wait times out it stops the work on the GPU, not only the wait.
+func (t *toolset) await(ctx context.Context, s *tools.Session, c *comfyui.Client, ev *comfyui.Events, tool, promptID string, percent func(comfyui.Progress) int) error {
+	wctx, cancel := context.WithTimeout(ctx, t.cfg.WaitTimeout)
+	defer cancel()
+	last := -1
+	err := ev.Wait(wctx, promptID, func(p comfyui.Progress) {
+		pct := percent(p)
+		if pct/t.cfg.ProgressEvery == last/t.cfg.ProgressEvery && pct != 100 {
+			return
+		}
+		last = pct
+		t.progress(ctx, s, tool, promptID, pct)
+	})
+	var lost *comfyui.StreamError
+	if errors.As(err, &lost) && wctx.Err() == nil {
+		// The event stream broke (a proxy or network hiccup): the prompt still
+		// runs, so follow it through /history instead.
+		slog.WarnContext(ctx, "comfyui event stream lost; polling the history", "prompt_id", promptID, "err", err)
+		err = t.poll(wctx, c, promptID)
+	}
+	if err != nil && (ctx.Err() != nil || wctx.Err() != nil) {
+		t.abandon(c, promptID)
+	}
+	return err
 }
 
 // poll waits for promptID through GET /history (every half second).
@@ -402,12 +463,12 @@ func (t *toolset) abandon(c *comfyui.Client, promptID string) {
 	_ = c.Interrupt(ctx, promptID)
 }
 
-func (t *toolset) progress(ctx context.Context, s *tools.Session, promptID string, pct int) {
+func (t *toolset) progress(ctx context.Context, s *tools.Session, tool, promptID string, pct int) {
 	if s.Coordinator == nil {
 		return
 	}
 	_ = s.Coordinator.Emit(ctx, fmt.Sprintf("progress:%s:%s:%d", s.SessionID, promptID, pct), "progress",
-		map[string]any{"percent": pct, "message": fmt.Sprintf("comfyui_generate %s: %d%%", promptID, pct), "tool": "comfyui_generate", "prompt_id": promptID})
+		map[string]any{"percent": pct, "message": fmt.Sprintf("%s %s: %d%%", tool, promptID, pct), "tool": tool, "prompt_id": promptID})
 }
 
 func (t *toolset) uploadRefs(ctx context.Context, c *comfyui.Client, root *os.Root, refs []string) ([]string, error) {
@@ -416,29 +477,42 @@ func (t *toolset) uploadRefs(ctx context.Context, c *comfyui.Client, root *os.Ro
 	}
 	var names []string
 	for i, r := range refs {
-		rel, err := workspace.Clean(r)
+		n, err := t.upload(ctx, c, root, fmt.Sprintf("reference_images[%d]", i), fmt.Sprintf("aeth-%d-", i+1), r)
 		if err != nil {
-			return nil, fmt.Errorf("reference_images[%d]: %w", i, err)
-		}
-		fi, err := root.Stat(rel)
-		if err != nil {
-			return nil, fmt.Errorf("reference_images[%d]: %w", i, err)
-		}
-		if !fi.Mode().IsRegular() || fi.Size() > t.cfg.MaxRefBytes {
-			return nil, fmt.Errorf("reference_images[%d]: %s is not a regular file of at most %d bytes", i, rel, t.cfg.MaxRefBytes)
-		}
-		data, err := root.ReadFile(rel)
-		if err != nil {
-			return nil, fmt.Errorf("reference_images[%d]: %w", i, err)
-		}
-		base, _ := sanitizeName(path.Base(rel))
-		n, err := c.Upload(ctx, fmt.Sprintf("aeth-%d-%s%s", i+1, base, strings.ToLower(path.Ext(rel))), data)
-		if err != nil {
-			return nil, fmt.Errorf("reference_images[%d]: upload: %w", i, err)
+			return nil, err
 		}
 		names = append(names, n)
 	}
 	return names, nil
+}
+
+// upload puts the workspace image p (the argument what) on ComfyUI as an
+// input image named prefix+<its sanitized name>: the path is checked like the
+// workspace tools' (workspace.Clean, read through the root, so nothing outside
+// the workspace), and only a regular file of at most cfg.MaxRefBytes is sent
+// (ComfyUI itself refuses what is not a picture).
+func (t *toolset) upload(ctx context.Context, c *comfyui.Client, root *os.Root, what, prefix, p string) (string, error) {
+	rel, err := workspace.Clean(p)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	fi, err := root.Stat(rel)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > t.cfg.MaxRefBytes {
+		return "", fmt.Errorf("%s: %s is not a regular file of at most %d bytes", what, rel, t.cfg.MaxRefBytes)
+	}
+	data, err := root.ReadFile(rel)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	base, _ := sanitizeName(path.Base(rel))
+	n, err := c.Upload(ctx, prefix+base+strings.ToLower(path.Ext(rel)), data)
+	if err != nil {
+		return "", fmt.Errorf("%s: upload: %w", what, err)
+	}
+	return n, nil
 }
 
 // collect saves a finished prompt's pictures (once: a record that lists them

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"image"
 	"image/png"
 	"net/http"
 	"os"
@@ -14,7 +15,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/image"
+	dockerimage "github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -39,7 +40,7 @@ var images struct {
 func TestMain(m *testing.M) {
 	code := m.Run()
 	for _, tag := range images.tags {
-		_, _ = images.dc.ImageRemove(context.Background(), tag, image.RemoveOptions{Force: true, PruneChildren: true})
+		_, _ = images.dc.ImageRemove(context.Background(), tag, dockerimage.RemoveOptions{Force: true, PruneChildren: true})
 	}
 	os.Exit(code)
 }
@@ -168,12 +169,19 @@ func (r *rig) simRequests() []comfysim.Request {
 
 func decodePNG(t *testing.T, p string) (int, int) {
 	t.Helper()
+	img := readPNG(t, p)
+	return img.Bounds().Dx(), img.Bounds().Dy()
+}
+
+// readPNG decodes the PNG at p.
+func readPNG(t *testing.T, p string) image.Image {
+	t.Helper()
 	f, err := os.Open(p)
 	require.NoError(t, err)
 	defer f.Close()
 	img, err := png.Decode(f)
 	require.NoError(t, err)
-	return img.Bounds().Dx(), img.Bounds().Dy()
+	return img
 }
 
 func tokenOf(g lease.Grant) string {

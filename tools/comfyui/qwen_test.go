@@ -68,14 +68,18 @@ func TestQwenModelRatioAndReferences(t *testing.T) {
 		grants  []lease.Grant
 		args    map[string]any
 		want    [2]int
+		alpha   bool // the PNG has transparent pixels
 		wantErr string
 	}{
 		{name: "ratio at Qwen-Image's trained size", model: "qwen", grants: []lease.Grant{g}, args: map[string]any{"prompt": "wide", "ratio": "16:9"}, want: [2]int{1664, 928}},
 		{name: "reference images", model: "qwen", grants: []lease.Grant{g}, args: map[string]any{"prompt": "like this", "reference_images": []string{"refs/cat.png"}, "width": 512, "height": 512}, want: [2]int{512, 512}},
 		{name: "reference outside the workspace", model: "qwen", grants: []lease.Grant{g}, args: map[string]any{"prompt": "x", "reference_images": []string{"../../etc/passwd"}}, wantErr: "climbs out"},
+		{name: "transparent cuts the background out", model: "qwen", grants: []lease.Grant{g}, args: map[string]any{"prompt": "a knight", "transparent": true, "width": 256, "height": 192}, want: [2]int{256, 192}, alpha: true},
+		{name: "transparent with reference images", model: "qwen", grants: []lease.Grant{g}, args: map[string]any{"prompt": "this cat alone", "transparent": true, "reference_images": []string{"refs/cat.png"}, "width": 128, "height": 128}, want: [2]int{128, 128}, alpha: true},
+		{name: "transparent needs qwen", model: "", grants: []lease.Grant{gsd}, args: map[string]any{"prompt": "x", "transparent": true}, wantErr: "transparent and reference_images need a team with image_model: qwen (this team's is sd)"},
 		{name: "ratio needs qwen", model: "", grants: []lease.Grant{gsd}, args: map[string]any{"prompt": "x", "ratio": "1:1"}, wantErr: "image_model: qwen"},
 		{name: "ratio and size together", model: "qwen", grants: []lease.Grant{g}, args: map[string]any{"prompt": "x", "ratio": "1:1", "width": 512}, wantErr: "not both"},
-		{name: "no lease on the model's service", model: "qwen", grants: []lease.Grant{gsd}, args: map[string]any{"prompt": "x"}, wantErr: "no lease on the image service comfyui-qwen"},
+		{name: "no lease on the model's service", model: "qwen", grants: []lease.Grant{gsd}, args: map[string]any{"prompt": "x"}, wantErr: "no lease on the GPU service comfyui-qwen"},
 		{name: "size not a multiple of 8", model: "", grants: []lease.Grant{gsd}, args: map[string]any{"prompt": "x", "width": 100}, wantErr: "multiples of 8"},
 		{name: "filename with a path", model: "", grants: []lease.Grant{gsd}, args: map[string]any{"prompt": "x", "filename": "a/b.png"}, wantErr: "not a path"},
 	}
@@ -91,6 +95,22 @@ func TestQwenModelRatioAndReferences(t *testing.T) {
 			require.Len(t, res.Paths, 1)
 			w, h := decodePNG(t, filepath.Join(ws, res.Paths[0]))
 			require.Equal(t, tc.want, [2]int{w, h})
+			require.Equal(t, tc.alpha, hasTransparency(t, filepath.Join(ws, res.Paths[0])), "transparent pixels")
 		})
 	}
+}
+
+// hasTransparency reports whether the PNG at p has a pixel with alpha below 255.
+func hasTransparency(t *testing.T, p string) bool {
+	t.Helper()
+	img := readPNG(t, p)
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			if _, _, _, a := img.At(x, y).RGBA(); a < 0xffff {
+				return true
+			}
+		}
+	}
+	return false
 }

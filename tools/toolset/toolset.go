@@ -67,7 +67,8 @@ type Deps struct {
 	GPU    *gpu.Controller
 	Leases *lease.Manager
 	// ComfyUI is the `comfyui` section; the ComfyUI tools reach the GPU
-	// services Leases declares (their URLs) with the run's grant.
+	// services Leases declares (their URLs) with the run's grant, and
+	// comfyui_video checks its clips with ffprobe in the media image.
 	ComfyUI comfyuitools.Config
 }
 
@@ -92,7 +93,11 @@ func New(d Deps) (*tools.Registry, error) {
 	if d.Leases != nil {
 		svc = d.Leases.Service
 	}
-	comfyuitools.Register(reg, comfyuitools.Deps{Service: svc}, d.ComfyUI)
+	cd := comfyuitools.Deps{Service: svc}
+	if r, ok := d.Executor.(media.Runner); ok {
+		cd.Runner = r // comfyui_video's ffprobe check, in the media image
+	}
+	comfyuitools.Register(reg, cd, d.ComfyUI)
 	comfyuitools.RegisterFinish(reg, finishStore(d), d.ComfyUI)
 	if err := tools.CheckCatalog(reg); err != nil {
 		return nil, fmt.Errorf("tool catalog check: %w", err)

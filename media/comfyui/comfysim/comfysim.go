@@ -10,7 +10,16 @@
 // streaming status, execution_start, execution_cached, executing, progress,
 // executed, execution_success / execution_error / execution_interrupted and the
 // final executing with node null to the prompt's client_id, and writes real PNGs
-// of the latent's width and height that /view serves.
+// of the latent's width and height that /view serves (RGBA with a transparent
+// border when the workflow removes the background with InspyrenetRembg).
+//
+// Video workflows (Wan 2.2: EmptyHunyuanLatentVideo or WanImageToVideo,
+// KSamplerAdvanced, ImageFromBatch, CreateVideo, SaveVideo) produce a real
+// H.264 MP4 of the frames, fps and size the graph asks for. Go cannot encode
+// H.264 without cgo, so the simulator runs ffmpeg (Config.EncodeVideo; the
+// aetherium/comfysim-video image is the media image, which has ffmpeg, with
+// this binary added); without ffmpeg a video prompt fails in SaveVideo with an
+// execution_error saying so.
 //
 // A SaveImage fed by an image chain from a LoadImage (upload, model upscale,
 // ImageScale: the upscale workflow) saves the uploaded picture at the size the
@@ -25,7 +34,9 @@ package comfysim
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"image"
 	"image/color"
@@ -34,6 +45,9 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -67,6 +81,49 @@ type Config struct {
 	NodeDelay time.Duration `yaml:"node_delay"`
 	// MaxSide bounds the width and height a latent may ask for. Default DefaultMaxSide.
 	MaxSide int `yaml:"max_side"`
+	// EncodeVideo writes a video workflow's MP4. Default FFmpeg("ffmpeg").
+	EncodeVideo func(VideoSpec) ([]byte, error) `yaml:"-"`
+}
+
+// VideoSpec is the clip a video workflow asks for.
+type VideoSpec struct {
+	Width, Height, Frames, FPS int
+	Seed                       int64
+}
+
+// FFmpeg returns an EncodeVideo that renders ffmpeg's testsrc2 pattern
+// (frame numbers and a moving gradient, so frames differ) as H.264 in an MP4
+// with the binary at bin, through a temporary file (an MP4's index is written
+// after its frames, so it cannot stream to a pipe without fragmenting).
+func FFmpeg(bin string) func(VideoSpec) ([]byte, error) {
+	return func(v VideoSpec) ([]byte, error) {
+		if v.Width < 16 || v.Height < 16 || v.Width%2 != 0 || v.Height%2 != 0 || v.Frames < 1 || v.FPS < 1 {
+			return nil, fmt.Errorf("comfysim: cannot encode %d frames of %dx%d at %d fps (even sides of at least 16 px)", v.Frames, v.Width, v.Height, v.FPS)
+		}
+		dir, err := os.MkdirTemp("", "comfysim-video-")
+		if err != nil {
+			return nil, fmt.Errorf("comfysim: video temp dir: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		out := filepath.Join(dir, "out.mp4")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, "-nostdin", "-hide_banner", "-loglevel", "error",
+			"-f", "lavfi", "-i", fmt.Sprintf("testsrc2=size=%dx%d:rate=%d", v.Width, v.Height, v.FPS),
+			"-frames:v", strconv.Itoa(v.Frames), "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p",
+			"-movflags", "+faststart", "-metadata", fmt.Sprintf("comment=comfysim seed %d", v.Seed), out)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			if errors.Is(err, exec.ErrNotFound) {
+				return nil, fmt.Errorf("comfysim: %s not found: video workflows need ffmpeg (run the aetherium/comfysim-video image)", bin)
+			}
+			return nil, fmt.Errorf("comfysim: ffmpeg: %v: %s", err, strings.TrimSpace(string(b)))
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			return nil, fmt.Errorf("comfysim: read the encoded video: %w", err)
+		}
+		return b, nil
+	}
 }
 
 // WithDefaults fills zero fields.
@@ -79,6 +136,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxSide <= 0 {
 		c.MaxSide = DefaultMaxSide
+	}
+	if c.EncodeVideo == nil {
+		c.EncodeVideo = FFmpeg("ffmpeg")
 	}
 	return c
 }
@@ -114,7 +174,19 @@ var classes = map[string]struct {
 	"UpscaleModelLoader":          {required: []string{"model_name"}},
 	"ImageUpscaleWithModel":       {required: []string{"upscale_model", "image"}},
 	"SaveImage":                   {required: []string{"images", "filename_prefix"}, output: true},
+	"InspyrenetRembg":             {required: []string{"image", "torchscript_jit"}},
+	"ModelSamplingSD3":            {required: []string{"model", "shift"}},
+	"EmptyHunyuanLatentVideo":     {required: []string{"width", "height", "length", "batch_size"}},
+	"WanImageToVideo":             {required: []string{"positive", "negative", "vae", "width", "height", "length", "batch_size"}},
+	"KSamplerAdvanced": {required: []string{"model", "add_noise", "noise_seed", "steps", "cfg", "sampler_name", "scheduler", "positive", "negative",
+		"latent_image", "start_at_step", "end_at_step", "return_with_leftover_noise"}},
+	"ImageFromBatch": {required: []string{"image", "batch_index", "length"}},
+	"CreateVideo":    {required: []string{"images", "fps"}},
+	"SaveVideo":      {required: []string{"video", "filename_prefix", "format", "codec"}, output: true},
 }
+
+// latentClasses make a latent of the width and height they are given.
+func latentClass(c string) bool { return strings.HasPrefix(c, "Empty") || c == "WanImageToVideo" }
 
 type entry struct {
 	Number   int             `json:"number"`
@@ -253,7 +325,7 @@ func (s *Sim) validate(p map[string]Node) (map[string]any, map[string]any) {
 			}
 		}
 		for _, in := range []string{"width", "height"} {
-			if v, ok := n.Inputs[in].(float64); ok && strings.HasPrefix(n.ClassType, "Empty") && (v < 16 || int(v) > s.cfg.MaxSide) {
+			if v, ok := n.Inputs[in].(float64); ok && latentClass(n.ClassType) && (v < 16 || int(v) > s.cfg.MaxSide) {
 				errs = append(errs, map[string]any{"type": "value_bigger_than_max", "message": fmt.Sprintf("Value %v out of range 16..%d", v, s.cfg.MaxSide),
 					"details": fmt.Sprintf("%s: %v", in, v), "extra_info": map[string]any{"input_name": in, "received_value": v}})
 			}
@@ -478,19 +550,38 @@ func (s *Sim) execute(e *entry) *history {
 	msg("execution_start", map[string]any{"timestamp": time.Now().UnixMilli()})
 	msg("execution_cached", map[string]any{"nodes": []string{}, "timestamp": time.Now().UnixMilli()})
 	width, height, batch, seed := 512, 512, 1, int64(0)
-	failText := false
+	// A video latent's length is in frames; Wan's VAE decodes 4n+1 of them.
+	frames, keep, fps := 1, -1, 16
+	failText, alpha := false, false
 	for _, n := range e.Prompt {
-		if strings.HasPrefix(n.ClassType, "Empty") {
+		if latentClass(n.ClassType) {
 			width, height, batch = num(n.Inputs["width"], 512), num(n.Inputs["height"], 512), max(1, num(n.Inputs["batch_size"], 1))
+			if l := num(n.Inputs["length"], 0); l > 0 {
+				frames = (l-1)/4*4 + 1
+			}
 		}
 		for _, k := range []string{"text", "prompt"} {
 			if t, _ := n.Inputs[k].(string); strings.Contains(t, FailMarker) {
 				failText = true
 			}
 		}
-		if n.ClassType == "KSampler" {
+		switch n.ClassType {
+		case "KSampler":
 			seed = int64(num(n.Inputs["seed"], 0))
+		case "KSamplerAdvanced":
+			if n.Inputs["add_noise"] == "enable" {
+				seed = int64(num(n.Inputs["noise_seed"], 0))
+			}
+		case "ImageFromBatch":
+			keep = num(n.Inputs["length"], 1)
+		case "CreateVideo":
+			fps = max(1, num(n.Inputs["fps"], 16))
+		case "InspyrenetRembg":
+			alpha = true
 		}
+	}
+	if keep >= 0 {
+		frames = min(frames, max(1, keep))
 	}
 	var executed []string
 	for _, id := range order(e.Prompt) {
@@ -502,7 +593,7 @@ func (s *Sim) execute(e *entry) *history {
 		}
 		msg("executing", map[string]any{"node": id, "display_node": id})
 		time.Sleep(s.cfg.NodeDelay)
-		if n.ClassType == "KSampler" {
+		if n.ClassType == "KSampler" || n.ClassType == "KSamplerAdvanced" {
 			if failText {
 				msg("execution_error", map[string]any{"node_id": id, "node_type": n.ClassType, "executed": executed,
 					"exception_message": "CUDA out of memory. Tried to allocate 2.00 GiB (planted by " + FailMarker + ")",
@@ -512,6 +603,9 @@ func (s *Sim) execute(e *entry) *history {
 				return h
 			}
 			steps := max(1, num(n.Inputs["steps"], 20))
+			if n.ClassType == "KSamplerAdvanced" {
+				steps = max(1, min(steps, num(n.Inputs["end_at_step"], steps))-num(n.Inputs["start_at_step"], 0))
+			}
 			for i := 1; i <= steps; i++ {
 				if s.interrupted() {
 					msg("execution_interrupted", map[string]any{"node_id": id, "node_type": n.ClassType, "executed": executed})
@@ -541,15 +635,7 @@ func (s *Sim) execute(e *entry) *history {
 				h.Status.StatusStr = "error"
 				return h
 			}
-			prefix, _ := n.Inputs["filename_prefix"].(string)
-			prefix = strings.Trim(strings.ReplaceAll(prefix, "..", ""), "/")
-			if prefix == "" {
-				prefix = "ComfyUI"
-			}
-			sub, base := "", prefix
-			if i := strings.LastIndex(prefix, "/"); i >= 0 {
-				sub, base = prefix[:i], prefix[i+1:]
-			}
+			sub, base := splitPrefix(n.Inputs["filename_prefix"])
 			var images []map[string]any
 			for b := 0; b < batch && (!isPic || b == 0); b++ {
 				s.mu.Lock()
@@ -558,7 +644,7 @@ func (s *Sim) execute(e *entry) *history {
 				s.mu.Unlock()
 				data := saved // an image chain from a LoadImage: batch 1
 				if !isPic {
-					data = renderPNG(width, height, seed+int64(b))
+					data = renderPNG(width, height, seed+int64(b), alpha)
 				}
 				s.mu.Lock()
 				s.files["output/"+sub+"/"+name] = data
@@ -566,6 +652,26 @@ func (s *Sim) execute(e *entry) *history {
 				images = append(images, map[string]any{"filename": name, "subfolder": sub, "type": "output"})
 			}
 			out := map[string]any{"images": images}
+			h.Outputs[id] = out
+			msg("executed", map[string]any{"node": id, "display_node": id, "output": out})
+		}
+		if n.ClassType == "SaveVideo" {
+			data, err := s.cfg.EncodeVideo(VideoSpec{Width: width, Height: height, Frames: frames, FPS: fps, Seed: seed})
+			if err != nil {
+				msg("execution_error", map[string]any{"node_id": id, "node_type": n.ClassType, "executed": executed,
+					"exception_message": err.Error(), "exception_type": "RuntimeError", "traceback": []string{"  File \"comfy_extras/nodes_video.py\", in save_video\n"},
+					"current_inputs": map[string]any{}, "current_outputs": map[string]any{}})
+				h.Status.StatusStr = "error"
+				return h
+			}
+			sub, base := splitPrefix(n.Inputs["filename_prefix"])
+			s.mu.Lock()
+			s.number++
+			name := fmt.Sprintf("%s_%05d_.mp4", base, s.number)
+			s.files["output/"+sub+"/"+name] = data
+			s.mu.Unlock()
+			// What ComfyUI's SaveVideo reports: the file under "images", flagged animated.
+			out := map[string]any{"images": []map[string]any{{"filename": name, "subfolder": sub, "type": "output"}}, "animated": []bool{true}}
 			h.Outputs[id] = out
 			msg("executed", map[string]any{"node": id, "display_node": id, "output": out})
 		}
@@ -580,8 +686,22 @@ func (s *Sim) execute(e *entry) *history {
 	return h
 }
 
-// renderPNG draws a seed-dependent gradient of w×h pixels.
-func renderPNG(w, h int, seed int64) []byte {
+// splitPrefix is a save node's filename_prefix as subfolder and base name.
+func splitPrefix(v any) (string, string) {
+	prefix, _ := v.(string)
+	prefix = strings.Trim(strings.ReplaceAll(prefix, "..", ""), "/")
+	if prefix == "" {
+		prefix = "ComfyUI"
+	}
+	if i := strings.LastIndex(prefix, "/"); i >= 0 {
+		return prefix[:i], prefix[i+1:]
+	}
+	return "", prefix
+}
+
+// renderPNG draws a seed-dependent gradient of w×h pixels; with alpha, the
+// outer eighth on every side is fully transparent (a removed background).
+func renderPNG(w, h int, seed int64, alpha bool) []byte {
 	img := image.NewNRGBA(image.Rect(0, 0, w, h))
 	r := rand.New(rand.NewPCG(uint64(seed), 7))
 	c0 := color.NRGBA{uint8(r.IntN(256)), uint8(r.IntN(256)), uint8(r.IntN(256)), 255}
@@ -592,6 +712,9 @@ func renderPNG(w, h int, seed int64) []byte {
 			img.Pix[i+1] = c0.G + uint8(y*255/max(1, h))
 			img.Pix[i+2] = c0.B
 			img.Pix[i+3] = 255
+			if alpha && (x < w/8 || x >= w-w/8 || y < h/8 || y >= h-h/8) {
+				img.Pix[i+3] = 0
+			}
 		}
 	}
 	var buf bytes.Buffer
@@ -631,7 +754,11 @@ func (s *Sim) view(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	w.Header().Set("Content-Type", "image/png")
+	ctype := "image/png"
+	if strings.HasSuffix(name, ".mp4") {
+		ctype = "video/mp4"
+	}
+	w.Header().Set("Content-Type", ctype)
 	w.Header().Set("Content-Disposition", `filename="`+name+`"`)
 	_, _ = w.Write(data)
 }
