@@ -108,23 +108,27 @@ func (a *Approvals) Ensure(ctx context.Context, s *tools.Session, call tools.Cal
 	if err != nil {
 		return appr, err
 	}
+	key, data := "approval-requested:"+id, map[string]any{"approval_id": id, "tool": call.Name, "tier": tier, "why": why, "expires_at": appr.ExpiresAt}
+	emit := func() error {
+		// Through the step's coordinator when there is one: it records the tool.call
+		// events of the calls before this one first, so the stream keeps the model's order.
+		if s.Coordinator != nil {
+			return s.Coordinator.Emit(ctx, key, "approval.requested", data)
+		}
+		return a.events.Emit(ctx, s.RunID, key, "approval.requested", s.Agent, data)
+	}
 	if appr.Status != store.ApprovalPending {
-		return appr, nil
+		// Decided between an earlier attempt's insert and its event (a step that
+		// failed there, a human who answered at once): the stream still gets the
+		// request (once, by its key) before the call's outcome.
+		return appr, emit()
 	}
 	// Idempotent even when not created now: a crash after the insert must still get
 	// its expiry task, event and waiting status.
 	if err := a.queue.ExpireApproval(ctx, id, appr.ExpiresAt); err != nil {
 		return appr, fmt.Errorf("schedule approval expiry: %w", err)
 	}
-	key, data := "approval-requested:"+id, map[string]any{"approval_id": id, "tool": call.Name, "tier": tier, "why": why, "expires_at": appr.ExpiresAt}
-	// Through the step's coordinator when there is one: it records the tool.call
-	// events of the calls before this one first, so the stream keeps the model's order.
-	if s.Coordinator != nil {
-		err = s.Coordinator.Emit(ctx, key, "approval.requested", data)
-	} else {
-		err = a.events.Emit(ctx, s.RunID, key, "approval.requested", s.Agent, data)
-	}
-	if err != nil {
+	if err := emit(); err != nil {
 		return appr, err
 	}
 	if _, err := a.store.SetRunWaiting(ctx, s.RunID, true); err != nil {
