@@ -178,7 +178,7 @@ func (f *Fleet) openCore(ctx context.Context, opts Options) error {
 	if f.Workspaces, err = wsquota.New(cfg.Workspaces, cfg.WorkspaceLimits); err != nil {
 		return fmt.Errorf("workspaces (AETHERIUM_WORKSPACES): %w", err)
 	}
-	if f.Store, err = store.Open(ctx, cfg.DatabaseURL); err != nil {
+	if f.Store, err = store.OpenPool(ctx, cfg.DatabaseURL, store.PoolConnsFor(cfg.Worker.WithDefaults().Concurrency)); err != nil {
 		return fmt.Errorf("postgres (AETHERIUM_DATABASE_URL): %w", err)
 	}
 	if opts.Migrate {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -47,11 +48,32 @@ type DBTX interface {
 // available on it.
 func InTx(tx pgx.Tx) *Store { return &Store{db: tx} }
 
-// Open connects and pings.
-func Open(ctx context.Context, url string) (*Store, error) {
+// Open connects and pings, with pgx's pool size (pool_max_conns in the URL, or
+// max(4, cores)).
+func Open(ctx context.Context, url string) (*Store, error) { return OpenPool(ctx, url, 0) }
+
+// PoolConnsFor is the pool size a process running concurrency tasks at once gets
+// when its database URL names none: pgx's default of max(4, cores) left a worker of
+// concurrency 20 waiting for a connection most of a delegation step (the runtime
+// trace of `make bench` section 2: pgxpool.Acquire was the largest blocking cost,
+// the four connections each busy waiting for a commit's fsync). Capped so that
+// four worker processes and the API stay under PostgreSQL's default
+// max_connections of 100; connections are opened on demand, so an idle process
+// holds few.
+func PoolConnsFor(concurrency int) int32 { return int32(min(max(concurrency, 4), MaxDefaultPoolConns)) }
+
+// MaxDefaultPoolConns caps PoolConnsFor.
+const MaxDefaultPoolConns = 16
+
+// OpenPool is Open with maxConns connections in the pool when the URL does not
+// set pool_max_conns (0 keeps pgx's default).
+func OpenPool(ctx context.Context, url string, maxConns int32) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("database url: %w", err)
+	}
+	if maxConns > 0 && !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = maxConns
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

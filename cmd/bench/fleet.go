@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"time"
 
@@ -104,6 +105,19 @@ func fleetWorkload(ctx context.Context, e *env, fl *fleet.Fleet, team templates.
 			return w, err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	// A runtime trace shows where handlers wait off the CPU (go tool trace
+	// -pprof=sync|net|syscall), which a CPU profile cannot: it found the pool waits.
+	if e.o.trace != "" && len(rec) > 0 {
+		tf, err := os.Create(e.o.trace)
+		if err != nil {
+			return w, err
+		}
+		defer tf.Close()
+		if err := trace.Start(tf); err != nil {
+			return w, err
+		}
+		defer trace.Stop()
 	}
 	meter := e.cpu()
 	srv, mux, cancel := fl.WorkerServer()

@@ -55,6 +55,7 @@ type options struct {
 	concRuns    int
 	profile     bool
 	poolConns   int
+	trace       string
 	hopRuns     int
 	idleFor     time.Duration
 	sections    map[int]bool
@@ -83,7 +84,8 @@ func main() {
 	flag.IntVar(&o.seqRuns, "latency-runs", 30, "demo runs submitted one at a time in section 5")
 	flag.IntVar(&o.concRuns, "concurrent-runs", 100, "demo runs submitted at once in section 5 (the worker's concurrency)")
 	flag.BoolVar(&o.profile, "profile", true, "CPU-profile the fleet sections into <out>/profiles")
-	flag.IntVar(&o.poolConns, "pool-max-conns", 0, "pgxpool size of the fleet (0: pgx's default, max(4, cores))")
+	flag.IntVar(&o.poolConns, "pool-max-conns", 0, "pgxpool size of the fleet (0: the fleet's default, store.PoolConnsFor(worker concurrency))")
+	flag.StringVar(&o.trace, "trace", "", "write a runtime trace of section 2's delegation workload to this file (go tool trace -pprof=sync|net|syscall FILE)")
 	flag.IntVar(&o.hopRuns, "hop-runs", 20, "relay runs submitted one at a time in section 6 (idle-fleet hops)")
 	flag.DurationVar(&o.idleFor, "idle-for", time.Minute, "how long section 6 measures idle worker processes, per interval")
 	flag.Parse()
