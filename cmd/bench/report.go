@@ -65,8 +65,8 @@ func (r Result) Markdown() string {
 	row("3", "River no-op: process (FetchCooldown 1ms)", fmt.Sprintf("**%.0f jobs/s** (%.2f × asynq)", rv.TunedPerS, ratio(rv.TunedPerS, a.ProcessPerS)), fmt.Sprintf("MaxWorkers %d, same PostgreSQL", rv.Concurrency))
 	for _, p := range r.Scaling {
 		row("4", fmt.Sprintf("I/O-bound: %d worker process(es) × %d", p.Procs, p.Concurrency),
-			fmt.Sprintf("**%.0f turns/s** of ideal %.0f (%.0f%%)", p.AchievedPerS, p.IdealPerS, 100*p.Efficiency),
-			fmt.Sprintf("%d model turns of %d ms, %d runs, %.1f s", p.ModelTurns, p.LatencyMS, p.Runs, p.Seconds))
+			fmt.Sprintf("**%.0f turns/s** of ideal %.0f (%.0f%%; %.0f%% until the drain)", p.AchievedPerS, p.IdealPerS, 100*p.Efficiency, 100*p.Steady),
+			fmt.Sprintf("%d model turns of %d ms, %d runs, %.1f s (%.1f s before fewer runs than slots were left)", p.ModelTurns, p.LatencyMS, p.Runs, p.Seconds, p.SteadySeconds))
 	}
 	l := r.Latency
 	row("5", "demo run end to end, one at a time", fmt.Sprintf("p50 %.0f ms, p99 %.0f ms", l.SeqP50MS, l.SeqP99MS), fmt.Sprintf("%d runs, script model without latency", l.SeqRuns))

@@ -19,10 +19,15 @@ type ScalePoint struct {
 	Seconds     float64 `json:"seconds"`
 	// AchievedPerS is model turns per second; IdealPerS is every slot in a model
 	// call all the time (procs × concurrency / latency).
-	AchievedPerS float64        `json:"achieved_turns_per_s"`
-	IdealPerS    float64        `json:"ideal_turns_per_s"`
-	Efficiency   float64        `json:"efficiency"`
-	CPU          harness.CPUUse `json:"cpu"`
+	AchievedPerS float64 `json:"achieved_turns_per_s"`
+	IdealPerS    float64 `json:"ideal_turns_per_s"`
+	Efficiency   float64 `json:"efficiency"`
+	// Steady is the efficiency until fewer runs are left than slots: from then on
+	// some slots must idle (each run holds at most one), so the drain measures the
+	// workload's size, not the fleet. SteadySeconds is that window.
+	Steady        float64        `json:"steady_efficiency"`
+	SteadySeconds float64        `json:"steady_seconds"`
+	CPU           harness.CPUUse `json:"cpu"`
 }
 
 // scaleTurns is the caller's model turns per run (one todo call each) in section 4.
@@ -78,9 +83,33 @@ func benchScaling(ctx context.Context, e *env, res *Result) error {
 			Seconds: elapsed.Seconds(), AchievedPerS: float64(turns) / elapsed.Seconds(),
 			IdealPerS: float64(p*conc) / e.o.latency.Seconds(), CPU: cpu}
 		pt.Efficiency = pt.AchievedPerS / pt.IdealPerS
+		if pt.Steady, pt.SteadySeconds, err = steady(ctx, e, ids, p*conc, pt.IdealPerS); err != nil {
+			return err
+		}
 		res.Scaling = append(res.Scaling, pt)
-		progress("scaling: %d proc(s): %d turns in %.2fs = %.0f turns/s of an ideal %.0f (%.0f%%); CPU: %s",
-			p, turns, pt.Seconds, pt.AchievedPerS, pt.IdealPerS, 100*pt.Efficiency, cpu)
+		progress("scaling: %d proc(s): %d turns in %.2fs = %.0f turns/s of an ideal %.0f (%.0f%%; %.0f%% until the drain); CPU: %s",
+			p, turns, pt.Seconds, pt.AchievedPerS, pt.IdealPerS, 100*pt.Efficiency, 100*pt.Steady, cpu)
 	}
 	return nil
+}
+
+// steady is the efficiency from the first run's creation until the run whose end
+// left fewer runs than slots: model turns recorded in that window per second,
+// over ideal. 0 when there are no more runs than slots.
+func steady(ctx context.Context, e *env, ids []string, slots int, ideal float64) (eff, seconds float64, err error) {
+	if len(ids) <= slots {
+		return 0, 0, nil
+	}
+	var turns int
+	err = e.db.QueryRow(ctx, `
+		WITH r AS (SELECT created_at, finished_at FROM runs WHERE id = ANY($1::uuid[])),
+		     t0 AS (SELECT min(created_at) AS t FROM r),
+		     t1 AS (SELECT finished_at AS t FROM r ORDER BY finished_at LIMIT 1 OFFSET $2)
+		SELECT extract(epoch FROM t1.t - t0.t),
+		       (SELECT count(*) FROM run_events WHERE run_id = ANY($1::uuid[]) AND type = 'agent.message' AND created_at <= t1.t)
+		FROM t0, t1`, ids, len(ids)-slots).Scan(&seconds, &turns)
+	if err != nil || seconds <= 0 {
+		return 0, seconds, err
+	}
+	return float64(turns) / seconds / ideal, seconds, nil
 }
