@@ -37,6 +37,10 @@ func CheckCatalog(reg *Registry) error {
 	if err != nil {
 		return err
 	}
+	return checkCatalog(reg, docs)
+}
+
+func checkCatalog(reg *Registry, docs []Documented) error {
 	var errs []error
 	seen := map[string]bool{}
 	for _, d := range docs {
