@@ -603,8 +603,8 @@ func TestCatalogMatchesStaticMaps(t *testing.T) {
 }
 
 // documentedRegistry registers every documented tool (with an empty argument struct)
-// except skip, plus extra.
-func documentedRegistry(t *testing.T, skip string, extra ...string) *tools.Registry {
+// except skip.
+func documentedRegistry(t *testing.T, skip string) *tools.Registry {
 	t.Helper()
 	docs, err := tools.Catalog()
 	require.NoError(t, err)
@@ -613,9 +613,6 @@ func documentedRegistry(t *testing.T, skip string, extra ...string) *tools.Regis
 		if d.Name != skip {
 			tools.Register(reg, d.Name, d.Purpose, echo[struct{}])
 		}
-	}
-	for _, n := range extra {
-		tools.Register(reg, n, n, echo[struct{}])
 	}
 	return reg
 }
