@@ -58,9 +58,12 @@ type Binding struct {
 	// Allowlist is the team's allowed_domains.
 	Allowlist []string
 	// Ports are the team's extra destination ports (beyond Config.Ports).
-	Ports   []int
-	Subnet  netip.Prefix
-	Gateway netip.Addr
+	Ports []int
+	// DenyPrivate is the team's egress.private: deny (private ranges refused even
+	// where the deployment allows them).
+	DenyPrivate bool
+	Subnet      netip.Prefix
+	Gateway     netip.Addr
 }
 
 // Proxy serves every egress-enabled sandbox network of this worker.
@@ -121,7 +124,7 @@ func New(cfg Config, deps Deps) (*Proxy, error) {
 	}
 	p := &Proxy{cfg: cfg, deps: deps, log: deps.Log, pool: cfg.Pool(), runs: map[string]*runState{},
 		stop: make(chan struct{}), done: make(chan struct{})}
-	d := &net.Dialer{Timeout: cfg.DialTimeout, Resolver: deps.Resolver, Control: p.dialControl}
+	d := &net.Dialer{Timeout: cfg.DialTimeout, Resolver: deps.Resolver, ControlContext: p.dialControl}
 	p.tr = &http.Transport{
 		Proxy:       nil,
 		DialContext: p.dialRecorded(d.DialContext),
@@ -299,7 +302,7 @@ func (p *Proxy) check(b Binding, rawURL, host string, port int) error {
 	if !p.allowedPort(b, port) {
 		return fmt.Errorf("%w: port %d is not allowed (only %v unless the team's egress_ports allow more)", ErrDenied, port, p.cfg.Ports)
 	}
-	if err := p.deps.Policy.CheckURL(rawURL, b.Allowlist); err != nil {
+	if err := p.deps.Policy.CheckURLFor(rawURL, b.Allowlist, b.DenyPrivate); err != nil {
 		return fmt.Errorf("%w: %w", ErrDenied, err)
 	}
 	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
@@ -331,9 +334,14 @@ func (p *Proxy) checkAddr(a netip.Addr) error {
 	return nil
 }
 
-// dialControl runs on every address dialed, after DNS and before connect.
-func (p *Proxy) dialControl(network, address string, _ syscall.RawConn) error {
-	if err := p.deps.Policy.CheckDial(network, address); err != nil {
+// dialControl runs on every address dialed, after DNS and before connect, with the
+// binding of the run whose request or tunnel dials (its team's private switch).
+func (p *Proxy) dialControl(ctx context.Context, network, address string, _ syscall.RawConn) error {
+	r := runFrom(ctx)
+	if r == nil {
+		return fmt.Errorf("%w: a dial outside any sandbox's request", ErrDenied)
+	}
+	if err := p.deps.Policy.CheckDialFor(network, address, r.binding().DenyPrivate); err != nil {
 		return fmt.Errorf("%w: %w", ErrDenied, err)
 	}
 	ap, err := netip.ParseAddrPort(address)

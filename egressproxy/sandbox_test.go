@@ -91,8 +91,15 @@ func setup(t *testing.T) *env {
 
 func (e *env) run(t *testing.T, project, ws, cmd string) sandbox.Result {
 	t.Helper()
+	return e.runAs(t, project, ws, cmd, false)
+}
+
+// runAs is run for a team that may set egress.private: deny.
+func (e *env) runAs(t *testing.T, project, ws, cmd string, denyPrivate bool) sandbox.Result {
+	t.Helper()
 	res, err := e.d.Exec(context.Background(), sandbox.Request{
-		Project: project, Workspace: ws, Command: cmd, Timeout: 20 * time.Second,
+		EgressDenyPrivate: denyPrivate,
+		Project:           project, Workspace: ws, Command: cmd, Timeout: 20 * time.Second,
 		Network: true, Agent: "alice",
 		// meta.test and loop.test are allowlisted: the dial check must refuse them.
 		Allowlist: []string{"allowed.test", "meta.test", "loop.test"},
@@ -243,6 +250,37 @@ func TestSandboxEgressThroughProxy(t *testing.T) {
 	defer cli.Close()
 	_, err = cli.NetworkInspect(ctx, e.d.NetworkName(e.runA), network.InspectOptions{})
 	require.Error(t, err, "the run's network is gone")
+}
+
+// TestTeamDenyPrivateBindsTheSandbox: a team's egress.private: deny reaches the
+// proxy, so an allowlisted name that resolves to a private address (the upstream
+// container's, on Docker's bridge) is refused at the dial, as is the address
+// itself, while the deployment (which allows private ranges) lets another team
+// through to the same host.
+func TestTeamDenyPrivateBindsTheSandbox(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	require.True(t, netip.MustParseAddr(e.upstream).IsPrivate(), "the upstream container is on a private bridge: %s", e.upstream)
+
+	res := e.runAs(t, e.runB, e.wsB, "wget -q -O - http://allowed.test/hello.txt", false)
+	require.Equal(t, 0, res.ExitCode, "a team without the switch: %s", res.Output)
+
+	for _, cmd := range []string{
+		"wget -q -O - http://allowed.test/hello.txt",
+		"wget -q -O - http://" + e.upstream + "/hello.txt",
+		fmt.Sprintf(`gw=$(echo $http_proxy | sed 's|http://||; s|:3128||'); printf 'CONNECT allowed.test:80 HTTP/1.1\r\nHost: allowed.test:80\r\n\r\n' | nc -w 3 $gw 3128 | head -1 | grep -q ' 200 '`),
+	} {
+		res := e.runAs(t, e.runA, e.ws, cmd, true)
+		require.NotEqual(t, 0, res.ExitCode, "%s: %s", cmd, res.Output)
+	}
+	rows, err := e.st.RunEgress(ctx, e.runA, 100)
+	require.NoError(t, err)
+	require.Len(t, rows, 3, "%+v", rows)
+	for _, r := range rows {
+		require.False(t, r.Allowed, "%+v", r)
+		require.Contains(t, r.Reason, "egress.private is deny", "%+v", r)
+	}
 }
 
 // TestNoAllowlistNoNetwork: a team without allowed_domains keeps network none, even

@@ -67,6 +67,8 @@ type EgressBinding struct {
 	Agent     string
 	Allowlist []string
 	Ports     []int
+	// DenyPrivate is the team's egress.private: deny.
+	DenyPrivate bool
 }
 
 // Attached is a running helper container.
@@ -118,7 +120,7 @@ func (d *Docker) bindHelper(ctx context.Context, project string, en *egressNet, 
 		p.net = en
 	}
 	p.mu.Unlock()
-	return d.serveEgress(ctx, Request{Project: project, Network: true, Agent: b.Agent, Allowlist: b.Allowlist, EgressPorts: b.Ports})
+	return d.serveEgress(ctx, Request{Project: project, Network: true, Agent: b.Agent, Allowlist: b.Allowlist, EgressPorts: b.Ports, EgressDenyPrivate: b.DenyPrivate})
 }
 
 // Watch hands fn every connection record the egress proxy makes for the helper's

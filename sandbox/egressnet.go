@@ -133,7 +133,7 @@ func (d *Docker) serveEgress(ctx context.Context, req Request) error {
 	}
 	err := d.egress.Serve(ctx, egressproxy.Binding{
 		Run: req.Project, Agent: req.Agent, Allowlist: req.Allowlist, Ports: req.EgressPorts,
-		Subnet: n.subnet, Gateway: n.gateway,
+		DenyPrivate: req.EgressDenyPrivate, Subnet: n.subnet, Gateway: n.gateway,
 	})
 	if err != nil {
 		return fmt.Errorf("sandbox egress: %w", err)

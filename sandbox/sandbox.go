@@ -61,6 +61,9 @@ type Request struct {
 	Allowlist []string
 	// EgressPorts are destination ports the team allows beyond 80 and 443.
 	EgressPorts []int
+	// EgressDenyPrivate is the team's egress.private: deny, applied by the egress
+	// proxy on top of the deployment's switch.
+	EgressDenyPrivate bool
 }
 
 // Result is how a command ended.

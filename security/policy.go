@@ -424,6 +424,11 @@ func (p *EgressPolicy) CheckDial(network, address string) error {
 	return p.checkDial(network, address, false)
 }
 
+// CheckDialFor is CheckDial for a team that may have tightened the private switch.
+func (p *EgressPolicy) CheckDialFor(network, address string, denyPrivate bool) error {
+	return p.checkDial(network, address, denyPrivate)
+}
+
 func (p *EgressPolicy) checkDial(_, address string, denyPrivate bool) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {

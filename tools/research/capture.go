@@ -224,7 +224,7 @@ func capture(ctx context.Context, pool *browsers, cfg Config, s *tools.Session, 
 		}
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	pg, err := pool.acquire(ctx, s.RunID, sandbox.EgressBinding{Agent: s.Agent, Allowlist: s.AllowedDomains, Ports: s.EgressPorts})
+	pg, err := pool.acquire(ctx, s.RunID, sandbox.EgressBinding{Agent: s.Agent, Allowlist: s.AllowedDomains, Ports: s.EgressPorts, DenyPrivate: s.EgressDenyPrivate})
 	if err != nil {
 		return CaptureAnswer{}, timedOut(err, "starting the browser")
 	}

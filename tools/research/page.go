@@ -50,7 +50,7 @@ type openedPage struct {
 // does that. The caller must call close.
 func openPage(ctx context.Context, pool *browsers, s *tools.Session, target, rel string, limit time.Duration) (*openedPage, error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
-	pg, err := pool.acquire(ctx, s.RunID, sandbox.EgressBinding{Agent: s.Agent, Allowlist: s.AllowedDomains, Ports: s.EgressPorts})
+	pg, err := pool.acquire(ctx, s.RunID, sandbox.EgressBinding{Agent: s.Agent, Allowlist: s.AllowedDomains, Ports: s.EgressPorts, DenyPrivate: s.EgressDenyPrivate})
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("starting the browser: %w", err)

@@ -140,6 +140,7 @@ func (s *server) run(ctx context.Context, a RunArgs) (tools.Result, error) {
 		// at all; the egress proxy, its only way out, applies the allowlist.
 		Network: len(sess.AllowedDomains) > 0,
 		Agent:   sess.Agent, Allowlist: sess.AllowedDomains, EgressPorts: sess.EgressPorts,
+		EgressDenyPrivate: sess.EgressDenyPrivate,
 	}
 	res, execErr := s.deps.Executor.Exec(ctx, req)
 	row := store.Command{RunID: sess.RunID, Agent: sess.Agent, Command: a.Command, ExitCode: -1}
