@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Statuses of a finish_images row.
@@ -49,9 +51,18 @@ func (s *Store) RequestFinishImages(ctx context.Context, runID string, imgs []Fi
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	// Serialize a run's requests (two calls in parallel must not both pass the
-	// bound): lock the run's row.
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM runs WHERE id = $1 FOR UPDATE`, runID); err != nil {
+	// bound) and order them against the run's end: lock the run's row. The row
+	// that ends the run takes the same lock, so either this request commits first
+	// (run:cleanup, which starts after the run ended, sees it) or it sees the run
+	// ended and refuses: a request cleanup already passed would never be served.
+	var status string
+	if err := tx.QueryRow(ctx, `SELECT status FROM runs WHERE id = $1 FOR UPDATE`, runID).Scan(&status); errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("request finish images: run %s: %w", runID, ErrNotFound)
+	} else if err != nil {
 		return nil, fmt.Errorf("request finish images: %w", err)
+	}
+	if Terminal(status) {
+		return nil, fmt.Errorf("%w: the run is %s; finish_image is asked for while the run is in flight", ErrRunEnded, status)
 	}
 	var total int
 	if err := tx.QueryRow(ctx, `SELECT count(*) FROM finish_images WHERE run_id = $1`, runID).Scan(&total); err != nil {
@@ -94,6 +105,10 @@ func (s *Store) RequestFinishImages(ctx context.Context, runID string, imgs []Fi
 	}
 	return out, nil
 }
+
+// ErrRunEnded refuses post-run work asked for after its run ended (its cleanup may
+// already have looked for it).
+var ErrRunEnded = errors.New("the run has ended")
 
 // ErrFinishLimit refuses a finish_image request past the run's bound.
 var ErrFinishLimit = errors.New("too many pictures to finish")

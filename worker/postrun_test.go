@@ -58,8 +58,6 @@ func (r *postRunRig) run(t *testing.T, status string, pictures ...string) (strin
 	ctx := context.Background()
 	id := uuid.NewString()
 	require.NoError(t, r.st.CreateRun(ctx, store.Run{ID: id, Prompt: "draw", Team: json.RawMessage(`{}`)}))
-	_, err := r.st.FinishRun(ctx, id, status, "ok", "", "")
-	require.NoError(t, err)
 	ws, err := r.w.workspaces.Open(ctx, id)
 	require.NoError(t, err)
 	var reqs []store.FinishImage
@@ -72,6 +70,8 @@ func (r *postRunRig) run(t *testing.T, status string, pictures ...string) (strin
 	}
 	reqs = append(reqs, store.FinishImage{Path: "images/gone.png", Output: "images/gone-2k.png"})
 	_, err = r.st.RequestFinishImages(ctx, id, reqs, 0)
+	require.NoError(t, err)
+	_, err = r.st.FinishRun(ctx, id, status, "ok", "", "")
 	require.NoError(t, err)
 	return id, ws
 }

@@ -168,6 +168,22 @@ func TestFinishImageIsIdempotent(t *testing.T) {
 	require.Empty(t, added)
 }
 
+// A request after the run ended is refused, and records nothing: run:cleanup may
+// already have looked for the run's pictures, so a row stored now would never be
+// served (the run row's lock orders the two).
+func TestFinishImageAfterTheRunEndedIsRefused(t *testing.T) {
+	t.Parallel()
+	r := finishSetup(t)
+	_, err := r.st.FinishRun(context.Background(), r.runID, store.RunCompleted, "done", "", "")
+	require.NoError(t, err)
+	_, err = r.call(t, "qwen", nil)
+	require.ErrorIs(t, err, store.ErrRunEnded)
+	require.ErrorContains(t, err, "while the run is in flight")
+	rows, err := r.st.FinishImages(context.Background(), r.runID)
+	require.NoError(t, err)
+	require.Empty(t, rows)
+}
+
 func TestFinishSize(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ w, h, ww, wh int }{
