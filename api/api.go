@@ -1,5 +1,14 @@
 // Package api is the Fiber HTTP API: run submission, run state, the live event
 // stream (SSE), the tool catalog, health, metrics and asynqmon.
+//
+// Every route is a row of the route table (routes.go): New registers the rows,
+// and the OpenAPI 3.1 document served at GET /api/openapi.json is built from the
+// same rows, with JSON Schemas reflected (github.com/invopop/jsonschema) from the
+// Go types the handlers decode and encode, so handlers answer with named types,
+// never a fiber.Map. asynqmon under /monitoring is left out (NotInOpenAPI). The
+// tests check that the registered routes are the documented operations, and
+// fleettest checks every answer a test receives against the document with
+// kin-openapi.
 package api
 
 import (
