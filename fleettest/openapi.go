@@ -128,6 +128,43 @@ func (d *OpenAPIDoc) ValidateResponse(req *http.Request, status int, header http
 	return nil
 }
 
+// ValidateAcceptedRequest checks a request the API answered with a success
+// against the document: its parameters and body match the operation's, and it
+// sends no query parameter the operation does not list. A request the API
+// accepts but the document refuses is a document stricter than the handler, or
+// missing a parameter. (Refused requests are not checked: tests send bad ones on
+// purpose.)
+func (d *OpenAPIDoc) ValidateAcceptedRequest(req *http.Request, body []byte) error {
+	for prefix := range api.NotInOpenAPI {
+		if req.URL.Path == prefix || strings.HasPrefix(req.URL.Path, prefix+"/") {
+			return nil
+		}
+	}
+	route, params, err := d.Router.FindRoute(req)
+	if err != nil {
+		return fmt.Errorf("%s %s is not in the document: %w", req.Method, req.URL.Path, err)
+	}
+	listed := map[string]bool{}
+	for _, p := range route.Operation.Parameters {
+		if p.Value != nil && p.Value.In == openapi3.ParameterInQuery {
+			listed[p.Value.Name] = true
+		}
+	}
+	for name := range req.URL.Query() {
+		if !listed[name] {
+			return fmt.Errorf("%s %s: query parameter %q is not in the document", req.Method, route.Path, name)
+		}
+	}
+	r := req.Clone(context.Background())
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	in := &openapi3filter.RequestValidationInput{Request: r, PathParams: params, Route: route, Options: &openapi3filter.Options{
+		AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, SkipSettingDefaults: true, MultiError: true}}
+	if err := openapi3filter.ValidateRequest(context.Background(), in); err != nil {
+		return fmt.Errorf("%s %s was accepted but does not match the document: %w", req.Method, route.Path, err)
+	}
+	return nil
+}
+
 func (d *OpenAPIDoc) validateSchema(name string, header http.Header, body []byte) error {
 	ref := d.Doc.Components.Schemas[name]
 	if ref == nil {
@@ -186,6 +223,17 @@ type checkingTransport struct {
 }
 
 func (c checkingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var sent []byte
+	if req.Body != nil && req.Body != http.NoBody {
+		var err error
+		if sent, err = io.ReadAll(req.Body); err != nil {
+			return nil, fmt.Errorf("%s %s: read the request body: %w", req.Method, req.URL.Path, err)
+		}
+		_ = req.Body.Close()
+		r := req.Clone(req.Context())
+		r.Body = io.NopCloser(bytes.NewReader(sent))
+		req = r
+	}
 	resp, err := c.base.RoundTrip(req)
 	if err != nil {
 		return resp, err
@@ -194,6 +242,11 @@ func (c checkingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	if err != nil {
 		c.t.Errorf("openapi: %v", err)
 		return resp, nil
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if err := d.ValidateAcceptedRequest(req, sent); err != nil {
+			c.t.Errorf("openapi: %v", err)
+		}
 	}
 	ct := resp.Header.Get("Content-Type")
 	if strings.HasPrefix(ct, "text/event-stream") {

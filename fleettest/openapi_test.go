@@ -104,3 +104,37 @@ func TestClientChecksEventsAsTheyAreRead(t *testing.T) {
 		})
 	}
 }
+
+// A request the API accepted must be one the document accepts: else the
+// document is stricter than the handler, or lacks a parameter.
+func TestValidateAcceptedRequestCatchesMismatches(t *testing.T) {
+	t.Parallel()
+	d := fleettest.OpenAPI(t)
+	cases := []struct {
+		name, method, path, body string
+		wantErr                  string
+	}{
+		{"a listing", "GET", "/api/runs?status=queued&limit=5", "", ""},
+		{"a query parameter the document lacks", "GET", "/api/runs?sort=asc", "", `"sort"`},
+		{"a value outside the documented range", "GET", "/api/runs?limit=900", "", "limit"},
+		{"a submit", "POST", "/api/orchestrator/run-from-template", `{"template":"demo","prompt":"x","variables":{"topic":"t"}}`, ""},
+		{"a body field the document lacks", "POST", "/api/orchestrator/run-from-template", `{"template":"demo","prompt":"x","colour":1}`, "colour"},
+		{"an inline team the document refuses", "POST", "/api/orchestrator/run", `{"prompt":"x","team":{"name":"t","colour":1}}`, "colour"},
+		{"a decision without a body", "POST", "/api/approvals/apr_1/approve", "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			req := httptest.NewRequest(tc.method, "http://127.0.0.1:1"+tc.path, strings.NewReader(tc.body))
+			if tc.body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			err := d.ValidateAcceptedRequest(req, []byte(tc.body))
+			if tc.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.wantErr)
+		})
+	}
+}
