@@ -216,6 +216,12 @@ func (s *schemaSet) schemaOf(v any, request bool) json.RawMessage {
 	root := r.Reflect(v)
 	defs := root.Definitions
 	root.Definitions, root.Version = nil, ""
+	if request {
+		for _, def := range defs {
+			nullableContainers(def)
+		}
+		nullableContainers(root)
+	}
 	for name, def := range defs {
 		raw, err := json.Marshal(def)
 		if err != nil {
@@ -239,6 +245,27 @@ func (s *schemaSet) schemaOf(v any, request bool) json.RawMessage {
 }
 
 func typeOf[T any]() reflect.Type { return reflect.TypeOf((*T)(nil)).Elem() }
+
+// nullableContainers lets every object and array property of a request schema
+// be null too: encoding/json decodes null into a nil map or slice, and Go
+// clients send one for a map or slice they never filled (variables, a script
+// call's args).
+func nullableContainers(s *jsonschema.Schema) {
+	if s == nil {
+		return
+	}
+	nullableContainers(s.Items)
+	nullableContainers(s.AdditionalProperties)
+	if s.Properties == nil {
+		return
+	}
+	for p := s.Properties.Oldest(); p != nil; p = p.Next() {
+		nullableContainers(p.Value)
+		if p.Value.Type == "object" || p.Value.Type == "array" {
+			p.Value = &jsonschema.Schema{OneOf: []*jsonschema.Schema{p.Value, {Type: "null"}}}
+		}
+	}
+}
 
 // ref names a component of the document.
 func ref(name string) map[string]any { return map[string]any{"$ref": "#/components/schemas/" + name} }

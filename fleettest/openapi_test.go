@@ -121,6 +121,9 @@ func TestValidateAcceptedRequestCatchesMismatches(t *testing.T) {
 		{"a body field the document lacks", "POST", "/api/orchestrator/run-from-template", `{"template":"demo","prompt":"x","colour":1}`, "colour"},
 		{"an inline team the document refuses", "POST", "/api/orchestrator/run", `{"prompt":"x","team":{"name":"t","colour":1}}`, "colour"},
 		{"a decision without a body", "POST", "/api/approvals/apr_1/approve", "", ""},
+		// Go clients send null for a map they never filled.
+		{"null variables", "POST", "/api/orchestrator/run-from-template", `{"template":"demo","prompt":"x","variables":null}`, ""},
+		{"null args of a script call", "POST", "/api/orchestrator/run", `{"prompt":"x","team":{"name":"t","script":{"agents":{"w":[{"calls":[{"tool":"todo","args":null}]}]}}}}`, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
