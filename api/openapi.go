@@ -173,17 +173,37 @@ func (s *Server) serveOpenAPI(c *fiber.Ctx) error {
 // none, and requests are decoded with DisallowUnknownFields.
 type schemaSet struct {
 	components map[string]json.RawMessage
-	req, resp  *jsonschema.Reflector
-	err        error
+	// types are the Go types of the components, by component name.
+	types     map[string]reflect.Type
+	req, resp *jsonschema.Reflector
+	err       error
 }
 
 func newSchemaSet() *schemaSet {
-	namer := func(t reflect.Type) string { return schemaName(t) }
-	return &schemaSet{
-		components: map[string]json.RawMessage{},
-		req:        &jsonschema.Reflector{Anonymous: true, RequiredFromJSONSchemaTags: true, Namer: namer},
-		resp:       &jsonschema.Reflector{Anonymous: true, Namer: namer},
+	s := &schemaSet{components: map[string]json.RawMessage{}, types: map[string]reflect.Type{}}
+	namer := func(t reflect.Type) string {
+		name := schemaName(t)
+		if name != "" {
+			s.types[name] = t
+		}
+		return name
 	}
+	s.req = &jsonschema.Reflector{Anonymous: true, RequiredFromJSONSchemaTags: true, Namer: namer, LookupComment: lookupComment}
+	s.resp = &jsonschema.Reflector{Anonymous: true, Namer: namer, LookupComment: lookupComment}
+	return s
+}
+
+// lookupComment describes a component or one of its fields with its Go doc
+// comment (goComments, generated from the source: the binary has none).
+func lookupComment(t reflect.Type, field string) string {
+	key := schemaName(t)
+	if key == "" {
+		return ""
+	}
+	if field != "" {
+		key += "." + field
+	}
+	return goComments[key]
 }
 
 // schemaName names a component: the API's own types by their name, others by
@@ -271,7 +291,13 @@ func nullableContainers(s *jsonschema.Schema) {
 func ref(name string) map[string]any { return map[string]any{"$ref": "#/components/schemas/" + name} }
 
 func buildOpenAPI(routes []route) ([]byte, error) {
-	schemas := newSchemaSet()
+	doc, _, err := buildOpenAPIWith(newSchemaSet(), routes)
+	return doc, err
+}
+
+// buildOpenAPIWith builds the document into schemas; it returns the Go types of
+// its components too.
+func buildOpenAPIWith(schemas *schemaSet, routes []route) ([]byte, map[string]reflect.Type, error) {
 	errRef := ref(schemaName(typeOf[errorResponse]()))
 	schemas.schemaOf(errorResponse{}, false)
 	paths := map[string]map[string]any{}
@@ -282,16 +308,16 @@ func buildOpenAPI(routes []route) ([]byte, error) {
 		}
 		m := strings.ToLower(r.method)
 		if _, dup := paths[p][m]; dup {
-			return nil, fmt.Errorf("route table: %s %s twice", r.method, r.path)
+			return nil, nil, fmt.Errorf("route table: %s %s twice", r.method, r.path)
 		}
 		op, err := r.operation(schemas, errRef)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		paths[p][m] = op
 	}
 	if schemas.err != nil {
-		return nil, schemas.err
+		return nil, nil, schemas.err
 	}
 	doc := map[string]any{
 		"openapi":           "3.1.0",
@@ -314,7 +340,12 @@ func buildOpenAPI(routes []route) ([]byte, error) {
 			},
 		},
 	}
-	return json.MarshalIndent(doc, "", "  ")
+	raw, err := json.MarshalIndent(doc, "", "  ")
+	types := map[string]reflect.Type{}
+	for name := range schemas.components {
+		types[name] = schemas.types[name] // the namer saw inline types (time.Time) too
+	}
+	return raw, types, err
 }
 
 func (r route) operation(schemas *schemaSet, errRef map[string]any) (map[string]any, error) {
