@@ -13,7 +13,16 @@ import (
 // check of their roles) and GET /api/openapi.json describes exactly these, with
 // schemas reflected from the types in returns/body: what is served and what is
 // documented cannot part. A new endpoint is one more row here, naming the types
-// its handler decodes and encodes (a named struct, not a fiber.Map).
+// its handler decodes and encodes (a named struct, not a fiber.Map), e.g.
+//
+//	get("/api/runs/:id/files", "A run's workspace files", s.listFiles).roles(RoleRead).
+//		query("path", "A folder of the workspace.", stringSchema).
+//		returns(200, fileList{}).errors(400, 404),
+//
+// plus a step in TestEveryOperationAnswersAsDocumented. A non-JSON answer is
+// returnsText (or returnsStream for server-sent events); a body is body or
+// optionalBody. A route that must stay out of the document (a UI, not the API)
+// is registered in New under a prefix listed in NotInOpenAPI with its reason.
 func (s *Server) routes() []route {
 	runParam := func(r route) route { return r.pathParam("id", "The run's id.", uuidSchema) }
 	approvalParam := func(r route) route {

@@ -41,6 +41,8 @@ func TestValidateResponseCatchesMismatches(t *testing.T) {
 		{"a route the document lacks", "GET", "/api/ghosts", 200, "application/json", `{}`, "not in the document"},
 		{"the 404 of an unknown route", "GET", "/api/ghosts", 404, "application/json", `{"error":"no route"}`, ""},
 		{"asynqmon is left out", "GET", "/monitoring/api/queues", 200, "application/json", `{"whatever":1}`, ""},
+		{"HEAD of a documented GET", "HEAD", runPath, 200, "application/json", "", ""},
+		{"HEAD of no route", "HEAD", "/api/ghosts", 200, "application/json", "", "not in the document"},
 		{"metrics as text", "GET", "/metrics", 200, "text/plain; version=0.0.4; charset=utf-8", "# HELP x\n", ""},
 	}
 	for _, tc := range cases {
