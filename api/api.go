@@ -1,5 +1,14 @@
 // Package api is the Fiber HTTP API: run submission, run state, the live event
 // stream (SSE), the tool catalog, health, metrics and asynqmon.
+//
+// Every route is a row of the route table (routes.go): New registers the rows,
+// and the OpenAPI 3.1 document served at GET /api/openapi.json is built from the
+// same rows, with JSON Schemas reflected (github.com/invopop/jsonschema) from the
+// Go types the handlers decode and encode, so handlers answer with named types,
+// never a fiber.Map. asynqmon under /monitoring is left out (NotInOpenAPI). The
+// tests check that the registered routes are the documented operations, and
+// fleettest checks every answer a test receives against the document with
+// kin-openapi.
 package api
 
 import (
@@ -154,7 +163,7 @@ type Server struct {
 	hub *events.Hub
 }
 
-// New builds the Fiber app with every route.
+// New builds the Fiber app: the route table (routes.go) and asynqmon at /monitoring.
 func New(cfg Config, d Deps) *Server {
 	cfg = cfg.WithDefaults()
 	if d.Log == nil {
@@ -172,43 +181,13 @@ func New(cfg Config, d Deps) *Server {
 	if d.Metrics != nil {
 		app.Use(s.observe)
 	}
-	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
-	app.Get("/readyz", s.readyz)
-	if d.Metrics != nil {
-		app.Get("/metrics", adaptor.HTTPHandler(d.Metrics.Handler()))
-	}
 	s.mon = asynqmon.New(asynqmon.Options{
 		RootPath: "/monitoring", RedisConnOpt: d.RedisOpt, ReadOnly: cfg.monitoringReadOnly(),
 		PrometheusAddress: cfg.PrometheusURL,
 	})
 	mon := adaptor.HTTPHandler(s.mon)
 	app.Use("/monitoring", s.auth(RoleAdmin), mon)
-
-	r := app.Group("/api")
-	submit, read, approve := s.auth(RoleSubmit), s.auth(RoleRead), s.auth(RoleApprove)
-	r.Post("/orchestrator/run", submit, s.submitInline)
-	r.Post("/orchestrator/run-from-template", submit, s.submitTemplate)
-	r.Get("/runs", read, s.listRuns)
-	r.Get("/runs/:id", s.auth(RoleRead, RoleApprove), s.getRun)
-	r.Post("/runs/:id/cancel", submit, s.cancelRun)
-	r.Get("/runs/:id/events", read, s.streamEvents)
-	r.Get("/runs/:id/delegations", read, s.getDelegations)
-	r.Get("/runs/:id/audit", read, s.runAudit)
-	r.Get("/runs/:id/egress", read, s.runEgress)
-	r.Get("/approvals", s.auth(RoleRead, RoleApprove), s.listApprovals)
-	r.Get("/approvals/:id", s.auth(RoleRead, RoleApprove), s.getApproval)
-	r.Post("/approvals/:id/approve", approve, s.decide(true))
-	r.Post("/approvals/:id/deny", approve, s.decide(false))
-	r.Get("/tools/mcp-schemas", read, s.schemas)
-	r.Get("/templates", read, s.listTemplates)
-	r.Post("/projects", submit, s.createProject)
-	r.Get("/projects", read, s.listProjects)
-	r.Get("/projects/:slug", read, s.getProject)
-	r.Delete("/projects/:slug", submit, s.deleteProject)
-	r.Get("/projects/:slug/memory", read, s.listMemory)
-	r.Post("/projects/:slug/memory", submit, s.addMemory)
-	r.Delete("/projects/:slug/memory/:id", submit, s.deleteMemory)
-	r.Get("/leases", read, LeasesHandlerScoped(d.Leases, s.visibleHolders))
+	s.register(app)
 	app.Use(func(c *fiber.Ctx) error {
 		return &Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no route %s %s", c.Method(), c.Path())}
 	})
@@ -221,7 +200,7 @@ func (s *Server) Close() error { return errors.Join(s.mon.Close(), s.hub.Close()
 // StreamWatchers is the number of event streams open on this server.
 func (s *Server) StreamWatchers() int { return s.hub.Watchers() }
 
-// Error is an API error answered as {"error": ..., "field": ...}.
+// Error is an API error answered as {"error": ..., "field": ...} (errorResponse).
 type Error struct {
 	Status  int
 	Message string
@@ -230,24 +209,38 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
+// errorResponse is the body of every error answer.
+type errorResponse struct {
+	Error string `json:"error"`
+	// Field names the offending input (a body field, a parameter) when there is one.
+	Field string `json:"field,omitempty"`
+}
+
+type healthStatus struct {
+	Status string `json:"status" jsonschema:"enum=ok"`
+}
+
+// readiness is the answer of /readyz: checks holds "ok" or the error per dependency.
+type readiness struct {
+	Status string            `json:"status" jsonschema:"enum=ready,enum=unavailable"`
+	Checks map[string]string `json:"checks"`
+}
+
 func badRequest(field, format string, a ...any) *Error {
 	return &Error{Status: http.StatusBadRequest, Field: field, Message: fmt.Sprintf(format, a...)}
 }
 
 func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
-	status, body := http.StatusInternalServerError, fiber.Map{"error": "internal error"}
+	status, body := http.StatusInternalServerError, errorResponse{Error: "internal error"}
 	var ae *Error
 	var fe *fiber.Error
 	switch {
 	case errors.As(err, &ae):
-		status, body = ae.Status, fiber.Map{"error": ae.Message}
-		if ae.Field != "" {
-			body["field"] = ae.Field
-		}
+		status, body = ae.Status, errorResponse{Error: ae.Message, Field: ae.Field}
 	case errors.As(err, &fe):
-		status, body = fe.Code, fiber.Map{"error": fe.Message}
+		status, body = fe.Code, errorResponse{Error: fe.Message}
 		if fe.Code == http.StatusRequestEntityTooLarge {
-			body["error"] = fmt.Sprintf("request body is over the %d byte limit", s.cfg.BodyLimit)
+			body.Error = fmt.Sprintf("request body is over the %d byte limit", s.cfg.BodyLimit)
 		}
 	default:
 		s.d.Log.Error("api error", "method", c.Method(), "path", c.Path(), "err", err)
@@ -286,7 +279,7 @@ func (s *Server) observe(c *fiber.Ctx) error {
 func (s *Server) readyz(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
 	defer cancel()
-	checks := fiber.Map{}
+	checks := map[string]string{}
 	ok := true
 	if err := s.d.Store.Ping(ctx); err != nil {
 		checks["postgres"], ok = err.Error(), false
@@ -299,7 +292,7 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 		checks["redis"] = "ok"
 	}
 	if !ok {
-		return c.Status(http.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "checks": checks})
+		return c.Status(http.StatusServiceUnavailable).JSON(readiness{Status: "unavailable", Checks: checks})
 	}
-	return c.JSON(fiber.Map{"status": "ready", "checks": checks})
+	return c.JSON(readiness{Status: "ready", Checks: checks})
 }

@@ -37,7 +37,11 @@ func (s *Server) listApprovals(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"approvals": list})
+	return c.JSON(approvalList{Approvals: list})
+}
+
+type approvalList struct {
+	Approvals []store.Approval `json:"approvals"`
 }
 
 // getApproval shows one approval as the approver decides on it: the view (parsed
@@ -121,5 +125,9 @@ func (s *Server) runAudit(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"audit": rows})
+	return c.JSON(auditList{Audit: rows})
+}
+
+type auditList struct {
+	Audit []store.AuditRow `json:"audit"`
 }

@@ -1,6 +1,10 @@
 package api
 
-import "github.com/gofiber/fiber/v2"
+import (
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/aetherium-engine/aetherium/store"
+)
 
 // runEgress lists the connections the sandbox egress proxy allowed or refused for a
 // run (GET /api/runs/{id}/egress).
@@ -13,5 +17,9 @@ func (s *Server) runEgress(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"egress": rows})
+	return c.JSON(egressList{Egress: rows})
+}
+
+type egressList struct {
+	Egress []store.EgressConnection `json:"egress"`
 }

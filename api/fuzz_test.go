@@ -34,7 +34,6 @@ func FuzzLastEventID(f *testing.F) {
 	}
 	require.NotEmpty(f, ids)
 	last := ids[len(ids)-1]
-	client := &http.Client{}
 	for _, s := range []string{"", "0", "1", strconv.FormatInt(ids[len(ids)/2], 10), strconv.FormatInt(last-1, 10), strconv.FormatInt(last, 10), strconv.FormatInt(last+1000, 10), "-1", "abc", " 3 ", "+2",
 		"00000000000000000000001", "9223372036854775808", "-9223372036854775808", "1e3", "0x10", "３", "2\x00", "1,2", strings.Repeat("9", 5000)} {
 		f.Add(s, false)
@@ -63,7 +62,7 @@ func FuzzLastEventID(f *testing.F) {
 		if !viaQuery && s != "" {
 			req.Header.Set("Last-Event-ID", s)
 		}
-		resp, err := client.Do(req)
+		resp, err := fleettest.Client(t, nil).Do(req)
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		require.Less(t, resp.StatusCode, 500, "a 5xx for %q", s)

@@ -34,7 +34,7 @@ func LeasesHandlerScoped(m *lease.Manager, visible HolderFilter) fiber.Handler {
 			n = v
 		}
 		if m == nil {
-			return c.JSON(fiber.Map{"services": []lease.ServiceState{}})
+			return c.JSON(leaseSnapshot{Services: []lease.ServiceState{}})
 		}
 		states, err := m.Snapshot(c.UserContext())
 		if err != nil {
@@ -51,12 +51,14 @@ func LeasesHandlerScoped(m *lease.Manager, visible HolderFilter) fiber.Handler {
 				return err
 			}
 		}
-		body := fiber.Map{"services": states}
-		if n > 0 {
-			body["events"] = evs
-		}
-		return c.JSON(body)
+		return c.JSON(leaseSnapshot{Services: states, Events: evs})
 	}
+}
+
+type leaseSnapshot struct {
+	Services []lease.ServiceState `json:"services"`
+	// Events are the latest lease events, oldest first, when ?events= asked for some.
+	Events []lease.Event `json:"events,omitempty"`
 }
 
 func hideHolders(c *fiber.Ctx, visible HolderFilter, states []lease.ServiceState, evs []lease.Event) error {

@@ -35,11 +35,13 @@ func setupLeases(t *testing.T, m *lease.Manager) *fiber.App {
 
 func getLeases(t *testing.T, app *fiber.App, path string) (int, map[string]json.RawMessage) {
 	t.Helper()
-	resp, err := app.Test(httptest.NewRequest("GET", path, nil), 10_000)
+	req := httptest.NewRequest("GET", path, nil)
+	resp, err := app.Test(req, 10_000)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
+	require.NoError(t, fleettest.ValidateResponse(req, resp.StatusCode, resp.Header, raw))
 	var body map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(raw, &body), string(raw))
 	return resp.StatusCode, body

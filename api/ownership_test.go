@@ -78,7 +78,7 @@ func (o *owners) do(token, method, path string, body any) (int, http.Header, []b
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token+"-secret")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := o.Client().Do(req)
 	if err != nil {
 		return 0, nil, nil, err
 	}

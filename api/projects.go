@@ -54,7 +54,11 @@ func (s *Server) listProjects(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"projects": ps})
+	return c.JSON(projectList{Projects: ps})
+}
+
+type projectList struct {
+	Projects []store.Project `json:"projects"`
 }
 
 // projectFor loads the project of the route for the caller: its owner, or a
@@ -170,7 +174,11 @@ func (s *Server) listMemory(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"memory": es})
+	return c.JSON(memoryList{Memory: es})
+}
+
+type memoryList struct {
+	Memory []store.MemoryEntry `json:"memory"`
 }
 
 func (s *Server) deleteMemory(c *fiber.Ctx) error {

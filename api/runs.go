@@ -12,6 +12,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
+	"github.com/invopop/jsonschema"
 
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/store"
@@ -32,6 +33,15 @@ type inlineRequest struct {
 	Project   string          `json:"project"`
 	Team      json.RawMessage `json:"team"`
 	Variables map[string]any  `json:"variables"`
+}
+
+// JSONSchemaProperty documents team as the template it is parsed into
+// (templates.ParseJSON), though the handler keeps it raw to name its errors.
+func (inlineRequest) JSONSchemaProperty(prop string) any {
+	if prop == "team" {
+		return templates.Template{}
+	}
+	return nil
 }
 
 type templateRequest struct {
@@ -189,11 +199,16 @@ func (s *Server) submit(c *fiber.Ctx, team templates.Template, tmplName, prompt,
 	if s.d.Metrics != nil {
 		s.d.Metrics.RunsSubmitted.Inc()
 	}
-	return c.Status(http.StatusAccepted).JSON(fiber.Map{"run_id": run.ID, "status": store.RunQueued})
+	return c.Status(http.StatusAccepted).JSON(submitResponse{RunID: run.ID, Status: store.RunQueued})
+}
+
+type submitResponse struct {
+	RunID  string `json:"run_id" jsonschema:"format=uuid"`
+	Status string `json:"status" jsonschema:"enum=queued"`
 }
 
 type runView struct {
-	ID          string  `json:"id"`
+	ID          string  `json:"id" jsonschema:"format=uuid"`
 	Status      string  `json:"status"`
 	Prompt      string  `json:"prompt"`
 	Template    string  `json:"template,omitempty"`
@@ -203,11 +218,18 @@ type runView struct {
 	Reason      string  `json:"reason,omitempty"`
 	TokensUsed  int64   `json:"tokens_used"`
 	TokenBudget int64   `json:"token_budget"`
-	CreatedAt   string  `json:"created_at"`
-	UpdatedAt   string  `json:"updated_at"`
-	FinishedAt  *string `json:"finished_at,omitempty"`
+	CreatedAt   string  `json:"created_at" jsonschema:"format=date-time"`
+	UpdatedAt   string  `json:"updated_at" jsonschema:"format=date-time"`
+	FinishedAt  *string `json:"finished_at,omitempty" jsonschema:"format=date-time"`
 	Owner       string  `json:"owner"`
 	Project     string  `json:"project,omitempty"`
+}
+
+// JSONSchemaExtend lists the statuses a run can have, from the set listRuns accepts.
+func (runView) JSONSchemaExtend(s *jsonschema.Schema) {
+	if p, ok := s.Properties.Get("status"); ok {
+		p.Enum = enumOf(statuses)["enum"].([]any)
+	}
 }
 
 func view(r store.Run) runView {
@@ -302,7 +324,11 @@ func (s *Server) getDelegations(c *fiber.Ctx) error {
 	if ds == nil {
 		ds = []store.Delegation{}
 	}
-	return c.JSON(fiber.Map{"delegations": ds})
+	return c.JSON(delegationList{Delegations: ds})
+}
+
+type delegationList struct {
+	Delegations []store.Delegation `json:"delegations"`
 }
 
 var statuses = map[string]bool{"queued": true, "running": true, "waiting": true, "completed": true, "failed": true, "cancelled": true}
@@ -338,7 +364,13 @@ func (s *Server) listRuns(c *fiber.Ctx) error {
 	if len(runs) == limit {
 		next = runs[len(runs)-1].ID
 	}
-	return c.JSON(fiber.Map{"runs": out, "next_cursor": next})
+	return c.JSON(runList{Runs: out, NextCursor: next})
+}
+
+type runList struct {
+	Runs []runView `json:"runs"`
+	// NextCursor is the cursor of the next page; empty on the last one.
+	NextCursor string `json:"next_cursor"`
 }
 
 func (s *Server) cancelRun(c *fiber.Ctx) error {
@@ -372,5 +404,9 @@ func (s *Server) listTemplates(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"templates": names})
+	return c.JSON(templateList{Templates: names})
+}
+
+type templateList struct {
+	Templates []string `json:"templates"`
 }

@@ -126,11 +126,22 @@ func (s *Server) streamEvents(c *fiber.Ctx) error {
 }
 
 func writeEvent(w *bufio.Writer, e store.Event) error {
-	payload, _ := json.Marshal(map[string]any{
-		"id": e.ID, "run_id": e.RunID, "type": e.Type, "agent": e.Agent, "data": e.Data, "time": e.CreatedAt,
-	})
+	payload, _ := json.Marshal(streamEvent{ID: e.ID, RunID: e.RunID, Type: e.Type, Agent: e.Agent, Data: e.Data, Time: e.CreatedAt})
 	_, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.ID, e.Type, payload)
 	return err
+}
+
+// streamEvent is the data of one event of a run's stream.
+type streamEvent struct {
+	ID    int64  `json:"id"`
+	RunID string `json:"run_id" jsonschema:"format=uuid"`
+	// Type is the event type (run.queued, tool.call, …, run.completed).
+	Type string `json:"type"`
+	// Agent is the agent the event is about; empty for the run's own events.
+	Agent string `json:"agent"`
+	// Data is the type's payload.
+	Data json.RawMessage `json:"data"`
+	Time time.Time       `json:"time"`
 }
 
 // watchClose cancels the stream when its client closes the connection (a client of

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -31,7 +32,7 @@ func TestEventStreamsShareOneSubscription(t *testing.T) {
 	const streams = 200
 	base := redisClients(t, f.Redis)
 
-	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: -1, DisableKeepAlives: true}}
+	client := fleettest.Client(t, &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: -1, DisableKeepAlives: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup

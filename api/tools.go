@@ -60,5 +60,12 @@ func (s *Server) schemas(c *fiber.Ctx) error {
 		sp, _ := reg.Spec(n)
 		out = append(out, schemaView{Name: sp.Name, Description: sp.Description, Group: sp.Group, Tier: sp.Tier.String(), Outbound: sp.Outbound, Parameters: sp.Schema})
 	}
-	return c.JSON(fiber.Map{"tools": out, "groups": access.Groups, "count": len(out)})
+	return c.JSON(toolCatalog{Tools: out, Groups: access.Groups, Count: len(out)})
+}
+
+type toolCatalog struct {
+	Tools []schemaView `json:"tools"`
+	// Groups are the server groups the filter resolved to; null without a filter.
+	Groups []string `json:"groups" jsonschema:"nullable"`
+	Count  int      `json:"count"`
 }

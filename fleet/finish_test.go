@@ -35,7 +35,7 @@ func eventsAfter(t *testing.T, f *fleettest.Fleet, runID string, after int64) []
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", f.URL+"/api/runs/"+runID+"/events", nil)
 	req.Header.Set("Last-Event-ID", fmt.Sprint(after))
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := f.Client().Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNoContent {

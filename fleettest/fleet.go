@@ -45,6 +45,8 @@ type Fleet struct {
 	// API is the in-process API server.
 	API *api.Server
 	t   testing.TB
+	// client checks every answer against the OpenAPI document.
+	client *http.Client
 	// StopWorker stops the worker role (graceful, like SIGTERM); nil with NoWorker.
 	StopWorker func()
 }
@@ -133,7 +135,7 @@ func StartWith(t testing.TB, cfg config.Config, opts Options) *Fleet {
 	f.RegisterEndpoint(ctx, security.EndpointAPI, ln.Addr().String())
 	go func() { _ = srv.App.Listener(ln) }()
 	t.Cleanup(func() { _ = srv.App.ShutdownWithTimeout(2 * time.Second); _ = srv.Close() })
-	tf := &Fleet{Fleet: f, URL: "http://" + ln.Addr().String(), API: srv, t: t}
+	tf := &Fleet{Fleet: f, URL: "http://" + ln.Addr().String(), API: srv, t: t, client: Client(t, nil)}
 	if !opts.NoWorker {
 		tf.StopWorker = tf.StartWorker()
 	}
@@ -171,8 +173,13 @@ func (f *Fleet) Inspector() *asynq.Inspector {
 	return i
 }
 
+// Client is an HTTP client for the fleet's API whose every answer is checked
+// against the OpenAPI document (Client), failing the test on a mismatch.
+func (f *Fleet) Client() *http.Client { return f.client }
+
 // Do sends a request and decodes a JSON answer into out (when non-nil); it returns
-// the status code and the raw body.
+// the status code and the raw body. The answer is checked against the OpenAPI
+// document.
 func (f *Fleet) Do(method, path string, body any, out any) (int, []byte) {
 	f.t.Helper()
 	var rd io.Reader
@@ -194,7 +201,7 @@ func (f *Fleet) Do(method, path string, body any, out any) (int, []byte) {
 		f.t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := f.client.Do(req)
 	if err != nil {
 		f.t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -251,7 +258,7 @@ func (f *Fleet) Follow(runID string, after int64, timeout time.Duration) []Event
 	if after > 0 {
 		req.Header.Set("Last-Event-ID", fmt.Sprint(after))
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := f.client.Do(req)
 	if err != nil {
 		f.t.Fatalf("follow: %v", err)
 	}

@@ -1,0 +1,140 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+
+	"github.com/aetherium-engine/aetherium/store"
+)
+
+// routes is the route table. New registers exactly these routes (with the token
+// check of their roles) and GET /api/openapi.json describes exactly these, with
+// schemas reflected from the types in returns/body: what is served and what is
+// documented cannot part. A new endpoint is one more row here, naming the types
+// its handler decodes and encodes (a named struct, not a fiber.Map), e.g.
+//
+//	get("/api/runs/:id/files", "A run's workspace files", s.listFiles).roles(RoleRead).
+//		query("path", "A folder of the workspace.", stringSchema).
+//		returns(200, fileList{}).errors(400, 404),
+//
+// plus a step in TestEveryOperationAnswersAsDocumented. A non-JSON answer is
+// returnsText (or returnsStream for server-sent events); a body is body or
+// optionalBody. A route that must stay out of the document (a UI, not the API)
+// is registered in New under a prefix listed in NotInOpenAPI with its reason.
+func (s *Server) routes() []route {
+	runParam := func(r route) route { return r.pathParam("id", "The run's id.", uuidSchema) }
+	approvalParam := func(r route) route {
+		return r.pathParam("id", "The approval's id (apr_…).", map[string]any{"type": "string", "pattern": "^apr_", "maxLength": 64})
+	}
+	return []route{
+		get("/healthz", "Liveness", s.healthz).returns(200, healthStatus{}),
+		get("/readyz", "Readiness: PostgreSQL and Redis answer a ping", s.readyz).
+			returns(200, readiness{}).returns(503, readiness{}),
+		get("/metrics", "Prometheus metrics of the API process", s.metricsHandler()).
+			describe("Absent when the process runs without metrics.").
+			returnsText(200, "text/plain", "The Prometheus text exposition format."),
+		get(OpenAPIPath, "This OpenAPI 3.1 document", s.serveOpenAPI).
+			describe("Readable without a token: it is the same for every deployment and holds no data or configuration.").
+			returns(200, map[string]any{}),
+
+		post("/api/orchestrator/run", "Submit a run with an inline team", s.submitInline).roles(RoleSubmit).
+			body(inlineRequest{}).returns(202, submitResponse{}).errors(404, 429, 507),
+		post("/api/orchestrator/run-from-template", "Submit a run of a shipped template", s.submitTemplate).roles(RoleSubmit).
+			body(templateRequest{}).returns(202, submitResponse{}).errors(404, 422, 429, 507),
+		get("/api/runs", "List runs, newest first", s.listRuns).roles(RoleRead).
+			query("status", "Only runs in this status.", enumOf(statuses)).
+			query("limit", "Page size (default 50).", intRange(1, 500)).
+			query("cursor", "next_cursor of the previous page.", uuidSchema).
+			returns(200, runList{}).errors(400),
+		runParam(get("/api/runs/:id", "A run", s.getRun)).roles(RoleRead, RoleApprove).
+			describe("The approver reads the summary of a run that asked for an approval.").
+			returns(200, runView{}).errors(400, 404),
+		runParam(post("/api/runs/:id/cancel", "Cancel a run", s.cancelRun)).roles(RoleSubmit).
+			returns(200, runView{}).errors(400, 404, 409),
+		runParam(get("/api/runs/:id/events", "A run's events as a server-sent event stream", s.streamEvents)).roles(RoleRead).
+			describe("Replays from Last-Event-ID (or ?last_event_id), then streams live until the terminal event. "+
+				"Each event has id (the event id), event (its type) and data (a StreamEvent, named by x-event-data); "+
+				"an idle stream sends a keepalive comment. 204 when a resumed stream has nothing past the terminal event.").
+			header("Last-Event-ID", "Resume after this event id.", map[string]any{"type": "string"}).
+			query("last_event_id", "Last-Event-ID for clients that cannot set headers.", map[string]any{"type": "string"}).
+			returnsStream(200, "text/event-stream", "The event stream.", streamEvent{}).
+			returns(204, nil).errors(400, 404),
+		runParam(get("/api/runs/:id/delegations", "A run's delegations", s.getDelegations)).roles(RoleRead).
+			returns(200, delegationList{}).errors(400, 404),
+		runParam(get("/api/runs/:id/audit", "A run's tool-call audit", s.runAudit)).roles(RoleRead).
+			returns(200, auditList{}).errors(400, 404),
+		runParam(get("/api/runs/:id/egress", "Connections the run's sandbox made through the egress proxy", s.runEgress)).roles(RoleRead).
+			returns(200, egressList{}).errors(400, 404),
+
+		get("/api/approvals", "List approvals, oldest first", s.listApprovals).roles(RoleRead, RoleApprove).
+			query("status", "Only approvals in this status.", enumOf(approvalStatuses)).
+			query("run_id", "Only the approvals of this run.", stringSchema).
+			query("limit", "At most this many (default 100).", intRange(1, 1000)).
+			returns(200, approvalList{}).errors(400),
+		approvalParam(get("/api/approvals/:id", "An approval as the approver decides on it", s.getApproval)).roles(RoleRead, RoleApprove).
+			returns(200, store.Approval{}).errors(400, 404),
+		approvalParam(post("/api/approvals/:id/approve", "Approve", s.decide(true))).roles(RoleApprove).
+			optionalBody(decisionRequest{}).returns(200, store.Approval{}).errors(404, 409, 501),
+		approvalParam(post("/api/approvals/:id/deny", "Deny", s.decide(false))).roles(RoleApprove).
+			optionalBody(decisionRequest{}).returns(200, store.Approval{}).errors(404, 409, 501),
+
+		get("/api/tools/mcp-schemas", "The tool catalog, filtered as the router filters it for an agent", s.schemas).roles(RoleRead).
+			query("servers", "Comma-separated server groups.", stringSchema).
+			query("tools", "Comma-separated tool names.", stringSchema).
+			query("role", "The agent's role (worker when servers or tools are given).", map[string]any{"type": "string", "enum": []string{"supervisor", "worker"}}).
+			returns(200, toolCatalog{}).errors(400),
+		get("/api/templates", "Names of the shipped templates", s.listTemplates).roles(RoleRead).
+			returns(200, templateList{}),
+
+		post("/api/projects", "Create a project", s.createProject).roles(RoleSubmit).
+			body(projectRequest{}).returns(201, store.Project{}).errors(409),
+		get("/api/projects", "List projects", s.listProjects).roles(RoleRead).returns(200, projectList{}),
+		get("/api/projects/:slug", "A project", s.getProject).roles(RoleRead).
+			returns(200, store.Project{}).errors(400, 404),
+		del("/api/projects/:slug", "Delete a project with its workspace, knowledge and memory", s.deleteProject).roles(RoleSubmit).
+			query("confirm", "The project's slug again (required).", stringSchema).
+			returns(204, nil).errors(400, 404, 409),
+		get("/api/projects/:slug/memory", "A project's memory", s.listMemory).roles(RoleRead).
+			returns(200, memoryList{}).errors(400, 404),
+		post("/api/projects/:slug/memory", "Add a long-term memory entry", s.addMemory).roles(RoleSubmit).
+			body(memoryRequest{}).returns(201, store.MemoryEntry{}).errors(404),
+		del("/api/projects/:slug/memory/:id", "Delete a memory entry", s.deleteMemory).roles(RoleSubmit).
+			pathParam("id", "The entry's id.", map[string]any{"type": "string", "pattern": "^[0-9]+$"}).
+			returns(204, nil).errors(400, 404),
+
+		get("/api/leases", "GPU services with their lease holders and waiters", LeasesHandlerScoped(s.d.Leases, s.visibleHolders)).roles(RoleRead).
+			describe("Holders, waiters and events of runs the caller cannot see show \"(hidden)\".").
+			query("events", "Add this many latest lease events (default 0).", intRange(0, 1000)).
+			returns(200, leaseSnapshot{}).errors(400, 503),
+	}
+}
+
+// metricsHandler is nil without metrics: the route table then skips /metrics.
+func (s *Server) metricsHandler() fiber.Handler {
+	if s.d.Metrics == nil {
+		return nil
+	}
+	return adaptor.HTTPHandler(s.d.Metrics.Handler())
+}
+
+func (s *Server) healthz(c *fiber.Ctx) error { return c.JSON(healthStatus{Status: "ok"}) }
+
+// register adds the table's routes to the app, each behind the token check of its roles.
+func (s *Server) register(app *fiber.App) {
+	for _, r := range s.routes() {
+		if r.handler == nil {
+			continue
+		}
+		handlers := []fiber.Handler{r.handler}
+		if r.anyRole != nil {
+			handlers = append([]fiber.Handler{s.auth(r.anyRole...)}, handlers...)
+		}
+		if r.method == http.MethodGet {
+			app.Get(r.path, handlers...) // with its HEAD, as Fiber does
+			continue
+		}
+		app.Add(r.method, r.path, handlers...)
+	}
+}

@@ -1,0 +1,145 @@
+package fleettest_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aetherium-engine/aetherium/fleettest"
+)
+
+const runPath = "/api/runs/7d444840-9dc0-11d1-b245-5ffdce74fad2"
+
+const goodRun = `{"id":"7d444840-9dc0-11d1-b245-5ffdce74fad2","status":"queued","prompt":"x","team":"t","result":"","error":"",
+	"tokens_used":0,"token_budget":0,"created_at":"2026-01-01T00:00:00.000Z","updated_at":"2026-01-01T00:00:00.000Z","owner":"local"}`
+
+// The checks must catch what drifts: a field the document lacks, a status or
+// content type it does not list, a route it does not have, a bad event.
+func TestValidateResponseCatchesMismatches(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, method, path string
+		status             int
+		ct, body           string
+		wantErr            string // "" passes
+	}{
+		{"a run", "GET", runPath, 200, "application/json", goodRun, ""},
+		{"a field the document lacks", "GET", runPath, 200, "application/json", strings.Replace(goodRun, `"owner"`, `"colour":1,"owner"`, 1), "colour"},
+		{"a required field missing", "GET", runPath, 200, "application/json", strings.Replace(goodRun, `"prompt":"x",`, "", 1), "prompt"},
+		{"a status outside the enum", "GET", runPath, 200, "application/json", strings.Replace(goodRun, `"queued"`, `"sleeping"`, 1), "status"},
+		{"an undocumented success status", "GET", runPath, 201, "application/json", goodRun, "does not list"},
+		{"an error in the error shape", "GET", runPath, 404, "application/json", `{"error":"run x not found","field":"id"}`, ""},
+		{"an undocumented error status falls to default", "GET", runPath, 418, "application/json", `{"error":"teapot"}`, ""},
+		{"an error in another shape", "GET", runPath, 404, "application/json", `{"message":"nope"}`, "message"},
+		{"another content type", "GET", runPath, 200, "text/html", "<p>", "content type"},
+		{"a body where none is documented", "DELETE", "/api/projects/p?confirm=p", 204, "", "x", "no content"},
+		{"no body where none is documented", "DELETE", "/api/projects/p?confirm=p", 204, "", "", ""},
+		{"a route the document lacks", "GET", "/api/ghosts", 200, "application/json", `{}`, "not in the document"},
+		{"the 404 of an unknown route", "GET", "/api/ghosts", 404, "application/json", `{"error":"no route"}`, ""},
+		{"asynqmon is left out", "GET", "/monitoring/api/queues", 200, "application/json", `{"whatever":1}`, ""},
+		{"HEAD of a documented GET", "HEAD", runPath, 200, "application/json", "", ""},
+		{"HEAD of no route", "HEAD", "/api/ghosts", 200, "application/json", "", "not in the document"},
+		{"metrics as text", "GET", "/metrics", 200, "text/plain; version=0.0.4; charset=utf-8", "# HELP x\n", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			req := httptest.NewRequest(tc.method, "http://127.0.0.1:1"+tc.path, nil)
+			h := http.Header{}
+			if tc.ct != "" {
+				h.Set("Content-Type", tc.ct)
+			}
+			err := fleettest.ValidateResponse(req, tc.status, h, []byte(tc.body))
+			if tc.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.wantErr)
+		})
+	}
+}
+
+// recorder stands in for a test: it collects what the checking client reports.
+type recorder struct {
+	testing.TB
+	errs []string
+}
+
+func (r *recorder) Errorf(format string, a ...any) {
+	r.errs = append(r.errs, format)
+	r.TB.Logf(format, a...)
+}
+
+func TestClientChecksEventsAsTheyAreRead(t *testing.T) {
+	t.Parallel()
+	event := func(id, typ, data string) string { return "id: " + id + "\nevent: " + typ + "\ndata: " + data + "\n\n" }
+	good := `{"id":7,"run_id":"7d444840-9dc0-11d1-b245-5ffdce74fad2","type":"run.queued","agent":"","data":{"team":"t"},"time":"2026-01-01T00:00:00Z"}`
+	cases := []struct {
+		name, stream string
+		bad          bool
+	}{
+		{"a good event and a keepalive", event("7", "run.queued", good) + ": keepalive\n\n", false},
+		{"data the document lacks", event("7", "run.queued", strings.Replace(good, `"agent"`, `"colour":1,"agent"`, 1)), true},
+		{"an id that is not the data's", event("8", "run.queued", good), true},
+		{"an event name that is not the data's type", event("7", "run.started", good), true},
+		{"data that is not JSON", event("7", "run.queued", "{"), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, tc.stream)
+			}))
+			t.Cleanup(srv.Close)
+			rec := &recorder{TB: t}
+			resp, err := fleettest.Client(rec, nil).Get(srv.URL + runPath + "/events")
+			require.NoError(t, err)
+			_, err = io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			require.Equal(t, tc.bad, len(rec.errs) > 0, "%v", rec.errs)
+		})
+	}
+}
+
+// A request the API accepted must be one the document accepts: else the
+// document is stricter than the handler, or lacks a parameter.
+func TestValidateAcceptedRequestCatchesMismatches(t *testing.T) {
+	t.Parallel()
+	d := fleettest.OpenAPI(t)
+	cases := []struct {
+		name, method, path, body string
+		wantErr                  string
+	}{
+		{"a listing", "GET", "/api/runs?status=queued&limit=5", "", ""},
+		{"a query parameter the document lacks", "GET", "/api/runs?sort=asc", "", `"sort"`},
+		{"a value outside the documented range", "GET", "/api/runs?limit=900", "", "limit"},
+		{"a submit", "POST", "/api/orchestrator/run-from-template", `{"template":"demo","prompt":"x","variables":{"topic":"t"}}`, ""},
+		{"a body field the document lacks", "POST", "/api/orchestrator/run-from-template", `{"template":"demo","prompt":"x","colour":1}`, "colour"},
+		{"an inline team the document refuses", "POST", "/api/orchestrator/run", `{"prompt":"x","team":{"name":"t","colour":1}}`, "colour"},
+		{"a decision without a body", "POST", "/api/approvals/apr_1/approve", "", ""},
+		// Go clients send null for a map they never filled.
+		{"null variables", "POST", "/api/orchestrator/run-from-template", `{"template":"demo","prompt":"x","variables":null}`, ""},
+		{"null args of a script call", "POST", "/api/orchestrator/run", `{"prompt":"x","team":{"name":"t","script":{"agents":{"w":[{"calls":[{"tool":"todo","args":null}]}]}}}}`, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			req := httptest.NewRequest(tc.method, "http://127.0.0.1:1"+tc.path, strings.NewReader(tc.body))
+			if tc.body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			err := d.ValidateAcceptedRequest(req, []byte(tc.body))
+			if tc.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.wantErr)
+		})
+	}
+}
