@@ -104,14 +104,19 @@ func (s *Server) visibleHolders(c *fiber.Ctx, holders []string) (map[string]bool
 	if seesAllRuns(c) {
 		return nil, nil
 	}
-	owners, err := s.d.Store.RunOwners(c.UserContext(), holders)
+	runs := make([]string, len(holders))
+	for i, h := range holders {
+		runs[i] = lease.HolderRun(h)
+	}
+	owners, err := s.d.Store.RunOwners(c.UserContext(), runs)
 	if err != nil {
 		return nil, err
 	}
 	me := principal(c)
-	ok := make(map[string]bool, len(owners))
-	for id, owner := range owners {
-		ok[id] = owner == me
+	ok := make(map[string]bool, len(holders))
+	for _, h := range holders {
+		owner, found := owners[lease.HolderRun(h)]
+		ok[h] = found && owner == me
 	}
 	return ok, nil
 }

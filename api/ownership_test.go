@@ -228,10 +228,15 @@ func TestPerRunEndpointsAnswer404OutsideTheCallersScope(t *testing.T) {
 		require.NoError(t, err)
 		_, err = o.Leases.Acquire(ctx, "comfyui", o.bobRun)
 		require.ErrorIs(t, err, lease.ErrWaiting)
+		// A run's post-run work holds leases under a name of its own: its owner
+		// sees it, others do not.
+		post := lease.PostRunHolder(o.aliceRun)
+		_, err = o.Leases.Acquire(ctx, "comfyui", post)
+		require.ErrorIs(t, err, lease.ErrWaiting)
 		for token, want := range map[string][]string{
-			"alice":   {o.aliceRun, api.HiddenHolder},
-			"bob":     {api.HiddenHolder, o.bobRun},
-			"auditor": {o.aliceRun, o.bobRun},
+			"alice":   {o.aliceRun, api.HiddenHolder, post},
+			"bob":     {api.HiddenHolder, o.bobRun, api.HiddenHolder},
+			"auditor": {o.aliceRun, o.bobRun, post},
 		} {
 			code, _, raw := o.call(t, token, "GET", "/api/leases?events=10", nil)
 			require.Equal(t, 200, code, string(raw))
@@ -243,8 +248,8 @@ func TestPerRunEndpointsAnswer404OutsideTheCallersScope(t *testing.T) {
 			require.Len(t, out.Services, 1)
 			st := out.Services[0]
 			require.Len(t, st.Holders, 1)
-			require.Len(t, st.Waiters, 1)
-			require.Equal(t, want, []string{st.Holders[0].Holder, st.Waiters[0].Holder}, token)
+			require.Len(t, st.Waiters, 2)
+			require.Equal(t, want, []string{st.Holders[0].Holder, st.Waiters[0].Holder, st.Waiters[1].Holder}, token)
 			require.NotEmpty(t, out.Events)
 			for _, e := range out.Events {
 				require.Contains(t, want, e.Holder, token)

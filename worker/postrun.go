@@ -39,7 +39,7 @@ import (
 )
 
 // FinishHolder is the lease holder of a run's post-run upscale.
-func FinishHolder(runID string) string { return "finish:" + runID }
+func FinishHolder(runID string) string { return lease.PostRunHolder(runID) }
 
 // finishEventKey keys the postrun.finish_image event: one per run.
 const finishEventKey = "postrun:finish_image"
