@@ -25,6 +25,7 @@ import (
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/studio"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
 )
@@ -143,6 +144,9 @@ type Deps struct {
 	// RemoveProject, when set, removes a deleted project's workspace and knowledge
 	// (its rows and memory are deleted by the store first).
 	RemoveProject func(ctx context.Context, slug string) error
+	// WorkspaceDir, when set, is the directory of a workspace by id: the Studio's
+	// read-only workspace browser (GET /api/runs/:id/files). Nil answers 501.
+	WorkspaceDir func(id string) string
 }
 
 // Server is the API.
@@ -195,12 +199,15 @@ func New(cfg Config, d Deps) *Server {
 	r.Get("/runs/:id/delegations", read, s.getDelegations)
 	r.Get("/runs/:id/audit", read, s.runAudit)
 	r.Get("/runs/:id/egress", read, s.runEgress)
+	r.Get("/runs/:id/files", read, s.listFiles)
+	r.Get("/runs/:id/files/*", read, s.downloadFile)
 	r.Get("/approvals", s.auth(RoleRead, RoleApprove), s.listApprovals)
 	r.Get("/approvals/:id", s.auth(RoleRead, RoleApprove), s.getApproval)
 	r.Post("/approvals/:id/approve", approve, s.decide(true))
 	r.Post("/approvals/:id/deny", approve, s.decide(false))
 	r.Get("/tools/mcp-schemas", read, s.schemas)
 	r.Get("/templates", read, s.listTemplates)
+	r.Get("/templates/:name", read, s.getTemplate)
 	r.Post("/projects", submit, s.createProject)
 	r.Get("/projects", read, s.listProjects)
 	r.Get("/projects/:slug", read, s.getProject)
@@ -209,6 +216,7 @@ func New(cfg Config, d Deps) *Server {
 	r.Post("/projects/:slug/memory", submit, s.addMemory)
 	r.Delete("/projects/:slug/memory/:id", submit, s.deleteMemory)
 	r.Get("/leases", read, LeasesHandlerScoped(d.Leases, s.visibleHolders))
+	studio.Mount(app)
 	app.Use(func(c *fiber.Ctx) error {
 		return &Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no route %s %s", c.Method(), c.Path())}
 	})

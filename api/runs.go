@@ -374,3 +374,24 @@ func (s *Server) listTemplates(c *fiber.Ctx) error {
 	}
 	return c.JSON(fiber.Map{"templates": names})
 }
+
+// TemplateInfo is the answer of GET /api/templates/:name: what a form needs to
+// submit the template.
+type TemplateInfo struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Variables are the variables its prompts use; each must be given.
+	Variables []string `json:"variables"`
+}
+
+func (s *Server) getTemplate(c *fiber.Ctx) error {
+	name := c.Params("name")
+	team, err := s.d.Templates.Load(name, s.d.Registry)
+	switch {
+	case errors.Is(err, templates.ErrUnknownTemplate):
+		return &Error{Status: http.StatusNotFound, Field: "name", Message: err.Error()}
+	case err != nil:
+		return &Error{Status: http.StatusUnprocessableEntity, Field: "name", Message: err.Error()}
+	}
+	return c.JSON(TemplateInfo{Name: name, Description: team.Description, Variables: team.Variables()})
+}
