@@ -199,6 +199,7 @@ func New(cfg Config, d Deps) *Server {
 	r.Get("/runs/:id/delegations", read, s.getDelegations)
 	r.Get("/runs/:id/audit", read, s.runAudit)
 	r.Get("/runs/:id/egress", read, s.runEgress)
+	r.Get("/runs/:id/plan", read, s.getPlan)
 	r.Get("/runs/:id/files", read, s.listFiles)
 	r.Get("/runs/:id/files/*", read, s.downloadFile)
 	r.Get("/approvals", s.auth(RoleRead, RoleApprove), s.listApprovals)

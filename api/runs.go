@@ -395,3 +395,27 @@ func (s *Server) getTemplate(c *fiber.Ctx) error {
 	}
 	return c.JSON(TemplateInfo{Name: name, Description: team.Description, Variables: team.Variables()})
 }
+
+// PlanResponse is the answer of GET /api/runs/:id/plan: the run's active plan,
+// null before its supervisor made one.
+type PlanResponse struct {
+	Plan *store.Plan `json:"plan"`
+}
+
+func (s *Server) getPlan(c *fiber.Ctx) error {
+	r, err := s.loadRun(c)
+	if err != nil {
+		return err
+	}
+	p, err := s.d.Store.ActivePlan(c.UserContext(), r.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return c.JSON(PlanResponse{})
+	}
+	if err != nil {
+		return err
+	}
+	if p.Steps == nil {
+		p.Steps = []store.PlanStep{}
+	}
+	return c.JSON(PlanResponse{Plan: &p})
+}

@@ -32,6 +32,16 @@ function safeHref(v) {
   return '#';
 }
 
+// add appends children like el does: Element.append would turn a null into
+// the text "null".
+function add(node, ...children) {
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    node.appendChild(typeof c === 'string' || typeof c === 'number' ? document.createTextNode(String(c)) : c);
+  }
+  return node;
+}
+
 function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); return node; }
 
 function token() { return sessionStorage.getItem(TOKEN_KEY); }
@@ -123,7 +133,7 @@ async function pageRuns() {
   const tbody = el('tbody', { id: 'runs-body' });
   const pager = el('div', { class: 'pager' });
   const listErr = el('div');
-  m.append(
+  add(m, 
     el('section', { class: 'card', id: 'new-run' }, el('h2', {}, 'New run'), await newRunForm()),
     el('section', { class: 'card' },
       el('h2', {}, 'Runs'),
@@ -232,11 +242,13 @@ async function pageRun(id) {
   const tree = el('section', { class: 'card', id: 'delegations' }, el('h2', {}, 'Delegations'));
   const timeline = el('ol', { id: 'timeline', class: 'timeline' });
   const streamState = el('span', { id: 'stream-state', class: 'muted' });
-  m.append(head, el('div', { class: 'cols' },
+  add(m, head, el('div', { class: 'cols' },
     el('div', { class: 'wide' }, el('section', { class: 'card' }, el('h2', {}, 'Timeline ', streamState), timeline)),
     el('div', { class: 'side' }, plan, tree)));
 
-  const ctx = { id, plan: null, planEl: plan, audit: new Map(), auditWanted: [], calls: [] };
+  const ctx = { id, planEl: plan, audit: new Map(), auditWanted: [] };
+  ctx.refreshPlan = debounce(() => loadPlan(ctx), 300);
+  ctx.refreshPlan();
 
   function renderHead() {
     clear(head);
@@ -245,7 +257,7 @@ async function pageRun(id) {
       ? el('button', { type: 'button', id: 'cancel', class: 'danger', onclick: async () => {
         try { run = await api('POST', '/api/runs/' + encodeURIComponent(id) + '/cancel'); renderHead(); } catch (e) { head.appendChild(errorBox(e)); }
       } }, 'Cancel run') : null;
-    head.append(
+    add(head, 
       el('h1', {}, 'Run ', el('code', {}, run.id), ' ', badge(run.status), ' ', el('span', { id: 'run-status', 'data-status': run.status, class: 'sr' }, run.status)),
       el('dl', { class: 'meta' },
         el('dt', {}, 'team'), el('dd', {}, run.team || ''),
@@ -386,10 +398,16 @@ async function loadAudit(ctx) {
   }
 }
 
+// parseArgs reads a call's arguments from its audit row: whole for a
+// non-Standard tool, else only the gate's redacted summary (its first bytes),
+// which may be cut mid-way and is then shown as it is.
 function parseArgs(r) {
-  if (!r || !r.args) return {};
-  if (typeof r.args === 'object') return r.args;
-  try { return JSON.parse(r.args); } catch (_) { return {}; }
+  if (!r) return {};
+  if (r.args) {
+    if (typeof r.args === 'object') return r.args;
+    try { return JSON.parse(r.args); } catch (_) { /* fall through */ }
+  }
+  try { return JSON.parse(r.summary || ''); } catch (_) { return { __summary: r.summary || '' }; }
 }
 
 function cardShell(ev, kind, title, ...body) {
@@ -458,23 +476,8 @@ function toolCard(ev, ctx) {
   const want = (fill) => ctx.auditWanted.push({ key, fill });
   switch (d.tool) {
     case 'create_plan':
-      want((r) => {
-        const a = parseArgs(r);
-        ctx.plan = { goal: a.goal || '', steps: (a.steps || []).map((s) => ({ text: typeof s === 'string' ? s : JSON.stringify(s), status: 'pending' })) };
-        drawPlan(ctx);
-        body.appendChild(el('div', { class: 'muted' }, 'plan: ' + ctx.plan.steps.length + ' steps'));
-      });
-      break;
     case 'update_plan':
-      want((r) => {
-        const a = parseArgs(r);
-        if (ctx.plan && ctx.plan.steps[a.step - 1]) {
-          ctx.plan.steps[a.step - 1].status = a.status || 'completed';
-          ctx.plan.steps[a.step - 1].result = a.result || '';
-          drawPlan(ctx);
-        }
-        body.appendChild(el('div', { class: 'muted' }, 'step ' + a.step + ' → ' + (a.status || '')));
-      });
+      ctx.refreshPlan();
       break;
     case 'write_file':
     case 'edit_file':
@@ -491,21 +494,26 @@ function toolCard(ev, ctx) {
   return c;
 }
 
-function drawPlan(ctx) {
-  const p = ctx.plan;
+async function loadPlan(ctx) {
+  let p;
+  try { p = (await api('GET', '/api/runs/' + encodeURIComponent(ctx.id) + '/plan')).plan; } catch (_) { return; }
+  if (!p) return;
   const box = clear(ctx.planEl);
   box.hidden = false;
   const done = p.steps.filter((s) => s.status === 'completed').length;
-  box.append(el('h2', {}, 'Plan'), p.goal ? el('p', {}, p.goal) : null,
+  add(box, el('h2', {}, 'Plan ', el('span', { class: 'muted' }, done + '/' + p.steps.length)), p.goal ? el('p', {}, p.goal) : null,
     el('div', { class: 'bar' }, el('div', { class: 'fill', 'data-pct': p.steps.length ? Math.round(100 * done / p.steps.length) : 0 })),
     el('ol', { class: 'plan' }, p.steps.map((s) => el('li', { class: 'step ' + s.status, 'data-status': s.status },
-      el('span', { class: 'tick' }, s.status === 'completed' ? '☑' : '☐'), ' ', s.text, s.result ? el('div', { class: 'muted' }, s.result) : null))));
+      el('span', { class: 'tick' }, s.status === 'completed' ? '\u2611' : '\u2610'), ' ', s.title, ' ', badge(s.status), s.result ? el('div', { class: 'muted' }, s.result) : null))));
   setBars(box);
 }
 
 // diffView shows a write as added lines and an edit as its search and
 // replacement (the workspace holds the file's whole new state).
 function diffView(tool, a) {
+  if (a.__summary !== undefined) {
+    return el('div', { class: 'diff' }, el('div', { class: 'hdr' }, 'arguments (the audit keeps the first bytes of a Standard call):'), el('div', {}, a.__summary + ' …'));
+  }
   const lines = [];
   const add = (text, sign, cls) => { for (const l of String(text).split('\n')) lines.push(el('div', { class: cls }, sign + ' ' + l)); };
   if (tool === 'write_file') {
@@ -540,7 +548,7 @@ async function pageApprovals() {
   const runFilter = new URLSearchParams(location.search).get('run') || '';
   const list = el('div', { id: 'approvals' });
   const err = el('div');
-  m.append(el('section', { class: 'card' }, el('h1', {}, 'Approvals inbox'), runFilter ? el('p', { class: 'muted' }, 'run ', el('code', {}, runFilter)) : null, err, list));
+  add(m, el('section', { class: 'card' }, el('h1', {}, 'Approvals inbox'), runFilter ? el('p', { class: 'muted' }, 'run ', el('code', {}, runFilter)) : null, err, list));
   const shown = new Map();
   async function load() {
     clear(err);
@@ -637,7 +645,7 @@ async function pageAudit() {
   };
   runIn.addEventListener('change', () => { history.replaceState(null, '', '/app/audit?run=' + encodeURIComponent(runIn.value.trim())); load(); });
   for (const x of Object.values(f)) x.addEventListener('input', draw);
-  m.append(el('section', { class: 'card' }, el('h1', {}, 'Audit'),
+  add(m, el('section', { class: 'card' }, el('h1', {}, 'Audit'),
     el('p', { class: 'muted' }, 'The audit of one run (every tool call, its tier, decision and the gate layer that refused it).'),
     el('div', { class: 'filters' }, runIn, f.agent, f.tool, f.decision, f.text), err,
     el('table', { class: 'grid', id: 'audit' }, el('thead', {}, el('tr', {}, ['at', 'agent', 'tool', 'tier', 'decision', 'why', 'arguments', 'ms'].map((h) => el('th', {}, h)))), tbody)));
@@ -692,7 +700,7 @@ async function pageTools() {
   };
   tierSel.addEventListener('change', draw);
   q.addEventListener('input', draw);
-  box.append(el('p', { class: 'muted' }, data.count + ' tools'), el('div', { class: 'filters' }, tierSel, q), list);
+  add(box, el('p', { class: 'muted' }, data.count + ' tools'), el('div', { class: 'filters' }, tierSel, q), list);
   draw();
 }
 
@@ -763,7 +771,7 @@ async function pageFiles(id) {
         el('button', { type: 'button', class: 'link', onclick: () => preview(id, f, pv).catch((e) => err.appendChild(errorBox(e))) }, 'Preview'), err, pv)));
     if (MEDIA_NAME.test(f.path) && previews++ < 12) preview(id, f, pv).catch(() => {});
   }
-  box.append(el('table', { class: 'grid', id: 'files' }, el('thead', {}, el('tr', {}, ['path', 'size', 'modified', ''].map((h) => el('th', {}, h)))), tbody),
+  add(box, el('table', { class: 'grid', id: 'files' }, el('thead', {}, el('tr', {}, ['path', 'size', 'modified', ''].map((h) => el('th', {}, h)))), tbody),
     data.truncated ? el('p', { class: 'muted' }, 'Only the first files are listed.') : null);
 }
 
