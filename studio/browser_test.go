@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"image"
+	"image/color"
+	"image/png"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,7 +26,6 @@ import (
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
-	"github.com/aetherium-engine/aetherium/tools"
 )
 
 var screenshots = flag.String("screenshots", "", "save the Studio's screenshots in this directory (../docs/screenshots refreshes the README's)")
@@ -56,19 +58,6 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
-// pdfArgs stands in for download_pdf (Restricted): the approval, not the tool,
-// is under test.
-type pdfArgs struct {
-	URL string `json:"url"`
-}
-
-func standInPDF(reg *tools.Registry) {
-	reg.Unregister("download_pdf")
-	tools.Register(reg, "download_pdf", "stand-in", func(ctx context.Context, a pdfArgs) (tools.Result, error) {
-		return tools.Text("downloaded %s", a.URL), nil
-	}, tools.Outbound())
-}
-
 func startFleet(t *testing.T) *fleettest.Fleet {
 	t.Helper()
 	return fleettest.Start(t, fleettest.Options{
@@ -79,7 +68,7 @@ func startFleet(t *testing.T) *fleettest.Fleet {
 				c.API.Tokens = append(c.API.Tokens, api.Token{Name: name, SHA256: api.HashToken(secret(name)), Roles: roles})
 			}
 		},
-		Fleet: fleet.Options{ExtraTools: standInPDF},
+		Fleet: fleet.Options{ExtraTools: fleettest.StandInPDF},
 	})
 }
 
@@ -418,6 +407,8 @@ func TestStudioShowsAgentOutputAsText(t *testing.T) {
 			calls(call("write_file", map[string]any{"path": "evil.html", "content": xssHTML})),
 			calls(call("write_file", map[string]any{"path": "evil.svg", "content": xssSVG})),
 			calls(call("edit_file", map[string]any{"path": "evil.html", "search": "<body", "replace": "<body onpageshow=\"window.__xss='edit'\""})),
+			// Not in the writer's catalog: refused by the gate's capability layer.
+			calls(call("run_shell", map[string]any{"command": payload})),
 			{"say": "wrote " + payload},
 		}), "prompt "+payload)
 
@@ -434,7 +425,15 @@ func TestStudioShowsAgentOutputAsText(t *testing.T) {
 	require.Contains(t, alice.text("#plan"), xssImg)
 	require.Contains(t, alice.text(`#timeline li[data-type="notification"]`), payload)
 	require.Contains(t, alice.text(`#timeline li[data-type="delegation.created"]`), payload)
+	require.NotEmpty(t, alice.text(`#timeline li.refusal .layer`), "a refusal names its layer")
+	require.Contains(t, alice.text(`#timeline li.refusal`), "refused: run_shell")
 	alice.screenshot("xss-run")
+	assertNoScriptRan(t, alice, b)
+
+	// An event type the Studio does not know gets the generic card, its data as text.
+	require.Equal(t, "ev generic", alice.evalString(`document.getElementById('timeline').appendChild(card({id: 1e9, type: 'future.event', agent: `+
+		"`"+xssImg+"`"+`, time: '', data: {x: `+"`"+xssScript+"`"+`}}, {auditWanted: []})).className`))
+	require.Contains(t, alice.text(`#timeline li[data-type="future.event"]`), "future.event")
 	assertNoScriptRan(t, alice, b)
 
 	alice.open("/app/runs", `#runs tr[data-run="`+id+`"]`)
@@ -443,6 +442,12 @@ func TestStudioShowsAgentOutputAsText(t *testing.T) {
 
 	// Files: their names as text; the .html and .svg are not media by their
 	// bytes, so they are never shown inline, only downloaded.
+	// Pictures are shown only when their bytes are one: a real PNG inline, an
+	// SVG or HTML named .png or .gif not at all.
+	ws := f.Workspaces.Dir(id)
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "picture.png"), pngBytes(t), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "fake.png"), []byte(xssSVG), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "fake.gif"), []byte(xssHTML), 0o644))
 	downloads := t.TempDir()
 	_, err := chromedp.CallBrowser(alice.ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
 		Behavior: browser.SetDownloadBehaviorBehaviorAllow, DownloadPath: downloads,
@@ -462,7 +467,13 @@ func TestStudioShowsAgentOutputAsText(t *testing.T) {
 		return err1 == nil && err2 == nil && strings.Contains(string(html), xssScript) && string(svg) == xssSVG
 	}, 20*time.Second, 100*time.Millisecond, "both files downloaded, byte for byte")
 	require.Equal(t, f.URL+"/app/runs/"+id+"/files", alice.location(), "a download never navigates")
-	require.Zero(t, alice.count("#files img, #files video, #files iframe, #files object, #files embed"))
+	alice.run("media previews",
+		chromedp.WaitVisible(css(`#files tr[data-file="picture.png"] img.media`)),
+		chromedp.WaitVisible(css(`#files tr[data-file="fake.png"] .not-media`)),
+		chromedp.WaitVisible(css(`#files tr[data-file="fake.gif"] .not-media`)))
+	require.Equal(t, 1, alice.count("#files img"), "only the real picture")
+	require.Equal(t, "blob:", alice.evalString(`document.querySelector('#files img.media').src.slice(0, 5)`))
+	require.Zero(t, alice.count("#files video, #files iframe, #files object, #files embed"))
 	alice.screenshot("xss-files")
 	assertNoScriptRan(t, alice, b)
 
@@ -471,6 +482,12 @@ func TestStudioShowsAgentOutputAsText(t *testing.T) {
 	alice.run("open a file URL", chromedp.Navigate(f.URL+"/api/runs/"+id+"/files/evil.html"))
 	require.Contains(t, alice.text("body"), "missing bearer token")
 	assertNoScriptRan(t, alice, b)
+
+	// The detector itself: a dialog that does open is counted.
+	probe := b.tab()
+	probe.run("probe page", chromedp.Navigate(f.URL+"/app"))
+	probe.evalString(`setTimeout(() => alert('probe'), 0); 'ok'`)
+	require.Eventually(t, func() bool { return b.dialogs.Load() == 1 }, 10*time.Second, 50*time.Millisecond, "the dialog detector works")
 }
 
 func assertNoScriptRan(t *testing.T, tb *tab, b *studioBrowser) {
@@ -478,4 +495,17 @@ func assertNoScriptRan(t *testing.T, tb *tab, b *studioBrowser) {
 	require.Equal(t, "undefined", tb.evalString("typeof window.__xss"), "an agent's payload ran")
 	require.Zero(t, b.dialogs.Load(), "a dialog opened")
 	require.Zero(t, tb.count("#main script, #main img:not(.media), #main iframe, #main object, #main embed, #main svg"), "agent markup reached the DOM")
+}
+
+func pngBytes(t *testing.T) []byte {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, 48, 32))
+	for x := range 48 {
+		for y := range 32 {
+			img.Set(x, y, color.RGBA{R: uint8(x * 5), G: 90, B: uint8(y * 7), A: 255})
+		}
+	}
+	var b bytes.Buffer
+	require.NoError(t, png.Encode(&b, img))
+	return b.Bytes()
 }
