@@ -436,6 +436,32 @@ func TestStudioShowsAgentOutputAsText(t *testing.T) {
 	require.Contains(t, alice.text(`#timeline li[data-type="future.event"]`), "future.event")
 	assertNoScriptRan(t, alice, b)
 
+	// A test report and a lint report become tables, and an edit a diff, with
+	// the payloads in their cells as text (run_tests needs the toolchain
+	// sandbox, so its answer is fed to the card's renderer here).
+	report, err := json.Marshal(map[string]any{
+		"framework": "pytest", "passed": 3, "failed": 1, "skipped": 0, "errors": 0, "duration": 1.5, "exit_code": 1,
+		"failures":    []map[string]any{{"name": "test_" + xssImg, "message": xssScript}},
+		"output_tail": xssScript,
+	})
+	require.NoError(t, err)
+	lint, err := json.Marshal(map[string]any{
+		"findings": []map[string]any{{"file": xssName, "line": 3, "column": 1, "rule": "E1", "severity": "major", "message": xssImg}},
+		"counts":   map[string]int{"major": 1},
+	})
+	require.NoError(t, err)
+	for _, tc := range []struct{ js, want string }{
+		{"resultTable(" + jsString(t, string(report)) + ")", xssImg},
+		{"resultTable(" + jsString(t, string(lint)) + ")", xssName},
+		{"diffView('edit_file', {path: " + jsString(t, xssName) + ", search: " + jsString(t, xssScript) + ", replace: " + jsString(t, xssImg) + "})", "+ " + xssImg},
+	} {
+		got := alice.evalString(`(() => { const n = ` + tc.js + `; n.id = 'probe-report'; document.getElementById('timeline').appendChild(n); return n.innerText; })()`)
+		require.Contains(t, got, tc.want)
+		require.Positive(t, alice.count("#probe-report table, #probe-report.diff .add"))
+		alice.evalString(`document.getElementById('probe-report').remove(); ''`)
+	}
+	assertNoScriptRan(t, alice, b)
+
 	alice.open("/app/runs", `#runs tr[data-run="`+id+`"]`)
 	require.Contains(t, alice.text(`#runs tr[data-run="`+id+`"]`), "prompt "+payload)
 	assertNoScriptRan(t, alice, b)
@@ -449,7 +475,7 @@ func TestStudioShowsAgentOutputAsText(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(ws, "fake.png"), []byte(xssSVG), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(ws, "fake.gif"), []byte(xssHTML), 0o644))
 	downloads := t.TempDir()
-	_, err := chromedp.CallBrowser(alice.ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
+	_, err = chromedp.CallBrowser(alice.ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
 		Behavior: browser.SetDownloadBehaviorBehaviorAllow, DownloadPath: downloads,
 	})
 	require.NoError(t, err)
@@ -495,6 +521,13 @@ func assertNoScriptRan(t *testing.T, tb *tab, b *studioBrowser) {
 	require.Equal(t, "undefined", tb.evalString("typeof window.__xss"), "an agent's payload ran")
 	require.Zero(t, b.dialogs.Load(), "a dialog opened")
 	require.Zero(t, tb.count("#main script, #main img:not(.media), #main iframe, #main object, #main embed, #main svg"), "agent markup reached the DOM")
+}
+
+func jsString(t *testing.T, s string) string {
+	t.Helper()
+	b, err := json.Marshal(s)
+	require.NoError(t, err)
+	return string(b)
 }
 
 func pngBytes(t *testing.T) []byte {

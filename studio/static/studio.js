@@ -527,18 +527,32 @@ function diffView(tool, a) {
   return el('div', { class: 'diff' }, lines);
 }
 
-// resultTable renders a test or lint result as a table when it is JSON holding
-// a list of objects (findings, tests, rows), else as text.
+// resultTable renders a test or lint report (run_tests' counts and failures,
+// analyze_code's findings and counts per severity) as tables: its scalar fields
+// as one, each list of objects as another. Anything else is shown as text.
 function resultTable(text) {
   let v = null;
   try { v = JSON.parse(text); } catch (_) { /* plain text */ }
-  let rows = null;
-  if (Array.isArray(v)) rows = v;
-  else if (v && typeof v === 'object') for (const k of Object.keys(v)) if (Array.isArray(v[k]) && v[k].length && typeof v[k][0] === 'object') { rows = v[k]; break; }
-  if (!rows || !rows.length || typeof rows[0] !== 'object') return el('pre', {}, String(text));
-  const cols = [...new Set(rows.flatMap((r) => Object.keys(r || {})))].slice(0, 8);
-  return el('table', { class: 'grid small' }, el('thead', {}, el('tr', {}, cols.map((c) => el('th', {}, c)))),
-    el('tbody', {}, rows.slice(0, 200).map((r) => el('tr', {}, cols.map((c) => el('td', { class: String(r[c]).match(/^(FAIL|fail|error|critical)$/) ? 'bad' : '' }, typeof r[c] === 'object' ? JSON.stringify(r[c]) : String(r[c] ?? '')))))));
+  if (Array.isArray(v)) v = { rows: v };
+  if (!v || typeof v !== 'object') return el('pre', {}, String(text));
+  const cell = (x) => (x !== null && typeof x === 'object' ? JSON.stringify(x) : String(x ?? ''));
+  const bad = (k, x) => (/^(fail|failed|errors|critical|error)$/i.test(String(x)) || (/^(failed|errors|critical)$/.test(k) && Number(x) > 0) ? 'bad' : '');
+  const out = el('div', { class: 'report' });
+  const scalars = Object.entries(v).filter(([, x]) => x === null || typeof x !== 'object' || (!Array.isArray(x) && Object.values(x).every((y) => typeof y !== 'object')));
+  if (scalars.length) {
+    const flat = scalars.flatMap(([k, x]) => (x && typeof x === 'object' ? Object.entries(x).map(([k2, y]) => [k + '.' + k2, y]) : [[k, x]]))
+      .filter(([k]) => k !== 'output_tail');
+    add(out, el('table', { class: 'grid small summary' }, el('thead', {}, el('tr', {}, flat.map(([k]) => el('th', {}, k)))),
+      el('tbody', {}, el('tr', {}, flat.map(([k, x]) => el('td', { class: bad(k, x) }, cell(x)))))));
+  }
+  for (const [k, rows] of Object.entries(v)) {
+    if (!Array.isArray(rows) || !rows.length || typeof rows[0] !== 'object') continue;
+    const cols = [...new Set(rows.flatMap((r) => Object.keys(r || {})))].slice(0, 8);
+    add(out, el('div', { class: 'muted' }, k), el('table', { class: 'grid small' }, el('thead', {}, el('tr', {}, cols.map((c) => el('th', {}, c)))),
+      el('tbody', {}, rows.slice(0, 200).map((r) => el('tr', {}, cols.map((c) => el('td', { class: bad(c, r[c]) }, cell(r[c]))))))));
+  }
+  if (v.output_tail) add(out, el('details', {}, el('summary', {}, 'output'), el('pre', {}, String(v.output_tail))));
+  return out;
 }
 
 // ---------- approvals ----------
