@@ -202,6 +202,7 @@ func New(cfg Config, d Deps) *Server {
 	r.Get("/runs/:id/plan", read, s.getPlan)
 	r.Get("/runs/:id/files", read, s.listFiles)
 	r.Get("/runs/:id/files/*", read, s.downloadFile)
+	r.Get("/audit", read, s.listAudit)
 	r.Get("/approvals", s.auth(RoleRead, RoleApprove), s.listApprovals)
 	r.Get("/approvals/:id", s.auth(RoleRead, RoleApprove), s.getApproval)
 	r.Post("/approvals/:id/approve", approve, s.decide(true))

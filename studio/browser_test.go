@@ -309,7 +309,7 @@ func TestStudioInTheBrowser(t *testing.T) {
 	// The workspace browser, the audit, the catalog and the leases.
 	alice.open("/app/runs/"+demoRun+"/files", `#files tr[data-file="hello.txt"]`)
 	alice.screenshot("files")
-	alice.open("/app/audit?run="+demoRun, "#audit tbody tr")
+	alice.open("/app/audit?run="+demoRun, "#audit tbody tr[data-audit]")
 	require.Contains(t, alice.text("#audit"), "write_file")
 	alice.screenshot("audit")
 	alice.open("/app/tools", "#tools .group")

@@ -628,41 +628,60 @@ function approvalCard(a, gone) {
 async function pageAudit() {
   const m = main();
   const qs = new URLSearchParams(location.search);
-  const runIn = el('input', { id: 'audit-run', placeholder: 'run id', value: qs.get('run') || '' });
-  const f = { agent: el('input', { placeholder: 'agent' }), tool: el('input', { placeholder: 'tool' }),
-    decision: el('select', {}, ['', 'allowed', 'denied', 'error', 'unknown'].map((d) => el('option', { value: d }, d || 'any decision'))),
-    text: el('input', { type: 'search', placeholder: 'search arguments, reason, result' }) };
+  const f = {
+    run_id: el('input', { id: 'audit-run', placeholder: 'run id', value: qs.get('run') || '' }),
+    agent: el('input', { placeholder: 'agent', value: qs.get('agent') || '' }),
+    tool: el('input', { placeholder: 'tool', value: qs.get('tool') || '' }),
+    decision: el('select', { 'aria-label': 'decision' }, ['', 'allowed', 'denied', 'error', 'timed_out', 'unknown'].map((d) => el('option', { value: d }, d || 'any decision'))),
+    tier: el('select', { 'aria-label': 'tier' }, ['', 'standard', 'elevated', 'restricted'].map((d) => el('option', { value: d }, d || 'any tier'))),
+  };
+  f.decision.value = qs.get('decision') || '';
+  f.tier.value = qs.get('tier') || '';
+  const text = el('input', { type: 'search', placeholder: 'search arguments, reason, result' });
   const tbody = el('tbody');
   const err = el('div');
+  const pager = el('div', { class: 'pager' });
   let rows = [];
+  let befores = [0];
   const draw = () => {
     clear(tbody);
-    const t = f.text.value.toLowerCase();
+    const t = text.value.toLowerCase();
     for (const r of rows) {
-      if (f.agent.value && !r.agent.includes(f.agent.value)) continue;
-      if (f.tool.value && !r.tool.includes(f.tool.value)) continue;
-      if (f.decision.value && r.decision !== f.decision.value) continue;
-      const args = r.args ? JSON.stringify(r.args) : '';
-      if (t && ![args, r.deny_reason, r.result, r.summary, r.error].some((x) => (x || '').toLowerCase().includes(t))) continue;
-      tbody.appendChild(el('tr', {},
-        el('td', {}, fmtTime(r.at)), el('td', {}, r.agent), el('td', {}, r.tool), el('td', {}, r.tier),
-        el('td', {}, badge(r.decision)), el('td', {}, r.deny_layer ? r.deny_layer + ': ' + (r.deny_reason || '') : (r.approved_by ? 'approved by ' + r.approved_by : '')),
+      const args = r.args ? JSON.stringify(r.args) : (r.summary || '');
+      if (t && ![args, r.deny_reason, r.result, r.error].some((x) => (x || '').toLowerCase().includes(t))) continue;
+      tbody.appendChild(el('tr', { 'data-audit': r.id },
+        el('td', {}, fmtTime(r.at)), el('td', {}, el('a', { href: '/app/runs/' + encodeURIComponent(r.run_id) }, r.run_id.slice(0, 8))),
+        el('td', {}, r.agent), el('td', {}, r.tool), el('td', {}, badge(r.tier)),
+        el('td', {}, badge(r.decision)), el('td', {}, r.deny_layer ? r.deny_layer + ': ' + (r.deny_reason || '') : (r.approved_by ? 'approved by ' + r.approved_by : (r.error || ''))),
         el('td', { class: 'clip' }, args), el('td', {}, String(r.duration_ms))));
     }
+    if (!tbody.firstChild) tbody.appendChild(el('tr', {}, el('td', { colspan: 9, class: 'muted' }, 'No audit rows.')));
   };
   const load = async () => {
-    clear(err); rows = [];
-    if (runIn.value) {
-      try { rows = (await api('GET', '/api/runs/' + encodeURIComponent(runIn.value.trim()) + '/audit')).audit || []; } catch (e) { err.appendChild(errorBox(e)); }
-    }
+    clear(err);
+    const q = new URLSearchParams({ limit: '100' });
+    for (const [k, x] of Object.entries(f)) if (x.value.trim()) q.set(k, x.value.trim());
+    const before = befores[befores.length - 1];
+    if (before) q.set('before', String(before));
+    let data = { audit: [], next_before: 0 };
+    try { data = await api('GET', '/api/audit?' + q); } catch (e) { add(err, errorBox(e)); }
+    rows = data.audit || [];
     draw();
+    clear(pager);
+    if (befores.length > 1) add(pager, el('button', { type: 'button', onclick: () => { befores.pop(); load(); } }, '← newer'));
+    if (data.next_before) add(pager, el('button', { type: 'button', onclick: () => { befores.push(data.next_before); load(); } }, 'older →'));
   };
-  runIn.addEventListener('change', () => { history.replaceState(null, '', '/app/audit?run=' + encodeURIComponent(runIn.value.trim())); load(); });
-  for (const x of Object.values(f)) x.addEventListener('input', draw);
+  const sync = () => {
+    const q = new URLSearchParams();
+    for (const [k, x] of Object.entries(f)) if (x.value.trim()) q.set(k === 'run_id' ? 'run' : k, x.value.trim());
+    history.replaceState(null, '', '/app/audit' + (q.toString() ? '?' + q : ''));
+  };
+  for (const x of Object.values(f)) x.addEventListener('change', () => { befores = [0]; sync(); load(); });
+  text.addEventListener('input', draw);
   add(m, el('section', { class: 'card' }, el('h1', {}, 'Audit'),
-    el('p', { class: 'muted' }, 'The audit of one run (every tool call, its tier, decision and the gate layer that refused it).'),
-    el('div', { class: 'filters' }, runIn, f.agent, f.tool, f.decision, f.text), err,
-    el('table', { class: 'grid', id: 'audit' }, el('thead', {}, el('tr', {}, ['at', 'agent', 'tool', 'tier', 'decision', 'why', 'arguments', 'ms'].map((h) => el('th', {}, h)))), tbody)));
+    el('p', { class: 'muted' }, 'Every gated tool call of the runs you may read, newest first: its tier, the decision and the layer that refused it.'),
+    el('div', { class: 'filters' }, Object.values(f), text), err,
+    el('table', { class: 'grid', id: 'audit' }, el('thead', {}, el('tr', {}, ['at', 'run', 'agent', 'tool', 'tier', 'decision', 'why', 'arguments', 'ms'].map((h) => el('th', {}, h)))), tbody), pager));
   await load();
 }
 
