@@ -503,6 +503,19 @@ func TestStudioShowsAgentOutputAsText(t *testing.T) {
 	alice.screenshot("xss-files")
 	assertNoScriptRan(t, alice, b)
 
+	// The run page shows the same pictures, by the same rule.
+	alice.open("/app/runs/"+id, `#media [data-media="picture.png"] img.media`)
+	alice.run("run page media", chromedp.WaitVisible(css(`#media [data-media="fake.png"] .not-media`)))
+	require.Equal(t, 1, alice.count("#media img"))
+	assertNoScriptRan(t, alice, b)
+
+	// Defence in depth: markup that did reach the DOM still could not run, the
+	// CSP refuses inline script and inline handlers.
+	require.Equal(t, "undefined", alice.evalString(`(() => {
+		const s = document.createElement('script'); s.textContent = 'window.__csp = 1'; document.body.appendChild(s);
+		const d = document.createElement('div'); d.setAttribute('onclick', 'window.__csp = 2'); document.body.appendChild(d); d.click();
+		return typeof window.__csp; })()`))
+
 	// Even opened directly, a workspace file is an attachment the browser does
 	// not render (and without the token it is not served at all).
 	alice.run("open a file URL", chromedp.Navigate(f.URL+"/api/runs/"+id+"/files/evil.html"))

@@ -240,11 +240,12 @@ async function pageRun(id) {
   const head = el('section', { class: 'card', id: 'run-head' });
   const plan = el('section', { class: 'card', id: 'plan', hidden: true });
   const tree = el('section', { class: 'card', id: 'delegations' }, el('h2', {}, 'Delegations'));
+  const media = el('section', { class: 'card', id: 'media', hidden: true });
   const timeline = el('ol', { id: 'timeline', class: 'timeline' });
   const streamState = el('span', { id: 'stream-state', class: 'muted' });
   add(m, head, el('div', { class: 'cols' },
     el('div', { class: 'wide' }, el('section', { class: 'card' }, el('h2', {}, 'Timeline ', streamState), timeline)),
-    el('div', { class: 'side' }, plan, tree)));
+    el('div', { class: 'side' }, plan, tree, media)));
 
   const ctx = { id, planEl: plan, audit: new Map(), auditWanted: [] };
   ctx.refreshPlan = debounce(() => loadPlan(ctx), 300);
@@ -297,6 +298,23 @@ async function pageRun(id) {
   });
   refresh();
   fillAudit();
+  showMedia(id, media);
+}
+
+// showMedia shows the pictures and videos of the finished run's workspace,
+// each only once its bytes were recognised (preview).
+async function showMedia(id, box) {
+  let files;
+  try { files = (await api('GET', '/api/runs/' + encodeURIComponent(id) + '/files')).files; } catch (_) { return; }
+  const picks = files.filter((f) => MEDIA_NAME.test(f.path)).slice(0, 6);
+  if (!picks.length) return;
+  clear(box).hidden = false;
+  add(box, el('h2', {}, 'Media'));
+  for (const f of picks) {
+    const pv = el('div', { class: 'preview' });
+    add(box, el('div', { 'data-media': f.path }, el('code', { class: 'path' }, f.path), pv));
+    preview(id, f, pv).catch(() => {});
+  }
 }
 
 function debounce(fn, ms) {
