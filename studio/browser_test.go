@@ -24,6 +24,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/api"
 	"github.com/aetherium-engine/aetherium/config"
+	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
 )
@@ -301,6 +302,12 @@ func TestStudioInTheBrowser(t *testing.T) {
 	require.Regexp(t, `^\d+ used of 200000$`, alice.text("#tokens"))
 	require.Contains(t, alice.text("#delegations"), "writer")
 	alice.screenshot("run")
+
+	// A post-run event, stored after the terminal one, is read by resuming
+	// past it; an event type without a card of its own gets the generic one.
+	require.NoError(t, f.Events.Emit(context.Background(), demoRun, "postrun-test", events.PostRunFinishImage, "", map[string]any{"status": "skipped"}))
+	alice.open("/app/runs/"+demoRun, `#timeline li[data-type="postrun.finish_image"].generic`)
+	require.Contains(t, alice.text(`#stream-state`), "finished")
 
 	// The run list, newest first, with a status filter.
 	alice.open("/app/runs?status=completed", `#runs tr[data-run="`+demoRun+`"]`)

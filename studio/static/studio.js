@@ -350,14 +350,11 @@ async function streamEvents(id, signal, stateEl, onEvent) {
         const { value, done: eof } = await reader.read();
         if (eof) break;
         buf += dec.decode(value, { stream: true });
-        let i;
-        while ((i = buf.indexOf('\n\n')) >= 0) {
-          const block = buf.slice(0, i);
-          buf = buf.slice(i + 2);
-          const data = block.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).replace(/^ /, '')).join('\n');
-          if (!data) continue;
-          let ev;
-          try { ev = JSON.parse(data); } catch (_) { continue; }
+        const cut = buf.lastIndexOf('\n\n');
+        if (cut < 0) continue;
+        const complete = buf.slice(0, cut);
+        buf = buf.slice(cut + 2);
+        for (const ev of parseSSE(complete)) {
           last = ev.id;
           failures = 0;
           onEvent(ev);
@@ -370,7 +367,27 @@ async function streamEvents(id, signal, stateEl, onEvent) {
     }
     if (!done) await new Promise((r) => setTimeout(r, Math.min(5000, 250 * 2 ** failures)));
   }
+  if (done && !signal.aborted) {
+    // Post-run events (postrun.finish_image) are stored after the terminal
+    // one: resuming past it sends what there is and ends (204 for nothing).
+    try {
+      const headers = Object.assign({ 'Accept': 'text/event-stream', 'Last-Event-ID': String(last) }, authHeaders());
+      const resp = await fetch('/api/runs/' + encodeURIComponent(id) + '/events', { headers, signal, credentials: 'omit', cache: 'no-store' });
+      if (resp.status === 200) for (const ev of parseSSE(await resp.text())) onEvent(ev);
+    } catch (_) { /* nothing more to show */ }
+  }
   stateEl.textContent = done ? '· finished' : '';
+}
+
+// parseSSE splits a finished SSE body into its events' JSON payloads.
+function parseSSE(text) {
+  const out = [];
+  for (const block of text.split('\n\n')) {
+    const data = block.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).replace(/^ /, '')).join('\n');
+    if (!data) continue;
+    try { out.push(JSON.parse(data)); } catch (_) { /* skip a malformed event */ }
+  }
+  return out;
 }
 
 async function renderTree(id, box) {
@@ -624,7 +641,7 @@ function approvalCard(a, gone) {
   let args = a.args;
   try { args = JSON.stringify(typeof a.args === 'string' ? JSON.parse(a.args) : a.args, null, 2); } catch (_) { args = String(a.args || ''); }
   return el('article', { class: 'card approval', 'data-approval': a.id },
-    el('h3', {}, a.tool, ' ', badge(a.tier || 'restricted', 'restricted'), ' ', el('span', { class: 'muted', 'data-expires': a.expires_at }, timeLeft(a.expires_at))),
+    el('h3', {}, a.tool, ' ', badge(a.tier || 'restricted'), ' ', el('span', { class: 'muted', 'data-expires': a.expires_at }, timeLeft(a.expires_at))),
     el('dl', { class: 'meta' },
       el('dt', {}, 'agent'), el('dd', {}, a.agent),
       el('dt', {}, 'run'), el('dd', {}, el('a', { href: '/app/runs/' + encodeURIComponent(a.run_id) }, a.run_id)),
