@@ -34,6 +34,7 @@ import (
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/studio"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
 )
@@ -152,6 +153,9 @@ type Deps struct {
 	// RemoveProject, when set, removes a deleted project's workspace and knowledge
 	// (its rows and memory are deleted by the store first).
 	RemoveProject func(ctx context.Context, slug string) error
+	// WorkspaceDir, when set, is the directory of a workspace by id: the Studio's
+	// read-only workspace browser (GET /api/runs/:id/files). Nil answers 501.
+	WorkspaceDir func(id string) string
 }
 
 // Server is the API.
@@ -188,6 +192,8 @@ func New(cfg Config, d Deps) *Server {
 	mon := adaptor.HTTPHandler(s.mon)
 	app.Use("/monitoring", s.auth(RoleAdmin), mon)
 	s.register(app)
+	// The Studio's pages are HTML shells outside the OpenAPI document (NotInOpenAPI).
+	studio.Mount(app)
 	app.Use(func(c *fiber.Ctx) error {
 		return &Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no route %s %s", c.Method(), c.Path())}
 	})

@@ -24,6 +24,8 @@ const OpenAPIPath = "/api/openapi.json"
 // registers outside them must be in the document (TestRoutesMatchOpenAPI).
 var NotInOpenAPI = map[string]string{
 	"/monitoring": "asynqmon's web UI and the JSON API its pages call: asynqmon's, versioned with it, not ours",
+	"/app":        "the Studio: HTML shells and their static files (package studio), which call the documented API",
+	"/":           "the redirect to the Studio (exactly /)",
 }
 
 // route is one row of the route table (Server.routes): how New registers it and

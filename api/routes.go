@@ -67,6 +67,28 @@ func (s *Server) routes() []route {
 			returns(200, auditList{}).errors(400, 404),
 		runParam(get("/api/runs/:id/egress", "Connections the run's sandbox made through the egress proxy", s.runEgress)).roles(RoleRead).
 			returns(200, egressList{}).errors(400, 404),
+		runParam(get("/api/runs/:id/plan", "A run's active plan (null before its supervisor made one)", s.getPlan)).roles(RoleRead).
+			returns(200, PlanResponse{}).errors(400, 404),
+		runParam(get("/api/runs/:id/files", "A run's workspace files", s.listFiles)).roles(RoleRead).
+			describe("Regular files only, .aetherium/ left out, at most MaxListedFiles (truncated says so). "+
+				"501 when this API process does not see the workspaces.").
+			returns(200, FileList{}).errors(400, 404, 501),
+		runParam(get("/api/runs/:id/file", "One workspace file, as a download", s.downloadFile)).roles(RoleRead).
+			describe("Served as an attachment (application/octet-stream, nosniff, a sandboxing CSP): an agent wrote it, "+
+				"so it is never rendered on the API's origin. A path that climbs out, is absolute, reaches .aetherium/ "+
+				"or leaves through a symlink is a 400.").
+			query("path", "The file, relative to the workspace root (slash-separated).", stringSchema).
+			returnsText(200, "application/octet-stream", "The file's bytes.").errors(400, 404, 501),
+
+		get("/api/audit", "The tool-call audit across the caller's runs, newest first", s.listAudit).roles(RoleRead).
+			query("run_id", "Only this run's rows.", uuidSchema).
+			query("agent", "Only this agent's rows.", stringSchema).
+			query("tool", "Only this tool's rows.", stringSchema).
+			query("decision", "Only rows with this decision.", enumOf(auditDecisions)).
+			query("tier", "Only rows of this tier.", enumOf(auditTiers)).
+			query("limit", "Page size (default 200).", intRange(1, 1000)).
+			query("before", "next_before of the previous page.", map[string]any{"type": "integer", "minimum": 1}).
+			returns(200, AuditPage{}).errors(400),
 
 		get("/api/approvals", "List approvals, oldest first", s.listApprovals).roles(RoleRead, RoleApprove).
 			query("status", "Only approvals in this status.", enumOf(approvalStatuses)).
@@ -87,6 +109,9 @@ func (s *Server) routes() []route {
 			returns(200, toolCatalog{}).errors(400),
 		get("/api/templates", "Names of the shipped templates", s.listTemplates).roles(RoleRead).
 			returns(200, templateList{}),
+		get("/api/templates/:name", "What a form needs to submit a template: its variables", s.getTemplate).roles(RoleRead).
+			pathParam("name", "The template's name.", stringSchema).
+			returns(200, TemplateInfo{}).errors(404, 422),
 
 		post("/api/projects", "Create a project", s.createProject).roles(RoleSubmit).
 			body(projectRequest{}).returns(201, store.Project{}).errors(409),

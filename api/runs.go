@@ -410,3 +410,48 @@ func (s *Server) listTemplates(c *fiber.Ctx) error {
 type templateList struct {
 	Templates []string `json:"templates"`
 }
+
+// TemplateInfo is the answer of GET /api/templates/:name: what a form needs to
+// submit the template.
+type TemplateInfo struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Variables are the variables its prompts use; each must be given.
+	Variables []string `json:"variables"`
+}
+
+func (s *Server) getTemplate(c *fiber.Ctx) error {
+	name := c.Params("name")
+	team, err := s.d.Templates.Load(name, s.d.Registry)
+	switch {
+	case errors.Is(err, templates.ErrUnknownTemplate):
+		return &Error{Status: http.StatusNotFound, Field: "name", Message: err.Error()}
+	case err != nil:
+		return &Error{Status: http.StatusUnprocessableEntity, Field: "name", Message: err.Error()}
+	}
+	return c.JSON(TemplateInfo{Name: name, Description: team.Description, Variables: team.Variables()})
+}
+
+// PlanResponse is the answer of GET /api/runs/:id/plan: the run's active plan,
+// absent before its supervisor made one.
+type PlanResponse struct {
+	Plan *store.Plan `json:"plan,omitempty"`
+}
+
+func (s *Server) getPlan(c *fiber.Ctx) error {
+	r, err := s.loadRun(c)
+	if err != nil {
+		return err
+	}
+	p, err := s.d.Store.ActivePlan(c.UserContext(), r.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return c.JSON(PlanResponse{})
+	}
+	if err != nil {
+		return err
+	}
+	if p.Steps == nil {
+		p.Steps = []store.PlanStep{}
+	}
+	return c.JSON(PlanResponse{Plan: &p})
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +50,9 @@ func TestEveryOperationAnswersAsDocumented(t *testing.T) {
 	require.NoError(t, f.Store.InsertEgress(ctx, store.EgressConnection{RunID: run, Agent: "writer", Method: "CONNECT", Host: "example.com", Port: 443, Allowed: false, Reason: "not allowed"}))
 	_, err = f.Leases.Acquire(ctx, "comfyui", run)
 	require.NoError(t, err)
+	ws := f.Workspaces.Dir(run)
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, "docs"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "docs", "a.md"), []byte("# a\n"), 0o644))
 
 	var memory struct {
 		ID int64 `json:"id"`
@@ -70,6 +75,11 @@ func TestEveryOperationAnswersAsDocumented(t *testing.T) {
 		{"GET", fixed("/api/runs/" + run + "/delegations"), nil, 200, nil},
 		{"GET", fixed("/api/runs/" + run + "/audit"), nil, 200, nil},
 		{"GET", fixed("/api/runs/" + run + "/egress"), nil, 200, nil},
+		{"GET", fixed("/api/runs/" + run + "/plan"), nil, 200, nil},
+		{"GET", fixed("/api/runs/" + run + "/files"), nil, 200, nil},
+		{"GET", fixed("/api/runs/" + run + "/file?path=docs/a.md"), nil, 200, nil},
+		{"GET", fixed("/api/audit?limit=5"), nil, 200, nil},
+		{"GET", fixed("/api/templates/demo"), nil, 200, nil},
 		{"GET", fixed("/api/approvals?status=pending"), nil, 200, nil},
 		{"GET", fixed("/api/approvals/" + approveMe), nil, 200, nil},
 		{"POST", fixed("/api/approvals/" + approveMe + "/approve"), map[string]any{"reason": "fine"}, 200, nil},

@@ -458,7 +458,7 @@ func (f *Fleet) API() *api.Server {
 	}
 	return api.New(f.Cfg.API.Config, api.Deps{Store: f.Store, Redis: f.Redis, RedisOpt: f.RedisOpt, Queue: f.Queue, Events: f.Events, Registry: f.Registry,
 		Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Approvals: f.Approvals, Leases: f.Leases, Log: f.Log,
-		CheckDisk: f.Workspaces.CheckFree, RemoveProject: f.removeProject})
+		CheckDisk: f.Workspaces.CheckFree, RemoveProject: f.removeProject, WorkspaceDir: f.Workspaces.Dir})
 }
 
 // RunAPI serves the API until ctx ends, then drains connections.

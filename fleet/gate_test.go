@@ -16,22 +16,11 @@ import (
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/store"
-	"github.com/aetherium-engine/aetherium/tools"
 )
 
-// pdfArgs stands in for download_pdf (Restricted), whose real one downloads and
-// parses in the Docker sandbox (fleet/pdf_test.go): here the gate, not the tool,
-// is under test.
-type pdfArgs struct {
-	URL string `json:"url"`
-}
-
-func withStandInPDF(reg *tools.Registry) {
-	reg.Unregister("download_pdf")
-	tools.Register(reg, "download_pdf", "stand-in", func(ctx context.Context, a pdfArgs) (tools.Result, error) {
-		return tools.Text("downloaded %s", a.URL), nil
-	}, tools.Outbound())
-}
+// withStandInPDF stands in for download_pdf: here the gate, not the tool, is
+// under test.
+var withStandInPDF = fleettest.StandInPDF
 
 // pendingApproval waits for the run's next pending approval.
 func pendingApproval(t *testing.T, f *fleettest.Fleet, runID string) store.Approval {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // AuditRow is one gated call attempt.
@@ -83,19 +85,25 @@ func (s *Store) InsertAudit(ctx context.Context, rows []AuditRow) error {
 
 // RunAudit lists a run's audit rows in order.
 func (s *Store) RunAudit(ctx context.Context, runID string, limit int) ([]AuditRow, error) {
-	rows, err := s.db.Query(ctx, `SELECT id, call_key, at, run_id::text, team, agent, role, tool, tier, allowed, decision,
-		deny_layer, deny_reason, approved_by, args, result, summary, error, duration_ms
+	rows, err := s.db.Query(ctx, `SELECT `+auditSelectCols+`
 		FROM tool_audit WHERE run_id = $1 ORDER BY at, id LIMIT $2`, runID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("run audit: %w", err)
 	}
+	return scanAudit(rows)
+}
+
+const auditSelectCols = `id, call_key, at, run_id::text, team, agent, role, tool, tier, allowed, decision,
+		deny_layer, deny_reason, approved_by, args, result, summary, error, duration_ms`
+
+func scanAudit(rows pgx.Rows) ([]AuditRow, error) {
 	defer rows.Close()
 	out := []AuditRow{}
 	for rows.Next() {
 		var r AuditRow
 		if err := rows.Scan(&r.ID, &r.CallKey, &r.At, &r.RunID, &r.Team, &r.Agent, &r.Role, &r.Tool, &r.Tier, &r.Allowed,
 			&r.Decision, &r.DenyLayer, &r.DenyReason, &r.ApprovedBy, &r.Args, &r.Result, &r.Summary, &r.Error, &r.DurationMS); err != nil {
-			return nil, fmt.Errorf("run audit: %w", err)
+			return nil, fmt.Errorf("audit: %w", err)
 		}
 		out = append(out, r)
 	}

@@ -1,0 +1,892 @@
+// Aetherium Studio. Every string that came from the API is inserted as text
+// (textContent / createTextNode through el()): a run's output is untrusted, and
+// nothing here builds markup from strings.
+'use strict';
+
+const TOKEN_KEY = 'aetherium.token';
+
+// el builds an element. attrs are set as properties or attributes by name;
+// children are nodes or strings (strings become text nodes, never markup).
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') e.className = v;
+    else if (k === 'text') e.textContent = v;
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else if (k === 'href') e.setAttribute('href', safeHref(v));
+    else e.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    e.appendChild(typeof c === 'string' || typeof c === 'number' ? document.createTextNode(String(c)) : c);
+  }
+  return e;
+}
+
+// safeHref keeps links on this origin: a path, or a blob: URL this script made.
+function safeHref(v) {
+  const s = String(v);
+  if (s.startsWith('/') && !s.startsWith('//')) return s;
+  if (s.startsWith('blob:' + location.origin + '/')) return s;
+  return '#';
+}
+
+// add appends children like el does: Element.append would turn a null into
+// the text "null".
+function add(node, ...children) {
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    node.appendChild(typeof c === 'string' || typeof c === 'number' ? document.createTextNode(String(c)) : c);
+  }
+  return node;
+}
+
+function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); return node; }
+
+function token() { return sessionStorage.getItem(TOKEN_KEY); }
+
+class APIError extends Error {
+  constructor(status, message) { super(message); this.status = status; }
+}
+
+// api calls the JSON API with the session's bearer token (never a cookie, so no
+// cross-site request can carry it).
+async function api(method, path, body) {
+  const headers = { 'Accept': 'application/json' };
+  const t = token();
+  if (t) headers['Authorization'] = 'Bearer ' + t;
+  const init = { method, headers, credentials: 'omit', cache: 'no-store' };
+  if (body !== undefined) {
+    headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  const resp = await fetch(path, init);
+  if (resp.status === 401) {
+    sessionStorage.removeItem(TOKEN_KEY);
+    signIn('Your token was not accepted; sign in again.');
+    throw new APIError(401, 'unauthorized');
+  }
+  let data = null;
+  const text = await resp.text();
+  if (text) { try { data = JSON.parse(text); } catch (_) { data = { error: text }; } }
+  if (!resp.ok) throw new APIError(resp.status, (data && data.error) || ('HTTP ' + resp.status));
+  return data;
+}
+
+function authHeaders() {
+  const t = token();
+  return t ? { 'Authorization': 'Bearer ' + t } : {};
+}
+
+function fmtTime(s) {
+  if (!s) return '';
+  const d = new Date(s);
+  return isNaN(d) ? String(s) : d.toLocaleString();
+}
+
+function fmtSize(n) {
+  if (n < 1024) return n + ' B';
+  if (n < 1 << 20) return (n / 1024).toFixed(1) + ' KiB';
+  return (n / (1 << 20)).toFixed(1) + ' MiB';
+}
+
+function badge(text, kind) { return el('span', { class: 'badge ' + (kind || String(text).replace(/[^a-z_]/g, '')) }, String(text)); }
+
+function errorBox(err) { return el('p', { class: 'error', role: 'alert' }, String(err && err.message || err)); }
+
+const main = () => document.getElementById('main');
+
+// ---------- sign-in ----------
+
+function signIn(msg) {
+  const m = clear(main());
+  document.getElementById('signout').hidden = true;
+  const input = el('input', { type: 'password', id: 'token', autocomplete: 'off', placeholder: 'bearer token', 'aria-label': 'API token' });
+  const note = el('p', { class: 'muted' }, 'The token is kept in this tab\'s sessionStorage and sent as an Authorization header; it never goes in a URL or a cookie. Leave it empty when the API has no tokens (loopback).');
+  const form = el('form', { id: 'signin', class: 'card narrow', onsubmit: async (ev) => {
+    ev.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+    try {
+      await api('GET', '/api/templates');
+      route();
+    } catch (e) {
+      if (e.status === 403) { route(); return; } // a token without read may still approve
+      if (e.status !== 401) form.appendChild(errorBox(e));
+    }
+  } }, el('h1', {}, 'Sign in'), msg ? el('p', { class: 'error' }, msg) : null, note, input, el('button', { type: 'submit', id: 'signin-submit' }, 'Sign in'));
+  m.appendChild(form);
+  input.focus();
+}
+
+// ---------- runs ----------
+
+const RUN_STATUSES = ['', 'queued', 'running', 'waiting', 'completed', 'failed', 'cancelled'];
+
+async function pageRuns() {
+  const m = main();
+  const params = new URLSearchParams(location.search);
+  const state = { status: params.get('status') || '', q: params.get('q') || '', cursors: [''] };
+  const status = el('select', { id: 'status-filter', 'aria-label': 'status' }, RUN_STATUSES.map((s) => el('option', { value: s }, s || 'any status')));
+  status.value = state.status;
+  const search = el('input', { id: 'search', type: 'search', placeholder: 'search prompt, team, id, owner', value: state.q });
+  const tbody = el('tbody', { id: 'runs-body' });
+  const pager = el('div', { class: 'pager' });
+  const listErr = el('div');
+  add(m, 
+    el('section', { class: 'card', id: 'new-run' }, el('h2', {}, 'New run'), await newRunForm()),
+    el('section', { class: 'card' },
+      el('h2', {}, 'Runs'),
+      el('div', { class: 'filters' }, status, search),
+      listErr,
+      el('table', { class: 'grid', id: 'runs' },
+        el('thead', {}, el('tr', {}, ['created', 'status', 'team', 'prompt', 'owner', 'tokens'].map((h) => el('th', {}, h)))),
+        tbody),
+      pager));
+
+  let timer;
+  async function load() {
+    clear(listErr);
+    const cursor = state.cursors[state.cursors.length - 1];
+    const qs = new URLSearchParams({ limit: '25' });
+    if (state.status) qs.set('status', state.status);
+    if (cursor) qs.set('cursor', cursor);
+    let data;
+    try { data = await api('GET', '/api/runs?' + qs); } catch (e) { listErr.appendChild(errorBox(e)); return; }
+    const q = state.q.toLowerCase();
+    const runs = data.runs.filter((r) => !q || [r.id, r.prompt, r.team, r.template, r.owner, r.result].some((f) => (f || '').toLowerCase().includes(q)));
+    clear(tbody);
+    for (const r of runs) {
+      tbody.appendChild(el('tr', { 'data-run': r.id },
+        el('td', {}, el('a', { href: '/app/runs/' + encodeURIComponent(r.id) }, fmtTime(r.created_at))),
+        el('td', {}, badge(r.status)),
+        el('td', {}, r.team || ''),
+        el('td', { class: 'clip' }, r.prompt),
+        el('td', {}, r.owner),
+        el('td', {}, r.tokens_used + ' / ' + r.token_budget)));
+    }
+    if (!runs.length) tbody.appendChild(el('tr', {}, el('td', { colspan: 6, class: 'muted' }, 'No runs.')));
+    clear(pager);
+    if (state.cursors.length > 1) pager.appendChild(el('button', { type: 'button', onclick: () => { state.cursors.pop(); load(); } }, '← newer'));
+    if (data.next_cursor) pager.appendChild(el('button', { type: 'button', id: 'older', onclick: () => { state.cursors.push(data.next_cursor); load(); } }, 'older →'));
+  }
+  const sync = () => {
+    const qs = new URLSearchParams();
+    if (state.status) qs.set('status', state.status);
+    if (state.q) qs.set('q', state.q);
+    history.replaceState(null, '', '/app/runs' + (qs.toString() ? '?' + qs : ''));
+  };
+  status.addEventListener('change', () => { state.status = status.value; state.cursors = ['']; sync(); load(); });
+  search.addEventListener('input', () => { state.q = search.value; sync(); clearTimeout(timer); timer = setTimeout(load, 200); });
+  await load();
+  // A list page refreshes while it is open, so runs started elsewhere show up.
+  const iv = setInterval(() => { if (state.cursors.length === 1) load(); }, 5000);
+  onLeave(() => clearInterval(iv));
+}
+
+async function newRunForm() {
+  const wrap = el('div');
+  let names = [];
+  try { names = (await api('GET', '/api/templates')).templates || []; } catch (e) { wrap.appendChild(errorBox(e)); return wrap; }
+  let projects = [];
+  try { projects = (await api('GET', '/api/projects')).projects || []; } catch (_) { /* no projects role or none */ }
+  const tmpl = el('select', { id: 'template', 'aria-label': 'template' }, names.map((n) => el('option', { value: n }, n)));
+  if (names.includes('demo')) tmpl.value = 'demo';
+  const prompt = el('textarea', { id: 'prompt', rows: 2, placeholder: 'what should the team do?' });
+  const vars = el('div', { id: 'variables', class: 'vars' });
+  const desc = el('p', { class: 'muted' });
+  const project = projects.length ? el('select', { id: 'project', 'aria-label': 'project' }, el('option', { value: '' }, 'no project (scratch workspace)'), projects.map((p) => el('option', { value: p.slug }, p.slug))) : null;
+  const out = el('div', { id: 'new-run-result' });
+  async function loadVars() {
+    clear(vars); desc.textContent = '';
+    if (!tmpl.value) return;
+    try {
+      const info = await api('GET', '/api/templates/' + encodeURIComponent(tmpl.value));
+      desc.textContent = info.description || '';
+      for (const v of info.variables) {
+        vars.appendChild(el('label', {}, v, el('input', { 'data-var': v, name: 'var-' + v, required: true })));
+      }
+    } catch (e) { vars.appendChild(errorBox(e)); }
+  }
+  tmpl.addEventListener('change', loadVars);
+  await loadVars();
+  const form = el('form', { id: 'new-run-form', onsubmit: async (ev) => {
+    ev.preventDefault();
+    clear(out);
+    const variables = {};
+    for (const i of vars.querySelectorAll('input[data-var]')) variables[i.getAttribute('data-var')] = i.value;
+    const body = { template: tmpl.value, prompt: prompt.value, variables };
+    if (project && project.value) body.project = project.value;
+    try {
+      const r = await api('POST', '/api/orchestrator/run-from-template', body);
+      navigate('/app/runs/' + encodeURIComponent(r.run_id));
+    } catch (e) { out.appendChild(errorBox(e)); }
+  } },
+  el('div', { class: 'row' }, el('label', {}, 'template', tmpl), project ? el('label', {}, 'project', project) : null),
+  desc, el('label', { class: 'block' }, 'prompt', prompt), vars,
+  el('button', { type: 'submit', id: 'start-run' }, 'Start run'), out);
+  wrap.appendChild(form);
+  return wrap;
+}
+
+// ---------- one run ----------
+
+const TERMINAL = ['run.completed', 'run.failed', 'run.cancelled'];
+
+async function pageRun(id) {
+  const m = main();
+  let run;
+  try { run = await api('GET', '/api/runs/' + encodeURIComponent(id)); } catch (e) { m.appendChild(errorBox(e)); return; }
+  const head = el('section', { class: 'card', id: 'run-head' });
+  const plan = el('section', { class: 'card', id: 'plan', hidden: true });
+  const tree = el('section', { class: 'card', id: 'delegations' }, el('h2', {}, 'Delegations'));
+  const media = el('section', { class: 'card', id: 'media', hidden: true });
+  const timeline = el('ol', { id: 'timeline', class: 'timeline' });
+  const streamState = el('span', { id: 'stream-state', class: 'muted' });
+  add(m, head, el('div', { class: 'cols' },
+    el('div', { class: 'wide' }, el('section', { class: 'card' }, el('h2', {}, 'Timeline ', streamState), timeline)),
+    el('div', { class: 'side' }, plan, tree, media)));
+
+  const ctx = { id, planEl: plan, audit: new Map(), auditWanted: [] };
+  ctx.refreshPlan = debounce(() => loadPlan(ctx), 300);
+  ctx.refreshPlan();
+
+  function renderHead() {
+    clear(head);
+    const pct = run.token_budget > 0 ? Math.min(100, Math.round(100 * run.tokens_used / run.token_budget)) : 0;
+    const cancel = !['completed', 'failed', 'cancelled'].includes(run.status)
+      ? el('button', { type: 'button', id: 'cancel', class: 'danger', onclick: async () => {
+        try { run = await api('POST', '/api/runs/' + encodeURIComponent(id) + '/cancel'); renderHead(); } catch (e) { head.appendChild(errorBox(e)); }
+      } }, 'Cancel run') : null;
+    add(head, 
+      el('h1', {}, 'Run ', el('code', {}, run.id), ' ', badge(run.status), ' ', el('span', { id: 'run-status', 'data-status': run.status, class: 'sr' }, run.status)),
+      el('dl', { class: 'meta' },
+        el('dt', {}, 'team'), el('dd', {}, run.team || ''),
+        el('dt', {}, 'owner'), el('dd', {}, run.owner),
+        run.project ? [el('dt', {}, 'project'), el('dd', {}, run.project)] : null,
+        el('dt', {}, 'created'), el('dd', {}, fmtTime(run.created_at)),
+        el('dt', {}, 'prompt'), el('dd', { class: 'pre' }, run.prompt),
+        el('dt', {}, 'tokens'), el('dd', {}, el('div', { class: 'bar', title: pct + '%' }, el('div', { class: 'fill', style: null, 'data-pct': pct })), ' ', el('span', { id: 'tokens' }, run.tokens_used + ' used of ' + run.token_budget))),
+      run.result ? el('div', { class: 'result' }, el('h3', {}, 'Result'), el('pre', { id: 'run-result' }, run.result)) : null,
+      run.error ? el('div', { class: 'result bad' }, el('h3', {}, 'Error'), el('pre', { id: 'run-error' }, run.error + (run.reason ? ' (' + run.reason + ')' : ''))) : null,
+      el('p', {}, el('a', { href: '/app/runs/' + encodeURIComponent(id) + '/files', id: 'files-link' }, 'Workspace files'), ' · ',
+        el('a', { href: '/app/audit?run=' + encodeURIComponent(id) }, 'Audit'), ' · ',
+        el('a', { href: '/app/approvals?run=' + encodeURIComponent(id) }, 'Approvals'), ' ', cancel));
+    setBars(head);
+  }
+  renderHead();
+
+  let refreshTimer = null;
+  const refresh = () => {
+    if (refreshTimer) return;
+    refreshTimer = setTimeout(async () => {
+      refreshTimer = null;
+      try { run = await api('GET', '/api/runs/' + encodeURIComponent(id)); renderHead(); } catch (_) { /* shown on next try */ }
+    }, 300);
+  };
+  const refreshTree = debounce(() => renderTree(id, tree), 300);
+  refreshTree();
+  const fillAudit = debounce(() => loadAudit(ctx), 500);
+
+  const ac = new AbortController();
+  onLeave(() => ac.abort());
+  await streamEvents(id, ac.signal, streamState, (ev) => {
+    timeline.appendChild(card(ev, ctx));
+    if (ev.type.startsWith('delegation.')) refreshTree();
+    if (ev.type === 'agent.message' || ev.type.startsWith('run.')) refresh();
+    if (ctx.auditWanted.length) fillAudit();
+  });
+  refresh();
+  fillAudit();
+  showMedia(id, media);
+}
+
+// showMedia shows the pictures and videos of the finished run's workspace,
+// each only once its bytes were recognised (preview).
+async function showMedia(id, box) {
+  let files;
+  try { files = (await api('GET', '/api/runs/' + encodeURIComponent(id) + '/files')).files; } catch (_) { return; }
+  const picks = files.filter((f) => MEDIA_NAME.test(f.path)).slice(0, 6);
+  if (!picks.length) return;
+  clear(box).hidden = false;
+  add(box, el('h2', {}, 'Media'));
+  for (const f of picks) {
+    const pv = el('div', { class: 'preview' });
+    add(box, el('div', { 'data-media': f.path }, el('code', { class: 'path' }, f.path), pv));
+    preview(id, f, pv).catch(() => {});
+  }
+}
+
+function debounce(fn, ms) {
+  let t = null;
+  return () => { clearTimeout(t); t = setTimeout(fn, ms); };
+}
+
+// setBars sizes progress bars from data-pct: a style attribute would need
+// 'unsafe-inline' styles under the CSP, a CSSOM property does not.
+function setBars(root) {
+  for (const f of root.querySelectorAll('.fill[data-pct]')) f.style.width = Math.max(0, Math.min(100, Number(f.getAttribute('data-pct')) || 0)) + '%';
+}
+
+// streamEvents reads the run's SSE stream with fetch (EventSource cannot send
+// the Authorization header) and resumes from the last id when the connection
+// drops, until the terminal event.
+async function streamEvents(id, signal, stateEl, onEvent) {
+  let last = 0;
+  let done = false;
+  let failures = 0;
+  while (!done && !signal.aborted) {
+    stateEl.textContent = '· live';
+    try {
+      const headers = Object.assign({ 'Accept': 'text/event-stream' }, authHeaders());
+      if (last) headers['Last-Event-ID'] = String(last);
+      const resp = await fetch('/api/runs/' + encodeURIComponent(id) + '/events', { headers, signal, credentials: 'omit', cache: 'no-store' });
+      if (resp.status === 204) break;
+      if (!resp.ok) { stateEl.textContent = '· stream error HTTP ' + resp.status; if (resp.status < 500) return; throw new Error('HTTP ' + resp.status); }
+      const reader = resp.body.getReader();
+      const dec = new TextDecoder();
+      let buf = '';
+      for (;;) {
+        const { value, done: eof } = await reader.read();
+        if (eof) break;
+        buf += dec.decode(value, { stream: true });
+        const cut = buf.lastIndexOf('\n\n');
+        if (cut < 0) continue;
+        const complete = buf.slice(0, cut);
+        buf = buf.slice(cut + 2);
+        for (const ev of parseSSE(complete)) {
+          last = ev.id;
+          failures = 0;
+          onEvent(ev);
+          if (TERMINAL.includes(ev.type)) done = true;
+        }
+      }
+    } catch (e) {
+      if (signal.aborted) return;
+      failures++;
+    }
+    if (!done) await new Promise((r) => setTimeout(r, Math.min(5000, 250 * 2 ** failures)));
+  }
+  if (done && !signal.aborted) {
+    // Post-run events (postrun.finish_image) are stored after the terminal
+    // one: resuming past it sends what there is and ends (204 for nothing).
+    try {
+      const headers = Object.assign({ 'Accept': 'text/event-stream', 'Last-Event-ID': String(last) }, authHeaders());
+      const resp = await fetch('/api/runs/' + encodeURIComponent(id) + '/events', { headers, signal, credentials: 'omit', cache: 'no-store' });
+      if (resp.status === 200) for (const ev of parseSSE(await resp.text())) onEvent(ev);
+    } catch (_) { /* nothing more to show */ }
+  }
+  stateEl.textContent = done ? '· finished' : '';
+}
+
+// parseSSE splits a finished SSE body into its events' JSON payloads.
+function parseSSE(text) {
+  const out = [];
+  for (const block of text.split('\n\n')) {
+    const data = block.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).replace(/^ /, '')).join('\n');
+    if (!data) continue;
+    try { out.push(JSON.parse(data)); } catch (_) { /* skip a malformed event */ }
+  }
+  return out;
+}
+
+async function renderTree(id, box) {
+  let ds;
+  try { ds = (await api('GET', '/api/runs/' + encodeURIComponent(id) + '/delegations')).delegations; } catch (e) { return; }
+  clear(box).appendChild(el('h2', {}, 'Delegations'));
+  if (!ds.length) { box.appendChild(el('p', { class: 'muted' }, 'None yet.')); return; }
+  // A delegation's parent is the session that delegated; delegations run as
+  // sessions named after them, so children nest under the delegation whose id
+  // their parent session carries.
+  const byParent = new Map();
+  for (const d of ds) {
+    const key = ds.some((p) => d.parent_session && d.parent_session.includes(p.id)) ? ds.find((p) => d.parent_session.includes(p.id)).id : '';
+    if (!byParent.has(key)) byParent.set(key, []);
+    byParent.get(key).push(d);
+  }
+  const build = (key) => el('ul', { class: 'tree' }, (byParent.get(key) || []).map((d) => el('li', { 'data-delegation': d.id },
+    el('strong', {}, d.agent), ' ', badge(d.status), d.kind ? ' ' + d.kind : '',
+    el('div', { class: 'muted clip' }, d.task),
+    d.result ? el('div', { class: 'clip' }, d.result) : null,
+    d.error ? el('div', { class: 'error' }, d.error) : null,
+    byParent.has(d.id) ? build(d.id) : null)));
+  box.appendChild(el('div', {}, el('div', {}, el('strong', {}, 'supervisor')), build('')));
+}
+
+// loadAudit fetches the run's audit rows for the cards that need a call's
+// arguments (the event carries only the tool and its outcome).
+async function loadAudit(ctx) {
+  let rows;
+  try { rows = (await api('GET', '/api/runs/' + encodeURIComponent(ctx.id) + '/audit')).audit || []; } catch (_) { return; }
+  for (const r of rows) {
+    const callID = (r.call_key || '').split(':').pop();
+    ctx.audit.set(r.agent + '\u0000' + callID + '\u0000' + r.tool, r);
+  }
+  ctx.auditWanted = ctx.auditWanted.filter((w) => {
+    const r = ctx.audit.get(w.key);
+    if (!r) return true;
+    w.fill(r);
+    return false;
+  });
+  if (ctx.auditWanted.length && !ctx.auditRetry) {
+    ctx.auditRetry = setTimeout(() => { ctx.auditRetry = null; loadAudit(ctx); }, 1500);
+  }
+}
+
+// parseArgs reads a call's arguments from its audit row: whole for a
+// non-Standard tool, else only the gate's redacted summary (its first bytes),
+// which may be cut mid-way and is then shown as it is.
+function parseArgs(r) {
+  if (!r) return {};
+  if (r.args) {
+    if (typeof r.args === 'object') return r.args;
+    try { return JSON.parse(r.args); } catch (_) { /* fall through */ }
+  }
+  try { return JSON.parse(r.summary || ''); } catch (_) { return { __summary: r.summary || '' }; }
+}
+
+function cardShell(ev, kind, title, ...body) {
+  return el('li', { class: 'ev ' + kind, 'data-type': ev.type, 'data-id': ev.id },
+    el('div', { class: 'ev-head' }, el('span', { class: 'ev-title' }, title), ev.agent ? el('span', { class: 'agent' }, ev.agent) : null, el('time', {}, fmtTime(ev.time))),
+    ...body);
+}
+
+// card renders one event by its type; an unknown type gets the generic card.
+function card(ev, ctx) {
+  const d = ev.data || {};
+  switch (ev.type) {
+    case 'run.queued': return cardShell(ev, 'info', 'queued', el('div', {}, 'team ', d.team || ''));
+    case 'run.started': return cardShell(ev, 'info', 'started');
+    case 'run.completed':
+    case 'run.failed':
+    case 'run.cancelled':
+      return cardShell(ev, ev.type === 'run.completed' ? 'ok' : 'bad', ev.type.slice(4),
+        d.result ? el('pre', { class: 'result-text' }, d.result) : null,
+        d.error ? el('pre', { class: 'error' }, d.error + (d.reason ? ' (' + d.reason + ')' : '')) : null,
+        d.tokens_used !== undefined ? el('div', { class: 'muted' }, d.tokens_used + ' tokens used') : null);
+    case 'agent.turn_started': return cardShell(ev, 'info', 'turn started');
+    case 'agent.message':
+      return cardShell(ev, 'msg', 'message',
+        d.content ? el('pre', { class: 'content' }, d.content) : null,
+        (d.tool_calls || []).length ? el('div', { class: 'muted' }, 'calls ', (d.tool_calls || []).join(', ')) : null,
+        d.tokens ? el('div', { class: 'muted' }, d.tokens + ' tokens') : null);
+    case 'delegation.created':
+      return cardShell(ev, 'deleg', 'delegated to ' + (d.to || ''), el('pre', { class: 'content' }, d.task || ''));
+    case 'delegation.finished':
+      return cardShell(ev, d.status === 'completed' ? 'ok' : 'bad', 'delegation ' + (d.status || ''),
+        d.result ? el('pre', { class: 'content' }, d.result) : null, d.error ? el('pre', { class: 'error' }, d.error) : null);
+    case 'progress': {
+      const pct = Number(d.percent) || 0;
+      const c = cardShell(ev, 'progress', 'progress ' + pct + '%', el('div', { class: 'bar' }, el('div', { class: 'fill', 'data-pct': pct })), d.message ? el('div', {}, d.message) : null);
+      setBars(c);
+      return c;
+    }
+    case 'notification': return cardShell(ev, 'note ' + (d.level === 'error' || d.level === 'warning' ? 'bad' : ''), 'notification' + (d.level ? ' (' + d.level + ')' : ''), el('div', { class: 'pre' }, d.message || ''));
+    case 'approval.requested':
+      return cardShell(ev, 'approval', 'approval requested: ' + (d.tool || ''),
+        el('div', {}, el('a', { href: '/app/approvals?run=' + encodeURIComponent(ev.run_id) }, 'open the approvals inbox')), genericData(d));
+    case 'approval.decided':
+      return cardShell(ev, d.approved || d.status === 'approved' ? 'ok' : 'bad', 'approval ' + (d.status || (d.approved ? 'approved' : 'denied')), genericData(d));
+    case 'tool.call': return toolCard(ev, ctx);
+    default: return cardShell(ev, 'generic', ev.type, genericData(d));
+  }
+}
+
+function genericData(d) {
+  return el('details', {}, el('summary', {}, 'data'), el('pre', {}, JSON.stringify(d, null, 2)));
+}
+
+function toolCard(ev, ctx) {
+  const d = ev.data || {};
+  if (d.decision === 'denied') {
+    return cardShell(ev, 'refusal', 'refused: ' + d.tool,
+      el('div', {}, 'layer ', el('strong', { class: 'layer' }, d.layer || '?')),
+      el('div', { class: 'reason pre' }, d.error || ''));
+  }
+  const c = cardShell(ev, d.decision === 'allowed' ? 'tool' : 'bad', d.tool + ' · ' + d.decision,
+    d.error ? el('pre', { class: 'error' }, d.error) : null);
+  const body = el('div', { class: 'tool-body' });
+  c.appendChild(body);
+  const key = (ev.agent || '') + '\u0000' + d.call_id + '\u0000' + d.tool;
+  const want = (fill) => ctx.auditWanted.push({ key, fill });
+  switch (d.tool) {
+    case 'create_plan':
+    case 'update_plan':
+      ctx.refreshPlan();
+      break;
+    case 'write_file':
+    case 'edit_file':
+      want((r) => body.appendChild(diffView(d.tool, parseArgs(r))));
+      break;
+    case 'run_tests':
+    case 'analyze_code':
+    case 'check_finishing':
+      want((r) => body.appendChild(resultTable(r.result || d.result || '')));
+      break;
+    default:
+      if (d.result) body.appendChild(el('details', {}, el('summary', {}, 'result'), el('pre', {}, d.result)));
+  }
+  return c;
+}
+
+async function loadPlan(ctx) {
+  let p;
+  try { p = (await api('GET', '/api/runs/' + encodeURIComponent(ctx.id) + '/plan')).plan; } catch (_) { return; }
+  if (!p) return;
+  const box = clear(ctx.planEl);
+  box.hidden = false;
+  const done = p.steps.filter((s) => s.status === 'completed').length;
+  add(box, el('h2', {}, 'Plan ', el('span', { class: 'muted' }, done + '/' + p.steps.length)), p.goal ? el('p', {}, p.goal) : null,
+    el('div', { class: 'bar' }, el('div', { class: 'fill', 'data-pct': p.steps.length ? Math.round(100 * done / p.steps.length) : 0 })),
+    el('ol', { class: 'plan' }, p.steps.map((s) => el('li', { class: 'step ' + s.status, 'data-status': s.status },
+      el('span', { class: 'tick' }, s.status === 'completed' ? '\u2611' : '\u2610'), ' ', s.title, ' ', badge(s.status), s.result ? el('div', { class: 'muted' }, s.result) : null))));
+  setBars(box);
+}
+
+// diffView shows a write as added lines and an edit as its search and
+// replacement (the workspace holds the file's whole new state).
+function diffView(tool, a) {
+  if (a.__summary !== undefined) {
+    return el('div', { class: 'diff' }, el('div', { class: 'hdr' }, 'arguments (the audit keeps the first bytes of a Standard call):'), el('div', {}, a.__summary + ' …'));
+  }
+  const lines = [];
+  const add = (text, sign, cls) => { for (const l of String(text).split('\n')) lines.push(el('div', { class: cls }, sign + ' ' + l)); };
+  if (tool === 'write_file') {
+    lines.push(el('div', { class: 'hdr' }, '+++ ' + (a.path || '')));
+    add(a.content || '', '+', 'add');
+  } else {
+    lines.push(el('div', { class: 'hdr' }, '--- ' + (a.path || '') + (a.start_line ? ' lines ' + a.start_line + '–' + (a.end_line || '') : '')));
+    if (a.search) add(a.search, '-', 'del');
+    add(a.replace !== undefined ? a.replace : (a.new_text || a.content || ''), '+', 'add');
+  }
+  return el('div', { class: 'diff' }, lines);
+}
+
+// resultTable renders a test or lint report (run_tests' counts and failures,
+// analyze_code's findings and counts per severity) as tables: its scalar fields
+// as one, each list of objects as another. Anything else is shown as text.
+function resultTable(text) {
+  let v = null;
+  try { v = JSON.parse(text); } catch (_) { /* plain text */ }
+  if (Array.isArray(v)) v = { rows: v };
+  if (!v || typeof v !== 'object') return el('pre', {}, String(text));
+  const cell = (x) => (x !== null && typeof x === 'object' ? JSON.stringify(x) : String(x ?? ''));
+  const bad = (k, x) => (/^(fail|failed|errors|critical|error)$/i.test(String(x)) || (/^(failed|errors|critical)$/.test(k) && Number(x) > 0) ? 'bad' : '');
+  const out = el('div', { class: 'report' });
+  const scalars = Object.entries(v).filter(([, x]) => x === null || typeof x !== 'object' || (!Array.isArray(x) && Object.values(x).every((y) => typeof y !== 'object')));
+  if (scalars.length) {
+    const flat = scalars.flatMap(([k, x]) => (x && typeof x === 'object' ? Object.entries(x).map(([k2, y]) => [k + '.' + k2, y]) : [[k, x]]))
+      .filter(([k]) => k !== 'output_tail');
+    add(out, el('table', { class: 'grid small summary' }, el('thead', {}, el('tr', {}, flat.map(([k]) => el('th', {}, k)))),
+      el('tbody', {}, el('tr', {}, flat.map(([k, x]) => el('td', { class: bad(k, x) }, cell(x)))))));
+  }
+  for (const [k, rows] of Object.entries(v)) {
+    if (!Array.isArray(rows) || !rows.length || typeof rows[0] !== 'object') continue;
+    const cols = [...new Set(rows.flatMap((r) => Object.keys(r || {})))].slice(0, 8);
+    add(out, el('div', { class: 'muted' }, k), el('table', { class: 'grid small' }, el('thead', {}, el('tr', {}, cols.map((c) => el('th', {}, c)))),
+      el('tbody', {}, rows.slice(0, 200).map((r) => el('tr', {}, cols.map((c) => el('td', { class: bad(c, r[c]) }, cell(r[c]))))))));
+  }
+  if (v.output_tail) add(out, el('details', {}, el('summary', {}, 'output'), el('pre', {}, String(v.output_tail))));
+  return out;
+}
+
+// ---------- approvals ----------
+
+async function pageApprovals() {
+  const m = main();
+  const runFilter = new URLSearchParams(location.search).get('run') || '';
+  const list = el('div', { id: 'approvals' });
+  const err = el('div');
+  add(m, el('section', { class: 'card' }, el('h1', {}, 'Approvals inbox'), runFilter ? el('p', { class: 'muted' }, 'run ', el('code', {}, runFilter)) : null, err, list));
+  const shown = new Map();
+  async function load() {
+    clear(err);
+    const qs = new URLSearchParams({ status: 'pending' });
+    if (runFilter) qs.set('run_id', runFilter);
+    let items;
+    try { items = (await api('GET', '/api/approvals?' + qs)).approvals || []; } catch (e) { err.appendChild(errorBox(e)); return; }
+    const ids = new Set(items.map((a) => a.id));
+    for (const [id, node] of shown) if (!ids.has(id)) { node.remove(); shown.delete(id); }
+    for (const a of items) {
+      if (shown.has(a.id)) continue;
+      let full = a;
+      try { full = await api('GET', '/api/approvals/' + encodeURIComponent(a.id)); } catch (_) { /* the list row is enough */ }
+      const node = approvalCard(full, () => { node.remove(); shown.delete(a.id); });
+      shown.set(a.id, node);
+      list.appendChild(node);
+    }
+    if (!shown.size && !list.querySelector('.empty')) list.appendChild(el('p', { class: 'muted empty' }, 'Nothing waits for a decision.'));
+    if (shown.size) for (const e of list.querySelectorAll('.empty')) e.remove();
+  }
+  await load();
+  const iv = setInterval(load, 2000);
+  const tick = setInterval(() => { for (const t of list.querySelectorAll('[data-expires]')) t.textContent = timeLeft(t.getAttribute('data-expires')); }, 1000);
+  onLeave(() => { clearInterval(iv); clearInterval(tick); });
+}
+
+function timeLeft(iso) {
+  const s = Math.round((new Date(iso) - Date.now()) / 1000);
+  if (s <= 0) return 'expired';
+  return (s >= 60 ? Math.floor(s / 60) + 'm ' : '') + (s % 60) + 's left';
+}
+
+function approvalCard(a, gone) {
+  const view = a.view || {};
+  const reason = el('input', { class: 'reason', placeholder: 'reason (recorded in the audit)', 'aria-label': 'reason' });
+  const out = el('div');
+  const decide = (verb) => async () => {
+    clear(out);
+    try { await api('POST', '/api/approvals/' + encodeURIComponent(a.id) + '/' + verb, { reason: reason.value }); gone(); } catch (e) { out.appendChild(errorBox(e)); }
+  };
+  let args = a.args;
+  try { args = JSON.stringify(typeof a.args === 'string' ? JSON.parse(a.args) : a.args, null, 2); } catch (_) { args = String(a.args || ''); }
+  return el('article', { class: 'card approval', 'data-approval': a.id },
+    el('h3', {}, a.tool, ' ', badge(a.tier || 'restricted'), ' ', el('span', { class: 'muted', 'data-expires': a.expires_at }, timeLeft(a.expires_at))),
+    el('dl', { class: 'meta' },
+      el('dt', {}, 'agent'), el('dd', {}, a.agent),
+      el('dt', {}, 'run'), el('dd', {}, el('a', { href: '/app/runs/' + encodeURIComponent(a.run_id) }, a.run_id)),
+      a.team ? [el('dt', {}, 'team'), el('dd', {}, a.team)] : null,
+      a.why ? [el('dt', {}, 'why'), el('dd', {}, a.why)] : null,
+      view.url ? [el('dt', {}, 'URL'), el('dd', {}, el('code', { class: 'url' }, view.url))] : null,
+      (view.commands || []).length ? [el('dt', {}, 'commands'), el('dd', {}, el('ol', { class: 'commands' }, view.commands.map((c) => el('li', {}, el('code', {}, c)))))] : null,
+      view.parse_error ? [el('dt', {}, 'parse'), el('dd', { class: 'error' }, view.parse_error)] : null,
+      el('dt', {}, 'arguments'), el('dd', {}, el('pre', { class: 'args' }, args)),
+      a.args_hash ? [el('dt', {}, 'sha256'), el('dd', {}, el('code', {}, a.args_hash))] : null),
+    el('div', { class: 'row' }, reason,
+      el('button', { type: 'button', class: 'approve', onclick: decide('approve') }, 'Approve'),
+      el('button', { type: 'button', class: 'deny danger', onclick: decide('deny') }, 'Deny')),
+    out);
+}
+
+// ---------- audit ----------
+
+async function pageAudit() {
+  const m = main();
+  const qs = new URLSearchParams(location.search);
+  const f = {
+    run_id: el('input', { id: 'audit-run', placeholder: 'run id', value: qs.get('run') || '' }),
+    agent: el('input', { placeholder: 'agent', value: qs.get('agent') || '' }),
+    tool: el('input', { placeholder: 'tool', value: qs.get('tool') || '' }),
+    decision: el('select', { 'aria-label': 'decision' }, ['', 'allowed', 'denied', 'error', 'timed_out', 'unknown'].map((d) => el('option', { value: d }, d || 'any decision'))),
+    tier: el('select', { 'aria-label': 'tier' }, ['', 'standard', 'elevated', 'restricted'].map((d) => el('option', { value: d }, d || 'any tier'))),
+  };
+  f.decision.value = qs.get('decision') || '';
+  f.tier.value = qs.get('tier') || '';
+  const text = el('input', { type: 'search', placeholder: 'search arguments, reason, result' });
+  const tbody = el('tbody');
+  const err = el('div');
+  const pager = el('div', { class: 'pager' });
+  let rows = [];
+  let befores = [0];
+  const draw = () => {
+    clear(tbody);
+    const t = text.value.toLowerCase();
+    for (const r of rows) {
+      const args = r.args ? JSON.stringify(r.args) : (r.summary || '');
+      if (t && ![args, r.deny_reason, r.result, r.error].some((x) => (x || '').toLowerCase().includes(t))) continue;
+      tbody.appendChild(el('tr', { 'data-audit': r.id },
+        el('td', {}, fmtTime(r.at)), el('td', {}, el('a', { href: '/app/runs/' + encodeURIComponent(r.run_id) }, r.run_id.slice(0, 8))),
+        el('td', {}, r.agent), el('td', {}, r.tool), el('td', {}, badge(r.tier)),
+        el('td', {}, badge(r.decision)), el('td', {}, r.deny_layer ? r.deny_layer + ': ' + (r.deny_reason || '') : (r.approved_by ? 'approved by ' + r.approved_by : (r.error || ''))),
+        el('td', { class: 'clip' }, args), el('td', {}, String(r.duration_ms))));
+    }
+    if (!tbody.firstChild) tbody.appendChild(el('tr', {}, el('td', { colspan: 9, class: 'muted' }, 'No audit rows.')));
+  };
+  const load = async () => {
+    clear(err);
+    const q = new URLSearchParams({ limit: '100' });
+    for (const [k, x] of Object.entries(f)) if (x.value.trim()) q.set(k, x.value.trim());
+    const before = befores[befores.length - 1];
+    if (before) q.set('before', String(before));
+    let data = { audit: [], next_before: 0 };
+    try { data = await api('GET', '/api/audit?' + q); } catch (e) { add(err, errorBox(e)); }
+    rows = data.audit || [];
+    draw();
+    clear(pager);
+    if (befores.length > 1) add(pager, el('button', { type: 'button', onclick: () => { befores.pop(); load(); } }, '← newer'));
+    if (data.next_before) add(pager, el('button', { type: 'button', onclick: () => { befores.push(data.next_before); load(); } }, 'older →'));
+  };
+  const sync = () => {
+    const q = new URLSearchParams();
+    for (const [k, x] of Object.entries(f)) if (x.value.trim()) q.set(k === 'run_id' ? 'run' : k, x.value.trim());
+    history.replaceState(null, '', '/app/audit' + (q.toString() ? '?' + q : ''));
+  };
+  for (const x of Object.values(f)) x.addEventListener('change', () => { befores = [0]; sync(); load(); });
+  text.addEventListener('input', draw);
+  add(m, el('section', { class: 'card' }, el('h1', {}, 'Audit'),
+    el('p', { class: 'muted' }, 'Every gated tool call of the runs you may read, newest first: its tier, the decision and the layer that refused it.'),
+    el('div', { class: 'filters' }, Object.values(f), text), err,
+    el('table', { class: 'grid', id: 'audit' }, el('thead', {}, el('tr', {}, ['at', 'run', 'agent', 'tool', 'tier', 'decision', 'why', 'arguments', 'ms'].map((h) => el('th', {}, h)))), tbody), pager));
+  await load();
+}
+
+// ---------- leases ----------
+
+async function pageLeases() {
+  const m = main();
+  const box = el('section', { class: 'card' }, el('h1', {}, 'GPU leases'));
+  m.appendChild(box);
+  let data;
+  try { data = await api('GET', '/api/leases'); } catch (e) { box.appendChild(errorBox(e)); return; }
+  if (!data.services.length) { box.appendChild(el('p', { class: 'muted' }, 'This deployment declares no GPU services.')); return; }
+  box.appendChild(el('table', { class: 'grid', id: 'leases' },
+    el('thead', {}, el('tr', {}, ['service', 'capacity', 'ttl', 'holders', 'waiters', 'last token', 'idle since'].map((h) => el('th', {}, h)))),
+    el('tbody', {}, data.services.map((s) => el('tr', {},
+      el('td', {}, s.service), el('td', {}, String(s.capacity)), el('td', {}, s.ttl),
+      el('td', {}, (s.holders || []).map((h) => el('div', {}, JSON.stringify(h)))),
+      el('td', {}, (s.waiters || []).map((w) => el('div', {}, JSON.stringify(w)))),
+      el('td', {}, String(s.last_token)), el('td', {}, s.idle_since ? fmtTime(s.idle_since) : (s.stopping ? 'stopping' : '')))))));
+}
+
+// ---------- tools ----------
+
+async function pageTools() {
+  const m = main();
+  const box = el('section', { class: 'card' }, el('h1', {}, 'Tool catalog'));
+  m.appendChild(box);
+  let data;
+  try { data = await api('GET', '/api/tools/mcp-schemas'); } catch (e) { box.appendChild(errorBox(e)); return; }
+  const tiers = [...new Set(data.tools.map((t) => t.tier))].sort();
+  const tierSel = el('select', {}, el('option', { value: '' }, 'any tier'), tiers.map((t) => el('option', { value: t }, t)));
+  const q = el('input', { type: 'search', placeholder: 'search tools' });
+  const list = el('div', { id: 'tools' });
+  const draw = () => {
+    clear(list);
+    const groups = new Map();
+    for (const t of data.tools) {
+      if (tierSel.value && t.tier !== tierSel.value) continue;
+      if (q.value && !(t.name + ' ' + t.description).toLowerCase().includes(q.value.toLowerCase())) continue;
+      if (!groups.has(t.group)) groups.set(t.group, []);
+      groups.get(t.group).push(t);
+    }
+    for (const [g, ts] of [...groups].sort()) {
+      list.appendChild(el('div', { class: 'group' }, el('h2', {}, g, ' ', el('span', { class: 'muted' }, ts.length + ' tools')),
+        el('table', { class: 'grid' }, el('tbody', {}, ts.map((t) => el('tr', {},
+          el('td', {}, el('code', {}, t.name)), el('td', {}, badge(t.tier)), el('td', {}, t.outbound ? 'outbound' : ''),
+          el('td', {}, t.description, el('details', {}, el('summary', {}, 'parameters'), el('pre', {}, JSON.stringify(t.parameters, null, 2))))))))));
+    }
+  };
+  tierSel.addEventListener('change', draw);
+  q.addEventListener('input', draw);
+  add(box, el('p', { class: 'muted' }, data.count + ' tools'), el('div', { class: 'filters' }, tierSel, q), list);
+  draw();
+}
+
+// ---------- workspace ----------
+
+const MEDIA_PREVIEW_MAX = 16 << 20;
+
+// sniff names the media type of bytes it recognises (never SVG or HTML: those
+// can carry script); null for anything else.
+function sniff(b) {
+  const at = (o, ...xs) => xs.every((x, i) => b[o + i] === x);
+  const ascii = (o, s) => [...s].every((ch, i) => b[o + i] === ch.charCodeAt(0));
+  if (at(0, 0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a)) return 'image/png';
+  if (at(0, 0xff, 0xd8, 0xff)) return 'image/jpeg';
+  if (ascii(0, 'GIF87a') || ascii(0, 'GIF89a')) return 'image/gif';
+  if (ascii(0, 'RIFF') && ascii(8, 'WEBP')) return 'image/webp';
+  if (ascii(4, 'ftyp')) return 'video/mp4';
+  if (at(0, 0x1a, 0x45, 0xdf, 0xa3)) return 'video/webm';
+  return null;
+}
+
+async function fetchFile(id, path) {
+  const url = '/api/runs/' + encodeURIComponent(id) + '/file?path=' + encodeURIComponent(path);
+  const resp = await fetch(url, { headers: authHeaders(), credentials: 'omit', cache: 'no-store' });
+  if (!resp.ok) throw new Error('HTTP ' + resp.status);
+  return new Uint8Array(await resp.arrayBuffer());
+}
+
+async function download(id, path) {
+  const bytes = await fetchFile(id, path);
+  // An opaque type: the browser saves it, it does not render it here.
+  const url = URL.createObjectURL(new Blob([bytes], { type: 'application/octet-stream' }));
+  const a = el('a', { href: url, download: path.split('/').pop() });
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60000);
+}
+
+async function preview(id, f, box) {
+  clear(box);
+  if (f.size > MEDIA_PREVIEW_MAX) { box.appendChild(el('span', { class: 'muted' }, 'too large to preview')); return; }
+  const bytes = await fetchFile(id, f.path);
+  const type = sniff(bytes);
+  if (!type) { box.appendChild(el('span', { class: 'muted not-media' }, 'not an image or video (by its bytes): download it')); return; }
+  const url = URL.createObjectURL(new Blob([bytes], { type }));
+  box.appendChild(type.startsWith('image/') ? el('img', { src: url, alt: f.path, class: 'media' }) : el('video', { src: url, controls: true, class: 'media' }));
+}
+
+const MEDIA_NAME = /\.(png|jpe?g|gif|webp|mp4|webm|mov)$/i;
+
+async function pageFiles(id) {
+  const m = main();
+  const box = el('section', { class: 'card' }, el('h1', {}, 'Workspace of run ', el('a', { href: '/app/runs/' + encodeURIComponent(id) }, el('code', {}, id))),
+    el('p', { class: 'muted' }, 'Read-only. Files are downloads; pictures and videos are shown once their bytes are recognised.'));
+  m.appendChild(box);
+  let data;
+  try { data = await api('GET', '/api/runs/' + encodeURIComponent(id) + '/files'); } catch (e) { box.appendChild(errorBox(e)); return; }
+  if (!data.files.length) { box.appendChild(el('p', { class: 'muted' }, 'The workspace is empty.')); return; }
+  const tbody = el('tbody');
+  let previews = 0;
+  for (const f of data.files) {
+    const pv = el('div', { class: 'preview' });
+    const err = el('span');
+    tbody.appendChild(el('tr', { 'data-file': f.path },
+      el('td', {}, el('code', { class: 'path' }, f.path)), el('td', {}, fmtSize(f.size)), el('td', {}, fmtTime(f.modified)),
+      el('td', {}, el('button', { type: 'button', class: 'download', onclick: () => download(id, f.path).catch((e) => err.appendChild(errorBox(e))) }, 'Download'), ' ',
+        el('button', { type: 'button', class: 'link', onclick: () => preview(id, f, pv).catch((e) => err.appendChild(errorBox(e))) }, 'Preview'), err, pv)));
+    if (MEDIA_NAME.test(f.path) && previews++ < 12) preview(id, f, pv).catch(() => {});
+  }
+  add(box, el('table', { class: 'grid', id: 'files' }, el('thead', {}, el('tr', {}, ['path', 'size', 'modified', ''].map((h) => el('th', {}, h)))), tbody),
+    data.truncated ? el('p', { class: 'muted' }, 'Only the first files are listed.') : null);
+}
+
+// ---------- routing ----------
+
+let leaveHooks = [];
+function onLeave(fn) { leaveHooks.push(fn); }
+
+// navigate moves between Studio pages without a reload, so the streams of the
+// page left are closed and the token stays in this tab.
+function navigate(path) {
+  history.pushState(null, '', path);
+  route();
+}
+
+function route() {
+  for (const fn of leaveHooks) { try { fn(); } catch (_) { /* ignore */ } }
+  leaveHooks = [];
+  clear(main());
+  if (token() === null) { signIn(); return; }
+  document.getElementById('signout').hidden = false;
+  const p = location.pathname.replace(/\/+$/, '');
+  let page = 'runs';
+  let id = '';
+  let mt;
+  if ((mt = p.match(/^\/app\/runs\/([0-9a-fA-F-]{36})\/files$/))) { page = 'files'; id = mt[1]; }
+  else if ((mt = p.match(/^\/app\/runs\/([0-9a-fA-F-]{36})$/))) { page = 'run'; id = mt[1]; }
+  else if (p === '/app/approvals') page = 'approvals';
+  else if (p === '/app/audit') page = 'audit';
+  else if (p === '/app/leases') page = 'leases';
+  else if (p === '/app/tools') page = 'tools';
+  document.body.setAttribute('data-page', page);
+  for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('active', a.getAttribute('data-nav') === (page === 'run' || page === 'files' ? 'runs' : page));
+  const pages = { runs: pageRuns, run: pageRun, files: pageFiles, approvals: pageApprovals, audit: pageAudit, leases: pageLeases, tools: pageTools };
+  document.title = page + ' · Aetherium Studio';
+  pages[page](id).catch((e) => { if (!(e instanceof APIError && e.status === 401)) main().appendChild(errorBox(e)); });
+}
+
+document.addEventListener('DOMContentLoaded', () => {
+  document.getElementById('signout').addEventListener('click', () => { sessionStorage.removeItem(TOKEN_KEY); route(); });
+  // In-app links navigate without a reload.
+  document.addEventListener('click', (ev) => {
+    const a = ev.target.closest && ev.target.closest('a[href^="/app"]');
+    if (!a || ev.ctrlKey || ev.metaKey || ev.shiftKey || a.hasAttribute('download')) return;
+    ev.preventDefault();
+    navigate(a.getAttribute('href'));
+  });
+  window.addEventListener('popstate', route);
+  route();
+});
