@@ -340,6 +340,8 @@ func (c Config) Validate() error {
 	add(c.ComfyUI.WithDefaults().Validate())
 	add(c.Knowledge.Validate())
 	add(c.Memory.Validate())
-	add(c.MCPConfig().Validate())
+	mcp := c.MCP // validated as written: WithDefaults would hide a negative wait
+	mcp.Addr = c.API.MCPAddr
+	add(mcp.Validate())
 	return errors.Join(errs...)
 }
