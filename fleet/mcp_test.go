@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
@@ -20,8 +21,10 @@ import (
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/mcpserver"
+	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/tools"
 )
 
 // The tokens of the MCP tests: alice calls tools, reader only lists them,
@@ -39,6 +42,28 @@ var mcpCatalog = []string{"download_pdf", "list_files", "read_file", "todo", "wr
 type mcpFleet struct {
 	*fleettest.Fleet
 	endpoint string
+	// dispatched counts the router's dispatches per call id (outside the gate).
+	dispatched *dispatches
+}
+
+type dispatches struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (d *dispatches) middleware(next tools.Handler) tools.Handler {
+	return tools.HandlerFunc(func(ctx context.Context, call tools.Call) (tools.Result, error) {
+		d.mu.Lock()
+		d.n[call.ID]++
+		d.mu.Unlock()
+		return next.Handle(ctx, call)
+	})
+}
+
+func (d *dispatches) of(id string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.n[id]
 }
 
 // setup starts a fleet serving the ide profile (project mcp-proj, a rule that
@@ -52,6 +77,7 @@ rules:
     action: always_deny
     reason: "secrets/ is off limits"
 `), 0o644))
+	d := &dispatches{n: map[string]int{}}
 	f := fleettest.Start(t, fleettest.Options{
 		Configure: func(c *config.Config) {
 			c.Security.PermissionsFile = rules
@@ -66,12 +92,12 @@ rules:
 			}}
 			c.MCP.ProgressEvery = 100 * time.Millisecond
 		},
-		Fleet: fleet.Options{ExtraTools: withStandInPDF},
+		Fleet: fleet.Options{ExtraTools: withStandInPDF, Middleware: []tools.Middleware{d.middleware}},
 	})
 	_, err := f.Store.CreateProject(context.Background(), store.Project{Slug: mcpProject, Name: mcpProject, Owner: "alice"})
 	require.NoError(t, err)
 	require.NotEmpty(t, f.MCPURL, "the profile starts the MCP listener")
-	return mcpFleet{Fleet: f, endpoint: f.MCPURL + "/mcp/ide"}
+	return mcpFleet{Fleet: f, endpoint: f.MCPURL + "/mcp/ide", dispatched: d}
 }
 
 type bearer struct {
@@ -287,6 +313,24 @@ func TestMCPCallsPassTheGate(t *testing.T) {
 func TestMCPRestrictedCallWaitsForApproval(t *testing.T) {
 	t.Parallel()
 	m := setup(t)
+	for _, c := range []struct {
+		name, verb, file string
+		isError          bool
+		decision, layer  string
+		contains         string
+	}{
+		{"approved", "approve", "a.pdf", false, "allowed", "", "downloaded http://127.0.0.1:1/a.pdf"},
+		{"denied", "deny", "b.pdf", true, "denied", "approval", "denied by approval: denied by approver: fine"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m.restricted(t, c.verb, c.file, c.isError, c.decision, c.layer, c.contains)
+		})
+	}
+}
+
+// restricted calls download_pdf and decides its approval through the API (as
+// the approver token) while the client waits.
+func (m mcpFleet) restricted(t *testing.T, verb, file string, isError bool, decision, layer, contains string) {
 	var p progress
 	cs, err := m.connect(t, aliceSecret, &p)
 	require.NoError(t, err)
@@ -299,8 +343,8 @@ func TestMCPRestrictedCallWaitsForApproval(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		params := &mcp.CallToolParams{Name: "download_pdf", Arguments: map[string]any{"url": "http://127.0.0.1:1/a.pdf"}}
-		params.SetProgressToken("pdf-1")
+		params := &mcp.CallToolParams{Name: "download_pdf", Arguments: map[string]any{"url": "http://127.0.0.1:1/" + file}}
+		params.SetProgressToken("pdf-" + file)
 		res, err := cs.CallTool(ctx, params)
 		done <- outcome{res, err}
 	}()
@@ -326,7 +370,7 @@ func TestMCPRestrictedCallWaitsForApproval(t *testing.T) {
 	default:
 	}
 
-	req, err := http.NewRequest("POST", m.URL+"/api/approvals/"+pending.ID+"/approve", strings.NewReader(`{"reason":"fine"}`))
+	req, err := http.NewRequest("POST", m.URL+"/api/approvals/"+pending.ID+"/"+verb, strings.NewReader(`{"reason":"fine"}`))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+approverSecret)
@@ -343,12 +387,16 @@ func TestMCPRestrictedCallWaitsForApproval(t *testing.T) {
 		t.Fatal("no outcome after the approval")
 	}
 	require.NoError(t, o.err)
-	require.False(t, o.res.IsError, text(o.res))
-	require.Contains(t, text(o.res), "downloaded http://127.0.0.1:1/a.pdf")
+	require.Equal(t, isError, o.res.IsError, text(o.res))
+	require.Contains(t, text(o.res), contains)
+	require.Equal(t, layer, o.res.Meta["aetherium/layer"])
 	row := m.audit(t, o.res)
-	require.Equal(t, "allowed", row.Decision)
-	require.Equal(t, "approver", row.ApprovedBy)
+	require.Equal(t, decision, row.Decision)
+	require.Equal(t, layer, row.DenyLayer)
 	require.Equal(t, "restricted", row.Tier)
+	if !isError {
+		require.Equal(t, "approver", row.ApprovedBy)
+	}
 
 	var attempts int
 	require.NoError(t, m.Store.Pool.QueryRow(context.Background(), `SELECT attempts FROM mcp_calls WHERE id = $1`, o.res.Meta["aetherium/call_id"]).Scan(&attempts))
@@ -356,4 +404,38 @@ func TestMCPRestrictedCallWaitsForApproval(t *testing.T) {
 	raw, err = json.Marshal(p.all())
 	require.NoError(t, err)
 	t.Logf("progress: %s", raw)
+}
+
+// asynq delivers at least once: a task of a finished call delivered again (a
+// late duplicate, a resume racing the first run) finds the call done and does
+// not run the tool a second time.
+func TestMCPRedeliveredCallRunsOnce(t *testing.T) {
+	t.Parallel()
+	m := setup(t)
+	cs, err := m.connect(t, aliceSecret, nil)
+	require.NoError(t, err)
+	res := m.call(t, cs, "todo", map[string]any{"action": "write", "items": []string{"once"}})
+	require.False(t, res.IsError, text(res))
+	callID := res.Meta["aetherium/call_id"].(string)
+	require.Equal(t, 1, m.dispatched.of(callID))
+
+	ctx := context.Background()
+	for _, key := range []string{"start", "redelivery-1", "redelivery-2"} {
+		require.NoError(t, m.Queue.MCPCall(ctx, callID, key))
+	}
+	insp := m.Inspector()
+	for _, key := range []string{"redelivery-1", "redelivery-2"} {
+		require.Eventually(t, func() bool {
+			info, err := insp.GetTaskInfo(queue.QueueWorkers, queue.MCPCallTaskID(callID, key))
+			return err == nil && info.State == asynq.TaskStateCompleted
+		}, 10*time.Second, 20*time.Millisecond, "the duplicate %s was delivered and handled", key)
+	}
+	require.Equal(t, 1, m.dispatched.of(callID), "the tool ran once")
+	c, err := m.Store.GetMCPCall(ctx, callID)
+	require.NoError(t, err)
+	require.Equal(t, store.MCPCallDone, c.Status)
+	require.Equal(t, 1, c.Attempts)
+	var rows int
+	require.NoError(t, m.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM tool_audit WHERE call_key = $1`, "m:"+callID+":"+callID).Scan(&rows))
+	require.Equal(t, 1, rows)
 }
