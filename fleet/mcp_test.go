@@ -2,7 +2,6 @@ package fleet_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -68,7 +67,7 @@ func (d *dispatches) of(id string) int {
 
 // setup starts a fleet serving the ide profile (project mcp-proj, a rule that
 // refuses secrets/, the Restricted download_pdf stood in) with the three tokens.
-func setup(t *testing.T) mcpFleet {
+func setup(t *testing.T, configure ...func(*config.Config)) mcpFleet {
 	t.Helper()
 	rules := filepath.Join(t.TempDir(), "permissions.yaml")
 	require.NoError(t, os.WriteFile(rules, []byte(`
@@ -91,6 +90,9 @@ rules:
 				Project: mcpProject,
 			}}
 			c.MCP.ProgressEvery = 100 * time.Millisecond
+			for _, f := range configure {
+				f(c)
+			}
 		},
 		Fleet: fleet.Options{ExtraTools: withStandInPDF, Middleware: []tools.Middleware{d.middleware}},
 	})
@@ -308,6 +310,14 @@ func TestMCPCallsPassTheGate(t *testing.T) {
 		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "run_shell", Arguments: map[string]any{"command": "id"}})
 		require.ErrorContains(t, err, "run_shell")
 	})
+	t.Run("a cancelled MCP run is followed by a new one", func(t *testing.T) {
+		code, raw := m.post(t, aliceSecret, "/api/runs/"+run.ID+"/cancel", "")
+		require.Equal(t, http.StatusOK, code, "the owner cancels its MCP run like any run: %s", raw)
+		res := m.call(t, cs, "read_file", map[string]any{"path": "notes/hello.txt"})
+		require.False(t, res.IsError, text(res))
+		require.NotEqual(t, run.ID, res.Meta["aetherium/run_id"])
+		require.Contains(t, text(res), "hi from mcp", "the project's workspace outlives the run")
+	})
 }
 
 func TestMCPRestrictedCallWaitsForApproval(t *testing.T) {
@@ -328,8 +338,16 @@ func TestMCPRestrictedCallWaitsForApproval(t *testing.T) {
 	}
 }
 
+// A Restricted call nobody decides is refused when its approval window closes;
+// the client waited for it, with progress, until then.
+func TestMCPRestrictedCallTimesOut(t *testing.T) {
+	t.Parallel()
+	m := setup(t, func(c *config.Config) { c.Security.ApprovalWindow = 1500 * time.Millisecond })
+	m.restricted(t, "", "c.pdf", true, "timed_out", "approval", "timed_out: no human decision within the approval window")
+}
+
 // restricted calls download_pdf and decides its approval through the API (as
-// the approver token) while the client waits.
+// the approver token; verb "" leaves it to time out) while the client waits.
 func (m mcpFleet) restricted(t *testing.T, verb, file string, isError bool, decision, layer, contains string) {
 	var p progress
 	cs, err := m.connect(t, aliceSecret, &p)
@@ -369,16 +387,17 @@ func (m mcpFleet) restricted(t *testing.T, verb, file string, isError bool, deci
 		t.Fatalf("the call returned before its approval: %+v %v", o.res, o.err)
 	default:
 	}
-
-	req, err := http.NewRequest("POST", m.URL+"/api/approvals/"+pending.ID+"/"+verb, strings.NewReader(`{"reason":"fine"}`))
+	// No worker waits with it: the call is parked in PostgreSQL.
+	parked, err := m.Store.GetMCPCall(context.Background(), strings.TrimPrefix(pending.SessionID, "m:"))
 	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+approverSecret)
-	resp, err := http.DefaultClient.Do(req)
+	require.Equal(t, store.MCPCallWaiting, parked.Status)
+	require.Equal(t, pending.ID, parked.ApprovalID)
+	q, err := m.Inspector().GetQueueInfo(queue.QueueWorkers)
 	require.NoError(t, err)
-	raw, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode, string(raw))
+	require.Zero(t, q.Active, "no worker is blocked on the approval")
+	if verb != "" {
+		m.decide(t, pending.ID, verb)
+	}
 
 	var o outcome
 	select {
@@ -400,10 +419,30 @@ func (m mcpFleet) restricted(t *testing.T, verb, file string, isError bool, deci
 
 	var attempts int
 	require.NoError(t, m.Store.Pool.QueryRow(context.Background(), `SELECT attempts FROM mcp_calls WHERE id = $1`, o.res.Meta["aetherium/call_id"]).Scan(&attempts))
-	require.Equal(t, 2, attempts, "one delivery parked the call, the approval's resume ran it")
-	raw, err = json.Marshal(p.all())
+	require.Equal(t, 2, attempts, "one delivery parked the call, the decision's resume ran it")
+	got := p.all()
+	t.Logf("%d progress notifications, the first: %q", len(got), got[0])
+}
+
+// decide approves or denies an approval through the API as the approver.
+func (m mcpFleet) decide(t *testing.T, id, verb string) {
+	t.Helper()
+	code, raw := m.post(t, approverSecret, "/api/approvals/"+id+"/"+verb, `{"reason":"fine"}`)
+	require.Equal(t, http.StatusOK, code, string(raw))
+}
+
+// post sends an API request with a bearer token.
+func (m mcpFleet) post(t *testing.T, secret, path, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest("POST", m.URL+path, strings.NewReader(body))
 	require.NoError(t, err)
-	t.Logf("progress: %s", raw)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+secret)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	raw, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode, raw
 }
 
 // asynq delivers at least once: a task of a finished call delivered again (a
