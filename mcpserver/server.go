@@ -132,7 +132,7 @@ func team(name string, p Profile) templates.Template {
 	node.Name, node.Prompt, node.Model = name, "", nil
 	return templates.Template{
 		Name: store.MCPTemplatePrefix + name, Description: p.Description, Workers: []templates.Node{node},
-		AllowedDomains: p.AllowedDomains, Egress: p.Egress, ToolDefaults: p.ToolDefaults, EgressPorts: nil,
+		AllowedDomains: p.AllowedDomains, Egress: p.Egress, ToolDefaults: p.ToolDefaults,
 	}
 }
 

@@ -148,6 +148,16 @@ func (s *Store) ClaimMCPCall(ctx context.Context, id, token string, stale time.D
 	return c, true, nil
 }
 
+// RenewMCPCall keeps a claim fresh while its tool runs, so a long call is not
+// taken for a dead worker's; false: the claim was lost.
+func (s *Store) RenewMCPCall(ctx context.Context, id, token string) (bool, error) {
+	tag, err := s.db.Exec(ctx, `UPDATE mcp_calls SET claimed_at = now() WHERE id = $1 AND claim = $2 AND status = 'running'`, id, token)
+	if err != nil {
+		return false, fmt.Errorf("renew mcp call %s: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
 // ReleaseMCPCall hands a claimed call back: to waiting (its approval is
 // pending; the decision's resume claims it again) or to queued (the delivery
 // failed before an outcome and its task retries). false: the claim was lost.

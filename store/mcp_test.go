@@ -117,6 +117,11 @@ func TestMCPCallTransitions(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok, "a stale claim is taken over")
 	require.Equal(t, 3, c.Attempts)
+	for token, want := range map[string]bool{"t3": false, "t4": true} {
+		renewed, err := st.RenewMCPCall(ctx, call.ID, token)
+		require.NoError(t, err)
+		require.Equal(t, want, renewed, "only the holder renews (%s)", token)
+	}
 
 	row := store.AuditRow{CallKey: "m:" + call.ID + ":" + call.ID, At: time.Now(), RunID: run.ID, Team: "mcp:ide", Agent: "alice",
 		Role: "mcp", Tool: "read_file", Tier: "standard", Allowed: true, Decision: "allowed", Summary: `{"path":"a"}`}

@@ -99,7 +99,9 @@ func (m *mcpCall) run(ctx context.Context) error {
 		Coordinator: mcpCoordinator{w: w, runID: run.ID, agent: call.Principal},
 	}
 	tctx := logctx.Tool(tools.WithSession(ctx, tsess), call.Tool)
+	stopRenew := m.keepClaim(ctx)
 	res, err := w.router.Dispatch(tctx, tools.Call{ID: call.ID, Name: call.Tool, Args: json.RawMessage(call.Args)})
+	stopRenew()
 	switch {
 	case ctx.Err() != nil:
 		return m.requeue(ctx, ctx.Err())
@@ -123,6 +125,29 @@ func (m *mcpCall) run(ctx context.Context) error {
 		}
 	}
 	return m.finish(ctx, run, out, res.Audit)
+}
+
+// keepClaim renews the claim while the tool runs (a render or a test suite
+// outlasts worker.step_lease), until the returned stop is called.
+func (m *mcpCall) keepClaim(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(m.w.cfg.StepLease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if ok, err := m.w.store.RenewMCPCall(ctx, m.call.ID, m.token); (err != nil || !ok) && ctx.Err() == nil {
+					m.w.log.WarnContext(ctx, "mcp call: claim not renewed", "call", m.call.ID, "lost", !ok, "err", err)
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // finish records the outcome with its audit row, then the call's event.

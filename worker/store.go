@@ -27,6 +27,7 @@ type Store interface {
 
 	// An outside MCP client's calls (mcp.go).
 	ClaimMCPCall(ctx context.Context, id, token string, stale time.Duration) (store.MCPCall, bool, error)
+	RenewMCPCall(ctx context.Context, id, token string) (bool, error)
 	ReleaseMCPCall(ctx context.Context, id, token, status, approvalID string) (bool, error)
 	FinishMCPCall(ctx context.Context, id, token string, out store.MCPCall, audit *store.AuditRow) (bool, error)
 
