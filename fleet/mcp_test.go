@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/mcpserver"
 	"github.com/aetherium-engine/aetherium/queue"
+	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -477,4 +479,45 @@ func TestMCPRedeliveredCallRunsOnce(t *testing.T) {
 	var rows int
 	require.NoError(t, m.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM tool_audit WHERE call_key = $1`, "m:"+callID+":"+callID).Scan(&rows))
 	require.Equal(t, 1, rows)
+}
+
+// The MCP listener is one of the fleet's own endpoints: an agent that reached
+// it would call tools outside its own catalog, so the egress layer refuses it.
+func TestAgentsCannotReachTheMCPServer(t *testing.T) {
+	t.Parallel()
+	m := setup(t)
+	mcpAddr := strings.TrimPrefix(m.MCPURL, "http://")
+	script := []map[string]any{
+		call("http_request", map[string]any{"method": "POST", "url": m.endpoint, "body": `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`}),
+		call("http_request", map[string]any{"method": "GET", "url": "http://localhost:" + portOf(t, mcpAddr) + "/mcp/ide"}),
+		{"say": "done trying"},
+	}
+	tm := team(script, nil)
+	tm["workers"] = []map[string]any{{"name": "writer", "prompt": "w", "mcp_servers": []string{"research"}}}
+	raw, err := json.Marshal(map[string]any{"team": tm, "prompt": "reach the MCP server"})
+	require.NoError(t, err)
+	code, body := m.post(t, aliceSecret, "/api/orchestrator/run", string(raw))
+	require.Equal(t, http.StatusAccepted, code, string(body))
+	var sub struct {
+		RunID string `json:"run_id"`
+	}
+	require.NoError(t, json.Unmarshal(body, &sub))
+	require.Eventually(t, func() bool {
+		r, err := m.Store.GetRun(context.Background(), sub.RunID)
+		return err == nil && store.Terminal(r.Status)
+	}, 60*time.Second, 50*time.Millisecond)
+
+	m.Audit.Flush()
+	rows, err := m.Store.RunAudit(context.Background(), sub.RunID, 100)
+	require.NoError(t, err)
+	var refused int
+	for _, r := range rows {
+		if r.Tool == "http_request" {
+			require.Equal(t, "denied", r.Decision, "%+v", r)
+			require.Equal(t, "egress", r.DenyLayer)
+			require.Contains(t, r.DenyReason, security.EndpointMCP)
+			refused++
+		}
+	}
+	require.Equal(t, 2, refused)
 }

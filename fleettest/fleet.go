@@ -159,6 +159,7 @@ func (f *Fleet) startMCP(addr string) string {
 		f.t.Fatalf("mcp listen: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	f.RegisterEndpoint(ctx, security.EndpointMCP, ln.Addr().String())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = msrv.Serve(ctx, ln, time.Second) }()
 	f.t.Cleanup(func() { cancel(); <-done })
