@@ -2,6 +2,8 @@ package fleet_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -38,7 +40,7 @@ const (
 )
 
 // mcpCatalog is the ide profile's catalog: exactly its tools list.
-var mcpCatalog = []string{"download_pdf", "list_files", "read_file", "todo", "write_file"}
+var mcpCatalog = []string{"download_pdf", "edit_file", "list_files", "read_file", "todo", "write_file"}
 
 type mcpFleet struct {
 	*fleettest.Fleet
@@ -520,4 +522,42 @@ func TestAgentsCannotReachTheMCPServer(t *testing.T) {
 		}
 	}
 	require.Equal(t, 2, refused)
+}
+
+// A worker that died while running a non-idempotent call leaves its claim to go
+// stale; the next delivery takes the call over and the call's intent reports
+// "outcome unknown" instead of running the edit a second time.
+func TestMCPCallOfADeadWorkerIsNotRepeated(t *testing.T) {
+	t.Parallel()
+	m := setup(t)
+	cs, err := m.connect(t, aliceSecret, nil)
+	require.NoError(t, err)
+	wrote := m.call(t, cs, "write_file", map[string]any{"path": "count.txt", "content": "1"})
+	require.False(t, wrote.IsError, text(wrote))
+	runID := wrote.Meta["aetherium/run_id"].(string)
+
+	ctx := context.Background()
+	const id = "mcp_deadworker0001"
+	args := `{"path":"count.txt","search":"1","replace":"11"}`
+	require.NoError(t, m.Store.CreateMCPCall(ctx, store.MCPCall{ID: id, RunID: runID, Profile: "ide", Principal: "alice", Tool: "edit_file", Args: args}))
+	// What the dead delivery left: its claim, and the intent it recorded before the edit.
+	_, err = m.Store.Pool.Exec(ctx, `UPDATE mcp_calls SET status = 'running', claim = 'dead', claimed_at = now() - interval '1 hour', attempts = 1 WHERE id = $1`, id)
+	require.NoError(t, err)
+	sum := sha256.Sum256([]byte(args))
+	_, err = m.Store.BeginIntent(ctx, "m:"+id+":"+id, runID, "edit_file", hex.EncodeToString(sum[:]))
+	require.NoError(t, err)
+
+	require.NoError(t, m.Queue.MCPCall(ctx, id, "start"))
+	var c store.MCPCall
+	require.Eventually(t, func() bool {
+		c, err = m.Store.GetMCPCall(ctx, id)
+		return err == nil && c.Status == store.MCPCallDone
+	}, 30*time.Second, 20*time.Millisecond)
+	require.True(t, c.IsError)
+	require.Equal(t, "unknown", c.Decision)
+	require.Contains(t, c.Result, "it was not run again")
+	require.Equal(t, 2, c.Attempts, "the stale claim was taken over once")
+	onDisk, err := os.ReadFile(filepath.Join(m.Workspaces.Dir("project-"+mcpProject), "count.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "1", string(onDisk), "the edit did not run twice")
 }
