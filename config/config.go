@@ -30,6 +30,7 @@ import (
 	"github.com/aetherium-engine/aetherium/llm/anthropic"
 	"github.com/aetherium-engine/aetherium/llm/openai"
 	"github.com/aetherium-engine/aetherium/mailbox"
+	"github.com/aetherium-engine/aetherium/mcpserver"
 	"github.com/aetherium-engine/aetherium/memory"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/scheduler"
@@ -106,6 +107,18 @@ type Config struct {
 	// recency_weight, entry_chars, candidates; see package memory. Zero values
 	// take its defaults.
 	Memory memory.Config `yaml:"memory"`
+	// MCP is the MCP server's profiles and waits (profiles, call_timeout, poll,
+	// progress_every, session_timeout); its address is api.mcp_addr. See package
+	// mcpserver and docs/mcp.md. Default: no profiles, no listener.
+	MCP mcpserver.Config `yaml:"mcp"`
+}
+
+// MCPConfig is the MCP server's configuration with its address (api.mcp_addr)
+// and defaults filled in.
+func (c Config) MCPConfig() mcpserver.Config {
+	m := c.MCP
+	m.Addr = c.API.MCPAddr
+	return m.WithDefaults()
 }
 
 // Streams configures the Redis-stream parts: agent mailboxes and GPU leases.
@@ -141,6 +154,10 @@ type API struct {
 	api.Config `yaml:",inline"`
 	// Webhooks receive every run event, signed with HMAC-SHA256. Default none.
 	Webhooks []webhook.Hook `yaml:"webhooks"`
+	// MCPAddr is the MCP server's own listener (/mcp, package mcpserver). Env
+	// AETHERIUM_MCP_ADDR. Default mcpserver.DefaultAddr; "" or "off" disables it,
+	// and it only starts when mcp.profiles names a profile.
+	MCPAddr string `yaml:"mcp_addr"`
 }
 
 // LLM holds provider endpoints and credentials; templates pick provider and model.
@@ -163,7 +180,7 @@ func Default() Config {
 		Workspaces:      "data/workspaces",
 		WorkspaceLimits: wsquota.Defaults(),
 		Templates:       "templates",
-		API:             API{Config: api.Config{}.WithDefaults()},
+		API:             API{Config: api.Config{}.WithDefaults(), MCPAddr: mcpserver.DefaultAddr},
 		Worker:          worker.Defaults(),
 		Security:        security.Config{}.WithDefaults(),
 		Scheduler:       scheduler.Defaults(),
@@ -212,6 +229,7 @@ func applyEnv(c *Config, env func(string) (string, bool)) error {
 		"AETHERIUM_TEMPLATES":              &c.Templates,
 		"AETHERIUM_PERMISSIONS":            &c.Security.PermissionsFile,
 		"AETHERIUM_API_ADDR":               &c.API.Addr,
+		"AETHERIUM_MCP_ADDR":               &c.API.MCPAddr,
 		"AETHERIUM_PROMETHEUS_URL":         &c.API.PrometheusURL,
 		"AETHERIUM_WORKER_METRICS_ADDR":    &c.Worker.MetricsAddr,
 		"AETHERIUM_SCHEDULER_METRICS_ADDR": &c.Scheduler.MetricsAddr,
@@ -322,5 +340,8 @@ func (c Config) Validate() error {
 	add(c.ComfyUI.WithDefaults().Validate())
 	add(c.Knowledge.Validate())
 	add(c.Memory.Validate())
+	mcp := c.MCP // validated as written: WithDefaults would hide a negative wait
+	mcp.Addr = c.API.MCPAddr
+	add(mcp.Validate())
 	return errors.Join(errs...)
 }

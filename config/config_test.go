@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/config"
+	"github.com/aetherium-engine/aetherium/mcpserver"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/wsquota"
 )
@@ -261,6 +262,15 @@ func TestLoadFromErrors(t *testing.T) {
 		{name: "bad database url", env: map[string]string{"AETHERIUM_DATABASE_URL": "mysql://db/x"}, want: []string{"database_url (AETHERIUM_DATABASE_URL)"}},
 		{name: "bad api addr in env", env: map[string]string{"AETHERIUM_API_ADDR": "8080"}, want: []string{"api.addr (AETHERIUM_API_ADDR)", `"8080"`}},
 		{name: "bad api addr in file", file: "api:\n  addr: localhost\n", want: []string{"api.addr"}},
+		{name: "bad mcp addr", file: "api:\n  mcp_addr: nope\n", want: []string{"api.mcp_addr (AETHERIUM_MCP_ADDR)", `"nope"`}},
+		{name: "mcp profile with an agent's tool", file: "mcp:\n  profiles:\n    ide:\n      tools: [write_file, delegate]\n", want: []string{"mcp.profiles.ide.tools", "delegate is a team agent's tool"}},
+		{name: "mcp profile with an unknown tool", file: "mcp:\n  profiles:\n    ide:\n      tools: [rm_rf]\n", want: []string{"mcp.profiles.ide.tools", `unknown tool "rm_rf"`}},
+		{name: "mcp profile with the team group", file: "mcp:\n  profiles:\n    ide:\n      mcp_servers: [team]\n", want: []string{"mcp.profiles.ide.mcp_servers"}},
+		{name: "empty mcp profile", file: "mcp:\n  profiles:\n    ide: {}\n", want: []string{"mcp.profiles.ide", "catalog would be empty"}},
+		{name: "mcp profile with a bad name", file: "mcp:\n  profiles:\n    IDE/x:\n      tools: [read_file]\n", want: []string{"mcp.profiles.IDE/x", "profile name"}},
+		{name: "mcp profile with an unknown role", file: "mcp:\n  profiles:\n    ide:\n      tools: [read_file]\n      call_role: god\n", want: []string{"mcp.profiles.ide.call_role", `"god"`}},
+		{name: "unknown mcp profile key", file: "mcp:\n  profiles:\n    ide:\n      tolls: [read_file]\n", want: []string{"tolls", "not found"}},
+		{name: "negative mcp wait", file: "mcp:\n  poll: -1s\n", want: []string{"mcp.poll"}},
 		{name: "non-integer concurrency", env: map[string]string{"AETHERIUM_WORKER_CONCURRENCY": "lots"}, want: []string{"AETHERIUM_WORKER_CONCURRENCY", `"lots"`, "not an integer"}},
 		{name: "non-integer body limit", env: map[string]string{"AETHERIUM_API_BODY_LIMIT": "1MB"}, want: []string{"AETHERIUM_API_BODY_LIMIT", "not an integer"}},
 		{name: "zero body limit in file", file: "api:\n  body_limit: 0\n", want: []string{"api.body_limit (AETHERIUM_API_BODY_LIMIT)", "must be positive"}},
@@ -407,5 +417,35 @@ func TestKnowledgeSection(t *testing.T) {
 	} {
 		_, err := config.LoadFrom(writeFile(t, body), envOf(nil))
 		require.ErrorContains(t, err, key, body)
+	}
+}
+
+func TestLoadMCPProfiles(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, file string
+		env        map[string]string
+		addr       string
+		enabled    bool
+	}{
+		{name: "defaults: no profile, no listener", file: "", addr: mcpserver.DefaultAddr},
+		{name: "a profile on the default address", file: "mcp:\n  profiles:\n    ide:\n      mcp_servers: [workspace]\n      tools: [read_file]\n      project: site\n      allowed_domains: [example.com]\n", addr: mcpserver.DefaultAddr, enabled: true},
+		{name: "off", file: "api:\n  mcp_addr: \"off\"\nmcp:\n  profiles:\n    ide:\n      tools: [read_file]\n", addr: mcpserver.Off},
+		{name: "env address", file: "mcp:\n  profiles:\n    ide:\n      tools: [read_file]\n", env: map[string]string{"AETHERIUM_MCP_ADDR": "127.0.0.1:9999"}, addr: "127.0.0.1:9999", enabled: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := config.LoadFrom(writeFile(t, c.file), envOf(c.env))
+			require.NoError(t, err)
+			m := cfg.MCPConfig()
+			require.Equal(t, c.addr, m.Addr)
+			require.Equal(t, c.enabled, m.Enabled())
+			require.Equal(t, mcpserver.DefaultCallTimeout, m.CallTimeout)
+			if p, ok := m.Profiles["ide"]; ok {
+				require.Equal(t, "ide", p.Name)
+				require.Equal(t, mcpserver.DefaultCallRole, p.CallRole)
+				require.Equal(t, mcpserver.DefaultListRole, p.ListRole)
+			}
+		})
 	}
 }

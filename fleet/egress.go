@@ -119,6 +119,10 @@ func fleetEndpoints(cfg config.Config, opts Options) []security.Endpoint {
 		}
 	}
 	add(security.EndpointAPI, cfg.API.Addr)
+	if m := cfg.MCPConfig(); m.Enabled() {
+		// An agent reaching /mcp would call tools outside its own catalog.
+		add(security.EndpointMCP, m.Addr)
+	}
 	add(security.EndpointWorkerMetrics, cfg.Worker.MetricsAddr)
 	add(security.EndpointSchedulerMetrics, cfg.Scheduler.MetricsAddr)
 	if o, err := redis.ParseURL(cfg.RedisURL); err == nil {

@@ -461,8 +461,16 @@ func (f *Fleet) API() *api.Server {
 		CheckDisk: f.Workspaces.CheckFree, RemoveProject: f.removeProject, WorkspaceDir: f.Workspaces.Dir})
 }
 
-// RunAPI serves the API until ctx ends, then drains connections.
+// RunAPI serves the API until ctx ends, then drains connections; beside it, on
+// a listener of its own, the MCP server (RunMCP) when profiles are configured.
 func (f *Fleet) RunAPI(ctx context.Context) error {
+	if f.Registry == nil {
+		return errors.New("api: this process was not opened for the api role (fleet.OpenAPI)")
+	}
+	return RunAll(ctx, f.runAPI, f.RunMCP)
+}
+
+func (f *Fleet) runAPI(ctx context.Context) error {
 	if f.Registry == nil {
 		return errors.New("api: this process was not opened for the api role (fleet.OpenAPI)")
 	}

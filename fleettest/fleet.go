@@ -42,6 +42,9 @@ type Options struct {
 type Fleet struct {
 	*fleet.Fleet
 	URL string // API base URL
+	// MCPURL is the MCP listener's base URL (profiles at MCPURL+"/mcp/<name>"),
+	// empty when the config names no MCP profile.
+	MCPURL string
 	// API is the in-process API server.
 	API *api.Server
 	t   testing.TB
@@ -69,6 +72,7 @@ func Config(t testing.TB) config.Config {
 	})
 	cfg.Templates = RepoPath(t, "templates")
 	cfg.API.Addr = "127.0.0.1:0"
+	cfg.API.MCPAddr = "127.0.0.1:0"
 	cfg.Worker.TaskCheckInterval = 20 * time.Millisecond
 	cfg.Worker.ShutdownTimeout = 2 * time.Second
 	cfg.Worker.Concurrency = 8
@@ -136,10 +140,32 @@ func StartWith(t testing.TB, cfg config.Config, opts Options) *Fleet {
 	go func() { _ = srv.App.Listener(ln) }()
 	t.Cleanup(func() { _ = srv.App.ShutdownWithTimeout(2 * time.Second); _ = srv.Close() })
 	tf := &Fleet{Fleet: f, URL: "http://" + ln.Addr().String(), API: srv, t: t, client: Client(t, nil)}
+	if mcfg := cfg.MCPConfig(); mcfg.Enabled() {
+		tf.MCPURL = tf.startMCP(mcfg.Addr)
+	}
 	if !opts.NoWorker {
 		tf.StopWorker = tf.StartWorker()
 	}
 	return tf
+}
+
+// startMCP serves the fleet's MCP server on addr until the test ends.
+func (f *Fleet) startMCP(addr string) string {
+	f.t.Helper()
+	msrv, err := f.MCP()
+	if err != nil {
+		f.t.Fatalf("mcp server: %v", err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		f.t.Fatalf("mcp listen: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f.RegisterEndpoint(ctx, security.EndpointMCP, ln.Addr().String())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = msrv.Serve(ctx, ln, time.Second) }()
+	f.t.Cleanup(func() { cancel(); <-done })
+	return "http://" + ln.Addr().String()
 }
 
 // StartWorker starts one more worker server on the fleet's Redis; the returned func

@@ -111,10 +111,22 @@ func (e *Enqueuer) Resume(ctx context.Context, s SessionID, key string) error {
 	if err := s.Validate(); err != nil {
 		return fmt.Errorf("resume: %w", err)
 	}
+	if s.IsMCPCall() {
+		return e.MCPCall(ctx, s.MCPCall, key)
+	}
 	if s.IsSupervisor() {
 		return e.Supervise(ctx, s.Run, key)
 	}
 	return e.Turn(ctx, s.Delegation, key)
+}
+
+// MCPCall enqueues the execution of an outside MCP client's tool call (on the
+// workers queue, like an agent's turn); key is "start" or the cause of a resume
+// ("approval:<approval>"), so each cause runs the call's task once.
+func (e *Enqueuer) MCPCall(ctx context.Context, callID, key string) error {
+	_, err := e.enqueue(ctx, MCPCallTask(callID), options{queue: QueueWorkers, id: MCPCallTaskID(callID, key),
+		maxRetry: e.cfg.MaxRetry, retention: e.cfg.Retention, timeout: taskTimeout})
+	return err
 }
 
 // ExpireApproval schedules the expiry of an approval at at (on the supervisor

@@ -63,22 +63,27 @@ func ExampleNewEnqueuer() {
 
 // Session ids are typed; their stored form is parsed back, and a session resumes
 // with the task that steps it (Enqueuer.Resume): a supervisor session with a
-// supervise task, a delegation's session with a turn task.
+// supervise task, a delegation's session with a turn task, an MCP client's call
+// with an mcp:call task.
 func ExampleParseSessionID() {
-	for _, stored := range []string{"run-1:supervisor", "d:del_1", "sess-1"} {
+	for _, stored := range []string{"run-1:supervisor", "d:del_1", "m:mcp_1", "sess-1"} {
 		id, err := queue.ParseSessionID(stored)
 		if err != nil {
 			fmt.Println(err)
 			continue
 		}
-		if id.IsSupervisor() {
+		switch {
+		case id.IsMCPCall():
+			fmt.Printf("%s: MCP call %s, resumed by %s\n", id, id.MCPCall, queue.MCPCallTaskID(id.MCPCall, "approval:apr_1"))
+		case id.IsSupervisor():
 			fmt.Printf("%s: run %s's supervisor, resumed by %s\n", id, id.Run, queue.SuperviseTaskID(id.Run, "approval:apr_1"))
-		} else {
+		default:
 			fmt.Printf("%s: delegation %s, resumed by %s\n", id, id.Delegation, queue.TurnTaskID(id.Delegation, "approval:apr_1"))
 		}
 	}
 	// Output:
 	// run-1:supervisor: run run-1's supervisor, resumed by supervise:run-1:approval:apr_1
 	// d:del_1: delegation del_1, resumed by turn:del_1:approval:apr_1
-	// invalid session id "sess-1": want <run>:supervisor or d:<delegation>
+	// m:mcp_1: MCP call mcp_1, resumed by mcp-call:mcp_1:approval:apr_1
+	// invalid session id "sess-1": want <run>:supervisor, d:<delegation> or m:<mcp call>
 }

@@ -10,21 +10,25 @@ import (
 // SessionID.Validate.
 var ErrInvalidSessionID = errors.New("invalid session id")
 
-// SessionID names one agent session: a run's supervisor session (Run set) or the
-// session of the agent working on a delegation (Delegation set). Exactly one of the
-// two is set. A delegation's session does not name its run: delegation ids are
-// unique across runs.
+// SessionID names one agent session: a run's supervisor session (Run set), the
+// session of the agent working on a delegation (Delegation set), or one tool call
+// of an outside MCP client (MCPCall set: its approval resumes an mcp:call task, not
+// an agent). Exactly one of the three is set. A delegation's or MCP call's session
+// does not name its run: their ids are unique across runs.
 //
 // Its String form is stored in PostgreSQL (sessions.id, delegations.parent_session,
-// approvals.session_id) and never changes: "<run>:supervisor" and "d:<delegation>".
+// approvals.session_id) and never changes: "<run>:supervisor", "d:<delegation>" and
+// "m:<mcp call>".
 type SessionID struct {
 	Run        string
 	Delegation string
+	MCPCall    string
 }
 
 const (
 	supervisorSuffix = ":supervisor"
 	delegationPrefix = "d:"
+	mcpCallPrefix    = "m:"
 	// maxSessionPart bounds a run or delegation id (uuids and "del_" + 24 hex
 	// digits in practice).
 	maxSessionPart = 128
@@ -36,8 +40,14 @@ func SupervisorSession(runID string) SessionID { return SessionID{Run: runID} }
 // DelegationSession is the id of the session working on a delegation.
 func DelegationSession(delegationID string) SessionID { return SessionID{Delegation: delegationID} }
 
+// MCPCallSession is the id of the session of one MCP client's tool call.
+func MCPCallSession(callID string) SessionID { return SessionID{MCPCall: callID} }
+
 // IsSupervisor reports whether s is a run's supervisor session.
-func (s SessionID) IsSupervisor() bool { return s.Delegation == "" }
+func (s SessionID) IsSupervisor() bool { return s.Delegation == "" && s.MCPCall == "" }
+
+// IsMCPCall reports whether s is an MCP client's tool call.
+func (s SessionID) IsMCPCall() bool { return s.MCPCall != "" }
 
 // String is the stored form: "d:<delegation>" for a delegation's session, else
 // "<run>:supervisor". It formats whatever s holds; Validate tells whether the
@@ -45,6 +55,9 @@ func (s SessionID) IsSupervisor() bool { return s.Delegation == "" }
 func (s SessionID) String() string {
 	if s.Delegation != "" {
 		return delegationPrefix + s.Delegation
+	}
+	if s.MCPCall != "" {
+		return mcpCallPrefix + s.MCPCall
 	}
 	return s.Run + supervisorSuffix
 }
@@ -54,10 +67,18 @@ func (s SessionID) String() string {
 // or spaces; a run named "d" or a delegation named "supervisor" would read both
 // ways and is refused).
 func (s SessionID) Validate() error {
+	set := 0
+	for _, part := range []string{s.Run, s.Delegation, s.MCPCall} {
+		if part != "" {
+			set++
+		}
+	}
 	switch {
-	case s.Run != "" && s.Delegation != "":
+	case set > 1 && s.MCPCall == "":
 		return fmt.Errorf("%w: both run %q and delegation %q are set", ErrInvalidSessionID, s.Run, s.Delegation)
-	case s.Run == "" && s.Delegation == "":
+	case set > 1:
+		return fmt.Errorf("%w: MCP call %q is set with run %q or delegation %q", ErrInvalidSessionID, s.MCPCall, s.Run, s.Delegation)
+	case set == 0:
 		return fmt.Errorf("%w: neither a run nor a delegation is set", ErrInvalidSessionID)
 	}
 	p, err := ParseSessionID(s.String())
@@ -77,6 +98,15 @@ func (s SessionID) Validate() error {
 func ParseSessionID(s string) (SessionID, error) {
 	run, isSup := strings.CutSuffix(s, supervisorSuffix)
 	del, isDel := strings.CutPrefix(s, delegationPrefix)
+	if call, isMCP := strings.CutPrefix(s, mcpCallPrefix); isMCP && (!isSup || checkPart(run) != nil || checkPart(call) == nil) {
+		if isSup && checkPart(run) == nil {
+			return SessionID{}, fmt.Errorf("%w %q: reads as run %q's supervisor and as MCP call %q", ErrInvalidSessionID, truncate(s), run, call)
+		}
+		if err := checkPart(call); err != nil {
+			return SessionID{}, fmt.Errorf("%w %q: MCP call id %v", ErrInvalidSessionID, truncate(s), err)
+		}
+		return SessionID{MCPCall: call}, nil
+	}
 	runErr, delErr := checkPart(run), checkPart(del)
 	q := truncate(s)
 	switch {
@@ -91,7 +121,7 @@ func ParseSessionID(s string) (SessionID, error) {
 	case isDel:
 		return SessionID{}, fmt.Errorf("%w %q: delegation id %v", ErrInvalidSessionID, q, delErr)
 	}
-	return SessionID{}, fmt.Errorf("%w %q: want <run>:supervisor or d:<delegation>", ErrInvalidSessionID, q)
+	return SessionID{}, fmt.Errorf("%w %q: want <run>:supervisor, d:<delegation> or m:<mcp call>", ErrInvalidSessionID, q)
 }
 
 // ParseRunSession reads a session id stored with run runID (a delegation's parent

@@ -27,6 +27,10 @@ const (
 	// finish_image asked for (FinishImagePayload): enqueued by run:cleanup after
 	// it released the run's leases; it takes a lease of its own.
 	TypeFinishImage = "run:finish-image"
+	// TypeMCPCall executes one tool call of an outside MCP client through the
+	// gate (MCPCallPayload): enqueued by the MCP server, and again by the
+	// decision on its approval.
+	TypeMCPCall = "mcp:call"
 
 	// The periodic maintenance tasks (no payload), enqueued by the scheduler.
 	TypeRequeueQueued  = "maintenance:requeue-queued"
@@ -98,6 +102,16 @@ type FinishImagePayload struct {
 	RunID string `json:"run_id"`
 }
 
+// MCPCallPayload names the MCP call (its mcp_calls row) to execute.
+type MCPCallPayload struct {
+	CallID string `json:"call_id"`
+}
+
+// MCPCallTask is the execution of an MCP client's tool call.
+func MCPCallTask(callID string) *asynq.Task {
+	return newTask(TypeMCPCall, MCPCallPayload{CallID: callID})
+}
+
 // SuperviseTask is the supervisor step of run.
 func SuperviseTask(runID string) *asynq.Task {
 	return newTask(TypeSupervise, SupervisePayload{RunID: runID})
@@ -155,6 +169,9 @@ func SuperviseTaskID(runID, key string) string { return "supervise:" + runID + "
 
 // TurnTaskID is the id of a delegation's agent turn for key (as SuperviseTaskID).
 func TurnTaskID(delegationID, key string) string { return "turn:" + delegationID + ":" + key }
+
+// MCPCallTaskID is the id of an MCP call's task for key (as SuperviseTaskID).
+func MCPCallTaskID(callID, key string) string { return "mcp-call:" + callID + ":" + key }
 
 // ApprovalExpireTaskID is the id of an approval's expiry.
 func ApprovalExpireTaskID(approvalID string) string { return "approval-expire:" + approvalID }

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -282,15 +284,34 @@ func TestEgressClientRedirects(t *testing.T) {
 	})
 }
 
-// Not parallel: it sets proxy environment variables for the whole process.
+// proxyChildEnv marks the child process TestEgressClientIgnoresProxyEnv runs in.
+const proxyChildEnv = "AETHERIUM_TEST_PROXY_CHILD"
+
+// net/http reads the proxy environment once per process, and a dependency may
+// read it while the binary initializes (the MCP SDK's oauthex probes
+// http.DefaultTransport's proxy at init), so setting it inside this process
+// proves nothing: the check runs in a child test process whose environment
+// names the proxy from its start, and this one counts what reached the proxy.
 func TestEgressClientIgnoresProxyEnv(t *testing.T) {
-	proxy, proxied := countingServer(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "via proxy") })
-	target, direct := countingServer(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "direct") })
-	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"} {
-		t.Setenv(k, proxy.URL)
+	if os.Getenv(proxyChildEnv) != "" {
+		egressIgnoresProxyEnv(t)
+		return
 	}
-	t.Setenv("NO_PROXY", "")
-	t.Setenv("no_proxy", "")
+	t.Parallel()
+	proxy, proxied := countingServer(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "via proxy") })
+	cmd := exec.Command(os.Args[0], "-test.run=^TestEgressClientIgnoresProxyEnv$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), proxyChildEnv+"=1", "NO_PROXY=", "no_proxy=")
+	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"} {
+		cmd.Env = append(cmd.Env, k+"="+proxy.URL)
+	}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "--- PASS: TestEgressClientIgnoresProxyEnv", "the child ran the check: %s", out)
+	require.Zero(t, proxied.Load(), "nothing went through the proxy")
+}
+
+func egressIgnoresProxyEnv(t *testing.T) {
+	target, direct := countingServer(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "direct") })
 	// A name, not a loopback literal: Go never proxies loopback addresses, so only a
 	// name shows whether the environment is honoured.
 	dns := startDNS(t, map[string]string{"svc.fleet.test": "127.0.0.1"})
@@ -301,13 +322,12 @@ func TestEgressClientIgnoresProxyEnv(t *testing.T) {
 	// Sanity: the environment would route this request through the proxy.
 	pu, err := http.ProxyFromEnvironment(&http.Request{URL: mustParse(t, u)})
 	require.NoError(t, err)
-	require.NotNil(t, pu, "net/http caches the proxy environment on first use; nothing may use it before this test")
+	require.NotNil(t, pu, "the child's environment names a proxy")
 
 	body, err := get(t, eg.Client([]string{"svc.fleet.test"}), u)
 	require.NoError(t, err)
 	require.Equal(t, "direct", body)
 	require.EqualValues(t, 1, direct.Load())
-	require.Zero(t, proxied.Load())
 }
 
 func mustParse(t *testing.T, raw string) *url.URL {

@@ -44,6 +44,7 @@ const (
 // Reasons a refusal names, one per kind of fleet endpoint.
 const (
 	EndpointAPI              = "the fleet's own API"
+	EndpointMCP              = "the fleet's MCP server"
 	EndpointWorkerMetrics    = "a worker's metrics listener"
 	EndpointSchedulerMetrics = "the scheduler's metrics listener"
 	EndpointRedis            = "the fleet's Redis"

@@ -25,6 +25,12 @@ type Store interface {
 
 	InsertAudit(ctx context.Context, rows []store.AuditRow) error
 
+	// An outside MCP client's calls (mcp.go).
+	ClaimMCPCall(ctx context.Context, id, token string, stale time.Duration) (store.MCPCall, bool, error)
+	RenewMCPCall(ctx context.Context, id, token string) (bool, error)
+	ReleaseMCPCall(ctx context.Context, id, token, status, approvalID string) (bool, error)
+	FinishMCPCall(ctx context.Context, id, token string, out store.MCPCall, audit *store.AuditRow) (bool, error)
+
 	RecallMemory(ctx context.Context, project, agent, text string, limit int) ([]store.MemoryEntry, error)
 
 	// finish_image's post-run requests (postrun.go).

@@ -255,7 +255,8 @@ func consumerName() string {
 }
 
 // Mux returns the asynq handler of the worker's task types: the supervisor
-// step, the agent turn and the post-run upscale (run:finish-image).
+// step, the agent turn, the post-run upscale (run:finish-image) and an outside
+// MCP client's tool call (mcp:call).
 func (w *Worker) Mux() *asynq.ServeMux {
 	mux := asynq.NewServeMux()
 	if w.metrics != nil {
@@ -264,6 +265,7 @@ func (w *Worker) Mux() *asynq.ServeMux {
 	mux.HandleFunc(queue.TypeSupervise, w.handleSupervise)
 	mux.HandleFunc(queue.TypeTurn, w.handleTurn)
 	mux.HandleFunc(queue.TypeFinishImage, w.handleFinishImage)
+	mux.HandleFunc(queue.TypeMCPCall, w.handleMCPCall)
 	return mux
 }
 
@@ -276,6 +278,10 @@ func (w *Worker) errorHandler() asynq.ErrorHandler {
 		maxRetry, _ := asynq.GetMaxRetry(ctx)
 		if !isFailure(err) || retried < maxRetry {
 			w.log.WarnContext(ctx, "task failed, will retry", "type", t.Type(), "retried", retried, "err", err)
+			return
+		}
+		if t.Type() == queue.TypeMCPCall {
+			w.mcpGaveUp(context.WithoutCancel(ctx), t, retried+1, err)
 			return
 		}
 		if t.Type() == queue.TypeFinishImage {

@@ -1,0 +1,184 @@
+package mcpserver
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"sort"
+	"time"
+
+	"github.com/aetherium-engine/aetherium/api"
+	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/tools"
+)
+
+// Defaults of Config.
+const (
+	// DefaultAddr is where /mcp listens (api.mcp_addr): a listener of its own,
+	// beside the API's DefaultAddr.
+	DefaultAddr = "127.0.0.1:8081"
+	// DefaultCallTimeout bounds how long a call waits for its outcome beyond the
+	// approval window (a queued call, a slow tool).
+	DefaultCallTimeout = 2 * time.Minute
+	// DefaultPoll is how often a waiting call reads its row.
+	DefaultPoll = 100 * time.Millisecond
+	// DefaultProgressEvery is how often a call waiting for a human sends a
+	// progress notification.
+	DefaultProgressEvery = time.Second
+	// DefaultSessionTimeout closes an MCP session idle for this long.
+	DefaultSessionTimeout = 30 * time.Minute
+	// DefaultListRole may connect and list a profile's tools; DefaultCallRole may
+	// call them (the API's roles, docs/ownership.md).
+	DefaultListRole = api.RoleRead
+	DefaultCallRole = api.RoleSubmit
+)
+
+// Off is the api.mcp_addr value that disables the MCP listener (as does "").
+const Off = "off"
+
+// Config is the MCP server: the `mcp` section of aetherium.yaml, and its address
+// (api.mcp_addr). Zero fields take their defaults (WithDefaults).
+type Config struct {
+	// Addr is the listen address, the key api.mcp_addr (env AETHERIUM_MCP_ADDR).
+	// Default DefaultAddr; "" or "off" disables the listener, and so does a
+	// configuration without profiles (there is nothing to serve).
+	Addr string `yaml:"-"`
+	// Profiles are the catalogs served, by name: /mcp/<name> (and /mcp when there
+	// is exactly one).
+	Profiles map[string]Profile `yaml:"profiles"`
+	// CallTimeout is how long a call waits for its outcome on top of the approval
+	// window. Default DefaultCallTimeout.
+	CallTimeout time.Duration `yaml:"call_timeout"`
+	// Poll is how often a waiting call reads its outcome. Default DefaultPoll.
+	Poll time.Duration `yaml:"poll"`
+	// ProgressEvery is the interval of the progress notifications of a call
+	// waiting for approval. Default DefaultProgressEvery.
+	ProgressEvery time.Duration `yaml:"progress_every"`
+	// SessionTimeout closes idle MCP sessions. Default DefaultSessionTimeout.
+	SessionTimeout time.Duration `yaml:"session_timeout"`
+}
+
+// Profile is one served catalog: a team node (its mcp_servers and tools build
+// the catalog exactly as an agent's do) with the team-level settings its calls
+// run under.
+type Profile struct {
+	// Node is the profile's node: mcp_servers, tools (name is the profile's
+	// name; prompt and model are unused: no model runs).
+	templates.Node `yaml:",inline"`
+	// Description is shown to clients as the server's instructions.
+	Description string `yaml:"description"`
+	// AllowedDomains is the egress allowlist of the profile's outbound tools.
+	AllowedDomains []string `yaml:"allowed_domains"`
+	// Egress tightens the deployment's egress policy (private: deny).
+	Egress templates.Egress `yaml:"egress"`
+	// ToolDefaults are argument defaults merged under the client's arguments.
+	ToolDefaults map[string]map[string]any `yaml:"tool_defaults"`
+	// Project is the slug of the project whose workspace and knowledge the calls
+	// use; empty gives each principal's MCP run a workspace of its own.
+	Project string `yaml:"project"`
+	// ListRole may connect and list tools. Default DefaultListRole.
+	ListRole string `yaml:"list_role"`
+	// CallRole may call tools. Default DefaultCallRole.
+	CallRole string `yaml:"call_role"`
+	// Principals, when set, are the only token names that may use the profile.
+	Principals []string `yaml:"principals"`
+}
+
+// WithDefaults returns c with every zero field filled in.
+func (c Config) WithDefaults() Config {
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = DefaultCallTimeout
+	}
+	if c.Poll <= 0 {
+		c.Poll = DefaultPoll
+	}
+	if c.ProgressEvery <= 0 {
+		c.ProgressEvery = DefaultProgressEvery
+	}
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = DefaultSessionTimeout
+	}
+	profiles := make(map[string]Profile, len(c.Profiles))
+	for name, p := range c.Profiles {
+		if p.ListRole == "" {
+			p.ListRole = DefaultListRole
+		}
+		if p.CallRole == "" {
+			p.CallRole = DefaultCallRole
+		}
+		p.Name = name
+		profiles[name] = p
+	}
+	c.Profiles = profiles
+	return c
+}
+
+// Enabled reports whether the MCP listener runs.
+func (c Config) Enabled() bool { return c.Addr != "" && c.Addr != Off && len(c.Profiles) > 0 }
+
+var profileRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// agentOnly are the tools that only mean something to a team's agents: the
+// orchestration of a run and messages between teammates.
+var agentOnly = map[string]bool{"delegate": true, "reply": true, "spawn_subagents": true, "code_review": true, "send_message_to": true}
+
+// Validate reports every invalid field, naming its key.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Addr != "" && c.Addr != Off {
+		if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+			errs = append(errs, fmt.Errorf("api.mcp_addr (AETHERIUM_MCP_ADDR): want host:port, %q or empty, got %q", Off, c.Addr))
+		}
+	}
+	if c.CallTimeout < 0 || c.Poll < 0 || c.ProgressEvery < 0 || c.SessionTimeout < 0 {
+		errs = append(errs, errors.New("mcp.call_timeout, mcp.poll, mcp.progress_every, mcp.session_timeout: must not be negative"))
+	}
+	names := make([]string, 0, len(c.Profiles))
+	for name := range c.Profiles {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		p := c.Profiles[name]
+		key := "mcp.profiles." + name
+		if !profileRE.MatchString(name) {
+			errs = append(errs, fmt.Errorf("%s: a profile name is 1-64 of a-z 0-9 _ - (it is a URL path segment)", key))
+		}
+		if len(p.MCPServers) == 0 && len(p.Tools) == 0 {
+			errs = append(errs, fmt.Errorf("%s: names neither mcp_servers nor tools: its catalog would be empty", key))
+		}
+		for _, t := range p.Tools {
+			if agentOnly[t] {
+				errs = append(errs, fmt.Errorf("%s.tools: %s is a team agent's tool, not a client's", key, t))
+			} else if _, ok := tools.GroupOf(t); !ok {
+				errs = append(errs, fmt.Errorf("%s.tools: unknown tool %q", key, t))
+			}
+		}
+		for _, g := range p.MCPServers {
+			if g == "orchestration" || g == "team" {
+				errs = append(errs, fmt.Errorf("%s.mcp_servers: %s holds a team agent's tools, not a client's", key, g))
+			}
+		}
+		for _, r := range []struct{ k, v string }{{"list_role", p.ListRole}, {"call_role", p.CallRole}} {
+			switch r.v {
+			case "", api.RoleRead, api.RoleSubmit, api.RoleReadAll, api.RoleApprove, api.RoleAdmin:
+			default:
+				errs = append(errs, fmt.Errorf("%s.%s: unknown role %q", key, r.k, r.v))
+			}
+		}
+		if p.Egress.Private != "" && p.Egress.Private != "deny" && p.Egress.Private != "allow" {
+			errs = append(errs, fmt.Errorf("%s.egress.private: want deny or allow, got %q", key, p.Egress.Private))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CheckAuth refuses an MCP listener reachable beyond loopback without tokens,
+// the API's rule (api.Config.CheckAuth): every profile call can write files.
+func (c Config) CheckAuth(a api.Config) error {
+	if !c.Enabled() || len(a.Tokens) > 0 || a.InsecureNoAuth || api.IsLoopback(c.Addr) {
+		return nil
+	}
+	return fmt.Errorf("api.mcp_addr %s is not loopback and api.tokens is empty: configure bearer tokens, or pass --insecure-no-auth if an authenticating proxy guards it", c.Addr)
+}

@@ -1,0 +1,83 @@
+package mcpserver_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aetherium-engine/aetherium/api"
+	"github.com/aetherium-engine/aetherium/mcpserver"
+	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/tools"
+	"github.com/aetherium-engine/aetherium/tools/toolset"
+)
+
+func profile(tools ...string) mcpserver.Profile {
+	return mcpserver.Profile{Node: templates.Node{Tools: tools}}
+}
+
+func TestConfigEnabledAndCheckAuth(t *testing.T) {
+	t.Parallel()
+	one := map[string]mcpserver.Profile{"ide": profile("read_file")}
+	token := []api.Token{{Name: "a", SHA256: api.HashToken("s"), Roles: []string{api.RoleSubmit}}}
+	for _, c := range []struct {
+		name    string
+		cfg     mcpserver.Config
+		api     api.Config
+		enabled bool
+		authErr string
+	}{
+		{name: "no profiles", cfg: mcpserver.Config{Addr: mcpserver.DefaultAddr}},
+		{name: "off", cfg: mcpserver.Config{Addr: mcpserver.Off, Profiles: one}},
+		{name: "empty address", cfg: mcpserver.Config{Profiles: one}},
+		{name: "loopback without tokens", cfg: mcpserver.Config{Addr: "127.0.0.1:8081", Profiles: one}, enabled: true},
+		{name: "open without tokens", cfg: mcpserver.Config{Addr: "0.0.0.0:8081", Profiles: one}, enabled: true, authErr: "api.mcp_addr 0.0.0.0:8081 is not loopback"},
+		{name: "open with tokens", cfg: mcpserver.Config{Addr: "0.0.0.0:8081", Profiles: one}, api: api.Config{Tokens: token}, enabled: true},
+		{name: "open behind a proxy", cfg: mcpserver.Config{Addr: "0.0.0.0:8081", Profiles: one}, api: api.Config{InsecureNoAuth: true}, enabled: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, c.enabled, c.cfg.Enabled())
+			err := c.cfg.CheckAuth(c.api)
+			if c.authErr == "" {
+				require.NoError(t, err)
+			} else {
+				require.ErrorContains(t, err, c.authErr)
+			}
+		})
+	}
+}
+
+func TestNewRefusesProfilesTheCatalogCannotServe(t *testing.T) {
+	t.Parallel()
+	reg, err := toolset.New(toolset.Deps{})
+	require.NoError(t, err)
+	for _, c := range []struct {
+		name    string
+		p       mcpserver.Profile
+		wantErr string
+	}{
+		{name: "a group and a tool", p: mcpserver.Profile{Node: templates.Node{MCPServers: []string{"workspace"}, Tools: []string{"todo"}}}},
+		{name: "an agent's tool", p: profile("read_file", "reply"), wantErr: "mcp.profiles.ide.tools: reply is a team agent's tool"},
+		{name: "the orchestration group", p: mcpserver.Profile{Node: templates.Node{MCPServers: []string{"orchestration"}}}, wantErr: "mcp.profiles.ide.mcp_servers"},
+		{name: "an unknown tool", p: profile("format_disk"), wantErr: `unknown tool "format_disk"`},
+		{name: "nothing", p: mcpserver.Profile{}, wantErr: "catalog would be empty"},
+		{name: "a bad role", p: mcpserver.Profile{Node: templates.Node{Tools: []string{"read_file"}}, CallRole: "root"}, wantErr: `mcp.profiles.ide.call_role: unknown role "root"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := mcpserver.New(mcpserver.Config{Profiles: map[string]mcpserver.Profile{"ide": c.p}}, mcpserver.Deps{Registry: reg})
+			if c.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, c.wantErr)
+		})
+	}
+	t.Run("a tool this build does not register", func(t *testing.T) {
+		t.Parallel()
+		small := tools.NewRegistry()
+		_, err := mcpserver.New(mcpserver.Config{Profiles: map[string]mcpserver.Profile{"ide": profile("read_file")}}, mcpserver.Deps{Registry: small})
+		require.ErrorContains(t, err, "mcp.profiles.ide.tools: read_file is not registered")
+	})
+}

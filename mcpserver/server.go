@@ -1,0 +1,368 @@
+// Package mcpserver serves the gated tool catalog to outside MCP clients (an
+// IDE, a desktop assistant) over streamable HTTP at /mcp, with the official
+// MCP Go SDK. It is part of the api role and builds no gate, sandbox or tool:
+// a profile (a team node) gives the catalog it lists, and every call is
+// recorded (mcp_calls), queued as an mcp:call task and executed by a worker
+// through the same gate, approvals, intents and audit as an agent's call, in
+// the run that represents the client (template "mcp:<profile>", one live run
+// per principal and profile, owned by the principal). The handler waits for the
+// outcome, with progress notifications while a Restricted call waits for a
+// human. It is served by net/http on a listener of its own: Fiber's net/http
+// adaptor buffers a response until the handler returns, which would hold the
+// notifications back.
+package mcpserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/aetherium-engine/aetherium/api"
+	"github.com/aetherium-engine/aetherium/queue"
+	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/tools"
+)
+
+// Deps are the server's collaborators.
+type Deps struct {
+	Store *store.Store
+	Queue *queue.Enqueuer
+	// Registry is the catalog (the api role's: it lists and checks, never runs).
+	Registry *tools.Registry
+	// Tokens are the API's bearer tokens (api.tokens): the same principals and roles.
+	Tokens []api.Token
+	// ApprovalWindow is security.approval_window: how long a Restricted call may
+	// wait for a human (its wait is that plus Config.CallTimeout).
+	ApprovalWindow time.Duration
+	Log            *slog.Logger
+}
+
+// Server is the MCP endpoint.
+type Server struct {
+	cfg     Config
+	d       Deps
+	tokens  []token
+	servers map[string]*mcp.Server
+	teams   map[string]json.RawMessage
+	handler http.Handler
+}
+
+type token struct {
+	name  string
+	hash  []byte
+	roles map[string]bool
+}
+
+// New builds the server of cfg's profiles; a profile whose catalog does not
+// resolve against the registry is an error naming its key.
+func New(cfg Config, d Deps) (*Server, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	if d.ApprovalWindow <= 0 {
+		d.ApprovalWindow = 5 * time.Minute
+	}
+	s := &Server{cfg: cfg, d: d, servers: map[string]*mcp.Server{}, teams: map[string]json.RawMessage{}}
+	for _, t := range d.Tokens {
+		h, _ := hex.DecodeString(t.SHA256)
+		roles := map[string]bool{}
+		for _, r := range t.Roles {
+			roles[r] = true
+		}
+		s.tokens = append(s.tokens, token{t.Name, h, roles})
+	}
+	for name, p := range cfg.Profiles {
+		srv, team, err := s.buildProfile(name, p)
+		if err != nil {
+			return nil, err
+		}
+		s.servers[name], s.teams[name] = srv, team
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler is /mcp/<profile> (and /mcp for a single profile) behind the bearer
+// token check.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Serve serves ln until ctx ends, then drains connections within grace.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("mcp (api.mcp_addr=%s): %w", s.cfg.Addr, err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		// Streams of calls waiting for a human do not end by themselves.
+		_ = hs.Close()
+	}
+	return nil
+}
+
+// team is the run team of a profile: the profile's node as the one worker, the
+// team-level settings its calls run under. It is what the worker reads back.
+func team(name string, p Profile) templates.Template {
+	node := p.Node
+	node.Name, node.Prompt, node.Model = name, "", nil
+	return templates.Template{
+		Name: store.MCPTemplatePrefix + name, Description: p.Description, Workers: []templates.Node{node},
+		AllowedDomains: p.AllowedDomains, Egress: p.Egress, ToolDefaults: p.ToolDefaults,
+	}
+}
+
+func (s *Server) buildProfile(name string, p Profile) (*mcp.Server, json.RawMessage, error) {
+	key := "mcp.profiles." + name
+	access := s.d.Registry.Resolve(tools.Node{Role: "mcp", MCPServers: p.MCPServers, Tools: p.Tools})
+	for _, t := range p.Tools {
+		if !access.Allows(t) {
+			return nil, nil, fmt.Errorf("%s.tools: %s is not registered in this build", key, t)
+		}
+	}
+	if len(access.Tools) == 0 {
+		return nil, nil, fmt.Errorf("%s: its catalog is empty", key)
+	}
+	raw, err := json.Marshal(team(name, p))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", key, err)
+	}
+	instructions := p.Description
+	if instructions == "" {
+		instructions = "Aetherium fleet tools of profile " + name + ": every call passes the permission gate; Restricted calls wait for a human approval."
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "aetherium-" + name, Version: "1"}, &mcp.ServerOptions{
+		Instructions: instructions, Logger: s.d.Log.With("component", "mcp", "profile", name),
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+	})
+	for _, def := range s.d.Registry.Definitions(access) {
+		spec, _ := s.d.Registry.Spec(def.Name)
+		var schema map[string]any
+		if err := json.Unmarshal(def.Parameters, &schema); err != nil || schema["type"] != "object" {
+			return nil, nil, fmt.Errorf("%s: tool %s has no object schema", key, def.Name)
+		}
+		t := &mcp.Tool{Name: def.Name, Description: def.Description, InputSchema: schema,
+			Meta: mcp.Meta{"aetherium/tier": spec.Tier.String(), "aetherium/group": spec.Group}}
+		srv.AddTool(t, s.callTool(name, p, raw))
+	}
+	return srv, raw, nil
+}
+
+// routes are the profile paths behind the token check.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	names := make([]string, 0, len(s.servers))
+	for name := range s.servers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		srv, p := s.servers[name], s.cfg.Profiles[name]
+		h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+			SessionTimeout: s.cfg.SessionTimeout, Logger: s.d.Log.With("component", "mcp", "profile", name),
+		})
+		guarded := s.authorize(p, h)
+		mux.Handle("/mcp/"+name, guarded)
+		if len(names) == 1 {
+			mux.Handle("/mcp", guarded)
+		}
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, fmt.Sprintf("no MCP profile at %s: serve /mcp/<profile>, one of %s", r.URL.Path, strings.Join(names, ", ")), http.StatusNotFound)
+	})
+	return mux
+}
+
+// authorize is the API's bearer check (api.tokens, admin holds every role): an
+// unknown or missing token is 401, a token without the profile's list role (or
+// not among its principals) 403. The SDK's middleware then carries the
+// principal to the tool handlers and binds each session to it, so another
+// token cannot ride a session it did not open.
+func (s *Server) authorize(p Profile, next http.Handler) http.Handler {
+	if len(s.tokens) == 0 {
+		return next // loopback only (CheckAuth): the one local principal
+	}
+	attach := auth.RequireBearerToken(func(_ context.Context, secret string, _ *http.Request) (*auth.TokenInfo, error) {
+		t, ok := s.lookup(secret)
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		roles := make([]string, 0, len(t.roles))
+		for r := range t.roles {
+			roles = append(roles, r)
+		}
+		sort.Strings(roles)
+		return &auth.TokenInfo{UserID: t.name, Scopes: roles}, nil
+	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || secret == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="aetherium"`)
+			http.Error(w, "missing bearer token", http.StatusUnauthorized)
+			return
+		}
+		t, ok := s.lookup(secret)
+		switch {
+		case !ok:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="aetherium", error="invalid_token"`)
+			http.Error(w, "invalid bearer token", http.StatusUnauthorized)
+			return
+		case !holds(t.roles, p.ListRole) && !holds(t.roles, p.CallRole):
+			http.Error(w, fmt.Sprintf("token %q lacks role %q for MCP profile %s", t.name, p.ListRole, p.Name), http.StatusForbidden)
+			return
+		case len(p.Principals) > 0 && !slices.Contains(p.Principals, t.name):
+			http.Error(w, fmt.Sprintf("token %q may not use MCP profile %s", t.name, p.Name), http.StatusForbidden)
+			return
+		}
+		attach.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) lookup(secret string) (token, bool) {
+	sum := sha256.Sum256([]byte(secret))
+	for _, t := range s.tokens {
+		if subtle.ConstantTimeCompare(sum[:], t.hash) == 1 {
+			return t, true
+		}
+	}
+	return token{}, false
+}
+
+// holds is the API's role rule: admin holds every role, read_all implies read.
+func holds(roles map[string]bool, want string) bool {
+	return roles[api.RoleAdmin] || roles[want] || (want == api.RoleRead && roles[api.RoleReadAll])
+}
+
+// caller is who makes a request: the token's principal and roles, or the local
+// principal holding every role when no tokens are configured.
+func (s *Server) caller(extra *mcp.RequestExtra) (string, map[string]bool, bool) {
+	if len(s.tokens) == 0 {
+		return store.LocalOwner, map[string]bool{api.RoleAdmin: true}, true
+	}
+	if extra == nil || extra.TokenInfo == nil || extra.TokenInfo.UserID == "" {
+		return "", nil, false
+	}
+	roles := map[string]bool{}
+	for _, r := range extra.TokenInfo.Scopes {
+		roles[r] = true
+	}
+	return extra.TokenInfo.UserID, roles, true
+}
+
+// callTool records the call, queues it for the workers and waits for its outcome.
+func (s *Server) callTool(profile string, p Profile, team json.RawMessage) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		principal, roles, ok := s.caller(req.Extra)
+		if !ok {
+			return nil, errors.New("no authenticated principal on this request")
+		}
+		if !holds(roles, p.CallRole) {
+			return refusal(fmt.Sprintf("forbidden: token %q lacks role %q to call tools of MCP profile %s", principal, p.CallRole, profile)), nil
+		}
+		run, err := s.d.Store.EnsureMCPRun(ctx, principal, profile, team, p.Project)
+		if errors.Is(err, store.ErrNoProject) {
+			return refusal(fmt.Sprintf("MCP profile %s names project %q, which does not exist", profile, p.Project)), nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("mcp run: %w", err)
+		}
+		args := string(req.Params.Arguments)
+		if strings.TrimSpace(args) == "" {
+			args = "{}"
+		}
+		call := store.MCPCall{ID: "mcp_" + strings.ReplaceAll(uuid.NewString(), "-", ""), RunID: run.ID, Profile: profile,
+			Principal: principal, Tool: req.Params.Name, Args: args}
+		if err := s.d.Store.CreateMCPCall(ctx, call); err != nil {
+			return nil, err
+		}
+		if err := s.d.Queue.MCPCall(ctx, call.ID, "start"); err != nil {
+			return nil, fmt.Errorf("queue mcp call %s: %w", call.ID, err)
+		}
+		return s.wait(ctx, req, call)
+	}
+}
+
+// wait polls the call's row until it is done. While its approval is pending it
+// sends a progress notification every ProgressEvery (when the client asked for
+// progress); the approval window bounds that wait, as the expiry denies the call.
+func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, call store.MCPCall) (*mcp.CallToolResult, error) {
+	deadline := time.Now().Add(s.d.ApprovalWindow + s.cfg.CallTimeout)
+	progressToken := req.Params.GetProgressToken()
+	poll := time.NewTicker(s.cfg.Poll)
+	defer poll.Stop()
+	var lastProgress time.Time
+	started := time.Now()
+	for {
+		cur, err := s.d.Store.GetMCPCall(ctx, call.ID)
+		if err != nil && ctx.Err() == nil {
+			return nil, err
+		}
+		if err == nil && cur.Status == store.MCPCallDone {
+			return result(cur), nil
+		}
+		if err == nil && cur.Status == store.MCPCallWaiting && progressToken != nil && time.Since(lastProgress) >= s.cfg.ProgressEvery {
+			lastProgress = time.Now()
+			msg := fmt.Sprintf("%s waits for a human approval (%s): approve or deny it at /api/approvals/%s", cur.Tool, cur.ApprovalID, cur.ApprovalID)
+			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+				ProgressToken: progressToken, Message: msg, Progress: time.Since(started).Seconds(),
+			}); err != nil {
+				s.d.Log.Debug("mcp progress notification", "call", call.ID, "err", err)
+			}
+		}
+		if time.Now().After(deadline) {
+			return refusal(fmt.Sprintf("no outcome for %s within %s; the call %s continues on the workers (run %s)",
+				call.Tool, s.d.ApprovalWindow+s.cfg.CallTimeout, call.ID, call.RunID)), nil
+		}
+		select {
+		case <-ctx.Done():
+			// The client went away: the call still runs (or waits) on the workers,
+			// and its outcome and audit row are recorded with its run.
+			return nil, ctx.Err()
+		case <-poll.C:
+		}
+	}
+}
+
+// result is a finished call as MCP sees it: a refusal or a tool error is a tool
+// result with isError (the text says "denied by <layer>: <reason>", as an agent
+// reads it), the gate's verdict in _meta.
+func result(c store.MCPCall) *mcp.CallToolResult {
+	text := c.Result
+	if text == "" && !c.IsError {
+		text = "ok"
+	}
+	return &mcp.CallToolResult{
+		IsError: c.IsError,
+		Content: []mcp.Content{&mcp.TextContent{Text: text}},
+		Meta: mcp.Meta{"aetherium/call_id": c.ID, "aetherium/run_id": c.RunID, "aetherium/decision": c.Decision,
+			"aetherium/layer": c.DenyLayer, "aetherium/reason": c.DenyReason},
+	}
+}
+
+func refusal(msg string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+}

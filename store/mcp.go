@@ -1,0 +1,206 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// MCP call statuses (mcp_calls.status).
+const (
+	MCPCallQueued  = "queued"
+	MCPCallRunning = "running"
+	MCPCallWaiting = "waiting"
+	MCPCallDone    = "done"
+)
+
+// MCPTemplatePrefix marks the runs that hold an MCP client's calls: their
+// template is "mcp:<profile>".
+const MCPTemplatePrefix = "mcp:"
+
+// MCPCall is one tool call of an outside MCP client, executed by a worker.
+type MCPCall struct {
+	ID         string
+	RunID      string
+	Profile    string
+	Principal  string
+	Tool       string
+	Args       string
+	Status     string
+	ApprovalID string
+	Attempts   int
+	Decision   string
+	Result     string
+	IsError    bool
+	DenyLayer  string
+	DenyReason string
+	CreatedAt  time.Time
+	FinishedAt *time.Time
+}
+
+const mcpCols = `id, run_id::text, profile, principal, tool, args, status, approval_id, attempts, decision, result, is_error,
+	deny_layer, deny_reason, created_at, finished_at`
+
+func scanMCPCall(row pgx.Row) (MCPCall, error) {
+	var c MCPCall
+	err := row.Scan(&c.ID, &c.RunID, &c.Profile, &c.Principal, &c.Tool, &c.Args, &c.Status, &c.ApprovalID, &c.Attempts,
+		&c.Decision, &c.Result, &c.IsError, &c.DenyLayer, &c.DenyReason, &c.CreatedAt, &c.FinishedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c, ErrNotFound
+	}
+	return c, err
+}
+
+// EnsureMCPRun returns the live run of owner's MCP profile (template
+// "mcp:<profile>"), creating it running when there is none: it is never queued,
+// so no supervisor step picks it up. A live run whose stored team differs from
+// team (the profile changed) is completed and replaced, so a call never runs
+// with a catalog the operator took back. Concurrent callers converge on one run
+// through the runs_mcp_live unique index.
+func (s *Store) EnsureMCPRun(ctx context.Context, owner, profile string, team json.RawMessage, project string) (Run, error) {
+	template := MCPTemplatePrefix + profile
+	for attempt := 0; attempt < 3; attempt++ {
+		r, err := scanRun(s.db.QueryRow(ctx, `SELECT `+runCols+` FROM runs
+			WHERE owner = $1 AND template = $2 AND status IN ('queued','running','waiting')`, owner, template))
+		switch {
+		case err == nil && sameJSON(r.Team, team) && r.Project == project:
+			return r, nil
+		case err == nil:
+			if _, err := s.FinishRun(ctx, r.ID, RunCompleted, "", "", "mcp_profile_changed"); err != nil {
+				return Run{}, err
+			}
+			continue
+		case !errors.Is(err, ErrNotFound):
+			return Run{}, fmt.Errorf("mcp run of %s/%s: %w", owner, profile, err)
+		}
+		id := uuid.NewString()
+		tag, err := s.db.Exec(ctx, `INSERT INTO runs (id, status, prompt, template, team, owner, project)
+			SELECT $1::uuid, 'running', $2::text, $3::text, $4::jsonb, $5::text, $6::text
+			WHERE ($6 = '' OR EXISTS (SELECT 1 FROM projects WHERE slug = $6 FOR SHARE))`,
+			id, "MCP client session of profile "+profile, template, team, owner, project)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+			continue // another call of the same client created it first
+		}
+		if err != nil {
+			return Run{}, fmt.Errorf("create mcp run of %s/%s: %w", owner, profile, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return Run{}, fmt.Errorf("%w: project %q of mcp profile %s", ErrNoProject, project, profile)
+		}
+		return s.GetRun(ctx, id)
+	}
+	return Run{}, fmt.Errorf("mcp run of %s/%s: no stable live run after 3 attempts", owner, profile)
+}
+
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	ra, _ := json.Marshal(x)
+	rb, _ := json.Marshal(y)
+	return string(ra) == string(rb)
+}
+
+// CreateMCPCall records a queued call before its task is enqueued, so the
+// worker always finds the row its task names.
+func (s *Store) CreateMCPCall(ctx context.Context, c MCPCall) error {
+	_, err := s.db.Exec(ctx, `INSERT INTO mcp_calls (id, run_id, profile, principal, tool, args)
+		VALUES ($1, $2::uuid, $3, $4, $5, $6)`, c.ID, c.RunID, c.Profile, c.Principal, c.Tool, pgText(c.Args))
+	if err != nil {
+		return fmt.Errorf("create mcp call %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// GetMCPCall loads a call.
+func (s *Store) GetMCPCall(ctx context.Context, id string) (MCPCall, error) {
+	c, err := scanMCPCall(s.db.QueryRow(ctx, `SELECT `+mcpCols+` FROM mcp_calls WHERE id = $1`, id))
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return c, fmt.Errorf("get mcp call %s: %w", id, err)
+	}
+	return c, err
+}
+
+// ClaimMCPCall takes a call for one delivery under token: a queued or waiting
+// call, or a running one whose claim is older than stale (its worker died).
+// ok is false when the call is done or another delivery holds it.
+func (s *Store) ClaimMCPCall(ctx context.Context, id, token string, stale time.Duration) (MCPCall, bool, error) {
+	c, err := scanMCPCall(s.db.QueryRow(ctx, `UPDATE mcp_calls SET status = 'running', claim = $2, claimed_at = now(),
+			attempts = attempts + 1, updated_at = now()
+		WHERE id = $1 AND (status IN ('queued','waiting') OR (status = 'running' AND claimed_at < now() - $3::interval))
+		RETURNING `+mcpCols, id, token, stale.String()))
+	if errors.Is(err, ErrNotFound) {
+		cur, gerr := s.GetMCPCall(ctx, id)
+		return cur, false, gerr
+	}
+	if err != nil {
+		return c, false, fmt.Errorf("claim mcp call %s: %w", id, err)
+	}
+	return c, true, nil
+}
+
+// RenewMCPCall keeps a claim fresh while its tool runs, so a long call is not
+// taken for a dead worker's; false: the claim was lost.
+func (s *Store) RenewMCPCall(ctx context.Context, id, token string) (bool, error) {
+	tag, err := s.db.Exec(ctx, `UPDATE mcp_calls SET claimed_at = now() WHERE id = $1 AND claim = $2 AND status = 'running'`, id, token)
+	if err != nil {
+		return false, fmt.Errorf("renew mcp call %s: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// ReleaseMCPCall hands a claimed call back: to waiting (its approval is
+// pending; the decision's resume claims it again) or to queued (the delivery
+// failed before an outcome and its task retries). false: the claim was lost.
+func (s *Store) ReleaseMCPCall(ctx context.Context, id, token, status, approvalID string) (bool, error) {
+	if status != MCPCallWaiting && status != MCPCallQueued {
+		return false, fmt.Errorf("release mcp call %s: %q is not queued or waiting", id, status)
+	}
+	tag, err := s.db.Exec(ctx, `UPDATE mcp_calls SET status = $3, approval_id = CASE WHEN $4 = '' THEN approval_id ELSE $4 END,
+			claim = '', updated_at = now()
+		WHERE id = $1 AND claim = $2 AND status = 'running'`, id, token, status, approvalID)
+	if err != nil {
+		return false, fmt.Errorf("release mcp call %s: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// FinishMCPCall records a claimed call's outcome and its audit row in one
+// transaction: neither is kept without the other. false: the claim was lost
+// (another delivery took over) and nothing was written.
+func (s *Store) FinishMCPCall(ctx context.Context, id, token string, out MCPCall, audit *AuditRow) (bool, error) {
+	done := false
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE mcp_calls SET status = 'done', claim = '', decision = $3, result = $4, is_error = $5,
+				deny_layer = $6, deny_reason = $7, updated_at = now(), finished_at = now()
+			WHERE id = $1 AND claim = $2 AND status = 'running'`,
+			id, token, out.Decision, pgText(out.Result), out.IsError, out.DenyLayer, pgText(out.DenyReason))
+		if err != nil {
+			return err
+		}
+		if done = tag.RowsAffected() == 1; !done || audit == nil {
+			return nil
+		}
+		_, err = tx.Exec(ctx, insertAudit, append([]any{nil, nil}, auditColumns([]AuditRow{*audit})...)...)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("finish mcp call %s: %w", id, err)
+	}
+	return done, nil
+}
+
+// pgText makes s storable in a text column (no NUL, valid UTF-8): a tool's
+// binary output or a hostile argument must not make the outcome's write fail.
+func pgText(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
