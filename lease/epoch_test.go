@@ -108,7 +108,7 @@ func TestEpochFollowsTheMasterOfTheLeaseSlot(t *testing.T) {
 	epochs := func(context.Context) (uint64, error) { return next.Add(1), nil }
 	matrix(t, lease.Config{Services: []lease.Service{{Name: "comfyui", TTL: time.Minute}, {Name: "qwen-tts", TTL: time.Minute}}}, func(t *testing.T, e *env) {
 		ctx := context.Background()
-		rdb := connect(t, e.url)
+		rdb := testdb.Connect(t, e.url)
 		m, err := lease.New(rdb, e.cfg, lease.Options{Epoch: epochs, EpochCheck: time.Nanosecond})
 		require.NoError(t, err)
 		last := map[string]uint64{}

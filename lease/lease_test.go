@@ -13,10 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/internal/redisconn"
 	"github.com/aetherium-engine/aetherium/internal/testdb"
 	"github.com/aetherium-engine/aetherium/lease"
 )
@@ -32,33 +30,20 @@ type env struct {
 // have.
 func matrix(t *testing.T, cfg lease.Config, body func(t *testing.T, e *env)) {
 	t.Helper()
-	for _, tg := range testdb.RedisMatrix(t) {
-		t.Run(tg.Name, func(t *testing.T) {
-			t.Parallel()
-			c := cfg
-			c.Prefix = tg.Prefix + ":lease"
-			body(t, &env{url: tg.URL, cfg: c})
-		})
-	}
+	testdb.EachRedis(t, func(t *testing.T, tg testdb.RedisTarget) {
+		c := cfg
+		c.Prefix = tg.Prefix + ":lease"
+		body(t, &env{url: tg.URL, cfg: c})
+	})
 }
 
 func (e *env) proc(t *testing.T, metrics *lease.Metrics) *lease.Manager {
 	t.Helper()
 	cfg := e.cfg
 	cfg.Services = append([]lease.Service(nil), e.cfg.Services...)
-	m, err := lease.New(connect(t, e.url), cfg, lease.Options{Metrics: metrics})
+	m, err := lease.New(testdb.Connect(t, e.url), cfg, lease.Options{Metrics: metrics})
 	require.NoError(t, err)
 	return m
-}
-
-// connect opens a client of any shape the URL names, closed at cleanup.
-func connect(t *testing.T, url string) redis.UniversalClient {
-	t.Helper()
-	rc, err := redisconn.Parse(url)
-	require.NoError(t, err)
-	rdb := rc.Client()
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
 }
 
 func allEvents(t *testing.T, m *lease.Manager) []lease.Event {

@@ -14,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/internal/redisconn"
 	"github.com/aetherium-engine/aetherium/internal/testdb"
 	"github.com/aetherium-engine/aetherium/mailbox"
 )
@@ -35,17 +34,14 @@ type env struct {
 // same Redis.
 func matrix(t *testing.T, cfg mailbox.Config, body func(t *testing.T, e *env)) {
 	t.Helper()
-	for _, tg := range testdb.RedisMatrix(t) {
-		t.Run(tg.Name, func(t *testing.T) {
-			t.Parallel()
-			e := &env{url: tg.URL, prefix: tg.Prefix + ":mbox"}
-			var err error
-			e.metrics, err = mailbox.NewMetrics(prometheus.NewRegistry())
-			require.NoError(t, err)
-			e.mb, e.rdb = e.proc(t, cfg, nil)
-			body(t, e)
-		})
-	}
+	testdb.EachRedis(t, func(t *testing.T, tg testdb.RedisTarget) {
+		e := &env{url: tg.URL, prefix: tg.Prefix + ":mbox"}
+		var err error
+		e.metrics, err = mailbox.NewMetrics(prometheus.NewRegistry())
+		require.NoError(t, err)
+		e.mb, e.rdb = e.proc(t, cfg, nil)
+		body(t, e)
+	})
 }
 
 // key names one of the mailbox's keys, as the package doc lists them.
@@ -53,10 +49,7 @@ func (e *env) key(rest string) string { return e.prefix + ":" + rest }
 
 func (e *env) proc(t *testing.T, cfg mailbox.Config, now func() time.Time) (*mailbox.Mailbox, redis.UniversalClient) {
 	t.Helper()
-	rc, err := redisconn.Parse(e.url)
-	require.NoError(t, err)
-	rdb := rc.Client()
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := testdb.Connect(t, e.url)
 	cfg.Prefix = e.prefix
 	return mailbox.New(rdb, cfg, mailbox.Options{
 		Metrics: e.metrics, Now: now,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/aetherium-engine/aetherium/internal/redisconn"
 	"github.com/aetherium-engine/aetherium/internal/testinfra"
 )
 
@@ -44,6 +45,17 @@ func RedisMatrix(t testing.TB) []RedisTarget {
 	return []RedisTarget{
 		{Name: "single", URL: Redis(t), Prefix: randomName("t")},
 		{Name: "cluster", URL: RedisCluster(t), Prefix: randomName("t")},
+	}
+}
+
+// EachRedis runs body as a parallel sub-test per shape of RedisMatrix.
+func EachRedis(t *testing.T, body func(t *testing.T, tg RedisTarget)) {
+	t.Helper()
+	for _, tg := range RedisMatrix(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			t.Parallel()
+			body(t, tg)
+		})
 	}
 }
 
@@ -204,4 +216,17 @@ func waitFor(ctx context.Context, try func() error) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// Connect opens a client of whatever shape url names (internal/redisconn),
+// closed at cleanup: each call is a separate "process".
+func Connect(t testing.TB, url string) redis.UniversalClient {
+	t.Helper()
+	rc, err := redisconn.Parse(url)
+	if err != nil {
+		t.Fatalf("redis url: %v", err)
+	}
+	rdb := rc.Client()
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
 }

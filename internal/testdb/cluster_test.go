@@ -5,9 +5,9 @@ import (
 	"os"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/internal/redisconn"
 	"github.com/aetherium-engine/aetherium/internal/testdb"
 )
 
@@ -15,24 +15,19 @@ func TestMain(m *testing.M) { os.Exit(testdb.Main(m)) }
 
 func TestRedisMatrixGivesASingleNodeAndAClusterOfThreeMasters(t *testing.T) {
 	t.Parallel()
-	for _, tg := range testdb.RedisMatrix(t) {
-		t.Run(tg.Name, func(t *testing.T) {
-			t.Parallel()
-			rc, err := redisconn.Parse(tg.URL)
+	testdb.EachRedis(t, func(t *testing.T, tg testdb.RedisTarget) {
+		rdb := testdb.Connect(t, tg.URL)
+		ctx := context.Background()
+		require.NoError(t, rdb.Set(ctx, tg.Prefix+":k", "v", 0).Err())
+		require.Equal(t, "v", rdb.Get(ctx, tg.Prefix+":k").Val())
+		if tg.Name == "cluster" {
+			_, isCluster := rdb.(*redis.ClusterClient)
+			require.True(t, isCluster)
+			slots, err := rdb.ClusterSlots(ctx).Result()
 			require.NoError(t, err)
-			rdb := rc.Client()
-			t.Cleanup(func() { _ = rdb.Close() })
-			ctx := context.Background()
-			require.NoError(t, rdb.Set(ctx, tg.Prefix+":k", "v", 0).Err())
-			require.Equal(t, "v", rdb.Get(ctx, tg.Prefix+":k").Val())
-			if tg.Name == "cluster" {
-				require.Equal(t, redisconn.Cluster, rc.Shape)
-				slots, err := rdb.ClusterSlots(ctx).Result()
-				require.NoError(t, err)
-				require.Len(t, slots, testdb.ClusterNodes)
-			}
-		})
-	}
+			require.Len(t, slots, testdb.ClusterNodes)
+		}
+	})
 }
 
 func TestClusterIsSharedByTheBinary(t *testing.T) {
