@@ -82,7 +82,10 @@
 // places held at the switch are forgotten (holders see ErrLost on Renew and
 // acquire again), old events are not migrated, and the first grant takes a new
 // epoch (with an EpochSource, as every fleet has: PostgresEpoch), so tokens
-// still sort after every token issued under the old keys.
+// still sort after every token issued under the old keys. Old and new
+// processes must not run side by side: each would grant from its own keys, so
+// a service's capacity could be exceeded. Upgrade with every worker stopped (or
+// no GPU lease held), not as a rolling restart.
 //
 // # Limits
 //
