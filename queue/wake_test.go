@@ -35,6 +35,11 @@ func wakerStartsAnnouncedTasks(t *testing.T, url string) {
 	waker := queue.NewWaker(plain, len(queue.Queues()), time.Minute)
 	ran := make(chan struct{})
 	go func() { _ = waker.Run(ctx); close(ran) }()
+	select {
+	case <-waker.Ready():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waker never subscribed")
+	}
 	rc := rc0.Client()
 	rc.AddHook(waker.Hook())
 	t.Cleanup(func() { _ = rc.Close() })

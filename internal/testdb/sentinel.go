@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aetherium-engine/aetherium/internal/testinfra"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -44,7 +45,7 @@ func RedisSentinel(t testing.TB, db int) string {
 	defer sc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := waitFor(ctx, func() error {
+	if err := testinfra.Poll(ctx, func() error {
 		got, err := sc.GetMasterAddrByName(ctx, SentinelMaster).Result()
 		if err != nil {
 			return err
