@@ -277,7 +277,7 @@ func (m *Manager) EventsKey() string { return m.tag() + ":events" }
 
 // tag is the hash tag of the whole lease family: every key of every service,
 // the events stream and the epoch hash sit in one Redis Cluster slot, so each
-// script's keys are in one slot (see the package doc, "Redis Cluster").
+// script's keys are in one slot (package doc, "Keys and Redis Cluster").
 func (m *Manager) tag() string { return "{" + m.cfg.Prefix + "}" }
 
 func (m *Manager) epochKey() string { return m.tag() + ":epoch" }

@@ -47,8 +47,7 @@ type Waker struct {
 	wake chan struct{} // closed at the next announcement
 	done chan struct{} // closed when Run ends: nothing waits any more
 	// ready is closed once Redis confirmed the subscription: announcements
-	// before it are not heard (on a cluster the first subscribe also waits for
-	// the slot map).
+	// before it are not heard.
 	ready chan struct{}
 
 	// The dequeue round in progress; asynq dequeues from one goroutine.
