@@ -25,6 +25,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/api"
 	"github.com/aetherium-engine/aetherium/device"
+	"github.com/aetherium-engine/aetherium/internal/redisconn"
 	"github.com/aetherium-engine/aetherium/knowledge"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/llm/anthropic"
@@ -46,7 +47,10 @@ import (
 
 // Config is the whole deployment configuration.
 type Config struct {
-	// RedisURL locates Redis (queues, mailboxes, leases, event fan-out).
+	// RedisURL locates Redis (queues, mailboxes, leases, event fan-out): one node
+	// (redis://host:port/db), a Sentinel group
+	// (redis-sentinel://[:password@]host:port[,host:port…]/master-name[/db]) or a
+	// Cluster (redis-cluster://host:port[,host:port…]); see internal/redisconn.
 	// Env AETHERIUM_REDIS_URL. Default redis://127.0.0.1:6379/0.
 	RedisURL string `yaml:"redis_url"`
 	// DatabaseURL locates PostgreSQL. Env AETHERIUM_DATABASE_URL.
@@ -317,8 +321,8 @@ func (c Config) Validate() error {
 		}
 		errs = append(errs, fmt.Errorf("config: %w", err))
 	}
-	if u, err := url.Parse(c.RedisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
-		bad("redis_url (AETHERIUM_REDIS_URL)", "want redis://host:port/db, got %q", c.RedisURL)
+	if _, err := redisconn.Parse(c.RedisURL); err != nil {
+		bad("redis_url (AETHERIUM_REDIS_URL)", "%v", err)
 	}
 	if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		bad("database_url (AETHERIUM_DATABASE_URL)", "want postgres://user@host:port/db, got %q", c.DatabaseURL)

@@ -26,6 +26,7 @@ import (
 	"github.com/aetherium-engine/aetherium/device/fps"
 	"github.com/aetherium-engine/aetherium/device/steam-frame/sim"
 	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
 	"github.com/aetherium-engine/aetherium/tools/workspace"
 )
 
@@ -172,94 +173,106 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 
 func TestLockRefusesASecondHolderAndNamesTheFirst(t *testing.T) {
 	t.Parallel()
-	rdb := redisClient(t)
-	ctx := context.Background()
-	l := device.NewLock(rdb, "lock:a", 2*time.Second)
-	first, err := l.Acquire(ctx, device.Holder{Owner: "frame_run of agent vr-tester in run r1"})
-	require.NoError(t, err)
+	lockMatrix(t, func(t *testing.T, rdb redis.UniversalClient, key func(string) string) {
+		ctx := context.Background()
+		l := device.NewLock(rdb, key("lock:a"), 2*time.Second)
+		first, err := l.Acquire(ctx, device.Holder{Owner: "frame_run of agent vr-tester in run r1"})
+		require.NoError(t, err)
 
-	_, err = l.Acquire(ctx, device.Holder{Owner: "frame_grab of agent other in run r2"})
-	require.ErrorIs(t, err, device.ErrBusy)
-	var busy *device.BusyError
-	require.ErrorAs(t, err, &busy)
-	require.Equal(t, "frame_run of agent vr-tester in run r1", busy.Holder.Owner)
-	require.WithinDuration(t, first.Holder.Since, busy.Holder.Since, time.Millisecond)
-	require.Contains(t, err.Error(), "held by frame_run of agent vr-tester in run r1 since "+first.Holder.Since.Format(time.RFC3339))
+		_, err = l.Acquire(ctx, device.Holder{Owner: "frame_grab of agent other in run r2"})
+		require.ErrorIs(t, err, device.ErrBusy)
+		var busy *device.BusyError
+		require.ErrorAs(t, err, &busy)
+		require.Equal(t, "frame_run of agent vr-tester in run r1", busy.Holder.Owner)
+		require.WithinDuration(t, first.Holder.Since, busy.Holder.Since, time.Millisecond)
+		require.Contains(t, err.Error(), "held by frame_run of agent vr-tester in run r1 since "+first.Holder.Since.Format(time.RFC3339))
 
-	// Only the holder's token releases: a stale lease from another acquisition cannot.
-	other := device.NewLock(rdb, "lock:b", time.Second)
-	stale, err := other.Acquire(ctx, device.Holder{Owner: "x"})
-	require.NoError(t, err)
-	require.NoError(t, stale.Release(ctx))
-	require.NoError(t, first.Release(ctx))
-	require.NoError(t, first.Release(ctx), "release is idempotent")
-	second, err := l.Acquire(ctx, device.Holder{Owner: "second"})
-	require.NoError(t, err)
-	require.ErrorIs(t, first.Renew(ctx), device.ErrLockLost, "a released lease cannot renew someone else's hold")
-	require.NoError(t, second.Release(ctx))
+		// Only the holder's token releases: a stale lease from another acquisition cannot.
+		other := device.NewLock(rdb, key("lock:b"), time.Second)
+		stale, err := other.Acquire(ctx, device.Holder{Owner: "x"})
+		require.NoError(t, err)
+		require.NoError(t, stale.Release(ctx))
+		require.NoError(t, first.Release(ctx))
+		require.NoError(t, first.Release(ctx), "release is idempotent")
+		second, err := l.Acquire(ctx, device.Holder{Owner: "second"})
+		require.NoError(t, err)
+		require.ErrorIs(t, first.Renew(ctx), device.ErrLockLost, "a released lease cannot renew someone else's hold")
+		require.NoError(t, second.Release(ctx))
+	})
 }
 
 func TestLockHoldRenewsAndNoticesLoss(t *testing.T) {
 	t.Parallel()
-	rdb := redisClient(t)
-	ctx := context.Background()
-	l := device.NewLock(rdb, "lock:hold", 300*time.Millisecond)
-	lease, err := l.Acquire(ctx, device.Holder{Owner: "long run"})
-	require.NoError(t, err)
-	hctx, stop := lease.Hold(ctx)
-	// Three TTLs later the hold is still ours: renewals keep it alive.
-	time.Sleep(900 * time.Millisecond)
-	require.NoError(t, hctx.Err())
-	h, held, err := l.Current(ctx)
-	require.NoError(t, err)
-	require.True(t, held)
-	require.Equal(t, "long run", h.Owner)
+	lockMatrix(t, func(t *testing.T, rdb redis.UniversalClient, key func(string) string) {
+		ctx := context.Background()
+		l := device.NewLock(rdb, key("lock:hold"), 300*time.Millisecond)
+		lease, err := l.Acquire(ctx, device.Holder{Owner: "long run"})
+		require.NoError(t, err)
+		hctx, stop := lease.Hold(ctx)
+		// Three TTLs later the hold is still ours: renewals keep it alive.
+		time.Sleep(900 * time.Millisecond)
+		require.NoError(t, hctx.Err())
+		h, held, err := l.Current(ctx)
+		require.NoError(t, err)
+		require.True(t, held)
+		require.Equal(t, "long run", h.Owner)
 
-	// Someone deletes the key (an operator, or expiry during a Redis outage): the
-	// call's context ends with ErrLockLost at the next renewal.
-	require.NoError(t, rdb.Del(ctx, "lock:hold").Err())
-	select {
-	case <-hctx.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("the hold did not notice the lost lock")
-	}
-	require.ErrorIs(t, context.Cause(hctx), device.ErrLockLost)
-	stop()
+		// Someone deletes the key (an operator, or expiry during a Redis outage): the
+		// call's context ends with ErrLockLost at the next renewal.
+		require.NoError(t, rdb.Del(ctx, key("lock:hold")).Err())
+		select {
+		case <-hctx.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("the hold did not notice the lost lock")
+		}
+		require.ErrorIs(t, context.Cause(hctx), device.ErrLockLost)
+		stop()
 
-	// stop releases: the next caller gets the headset at once.
-	lease2, err := l.Acquire(ctx, device.Holder{Owner: "next"})
-	require.NoError(t, err)
-	_, stop2 := lease2.Hold(ctx)
-	stop2()
-	_, held, err = l.Current(ctx)
-	require.NoError(t, err)
-	require.False(t, held)
+		// stop releases: the next caller gets the headset at once.
+		lease2, err := l.Acquire(ctx, device.Holder{Owner: "next"})
+		require.NoError(t, err)
+		_, stop2 := lease2.Hold(ctx)
+		stop2()
+		_, held, err = l.Current(ctx)
+		require.NoError(t, err)
+		require.False(t, held)
+	})
 }
 
 func TestLockOneWinnerAmongMany(t *testing.T) {
 	t.Parallel()
-	rdb := redisClient(t)
-	l := device.NewLock(rdb, "lock:race", 5*time.Second)
-	var mu sync.Mutex
-	winners, busy := 0, 0
-	var wg sync.WaitGroup
-	for i := 0; i < 16; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := l.Acquire(context.Background(), device.Holder{Owner: "racer"})
-			mu.Lock()
-			defer mu.Unlock()
-			if err == nil {
-				winners++
-			} else if assertBusy(err) {
-				busy++
-			}
-		}()
-	}
-	wg.Wait()
-	require.Equal(t, 1, winners)
-	require.Equal(t, 15, busy)
+	lockMatrix(t, func(t *testing.T, rdb redis.UniversalClient, key func(string) string) {
+		l := device.NewLock(rdb, key("lock:race"), 5*time.Second)
+		var mu sync.Mutex
+		winners, busy := 0, 0
+		var wg sync.WaitGroup
+		for i := 0; i < 16; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := l.Acquire(context.Background(), device.Holder{Owner: "racer"})
+				mu.Lock()
+				defer mu.Unlock()
+				if err == nil {
+					winners++
+				} else if assertBusy(err) {
+					busy++
+				}
+			}()
+		}
+		wg.Wait()
+		require.Equal(t, 1, winners)
+		require.Equal(t, 15, busy)
+	})
+}
+
+// lockMatrix runs body against each Redis shape (testdb.RedisMatrix); key puts a
+// lock key under the test's prefix (the cluster is shared by the binary).
+func lockMatrix(t *testing.T, body func(t *testing.T, rdb redis.UniversalClient, key func(string) string)) {
+	t.Helper()
+	testdb.EachRedis(t, func(t *testing.T, tg testdb.RedisTarget) {
+		body(t, testdb.Connect(t, tg.URL), func(k string) string { return tg.Prefix + ":" + k })
+	})
 }
 
 func assertBusy(err error) bool { return err != nil && strings.Contains(err.Error(), "headset busy") }

@@ -47,7 +47,10 @@ func (e *BusyError) Is(target error) bool { return target == ErrBusy }
 
 // Lock is the one-holder-at-a-time lock on the headset: a Redis key with the
 // holder as its value and a TTL, taken with SET NX and renewed or released only by
-// the token that took it.
+// the token that took it. Every command and script touches that one key, so the
+// lock works unchanged on a Redis Cluster (and through Sentinel failover, with
+// the caveat of asynchronous replication: a hold acknowledged by a primary that
+// dies before replicating it is lost, and a second caller may take the headset).
 type Lock struct {
 	rdb redis.UniversalClient
 	key string

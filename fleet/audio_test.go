@@ -18,6 +18,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/media"
 	"github.com/aetherium-engine/aetherium/media/voice/ttssim"
@@ -150,9 +151,10 @@ func TestAudioQwenThroughTheFleet(t *testing.T) {
 }
 
 // TestMain removes the TTS simulator's image once every test is done (it is
-// built once per test binary, on first use).
+// built once per test binary, on first use), and stops the Redis Cluster the
+// cluster demo runs on (testdb.Main).
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := testdb.Main(m)
 	simimage.Cleanup()
 	os.Exit(code)
 }

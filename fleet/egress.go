@@ -17,6 +17,7 @@ import (
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/device"
 	"github.com/aetherium-engine/aetherium/egressproxy"
+	"github.com/aetherium-engine/aetherium/internal/redisconn"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/security"
 )
@@ -125,8 +126,12 @@ func fleetEndpoints(cfg config.Config, opts Options) []security.Endpoint {
 	}
 	add(security.EndpointWorkerMetrics, cfg.Worker.MetricsAddr)
 	add(security.EndpointSchedulerMetrics, cfg.Scheduler.MetricsAddr)
-	if o, err := redis.ParseURL(cfg.RedisURL); err == nil {
-		add(security.EndpointRedis, o.Addr)
+	// Every address the URL names (the node, each sentinel, each cluster seed);
+	// nodes reached only through them are learnt at run time (redisNodes).
+	if rc, err := redisconn.Parse(cfg.RedisURL); err == nil {
+		for _, a := range rc.Addrs() {
+			add(security.EndpointRedis, a)
+		}
 	}
 	if pc, err := pgconn.ParseConfig(cfg.DatabaseURL); err == nil {
 		hosts := []*pgconn.FallbackConfig{{Host: pc.Host, Port: pc.Port}}

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/aetherium-engine/aetherium/egressproxy"
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/gpu"
+	"github.com/aetherium-engine/aetherium/internal/redisconn"
 	"github.com/aetherium-engine/aetherium/knowledge"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/logctx"
@@ -52,8 +54,11 @@ type Fleet struct {
 	Store    *store.Store
 	Redis    redis.UniversalClient
 	RedisOpt asynq.RedisConnOpt
-	// serverClients are the worker servers' own Redis clients (WorkerServer).
-	serverClients []*redis.Client
+	// serverClients are the worker servers' own Redis clients (WorkerServer);
+	// redisConn is the parsed redis_url that they and Redis are built from, so
+	// every client of the process has the same shape (node, Sentinel, Cluster).
+	serverClients []redis.UniversalClient
+	redisConn     *redisconn.Conn
 	Client        *asynq.Client
 	Queue         *queue.Enqueuer
 	Events        *events.Recorder
@@ -186,17 +191,14 @@ func (f *Fleet) openCore(ctx context.Context, opts Options) error {
 			return fmt.Errorf("migrate: %w", err)
 		}
 	}
-	ropt, err := redis.ParseURL(cfg.RedisURL)
-	if err != nil {
+	if f.redisConn, err = redisconn.Parse(cfg.RedisURL); err != nil {
 		return fmt.Errorf("redis (AETHERIUM_REDIS_URL): %w", err)
 	}
-	f.Redis = redis.NewClient(ropt)
+	f.Redis = f.redisConn.Client()
 	if err := f.Redis.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis (AETHERIUM_REDIS_URL) %s: %w", ropt.Addr, err)
+		return fmt.Errorf("redis (AETHERIUM_REDIS_URL) %s %s: %w", f.redisConn.Shape, strings.Join(f.redisConn.Addrs(), ","), err)
 	}
-	if f.RedisOpt, err = asynq.ParseRedisURI(cfg.RedisURL); err != nil {
-		return fmt.Errorf("redis (AETHERIUM_REDIS_URL): %w", err)
-	}
+	f.RedisOpt = f.redisConn.Asynq()
 	f.Client = asynq.NewClient(f.RedisOpt)
 	if f.Queue, err = queue.NewEnqueuer(f.Client, queue.Config{MaxRetry: cfg.Worker.MaxRetry, Wake: f.Redis}); err != nil {
 		return fmt.Errorf("worker.max_retry: %w", err)
@@ -509,8 +511,7 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 	// that found nothing it sleeps until a task is announced (or the idle poll
 	// interval passes), so asynq itself polls almost without pause.
 	waker := queue.NewWaker(f.Redis, len(queue.Queues()), f.Cfg.Worker.TaskCheckInterval)
-	ropt, _ := redis.ParseURL(f.Cfg.RedisURL) // parsed once already by Open
-	rc := redis.NewClient(ropt)
+	rc := f.redisConn.Client()
 	rc.AddHook(waker.Hook())
 	// Closed with the fleet: asynq does not close a client it was given, and a
 	// shutdown still hands unfinished tasks back through it after cancel.

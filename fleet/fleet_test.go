@@ -12,10 +12,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
 	"github.com/aetherium-engine/aetherium/internal/testinfra"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
@@ -91,6 +94,40 @@ func TestDemoRunEndToEnd(t *testing.T) {
 	code, _ := f.Do("GET", "/api/runs/"+id+"/delegations", nil, &dl)
 	require.Equal(t, http.StatusOK, code)
 	require.Len(t, dl.Delegations, 1)
+}
+
+// The same demo with every Redis client of the fleet (asynq's queue, the
+// worker server's wake-hooked client, leases, mailboxes, events) on a Redis
+// Cluster of three masters (no CROSSSLOT) and through Sentinel. The cluster is
+// shared by the test binary, so this is the only fleet test that uses it (the
+// fleet's keys have fixed prefixes).
+func TestDemoRunEndToEndOnClusterAndSentinel(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		url    func(t *testing.T) string
+		client func(rdb redis.UniversalClient) bool
+	}{
+		{"cluster", func(t *testing.T) string { return testdb.RedisCluster(t) },
+			func(rdb redis.UniversalClient) bool { _, ok := rdb.(*redis.ClusterClient); return ok }},
+		{"sentinel", func(t *testing.T) string { return testdb.RedisSentinel(t, 2) },
+			func(rdb redis.UniversalClient) bool { c, ok := rdb.(*redis.Client); return ok && c.Options().DB == 2 }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			url := tc.url(t)
+			f := fleettest.Start(t, fleettest.Options{Configure: func(c *config.Config) { c.RedisURL = url }})
+			require.True(t, tc.client(f.Redis), "the fleet's client is of the URL's shape")
+			id := f.Submit("demo", "Greet the user in a file", map[string]any{"topic": "greetings"})
+			evs := f.Follow(id, 0, 60*time.Second)
+			requireSubsequence(t, types(evs), []string{"run.queued", "run.started", "delegation.created", "delegation.finished", "run.completed"})
+			require.Equal(t, "completed", f.GetRun(id).Status)
+			content, err := os.ReadFile(filepath.Join(f.Cfg.Workspaces, id, "hello.txt"))
+			require.NoError(t, err)
+			require.Equal(t, "hello from the aetherium fleet\n", string(content))
+		})
+	}
 }
 
 // snapshot captures everything a duplicate delivery must not change.

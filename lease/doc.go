@@ -45,6 +45,48 @@
 //     one reaper period); a waiter that stops asking is dropped after WaiterTTL, so
 //     neither can block the queue forever.
 //
+// # Keys and Redis Cluster
+//
+// The whole family shares one hash tag, the prefix in braces (Config.Prefix,
+// default aeth:lease), so every key below is in one Cluster slot and every
+// script's keys are too (no CROSSSLOT, whichever node owns the slot):
+//
+//	{<prefix>}:<service>:holders   ZSET   holder → expiry (ms, Redis clock)
+//	{<prefix>}:<service>:grants    HASH   holder → token|acquired_ms|waited_ms
+//	{<prefix>}:<service>:queue     ZSET   holder → enqueue sequence (FIFO)
+//	{<prefix>}:<service>:waiters   ZSET   holder → waiter expiry
+//	{<prefix>}:<service>:wsince    HASH   holder → enqueue time
+//	{<prefix>}:<service>:fence     STRING last fencing token
+//	{<prefix>}:<service>:seq       STRING last enqueue sequence
+//	{<prefix>}:<service>:state     HASH   idle_since
+//	{<prefix>}:<service>:stopping  STRING set while the container is stopped
+//	{<prefix>}:events              STREAM lease events of every service
+//	{<prefix>}:epoch               HASH   {epoch, replid}
+//
+// Why one slot for all services rather than one per service: the family is
+// small and cold (a handful of GPU services; a few script calls per GPU tool
+// call plus one renewal per holder every TTL/3), far below what one master
+// serves, so spreading it buys nothing. Keeping it together keeps what per-service
+// tags would break: one events stream in one total order (Events, RecentEvents
+// and their cursors), and one epoch check that lifts every service's counter in
+// one script. The fencing epoch then follows exactly one history — that of the
+// master owning the slot. In a cluster each master has its own replication id;
+// the manager asks that master (ClusterClient.MasterForKey of the epoch key), so
+// the failover of another master costs nothing and a failover of this one
+// (its replica promoted with a new id, possibly missing the last writes) takes a
+// new epoch just as with Sentinel. Nothing scans the keyspace: services are
+// known from the configuration.
+//
+// Upgrading from the layout before the shared tag (<prefix>:{<service>}:…,
+// <prefix>:events, <prefix>:epoch) starts from empty state: grants and queue
+// places held at the switch are forgotten (holders see ErrLost on Renew and
+// acquire again), old events are not migrated, and the first grant takes a new
+// epoch (with an EpochSource, as every fleet has: PostgresEpoch), so tokens
+// still sort after every token issued under the old keys. Old and new
+// processes must not run side by side: each would grant from its own keys, so
+// a service's capacity could be exceeded. Upgrade with every worker stopped (or
+// no GPU lease held), not as a rolling restart.
+//
 // # Limits
 //
 //   - Fencing across a Redis failover: epochs. The per-service counter lives in
@@ -53,8 +95,9 @@
 //     counter), packed as epoch<<EpochShift + counter so plain integer order is
 //     the pair's order. Epochs come from an EpochSource that Redis cannot lose —
 //     in a fleet the PostgreSQL sequence lease_fence_epoch (PostgresEpoch). The
-//     Redis key <prefix>:epoch records the epoch together with the replication id
-//     (INFO replication master_replid) of the dataset it was taken for. Before a
+//     Redis key {<prefix>}:epoch records the epoch together with the replication id
+//     (INFO replication master_replid, read from the node that owns the lease
+//     family's slot) of the dataset it was taken for. Before a
 //     script that may grant runs, the manager compares the id it sees now with
 //     the recorded one (at most every Options.EpochCheck); a promoted replica or
 //     a wiped primary has a new id, so the manager takes a fresh epoch, installs
@@ -79,8 +122,6 @@
 //   - A grant handed to the head of the queue starts its TTL at once; if that
 //     holder vanished it occupies the slot until expiry. WaiterTTL much smaller than
 //     TTL keeps such vanished waiters rare.
-//   - One Redis (or one primary). A service's keys share a hash tag but the events
-//     stream is global, so the scripts are not written for Redis Cluster.
 //   - All processes must agree on a service's capacity and TTL (they are passed to
 //     the scripts by each caller; a process with a different config applies its own
 //     values to the calls it makes).

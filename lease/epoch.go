@@ -65,8 +65,20 @@ type epochState struct {
 // replicationID is the id of the dataset's history: a failover to a replica, or
 // a restart that lost data, gives the primary a new one (a restart that lost
 // nothing may too; that costs one epoch, never safety).
+//
+// It is read from the node that owns the lease family's slot: in a Redis
+// Cluster every master has its own history, and only the one holding the
+// fence counters matters (a failover of another master changes nothing here).
 func (m *Manager) replicationID(ctx context.Context) (string, error) {
-	info, err := m.rdb.Info(ctx, "replication").Result()
+	var node redis.UniversalClient = m.rdb
+	if c, ok := m.rdb.(*redis.ClusterClient); ok {
+		master, err := c.MasterForKey(ctx, m.epochKey())
+		if err != nil {
+			return "", fmt.Errorf("lease: find the master of %s: %w", m.epochKey(), err)
+		}
+		node = master
+	}
+	info, err := node.Info(ctx, "replication").Result()
 	if err != nil {
 		return "", fmt.Errorf("lease: read replication id: %w", err)
 	}
@@ -95,7 +107,7 @@ func (m *Manager) ensureEpoch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	keys := []string{m.cfg.Prefix + ":epoch"}
+	keys := []string{m.epochKey()}
 	for _, n := range m.names {
 		keys = append(keys, m.keys(n)[5])
 	}

@@ -2,7 +2,9 @@ package lease_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,7 +65,7 @@ func TestEpochKeepsTokensIncreasingAcrossFailover(t *testing.T) {
 	require.NoError(t, replica.Do(ctx, "REPLICAOF", host, port).Err())
 	require.Eventually(t, func() bool {
 		info, _ := replica.Info(ctx, "replication").Result()
-		return strings.Contains(info, "master_link_status:up") && replica.Exists(ctx, "aeth:lease:epoch").Val() == 1
+		return strings.Contains(info, "master_link_status:up") && replica.Exists(ctx, "{aeth:lease}:epoch").Val() == 1
 	}, 10*time.Second, 20*time.Millisecond)
 	time.Sleep(200 * time.Millisecond) // let the last writes arrive
 	require.NoError(t, replica.Do(ctx, "REPLICAOF", "NO", "ONE").Err())
@@ -88,10 +90,49 @@ func TestEpochKeepsTokensIncreasingAcrossFailover(t *testing.T) {
 // Without an EpochSource tokens stay the bare counter (epoch 0).
 func TestNoEpochSourceKeepsBareCounter(t *testing.T) {
 	t.Parallel()
-	m, err := lease.New(client(t, fleettest.Redis(t)), lease.Config{Services: []lease.Service{{Name: "s"}}}, lease.Options{})
-	require.NoError(t, err)
-	g, err := m.Acquire(context.Background(), "s", "h")
-	require.NoError(t, err)
-	require.Equal(t, uint64(1), g.Token)
-	require.Zero(t, m.Epoch())
+	matrix(t, lease.Config{Services: []lease.Service{{Name: "s"}}}, func(t *testing.T, e *env) {
+		g, err := e.proc(t, nil).Acquire(context.Background(), "s", "h")
+		require.NoError(t, err)
+		require.Equal(t, uint64(1), g.Token)
+	})
+}
+
+// On a cluster every master has its own replication id. The manager must judge
+// the history of the master that holds the lease family's slot: were it to ask
+// any node, ids would differ from call to call and every grant would spend a new
+// epoch. A changed id of that master (what a failover to its replica looks like)
+// takes a new epoch, and tokens keep increasing.
+func TestEpochFollowsTheMasterOfTheLeaseSlot(t *testing.T) {
+	t.Parallel()
+	var next atomic.Uint64
+	epochs := func(context.Context) (uint64, error) { return next.Add(1), nil }
+	matrix(t, lease.Config{Services: []lease.Service{{Name: "comfyui", TTL: time.Minute}, {Name: "qwen-tts", TTL: time.Minute}}}, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		rdb := testdb.Connect(t, e.url)
+		m, err := lease.New(rdb, e.cfg, lease.Options{Epoch: epochs, EpochCheck: time.Nanosecond})
+		require.NoError(t, err)
+		last := map[string]uint64{}
+		grant := func(svc, holder string) uint64 {
+			g, err := m.Acquire(ctx, svc, holder)
+			require.NoError(t, err)
+			_, err = m.Release(ctx, svc, holder, g.Token)
+			require.NoError(t, err)
+			require.Greater(t, g.Token, last[svc], "a service's tokens only increase")
+			last[svc] = g.Token
+			return g.Token
+		}
+		first := lease.TokenEpoch(grant("comfyui", "a"))
+		require.NotZero(t, first)
+		for i := range 10 {
+			grant("comfyui", fmt.Sprint("b", i))
+		}
+		require.Equal(t, first, m.Epoch(), "one history, one epoch, however many grants")
+
+		key := "{" + e.cfg.Prefix + "}:epoch"
+		require.NoError(t, rdb.HSet(ctx, key, "replid", "a-history-before-a-failover").Err())
+		tok := grant("qwen-tts", "c")
+		require.Greater(t, lease.TokenEpoch(tok), first, "a new history of the slot's master takes a new epoch")
+		require.Equal(t, uint64(1), lease.TokenCounter(tok), "every service's counter is lifted to the new epoch's floor")
+		require.Equal(t, lease.TokenEpoch(tok), lease.TokenEpoch(grant("comfyui", "d")))
+	})
 }

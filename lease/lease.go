@@ -171,7 +171,9 @@ func (s *Service) defaults() error {
 
 // Config configures the lease manager. Zero values take the documented defaults.
 type Config struct {
-	// Prefix namespaces every key. Default "aeth:lease".
+	// Prefix namespaces every key; it is also the family's Redis Cluster hash
+	// tag (keys are "{prefix}:…"), so it must not contain braces. Default
+	// "aeth:lease".
 	Prefix string `yaml:"prefix"`
 	// Services are the leasable services of this deployment.
 	Services []Service `yaml:"services"`
@@ -214,6 +216,10 @@ type Manager struct {
 func New(rdb redis.UniversalClient, cfg Config, opts Options) (*Manager, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = "aeth:lease"
+	}
+	if strings.ContainsAny(cfg.Prefix, "{}") {
+		// A brace would end the hash tag early and scatter the family's keys.
+		return nil, fmt.Errorf("lease: prefix %q must not contain { or }", cfg.Prefix)
 	}
 	if cfg.WaiterTTL <= 0 {
 		cfg.WaiterTTL = 30 * time.Second
@@ -267,10 +273,17 @@ func (m *Manager) Service(name string) (Service, bool) {
 func (m *Manager) Config() Config { return m.cfg }
 
 // EventsKey is the lease-events stream an operator can read (XRANGE / Events).
-func (m *Manager) EventsKey() string { return m.cfg.Prefix + ":events" }
+func (m *Manager) EventsKey() string { return m.tag() + ":events" }
+
+// tag is the hash tag of the whole lease family: every key of every service,
+// the events stream and the epoch hash sit in one Redis Cluster slot, so each
+// script's keys are in one slot (package doc, "Keys and Redis Cluster").
+func (m *Manager) tag() string { return "{" + m.cfg.Prefix + "}" }
+
+func (m *Manager) epochKey() string { return m.tag() + ":epoch" }
 
 func (m *Manager) keys(service string) []string {
-	p := m.cfg.Prefix + ":{" + service + "}:"
+	p := m.tag() + ":" + service + ":"
 	return []string{p + "holders", p + "grants", p + "queue", p + "waiters", p + "wsince",
 		p + "fence", p + "seq", p + "state", p + "stopping", m.EventsKey()}
 }

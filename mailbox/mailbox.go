@@ -20,8 +20,36 @@
 //   - Turns of one agent are serialized by the worker, so Read takes over every entry
 //     pending on other consumers (Config.ClaimIdle, default 0). Two concurrent readers
 //     of one agent's stream would each see the other's unacknowledged messages.
-//   - One Redis (or one primary); the keys of a run share a hash tag but the global
-//     run index does not, so this is not written for Redis Cluster.
+//
+// # Keys and Redis Cluster
+//
+// The keys of one run share the hash tag {<run id>}, so every script and
+// multi-key command on a run touches one Cluster slot, and runs spread over the
+// masters:
+//
+//	<prefix>:{<run>}:q:<agent>  STREAM  the agent's mailbox (consumer group "agents")
+//	<prefix>:{<run>}:ids        SET     message ids sent in the run (dedupe)
+//	<prefix>:{<run>}:agents     SET     agents that have a stream (DeleteRun, Trim)
+//	<prefix>:{<run>}:closed     STRING  set by DeleteRun: later sends are refused
+//	<prefix>:runs               ZSET    run → last send (ms): the maintenance index
+//	<prefix>:dead               STREAM  dead letters of every run
+//
+// The two fleet-wide keys are never in a script or transaction with a run's
+// keys; each is touched by a command of its own, ordered so that a crash in
+// between errs on the safe side:
+//   - Send adds the run to the index before the send script runs, so the index
+//     is a superset of the runs that have streams (maintenance never misses one;
+//     an entry without streams, e.g. of a refused send, ages out in Trim).
+//   - Dead-lettering copies the entry to the dead stream first and then, in one
+//     script on the run's slot, acknowledges and deletes it only if it is still
+//     pending (else the copy is removed again). A crash between the two leaves the
+//     message dead and still pending; it is dead-lettered again later, so the dead
+//     stream may hold a duplicate (same id) but never loses one, and a message is
+//     never deliverable after it was removed as dead.
+//   - DeleteRun deletes the run's keys in one command and removes the run from
+//     the index after.
+//
+// Maintenance walks the index and each run's agents set, never KEYS or SCAN.
 package mailbox
 
 import (
@@ -194,10 +222,11 @@ func (mb *Mailbox) runsKey() string               { return mb.cfg.Prefix + ":run
 func (mb *Mailbox) DeadKey() string { return mb.cfg.Prefix + ":dead" }
 
 // sendScript appends a message unless the run is closed or the id was already
-// sent, and registers the stream for maintenance — in one step, so a duplicate can
-// never slip between the check and the append.
+// sent, and registers the agent's stream in the run's agents set — in one step,
+// so a duplicate can never slip between the check and the append. Its keys are
+// the run's only (one Cluster slot); the run index is written by Send before.
 var sendScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[5]) == 1 then return {-1, ''} end
+if redis.call('EXISTS', KEYS[4]) == 1 then return {-1, ''} end
 if redis.call('SADD', KEYS[2], ARGV[1]) == 0 then return {0, ''} end
 redis.call('PEXPIRE', KEYS[2], ARGV[7])
 local eid = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[6], '*',
@@ -209,7 +238,6 @@ pcall(redis.call, 'XGROUP', 'CREATE', KEYS[1], ARGV[10], '0')
 redis.call('PEXPIRE', KEYS[1], ARGV[7])
 redis.call('SADD', KEYS[3], ARGV[9])
 redis.call('PEXPIRE', KEYS[3], ARGV[7])
-redis.call('ZADD', KEYS[4], ARGV[5], ARGV[8])
 return {1, eid}
 `)
 
@@ -246,7 +274,10 @@ func (mb *Mailbox) Send(ctx context.Context, m Message) (SendResult, error) {
 		sent = m.SentAt
 	}
 	ttl := mb.cfg.MaxAge + mb.cfg.ClosedTTL
-	keys := []string{mb.streamKey(m.RunID, m.To), mb.idsKey(m.RunID), mb.agentsKey(m.RunID), mb.runsKey(), mb.closedKey(m.RunID)}
+	if err := mb.rdb.ZAdd(ctx, mb.runsKey(), redis.Z{Score: float64(sent.UnixMilli()), Member: m.RunID}).Err(); err != nil {
+		return SendResult{}, fmt.Errorf("mailbox: index run %s: %w", m.RunID, err)
+	}
+	keys := []string{mb.streamKey(m.RunID, m.To), mb.idsKey(m.RunID), mb.agentsKey(m.RunID), mb.closedKey(m.RunID)}
 	res, err := sendScript.Run(ctx, mb.rdb, keys, m.ID, m.From, m.To, m.Body, sent.UnixMilli(),
 		mb.cfg.MaxLen, ttl.Milliseconds(), m.RunID, m.To, Group).Slice()
 	if err != nil {
@@ -438,27 +469,34 @@ func (mb *Mailbox) deliveryCounts(ctx context.Context, key, consumer string, xs 
 	return out, nil
 }
 
-// deadLetterScript moves one entry to the dead-letter stream: copy, acknowledge,
-// delete, atomically, so a message is never both dead and deliverable. An entry
-// acknowledged meanwhile is left alone (nil reply).
+// deadLetterScript removes one entry the caller has already copied to the
+// dead-letter stream: acknowledge and delete, only if it is still pending (an
+// entry acknowledged meanwhile is left alone: 0). The dead stream is another
+// slot than the run's, so the copy cannot be in this script (package doc).
 var deadLetterScript = redis.NewScript(`
-if #redis.call('XPENDING', KEYS[1], ARGV[2], ARGV[3], ARGV[3], 1) == 0 then return false end
-local did = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 4))
-redis.call('XACK', KEYS[1], ARGV[2], ARGV[3])
-redis.call('XDEL', KEYS[1], ARGV[3])
-return did
+if #redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1) == 0 then return 0 end
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+redis.call('XDEL', KEYS[1], ARGV[2])
+return 1
 `)
 
 func (mb *Mailbox) deadLetter(ctx context.Context, key string, m Message, reason string) (bool, error) {
-	args := []any{mb.cfg.DeadMaxLen, Group, m.EntryID,
+	did, err := mb.rdb.XAdd(ctx, &redis.XAddArgs{Stream: mb.DeadKey(), MaxLen: mb.cfg.DeadMaxLen, Approx: true, Values: []any{
 		"run_id", m.RunID, "id", m.ID, "from", m.From, "to", m.To, "body", m.Body,
-		"sent_at", m.SentAt.UnixMilli(), "entry_id", m.EntryID, "deliveries", m.Deliveries, "reason", reason}
-	did, err := deadLetterScript.Run(ctx, mb.rdb, []string{key, mb.DeadKey()}, args...).Text()
-	if errors.Is(err, redis.Nil) {
-		return false, nil
-	}
+		"sent_at", m.SentAt.UnixMilli(), "entry_id", m.EntryID, "deliveries", m.Deliveries, "reason", reason,
+	}}).Result()
 	if err != nil {
-		return false, fmt.Errorf("mailbox: dead-letter %s: %w", m.ID, err)
+		return false, fmt.Errorf("mailbox: dead-letter %s: copy: %w", m.ID, err)
+	}
+	moved, err := deadLetterScript.Run(ctx, mb.rdb, []string{key}, Group, m.EntryID).Int()
+	if err != nil {
+		return false, fmt.Errorf("mailbox: dead-letter %s: remove from %s: %w", m.ID, key, err)
+	}
+	if moved == 0 {
+		if err := mb.rdb.XDel(ctx, mb.DeadKey(), did).Err(); err != nil {
+			return false, fmt.Errorf("mailbox: dead-letter %s: withdraw the copy of an acknowledged entry: %w", m.ID, err)
+		}
+		return false, nil
 	}
 	mb.opts.Metrics.deadLettered()
 	d := DeadLetter{Message: m, Reason: reason, DeadEntryID: did}
@@ -517,13 +555,14 @@ func (mb *Mailbox) DeleteRun(ctx context.Context, runID string) error {
 	for _, a := range agents {
 		keys = append(keys, mb.streamKey(runID, a))
 	}
-	_, err = mb.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, keys...)
-		p.ZRem(ctx, mb.runsKey(), runID)
-		return nil
-	})
-	if err != nil {
+	// The run's keys share its slot; the index is another slot and goes after,
+	// so a crash in between leaves an index entry Trim prunes, never a stream
+	// that maintenance cannot find.
+	if err := mb.rdb.Del(ctx, keys...).Err(); err != nil {
 		return fmt.Errorf("mailbox: delete mailboxes of run %s: %w", runID, err)
+	}
+	if err := mb.rdb.ZRem(ctx, mb.runsKey(), runID).Err(); err != nil {
+		return fmt.Errorf("mailbox: unindex run %s: %w", runID, err)
 	}
 	return nil
 }

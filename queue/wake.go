@@ -46,6 +46,9 @@ type Waker struct {
 	gen  uint64
 	wake chan struct{} // closed at the next announcement
 	done chan struct{} // closed when Run ends: nothing waits any more
+	// ready is closed once Redis confirmed the subscription: announcements
+	// before it are not heard.
+	ready chan struct{}
 
 	// The dequeue round in progress; asynq dequeues from one goroutine.
 	empty int
@@ -55,7 +58,7 @@ type Waker struct {
 // NewWaker returns a Waker for a server polling queues queues that waits at
 // most idle between polls. rdb is any client of the same Redis (it subscribes).
 func NewWaker(rdb redis.UniversalClient, queues int, idle time.Duration) *Waker {
-	return &Waker{rdb: rdb, queues: max(queues, 1), idle: idle, wake: make(chan struct{}), done: make(chan struct{})}
+	return &Waker{rdb: rdb, queues: max(queues, 1), idle: idle, wake: make(chan struct{}), done: make(chan struct{}), ready: make(chan struct{})}
 }
 
 // Run follows WakeChannel until ctx ends (go-redis resubscribes after a
@@ -66,6 +69,21 @@ func (w *Waker) Run(ctx context.Context) error {
 	defer close(w.done)
 	sub := w.rdb.Subscribe(ctx, WakeChannelOf(w.rdb))
 	defer sub.Close()
+	// The first reply is the subscription's confirmation. Until it comes (Redis
+	// may be away at start) the hook still waits at most idle, so keep asking
+	// rather than give up: a Waker that returned leaves the server polling
+	// without pause.
+	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		if _, err := sub.Receive(ctx); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+	}
+	close(w.ready)
 	ch := sub.Channel()
 	for {
 		select {
@@ -79,6 +97,9 @@ func (w *Waker) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// Ready is closed once the Waker hears announcements.
+func (w *Waker) Ready() <-chan struct{} { return w.ready }
 
 func (w *Waker) announce() {
 	w.mu.Lock()

@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/redisconn"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
 	"github.com/aetherium-engine/aetherium/queue"
 )
 
@@ -18,17 +18,29 @@ import (
 // waits for the poll, and the next announcement's round finds it too.
 func TestWakerStartsAnnouncedTasks(t *testing.T) {
 	t.Parallel()
-	url := fleettest.Redis(t)
-	ropt, err := redis.ParseURL(url)
+	testdb.EachRedis(t, func(t *testing.T, tg testdb.RedisTarget) {
+		wakerStartsAnnouncedTasks(t, tg.URL)
+	})
+}
+
+// On a cluster the Waker subscribes through one node while the Enqueuer may
+// publish through another: classic PUBLISH reaches every node.
+func wakerStartsAnnouncedTasks(t *testing.T, url string) {
+	rc0, err := redisconn.Parse(url)
 	require.NoError(t, err)
-	plain := redis.NewClient(ropt)
+	plain := rc0.Client()
 	t.Cleanup(func() { _ = plain.Close() })
 
 	ctx, cancel := context.WithCancel(context.Background())
 	waker := queue.NewWaker(plain, len(queue.Queues()), time.Minute)
 	ran := make(chan struct{})
 	go func() { _ = waker.Run(ctx); close(ran) }()
-	rc := redis.NewClient(ropt)
+	select {
+	case <-waker.Ready():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waker never subscribed")
+	}
+	rc := rc0.Client()
 	rc.AddHook(waker.Hook())
 	t.Cleanup(func() { _ = rc.Close() })
 	srv := asynq.NewServerFromRedisClient(rc, asynq.Config{Concurrency: 2, Queues: queue.Weights(), TaskCheckInterval: time.Millisecond, LogLevel: asynq.ErrorLevel})
@@ -47,7 +59,7 @@ func TestWakerStartsAnnouncedTasks(t *testing.T) {
 	// shutdown does not wait out the minute.
 	t.Cleanup(func() { cancel(); <-ran })
 
-	client := asynq.NewClient(asynq.RedisClientOpt{Addr: ropt.Addr, DB: ropt.DB})
+	client := asynq.NewClient(rc0.Asynq())
 	t.Cleanup(func() { _ = client.Close() })
 	announcing, err := queue.NewEnqueuer(client, queue.Config{Wake: plain})
 	require.NoError(t, err)

@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -14,9 +15,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/aetherium-engine/aetherium/gpu/fenceproxy"
+	"github.com/aetherium-engine/aetherium/internal/redisconn"
 )
 
 func main() {
@@ -32,11 +32,11 @@ func run(log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	opt, err := redis.ParseURL(cfg.Redis)
+	rc, err := redisconn.Parse(cfg.Redis)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", fenceproxy.EnvRedis, err)
 	}
-	rdb := redis.NewClient(opt)
+	rdb := rc.Client()
 	defer rdb.Close()
 	m, err := fenceproxy.NewManager(cfg, rdb)
 	if err != nil {

@@ -128,23 +128,9 @@ func Store(t testing.TB) *store.Store {
 // The process and its data directory are removed at cleanup.
 func Redis(t testing.TB) string {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		Unavailable(t, "redis-server not installed")
-	}
-	port, err := testinfra.FreePort()
-	if err != nil {
-		t.Fatalf("free port: %v", err)
-	}
-	dir := t.TempDir()
-	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", dir, "--daemonize", "no", "--logfile", filepath.Join(dir, "redis.log"))
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start redis-server: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+	port := startServer(t, func(port int, dir string) []string {
+		return []string{"--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", dir, "--daemonize", "no", "--logfile", filepath.Join(dir, "redis.log")}
 	})
 	url := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
 	opt, _ := redis.ParseURL(url)
@@ -159,6 +145,30 @@ func Redis(t testing.TB) string {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// startServer runs redis-server (a node, or a sentinel with --sentinel) with
+// the arguments args gives for a free loopback port and a private directory,
+// killed at cleanup, and returns the port.
+func startServer(t testing.TB, args func(port int, dir string) []string) int {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		Unavailable(t, "redis-server not installed")
+	}
+	port, err := testinfra.FreePort()
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	cmd := exec.Command(bin, args(port, t.TempDir())...)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return port
 }
 
 var (
