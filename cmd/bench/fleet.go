@@ -64,6 +64,7 @@ type workload struct {
 	elapsed    time.Duration
 	submitPerS float64
 	xact       int64
+	redis      redisCounts
 	cpu        harness.CPUUse
 }
 
@@ -92,6 +93,10 @@ func fleetWorkload(ctx context.Context, e *env, fl *fleet.Fleet, team templates.
 	}
 	w.submitPerS = float64(runs) / time.Since(start).Seconds()
 	x0, err := e.xactCommits(ctx, fl)
+	if err != nil {
+		return w, err
+	}
+	r0, err := e.redisCommands(ctx)
 	if err != nil {
 		return w, err
 	}
@@ -145,7 +150,12 @@ func fleetWorkload(ctx context.Context, e *env, fl *fleet.Fleet, team templates.
 		fl.Audit.Flush()
 	}
 	x1, err := e.xactCommits(ctx, fl)
+	if err != nil {
+		return w, err
+	}
 	w.xact = x1 - x0
+	r1, err := e.redisCommands(ctx)
+	w.redis = r1.minus(r0)
 	return w, err
 }
 
@@ -250,6 +260,10 @@ func benchFleet(ctx context.Context, e *env, res *Result) error {
 	r.OneRatio = ratio(r.OnePerS, res.Asynq.ProcessPerS)
 	r.OneXact = float64(w.xact) / float64(audited)
 	r.OneCPU = w.cpu
+	c := &res.Capacity
+	oneTurns := float64(audited) // one call per turn
+	c.TurnXact, c.TurnRedisCmds, c.TurnTopCmds = r.OneXact, float64(w.redis.total())/oneTurns, w.redis.top(6, oneTurns)
+	c.TurnPGMicros, c.TurnRedisMicros, c.TurnFleetMicros = cpuMicros(w.cpu, "postgres", oneTurns), cpuMicros(w.cpu, "redis", oneTurns), cpuMicros(w.cpu, "bench", oneTurns)
 	progress("fleet tool calls, one per model message: %d calls in %.2fs = %.0f/s (%.2f × raw asynq), %.1f PostgreSQL transactions per call; CPU: %s",
 		audited, w.elapsed.Seconds(), r.OnePerS, r.OneRatio, r.OneXact, w.cpu)
 
@@ -260,6 +274,8 @@ func benchFleet(ctx context.Context, e *env, res *Result) error {
 		return err
 	}
 	r.RelayOneXact = float64(w.xact) / float64(e.o.relayRuns)
+	one1 := w
+	c.RunXact, c.RunRedisCmds = r.RelayOneXact, float64(w.redis.total())/float64(e.o.relayRuns)
 
 	relay := harness.Relay(e.o.relayDepth)
 	want = harness.ExpectOf(relay).Times(e.o.relayRuns)
@@ -290,7 +306,13 @@ func benchFleet(ctx context.Context, e *env, res *Result) error {
 		writeTop(ctx, relayProfile)
 	}
 	if e.o.relayDepth > 1 {
+		extra := float64(e.o.relayRuns * (e.o.relayDepth - 1))
 		res.Hops.RelayMarginalXact = (float64(w.xact)/float64(e.o.relayRuns) - r.RelayOneXact) / float64(e.o.relayDepth-1)
+		c.TripXact = res.Hops.RelayMarginalXact
+		c.TripRedisCmds = float64(w.redis.total()-one1.redis.total()) / extra
+		// CPU seconds of the deep relays minus the depth-1 ones (the same runs).
+		c.TripPGMicros = 1e6 * (w.cpu.Groups["postgres"] - one1.cpu.Groups["postgres"]) / extra
+		c.TripRedisMicros = 1e6 * (w.cpu.Groups["redis"] - one1.cpu.Groups["redis"]) / extra
 	}
 	progress("fleet delegations: %.1f PostgreSQL transactions per round trip beyond the run's own (%.1f per depth-1 run); hops under load: p50 %.1f ms, p99 %.1f ms (%d hops)",
 		res.Hops.RelayMarginalXact, r.RelayOneXact, res.Hops.LoadP50MS, res.Hops.LoadP99MS, res.Hops.LoadHops)

@@ -20,6 +20,7 @@ type Result struct {
 	Scaling      []ScalePoint    `json:"scaling"`
 	Latency      LatencyResult   `json:"latency"`
 	Hops         HopResult       `json:"hops"`
+	Capacity     Capacity        `json:"capacity"`
 	TotalSeconds float64         `json:"total_seconds"`
 }
 
@@ -83,6 +84,7 @@ func (r Result) Markdown() string {
 		row("6", fmt.Sprintf("idle cost at task_check_interval %s", c.Interval), fmt.Sprintf("Redis %.2f %% of a core per idle worker; each worker %.2f %%", c.RedisPctPerProc, c.WorkerPctPerProc),
 			fmt.Sprintf("%d idle worker processes over %.0f s", h.IdleProcs, h.IdleSeconds))
 	}
+	r.Capacity.rows(row)
 	fmt.Fprintf(&b, "\nCPU use (cores busy on average; PostgreSQL counts every backend on the machine):\n\n")
 	fmt.Fprintf(&b, "- raw asynq: %s\n- fleet tool calls: %s\n- fleet tool calls, gate off: %s\n- fleet tool calls, one per message: %s\n- fleet delegations: %s\n- River: %s\n", a.CPU, f.ToolCPU, f.UngatedCPU, f.OneCPU, f.RelayCPU, rv.CPU)
 	if f.ToolModelTurns > 0 && f.OneCalls > 0 {
