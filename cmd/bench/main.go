@@ -1,7 +1,9 @@
 // Command bench measures, in one run on the same Redis and PostgreSQL, the raw asynq
 // floor, the fleet's gated tool calls and delegations, River on the same
 // PostgreSQL, I/O-bound scaling over worker processes, demo-run latency with a
-// worker's peak memory, and hop latency with the idle cost of workers. It prints progress on stderr, the result table (markdown) on
+// worker's peak memory, hop latency with the idle cost of workers, and (section 7,
+// from section 2's counts) what one PostgreSQL and one Redis carry per model turn
+// and per delegation. It prints progress on stderr, the result table (markdown) on
 // stdout, and writes cmd/bench/results/latest.{md,json}.
 //
 //	go run ./cmd/bench [-bin bin/aetherium] [-quick] [-sections 2,6]
@@ -80,7 +82,9 @@ func main() {
 	flag.IntVar(&o.relayDepth, "relay-depth", 5, "sequential delegations per run")
 	flag.DurationVar(&o.latency, "latency", 100*time.Millisecond, "script model latency of sections 4 and 5")
 	flag.IntVar(&o.scaleConc, "scale-concurrency", 10, "worker concurrency per process in section 4")
-	flag.IntVar(&o.scaleRuns, "scale-runs", 30, "runs per worker process in section 4")
+	// 100 runs of 13 turns per 10 slots: the drain (fewer runs left than slots)
+	// is about a second of 14, where at 30 runs it was a quarter of the span.
+	flag.IntVar(&o.scaleRuns, "scale-runs", 100, "runs per worker process in section 4")
 	flag.IntVar(&o.seqRuns, "latency-runs", 30, "demo runs submitted one at a time in section 5")
 	flag.IntVar(&o.concRuns, "concurrent-runs", 100, "demo runs submitted at once in section 5 (the worker's concurrency)")
 	flag.BoolVar(&o.profile, "profile", true, "CPU-profile the fleet sections into <out>/profiles")
