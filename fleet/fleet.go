@@ -432,6 +432,9 @@ func (f *Fleet) Close() {
 	if f.Audit != nil {
 		f.Audit.Close()
 	}
+	if f.Workspaces != nil {
+		f.Workspaces.Close() // a spare image being made is finished or removed first
+	}
 	f.closeEgressProxy()
 	if f.stopPolicy != nil {
 		f.stopPolicy()

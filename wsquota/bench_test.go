@@ -3,7 +3,9 @@ package wsquota_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/aetherium-engine/aetherium/wsquota"
 	"github.com/aetherium-engine/aetherium/wsquota/wsquotatest"
@@ -29,6 +31,39 @@ func BenchmarkOpen(b *testing.B) {
 			}
 		})
 	}
+	// From a spare: the rename and the mount, the refill off the clock's path
+	// (it runs beside the loop, as it does beside a worker's steps).
+	b.Run("NewFromSpare/"+wsquota.DefaultQuota.String(), func(b *testing.B) {
+		m, err := wsquota.New(wsquotatest.Root(b), wsquota.Config{Quota: wsquota.DefaultQuota, Spares: b.N + 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer m.Close()
+		ctx := context.Background()
+		if _, err := m.Open(ctx, "warm"); err != nil {
+			b.Fatal(err)
+		}
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+			got, _ := filepath.Glob(filepath.Join(m.Root(), wsquota.ImagesDir, wsquota.SparesDir, "*.ext4"))
+			if len(got) >= b.N+1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("%d of %d spares after a minute", len(got), b.N+1)
+			}
+		}
+		b.ResetTimer()
+		for i := range b.N {
+			if _, err := m.Open(ctx, fmt.Sprintf("ws-%d", i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		m.Close()
+		if err := wsquota.UnmountAll(m.Root()); err != nil {
+			b.Fatal(err)
+		}
+	})
 	b.Run("Mounted", func(b *testing.B) {
 		m, ctx := mountedOne(b)
 		for range b.N {

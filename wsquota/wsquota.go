@@ -77,13 +77,23 @@ type Config struct {
 	// maintenance sweep unmounts it then; Open mounts it again when needed.
 	// Default DefaultUnmountAfter (15m).
 	UnmountAfter time.Duration `yaml:"workspace_unmount_after"`
+	// Spares is how many fresh images (sparse, ext4 made, never mounted) the
+	// Manager keeps ready under <root>/.images/spare, so a new workspace is a rename
+	// and a mount instead of a mkfs.ext4 process (about 7 ms idle, tens of
+	// milliseconds on a loaded host) on the run's first step. 0 keeps none.
+	// Default (Defaults) DefaultSpares.
+	Spares int `yaml:"workspace_spares"`
 	// Mkfs is the mkfs.ext4 binary. Default DefaultMkfs.
 	Mkfs string `yaml:"-"`
 }
 
+// DefaultSpares is how many fresh images a worker keeps ready (each a sparse file
+// of well under a megabyte on disk until used).
+const DefaultSpares = 4
+
 // Defaults returns the documented defaults.
 func Defaults() Config {
-	return Config{Quota: DefaultQuota, MinFree: DefaultMinFree}.WithDefaults()
+	return Config{Quota: DefaultQuota, MinFree: DefaultMinFree, Spares: DefaultSpares}.WithDefaults()
 }
 
 // WithDefaults returns c with every zero field whose zero means nothing filled in
@@ -106,6 +116,9 @@ func (c Config) Validate() error {
 	}
 	if c.MinFree.Bytes < 0 || c.MinFree.Percent < 0 || c.MinFree.Percent >= 100 {
 		errs = append(errs, fmt.Errorf("workspace_min_free (AETHERIUM_WORKSPACE_MIN_FREE): want a size or a percentage from 0 to below 100, got %s", c.MinFree))
+	}
+	if c.Spares < 0 {
+		errs = append(errs, fmt.Errorf("workspace_spares: %d is negative (0 keeps no spare images)", c.Spares))
 	}
 	if c.UnmountAfter < 0 {
 		errs = append(errs, fmt.Errorf("workspace_unmount_after: must not be negative, got %s", c.UnmountAfter))
@@ -185,6 +198,15 @@ type Manager struct {
 	checkOnce sync.Once
 	checkErr  error
 	mkfs      string
+
+	// The spare images' refill: at most one goroutine per Manager at a time,
+	// stopped and waited for by Close.
+	spareMu   sync.Mutex
+	refilling bool
+	closed    bool
+	stop      context.CancelFunc
+	stopCtx   context.Context
+	refills   sync.WaitGroup
 }
 
 // New returns a Manager for the workspaces under root (made absolute).
@@ -200,7 +222,9 @@ func New(root string, cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workspaces %s: %w", root, err)
 	}
-	return &Manager{root: abs, cfg: cfg}, nil
+	m := &Manager{root: abs, cfg: cfg}
+	m.stopCtx, m.stop = context.WithCancel(context.Background())
+	return m, nil
 }
 
 // Root is the absolute workspaces root.
@@ -333,10 +357,23 @@ func (m *Manager) create(ctx context.Context, dir, image string) error {
 	if err := checkEmpty(dir); err != nil {
 		return err
 	}
-	tmp := image + ".tmp"
+	defer m.refill()
+	if m.takeSpare(image) {
+		return nil
+	}
+	if err := m.makeImage(ctx, image); err != nil {
+		return fmt.Errorf("workspace image %s: %w", image, err)
+	}
+	return nil
+}
+
+// makeImage writes a fresh image at path: a sparse file of the quota's size with
+// an ext4 filesystem, made under a temporary name and renamed.
+func (m *Manager) makeImage(ctx context.Context, path string) error {
+	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return fmt.Errorf("workspace image %s: %w", tmp, err)
+		return err
 	}
 	err = f.Truncate(int64(m.cfg.Quota))
 	if cerr := f.Close(); err == nil {
@@ -346,13 +383,12 @@ func (m *Manager) create(ctx context.Context, dir, image string) error {
 		err = mkfs(ctx, m.mkfs, tmp)
 	}
 	if err == nil {
-		err = os.Rename(tmp, image)
+		err = os.Rename(tmp, path)
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("workspace image %s: %w", image, err)
 	}
-	return nil
+	return err
 }
 
 // mkdirImages makes the root (0755, as without quotas) and its private images

@@ -95,6 +95,7 @@ func TestConfigYAMLAndValidate(t *testing.T) {
 	require.NoError(t, c.Validate())
 
 	d := wsquota.Defaults()
+	require.Equal(t, wsquota.DefaultSpares, d.Spares)
 	require.Equal(t, wsquota.DefaultQuota, d.Quota)
 	require.Equal(t, wsquota.DefaultMinFree, d.MinFree)
 	require.Equal(t, wsquota.DefaultUnmountAfter, d.UnmountAfter)
@@ -108,6 +109,7 @@ func TestConfigYAMLAndValidate(t *testing.T) {
 		{wsquota.Config{Quota: 1 << 20}, "workspace_quota (AETHERIUM_WORKSPACE_QUOTA): 1.0 MiB is below the minimum 8.0 MiB"},
 		{wsquota.Config{MinFree: wsquota.MinFree{Percent: 100}}, "workspace_min_free"},
 		{wsquota.Config{UnmountAfter: -time.Second}, "workspace_unmount_after"},
+		{wsquota.Config{Spares: -1}, "workspace_spares"},
 	}
 	for _, tc := range cases {
 		require.ErrorContains(t, tc.c.Validate(), tc.want)
@@ -123,6 +125,7 @@ func manager(t *testing.T, cfg wsquota.Config) *wsquota.Manager {
 	}
 	m, err := wsquota.New(wsquotatest.Root(t), cfg)
 	require.NoError(t, err)
+	t.Cleanup(m.Close) // runs before the root's unmount and removal
 	return m
 }
 
@@ -197,6 +200,76 @@ func TestOpenMountsAQuotaFilesystem(t *testing.T) {
 	require.Positive(t, u.Used, "ext4's own metadata counts")
 	require.Less(t, u.Used, int64(testQuota/4))
 	require.False(t, u.Full())
+}
+
+// spares lists the ready images under m's root.
+func spares(t *testing.T, m *wsquota.Manager) []string {
+	t.Helper()
+	got, err := filepath.Glob(filepath.Join(m.Root(), wsquota.ImagesDir, wsquota.SparesDir, "*.ext4"))
+	require.NoError(t, err)
+	return got
+}
+
+func TestNewWorkspacesComeFromSpareImages(t *testing.T) {
+	t.Parallel()
+	m := manager(t, wsquota.Config{Spares: 2})
+	ctx := context.Background()
+	require.Empty(t, spares(t, m), "nothing is made before the first workspace")
+	_, err := m.Open(ctx, "first")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(spares(t, m)) == 2 }, 10*time.Second, 5*time.Millisecond, "the first new workspace starts the refill")
+
+	ready := spares(t, m)
+	dir, err := m.Open(ctx, "second")
+	require.NoError(t, err)
+	left := spares(t, m)
+	require.Len(t, left, 1, "the second workspace took a spare")
+	fi, err := os.Stat(m.Image("second"))
+	require.NoError(t, err)
+	taken := ready[0]
+	if left[0] == ready[0] {
+		taken = ready[1]
+	}
+	_, err = os.Stat(taken)
+	require.ErrorIs(t, err, os.ErrNotExist, "the spare was renamed into place")
+	require.EqualValues(t, testQuota, fi.Size())
+	// A workspace from a spare is like any other: mounted, empty, under its quota.
+	require.Len(t, mountsAt(t, dir), 1)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "no lost+found")
+	err = os.WriteFile(filepath.Join(dir, "big"), make([]byte, 2*testQuota), 0o644)
+	require.ErrorIs(t, wsquota.Explain(dir, err), wsquota.ErrExceeded)
+	require.Eventually(t, func() bool { return len(spares(t, m)) == 2 }, 10*time.Second, 5*time.Millisecond, "refilled")
+
+	// After the quota changed, a spare of the old size is never used: it is removed
+	// and the workspace gets an image of the new size.
+	bigger, err := wsquota.New(m.Root(), wsquota.Config{Quota: 2 * testQuota, Spares: 1})
+	require.NoError(t, err)
+	t.Cleanup(bigger.Close)
+	_, err = bigger.Open(ctx, "third")
+	require.NoError(t, err)
+	fi, err = os.Stat(bigger.Image("third"))
+	require.NoError(t, err)
+	require.EqualValues(t, 2*testQuota, fi.Size())
+	require.Eventually(t, func() bool {
+		got := spares(t, bigger)
+		if len(got) != 1 {
+			return false
+		}
+		fi, err := os.Stat(got[0])
+		return err == nil && fi.Size() == 2*testQuota
+	}, 10*time.Second, 5*time.Millisecond, "the old-size spares were removed, one of the new size made")
+
+	// Close waits for the refill under way and stops it: nothing more is made.
+	m.Close()
+	bigger.Close()
+	n := len(spares(t, m))
+	time.Sleep(50 * time.Millisecond)
+	require.Len(t, spares(t, m), n)
+	tmp, err := filepath.Glob(filepath.Join(m.Root(), wsquota.ImagesDir, wsquota.SparesDir, "*.tmp"))
+	require.NoError(t, err)
+	require.Empty(t, tmp, "no half-made spare after Close")
 }
 
 func TestOpenIsSafeConcurrently(t *testing.T) {
