@@ -43,16 +43,7 @@ func TestQARuleEndToEnd(t *testing.T) {
 	run := f.WaitTerminal(id, 4*time.Minute)
 	require.Equal(t, "completed", run.Status, run.Error)
 
-	var raw []byte
-	require.NoError(t, f.Store.Pool.QueryRow(t.Context(), `SELECT messages FROM sessions WHERE run_id = $1 AND agent = 'writer'`, id).Scan(&raw))
-	var msgs []struct{ Role, Content string }
-	require.NoError(t, json.Unmarshal(raw, &msgs))
-	var sentBack []string
-	for _, m := range msgs[2:] {
-		if m.Role == "user" {
-			sentBack = append(sentBack, m.Content)
-		}
-	}
+	msgs, sentBack := writerSentBack(t, f, id)
 	require.Len(t, sentBack, 2, "two verdicts were sent back")
 	require.Contains(t, sentBack[0], "play_test has not been run on index.html as it stands now")
 	require.Contains(t, sentBack[1], "index.html changed since play_test played it (index.html)")
@@ -106,16 +97,7 @@ func TestPlayTestRunApp(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(results[1]), &second), results[1])
 	require.Empty(t, second.Errors, results[1])
 
-	var raw []byte
-	require.NoError(t, f.Store.Pool.QueryRow(t.Context(), `SELECT messages FROM sessions WHERE run_id = $1 AND agent = 'writer'`, id).Scan(&raw))
-	var msgs []struct{ Role, Content string }
-	require.NoError(t, json.Unmarshal(raw, &msgs))
-	var sentBack []string
-	for _, m := range msgs[2:] {
-		if m.Role == "user" {
-			sentBack = append(sentBack, m.Content)
-		}
-	}
+	_, sentBack := writerSentBack(t, f, id)
 	require.Len(t, sentBack, 1, "the verdict after the edit was sent back")
 	require.Contains(t, sentBack[0], url+" changed since play_test played it (site/app.js)")
 }
@@ -126,4 +108,19 @@ func keysOf(m map[string]string) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// writerSentBack reads the writer's session of run id: its messages, and the user
+// messages after the task (what the QA rule sent back).
+func writerSentBack(t *testing.T, f *fleettest.Fleet, id string) (msgs []struct{ Role, Content string }, sentBack []string) {
+	t.Helper()
+	var raw []byte
+	require.NoError(t, f.Store.Pool.QueryRow(t.Context(), `SELECT messages FROM sessions WHERE run_id = $1 AND agent = 'writer'`, id).Scan(&raw))
+	require.NoError(t, json.Unmarshal(raw, &msgs))
+	for _, m := range msgs[2:] {
+		if m.Role == "user" {
+			sentBack = append(sentBack, m.Content)
+		}
+	}
+	return msgs, sentBack
 }
