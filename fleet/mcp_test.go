@@ -350,6 +350,56 @@ func TestMCPRestrictedCallTimesOut(t *testing.T) {
 	m.restricted(t, "", "c.pdf", true, "timed_out", "approval", "timed_out: no human decision within the approval window")
 }
 
+// A Restricted call waiting for its approval when its MCP run is cancelled ends
+// at once (the run's end closes the approval without a decision), long before the
+// approval window would.
+func TestMCPWaitingCallEndsWithItsRun(t *testing.T) {
+	t.Parallel()
+	m := setup(t, func(c *config.Config) { c.Security.ApprovalWindow = 10 * time.Minute })
+	cs, err := m.connect(t, aliceSecret, nil)
+	require.NoError(t, err)
+	type outcome struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "download_pdf", Arguments: map[string]any{"url": "http://127.0.0.1:1/d.pdf"}})
+		done <- outcome{res, err}
+	}()
+	var pending store.Approval
+	require.Eventually(t, func() bool {
+		list, err := m.Store.ListApprovalsOf(context.Background(), "", store.ApprovalPending, "", 10)
+		require.NoError(t, err)
+		if len(list) == 0 {
+			return false
+		}
+		pending = list[0]
+		return true
+	}, 30*time.Second, 20*time.Millisecond)
+	code, raw := m.post(t, aliceSecret, "/api/runs/"+pending.RunID+"/cancel", "")
+	require.Equal(t, http.StatusOK, code, string(raw))
+
+	var o outcome
+	select {
+	case o = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call still waits after its run was cancelled")
+	}
+	require.NoError(t, o.err)
+	require.True(t, o.res.IsError, text(o.res))
+	require.Contains(t, text(o.res), "run "+pending.RunID+" ended (cancelled")
+	call, err := m.Store.GetMCPCall(context.Background(), strings.TrimPrefix(pending.SessionID, "m:"))
+	require.NoError(t, err)
+	require.Equal(t, store.MCPCallDone, call.Status)
+	closed, err := m.Store.GetApproval(context.Background(), pending.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.ApprovalCancelled, closed.Status)
+	require.Zero(t, m.dispatched.of(call.ID)-1, "the tool was dispatched once (to the gate, which parked it), never run after the cancel")
+}
+
 // restricted calls download_pdf and decides its approval through the API (as
 // the approver token; verb "" leaves it to time out) while the client waits.
 func (m mcpFleet) restricted(t *testing.T, verb, file string, isError bool, decision, layer, contains string) {

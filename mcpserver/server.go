@@ -308,7 +308,8 @@ func (s *Server) callTool(profile string, p Profile, team json.RawMessage) mcp.T
 
 // wait polls the call's row until it is done. While its approval is pending it
 // sends a progress notification every ProgressEvery (when the client asked for
-// progress); the approval window bounds that wait, as the expiry denies the call.
+// progress); the approval window bounds that wait, as the expiry denies the call,
+// and a run that ends meanwhile (cancelled) ends it too.
 func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, call store.MCPCall) (*mcp.CallToolResult, error) {
 	deadline := time.Now().Add(s.d.ApprovalWindow + s.cfg.CallTimeout)
 	progressToken := req.Params.GetProgressToken()
@@ -316,6 +317,7 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, call store.
 	defer poll.Stop()
 	var lastProgress time.Time
 	started := time.Now()
+	resumed := false
 	for {
 		cur, err := s.d.Store.GetMCPCall(ctx, call.ID)
 		if err != nil && ctx.Err() == nil {
@@ -323,6 +325,17 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, call store.
 		}
 		if err == nil && cur.Status == store.MCPCallDone {
 			return result(cur), nil
+		}
+		if err == nil && cur.Status == store.MCPCallWaiting && !resumed {
+			// A run that ends closes its pending approvals without deciding them, so
+			// no decision will resume the call: resume it here, and the worker
+			// finishes it as a call of an ended run (one task per call: the key).
+			if run, rerr := s.d.Store.GetRun(ctx, call.RunID); rerr == nil && store.Terminal(run.Status) {
+				if qerr := s.d.Queue.MCPCall(ctx, call.ID, "run-ended"); qerr != nil {
+					return nil, fmt.Errorf("resume mcp call %s of ended run %s: %w", call.ID, run.ID, qerr)
+				}
+				resumed = true
+			}
 		}
 		if err == nil && cur.Status == store.MCPCallWaiting && progressToken != nil && time.Since(lastProgress) >= s.cfg.ProgressEvery {
 			lastProgress = time.Now()
