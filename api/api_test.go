@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -45,6 +46,9 @@ func TestBadInputGetsClearJSONErrors(t *testing.T) {
 		{"bad status filter", "GET", "/api/runs?status=sleeping", nil, 400, "status", "status"},
 		{"bad limit", "GET", "/api/runs?limit=0", nil, 400, "limit", "limit"},
 		{"bad cursor", "GET", "/api/runs?cursor=x", nil, 400, "cursor", "cursor"},
+		{"search too long", "GET", "/api/runs?q=" + strings.Repeat("a", 201), nil, 400, "at most 200", "q"},
+		{"search with NUL", "GET", "/api/runs?q=a%00b", nil, 400, "NUL", "q"},
+		{"search not UTF-8", "GET", "/api/runs?q=%ff%fe", nil, 400, "UTF-8", "q"},
 		{"bad last event id", "GET", "/api/runs/7d444840-9dc0-11d1-b245-5ffdce74fad2/events", nil, 404, "not found", "id"},
 		{"unknown route", "GET", "/api/nothing", nil, 404, "no route", ""},
 		{"bad schema role", "GET", "/api/tools/mcp-schemas?role=god", nil, 400, "role", "role"},
@@ -92,6 +96,41 @@ func TestInvalidInlineTeamListsEveryProblem(t *testing.T) {
 	code, _ = f.Do("GET", "/api/runs", nil, &list)
 	require.Equal(t, http.StatusOK, code)
 	require.Empty(t, list.Runs)
+}
+
+func TestListRunsSearch(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	pelican := f.Submit("demo", "Write about the Pelican migration", map[string]any{"topic": "t"})
+	other := f.Submit("demo", "Something else, 100% different_one", map[string]any{"topic": "t"})
+	cases := []struct {
+		name, q string
+		want    []string
+	}{
+		{"a word of the prompt, any case", "pelican", []string{pelican}},
+		{"the template name", "demo", []string{other, pelican}},
+		{"a run id prefix", other[:8], []string{other}},
+		{"LIKE wildcards are plain text", "100%", []string{other}},
+		{"an underscore is plain text (as a wildcard it would match \"te ab\")", "te_ab", []string{}},
+		{"no match", "albatross", []string{}},
+		{"empty matches everything", "", []string{other, pelican}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var page struct {
+				Runs []struct {
+					ID string `json:"id"`
+				} `json:"runs"`
+			}
+			code, raw := f.Do("GET", "/api/runs?q="+url.QueryEscape(c.q), nil, &page)
+			require.Equal(t, http.StatusOK, code, string(raw))
+			got := []string{}
+			for _, r := range page.Runs {
+				got = append(got, r.ID)
+			}
+			require.Equal(t, c.want, got)
+		})
+	}
 }
 
 func TestListRunsPages(t *testing.T) {

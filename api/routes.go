@@ -47,6 +47,7 @@ func (s *Server) routes() []route {
 			query("status", "Only runs in this status.", enumOf(statuses)).
 			query("limit", "Page size (default 50).", intRange(1, 500)).
 			query("cursor", "next_cursor of the previous page.", uuidSchema).
+			query("q", "Only runs whose id, prompt, template, project, owner or team name contains this text (ignoring case).", map[string]any{"type": "string", "maxLength": maxRunSearch}).
 			returns(200, runList{}).errors(400),
 		runParam(get("/api/runs/:id", "A run", s.getRun)).roles(RoleRead, RoleApprove).
 			describe("The approver reads the summary of a run that asked for an approval.").

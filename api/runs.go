@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
@@ -352,7 +353,11 @@ func (s *Server) listRuns(c *fiber.Ctx) error {
 			return badRequest("cursor", "cursor %q is not a run id", cursor)
 		}
 	}
-	runs, err := s.d.Store.ListRunsOf(c.UserContext(), ownerScope(c), status, limit, cursor)
+	search := c.Query("q")
+	if len(search) > maxRunSearch || !utf8.ValidString(search) || strings.ContainsRune(search, 0) {
+		return badRequest("q", "q must be UTF-8 text of at most %d bytes without NUL", maxRunSearch)
+	}
+	runs, err := s.d.Store.FindRuns(c.UserContext(), store.RunFilter{Owner: ownerScope(c), Status: status, Search: search}, limit, cursor)
 	if err != nil {
 		return err
 	}
@@ -366,6 +371,10 @@ func (s *Server) listRuns(c *fiber.Ctx) error {
 	}
 	return c.JSON(runList{Runs: out, NextCursor: next})
 }
+
+// maxRunSearch bounds GET /api/runs?q: a search is a substring of a run's id,
+// prompt, template, project, owner or team name, not a document.
+const maxRunSearch = 200
 
 type runList struct {
 	Runs []runView `json:"runs"`

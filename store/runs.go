@@ -148,10 +148,27 @@ func (s *Store) ListRuns(ctx context.Context, status string, limit int, cursor s
 // ListRunsOf is ListRuns restricted to one owner's runs ("" for every owner). A
 // cursor naming another owner's run matches nothing, so it cannot probe for it.
 func (s *Store) ListRunsOf(ctx context.Context, owner, status string, limit int, cursor string) ([]Run, error) {
-	q := `SELECT ` + runCols + ` FROM runs WHERE ($1 = '' OR status = $1) AND ($2 = '' OR owner = $2)`
-	args := []any{status, owner, limit}
+	return s.FindRuns(ctx, RunFilter{Owner: owner, Status: status}, limit, cursor)
+}
+
+// RunFilter narrows a run listing; every empty field matches everything.
+type RunFilter struct {
+	Owner, Status string
+	// Search matches runs whose id, prompt, template, project, owner or team name
+	// contains it, ignoring case; a plain substring (no pattern characters). It
+	// filters the scan in created_at order: cheap on a page of recent runs, a
+	// sequential read when it matches few of many.
+	Search string
+}
+
+// FindRuns lists the runs that match f, newest first, limit at a time after
+// cursor (the last run of the previous page).
+func (s *Store) FindRuns(ctx context.Context, f RunFilter, limit int, cursor string) ([]Run, error) {
+	q := `SELECT ` + runCols + ` FROM runs WHERE ($1 = '' OR status = $1) AND ($2 = '' OR owner = $2)
+		AND ($4 = '' OR strpos(lower(id::text || ' ' || prompt || ' ' || template || ' ' || project || ' ' || owner || ' ' || coalesce(team->>'name', '')), lower($4)) > 0)`
+	args := []any{f.Status, f.Owner, limit, f.Search}
 	if cursor != "" {
-		q += ` AND (created_at, id) < (SELECT created_at, id FROM runs WHERE id = $4 AND ($2 = '' OR owner = $2))`
+		q += ` AND (created_at, id) < (SELECT created_at, id FROM runs WHERE id = $5 AND ($2 = '' OR owner = $2))`
 		args = append(args, cursor)
 	}
 	q += ` ORDER BY created_at DESC, id DESC LIMIT $3`

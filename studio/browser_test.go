@@ -367,6 +367,11 @@ func TestStudioInTheBrowser(t *testing.T) {
 	require.Contains(t, alice.text(`#timeline li[data-type="approval.decided"]`), "approved")
 	alice.screenshot("run-approved")
 
+	// The search box asks the API (every run alice may see, not only one page).
+	alice.open("/app/runs?q=HELLO+in+a", `#runs tr[data-run="`+demoRun+`"]`)
+	require.Zero(t, alice.count(`#runs tr[data-run="`+waiting+`"]`), "the search leaves out the run whose prompt does not match")
+	require.Equal(t, "HELLO in a", alice.evalString(`document.querySelector("#search").value`))
+
 	// Another submitter sees neither the run nor its files.
 	bob := b.tab()
 	bob.signIn("bob")

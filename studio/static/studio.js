@@ -129,7 +129,7 @@ async function pageRuns() {
   const state = { status: params.get('status') || '', q: params.get('q') || '', cursors: [''] };
   const status = el('select', { id: 'status-filter', 'aria-label': 'status' }, RUN_STATUSES.map((s) => el('option', { value: s }, s || 'any status')));
   status.value = state.status;
-  const search = el('input', { id: 'search', type: 'search', placeholder: 'search prompt, team, id, owner', value: state.q });
+  const search = el('input', { id: 'search', type: 'search', placeholder: 'search prompt, team, template, project, id, owner', maxlength: '200', value: state.q });
   const tbody = el('tbody', { id: 'runs-body' });
   const pager = el('div', { class: 'pager' });
   const listErr = el('div');
@@ -151,10 +151,10 @@ async function pageRuns() {
     const qs = new URLSearchParams({ limit: '25' });
     if (state.status) qs.set('status', state.status);
     if (cursor) qs.set('cursor', cursor);
+    if (state.q) qs.set('q', state.q);
     let data;
     try { data = await api('GET', '/api/runs?' + qs); } catch (e) { listErr.appendChild(errorBox(e)); return; }
-    const q = state.q.toLowerCase();
-    const runs = data.runs.filter((r) => !q || [r.id, r.prompt, r.team, r.template, r.owner, r.result].some((f) => (f || '').toLowerCase().includes(q)));
+    const runs = data.runs;
     clear(tbody);
     for (const r of runs) {
       tbody.appendChild(el('tr', { 'data-run': r.id },
@@ -177,7 +177,8 @@ async function pageRuns() {
     history.replaceState(null, '', '/app/runs' + (qs.toString() ? '?' + qs : ''));
   };
   status.addEventListener('change', () => { state.status = status.value; state.cursors = ['']; sync(); load(); });
-  search.addEventListener('input', () => { state.q = search.value; sync(); clearTimeout(timer); timer = setTimeout(load, 200); });
+  // The API searches every run the principal may see, not only this page.
+  search.addEventListener('input', () => { state.q = search.value; state.cursors = ['']; sync(); clearTimeout(timer); timer = setTimeout(load, 200); });
   await load();
   // A list page refreshes while it is open, so runs started elsewhere show up.
   const iv = setInterval(() => { if (state.cursors.length === 1) load(); }, 5000);
