@@ -35,7 +35,7 @@ build() {
 	docker build -q --target "$target" -f "$file" \
 		--label io.aetherium.image="$target" --label io.aetherium.image.hash="$hash" \
 		-t "$image" "$ctx" 2> >(grep -v -e DEPRECATED -e "legacy builder" -e buildx -e "^ *$" >&2) >/dev/null
-	echo "deploy-images: built $image ($hash): $(($(docker image inspect -f '{{.Size}}' "$image") / 1024 / 1024)) MiB in $((SECONDS - t)) s"
+	echo "built $image ($hash): $(($(docker image inspect -f '{{.Size}}' "$image") / 1024 / 1024)) MiB in $((SECONDS - t)) s"
 }
 
 svc_hash="$(cat deploy/images/Dockerfile deploy/images/*-entrypoint.sh | { echo "$base_hash"; cat; } | sha256sum | cut -c1-16)"
