@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -218,6 +219,35 @@ func TestCompose(t *testing.T) {
 		sort.Strings(up)
 		return strings.Join(up, ",") == strings.Join(running, ",")
 	}, 90*time.Second, 5*time.Second, "one up target per running worker")
+
+	// Each worker says it is up (aetherium_worker_up, summed by the compose
+	// Prometheus), and the API's asynqmon lists each one's asynq server (the killed
+	// worker's entry expires with its heartbeat).
+	require.Eventually(t, func() bool {
+		v := promQuery(ctx, fmt.Sprintf("http://127.0.0.1:%d", promPort), "sum(aetherium_worker_up)")
+		logf("prometheus sum(aetherium_worker_up) = %s", v)
+		return v == strconv.Itoa(len(running))
+	}, 60*time.Second, 5*time.Second, "sum(aetherium_worker_up) counts every running worker")
+	require.Eventually(t, func() bool {
+		code, raw, err := api.do(ctx, "GET", "/monitoring/api/servers", nil, true)
+		var body struct {
+			Servers []struct {
+				Queues map[string]int `json:"queue_priorities"`
+			} `json:"servers"`
+		}
+		if err != nil || code != http.StatusOK || json.Unmarshal(raw, &body) != nil {
+			logf("asynqmon servers: HTTP %d: %.200s %v", code, raw, err)
+			return false
+		}
+		workers := 0
+		for _, s := range body.Servers {
+			if _, ok := s.Queues["workers"]; ok {
+				workers++
+			}
+		}
+		logf("asynqmon: %d asynq servers, %d serving the workers queue", len(body.Servers), workers)
+		return workers == len(running)
+	}, 90*time.Second, 5*time.Second, "asynqmon lists one asynq server per running worker")
 
 	// 4. Workers drain on stop, inside stop_grace_period (30 s): exit 0, no SIGKILL.
 	t0 := time.Now()
@@ -442,6 +472,32 @@ func workerTargets(ctx context.Context, url string) (up []string, total int) {
 		}
 	}
 	return up, total
+}
+
+// promQuery evaluates an instant PromQL query and returns the first sample's value
+// ("" when there is none or the query failed).
+func promQuery(ctx context.Context, base, q string) string {
+	req, err := http.NewRequestWithContext(ctx, "GET", base+"/api/v1/query?query="+url.QueryEscape(q), nil)
+	if err != nil {
+		return ""
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Data struct {
+			Result []struct {
+				Value [2]any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&body) != nil || len(body.Data.Result) == 0 {
+		return ""
+	}
+	v, _ := body.Data.Result[0].Value[1].(string)
+	return v
 }
 
 // removeLabelled force-removes the containers, then the networks and volumes
