@@ -15,7 +15,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,6 +23,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/aetherium-engine/aetherium/internal/testinfra"
 )
 
 // The file write_file writes and run_shell reads back in the sandbox.
@@ -81,7 +82,7 @@ func TestCompose(t *testing.T) {
 	require.NoError(t, err, "docker-compose (Debian's package) is needed")
 	_, err = exec.LookPath("docker")
 	require.NoError(t, err)
-	repo, err := filepath.Abs("..")
+	repo, err := testinfra.RepoRoot()
 	require.NoError(t, err)
 
 	logf("building the images (make sandbox-image, scripts/deploy-images.sh; cached by hash)")
@@ -545,10 +546,9 @@ func removeWorkspaces(t *testing.T, ws string) {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := testinfra.FreePort()
 	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 func randHex(t *testing.T, n int) string {
