@@ -187,26 +187,6 @@ func TestCompose(t *testing.T) {
 	logf("all %d runs terminal: %v", n, counts)
 	require.Equal(t, n, counts["completed"], "every run completed after the kill: %v", counts)
 
-	// Nothing ran twice (cmd/drills' checks): each delegation finished once; every
-	// tool result in the sessions has its audit row and no call was audited twice.
-	all := append([]string{demo, shell}, ids...)
-	arr := "'{" + strings.Join(all, ",") + "}'::uuid[]"
-	twice := psql(t, ctx, pg, `WITH f AS (SELECT d.id, (SELECT count(*) FROM run_events e WHERE e.run_id = d.run_id
-		AND e.type = 'delegation.finished' AND e.data->>'delegation_id' = d.id) AS n FROM delegations d WHERE d.run_id = ANY(`+arr+`))
-		SELECT count(*) FILTER (WHERE n > 1) || ' ' || count(*) FILTER (WHERE n = 0) || ' ' || count(*) FROM f`)
-	require.Equal(t, []string{"0", "0", strconv.Itoa(len(all))}, strings.Fields(twice), "delegations finished twice, never, in all")
-	require.Eventually(t, func() bool {
-		out := psql(t, ctx, pg, `WITH msgs AS (SELECT s.id || ':' || (m->>'tool_call_id') AS call_key
-			FROM sessions s, jsonb_array_elements(s.messages) m WHERE s.run_id = ANY(`+arr+`) AND m->>'role' = 'tool')
-			SELECT (SELECT count(*) FROM msgs) || ' ' || (SELECT count(DISTINCT call_key) FROM msgs) || ' ' ||
-				(SELECT count(*) FROM msgs WHERE NOT EXISTS (SELECT 1 FROM tool_audit a WHERE a.call_key = msgs.call_key)) || ' ' ||
-				(SELECT count(*) FROM tool_audit a WHERE a.run_id = ANY(`+arr+`)) || ' ' ||
-				(SELECT count(DISTINCT call_key) FROM tool_audit a WHERE a.run_id = ANY(`+arr+`))`)
-		f := strings.Fields(out)
-		logf("tool results %s (distinct %s), unaudited %s, audit rows %s (distinct calls %s)", f[0], f[1], f[2], f[3], f[4])
-		return len(f) == 5 && f[0] == f[1] && f[2] == "0" && f[3] == f[4] && f[0] == f[3]
-	}, 60*time.Second, 2*time.Second, "one tool result and one audit row per call, none twice")
-
 	// 3. Prometheus (in compose) scrapes every running worker, found by DNS.
 	running := runningIPs(t, ctx, containersOf(t, ctx, project, "worker"))
 	require.Len(t, running, 5, "five workers run after the scale-up")
@@ -250,16 +230,50 @@ func TestCompose(t *testing.T) {
 		return workers == len(running)
 	}, 90*time.Second, 5*time.Second, "asynqmon lists one asynq server per running worker")
 
-	// 4. Workers drain on stop, inside stop_grace_period (30 s): exit 0, no SIGKILL.
+	// 4. Workers drain on stop, inside stop_grace_period (30 s), with run_shell
+	// calls in flight: each finishes its steps and exits 0 (137 would be the grace
+	// period's SIGKILL); started again, the workers finish the runs.
+	var inFlight []string
+	for range 6 {
+		inFlight = append(inFlight, api.submitTeam(t, ctx, shellTeam(3*time.Second)))
+	}
+	time.Sleep(1500 * time.Millisecond)
 	t0 := time.Now()
 	dc("stop", "worker")
 	stopTook := time.Since(t0)
 	for _, id := range containersOf(t, ctx, project, "worker") {
 		code := strings.TrimSpace(run(t, ctx, "", nil, "docker", "inspect", "-f", "{{.State.ExitCode}}", id))
-		require.Equal(t, "0", code, "worker %s drained and exited on SIGTERM (137 would be the grace period's SIGKILL)", id[:12])
+		require.Equal(t, "0", code, "worker %s drained and exited on SIGTERM", id[:12])
 	}
 	require.Less(t, stopTook, 30*time.Second)
-	logf("5 workers stopped (drained, exit 0) in %.1fs", stopTook.Seconds())
+	logf("5 workers stopped under load (drained, exit 0) in %.1fs", stopTook.Seconds())
+	dc("start", "worker")
+	for id, status := range api.waitTerminal(t, ctx, inFlight, 3*time.Minute, logf) {
+		require.Equal(t, "completed", status, "run %s, in flight at the stop", id)
+	}
+	logf("the %d runs in flight at the stop completed after the restart", len(inFlight))
+
+	// Nothing ran twice (cmd/drills' checks): each delegation finished once; every
+	// tool result in the sessions has its audit row and no call was audited twice.
+	checkOnce := func(all []string) {
+		arr := "'{" + strings.Join(all, ",") + "}'::uuid[]"
+		twice := psql(t, ctx, pg, `WITH f AS (SELECT d.id, (SELECT count(*) FROM run_events e WHERE e.run_id = d.run_id
+			AND e.type = 'delegation.finished' AND e.data->>'delegation_id' = d.id) AS n FROM delegations d WHERE d.run_id = ANY(`+arr+`))
+			SELECT count(*) FILTER (WHERE n > 1) || ' ' || count(*) FILTER (WHERE n = 0) || ' ' || count(*) FROM f`)
+		require.Equal(t, []string{"0", "0", strconv.Itoa(len(all))}, strings.Fields(twice), "delegations finished twice, never, in all")
+		require.Eventually(t, func() bool {
+			out := psql(t, ctx, pg, `WITH msgs AS (SELECT s.id || ':' || (m->>'tool_call_id') AS call_key
+				FROM sessions s, jsonb_array_elements(s.messages) m WHERE s.run_id = ANY(`+arr+`) AND m->>'role' = 'tool')
+				SELECT (SELECT count(*) FROM msgs) || ' ' || (SELECT count(DISTINCT call_key) FROM msgs) || ' ' ||
+					(SELECT count(*) FROM msgs WHERE NOT EXISTS (SELECT 1 FROM tool_audit a WHERE a.call_key = msgs.call_key)) || ' ' ||
+					(SELECT count(*) FROM tool_audit a WHERE a.run_id = ANY(`+arr+`)) || ' ' ||
+					(SELECT count(DISTINCT call_key) FROM tool_audit a WHERE a.run_id = ANY(`+arr+`))`)
+			f := strings.Fields(out)
+			logf("tool results %s (distinct %s), unaudited %s, audit rows %s (distinct calls %s)", f[0], f[1], f[2], f[3], f[4])
+			return len(f) == 5 && f[0] == f[1] && f[2] == "0" && f[3] == f[4] && f[0] == f[3]
+		}, 60*time.Second, 2*time.Second, "one tool result and one audit row per call, none twice")
+	}
+	checkOnce(append(append([]string{demo, shell}, ids...), inFlight...))
 
 	// 5. down -v leaves nothing: compose's own and what workers made on the host's
 	// engine (sandboxes, their networks).
