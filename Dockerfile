@@ -1,6 +1,6 @@
 # The one binary, every role. Build: docker build -t aetherium .
-# (Needs a Go toolchain image; on a machine without a registry, build the binary with
-# `make build` and use Dockerfile.local instead.)
+# (Needs the golang and debian images from a registry. On a machine without one,
+# `make deploy-images` builds what docker-compose.yml runs: deploy/images/.)
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -8,8 +8,9 @@ RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/aetherium ./cmd/aetherium
 
-# The worker of docker-compose.yml: quota workspaces need mkfs.ext4 and root (the
-# container is privileged). Build: docker build --target worker -t aetherium-worker .
+# A worker image for docker-compose.yml (AETHERIUM_WORKER_IMAGE) when a registry is at
+# hand: quota workspaces need mkfs.ext4 and root (the container gets SYS_ADMIN and the
+# loop devices). Build: docker build --target worker -t aetherium-worker .
 FROM debian:bookworm-slim AS worker
 RUN apt-get update && apt-get install -y --no-install-recommends e2fsprogs && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/aetherium /usr/local/bin/aetherium

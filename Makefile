@@ -5,7 +5,7 @@ SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 GO ?= go
 
-.PHONY: demo test services sandbox-image images gpu-images build vet compose-check clean bench drills fuzz
+.PHONY: demo test services sandbox-image images deploy-images gpu-images build vet compose-check compose-test clean bench drills fuzz
 
 build:
 	$(GO) build -o bin/aetherium ./cmd/aetherium
@@ -22,9 +22,23 @@ sandbox-image:
 # debootstrap, imported without a registry. Each build is skipped while its hash
 # (package list + build script + the image's <name>.extra.sh inputs, e.g. the host's Go)
 # matches; a cold build takes minutes (sandbox/README.md). The images build side by
-# side (scripts/images.sh).
+# side (scripts/images.sh), and with them the compose deployment's images
+# (`make deploy-images`).
 images:
 	bash scripts/images.sh
+
+# The images docker-compose.yml runs, without a registry (scripts/deploy-images.sh):
+# one debootstrap base (Debian's redis-server, postgresql, prometheus, e2fsprogs)
+# under aetherium-redis/-postgres/-prometheus, aetherium-worker (base + the static
+# binary) and aetherium (FROM scratch + the binary). Skipped while their hashes match.
+deploy-images:
+	GO=$(GO) bash scripts/deploy-images.sh
+
+# The compose deployment end to end (deploy/compose_test.go, root, a few minutes):
+# builds the images, starts docker-compose.yml with 3 workers, kills one under load,
+# scales to 5, checks and removes everything.
+compose-test:
+	AETHERIUM_COMPOSE_TEST=1 $(GO) test -count=1 -run TestCompose -timeout 20m -v ./deploy/...
 
 # The fencing proxy and the ComfyUI simulator images (static Go binaries:
 # aetherium/fenceproxy, aetherium/comfysim FROM scratch, aetherium/comfysim-video

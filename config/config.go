@@ -299,8 +299,18 @@ func applyEnv(c *Config, env func(string) (string, bool)) error {
 		}
 		c.WorkspaceLimits.MinFree = m
 	}
+	// One bearer token from the environment (compose and other container
+	// deployments, where a mounted config file is extra ceremony): its hex SHA-256,
+	// role admin, named "env". It joins api.tokens rather than replacing them; an
+	// empty value (compose's ${VAR:-}) adds nothing.
+	if v, ok := env("AETHERIUM_API_TOKEN_SHA256"); ok && v != "" {
+		c.API.Tokens = append(c.API.Tokens, api.Token{Name: EnvTokenName, SHA256: strings.ToLower(strings.TrimSpace(v)), Roles: []string{api.RoleAdmin}})
+	}
 	return errors.Join(errs...)
 }
+
+// EnvTokenName names the api token AETHERIUM_API_TOKEN_SHA256 adds.
+const EnvTokenName = "env"
 
 // Validate checks every setting and names the key of the first problems found.
 func (c Config) Validate() error {

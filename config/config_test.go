@@ -3,11 +3,13 @@ package config_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/api"
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/mcpserver"
 	"github.com/aetherium-engine/aetherium/security"
@@ -175,8 +177,11 @@ llm:
 				"AETHERIUM_OPENAI_MODEL":           "env-model",
 				"AETHERIUM_ANTHROPIC_MODEL":        "claude-env",
 				"AETHERIUM_ANTHROPIC_API_KEY":      "ant-env",
+				"AETHERIUM_API_TOKEN_SHA256":       strings.Repeat("AB", 32),
 			},
 			check: func(t *testing.T, c config.Config) {
+				require.Equal(t, []api.Token{{Name: config.EnvTokenName, SHA256: strings.Repeat("ab", 32), Roles: []string{api.RoleAdmin}}}, c.API.Tokens,
+					"the env token is added with role admin, its hex lower-cased")
 				require.Equal(t, "rediss://cache:6379/0", c.RedisURL)
 				require.Equal(t, "postgres://other@db2/x", c.DatabaseURL)
 				require.Equal(t, "/tmp/ws", c.Workspaces)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds every image of the sandbox image family (sandbox/images/<name>.packages)
-# side by side: each build is bound by the mirror and dpkg rather than the CPU, so
+# and the compose deployment's images (scripts/deploy-images.sh) side by side: each build is bound by the mirror and dpkg rather than the CPU, so
 # three cold builds take about as long as the slowest one. Each image's output is
 # prefixed with its name; exits non-zero if any build failed. A build whose hash
 # matches returns at once (sandbox/images/build.sh).
@@ -24,6 +24,11 @@ for p in sandbox/images/*.packages; do
 	{ bash sandbox/images/build.sh "$n" 2>&1 | sed -u "s/^/[$n] /"; exit "${PIPESTATUS[0]}"; } &
 	pids+=($!)
 done
+# The compose deployment's images (scripts/deploy-images.sh: one more debootstrap,
+# plus a static `go build` of the binary) build beside them.
+names+=(deploy)
+{ bash scripts/deploy-images.sh 2>&1 | sed -u "s/^/[deploy] /"; exit "${PIPESTATUS[0]}"; } &
+pids+=($!)
 failed=()
 for i in "${!pids[@]}"; do
 	wait "${pids[$i]}" || failed+=("${names[$i]}")

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Builds the images docker-compose.yml runs, without any registry:
+#   aetherium-deploy-base  Debian bookworm by debootstrap with redis-server, postgresql,
+#                          prometheus, e2fsprogs (deploy/images/base.packages), built
+#                          by sandbox/images/build.sh through deploy/images/build.sh
+#                          (a symlink: the same machinery and hash as the sandbox family)
+#   aetherium-redis, aetherium-postgres, aetherium-prometheus   thin layers over it
+#                          (deploy/images/Dockerfile)
+#   aetherium-worker       the base + the static binary (root, mkfs.ext4; the scheduler too)
+#   aetherium              FROM scratch + the static binary (the api, migrate)
+# Each image carries a hash of its inputs (io.aetherium.image.hash) and is skipped
+# while it matches, so a second run costs one cached `go build`. The base's cold
+# debootstrap is about two minutes (the mirror and dpkg, little CPU).
+#   AETHERIUM_IMAGE_FORCE=1  rebuild even when the hashes match
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/usr/local/go/bin:$PATH
+GO="${GO:-go}"
+if ! docker info >/dev/null 2>&1; then
+	echo "deploy-images: no Docker engine answers" >&2
+	exit 1
+fi
+start=$SECONDS
+bash deploy/images/build.sh base aetherium-deploy-base:latest
+label() { docker image inspect -f '{{index .Config.Labels "io.aetherium.image.hash"}}' "$1" 2>/dev/null || true; }
+base_hash="$(label aetherium-deploy-base:latest)"
+
+# build <image> <target> <dockerfile> <context> <hash>: docker build unless current.
+build() {
+	local image=$1 target=$2 file=$3 ctx=$4 hash=$5
+	if [[ "$(label "$image")" == "$hash" && "${AETHERIUM_IMAGE_FORCE:-}" != 1 ]]; then
+		return 0
+	fi
+	local t=$SECONDS
+	docker build -q --target "$target" -f "$file" \
+		--label io.aetherium.image="$target" --label io.aetherium.image.hash="$hash" \
+		-t "$image" "$ctx" 2> >(grep -v -e DEPRECATED -e "legacy builder" -e buildx -e "^ *$" >&2) >/dev/null
+	echo "built $image ($hash): $(($(docker image inspect -f '{{.Size}}' "$image") / 1024 / 1024)) MiB in $((SECONDS - t)) s"
+}
+
+svc_hash="$(cat deploy/images/Dockerfile deploy/images/*-entrypoint.sh | { echo "$base_hash"; cat; } | sha256sum | cut -c1-16)"
+for s in redis postgres prometheus; do
+	build "aetherium-$s:latest" "$s" deploy/images/Dockerfile deploy/images "$svc_hash"
+done
+
+# The fleet's context: a staging directory, not the repository (no data/, no .git).
+ctx="$(mktemp -d "${TMPDIR:-/tmp}/aetherium-fleet-image.XXXXXX")"
+trap 'rm -rf "$ctx"' EXIT
+CGO_ENABLED=0 "$GO" build -trimpath -ldflags='-s -w' -o "$ctx/aetherium" ./cmd/aetherium
+cp -r templates "$ctx/templates"
+cp -r knowledge/packs "$ctx/packs"
+cp -r config "$ctx/config"
+rm -f "$ctx"/templates/*_test.go "$ctx"/templates/*.go "$ctx"/config/*.go
+cp deploy/images/Dockerfile.fleet "$ctx/Dockerfile"
+fleet_hash="$( (echo "$base_hash"; cd "$ctx" && find . -type f | LC_ALL=C sort | xargs sha256sum) | sha256sum | cut -c1-16)"
+build aetherium-worker:latest worker "$ctx/Dockerfile" "$ctx" "$fleet_hash"
+build aetherium:latest fleet "$ctx/Dockerfile" "$ctx" "$fleet_hash"
+echo "deploy-images: aetherium-deploy-base aetherium-redis aetherium-postgres aetherium-prometheus aetherium-worker aetherium ready in $((SECONDS - start)) s"
