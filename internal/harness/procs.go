@@ -39,6 +39,9 @@ type FleetConfig struct {
 	MaxRetry          int
 	// SchedulerPeriod is the maintenance tick.
 	SchedulerPeriod time.Duration
+	// StuckAfter is scheduler.stuck_after: runs with no event for this long fail
+	// as stuck (the recovery of runs whose tasks were lost).
+	StuckAfter time.Duration
 }
 
 // Write renders the config as an aetherium.yaml at path. Metrics listeners are off
@@ -60,6 +63,7 @@ func (c FleetConfig) Write(path string) error {
 	set(worker, "max_retry", c.MaxRetry, c.MaxRetry == 0)
 	sched := map[string]any{"metrics_addr": ""}
 	set(sched, "period", c.SchedulerPeriod.String(), c.SchedulerPeriod == 0)
+	set(sched, "stuck_after", c.StuckAfter.String(), c.StuckAfter == 0)
 	api := map[string]any{}
 	set(api, "addr", c.APIAddr, c.APIAddr == "")
 	set(api, "body_limit", c.BodyLimit, c.BodyLimit == 0)

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/aetherium-engine/aetherium/internal/harness"
+)
+
+// sentinelMaster is the name the drill's sentinels monitor.
+const sentinelMaster = "drill"
+
+// drillSentinel: the fleet runs on redis-sentinel:// (a primary, one replica,
+// three sentinels); with runs in flight the primary is killed with -9, the
+// sentinels promote the replica, and the fleet's clients (go-redis failover
+// clients for our keys and asynq's) follow it to the new master.
+//
+// What this can lose, stated plainly: Redis replication is asynchronous. A write
+// the old primary acknowledged (an enqueued task, a task moved to active, a
+// mailbox entry) but had not yet sent to the replica is gone after the promotion.
+// PostgreSQL holds the truth of every run, so nothing is lost there; a run whose
+// task vanished just stops making progress. The scheduler recovers it: a run
+// still queued is re-enqueued (after 30 s), and a running run with no event for
+// scheduler.stuck_after is failed as "stuck" — a terminal state, never a run
+// that hangs forever. The drill counts both and prints them (on loopback the
+// replica is rarely more than a few bytes behind, so both are usually zero;
+// what it guarantees is the recovery, not the loss).
+func drillSentinel(ctx context.Context, e *env, r *report) error {
+	g, err := harness.StartSentinelGroup(filepath.Join(e.dir, "sentinel"), sentinelMaster, harness.SentinelOpts{
+		Sentinels: 3, Quorum: 2, DownAfter: time.Second, FailoverTimeout: 3 * time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	defer g.Stop()
+	say("sentinel group: primary :%d, replica :%d, sentinels %s", g.Primary.Port, g.Replica.Port, g.URL(0))
+	c, ids, inFlight, err := underLoadWith(ctx, e, "sentinel", clusterOpts{
+		workers: 2, concurrency: e.o.concurrency, latency: e.o.latency, redisURL: g.URL(0), stuckAfter: failoverStuckAfter,
+	})
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	// A fresh wave, so supervisors are about to delegate (enqueue) as the primary dies.
+	wave, err := c.submitTeam(ctx, max(10, e.o.runs/5), 0)
+	if err != nil {
+		return err
+	}
+	ids = append(ids, wave...)
+	primaryAt, perr := replOffset(ctx, g.Primary.Addr())
+	killed := time.Now()
+	g.Primary.Kill()
+	// What the replica had applied when its primary died: the stream beyond it
+	// (at least primaryAt minus this) is what the promotion loses.
+	replicaAt, rerr := replOffset(ctx, g.Replica.Addr())
+	lag := "unknown"
+	if perr == nil && rerr == nil {
+		lag = fmt.Sprintf("%d bytes", max(primaryAt-replicaAt, 0))
+	}
+	say("kill -9 the primary (:%d) with %d agent turns in flight and %d runs just submitted; writes the replica had not applied (lost with the primary): at least %s", g.Primary.Port, inFlight, len(wave), lag)
+	r.check(inFlight > 0, "the primary died while agent turns were in flight (%d)", inFlight)
+
+	took, err := g.WaitPromoted(ctx, 30*time.Second)
+	if !r.check(err == nil, "Sentinel promoted the replica :%d: failover time %.1fs after kill -9 (down-after 1s)%s", g.Replica.Port, took.Seconds(), errText(err)) {
+		return nil
+	}
+	promoted := killed.Add(took)
+	ready, readyIn := c.waitReady(ctx, 30*time.Second)
+	r.check(ready, "the API follows the new master: /readyz ready %.1fs after the promotion", readyIn.Seconds())
+	after, err := c.submitTeam(ctx, 5, 10*time.Second)
+	if !r.check(err == nil, "the API accepts runs after the failover%s", errText(err)) {
+		return nil
+	}
+	ids = append(ids, after...)
+	checkAfterFailover(ctx, c, r, ids, after, promoted)
+	return nil
+}
+
+// replOffset reads a server's replication offset (master_repl_offset: on a
+// replica, how much of its master's stream it has applied).
+func replOffset(ctx context.Context, addr string) (int64, error) {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	info, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "master_repl_offset:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s: no master_repl_offset in INFO replication", addr)
+}
