@@ -33,14 +33,14 @@ type runSplit struct {
 
 func splitRuns(ctx context.Context, c *cluster, ids []string) (runSplit, error) {
 	var s runSplit
-	rows, err := c.pool.Query(ctx, `SELECT id::text, status, coalesce(reason, '') FROM runs WHERE id = ANY($1::uuid[])`, ids)
+	rows, err := c.pool.Query(ctx, `SELECT id::text, status, coalesce(reason, ''), left(coalesce(error, ''), 300) FROM runs WHERE id = ANY($1::uuid[])`, ids)
 	if err != nil {
 		return s, err
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var id, status, reason string
-		if err := rows.Scan(&id, &status, &reason); err != nil {
+		var id, status, reason, msg string
+		if err := rows.Scan(&id, &status, &reason, &msg); err != nil {
 			return s, err
 		}
 		switch {
@@ -49,7 +49,7 @@ func splitRuns(ctx context.Context, c *cluster, ids []string) (runSplit, error) 
 		case status == "failed" && reason == "stuck":
 			s.stuck = append(s.stuck, id)
 		default:
-			s.other = append(s.other, id+" "+status+" "+reason)
+			s.other = append(s.other, id+" "+status+" "+reason+": "+msg)
 		}
 	}
 	return s, rows.Err()

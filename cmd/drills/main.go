@@ -177,6 +177,7 @@ func run(ctx context.Context, o options) (int, error) {
 		{4, "many concurrent runs, counted exactly", drillMany},
 		{5, "the API under valid and hostile load", drillAPI},
 		{6, "Sentinel failover: kill -9 the primary mid-load", drillSentinel},
+		{7, "Redis Cluster with replicas: kill -9 the lease slot's master mid-load", drillCluster},
 	}
 	failed := 0
 	for _, d := range drills {
