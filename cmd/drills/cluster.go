@@ -32,6 +32,9 @@ type cluster struct {
 	redis    *harness.RedisServer
 	redisURL string
 	cfgPath  string
+	// fleetCfg is what cfgPath holds (a drill may write variants of it).
+	fleetCfg harness.FleetConfig
+	pgAdmin  string
 	apiAddr  string
 	api      *harness.Proc
 	workers  []*harness.Proc
@@ -59,21 +62,28 @@ type clusterOpts struct {
 	stuckAfter time.Duration
 	// fleet adjusts the fleet config before it is written.
 	fleet func(*harness.FleetConfig)
+	// pg is the PostgreSQL server of the cluster's database (nil: the drills' own).
+	pg *harness.Postgres
+	// redisBind are the addresses the private Redis listens on (nil: loopback).
+	redisBind []string
 }
 
 func newCluster(ctx context.Context, e *env, name string, o clusterOpts) (*cluster, error) {
-	c := &cluster{e: e, name: name, dir: filepath.Join(e.dir, name), db: "aetherium_drill_" + name}
+	c := &cluster{e: e, name: name, dir: filepath.Join(e.dir, name), db: "aetherium_drill_" + name, pgAdmin: e.pg.Admin}
+	if o.pg != nil {
+		c.pgAdmin = o.pg.Admin
+	}
 	if err := os.MkdirAll(filepath.Join(c.dir, "redis"), 0o755); err != nil {
 		return nil, err
 	}
 	var err error
 	if c.redisURL = o.redisURL; c.redisURL == "" {
-		if c.redis, err = harness.StartRedis(filepath.Join(c.dir, "redis"), true); err != nil {
+		if c.redis, err = harness.StartRedisWith(&harness.RedisServer{Dir: filepath.Join(c.dir, "redis"), AOF: true, Bind: o.redisBind}); err != nil {
 			return nil, err
 		}
 		c.redisURL = c.redis.URL(0)
 	}
-	if c.dbURL, err = harness.CreateDatabase(ctx, e.pg.Admin, c.db); err != nil {
+	if c.dbURL, err = harness.CreateDatabase(ctx, c.pgAdmin, c.db); err != nil {
 		c.close()
 		return nil, err
 	}
@@ -101,6 +111,7 @@ func newCluster(ctx context.Context, e *env, name string, o clusterOpts) (*clust
 	if o.fleet != nil {
 		o.fleet(&fc)
 	}
+	c.fleetCfg = fc
 	if err = fc.Write(c.cfgPath); err != nil {
 		c.close()
 		return nil, err
@@ -148,11 +159,16 @@ func newCluster(ctx context.Context, e *env, name string, o clusterOpts) (*clust
 
 // startWorker starts one more worker process (its log numbered in start order).
 func (c *cluster) startWorker(env ...string) (*harness.Proc, error) {
+	return c.startWorkerVia(nil, c.cfgPath, env...)
+}
+
+// startWorkerVia starts a worker on config through prefix (a network namespace).
+func (c *cluster) startWorkerVia(prefix []string, config string, env ...string) (*harness.Proc, error) {
 	c.mu.Lock()
 	n := c.started
 	c.started++
 	c.mu.Unlock()
-	return harness.StartWorker(c.e.bin, c.cfgPath, filepath.Join(c.dir, fmt.Sprintf("worker-%d.log", n)), env...)
+	return harness.StartWorkerVia(prefix, c.e.bin, config, filepath.Join(c.dir, fmt.Sprintf("worker-%d.log", n)), env...)
 }
 
 // procs is every process of the cluster still known.
@@ -182,7 +198,7 @@ func (c *cluster) close() {
 	if c.redis != nil {
 		c.redis.Stop()
 	}
-	harness.DropDatabase(c.e.pg.Admin, c.db)
+	harness.DropDatabase(c.pgAdmin, c.db)
 }
 
 // inspector reads the fleet's queues through the same redis_url the fleet uses

@@ -178,6 +178,7 @@ func run(ctx context.Context, o options) (int, error) {
 		{5, "the API under valid and hostile load", drillAPI},
 		{6, "Sentinel failover: kill -9 the primary mid-load", drillSentinel},
 		{7, "Redis Cluster with replicas: kill -9 the lease slot's master mid-load", drillCluster},
+		{8, "partition a worker (network namespace) mid-turn; its late writes refused", drillPartition},
 	}
 	failed := 0
 	for _, d := range drills {

@@ -129,6 +129,11 @@ func (r *RedisServer) Start() error {
 	args := append([]string{"--port", fmt.Sprint(r.Port), "--bind"}, bind...)
 	args = append(args, "--save", "", "--appendonly", aof,
 		"--appendfsync", "everysec", "--dir", r.Dir, "--daemonize", "no", "--logfile", filepath.Join(r.Dir, "redis.log"))
+	if len(r.Bind) > 0 {
+		// Protected mode turns away every client not on loopback when no
+		// password is set: a drill binding other addresses wants them in.
+		args = append(args, "--protected-mode", "no")
+	}
 	r.cmd = exec.Command(bin, append(args, r.Args...)...)
 	if err := r.cmd.Start(); err != nil {
 		return fmt.Errorf("start redis-server: %w", err)
