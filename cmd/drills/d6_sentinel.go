@@ -61,9 +61,9 @@ func drillSentinel(ctx context.Context, e *env, r *report) error {
 	replicaAt, rerr := replOffset(ctx, g.Replica.Addr())
 	lag := "unknown"
 	if perr == nil && rerr == nil {
-		lag = fmt.Sprintf("%d bytes", max(primaryAt-replicaAt, 0))
+		lag = fmt.Sprintf("%d bytes of replication stream", max(primaryAt-replicaAt, 0))
 	}
-	say("kill -9 the primary (:%d) with %d agent turns in flight and %d runs just submitted; writes the replica had not applied (lost with the primary): at least %s", g.Primary.Port, inFlight, len(wave), lag)
+	say("kill -9 the primary (:%d) with %d agent turns in flight and %d runs just submitted; not yet on the replica, lost with the primary: at least %s", g.Primary.Port, inFlight, len(wave), lag)
 	r.check(inFlight > 0, "the primary died while agent turns were in flight (%d)", inFlight)
 
 	took, err := g.WaitPromoted(ctx, 30*time.Second)

@@ -8,7 +8,20 @@
 //  2. restart Redis mid-load;
 //  3. restart PostgreSQL mid-load;
 //  4. many concurrent runs, counted exactly;
-//  5. the API under valid and hostile load.
+//  5. the API under valid and hostile load;
+//  6. Sentinel: the fleet on redis-sentinel:// (primary, replica, three
+//     sentinels); kill -9 the primary mid-load, the replica is promoted;
+//  7. Cluster: the fleet on redis-cluster:// (three masters, three replicas)
+//     with GPU lease holders; kill -9 the master of the lease slot mid-load;
+//  8. partition: a worker in a network namespace of its own loses its link
+//     mid-turn, a standby takes its sessions over, and the cut-off worker's
+//     late writes are refused by the session lease (and counted).
+//
+// Redis replication is asynchronous: in drills 6 and 7 the writes the dead
+// master had not sent to its replica are lost. Runs stranded by a lost task end
+// through the scheduler (queued runs re-enqueued, running ones failed as stuck
+// after scheduler.stuck_after); the drills count them. Drill 8 needs root and
+// iproute2; without them it fails, it does not skip.
 //
 // Each drill prints what it checked and a PASS/FAIL line; the exit status is
 // non-zero when any failed. Sizes come from flags or the environment (DRILL_RUNS,
@@ -65,7 +78,7 @@ func main() {
 	var o options
 	only := ""
 	flag.StringVar(&o.bin, "bin", "", "aetherium binary (default: build ./cmd/aetherium)")
-	flag.IntVar(&o.runs, "runs", envInt("DRILL_RUNS", 100), "runs in flight during drills 1-3 (env DRILL_RUNS)")
+	flag.IntVar(&o.runs, "runs", envInt("DRILL_RUNS", 100), "runs in flight during drills 1-3, 6 and 7; drill 8 takes at most 10 (env DRILL_RUNS)")
 	flag.IntVar(&o.many, "many", envInt("DRILL_MANY", 1000), "concurrent runs of drill 4 (env DRILL_MANY)")
 	flag.IntVar(&o.loadSeconds, "load-seconds", envInt("DRILL_LOAD_SECONDS", 15), "duration of drill 5's load (env DRILL_LOAD_SECONDS)")
 	flag.StringVar(&only, "only", envStr("DRILL_ONLY", ""), "comma-separated drill numbers to run (env DRILL_ONLY; default all)")
