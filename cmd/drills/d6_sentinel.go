@@ -28,9 +28,11 @@ const sentinelMaster = "drill"
 // task vanished just stops making progress. The scheduler recovers it: a run
 // still queued is re-enqueued (after 30 s), and a running run with no event for
 // scheduler.stuck_after is failed as "stuck" — a terminal state, never a run
-// that hangs forever. The drill counts both and prints them (on loopback the
+// that hangs forever. The drill counts both and prints them. On loopback the
 // replica is rarely more than a few bytes behind, so both are usually zero;
-// what it guarantees is the recovery, not the loss).
+// -sentinel-lag 1s (DRILL_SENTINEL_LAG) pauses the replica and drops its link
+// for that long before the kill, so the failover loses a second of writes and
+// the recovery shows (the drill then waits scheduler.stuck_after, 150 s).
 func drillSentinel(ctx context.Context, e *env, r *report) error {
 	g, err := harness.StartSentinelGroup(filepath.Join(e.dir, "sentinel"), sentinelMaster, harness.SentinelOpts{
 		Sentinels: 3, Quorum: 2, DownAfter: time.Second, FailoverTimeout: 3 * time.Second,
@@ -53,9 +55,15 @@ func drillSentinel(ctx context.Context, e *env, r *report) error {
 		return err
 	}
 	ids = append(ids, wave...)
+	if e.o.sentinelLag > 0 {
+		if err := cutReplica(ctx, g, e.o.sentinelLag); err != nil {
+			return err
+		}
+	}
 	primaryAt, perr := replOffset(ctx, g.Primary.Addr())
 	killed := time.Now()
 	g.Primary.Kill()
+	g.Replica.Resume() // paused by cutReplica, if it ran
 	// What the replica had applied when its primary died: the stream beyond it
 	// (at least primaryAt minus this) is what the promotion loses.
 	replicaAt, rerr := replOffset(ctx, g.Replica.Addr())
@@ -79,6 +87,23 @@ func drillSentinel(ctx context.Context, e *env, r *report) error {
 	}
 	ids = append(ids, after...)
 	checkAfterFailover(ctx, c, r, ids, after, promoted)
+	return nil
+}
+
+// cutReplica makes the replica fall lag behind, as a slow or cut link would: it is
+// paused and the primary drops its link, so everything the primary acknowledges
+// from then on exists only on the primary. The caller kills the primary and
+// resumes the replica.
+func cutReplica(ctx context.Context, g *harness.SentinelGroup, lag time.Duration) error {
+	g.Replica.Pause()
+	c := redis.NewClient(&redis.Options{Addr: g.Primary.Addr()})
+	defer c.Close()
+	if err := c.ClientKillByFilter(ctx, "TYPE", "replica").Err(); err != nil {
+		g.Replica.Resume()
+		return fmt.Errorf("drop the replica's link: %w", err)
+	}
+	say("replica paused and its link dropped; the primary goes on alone for %s", lag)
+	time.Sleep(lag)
 	return nil
 }
 

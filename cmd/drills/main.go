@@ -58,10 +58,18 @@ type options struct {
 	latency     time.Duration
 	concurrency int
 	rssLimitMiB int
+	sentinelLag time.Duration
 }
 
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil && v > 0 {
 		return v
 	}
 	return def
@@ -87,6 +95,7 @@ func main() {
 	flag.DurationVar(&o.latency, "latency", 100*time.Millisecond, "script model latency in drills 1-3 (turns long enough to be interrupted)")
 	flag.IntVar(&o.concurrency, "concurrency", 10, "worker concurrency")
 	flag.IntVar(&o.rssLimitMiB, "api-rss-limit", 512, "drill 5: the API process's peak RSS must stay under this (MiB)")
+	flag.DurationVar(&o.sentinelLag, "sentinel-lag", envDuration("DRILL_SENTINEL_LAG", 0), "drill 6: cut the replica off its primary this long before the kill, so the failover loses that much and the scheduler's recovery shows (env DRILL_SENTINEL_LAG; default 0: loses only the natural lag)")
 	flag.Parse()
 	if only != "" {
 		o.only = map[int]bool{}

@@ -182,6 +182,12 @@ func (r *RedisServer) Kill() {
 	<-r.done
 }
 
+// Pause stops the server in its tracks (SIGSTOP); Resume lets it go on.
+func (r *RedisServer) Pause() { _ = r.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (r *RedisServer) Resume() { _ = r.cmd.Process.Signal(syscall.SIGCONT) }
+
 // Pid is the server's process id.
 func (r *RedisServer) Pid() int {
 	if r.cmd == nil || r.cmd.Process == nil {
