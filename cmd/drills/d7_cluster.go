@@ -49,7 +49,9 @@ func drillCluster(ctx context.Context, e *env, r *report) error {
 	}
 	rdb := conn.Client()
 	defer rdb.Close()
-	lm, err := lease.New(rdb, lease.Config{Services: []lease.Service{{Name: drillLeaseService, Capacity: 1, TTL: 10 * time.Second}}},
+	// A short poll: a waiter sees its hand-off within 10 ms, so the holders take
+	// turns fast enough to put the lease under load.
+	lm, err := lease.New(rdb, lease.Config{Services: []lease.Service{{Name: drillLeaseService, Capacity: 1, TTL: 10 * time.Second}}, PollInterval: 10 * time.Millisecond},
 		lease.Options{Epoch: lease.PostgresEpoch(c.pool)})
 	if err != nil {
 		return err
@@ -61,7 +63,7 @@ func drillCluster(ctx context.Context, e *env, r *report) error {
 		return err
 	}
 	ids = append(ids, wave...)
-	time.Sleep(500 * time.Millisecond) // leases granted under load before the kill
+	time.Sleep(time.Second) // leases granted under load before the kill
 
 	victim, why, err := leaseMaster(ctx, rdb.(*redis.ClusterClient))
 	if err != nil {
@@ -86,16 +88,14 @@ func drillCluster(ctx context.Context, e *env, r *report) error {
 		return nil
 	}
 	promoted := killed.Add(took)
-	ready, readyIn := c.waitReady(ctx, 30*time.Second)
-	r.check(ready, "the API follows the new slot map: /readyz ready %.1fs after the promotion", readyIn.Seconds())
-	after, err := c.submitTeam(ctx, 5, 10*time.Second)
-	if !r.check(err == nil, "the API accepts runs after the failover%s", errText(err)) {
+	after, ok := submitAfterFailover(ctx, c, r, "the new slot map")
+	if !ok {
 		holders.stop()
 		return nil
 	}
 	ids = append(ids, after...)
 	// Leases go on being granted after the promotion.
-	for end := time.Now().Add(30 * time.Second); time.Now().Before(end) && holders.countSince(promoted) < 5; {
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end) && holders.countSince(promoted) < 50; {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if g := holders.firstSince(promoted); !g.IsZero() {
@@ -108,7 +108,9 @@ func drillCluster(ctx context.Context, e *env, r *report) error {
 	ins := c.inspector()
 	rec := recovered(ins)
 	ins.Close()
-	say("  note: asynq handed back %d turn and %d supervisor task(s) whose acknowledgement the failover cut off (lease expired, recovered a minute or two later)", rec["agent:turn"], rec["run:supervise"])
+	// This is what the drill's two minutes are spent on: asynq's task lease (30 s)
+	// and recoverer (each minute) are not knobs.
+	say("  note: asynq handed back %d turn and %d supervisor task(s) the failover left orphaned in \"active\" (a dequeue reply or an acknowledgement lost), once their lease had expired", rec["agent:turn"], rec["run:supervise"])
 	cross, moved, down := c.logLines("CROSSSLOT"), c.logLines("MOVED"), c.logLines("CLUSTERDOWN")
 	r.check(cross == 0, "no CROSSSLOT error in any process log (%d)", cross)
 	r.check(moved == 0, "no MOVED surfaced as an error in any process log (%d)", moved)

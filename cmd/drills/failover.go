@@ -55,26 +55,39 @@ func splitRuns(ctx context.Context, c *cluster, ids []string) (runSplit, error) 
 	return s, rows.Err()
 }
 
-// requeued sums the scheduler's "re-enqueued queued runs" counts: runs whose first
-// task was lost before any worker took it, put on the queue again.
+// requeued sums the "re-enqueued queued runs" counts of the maintenance task in
+// every process log: runs whose first task was lost before any worker took it,
+// put on the queue again.
 func (c *cluster) requeued() int {
-	raw, err := os.ReadFile(filepath.Join(c.dir, "scheduler.log"))
-	if err != nil {
-		return 0
-	}
+	logs, _ := filepath.Glob(filepath.Join(c.dir, "*.log"))
 	n := 0
-	for _, l := range strings.Split(string(raw), "\n") {
-		if !strings.Contains(l, "re-enqueued queued runs") {
+	for _, f := range logs {
+		raw, err := os.ReadFile(f)
+		if err != nil {
 			continue
 		}
-		var rec struct {
-			Count int `json:"count"`
-		}
-		if json.Unmarshal([]byte(l), &rec) == nil {
-			n += rec.Count
+		for _, l := range strings.Split(string(raw), "\n") {
+			if !strings.Contains(l, "re-enqueued queued runs") {
+				continue
+			}
+			var rec struct {
+				Count int `json:"count"`
+			}
+			if json.Unmarshal([]byte(l), &rec) == nil {
+				n += rec.Count
+			}
 		}
 	}
 	return n
+}
+
+// submitAfterFailover checks that the API is ready again on the new master (what
+// names "the new master" in the lines) and takes new runs, and returns them.
+func submitAfterFailover(ctx context.Context, c *cluster, r *report, master string) ([]string, bool) {
+	ready, readyIn := c.waitReady(ctx, 30*time.Second)
+	r.check(ready, "the API follows %s: /readyz ready %.1fs after the promotion", master, readyIn.Seconds())
+	after, err := c.submitTeam(ctx, 5, 10*time.Second)
+	return after, r.check(err == nil, "the API accepts runs after the failover%s", errText(err))
 }
 
 // checkAfterFailover is what drills 6 and 7 check once the master is gone and a
