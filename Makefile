@@ -80,7 +80,8 @@ clean:
 bench: services build
 	$(GO) run ./cmd/bench -bin bin/aetherium
 
-# Fault drills on real processes (kill -9, Redis and PostgreSQL restarts, load);
+# Fault drills on real processes (kill -9, Redis and PostgreSQL restarts, load,
+# Sentinel and Cluster failovers, a partitioned worker; drill 8 needs root);
 # sizes from DRILL_RUNS, DRILL_MANY, DRILL_LOAD_SECONDS (CI runs them small).
 drills: services build
 	$(GO) run ./cmd/drills -bin bin/aetherium

@@ -52,6 +52,10 @@ type Metrics struct {
 	// registered by WorkerStarted, so only processes that run a worker export them.
 	WorkerUp          prometheus.Gauge
 	WorkerConcurrency prometheus.Gauge
+	// StaleWritesRefused counts writes of a step whose session lease another
+	// delivery had taken over (store.ErrLeaseLost): a worker paused or cut off
+	// past its lease, its late save or release refused by the lease token.
+	StaleWritesRefused *prometheus.CounterVec // kind
 
 	mu         sync.Mutex
 	collectors []prometheus.Collector
@@ -98,8 +102,9 @@ func New() *Metrics {
 		f(c)
 	}
 	m.RulesValid.Set(1)
+	m.StaleWritesRefused = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "stale_writes_refused_total", Help: "Late writes of a step whose session lease was taken over, refused by the lease token, by kind (save, release)."}, []string{"kind"})
 	m.FirstModelCall = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "step_first_model_call_seconds", Help: "Time from a step's handler start to its first model call, by agent role.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"role"})
-	for _, c := range []prometheus.Collector{m.RunsSubmitted, m.RunsFinished, m.RunDuration, m.TasksProcessed, m.TaskDuration, m.QueueWait, m.FirstModelCall, m.ToolCalls, m.ToolDuration, m.GateDenials, m.LLMRequests, m.LLMLatency, m.LLMTokens, m.HTTPRequests, m.HTTPDuration} {
+	for _, c := range []prometheus.Collector{m.StaleWritesRefused, m.RunsSubmitted, m.RunsFinished, m.RunDuration, m.TasksProcessed, m.TaskDuration, m.QueueWait, m.FirstModelCall, m.ToolCalls, m.ToolDuration, m.GateDenials, m.LLMRequests, m.LLMLatency, m.LLMTokens, m.HTTPRequests, m.HTTPDuration} {
 		f(c)
 	}
 	return m

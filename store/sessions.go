@@ -37,10 +37,16 @@ func (s *Store) AcquireSession(ctx context.Context, initial Session, token strin
 }
 
 // ReleaseSession gives the lease up so the next delivery need not wait for expiry.
+// ErrLeaseLost (and nothing changed) when another delivery holds the session now:
+// a late release — from a worker cut off past its lease — never frees the lease
+// of the step that took over.
 func (s *Store) ReleaseSession(ctx context.Context, id, token string) error {
-	_, err := s.db.Exec(ctx, `UPDATE sessions SET lease_until = 'epoch' WHERE id = $1 AND lease_token = $2`, id, token)
+	tag, err := s.db.Exec(ctx, `UPDATE sessions SET lease_until = 'epoch' WHERE id = $1 AND lease_token = $2`, id, token)
 	if err != nil {
 		return fmt.Errorf("release session %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("release session %s: %w", id, ErrLeaseLost)
 	}
 	return nil
 }

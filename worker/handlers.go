@@ -43,7 +43,7 @@ func (w *Worker) handleSupervise(ctx context.Context, t *asynq.Task) error {
 	run := acq.Run
 	release := func() {
 		if acq.OK {
-			if err := w.store.ReleaseSession(context.WithoutCancel(ctx), acq.Session.ID, token); err != nil {
+			if err := w.store.ReleaseSession(context.WithoutCancel(ctx), acq.Session.ID, token); err != nil && !w.staleRefused(ctx, "release", acq.Session.ID, err) {
 				w.log.WarnContext(ctx, "release session", "session", acq.Session.ID, "err", err)
 			}
 		}

@@ -114,7 +114,7 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 		if s != nil && s.released {
 			return // the step's last save gave the lease up
 		}
-		if err := w.store.ReleaseSession(context.WithoutCancel(ctx), sess.ID, token); err != nil {
+		if err := w.store.ReleaseSession(context.WithoutCancel(ctx), sess.ID, token); err != nil && !w.staleRefused(ctx, "release", sess.ID, err) {
 			w.log.WarnContext(ctx, "release session", "session", sess.ID, "err", err)
 		}
 	}()

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/aetherium-engine/aetherium/store"
@@ -96,6 +97,7 @@ func (w *Worker) persist(ctx context.Context, in stepInput, sess *store.Session,
 	sw.Release, sw.Finish = o.release, o.finish
 	saved, err := w.store.SaveStep(ctx, sess, token, w.cfg.StepLease, sw)
 	if err != nil {
+		w.staleRefused(ctx, "save", sess.ID, err)
 		return saved, err
 	}
 	in.out.saved()
@@ -108,6 +110,21 @@ func (w *Worker) persist(ctx context.Context, in stepInput, sess *store.Session,
 		}
 	}
 	return saved, nil
+}
+
+// staleRefused reports whether err is the session lease refusing a write of this
+// step because another delivery took the session over (the step was paused or cut
+// off past its lease); it counts and logs each such refusal, with a fixed message
+// the drills look for.
+func (w *Worker) staleRefused(ctx context.Context, kind, session string, err error) bool {
+	if !errors.Is(err, store.ErrLeaseLost) {
+		return false
+	}
+	if w.metrics != nil {
+		w.metrics.StaleWritesRefused.WithLabelValues(kind).Inc()
+	}
+	w.log.WarnContext(ctx, "stale write refused", "kind", kind, "session", session, "err", err)
+	return true
 }
 
 // flushAudit writes the audit rows no save took: the step is ending (failed, waiting,

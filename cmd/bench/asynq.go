@@ -29,7 +29,7 @@ const enqueuers = 8
 // with the fleet's concurrency and poll interval and times it draining the queue.
 func benchAsynq(ctx context.Context, e *env, res *Result) error {
 	n := e.o.asynqTasks
-	opt := asynq.RedisClientOpt{Addr: e.o.redisAddr, DB: e.o.redisDB}
+	opt := e.queueOpt
 	client := asynq.NewClient(opt)
 	defer client.Close()
 	payload := []byte(`{"run_id":"00000000-0000-0000-0000-000000000000"}`)

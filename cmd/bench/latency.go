@@ -72,7 +72,7 @@ func benchLatency(ctx context.Context, e *env, res *Result) error {
 	defer stopWorkers(procs)
 	pid := procs[0].Pid()
 	idle, _ := harness.ReadMemory(pid)
-	ins := asynq.NewInspector(asynq.RedisClientOpt{Addr: e.o.redisAddr, DB: e.o.redisDB})
+	ins := asynq.NewInspector(e.queueOpt)
 	defer ins.Close()
 	stopSampling := make(chan struct{})
 	peak := make(chan int, 1)

@@ -23,12 +23,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/internal/harness"
+	"github.com/aetherium-engine/aetherium/internal/redisconn"
 	"github.com/aetherium-engine/aetherium/internal/testinfra"
 	"github.com/aetherium-engine/aetherium/wsquota"
 )
@@ -125,6 +127,9 @@ type env struct {
 	bin      string
 	dbURL    string
 	redisURL string
+	// queueOpt is asynq's option for redisURL (internal/redisconn: the same
+	// parse the fleet makes, whatever the URL's shape).
+	queueOpt asynq.RedisConnOpt
 	db       *pgxpool.Pool
 	rdb      *redis.Client
 	fleet    *fleet.Fleet
@@ -177,6 +182,11 @@ func run(ctx context.Context, o options) error {
 	}
 	defer e.db.Close()
 	e.redisURL = fmt.Sprintf("redis://%s/%d", o.redisAddr, o.redisDB)
+	conn, err := redisconn.Parse(e.redisURL)
+	if err != nil {
+		return err
+	}
+	e.queueOpt = conn.Asynq()
 	e.rdb = redis.NewClient(&redis.Options{Addr: o.redisAddr, DB: o.redisDB})
 	defer e.rdb.Close()
 	if err := e.rdb.FlushDB(ctx).Err(); err != nil {

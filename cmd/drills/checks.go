@@ -169,14 +169,13 @@ func verifyCounts(ctx context.Context, c *cluster, r *report, ids []string) {
 	}
 }
 
-// verifyAudit checks, once the audit buffers have flushed, that every tool result in
-// a session has its audit row (call_key = session id ':' call id) and that the
-// audit holds nothing else: no attempt audited twice, none without a result.
-func verifyAudit(ctx context.Context, c *cluster, r *report, ids []string, want int) {
-	var msgs, unaudited, rows, orphans int
+// auditCounts waits (up to a minute) for the audit buffers to flush and counts, over
+// the runs of ids, the tool results in sessions, those without an audit row, the
+// audit rows, and the rows without a tool result.
+func auditCounts(ctx context.Context, c *cluster, ids []string) (msgs, unaudited, rows, orphans int, err error) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		err := c.pool.QueryRow(ctx, `WITH msgs AS (
+		err = c.pool.QueryRow(ctx, `WITH msgs AS (
 				SELECT s.id || ':' || (m->>'tool_call_id') AS call_key
 				FROM sessions s, jsonb_array_elements(s.messages) m
 				WHERE s.run_id = ANY($1::uuid[]) AND m->>'role' = 'tool')
@@ -185,17 +184,21 @@ func verifyAudit(ctx context.Context, c *cluster, r *report, ids []string, want 
 				(SELECT count(*) FROM tool_audit a WHERE a.run_id = ANY($1::uuid[])),
 				(SELECT count(*) FROM tool_audit a WHERE a.run_id = ANY($1::uuid[]) AND NOT EXISTS (SELECT 1 FROM msgs WHERE msgs.call_key = a.call_key))`,
 			ids).Scan(&msgs, &unaudited, &rows, &orphans)
-		if err == nil && unaudited == 0 {
-			break
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			if err != nil {
-				r.fail("audit: %v", err)
-				return
-			}
-			break
+		if (err == nil && unaudited == 0) || time.Now().After(deadline) || ctx.Err() != nil {
+			return msgs, unaudited, rows, orphans, err
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// verifyAudit checks, once the audit buffers have flushed, that every tool result in
+// a session has its audit row (call_key = session id ':' call id) and that the
+// audit holds nothing else: no attempt audited twice, none without a result.
+func verifyAudit(ctx context.Context, c *cluster, r *report, ids []string, want int) {
+	msgs, unaudited, rows, orphans, err := auditCounts(ctx, c, ids)
+	if err != nil {
+		r.fail("audit: %v", err)
+		return
 	}
 	r.check(msgs == want, "tool calls executed (tool results in sessions): %d (want %d)", msgs, want)
 	missing := ""

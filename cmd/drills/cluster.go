@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aetherium-engine/aetherium/internal/harness"
+	"github.com/aetherium-engine/aetherium/internal/redisconn"
 	"github.com/aetherium-engine/aetherium/internal/testinfra"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/wsquota"
@@ -21,19 +22,25 @@ import (
 // cluster is one drill's fleet: private Redis, its own database, api, workers and a
 // scheduler as separate processes.
 type cluster struct {
-	e       *env
-	name    string
-	dir     string
-	db      string
-	dbURL   string
-	redis   *harness.RedisServer
-	cfgPath string
-	apiAddr string
-	api     *harness.Proc
-	workers []*harness.Proc
-	sched   *harness.Proc
-	client  *harness.Client
-	pool    *pgxpool.Pool
+	e     *env
+	name  string
+	dir   string
+	db    string
+	dbURL string
+	// redis is the private single node, nil when the drill brought its own
+	// Redis (redisURL: Sentinel, Cluster).
+	redis    *harness.RedisServer
+	redisURL string
+	cfgPath  string
+	// fleetCfg is what cfgPath holds (a drill may write variants of it).
+	fleetCfg harness.FleetConfig
+	pgAdmin  string
+	apiAddr  string
+	api      *harness.Proc
+	workers  []*harness.Proc
+	sched    *harness.Proc
+	client   *harness.Client
+	pool     *pgxpool.Pool
 	// metrics0 is the /metrics address of workers[0] (the others serve none).
 	metrics0 string
 	mu       sync.Mutex
@@ -48,18 +55,35 @@ type clusterOpts struct {
 	bodyLimit   int
 	// maxRunsInFlight is api.max_runs_in_flight (0: unlimited).
 	maxRunsInFlight int
+	// redisURL is a Redis the drill runs itself (Sentinel, Cluster); empty: a
+	// private single node with AOF on.
+	redisURL string
+	// stuckAfter is scheduler.stuck_after (0: the product default).
+	stuckAfter time.Duration
+	// fleet adjusts the fleet config before it is written.
+	fleet func(*harness.FleetConfig)
+	// pg is the PostgreSQL server of the cluster's database (nil: the drills' own).
+	pg *harness.Postgres
+	// redisBind are the addresses the private Redis listens on (nil: loopback).
+	redisBind []string
 }
 
 func newCluster(ctx context.Context, e *env, name string, o clusterOpts) (*cluster, error) {
-	c := &cluster{e: e, name: name, dir: filepath.Join(e.dir, name), db: "aetherium_drill_" + name}
+	c := &cluster{e: e, name: name, dir: filepath.Join(e.dir, name), db: "aetherium_drill_" + name, pgAdmin: e.pg.Admin}
+	if o.pg != nil {
+		c.pgAdmin = o.pg.Admin
+	}
 	if err := os.MkdirAll(filepath.Join(c.dir, "redis"), 0o755); err != nil {
 		return nil, err
 	}
 	var err error
-	if c.redis, err = harness.StartRedis(filepath.Join(c.dir, "redis"), true); err != nil {
-		return nil, err
+	if c.redisURL = o.redisURL; c.redisURL == "" {
+		if c.redis, err = harness.StartRedisWith(&harness.RedisServer{Dir: filepath.Join(c.dir, "redis"), AOF: true, Bind: o.redisBind}); err != nil {
+			return nil, err
+		}
+		c.redisURL = c.redis.URL(0)
 	}
-	if c.dbURL, err = harness.CreateDatabase(ctx, e.pg.Admin, c.db); err != nil {
+	if c.dbURL, err = harness.CreateDatabase(ctx, c.pgAdmin, c.db); err != nil {
 		c.close()
 		return nil, err
 	}
@@ -77,14 +101,18 @@ func newCluster(ctx context.Context, e *env, name string, o clusterOpts) (*clust
 	// Short leases and timeouts: a dead step's session is taken over within
 	// seconds, a stopping worker hands its tasks back fast, idle queues are polled
 	// often. asynq's own task lease (30s, recovered a minute later) is not a knob.
-	err = harness.FleetConfig{
-		RedisURL: c.redis.URL(0), DatabaseURL: c.dbURL, Workspaces: filepath.Join(c.dir, "workspaces"),
+	fc := harness.FleetConfig{
+		RedisURL: c.redisURL, DatabaseURL: c.dbURL, Workspaces: filepath.Join(c.dir, "workspaces"),
 		Templates: filepath.Join(e.root, "templates"), Permissions: filepath.Join(e.root, "config", "permissions.yaml"),
 		APIAddr: c.apiAddr, BodyLimit: o.bodyLimit, MaxRunsInFlight: o.maxRunsInFlight, Concurrency: o.concurrency, ScriptLatency: o.latency,
 		ShutdownTimeout: 2 * time.Second, StepLease: 5 * time.Second, TaskCheckInterval: 50 * time.Millisecond,
-		SchedulerPeriod: 2 * time.Second,
-	}.Write(c.cfgPath)
-	if err != nil {
+		SchedulerPeriod: 2 * time.Second, StuckAfter: o.stuckAfter,
+	}
+	if o.fleet != nil {
+		o.fleet(&fc)
+	}
+	c.fleetCfg = fc
+	if err = fc.Write(c.cfgPath); err != nil {
 		c.close()
 		return nil, err
 	}
@@ -124,18 +152,23 @@ func newCluster(ctx context.Context, e *env, name string, o clusterOpts) (*clust
 			return nil, err
 		}
 	}
-	say("cluster %s: api %s, %d workers (concurrency %d, model latency %s), scheduler, redis :%d (AOF), database %s",
-		name, c.apiAddr, o.workers, o.concurrency, o.latency, c.redis.Port, c.db)
+	say("cluster %s: api %s, %d workers (concurrency %d, model latency %s), scheduler, redis %s, database %s",
+		name, c.apiAddr, o.workers, o.concurrency, o.latency, c.redisURL, c.db)
 	return c, nil
 }
 
 // startWorker starts one more worker process (its log numbered in start order).
 func (c *cluster) startWorker(env ...string) (*harness.Proc, error) {
+	return c.startWorkerVia(nil, c.cfgPath, env...)
+}
+
+// startWorkerVia starts a worker on config through prefix (a network namespace).
+func (c *cluster) startWorkerVia(prefix []string, config string, env ...string) (*harness.Proc, error) {
 	c.mu.Lock()
 	n := c.started
 	c.started++
 	c.mu.Unlock()
-	return harness.StartWorker(c.e.bin, c.cfgPath, filepath.Join(c.dir, fmt.Sprintf("worker-%d.log", n)), env...)
+	return harness.StartWorkerVia(prefix, c.e.bin, config, filepath.Join(c.dir, fmt.Sprintf("worker-%d.log", n)), env...)
 }
 
 // procs is every process of the cluster still known.
@@ -165,11 +198,18 @@ func (c *cluster) close() {
 	if c.redis != nil {
 		c.redis.Stop()
 	}
-	harness.DropDatabase(c.e.pg.Admin, c.db)
+	harness.DropDatabase(c.pgAdmin, c.db)
 }
 
+// inspector reads the fleet's queues through the same redis_url the fleet uses
+// (a single node, Sentinel or Cluster).
 func (c *cluster) inspector() *asynq.Inspector {
-	return asynq.NewInspector(asynq.RedisClientOpt{Addr: fmt.Sprintf("127.0.0.1:%d", c.redis.Port)})
+	conn, err := redisconn.Parse(c.redisURL)
+	if err != nil {
+		// The URL was written by the drill itself and the fleet started on it.
+		panic(fmt.Sprintf("drills: redis url %q: %v", c.redisURL, err))
+	}
+	return asynq.NewInspector(conn.Asynq())
 }
 
 // logLines counts lines containing s in every process log of the cluster.
@@ -243,7 +283,12 @@ func drillTeam() templates.Template { return harness.Crew(3) }
 // agent turns are in flight: the moment drills 1-3 strike. It returns the run ids
 // and the turns in flight.
 func underLoad(ctx context.Context, e *env, name string) (*cluster, []string, int, error) {
-	c, err := newCluster(ctx, e, name, clusterOpts{workers: 2, concurrency: e.o.concurrency, latency: e.o.latency})
+	return underLoadWith(ctx, e, name, clusterOpts{workers: 2, concurrency: e.o.concurrency, latency: e.o.latency})
+}
+
+// underLoadWith is underLoad on a cluster shaped by o.
+func underLoadWith(ctx context.Context, e *env, name string, o clusterOpts) (*cluster, []string, int, error) {
+	c, err := newCluster(ctx, e, name, o)
 	if err != nil {
 		return nil, nil, 0, err
 	}

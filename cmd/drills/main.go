@@ -8,7 +8,20 @@
 //  2. restart Redis mid-load;
 //  3. restart PostgreSQL mid-load;
 //  4. many concurrent runs, counted exactly;
-//  5. the API under valid and hostile load.
+//  5. the API under valid and hostile load;
+//  6. Sentinel: the fleet on redis-sentinel:// (primary, replica, three
+//     sentinels); kill -9 the primary mid-load, the replica is promoted;
+//  7. Cluster: the fleet on redis-cluster:// (three masters, three replicas)
+//     with GPU lease holders; kill -9 the master of the lease slot mid-load;
+//  8. partition: a worker in a network namespace of its own loses its link
+//     mid-turn, a standby takes its sessions over, and the cut-off worker's
+//     late writes are refused by the session lease (and counted).
+//
+// Redis replication is asynchronous: in drills 6 and 7 the writes the dead
+// master had not sent to its replica are lost. Runs stranded by a lost task end
+// through the scheduler (queued runs re-enqueued, running ones failed as stuck
+// after scheduler.stuck_after); the drills count them. Drill 8 needs root and
+// iproute2; without them it fails, it does not skip.
 //
 // Each drill prints what it checked and a PASS/FAIL line; the exit status is
 // non-zero when any failed. Sizes come from flags or the environment (DRILL_RUNS,
@@ -27,6 +40,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/aetherium-engine/aetherium/internal/harness"
 	"github.com/aetherium-engine/aetherium/internal/testinfra"
 	"github.com/aetherium-engine/aetherium/wsquota"
@@ -43,10 +58,18 @@ type options struct {
 	latency     time.Duration
 	concurrency int
 	rssLimitMiB int
+	sentinelLag time.Duration
 }
 
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil && v > 0 {
 		return v
 	}
 	return def
@@ -63,7 +86,7 @@ func main() {
 	var o options
 	only := ""
 	flag.StringVar(&o.bin, "bin", "", "aetherium binary (default: build ./cmd/aetherium)")
-	flag.IntVar(&o.runs, "runs", envInt("DRILL_RUNS", 100), "runs in flight during drills 1-3 (env DRILL_RUNS)")
+	flag.IntVar(&o.runs, "runs", envInt("DRILL_RUNS", 100), "runs in flight during drills 1-3, 6 and 7; drill 8 takes at most 10 (env DRILL_RUNS)")
 	flag.IntVar(&o.many, "many", envInt("DRILL_MANY", 1000), "concurrent runs of drill 4 (env DRILL_MANY)")
 	flag.IntVar(&o.loadSeconds, "load-seconds", envInt("DRILL_LOAD_SECONDS", 15), "duration of drill 5's load (env DRILL_LOAD_SECONDS)")
 	flag.StringVar(&only, "only", envStr("DRILL_ONLY", ""), "comma-separated drill numbers to run (env DRILL_ONLY; default all)")
@@ -72,6 +95,7 @@ func main() {
 	flag.DurationVar(&o.latency, "latency", 100*time.Millisecond, "script model latency in drills 1-3 (turns long enough to be interrupted)")
 	flag.IntVar(&o.concurrency, "concurrency", 10, "worker concurrency")
 	flag.IntVar(&o.rssLimitMiB, "api-rss-limit", 512, "drill 5: the API process's peak RSS must stay under this (MiB)")
+	flag.DurationVar(&o.sentinelLag, "sentinel-lag", envDuration("DRILL_SENTINEL_LAG", 0), "drill 6: cut the replica off its primary this long before the kill, so the failover loses that much and the scheduler's recovery shows (env DRILL_SENTINEL_LAG; default 0: loses only the natural lag)")
 	flag.Parse()
 	if only != "" {
 		o.only = map[int]bool{}
@@ -84,6 +108,8 @@ func main() {
 			o.only[n] = true
 		}
 	}
+	// go-redis logs Sentinel switches to stdout; the drills print their own account.
+	redis.SetLogger(quiet{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	failed, err := run(ctx, o)
@@ -97,6 +123,11 @@ func main() {
 	}
 	fmt.Println("\ndrills: all PASS")
 }
+
+// quiet drops go-redis's internal log lines.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
 
 // env is what every drill shares: the binary, the PostgreSQL server, the work dir.
 type env struct {
@@ -167,6 +198,9 @@ func run(ctx context.Context, o options) (int, error) {
 		{3, "restart PostgreSQL mid-load", drillPostgres},
 		{4, "many concurrent runs, counted exactly", drillMany},
 		{5, "the API under valid and hostile load", drillAPI},
+		{6, "Sentinel failover: kill -9 the primary mid-load", drillSentinel},
+		{7, "Redis Cluster with replicas: kill -9 the lease slot's master mid-load", drillCluster},
+		{8, "partition a worker (network namespace) mid-turn; its late writes refused", drillPartition},
 	}
 	failed := 0
 	for _, d := range drills {

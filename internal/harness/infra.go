@@ -76,6 +76,11 @@ type RedisServer struct {
 	Port int
 	Dir  string
 	AOF  bool
+	// Bind are the addresses it listens on; empty means 127.0.0.1 only. The
+	// first is the one URL and Addr name.
+	Bind []string
+	// Args are extra redis-server arguments (e.g. --replicaof host port).
+	Args []string
 	cmd  *exec.Cmd
 	done chan struct{}
 }
@@ -83,13 +88,29 @@ type RedisServer struct {
 // StartRedis starts redis-server on a free port with its data in dir; aof turns on
 // the append-only file (a restart keeps the queues).
 func StartRedis(dir string, aof bool) (*RedisServer, error) {
+	return StartRedisWith(&RedisServer{Dir: dir, AOF: aof})
+}
+
+// StartRedisWith starts r (Dir, AOF, Bind, Args set by the caller) on a free port.
+func StartRedisWith(r *RedisServer) (*RedisServer, error) {
 	port, err := testinfra.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	r := &RedisServer{Port: port, Dir: dir, AOF: aof}
+	r.Port = port
 	return r, r.Start()
 }
+
+// host is the address clients use: the first bound one.
+func (r *RedisServer) host() string {
+	if len(r.Bind) == 0 {
+		return "127.0.0.1"
+	}
+	return r.Bind[0]
+}
+
+// Addr is host:port of the server.
+func (r *RedisServer) Addr() string { return fmt.Sprintf("%s:%d", r.host(), r.Port) }
 
 // Start (re)starts the server on its port and directory and waits until it answers.
 func (r *RedisServer) Start() error {
@@ -101,14 +122,25 @@ func (r *RedisServer) Start() error {
 	if r.AOF {
 		aof = "yes"
 	}
-	r.cmd = exec.Command(bin, "--port", fmt.Sprint(r.Port), "--bind", "127.0.0.1", "--save", "", "--appendonly", aof,
+	bind := r.Bind
+	if len(bind) == 0 {
+		bind = []string{"127.0.0.1"}
+	}
+	args := append([]string{"--port", fmt.Sprint(r.Port), "--bind"}, bind...)
+	args = append(args, "--save", "", "--appendonly", aof,
 		"--appendfsync", "everysec", "--dir", r.Dir, "--daemonize", "no", "--logfile", filepath.Join(r.Dir, "redis.log"))
+	if len(r.Bind) > 0 {
+		// Protected mode turns away every client not on loopback when no
+		// password is set: a drill binding other addresses wants them in.
+		args = append(args, "--protected-mode", "no")
+	}
+	r.cmd = exec.Command(bin, append(args, r.Args...)...)
 	if err := r.cmd.Start(); err != nil {
 		return fmt.Errorf("start redis-server: %w", err)
 	}
 	r.done = make(chan struct{})
 	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(r.cmd, r.done)
-	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", r.Port)})
+	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
 	defer c.Close()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -125,7 +157,7 @@ func (r *RedisServer) Start() error {
 }
 
 // URL is the server's redis:// URL for database db.
-func (r *RedisServer) URL(db int) string { return fmt.Sprintf("redis://127.0.0.1:%d/%d", r.Port, db) }
+func (r *RedisServer) URL(db int) string { return fmt.Sprintf("redis://%s/%d", r.Addr(), db) }
 
 // Stop shuts the server down gracefully (SIGTERM: the AOF is flushed) and waits.
 func (r *RedisServer) Stop() {
@@ -140,6 +172,21 @@ func (r *RedisServer) Stop() {
 		<-r.done
 	}
 }
+
+// Kill ends the server with SIGKILL (nothing flushed, as a crash) and waits.
+func (r *RedisServer) Kill() {
+	if r.cmd == nil || r.cmd.Process == nil {
+		return
+	}
+	_ = r.cmd.Process.Kill()
+	<-r.done
+}
+
+// Pause stops the server in its tracks (SIGSTOP); Resume lets it go on.
+func (r *RedisServer) Pause() { _ = r.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (r *RedisServer) Resume() { _ = r.cmd.Process.Signal(syscall.SIGCONT) }
 
 // Pid is the server's process id.
 func (r *RedisServer) Pid() int {

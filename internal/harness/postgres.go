@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,6 +63,14 @@ func asPostgres(name string, args ...string) *exec.Cmd {
 
 // StartPrivatePostgres initialises a cluster in dir and starts it on a free port.
 func StartPrivatePostgres(dir string) (*Postgres, error) {
+	return StartPrivatePostgresOn(dir, nil, nil)
+}
+
+// StartPrivatePostgresOn is StartPrivatePostgres listening on 127.0.0.1 and the
+// addresses listen too, trusting clients from the networks trust (CIDRs) as it
+// trusts loopback: a drill's worker in a network namespace reaches it through
+// its veth.
+func StartPrivatePostgresOn(dir string, listen, trust []string) (*Postgres, error) {
 	bin, _, err := pgBin()
 	if err != nil {
 		return nil, err
@@ -88,7 +97,11 @@ func StartPrivatePostgres(dir string) (*Postgres, error) {
 	if raw, err := asPostgres(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("initdb: %v\n%s", err, raw)
 	}
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=300", port, dir)
+	if err := trustNets(data, trust); err != nil {
+		return nil, err
+	}
+	addrs := strings.Join(append([]string{"127.0.0.1"}, listen...), ",")
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=%s -c max_connections=300", port, dir, addrs)
 	logFile := filepath.Join(dir, "postgres.log")
 	pgctl := func(args ...string) error {
 		if raw, err := asPostgres(filepath.Join(bin, "pg_ctl"), append([]string{"-D", data, "-l", logFile, "-o", opts, "-w", "-t", "60"}, args...)...).CombinedOutput(); err != nil {
@@ -113,6 +126,25 @@ func StartPrivatePostgres(dir string) (*Postgres, error) {
 	}
 	p.stop = func() { _ = pgctl("stop", "-m", "immediate") }
 	return p, waitPostgres(context.Background(), admin)
+}
+
+// trustNets lets clients from nets in without a password (as initdb --auth=trust
+// does for loopback).
+func trustNets(data string, nets []string) error {
+	if len(nets) == 0 {
+		return nil
+	}
+	f, err := os.OpenFile(filepath.Join(data, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("pg_hba.conf: %w", err)
+	}
+	defer f.Close()
+	for _, n := range nets {
+		if _, err := fmt.Fprintf(f, "host all all %s trust\n", n); err != nil {
+			return fmt.Errorf("pg_hba.conf: %w", err)
+		}
+	}
+	return nil
 }
 
 // LocalPostgres is the machine's local cluster (scripts/services.sh); Restart runs

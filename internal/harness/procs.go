@@ -39,6 +39,9 @@ type FleetConfig struct {
 	MaxRetry          int
 	// SchedulerPeriod is the maintenance tick.
 	SchedulerPeriod time.Duration
+	// StuckAfter is scheduler.stuck_after: runs with no event for this long fail
+	// as stuck (the recovery of runs whose tasks were lost).
+	StuckAfter time.Duration
 }
 
 // Write renders the config as an aetherium.yaml at path. Metrics listeners are off
@@ -60,6 +63,7 @@ func (c FleetConfig) Write(path string) error {
 	set(worker, "max_retry", c.MaxRetry, c.MaxRetry == 0)
 	sched := map[string]any{"metrics_addr": ""}
 	set(sched, "period", c.SchedulerPeriod.String(), c.SchedulerPeriod == 0)
+	set(sched, "stuck_after", c.StuckAfter.String(), c.StuckAfter == 0)
 	api := map[string]any{}
 	set(api, "addr", c.APIAddr, c.APIAddr == "")
 	set(api, "body_limit", c.BodyLimit, c.BodyLimit == 0)
@@ -91,11 +95,18 @@ type Proc struct {
 // AETHERIUM_* variables of this process are not passed on: the config file decides,
 // with env (KEY=value) on top.
 func StartProc(bin, role, config, logPath string, env ...string) (*Proc, error) {
+	return startProc(nil, bin, role, config, logPath, env...)
+}
+
+// startProc is StartProc with the command run through prefix (e.g. ip netns
+// exec, which execs the program: the process is still the binary's).
+func startProc(prefix []string, bin, role, config, logPath string, env ...string) (*Proc, error) {
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, role)
+	argv := append(append(append([]string{}, prefix...), bin), role)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "AETHERIUM_") {
 			cmd.Env = append(cmd.Env, kv)
@@ -205,7 +216,13 @@ func tail(b []byte, n int) string {
 
 // StartWorker starts a worker process and waits until it takes tasks.
 func StartWorker(bin, config, logPath string, env ...string) (*Proc, error) {
-	p, err := StartProc(bin, "worker", config, logPath, env...)
+	return StartWorkerVia(nil, bin, config, logPath, env...)
+}
+
+// StartWorkerVia is StartWorker with the command run through prefix (Netns.Exec:
+// a worker in a network namespace of its own).
+func StartWorkerVia(prefix []string, bin, config, logPath string, env ...string) (*Proc, error) {
+	p, err := startProc(prefix, bin, "worker", config, logPath, env...)
 	if err != nil {
 		return nil, err
 	}

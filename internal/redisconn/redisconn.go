@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -233,11 +234,36 @@ func (c *Conn) Client() redis.UniversalClient {
 	case Cluster:
 		// Built explicitly: NewUniversalClient would make a one-seed cluster URL
 		// a plain client that then fails on the first MOVED.
-		return redis.NewClusterClient(c.uni.Cluster())
+		o := c.uni.Cluster()
+		o.ClusterStateReloadInterval = SlotMapReload
+		return redis.NewClusterClient(o)
 	default:
 		o := *c.single
 		return redis.NewClient(&o)
 	}
+}
+
+// SlotMapReload is how old a Cluster client's slot map may get before a command
+// makes it read the map again. go-redis re-reads it on MOVED, but not when a
+// master is dead: every command for the dead master's slots then fails with
+// "connection refused" — after its replica took the slots over — until the map
+// is re-read, by default once a minute (drill 7 saw runs fail on it). A re-read
+// is one CLUSTER SLOTS, and only a client in use makes it.
+const SlotMapReload = 2 * time.Second
+
+// ClusterOpt is asynq's connection option for a Cluster. asynq's own
+// RedisClusterClientOpt cannot set SlotMapReload, so the queue would keep
+// dialing a dead master for up to a minute after its failover.
+type ClusterOpt struct {
+	Addrs              []string
+	Username, Password string
+}
+
+// MakeRedisClient implements asynq.RedisConnOpt.
+func (o ClusterOpt) MakeRedisClient() any {
+	return redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: o.Addrs, Username: o.Username, Password: o.Password, ClusterStateReloadInterval: SlotMapReload,
+	})
 }
 
 // Asynq is the queue's connection option for the same Redis.
@@ -250,7 +276,7 @@ func (c *Conn) Asynq() asynq.RedisConnOpt {
 			Username: c.uni.Username, Password: c.uni.Password, DB: c.uni.DB,
 		}
 	case Cluster:
-		return asynq.RedisClusterClientOpt{Addrs: c.uni.Addrs, Username: c.uni.Username, Password: c.uni.Password}
+		return ClusterOpt{Addrs: c.uni.Addrs, Username: c.uni.Username, Password: c.uni.Password}
 	default:
 		o := c.single
 		return asynq.RedisClientOpt{

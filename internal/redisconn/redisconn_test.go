@@ -32,9 +32,9 @@ func TestParseShapes(t *testing.T) {
 			asynq.RedisFailoverClientOpt{MasterName: "m", SentinelAddrs: []string{"[::1]:26379", "[::1]:26379"}}},
 		{"cluster", "redis-cluster://u:p%40ss@127.0.0.1:7000,127.0.0.1:7001", redisconn.Cluster,
 			[]string{"127.0.0.1:7000", "127.0.0.1:7001"}, 0,
-			asynq.RedisClusterClientOpt{Addrs: []string{"127.0.0.1:7000", "127.0.0.1:7001"}, Username: "u", Password: "p@ss"}},
+			redisconn.ClusterOpt{Addrs: []string{"127.0.0.1:7000", "127.0.0.1:7001"}, Username: "u", Password: "p@ss"}},
 		{"cluster one seed trailing slash ok", "redis-cluster://c1:7000", redisconn.Cluster, []string{"c1:7000"}, 0,
-			asynq.RedisClusterClientOpt{Addrs: []string{"c1:7000"}}},
+			redisconn.ClusterOpt{Addrs: []string{"c1:7000"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
