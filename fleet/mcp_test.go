@@ -369,16 +369,7 @@ func TestMCPWaitingCallEndsWithItsRun(t *testing.T) {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "download_pdf", Arguments: map[string]any{"url": "http://127.0.0.1:1/d.pdf"}})
 		done <- outcome{res, err}
 	}()
-	var pending store.Approval
-	require.Eventually(t, func() bool {
-		list, err := m.Store.ListApprovalsOf(context.Background(), "", store.ApprovalPending, "", 10)
-		require.NoError(t, err)
-		if len(list) == 0 {
-			return false
-		}
-		pending = list[0]
-		return true
-	}, 30*time.Second, 20*time.Millisecond)
+	pending := m.pendingApproval(t)
 	code, raw := m.post(t, aliceSecret, "/api/runs/"+pending.RunID+"/cancel", "")
 	require.Equal(t, http.StatusOK, code, string(raw))
 
@@ -421,16 +412,7 @@ func (m mcpFleet) restricted(t *testing.T, verb, file string, isError bool, deci
 		done <- outcome{res, err}
 	}()
 
-	var pending store.Approval
-	require.Eventually(t, func() bool {
-		list, err := m.Store.ListApprovalsOf(context.Background(), "", store.ApprovalPending, "", 10)
-		require.NoError(t, err)
-		if len(list) == 0 {
-			return false
-		}
-		pending = list[0]
-		return true
-	}, 30*time.Second, 20*time.Millisecond)
+	pending := m.pendingApproval(t)
 	require.Equal(t, "download_pdf", pending.Tool)
 	require.Equal(t, "alice", pending.Agent)
 	require.Eventually(t, func() bool { return len(p.all()) >= 2 }, 10*time.Second, 20*time.Millisecond,
@@ -476,6 +458,22 @@ func (m mcpFleet) restricted(t *testing.T, verb, file string, isError bool, deci
 	require.Equal(t, 2, attempts, "one delivery parked the call, the decision's resume ran it")
 	got := p.all()
 	t.Logf("%d progress notifications, the first: %q", len(got), got[0])
+}
+
+// pendingApproval waits for the fleet's first pending approval.
+func (m mcpFleet) pendingApproval(t *testing.T) store.Approval {
+	t.Helper()
+	var pending store.Approval
+	require.Eventually(t, func() bool {
+		list, err := m.Store.ListApprovalsOf(context.Background(), "", store.ApprovalPending, "", 10)
+		require.NoError(t, err)
+		if len(list) == 0 {
+			return false
+		}
+		pending = list[0]
+		return true
+	}, 30*time.Second, 20*time.Millisecond)
+	return pending
 }
 
 // decide approves or denies an approval through the API as the approver.
