@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,6 +24,7 @@ import (
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testinfra"
 )
 
 // requireBinary finds a Debian-packaged tool: missing, the test fails under CI=true
@@ -57,11 +59,9 @@ func artifactsDir(t *testing.T) string {
 // before it starts (the fleet's config names Prometheus before Prometheus runs).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := testinfra.FreePort()
 	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
+	return "127.0.0.1:" + strconv.Itoa(p)
 }
 
 // serveMetrics serves h at /metrics on a fresh loopback port and returns host:port.

@@ -73,10 +73,7 @@ func portOf(t *testing.T, hostport string) string {
 
 func freeLoopbackPort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return portOf(t, ln.Addr().String())
+	return strconv.Itoa(freeTCPPort(t))
 }
 
 // An agent's http_request never reaches the fleet's own endpoints — the API (no

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/gpu/gputest"
+	"github.com/aetherium-engine/aetherium/internal/testinfra"
 	"github.com/aetherium-engine/aetherium/lease"
 )
 
@@ -48,10 +48,9 @@ func randomSuffix() string {
 
 func freeTCPPort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := testinfra.FreePort()
 	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // A worker messages a teammate, who sees the message on its next turn; the team's

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -25,6 +24,7 @@ import (
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/gpu"
 	"github.com/aetherium-engine/aetherium/gpu/gputest"
+	"github.com/aetherium-engine/aetherium/internal/testinfra"
 	"github.com/aetherium-engine/aetherium/lease"
 )
 
@@ -97,10 +97,9 @@ func setup(t *testing.T) *env {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := testinfra.FreePort()
 	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // service returns a stand-in service definition on its own host port and

@@ -7,11 +7,14 @@ package testinfra
 import (
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -36,14 +39,62 @@ func WithDB(url, db string) string {
 	return out
 }
 
-// FreePort returns a loopback TCP port nobody listens on right now.
+// FreePort returns a loopback TCP port nobody listens on right now, chosen below
+// the kernel's ephemeral range. A port the kernel handed out for 127.0.0.1:0 is one
+// it hands out again, to the next outgoing connection or :0 listener of any test
+// running beside this one; a port a second process binds later (a container's
+// published port, a redis-server's) then finds it taken now and then (CI
+// 2026-12-03: "bind: address already in use" for a GPU service's port). Below the
+// range only another FreePort caller can pick it, and a port this process handed
+// out is not handed out again.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	lo, hi := freePortRange()
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 200 {
+		p := lo + mrand.IntN(hi-lo)
+		if portsGiven[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		portsGiven[p] = true
+		return p, nil
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("testinfra: no free loopback port in [%d, %d) after 200 tries", lo, hi)
+}
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
+
+// freePortRange is [15000, the ephemeral range's low end), or [15000, 32768) when
+// /proc does not say; a machine whose range starts lower gets at least 4,000 ports
+// above 10000.
+func freePortRange() (lo, hi int) {
+	lo, hi = 15000, 32768
+	raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return lo, hi
+	}
+	f := strings.Fields(string(raw))
+	if len(f) < 1 {
+		return lo, hi
+	}
+	if n, err := strconv.Atoi(f[0]); err == nil {
+		hi = n
+	}
+	if hi-lo < 4000 {
+		lo = max(10000, hi-4000)
+	}
+	if hi <= lo {
+		return 15000, 32768
+	}
+	return lo, hi
 }
 
 // RepoRoot finds the module root (the directory holding go.mod) above the working
