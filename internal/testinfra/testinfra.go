@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // AdminURL is the PostgreSQL server tests, the bench and the drills create their
@@ -45,15 +46,21 @@ func WithDB(url, db string) string {
 // running beside this one; a port a second process binds later (a container's
 // published port, a redis-server's) then finds it taken now and then (CI
 // 2026-12-03: "bind: address already in use" for a GPU service's port). Below the
-// range only another FreePort caller can pick it, and a port this process handed
-// out is not handed out again.
+// range only another FreePort caller can pick it: a port handed out is claimed by a
+// file under the temp directory (O_EXCL, so across the test binaries `go test` runs
+// side by side) and not handed out again by anyone for portClaim, time enough for
+// its taker to bind it.
 func FreePort() (int, error) {
 	lo, hi := freePortRange()
+	dir := filepath.Join(os.TempDir(), "aetherium-test-ports")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return 0, fmt.Errorf("testinfra: port claims: %w", err)
+	}
 	portsMu.Lock()
 	defer portsMu.Unlock()
 	for range 200 {
 		p := lo + mrand.IntN(hi-lo)
-		if portsGiven[p] {
+		if portsGiven[p] || !claimPort(dir, p) {
 			continue
 		}
 		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
@@ -65,6 +72,28 @@ func FreePort() (int, error) {
 		return p, nil
 	}
 	return 0, fmt.Errorf("testinfra: no free loopback port in [%d, %d) after 200 tries", lo, hi)
+}
+
+// portClaim is how long a claimed port is kept from other FreePort callers.
+const portClaim = 2 * time.Minute
+
+// claimPort creates dir/<p> exclusively; a claim older than portClaim is stale and
+// taken over (its taker has bound the port by then, or never will).
+func claimPort(dir string, p int) bool {
+	name := filepath.Join(dir, strconv.Itoa(p))
+	for range 2 {
+		f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o666)
+		if err == nil {
+			_ = f.Close()
+			return true
+		}
+		st, serr := os.Stat(name)
+		if !errors.Is(err, os.ErrExist) || serr != nil || time.Since(st.ModTime()) < portClaim {
+			return false
+		}
+		_ = os.Remove(name)
+	}
+	return false
 }
 
 var (
