@@ -50,15 +50,21 @@ type Waker struct {
 	// before it are not heard.
 	ready chan struct{}
 
-	// The dequeue round in progress; asynq dequeues from one goroutine.
-	empty int
+	// The dequeue round in progress (asynq dequeues from one goroutine): the
+	// queues found empty so far, by pending key. A set, not a count: a
+	// NOSCRIPT answer (a node that has not loaded asynq's script yet, as every
+	// Cluster master at first) is retried with EVAL for the same queue, and a
+	// count that took both for two queues fell out of step with asynq's rounds
+	// and slept in the middle of one, before it looked at the queue holding the
+	// announced task (seen on a Cluster: the task then waited the idle poll).
+	empty map[string]bool
 	start uint64
 }
 
 // NewWaker returns a Waker for a server polling queues queues that waits at
 // most idle between polls. rdb is any client of the same Redis (it subscribes).
 func NewWaker(rdb redis.UniversalClient, queues int, idle time.Duration) *Waker {
-	return &Waker{rdb: rdb, queues: max(queues, 1), idle: idle, wake: make(chan struct{}), done: make(chan struct{}), ready: make(chan struct{})}
+	return &Waker{rdb: rdb, queues: max(queues, 1), idle: idle, wake: make(chan struct{}), done: make(chan struct{}), ready: make(chan struct{}), empty: map[string]bool{}}
 }
 
 // Run follows WakeChannel until ctx ends (go-redis resubscribes after a
@@ -150,18 +156,23 @@ func (h wakeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return next(ctx, cmd)
 		}
 		w := h.w
-		if w.empty == 0 {
+		if len(w.empty) == 0 {
 			// The generation before the round's first look: an announcement
 			// after it may be of a task the round missed.
 			w.start = w.generation()
 		}
 		err := next(ctx, cmd)
-		if !errors.Is(err, redis.Nil) {
-			w.empty = 0
+		switch {
+		case errors.Is(err, redis.Nil):
+		case err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT"):
+			return err // the same queue again, by EVAL
+		default:
+			clear(w.empty) // a task, or an error: asynq's round ends
 			return err
 		}
-		if w.empty++; w.empty >= w.queues {
-			w.empty = 0
+		w.empty[cmd.Args()[3].(string)] = true
+		if len(w.empty) >= w.queues {
+			clear(w.empty)
 			w.sleep(w.start)
 		}
 		return err

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/require"
 
@@ -75,21 +76,26 @@ func wakerStartsAnnouncedTasks(t *testing.T, url string) {
 		}
 	}
 
+	// Run ids of this run only: the Cluster is shared by the test binary, and a
+	// task id that -count=2 enqueued before is a conflict, not a new task.
+	tag := "-" + uuid.NewString()[:8]
+	announced, silentID, second := "announced"+tag, "silent"+tag, "second"+tag
+
 	// Let the server go idle (a dequeue round found nothing), then announce.
 	time.Sleep(500 * time.Millisecond)
-	require.NoError(t, announcing.Supervise(ctx, "announced", "k"))
-	waitStarted("announced")
+	require.NoError(t, announcing.Supervise(ctx, announced, "k"))
+	waitStarted(announced)
 
 	// Idle again (a round right after the task started would find the next one
 	// by itself), then a task nobody announces.
 	time.Sleep(500 * time.Millisecond)
-	require.NoError(t, silent.Supervise(ctx, "silent", "k"))
+	require.NoError(t, silent.Supervise(ctx, silentID, "k"))
 	select {
 	case got := <-started:
 		t.Fatalf("%s started without an announcement, before the idle poll", got)
 	case <-time.After(time.Second):
 	}
-	require.NoError(t, announcing.Supervise(ctx, "second", "k"))
+	require.NoError(t, announcing.Supervise(ctx, second, "k"))
 	got := map[string]bool{}
 	for range 2 {
 		select {
@@ -99,5 +105,5 @@ func wakerStartsAnnouncedTasks(t *testing.T, url string) {
 			t.Fatal("announced round did not start both tasks")
 		}
 	}
-	require.Equal(t, map[string]bool{"silent": true, "second": true}, got)
+	require.Equal(t, map[string]bool{silentID: true, second: true}, got)
 }
