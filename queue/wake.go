@@ -164,7 +164,7 @@ func (h wakeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		err := next(ctx, cmd)
 		switch {
 		case errors.Is(err, redis.Nil):
-		case err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT"):
+		case redis.HasErrorPrefix(err, "NOSCRIPT"):
 			return err // the same queue again, by EVAL
 		default:
 			clear(w.empty) // a task, or an error: asynq's round ends
