@@ -228,9 +228,10 @@ func ensureNode(dev string) error {
 // mkfs makes an ext4 filesystem on image: no blocks reserved for root (the worker
 // writes as root and must hit the same limit), an inode per 8 KiB (many small
 // files, node_modules, run out of inodes before bytes at ext4's default 16 KiB),
-// and nothing zeroed that a sparse file already reads as zeroes.
-func mkfs(ctx context.Context, bin, image string) error {
-	args := []string{"-q", "-F", "-m", "0", "-i", "8192", "-L", "workspace"}
+// and nothing zeroed that a sparse file already reads as zeroes. extra are more
+// options (the template's feature).
+func mkfs(ctx context.Context, bin, image string, extra ...string) error {
+	args := append([]string{"-q", "-F", "-m", "0", "-i", "8192", "-L", "workspace"}, extra...)
 	out, err := exec.CommandContext(ctx, bin, append(args, "-E", "assume_storage_prezeroed=1", image)...).CombinedOutput()
 	if err != nil && strings.Contains(string(out), "assume_storage_prezeroed") {
 		// e2fsprogs before 1.47: the lazy flags skip the same zeroing (and

@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,8 +80,9 @@ type Config struct {
 	UnmountAfter time.Duration `yaml:"workspace_unmount_after"`
 	// Spares is how many fresh images (sparse, ext4 made, never mounted) the
 	// Manager keeps ready under <root>/.images/spare, so a new workspace is a rename
-	// and a mount instead of a mkfs.ext4 process (about 7 ms idle, tens of
-	// milliseconds on a loaded host) on the run's first step. 0 keeps none.
+	// and a mount instead of writing and syncing an image (a copy of the template,
+	// or a mkfs.ext4 process where there is none) on the run's first step. 0 keeps
+	// none.
 	// Default (Defaults) DefaultSpares.
 	Spares int `yaml:"workspace_spares"`
 	// Mkfs is the mkfs.ext4 binary. Default DefaultMkfs.
@@ -198,6 +200,11 @@ type Manager struct {
 	checkOnce sync.Once
 	checkErr  error
 	mkfs      string
+
+	// The image template (template.go), made on the first new image; nil when
+	// mkfs.ext4 makes every image.
+	templateOnce sync.Once
+	template     *imageTemplate
 
 	// The spare images' refill: at most one goroutine per Manager at a time,
 	// stopped and waited for by Close.
@@ -375,12 +382,19 @@ func (m *Manager) makeImage(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	err = f.Truncate(int64(m.cfg.Quota))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = mkfs(ctx, m.mkfs, tmp)
+	if t := m.imageTemplate(); t != nil {
+		err = t.writeTo(f, newUUID(), newUUID())
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	} else {
+		err = f.Truncate(int64(m.cfg.Quota))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = mkfs(ctx, m.mkfs, tmp)
+		}
 	}
 	if err == nil {
 		err = os.Rename(tmp, path)
@@ -389,6 +403,21 @@ func (m *Manager) makeImage(ctx context.Context, path string) error {
 		_ = os.Remove(tmp)
 	}
 	return err
+}
+
+// imageTemplate makes the template on first use (under the Manager's lifetime,
+// not a caller's context: it serves every later image). A template that cannot be
+// made or used is logged once; mkfs.ext4 then makes each image.
+func (m *Manager) imageTemplate() *imageTemplate {
+	m.templateOnce.Do(func() {
+		t, err := makeTemplate(m.stopCtx, m.mkfs, filepath.Join(m.root, ImagesDir), int64(m.cfg.Quota))
+		if err != nil {
+			slog.Warn("workspace images: no template, mkfs.ext4 makes each image", "root", m.root, "err", err)
+			return
+		}
+		m.template = t
+	})
+	return m.template
 }
 
 // mkdirImages makes the root (0755, as without quotas) and its private images

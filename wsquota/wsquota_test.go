@@ -222,16 +222,18 @@ func TestNewWorkspacesComeFromSpareImages(t *testing.T) {
 	ready := spares(t, m)
 	dir, err := m.Open(ctx, "second")
 	require.NoError(t, err)
-	left := spares(t, m)
-	require.Len(t, left, 1, "the second workspace took a spare")
 	fi, err := os.Stat(m.Image("second"))
 	require.NoError(t, err)
-	taken := ready[0]
-	if left[0] == ready[0] {
-		taken = ready[1]
+	// The refill may have made the next spare already (a copy of the template takes
+	// well under a millisecond): what shows the spare was taken is that one of the
+	// ready ones is gone, renamed into place.
+	var gone []string
+	for _, p := range ready {
+		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+			gone = append(gone, p)
+		}
 	}
-	_, err = os.Stat(taken)
-	require.ErrorIs(t, err, os.ErrNotExist, "the spare was renamed into place")
+	require.Len(t, gone, 1, "the second workspace took one spare")
 	require.EqualValues(t, testQuota, fi.Size())
 	// A workspace from a spare is like any other: mounted, empty, under its quota.
 	require.Len(t, mountsAt(t, dir), 1)
