@@ -1,14 +1,18 @@
 package harness_test
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/internal/harness"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
 	"github.com/aetherium-engine/aetherium/internal/testinfra"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools/toolset"
@@ -78,4 +82,43 @@ func TestWithDB(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, "postgres://u@h:5/other?sslmode=disable", testinfra.WithDB("postgres://u@h:5/postgres?sslmode=disable", "other"))
 	require.Equal(t, "postgres://u@h/x", testinfra.WithDB("postgres://u@h/y", "x"))
+}
+
+func TestWaitTerminalFollowsEachRunToItsEnd(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, err := pgxpool.New(ctx, testdb.Database(t))
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	ids := []string{uuid.NewString(), uuid.NewString(), uuid.NewString()}
+	for _, id := range ids {
+		_, err := db.Exec(ctx, `INSERT INTO runs (id, status, prompt, team) VALUES ($1, 'running', 'p', '{}')`, id)
+		require.NoError(t, err)
+	}
+	_, err = db.Exec(ctx, `UPDATE runs SET status = 'completed' WHERE id = $1`, ids[0])
+	require.NoError(t, err)
+	go func() {
+		// One ends while the wait polls, the other a while later.
+		time.Sleep(100 * time.Millisecond)
+		_, _ = db.Exec(ctx, `UPDATE runs SET status = 'failed', reason = 'tool_failed', error = 'boom' WHERE id = $1`, ids[1])
+		time.Sleep(100 * time.Millisecond)
+		_, _ = db.Exec(ctx, `UPDATE runs SET status = 'cancelled' WHERE id = $1`, ids[2])
+	}()
+	var seen []harness.RunCounts
+	c, err := harness.WaitTerminal(ctx, db, ids, 30*time.Second, func(c harness.RunCounts) { seen = append(seen, c) })
+	require.NoError(t, err)
+	require.Equal(t, 3, c.Total)
+	require.Equal(t, map[string]int{"completed": 1, "failed": 1, "cancelled": 1}, c.ByStatus)
+	require.Equal(t, map[string]int{"tool_failed": 1}, c.Reasons)
+	require.Equal(t, []string{"tool_failed: boom"}, c.Errors)
+
+	// A run that never ends (or does not exist) is a timeout naming the counts.
+	stuck := uuid.NewString()
+	_, err = db.Exec(ctx, `INSERT INTO runs (id, status, prompt, team) VALUES ($1, 'running', 'p', '{}')`, stuck)
+	require.NoError(t, err)
+	c, err = harness.WaitTerminal(ctx, db, append(ids, stuck, uuid.NewString()), 300*time.Millisecond, nil)
+	require.ErrorIs(t, err, harness.ErrTimeout)
+	require.ErrorContains(t, err, "3 of 5 runs terminal")
+	require.Equal(t, 4, c.Total, "the unknown id is not counted")
+	require.Equal(t, 1, c.ByStatus["running"])
 }

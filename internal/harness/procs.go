@@ -308,25 +308,32 @@ func ReadMemory(pid int) (Memory, error) {
 	return m, nil
 }
 
-// CPUSeconds is the user+system CPU time pid has used.
+// CPUSeconds is the user+system CPU time pid and its waited-for children have
+// used: a worker's short-lived children (mkfs.ext4 once took more CPU than the
+// worker itself) and PostgreSQL's exited backends (counted by the postmaster) would
+// otherwise show up as "other processes".
 func CPUSeconds(pid int) float64 {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}
-	// Fields after the parenthesised command name; utime and stime are fields 14, 15.
+	// Fields after the parenthesised command name; utime, stime, cutime, cstime are
+	// fields 14-17.
 	s := string(raw)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
 		return 0
 	}
 	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
+	if len(f) < 15 {
 		return 0
 	}
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100 // USER_HZ is 100 on Linux
+	sum := 0.0
+	for _, v := range f[11:15] {
+		n, _ := strconv.ParseFloat(v, 64)
+		sum += n
+	}
+	return sum / 100 // USER_HZ is 100 on Linux
 }
 
 // PidsNamed lists the processes whose command name is name.
@@ -347,8 +354,9 @@ func PidsNamed(name string) []int {
 }
 
 // CPUMeter measures the CPU seconds of groups of processes over an interval. Groups
-// given by name are re-listed at the end (PostgreSQL forks a backend per connection),
-// so a backend that exited meanwhile is missed: the figures are lower bounds.
+// given by name are re-listed at the end (PostgreSQL forks a backend per connection);
+// a backend that exited meanwhile is counted through the postmaster's children's
+// time (CPUSeconds), all of its life, so PostgreSQL's figure can be a little high.
 type CPUMeter struct {
 	start   time.Time
 	base    map[int]float64
