@@ -24,6 +24,9 @@ type Acquire struct {
 	LoadRun bool
 	// StartDelegation moves that delegation pending → running (counting the attempt).
 	StartDelegation string
+	// StartRun moves the run queued → running: a supervisor's first step starts
+	// its run with the lease it takes, not in transactions of its own.
+	StartRun bool
 	// Events are stored once per key, only while the run is not terminal (a turn
 	// that starts after its run ended announces nothing).
 	Events []NewEvent
@@ -98,6 +101,9 @@ func (s *Store) AcquireStep(ctx context.Context, a Acquire) (Acquired, error) {
 	if a.StartDelegation != "" {
 		b.Queue(acquireStart, a.StartDelegation)
 	}
+	if a.StartRun {
+		b.Queue(startRun, a.Initial.RunID)
+	}
 	if len(a.Events) > 0 {
 		args, err := eventArrays(a.Events)
 		if err != nil {
@@ -162,6 +168,11 @@ func (s *Store) AcquireStep(ctx context.Context, a Acquire) (Acquired, error) {
 		if a.StartDelegation != "" {
 			if _, err := br.Exec(); err != nil {
 				return fmt.Errorf("delegation %s running: %w", a.StartDelegation, err)
+			}
+		}
+		if a.StartRun {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("start run %s: %w", a.Initial.RunID, err)
 			}
 		}
 		if len(a.Events) > 0 {

@@ -2,12 +2,14 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/store"
 )
@@ -101,4 +103,54 @@ func TestDelegationRoundTripWrites(t *testing.T) {
 	acq, err = st.AcquireStep(ctx, late)
 	require.NoError(t, err)
 	require.Empty(t, acq.Events)
+}
+
+// A supervisor's first step starts its run and records run.started with the lease
+// on its new session, in the one AcquireStep; again, nothing twice; and a run that
+// ended meanwhile is neither started nor given the event.
+func TestFirstAcquireStartsTheRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := fleettest.Store(t)
+	newRun := func(status string) string {
+		id := uuid.NewString()
+		require.NoError(t, st.CreateRun(ctx, store.Run{ID: id, Prompt: "p", Team: json.RawMessage(`{}`), Variables: json.RawMessage(`{}`)}))
+		if status != store.RunQueued {
+			_, err := st.Pool.Exec(ctx, `UPDATE runs SET status = $2 WHERE id = $1`, id, status)
+			require.NoError(t, err)
+		}
+		return id
+	}
+	first := func(runID, token string) store.Acquired {
+		acq, err := st.AcquireStep(ctx, store.Acquire{
+			Initial: store.Session{ID: "s:" + runID, RunID: runID, Agent: "supervisor", Role: "supervisor", Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}},
+			Token:   token, Lease: time.Minute, StartRun: true,
+			Events:  []store.NewEvent{{Key: "started", Type: "run.started", Agent: "supervisor", Data: map[string]any{"team": "t"}}},
+		})
+		require.NoError(t, err)
+		return acq
+	}
+	cases := []struct {
+		from, want string
+		events     int
+	}{
+		{store.RunQueued, store.RunRunning, 1},
+		{store.RunRunning, store.RunRunning, 1}, // started by an earlier delivery: unchanged
+		{store.RunCancelled, store.RunCancelled, 0},
+	}
+	for _, c := range cases {
+		id := newRun(c.from)
+		token := uuid.NewString()
+		acq := first(id, token)
+		require.True(t, acq.OK, c.from)
+		require.Len(t, acq.Events, c.events, c.from)
+		run, err := st.GetRun(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, c.want, run.Status, c.from)
+		require.NoError(t, st.ReleaseSession(ctx, "s:"+id, token))
+		again := first(id, uuid.NewString()) // a redelivery
+		require.True(t, again.OK, c.from)
+		require.Empty(t, again.Events, "the started event is stored once")
+		require.Equal(t, c.events, count(t, st, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'run.started'`, id), c.from)
+	}
 }

@@ -190,13 +190,15 @@ func (s *Store) FindRuns(ctx context.Context, f RunFilter, limit int, cursor str
 
 // StartRun moves a queued run to running; false when it was not queued.
 func (s *Store) StartRun(ctx context.Context, id string) (bool, error) {
-	tag, err := s.db.Exec(ctx, `UPDATE runs SET status = 'running', updated_at = now()
-		WHERE id = $1 AND status = 'queued'`, id)
+	tag, err := s.db.Exec(ctx, startRun, id)
 	if err != nil {
 		return false, fmt.Errorf("start run: %w", err)
 	}
 	return tag.RowsAffected() == 1, nil
 }
+
+// startRun is StartRun's statement (also in an Acquire's batch).
+const startRun = `UPDATE runs SET status = 'running', updated_at = now() WHERE id = $1 AND status = 'queued'`
 
 // SetRunWaiting toggles running ⇄ waiting (approvals); false when the run was not in from.
 func (s *Store) SetRunWaiting(ctx context.Context, id string, waiting bool) (bool, error) {

@@ -59,12 +59,22 @@ func (w *Worker) handleSupervise(ctx context.Context, t *asynq.Task) error {
 		w.FailRun(ctx, run.ID, "invalid_team", err.Error())
 		return nil
 	}
-	if run.Status == store.RunQueued {
+	startedData := map[string]any{"team": team.Name}
+	started := store.NewEvent{Key: "started", Type: events.RunStarted, Agent: team.Supervisor.Name, Data: startedData}
+	var first store.Acquire
+	switch {
+	case run.Status == store.RunQueued && !acq.Exists:
+		// The first step starts the run, and records that, with the lease it takes
+		// on the new session: one transaction, not three.
+		first = store.Acquire{StartRun: true, Events: []store.NewEvent{started}}
+	case run.Status == store.RunQueued:
+		// A session without a started run: a delivery of a version that started
+		// the run after making the session.
 		if _, err := w.store.StartRun(ctx, run.ID); err != nil {
 			release()
 			return err
 		}
-		if err := w.events.Emit(ctx, run.ID, "started", events.RunStarted, team.Supervisor.Name, map[string]any{"team": team.Name}); err != nil {
+		if err := w.events.Emit(ctx, run.ID, started.Key, started.Type, started.Agent, startedData); err != nil {
 			release()
 			return err
 		}
@@ -78,7 +88,7 @@ func (w *Worker) handleSupervise(ctx context.Context, t *asynq.Task) error {
 		},
 	}
 	access := w.router.Registry().Resolve(tools.Node{Role: "supervisor", MCPServers: node.MCPServers, Tools: node.Tools})
-	in := stepInput{run: run, team: team, node: node, role: "supervisor", initial: sess, access: access}
+	in := stepInput{run: run, team: team, node: node, role: "supervisor", initial: sess, access: access, acquire: first}
 	if acq.Exists {
 		in.acquired, in.token = &acq, token
 	}
