@@ -125,7 +125,7 @@ func TestFirstAcquireStartsTheRun(t *testing.T) {
 		acq, err := st.AcquireStep(ctx, store.Acquire{
 			Initial: store.Session{ID: "s:" + runID, RunID: runID, Agent: "supervisor", Role: "supervisor", Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}},
 			Token:   token, Lease: time.Minute, StartRun: true,
-			Events:  []store.NewEvent{{Key: "started", Type: "run.started", Agent: "supervisor", Data: map[string]any{"team": "t"}}},
+			Events: []store.NewEvent{{Key: "started", Type: "run.started", Agent: "supervisor", Data: map[string]any{"team": "t"}}},
 		})
 		require.NoError(t, err)
 		return acq
