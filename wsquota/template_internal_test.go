@@ -12,20 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// e2fsprogs returns mkfs.ext4's path, failing (CI=true) or skipping without it.
+// e2fsprogs returns mkfs.ext4's path (e2fsck and dumpe2fs sit beside it), failing
+// (CI=true) or skipping without it.
 func e2fsprogs(t *testing.T) string {
 	t.Helper()
 	bin, err := lookMkfs(DefaultMkfs)
-	if err == nil {
-		_, err = exec.LookPath("e2fsck")
-		if err != nil {
-			for _, p := range []string{"/usr/sbin/e2fsck", "/sbin/e2fsck"} {
-				if isExecutable(p) {
-					err = nil
-				}
-			}
-		}
-	}
 	if err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("e2fsprogs: %v (CI=true: required)", err)
@@ -36,16 +27,16 @@ func e2fsprogs(t *testing.T) string {
 }
 
 // fsck runs e2fsck -fn (check everything, change nothing) and fails on any finding.
-func fsck(t *testing.T, image string) {
+func fsck(t *testing.T, bin, image string) {
 	t.Helper()
-	out, err := exec.Command("e2fsck", "-fn", image).CombinedOutput()
+	out, err := exec.Command(filepath.Join(filepath.Dir(bin), "e2fsck"), "-fn", image).CombinedOutput()
 	require.NoError(t, err, "e2fsck -fn %s:\n%s", image, out)
 }
 
 // fsIDs reads an image's UUID and hash seed the way e2fsprogs reports them.
-func fsIDs(t *testing.T, image string) (uuid, seed string) {
+func fsIDs(t *testing.T, bin, image string) (uuid, seed string) {
 	t.Helper()
-	out, err := exec.Command("dumpe2fs", "-h", image).CombinedOutput()
+	out, err := exec.Command(filepath.Join(filepath.Dir(bin), "dumpe2fs"), "-h", image).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	u := regexp.MustCompile(`(?m)^Filesystem UUID:\s+(\S+)$`).FindSubmatch(out)
 	s := regexp.MustCompile(`(?m)^Directory Hash Seed:\s+(\S+)$`).FindSubmatch(out)
@@ -80,8 +71,8 @@ func TestTemplateImagesAreCleanFilesystemsOfTheirOwn(t *testing.T) {
 				fi, err := os.Stat(image)
 				require.NoError(t, err)
 				require.Equal(t, size, fi.Size())
-				fsck(t, image)
-				uuid, seed := fsIDs(t, image)
+				fsck(t, bin, image)
+				uuid, seed := fsIDs(t, bin, image)
 				require.False(t, seen[uuid], "UUID %s given twice", uuid)
 				require.False(t, seen[seed], "hash seed %s given twice", seed)
 				seen[uuid], seen[seed] = true, true

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 )
 
@@ -203,7 +204,7 @@ func WaitTerminal(ctx context.Context, db *pgxpool.Pool, ids []string, timeout t
 		live := RunCounts{ByStatus: map[string]int{}, Reasons: map[string]int{}}
 		ended := map[string]bool{}
 		err := scanRuns(ctx, db, pending, func(id, status, reason, msg string) {
-			if terminal(status) {
+			if store.Terminal(status) {
 				ended[id] = true
 				done.add(status, reason, msg)
 				return
@@ -234,10 +235,6 @@ func WaitTerminal(ctx context.Context, db *pgxpool.Pool, ids []string, timeout t
 		case <-time.After(every):
 		}
 	}
-}
-
-func terminal(status string) bool {
-	return status == "completed" || status == "failed" || status == "cancelled"
 }
 
 // merge is c and o together (a copy; c's errors first).
