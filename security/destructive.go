@@ -85,6 +85,9 @@ type checker struct {
 	funcs  int
 	reason string
 	err    error // fatal for ShellCommands: the walk was incomplete
+	// cwdOutside: a cd left the workspace (or went somewhere unreadable),
+	// so relative paths after it are not workspace paths.
+	cwdOutside bool
 }
 
 func (c *checker) escalate(reason string) {

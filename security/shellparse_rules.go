@@ -15,10 +15,10 @@ var alwaysDestructive = map[string]string{
 	"fdisk": "fdisk/parted", "sfdisk": "fdisk/parted", "gdisk": "fdisk/parted",
 	"cfdisk": "fdisk/parted", "parted": "fdisk/parted",
 	"killall": "kill -9 / killall / pkill", "pkill": "kill -9 / killall / pkill",
-	"skill":    "kill -9 / killall / pkill",
+	"skill": "kill -9 / killall / pkill", "killall5": "kill -9 / killall / pkill",
 	"shutdown": "shutdown/reboot", "reboot": "shutdown/reboot", "halt": "shutdown/reboot",
 	"poweroff": "shutdown/reboot",
-	"eval":     reasonEval, "source": reasonEval, ".": reasonEval,
+	"source":   reasonEval, ".": reasonEval,
 }
 
 // shells run code given with -c, or read it from stdin.
@@ -28,10 +28,11 @@ var shells = map[string]bool{
 }
 
 const (
-	reasonRm     = "rm -r/-f"
-	reasonKill   = "kill -9 / killall / pkill"
-	reasonDocker = "docker rm/stop/restart/kill"
-	reasonGit    = "git push --force / reset --hard / clean -f"
+	reasonRm      = "rm -r/-f"
+	reasonKill    = "kill -9 / killall / pkill"
+	reasonKillAll = "kill -1: every process"
+	reasonDocker  = "docker rm/stop/restart/kill"
+	reasonGit     = "git push --force / reset --hard / clean -f"
 )
 
 // opt is one parsed option: its name ("-f", "--force") and its value if the
@@ -155,7 +156,12 @@ var (
 		"--tlscacert", "--tlscert", "--tlskey")
 	composeGlobals = set("-f", "--file", "-p", "--project-name", "--profile", "--env-file",
 		"--project-directory", "--ansi", "--progress", "--parallel")
-	cpArgs       = set("-t", "--target-directory", "-S", "--suffix", "-m", "--mode", "-o", "--owner", "-g", "--group")
+	cpArgs    = set("-t", "--target-directory", "-S", "--suffix", "-m", "--mode", "-o", "--owner", "-g", "--group")
+	rsyncArgs = set("-e", "--rsh", "--rsync-path", "-f", "--filter", "--exclude", "--include", "--exclude-from",
+		"--include-from", "--files-from", "-T", "--temp-dir", "--backup-dir", "--suffix", "--chmod", "--chown",
+		"--partial-dir", "--compare-dest", "--copy-dest", "--link-dest", "--log-file", "--password-file",
+		"--bwlimit", "--timeout", "--port", "--max-size", "--min-size", "--max-delete", "--modify-window",
+		"--out-format", "--usermap", "--groupmap", "-B", "--block-size", "-M", "--remote-option")
 	truncateArgs = set("-s", "--size", "-r", "--reference")
 	touchArgs    = set("-d", "--date", "-t", "-r", "--reference")
 	sedArgs      = set("-e", "--expression", "-f", "--file", "-l", "--line-length")
@@ -185,6 +191,14 @@ func (c *checker) simple(args []arg, depth int) {
 	}
 	if shells[base] {
 		c.shell(rest, depth)
+		return
+	}
+	if l, ok := interpreterLang(base); ok {
+		if l == langOther {
+			c.otherInterpreter(rest)
+		} else {
+			c.interpreter(l, rest)
+		}
 		return
 	}
 	switch base {
@@ -235,7 +249,31 @@ func (c *checker) simple(args []arg, depth int) {
 			return
 		}
 		c.simple(rest[first+1:], depth)
-	case "busybox":
+	case "eval":
+		// eval joins its arguments with spaces and runs them as code.
+		c.nestedJoined(rest, depth)
+	case "flock":
+		c.flock(rest, depth)
+	case "taskset":
+		c.positional(rest, set("-p", "--pid"), 1, depth) // taskset [opts] MASK CMD
+	case "chrt":
+		c.positional(rest, set("-T", "--sched-runtime", "-P", "--sched-period", "-D", "--sched-deadline"), 1, depth)
+	case "strace", "ltrace":
+		c.wrapped(rest, set("-e", "-o", "-p", "-s", "-u", "-E", "-a", "-b", "-I", "-O", "-S", "-P", "-X", "-n"), depth)
+	case "unshare", "setpriv", "catchsegv", "xvfb-run", "unbuffer", "nocache":
+		c.wrapped(rest, set("--map-user", "--map-group", "--setgroups", "--propagation", "-S", "--setuid",
+			"-G", "--setgid", "--wd", "-R", "--root", "--reuid", "--regid", "--groups", "-n", "-s"), depth)
+	case "parallel", "sem":
+		c.parallel(rest, depth)
+	case "deno":
+		c.deno(rest)
+	case "cd", "pushd", "popd":
+		c.cd(rest)
+	case "tar", "bsdtar":
+		c.tar(rest, depth)
+	case "unlink":
+		c.unlink(rest)
+	case "busybox", "toybox":
 		if len(rest) > 0 && rest[0].lit && strings.HasPrefix(rest[0].val, "-") {
 			return // --list, --help
 		}
@@ -292,16 +330,20 @@ func (c *checker) simple(args []arg, depth int) {
 				c.escalate("shutdown/reboot")
 			}
 		}
-	case "cp", "mv", "ln", "install", "rsync":
+	case "rsync":
+		c.rsync(rest, depth)
 		c.copyLike(base, rest)
-	case "tee", "truncate", "touch":
+	case "cp", "mv", "ln", "install":
+		c.copyLike(base, rest)
+	case "truncate":
+		c.writeOperands(base, rest)
+		c.truncate(rest)
+	case "tee", "touch":
 		c.writeOperands(base, rest)
 	case "sed":
 		c.inPlace(rest, sedArgs, func(o opt) bool {
 			return o.name == "-i" || strings.HasPrefix(o.name, "--in-place")
 		})
-	case "perl":
-		c.inPlace(rest, set("-e", "-E", "-M", "-I", "-m"), func(o opt) bool { return o.name == "-i" })
 	}
 }
 
@@ -416,6 +458,7 @@ func (c *checker) rm(rest []arg) {
 // -sKILL, -n 9, --signal=KILL. An argument that is not a literal escalates
 // unless it comes after the signal or -- (kill $PID could be kill -9 …).
 func (c *checker) kill(rest []arg) {
+	sigSeen := false
 	for i := 0; i < len(rest); i++ {
 		a := rest[i]
 		if !a.lit {
@@ -424,11 +467,25 @@ func (c *checker) kill(rest []arg) {
 		}
 		v := a.val
 		if v == "--" {
+			// pid -1 is every process the caller may signal, whatever the signal.
+			for _, p := range rest[i+1:] {
+				if p.val == "-1" {
+					c.escalate(reasonKillAll)
+				}
+			}
 			return
 		}
 		if !strings.HasPrefix(v, "-") {
 			continue
 		}
+		if sigSeen {
+			if v == "-1" {
+				c.escalate(reasonKillAll)
+				return
+			}
+			continue
+		}
+		sigSeen = true
 		var sig string
 		switch {
 		case v == "-s" || v == "-n" || v == "--signal":
@@ -533,6 +590,14 @@ func (c *checker) git(rest []arg) {
 	}
 	switch sub.val {
 	case "push", "reset", "clean":
+	case "checkout", "switch", "restore", "branch", "stash", "rm", "update-ref", "reflog", "gc",
+		"filter-branch", "filter-repo", "worktree":
+		if anyNotLit(args) {
+			c.escalate(reasonGitWork)
+			return
+		}
+		c.gitWork(sub.val, args)
+		return
 	default:
 		return
 	}
@@ -660,7 +725,11 @@ func (c *checker) copyLike(name string, rest []arg) {
 		c.escalate("write to a target that is not a literal")
 		return
 	}
-	opts, ops, _ := parseOpts(rest, cpArgs, true)
+	withArg := cpArgs
+	if name == "rsync" {
+		withArg = rsyncArgs
+	}
+	opts, ops, _ := parseOpts(rest, withArg, true)
 	var dir *arg
 	for _, o := range opts {
 		if o.name == "-t" || o.name == "--target-directory" {
@@ -696,6 +765,7 @@ func (c *checker) copyLike(name string, rest []arg) {
 		for _, s := range srcs {
 			c.target(s, reason)
 		}
+		c.mvWorkspace(opts, ops)
 	}
 }
 
