@@ -536,6 +536,13 @@ func FuzzDestructive(f *testing.F) {
 		`sh -c 'rm -rf d'`, `$(echo rm) -rf d`, `echo cm0gLXJmIGQ= | base64 -d | sh`,
 		`find d -exec rm {} +`, `:(){ :|:& };:`, "sh <<EOF\nrm -rf d\nEOF", `kill -s 9 1`,
 		`bash -c "sh -c 'x'"`, `env -i A=1 nice -n 5 timeout 5 rm x`,
+		// issue 34: interpreters, tar, rsync, parallel, mv, cd, eval
+		`awk 'BEGIN{system("rm -rf src")}'`, `perl -pe 's{x}{y}e' f`, `perl -lne 's/a/`,
+		`python3 -Bc 'open(('`, `node -pe 'a[0]?.[b]'`, `php -r '("a")("b");'`,
+		`tar --remove-files -czf x.tgz src`, `tar czfC x.tgz`, `tar -I`, `rsync -ae`,
+		`parallel 'rm {}' ::: a`, `parallel`, `ls | xargs -n1 unlink`, `cd; mv a b`,
+		`eval eval eval ls`, `git checkout -- .`, `kill -s TERM -- -1`, `deno eval`,
+		`flock -c`, `taskset`, `gawk -i inplace -e 'x' f.yml`,
 	} {
 		f.Add(s)
 	}
