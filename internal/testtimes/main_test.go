@@ -300,6 +300,20 @@ func TestCheck(t *testing.T) {
 			contains: []string{"tests run: 2 passed", "  SKIPPED (and not run in any phase): deploy TestCompose: compose_test.go:71: AETHERIUM_COMPOSE_TEST=1 runs it\n"},
 		},
 		{
+			name: "a fuzz input its target declines is listed, not a gap",
+			streams: []string{passing + ev("run", "api", "FuzzLastEventID", 0, "") + ev("run", "api", "FuzzLastEventID/seed#34", 0, "") +
+				ev("output", "api", "FuzzLastEventID/seed#34", 0, "    fuzz_test.go:49: not a value an HTTP client can send\n") +
+				ev("skip", "api", "FuzzLastEventID/seed#34", 0, "") + ev("pass", "api", "FuzzLastEventID", 1, "") + ev("pass", "api", "", 1, "")},
+			code:     0,
+			contains: []string{"tests run: 3 passed", "  fuzz input its target declines (t.Skip inside f.Fuzz): api FuzzLastEventID/seed#34: fuzz_test.go:49: not a value an HTTP client can send\n"},
+		},
+		{
+			name:     "a fuzz target that skips as a whole fails",
+			streams:  []string{ev("run", "api", "FuzzLastEventID", 0, "") + ev("skip", "api", "FuzzLastEventID", 0, "") + ev("pass", "api", "", 1, "")},
+			code:     1,
+			contains: []string{"  SKIPPED (and not run in any phase): api FuzzLastEventID: (no message)\n"},
+		},
+		{
 			name:     "a failure fails",
 			streams:  []string{passing, failing},
 			code:     1,
