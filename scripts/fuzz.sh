@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every Go fuzz target in the module, FUZZJOBS (default 2) at a time, for FUZZTIME each
-# (default 1m; anything `go test -fuzztime` takes: 30s, 5m, 10000x). Targets are found
+# (default 1m; anything `go test -fuzztime` takes: 30s, 5m, 10000x), or within
+# FUZZBUDGET for the whole sweep (see below). Targets are found
 # by scanning the *_test.go files for `func FuzzXxx(`, so new ones are picked up
 # without touching this script. `go test` fuzzes one target per invocation, hence the
 # loop. Keeps going after a failure, prints a summary and exits non-zero if any
@@ -16,6 +17,7 @@
 #   scripts/fuzz.sh                 all targets, FUZZTIME each
 #   scripts/fuzz.sh security        only targets whose "<pkg> <Name>" matches the regexp
 #   FUZZTIME=5s scripts/fuzz.sh     a quick pass (two or three minutes, builds included)
+#   FUZZBUDGET=150s scripts/fuzz.sh all targets within 150 s of fuzzing (CI)
 #   FUZZWARM=1 scripts/fuzz.sh      only build every package's fuzz binary (see below)
 #
 # The api target runs a fleet on Redis and PostgreSQL (scripts/services.sh, which
@@ -39,6 +41,38 @@ total=${#targets[@]}
 if [ "$total" -eq 0 ]; then
   echo "fuzz: no fuzz targets${filter:+ match '$filter'}" >&2
   exit 1
+fi
+jobs_max="${FUZZJOBS:-2}"
+if ! [[ "$jobs_max" =~ ^[1-9][0-9]*$ ]]; then
+  echo "fuzz: FUZZJOBS=$jobs_max: want a positive number" >&2
+  exit 2
+fi
+
+# FUZZBUDGET (150s, 3m, or seconds): the sweep's fuzzing as a whole, wall clock, so
+# that a new target shares the budget instead of adding its own minutes (CI sets
+# it; `make fuzz` people get FUZZTIME each). It replaces FUZZTIME: the first target
+# runs alone (see the loop below), the others FUZZJOBS at a time, so the sweep is
+# 1 + ceil((targets-1)/FUZZJOBS) rounds of FUZZTIME = FUZZBUDGET / rounds (at
+# least 1s). The instrumented builds and links are on top of it: cached (FUZZWARM
+# below), a few seconds a target.
+budget=""
+if [ -n "${FUZZBUDGET:-}" ]; then
+  if [[ "$FUZZBUDGET" =~ ^([0-9]+)(s?)$ ]]; then
+    budget=${BASH_REMATCH[1]}
+  elif [[ "$FUZZBUDGET" =~ ^([0-9]+)m$ ]]; then
+    budget=$((BASH_REMATCH[1] * 60))
+  fi
+  if [ -z "$budget" ] || [ "$budget" -eq 0 ]; then
+    echo "fuzz: FUZZBUDGET=$FUZZBUDGET: want seconds (150, 150s) or minutes (3m)" >&2
+    exit 2
+  fi
+  rounds=$((1 + (total - 1 + jobs_max - 1) / jobs_max))
+  share=$((budget / rounds))
+  if [ "$share" -lt 1 ]; then
+    echo "fuzz: FUZZBUDGET=$FUZZBUDGET is less than 1s for each of $rounds rounds: 1s each (${rounds}s)" >&2
+    share=1
+  fi
+  FUZZTIME="${share}s"
 fi
 
 # FUZZWARM=1: build each package's instrumented test binary once (go test -c -fuzz)
@@ -67,7 +101,11 @@ fi
 logs=$(mktemp -d "${TMPDIR:-/tmp}/aetherium-fuzz.XXXXXX")
 # ^C stops the whole sweep, not just the target being fuzzed.
 trap 'echo; echo "fuzz: interrupted (logs in $logs)"; exit 130' INT
-echo "fuzz: $total targets, $FUZZTIME each"
+if [ -n "$budget" ]; then
+  echo "fuzz: $total targets, $FUZZTIME each: a budget of ${budget}s in $rounds rounds ($jobs_max at a time, the first alone)"
+else
+  echo "fuzz: $total targets, $FUZZTIME each"
+fi
 
 # fuzz_once DIR NAME LOG: one go test run; its exit status.
 fuzz_once() {
@@ -156,7 +194,6 @@ run_target() {
 
 # FUZZJOBS targets at a time (default 2): a target's instrumented build and link
 # (most of a short FUZZTIME's wall time) overlaps another's fuzzing.
-jobs_max="${FUZZJOBS:-2}"
 start_all=$SECONDS
 next_print=1
 # print_done: prints, in target order, every finished target not yet printed.
@@ -203,7 +240,7 @@ done
 [ "${#failed[@]}" -eq 0 ] && rm -rf "$logs"
 
 echo
-echo "fuzz summary: ${#passed[@]} passed, ${#failed[@]} failed, ${#skipped[@]} skipped of $total ($FUZZTIME each, $((SECONDS - start_all))s in all)"
+echo "fuzz summary: ${#passed[@]} passed, ${#failed[@]} failed, ${#skipped[@]} skipped of $total ($FUZZTIME each${budget:+ from a ${budget}s budget}, $((SECONDS - start_all))s in all)"
 for t in "${retried[@]}"; do echo "  retried after Go's fuzztime deadline race: $t"; done
 for t in "${short[@]}"; do echo "  not fuzzed (FUZZTIME ended during its corpus replay): $t"; done
 for t in "${skipped[@]}"; do echo "  skipped: $t"; done
