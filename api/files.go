@@ -3,15 +3,16 @@ package api
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"mime"
 	"net/http"
-	"os"
 	"path"
 	"strconv"
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/aetherium-engine/aetherium/confine"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools/workspace"
 )
@@ -44,14 +45,19 @@ func workspaceID(r store.Run) string {
 	return r.ID
 }
 
-// openWorkspace opens the run's workspace as an os.Root, so no symlink inside it
-// can lead a read outside. ok is false when the workspace does not exist (yet, or
-// any more).
-func (s *Server) openWorkspace(r store.Run) (root *os.Root, ok bool, err error) {
+// MaxDownloadBytes caps GET /api/runs/:id/file: an agent can leave a sparse file
+// of any apparent size, and the download streams what it finds.
+const MaxDownloadBytes int64 = 2 << 30
+
+// openWorkspace opens the run's workspace confined (package confine): no symlink
+// inside it leads a read outside or into engine state, and nothing but a regular
+// file is opened. ok is false when the workspace does not exist (yet, or any
+// more).
+func (s *Server) openWorkspace(r store.Run) (root *confine.Root, ok bool, err error) {
 	if s.d.WorkspaceDir == nil {
 		return nil, false, &Error{Status: http.StatusNotImplemented, Message: "this API process does not see the workspaces"}
 	}
-	root, err = os.OpenRoot(s.d.WorkspaceDir(workspaceID(r)))
+	root, err = confine.OpenRoot(s.d.WorkspaceDir(workspaceID(r)), confine.Config{MaxBytes: MaxDownloadBytes})
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}
@@ -75,14 +81,14 @@ func (s *Server) listFiles(c *fiber.Ctx) error {
 		return c.JSON(out)
 	}
 	defer root.Close()
-	// WalkDir reports symlinks without following them; only regular files are
-	// listed, which is all a download serves.
-	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+	// The walk never follows a symlink and leaves engine state out; only regular
+	// files are listed, which is all a download serves.
+	err = root.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil // an unreadable directory is left out, not the whole listing
 		}
 		if d.IsDir() {
-			if p != "." && (d.Name() == workspace.InternalDir || d.Name() == "lost+found") {
+			if p == "lost+found" {
 				return fs.SkipDir
 			}
 			return nil
@@ -142,22 +148,19 @@ func (s *Server) downloadFile(c *fiber.Ctx) error {
 	case errors.Is(err, fs.ErrNotExist):
 		return notFound
 	case err != nil:
-		// os.Root refuses a symlink that leads out of the workspace.
-		return badRequest("path", "%q cannot be read inside the workspace: %v", rel, errors.Unwrap(err))
+		// A symlink out of the workspace or into engine state, a loop, a FIFO,
+		// socket, device or directory, a file over MaxDownloadBytes.
+		return badRequest("path", "%q cannot be downloaded: %v", rel, err)
 	}
-	st, err := f.Stat()
-	if err != nil {
-		_ = f.Close()
-		return err
-	}
-	if !st.Mode().IsRegular() {
-		_ = f.Close()
-		return badRequest("path", "%q is not a regular file", rel)
-	}
+	size := f.Info.Size()
 	setDownloadHeaders(c, path.Base(rel))
-	c.Set("Content-Length", strconv.FormatInt(st.Size(), 10))
-	// fasthttp closes the file once the body is sent.
-	return c.SendStream(f, int(st.Size()))
+	c.Set("Content-Length", strconv.FormatInt(size, 10))
+	// fasthttp closes the file once the body is sent; the limit holds the body to
+	// the announced length if the file grows meanwhile.
+	return c.SendStream(struct {
+		io.Reader
+		io.Closer
+	}{io.LimitReader(f, size), f}, int(size))
 }
 
 // setDownloadHeaders marks a response as an opaque attachment that no browser

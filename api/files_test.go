@@ -1,12 +1,17 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -104,4 +109,72 @@ func TestTemplateInfo(t *testing.T) {
 	require.Equal(t, "demo", info.Name)
 	code, _, raw = o.call(t, "alice", "GET", "/api/templates/no-such", nil)
 	require.Equal(t, http.StatusNotFound, code, string(raw))
+}
+
+// Whatever run_shell leaves in a workspace — a FIFO, a socket, a symlink loop, a
+// link into engine state, a 10 GiB sparse file — the listing and the download
+// answer promptly with a clear refusal: nothing blocks on an open (a blocked
+// openat outlives the request and leaks an OS thread).
+func TestWorkspaceFilesHostileKinds(t *testing.T) {
+	t.Parallel()
+	o := setupOwners(t, 0)
+	ws := o.Workspaces.Dir(o.aliceRun)
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".aetherium"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, ".aetherium", "state"), []byte("ENGINE-STATE"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "ok.txt"), []byte("ok"), 0o644))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(ws, "pipe"), 0o644))
+	require.NoError(t, os.Symlink("pipe", filepath.Join(ws, "to-pipe")))
+	require.NoError(t, os.Symlink("loop-b", filepath.Join(ws, "loop-a")))
+	require.NoError(t, os.Symlink("loop-a", filepath.Join(ws, "loop-b")))
+	require.NoError(t, os.Symlink(".aetherium", filepath.Join(ws, "meta")))
+	sock, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(ws, "sock"), Net: "unix"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sock.Close() })
+	sparse, err := os.Create(filepath.Join(ws, "sparse"))
+	require.NoError(t, err)
+	require.NoError(t, sparse.Truncate(10<<30+1))
+	require.NoError(t, sparse.Close())
+
+	get := func(t *testing.T, path string) (int, string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, "GET", o.URL+path, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer alice-secret")
+		resp, err := o.Client().Do(req)
+		require.NoError(t, err, "GET %s must answer before the deadline", path)
+		defer resp.Body.Close()
+		raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		require.NoError(t, err)
+		return resp.StatusCode, string(raw)
+	}
+	for _, tc := range []struct{ name, path, says string }{
+		{"fifo", "pipe", "named pipe"},
+		{"symlink to a fifo", "to-pipe", "named pipe"},
+		{"unix socket", "sock", "socket"},
+		{"symlink loop", "loop-a", "symlink"},
+		{"engine state through a symlink", "meta%2Fstate", "reserved"},
+		{"10 GiB sparse file", "sparse", "limit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			code, body := get(t, "/api/runs/"+o.aliceRun+"/file?path="+tc.path)
+			require.Equal(t, http.StatusBadRequest, code, body)
+			require.Contains(t, body, tc.says)
+			require.NotContains(t, body, "ENGINE-STATE")
+		})
+	}
+	code, body := get(t, "/api/runs/"+o.aliceRun+"/files")
+	require.Equal(t, http.StatusOK, code, body)
+	var list api.FileList
+	require.NoError(t, json.Unmarshal([]byte(body), &list))
+	var paths []string
+	for _, f := range list.Files {
+		paths = append(paths, f.Path)
+	}
+	require.ElementsMatch(t, []string{"ok.txt", "sparse"}, paths)
+	code, body = get(t, "/api/runs/"+o.aliceRun+"/file?path=ok.txt")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "ok", body)
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -15,6 +14,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/aetherium-engine/aetherium/confine"
 )
 
 // FolderName is the project workspace's knowledge folder: write_knowledge writes
@@ -98,38 +99,32 @@ type File struct {
 // entries are skipped (never descended into); a symlink is read only when it
 // resolves to a regular file inside dir whose path there has no dot component
 // (so a link to .frame/… or out of dir is skipped) and directory symlinks are
-// never followed. Files over MaxDocumentBytes are skipped. A missing dir is
-// empty. Reads go through an os.Root on dir, so nothing outside it is read even
-// when a link is swapped after its check.
+// never followed. Files over MaxDocumentBytes are skipped, and so is anything
+// but a regular file (a FIFO, socket or device is refused without a blocking
+// open). A missing dir is empty. Reads are confined to dir (package confine).
 func Walk(dir string) (files []File, skipped []string, err error) {
-	realDir, err := filepath.EvalSymlinks(dir)
+	root, err := confine.OpenRoot(dir, confine.Config{MaxBytes: MaxDocumentBytes})
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, nil
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("knowledge: %s: %w", dir, err)
 	}
-	root, err := os.OpenRoot(realDir)
-	if err != nil {
-		return nil, nil, fmt.Errorf("knowledge: %s: %w", dir, err)
-	}
 	defer root.Close()
-	err = filepath.WalkDir(realDir, func(p string, d fs.DirEntry, err error) error {
+	err = root.WalkDir(".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if p == realDir {
+			if rel == "." {
 				return err
 			}
-			skipped = append(skipped, p+": "+err.Error())
+			skipped = append(skipped, rel+": "+err.Error())
 			return nil
 		}
-		if p == realDir {
+		if rel == "." {
 			return nil
 		}
-		rel, _ := filepath.Rel(realDir, p)
-		rel = filepath.ToSlash(rel)
 		if strings.HasPrefix(d.Name(), ".") {
 			if d.IsDir() {
-				return filepath.SkipDir
+				return fs.SkipDir
 			}
 			return nil
 		}
@@ -138,22 +133,21 @@ func Walk(dir string) (files []File, skipped []string, err error) {
 		}
 		target := rel
 		if d.Type()&fs.ModeSymlink != 0 {
-			real, err := filepath.EvalSymlinks(p)
+			r, err := root.Resolve(rel)
 			if err != nil {
 				skipped = append(skipped, rel+": "+err.Error())
 				return nil
 			}
-			r, err := filepath.Rel(realDir, real)
-			r = filepath.ToSlash(r)
-			if err != nil || r == ".." || strings.HasPrefix(r, "../") || hidden(r) {
-				skipped = append(skipped, rel+": link leads outside the folder or into a dot directory")
+			if hidden(r) {
+				skipped = append(skipped, rel+": link leads into a dot directory")
 				return nil
 			}
 			target = r
 		} else if !d.Type().IsRegular() {
+			skipped = append(skipped, rel+": is a "+confine.Kind(d.Type())+", not a regular file")
 			return nil
 		}
-		data, err := readCapped(root, target)
+		data, err := root.ReadFile(target)
 		if err != nil {
 			skipped = append(skipped, rel+": "+err.Error())
 			return nil
@@ -171,29 +165,6 @@ func Walk(dir string) (files []File, skipped []string, err error) {
 func isMarkdown(name string) bool {
 	ext := strings.ToLower(path.Ext(name))
 	return ext == ".md" || ext == ".markdown"
-}
-
-func readCapped(root *os.Root, rel string) ([]byte, error) {
-	f, err := root.Open(rel)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxDocumentBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > MaxDocumentBytes {
-		return nil, fmt.Errorf("over the %d byte limit", MaxDocumentBytes)
-	}
-	return data, nil
 }
 
 // SyncReport is what one source's sync did.

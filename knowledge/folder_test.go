@@ -2,9 +2,13 @@ package knowledge_test
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -68,6 +72,48 @@ func TestIndexFolderSkipsHostilePaths(t *testing.T) {
 	docs, err = e.kb.Docs(ctx, knowledge.Project("p"))
 	require.NoError(t, err)
 	require.Len(t, docs, 3)
+}
+
+// A knowledge/notes.md that is a symlink to a FIFO (or a FIFO, or a socket)
+// once hung every later run start of the project in a blocking open: now it is
+// skipped with its kind named and the rest of the folder is indexed.
+func TestIndexFolderSkipsFIFOsAndSockets(t *testing.T) {
+	t.Parallel()
+	e := setup(t, knowledge.Config{})
+	ctx := context.Background()
+	ws := t.TempDir()
+	k := filepath.Join(ws, "knowledge")
+	write(t, filepath.Join(k, "good.md"), "# Good\n\nordinary notes")
+	require.NoError(t, syscall.Mkfifo(filepath.Join(k, "pipe"), 0o644))
+	require.NoError(t, os.Symlink("pipe", filepath.Join(k, "notes.md")))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(k, "fifo.md"), 0o644))
+	sock, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(k, "sock.md"), Net: "unix"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sock.Close() })
+	type result struct {
+		rep knowledge.SyncReport
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := knowledge.IndexFolder(ctx, e.kb, "p", ws)
+		done <- result{rep, err}
+	}()
+	var got result
+	select {
+	case got = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("IndexFolder blocked")
+	}
+	require.NoError(t, got.err)
+	docs, err := e.kb.Docs(ctx, knowledge.Project("p"))
+	require.NoError(t, err)
+	require.Len(t, docs, 1)
+	require.Equal(t, "knowledge/good.md", docs[0].Path)
+	require.Len(t, got.rep.Skipped, 3, "%q", got.rep.Skipped)
+	joined := strings.Join(got.rep.Skipped, "\n")
+	require.Contains(t, joined, "named pipe")
+	require.Contains(t, joined, "socket")
 }
 
 func TestIndexFolderMirrorsTheFolder(t *testing.T) {

@@ -3,10 +3,9 @@ package worker
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 
+	"github.com/aetherium-engine/aetherium/confine"
 	mediascript "github.com/aetherium-engine/aetherium/media/script"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools/workspace"
@@ -47,25 +46,16 @@ func requiredOutputRefusal(ws string, ro *templates.RequiredOutput) string {
 	return ""
 }
 
-// spokenWordsIn counts the spoken words of rel through an os.Root (a symlink
-// out of the workspace is not followed).
+// spokenWordsIn counts the spoken words of rel, read confined (package
+// confine): a regular file inside the workspace and outside engine state, never a
+// FIFO or socket an agent left there, at most maxRequiredBytes.
 func spokenWordsIn(ws, rel string) (int, error) {
-	root, err := os.OpenRoot(ws)
+	root, err := confine.OpenRoot(ws, confine.Config{MaxBytes: maxRequiredBytes})
 	if err != nil {
 		return 0, fmt.Errorf("workspace: %w", err)
 	}
 	defer root.Close()
-	f, err := root.Open(rel)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
-		return 0, err
-	} else if !fi.Mode().IsRegular() {
-		return 0, errors.New("not a regular file")
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxRequiredBytes))
+	b, err := root.ReadFile(rel)
 	if err != nil {
 		return 0, err
 	}

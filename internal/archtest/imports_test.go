@@ -64,6 +64,14 @@ var rules = []rule{
 			return from.Path == "queue"
 		},
 	},
+	{
+		// The lowest floor: every host-side reader of workspace data (tools,
+		// device, api, worker, knowledge) imports it, so it can import none of them.
+		name: "confine imports no package of the module (workspace confinement is the lowest floor)",
+		forbids: func(from pkg, _ string) bool {
+			return from.Path == "confine"
+		},
+	},
 }
 
 // exceptions are known violations of the rules, each with the follow-up that
@@ -128,7 +136,7 @@ func TestImportRules(t *testing.T) {
 	for _, p := range pkgs {
 		names = append(names, p.Path)
 	}
-	for _, want := range []string{"api", "fleet", "queue", "scheduler", "security", "webhook", "worker"} {
+	for _, want := range []string{"api", "confine", "fleet", "queue", "scheduler", "security", "webhook", "worker"} {
 		if !slices.Contains(names, want) {
 			t.Fatalf("go list did not report package %s (got %v): the rules would pass vacuously", want, names)
 		}
@@ -178,6 +186,8 @@ func TestImportRulesCatchViolations(t *testing.T) {
 			want: []string{`scheduler -> fleet breaks "no package imports fleet but commands (package main), cli and test helpers (fleettest)"`}},
 		{name: "queue imports the store", pkgs: with(pkg{Path: "queue", Name: "queue", Imports: []string{"store"}}),
 			want: []string{`queue -> store breaks "queue imports no package of the module (everything that enqueues imports it)"`}},
+		{name: "confine imports a tool", pkgs: with(pkg{Path: "confine", Name: "confine", Imports: []string{"tools/workspace"}}),
+			want: []string{`confine -> tools/workspace breaks "confine imports no package of the module (workspace confinement is the lowest floor)"`}},
 		{name: "an exception excuses its edge only", pkgs: with(pkg{Path: "worker", Name: "worker", Imports: []string{"config", "llm/script"}}),
 			exceptions: map[string]string{"worker -> config": "follow-up"},
 			want:       []string{`worker -> llm/script breaks "worker imports neither config nor a concrete llm provider (llm/*)"`}},

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/aetherium-engine/aetherium/gpu"
 	"github.com/aetherium-engine/aetherium/lease"
@@ -124,8 +125,10 @@ func clean(what, p string) (string, error) {
 
 // readFile reads rel through the root (a symlink out of the workspace is
 // refused by the root), refusing what is not a regular file or is over max.
+// O_NONBLOCK: a FIFO an agent left at rel opens at once (and the fstat below
+// refuses it) instead of blocking the call, and its OS thread, for good.
 func readFile(root *os.Root, what, rel string, max int64) ([]byte, error) {
-	f, err := root.Open(rel)
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", what, rel, err)
 	}

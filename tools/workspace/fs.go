@@ -12,15 +12,22 @@ import (
 	"path"
 	"sync"
 	"syscall"
+
+	"github.com/aetherium-engine/aetherium/confine"
 )
 
 // dir is one workspace opened as an os.Root: every operation through it stays
 // beneath the workspace even when a path component is swapped for a symlink
 // between a check and its use (the kernel resolves each step against the root).
 type dir struct {
-	root  *os.Root
+	root *os.Root
+	// conf resolves an agent's path the way the kernel will, to refuse one
+	// that leads into engine state through a symlink (meta -> .aetherium).
+	conf  *confine.Root
 	cfg   Config
 	owner *Owner
+	// engine marks the engine's own writes (snapshots into InternalDir).
+	engine bool
 }
 
 func openDir(workspace string, cfg Config) (*dir, error) {
@@ -28,19 +35,45 @@ func openDir(workspace string, cfg Config) (*dir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open workspace: %w", err)
 	}
-	d := &dir{root: r, cfg: cfg}
+	c, err := confine.OpenRoot(workspace, confine.Config{MaxBytes: cfg.MaxFileBytes})
+	if err != nil {
+		_ = r.Close()
+		return nil, fmt.Errorf("open workspace: %w", err)
+	}
+	d := &dir{root: r, conf: c, cfg: cfg}
 	if cfg.Owner != nil && os.Geteuid() == 0 {
 		d.owner = cfg.Owner
 	}
 	return d, nil
 }
 
-func (d *dir) Close() { _ = d.root.Close() }
+func (d *dir) Close() {
+	_ = d.root.Close()
+	if d.conf != nil {
+		_ = d.conf.Close()
+	}
+}
+
+// confined refuses rel when it resolves, through any symlink, out of the
+// workspace, into engine state (InternalDir) or into a symlink loop; Clean
+// checks the name only.
+func (d *dir) confined(rel string) error {
+	if d.engine || d.conf == nil {
+		return nil
+	}
+	if _, err := d.conf.Resolve(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
 
 // readRegular reads a regular file (symlinks followed only inside the workspace),
 // refusing devices, pipes and files over the size limit. It returns the file's
 // permission bits for a later rewrite.
 func (d *dir) readRegular(rel string) ([]byte, fs.FileMode, error) {
+	if err := d.confined(rel); err != nil {
+		return nil, 0, err
+	}
 	fi, err := d.root.Stat(rel)
 	if err != nil {
 		return nil, 0, pathErr(rel, err)
@@ -100,6 +133,9 @@ func kind(m fs.FileMode) string {
 // exists reports whether rel names an existing regular file; other existing kinds
 // are errors.
 func (d *dir) exists(rel string) (bool, error) {
+	if err := d.confined(rel); err != nil {
+		return false, err
+	}
 	fi, err := d.root.Stat(rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		// A dangling or escaping symlink also reads as "not exist" to Stat:
@@ -127,6 +163,9 @@ func (d *dir) exists(rel string) (bool, error) {
 func (d *dir) writeFile(rel string, data []byte, perm fs.FileMode, handOver bool) error {
 	if int64(len(data)) > d.cfg.MaxFileBytes {
 		return fmt.Errorf("%w: %d bytes for %s, the limit is %d", ErrTooLarge, len(data), rel, d.cfg.MaxFileBytes)
+	}
+	if err := d.confined(rel); err != nil {
+		return err
 	}
 	if err := d.mkdirAll(path.Dir(rel), handOver); err != nil {
 		return err
@@ -231,6 +270,9 @@ func (d *dir) mkdirAll(rel string, handOver bool) error {
 }
 
 func (d *dir) remove(rel string) error {
+	if err := d.confined(rel); err != nil {
+		return err
+	}
 	err := d.root.Remove(rel)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return pathErr(rel, err)

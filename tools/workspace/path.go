@@ -8,24 +8,28 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/aetherium-engine/aetherium/confine"
 )
 
-// Sentinel errors of path confinement.
+// Sentinel errors of path confinement: package confine's, so a caller tests for
+// one whichever layer refused the path.
 var (
 	// ErrOutside is a path that would leave the workspace.
-	ErrOutside = errors.New("path escapes the workspace")
+	ErrOutside = confine.ErrOutside
 	// ErrReserved is a path inside the engine's own .aetherium directory.
-	ErrReserved = errors.New("path is reserved for the engine")
+	ErrReserved = confine.ErrReserved
 	// ErrNotRegular is a device, pipe, socket or other non-regular file.
-	ErrNotRegular = errors.New("not a regular file")
+	ErrNotRegular = confine.ErrNotRegular
 	// ErrTooLarge is a file over the configured size limit.
-	ErrTooLarge = errors.New("file is over the size limit")
+	ErrTooLarge = confine.ErrTooLarge
 )
 
 // InternalDir is the workspace directory the engine keeps its own state in (edit
-// snapshots). Agents cannot address it, listings and searches skip it, and the
-// Docker sandbox hides it behind an empty mount.
-const InternalDir = ".aetherium"
+// snapshots). Agents cannot address it (by name here, and through any symlink:
+// the I/O resolves paths with package confine), listings and searches skip it,
+// and the Docker sandbox hides it behind an empty mount.
+const InternalDir = confine.InternalDir
 
 // maxPathLen bounds an agent-supplied path (PATH_MAX is 4096; nobody needs more
 // than this in a workspace).

@@ -74,7 +74,7 @@ func (d *dir) snapshot(sessionID, rel string) error {
 	}
 	big := d.cfg
 	big.MaxFileBytes = int64(len(raw)) + 1
-	if err := (&dir{root: d.root, cfg: big}).writeFile(p, raw, 0o600, false); err != nil {
+	if err := (&dir{root: d.root, cfg: big, engine: true}).writeFile(p, raw, 0o600, false); err != nil {
 		return fmt.Errorf("snapshot %s: %w", rel, err)
 	}
 	return nil

@@ -196,6 +196,37 @@ func TestHostilePaths(t *testing.T) {
 	require.Equal(t, "ok\n", e.file("real/through.txt"))
 }
 
+// .aetherium is refused after resolution, not by name only: a symlink run_shell
+// made (meta -> .aetherium) once let write_file forge engine state.
+func TestEngineStateThroughASymlink(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	require.NoError(t, os.MkdirAll(filepath.Join(e.ws, ".aetherium", "snapshots"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(e.ws, ".aetherium", "state.json"), []byte("{}"), 0o644))
+	require.NoError(t, os.Symlink(".aetherium", filepath.Join(e.ws, "meta")))
+	require.NoError(t, os.Symlink("sub/../.aetherium/state.json", filepath.Join(e.ws, "state")))
+	require.NoError(t, os.Mkdir(filepath.Join(e.ws, "sub"), 0o755))
+	for _, p := range []string{"meta/x", "meta/snapshots/forged.json", "meta/new/dir/x", "state"} {
+		_, err := e.call("write_file", map[string]any{"path": p, "content": "forged\n"})
+		require.ErrorIs(t, err, workspace.ErrReserved, "write_file %q", p)
+		_, err = e.call("read_file", map[string]any{"path": p})
+		require.Error(t, err, "read_file %q", p)
+		_, err = e.call("edit_file", map[string]any{"path": p, "search": "", "replace": "forged\n"})
+		require.Error(t, err, "edit_file %q", p)
+	}
+	_, err := e.call("read_file", map[string]any{"path": "state"})
+	require.ErrorIs(t, err, workspace.ErrReserved)
+	var got []string
+	require.NoError(t, filepath.WalkDir(filepath.Join(e.ws, ".aetherium"), func(p string, _ fs.DirEntry, err error) error {
+		got = append(got, filepath.Base(p))
+		return err
+	}))
+	require.ElementsMatch(t, []string{".aetherium", "snapshots", "state.json"}, got, "nothing was written into engine state")
+	b, err := os.ReadFile(filepath.Join(e.ws, ".aetherium", "state.json"))
+	require.NoError(t, err)
+	require.Equal(t, "{}", string(b))
+}
+
 func TestResolve(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
