@@ -70,7 +70,7 @@ func TestFinishImageAfterTheRunThroughFleet(t *testing.T) {
 	var hooked []map[string]any
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if !webhook.Verify(secret, body, r.Header.Get("X-Aetherium-Signature")) {
+		if webhook.Verify(secret, r.Header, body, time.Now(), 0) != nil {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}

@@ -2,23 +2,22 @@
 // delivery is an asynq task (deterministic id per event and endpoint, retried with
 // backoff), so a slow or failing endpoint never slows a run and nothing is lost.
 //
-// The body is the event as JSON; X-Aetherium-Signature is
-// "sha256=" + hex(HMAC-SHA256(secret, body)), X-Aetherium-Event the event type and
-// X-Aetherium-Delivery the delivery id (stable across retries, for dedupe).
+// The body is the event as JSON, signed per Standard Webhooks (sign.go):
+// webhook-id (stable across retries, for dedupe), webhook-timestamp and
+// webhook-signature, which covers both; X-Aetherium-Event is the event type.
+// Receivers check a delivery with Verify.
 package webhook
 
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -28,24 +27,13 @@ import (
 	"github.com/aetherium-engine/aetherium/store"
 )
 
-// Sign returns the signature header value for body.
-func Sign(secret string, body []byte) string {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
-}
-
-// Verify checks a signature header in constant time (for receivers written in Go).
-func Verify(secret string, body []byte, header string) bool {
-	return hmac.Equal([]byte(Sign(secret, body)), []byte(header))
-}
-
 // Hook is an endpoint that receives run events as signed POSTs (an entry of
 // api.webhooks).
 type Hook struct {
 	URL string `yaml:"url"`
-	// Secret keys the X-Aetherium-Signature HMAC-SHA256 header; at least
-	// MinSecretLen characters.
+	// Secret keys the webhook-signature HMAC-SHA256: whsec_<base64> (the
+	// Standard Webhooks format; the key is the decoded bytes) or any other
+	// string of at least MinSecretLen characters (the key is its bytes).
 	Secret string `yaml:"secret"`
 	// Events filters by event type; empty means all.
 	Events []string `yaml:"events"`
@@ -61,8 +49,10 @@ func ValidateHooks(hooks []Hook) error {
 		if u, err := url.Parse(h.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("api.webhooks[%d].url: want an http(s) URL, got %q", i, h.URL))
 		}
-		if len(h.Secret) < MinSecretLen {
-			errs = append(errs, fmt.Errorf("api.webhooks[%d].secret: must be at least %d characters (it keys the HMAC signature)", i, MinSecretLen))
+		if key, err := Key(h.Secret); err != nil {
+			errs = append(errs, fmt.Errorf("api.webhooks[%d].secret: %w", i, err))
+		} else if len(h.Secret) < MinSecretLen || len(key) < MinSecretLen {
+			errs = append(errs, fmt.Errorf("api.webhooks[%d].secret: must be at least %d characters, or whsec_ and the base64 of at least %d bytes (it keys the HMAC signature)", i, MinSecretLen, MinSecretLen))
 		}
 	}
 	return errors.Join(errs...)
@@ -120,10 +110,18 @@ func (d *Deliverer) Handle(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return fmt.Errorf("%w: webhook url: %v", asynq.SkipRetry, err)
 	}
+	// The id is the same on every retry; the timestamp is this attempt's, so a
+	// retry is signed afresh and a captured delivery ages out of the window.
+	id, now := fmt.Sprintf("%d-%d", p.Hook, e.ID), time.Now()
+	sig, err := Sign(h.Secret, id, now, body)
+	if err != nil {
+		return fmt.Errorf("%w: api.webhooks[%d].secret: %v", asynq.SkipRetry, p.Hook, err)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Aetherium-Event", e.Type)
-	req.Header.Set("X-Aetherium-Delivery", fmt.Sprintf("%d-%d", p.Hook, e.ID))
-	req.Header.Set("X-Aetherium-Signature", Sign(h.Secret, body))
+	req.Header.Set(HeaderID, id)
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set(HeaderSignature, sig)
 	client := d.HTTP
 	if client == nil {
 		client = &http.Client{Timeout: 15 * time.Second}
