@@ -109,25 +109,11 @@ func (d *dir) checkRegular(rel string, fi fs.FileInfo) error {
 	case fi.IsDir():
 		return fmt.Errorf("%s is a directory (list it with list_files)", rel)
 	case !fi.Mode().IsRegular():
-		return fmt.Errorf("%w: %s is a %s", ErrNotRegular, rel, kind(fi.Mode()))
+		return fmt.Errorf("%w: %s is a %s", ErrNotRegular, rel, confine.Kind(fi.Mode()))
 	case fi.Size() > d.cfg.MaxFileBytes:
 		return fmt.Errorf("%w: %s is %d bytes, the limit is %d", ErrTooLarge, rel, fi.Size(), d.cfg.MaxFileBytes)
 	}
 	return nil
-}
-
-func kind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeDevice != 0 || m&fs.ModeCharDevice != 0:
-		return "device"
-	case m&fs.ModeNamedPipe != 0:
-		return "named pipe"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeSymlink != 0:
-		return "symlink"
-	}
-	return "special file"
 }
 
 // exists reports whether rel names an existing regular file; other existing kinds
@@ -192,7 +178,7 @@ func (d *dir) writeFile(rel string, data []byte, perm fs.FileMode, handOver bool
 	case err == nil && lfi.IsDir():
 		return fmt.Errorf("%s is a directory", rel)
 	case err == nil && !lfi.Mode().IsRegular():
-		return fmt.Errorf("%w: %s is a %s", ErrNotRegular, rel, kind(lfi.Mode()))
+		return fmt.Errorf("%w: %s is a %s", ErrNotRegular, rel, confine.Kind(lfi.Mode()))
 	case err == nil:
 		perm = lfi.Mode().Perm()
 	case !errors.Is(err, fs.ErrNotExist):
