@@ -152,7 +152,7 @@ type Deps struct {
 	CheckDisk func() error
 	// RemoveProject, when set, removes a deleted project's workspace and knowledge
 	// (its rows and memory are deleted by the store first).
-	RemoveProject func(ctx context.Context, slug string) error
+	RemoveProject func(ctx context.Context, p store.Project) error
 	// WorkspaceDir, when set, is the directory of a workspace by id: the Studio's
 	// read-only workspace browser (GET /api/runs/:id/files). Nil answers 501.
 	WorkspaceDir func(id string) string

@@ -36,15 +36,6 @@ type FileList struct {
 	Truncated bool `json:"truncated"`
 }
 
-// workspaceID mirrors the worker's choice: a project run works in its project's
-// shared workspace, any other run in its own.
-func workspaceID(r store.Run) string {
-	if r.Project != "" {
-		return "project-" + r.Project
-	}
-	return r.ID
-}
-
 // MaxDownloadBytes caps GET /api/runs/:id/file: an agent can leave a sparse file
 // of any apparent size, and the download streams what it finds.
 const MaxDownloadBytes int64 = 2 << 30
@@ -57,7 +48,7 @@ func (s *Server) openWorkspace(r store.Run) (root *confine.Root, ok bool, err er
 	if s.d.WorkspaceDir == nil {
 		return nil, false, &Error{Status: http.StatusNotImplemented, Message: "this API process does not see the workspaces"}
 	}
-	root, err = confine.OpenRoot(s.d.WorkspaceDir(workspaceID(r)), confine.Config{MaxBytes: MaxDownloadBytes})
+	root, err = confine.OpenRoot(s.d.WorkspaceDir(r.WorkspaceID()), confine.Config{MaxBytes: MaxDownloadBytes})
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}

@@ -61,6 +61,12 @@ type projectList struct {
 	Projects []store.Project `json:"projects"`
 }
 
+// projectAccess is the caller as the one ownership check of projects
+// (store.ProjectAccess, which the MCP server uses too) sees it.
+func projectAccess(c *fiber.Ctx) store.ProjectAccess {
+	return store.ProjectAccess{Principal: principal(c), ReadAll: seesAllRuns(c), Admin: hasRole(c, RoleAdmin)}
+}
+
 // projectFor loads the project of the route for the caller: its owner, or a
 // reader of everything (read_all, admin). Another principal's project is a 404,
 // like a missing one, so slugs cannot be probed.
@@ -69,7 +75,7 @@ func (s *Server) projectFor(c *fiber.Ctx, slug string) (store.Project, error) {
 		return store.Project{}, badRequest("slug", "slug %.80q is not a project slug", slug)
 	}
 	p, err := s.d.Store.GetProject(c.UserContext(), slug)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && p.Owner != principal(c) && !seesAllRuns(c)) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !projectAccess(c).MaySee(p)) {
 		return store.Project{}, &Error{Status: http.StatusNotFound, Field: "project", Message: fmt.Sprintf("no project %q", slug)}
 	}
 	return p, err
@@ -82,7 +88,7 @@ func (s *Server) ownProject(c *fiber.Ctx, slug string) (store.Project, error) {
 	if err != nil {
 		return p, err
 	}
-	if p.Owner != principal(c) && !hasRole(c, RoleAdmin) {
+	if !projectAccess(c).MayUse(p) {
 		return p, &Error{Status: http.StatusForbidden, Message: fmt.Sprintf("project %q belongs to %s", slug, p.Owner)}
 	}
 	return p, nil
@@ -107,7 +113,7 @@ func (s *Server) deleteProject(c *fiber.Ctx) error {
 		return badRequest("confirm", "deleting project %q removes its workspace, knowledge and memory: repeat its slug in ?confirm=%s", p.Slug, p.Slug)
 	}
 	ctx := c.UserContext()
-	switch err := s.d.Store.DeleteProject(ctx, p.Slug); {
+	switch err := s.d.Store.DeleteProject(ctx, p, principal(c)); {
 	case errors.Is(err, store.ErrProjectBusy):
 		return &Error{Status: http.StatusConflict, Message: err.Error() + "; cancel them or wait for them to end"}
 	case errors.Is(err, store.ErrNotFound):
@@ -116,13 +122,14 @@ func (s *Server) deleteProject(c *fiber.Ctx) error {
 		return err
 	}
 	if s.d.RemoveProject != nil {
-		if err := s.d.RemoveProject(ctx, p.Slug); err != nil {
+		if err := s.d.RemoveProject(ctx, p); err != nil {
 			// The project is gone; what is left on disk or in the index is named
 			// so an operator can remove it.
 			s.d.Log.Error("project deleted, but its workspace or knowledge was not removed", "project", p.Slug, "err", err)
 			return &Error{Status: http.StatusInternalServerError, Message: fmt.Sprintf("project %q deleted, but removing its files failed: %v", p.Slug, err)}
 		}
 	}
+	s.d.Log.Info("project deleted", "project", p.Slug, "project_id", p.ID, "owner", p.Owner, "by", principal(c))
 	return c.SendStatus(http.StatusNoContent)
 }
 
@@ -157,7 +164,7 @@ func (s *Server) addMemory(c *fiber.Ctx) error {
 		}
 		scope = "agent"
 	}
-	e, err := s.d.Store.AddMemory(c.UserContext(), store.MemoryEntry{Project: p.Slug, Tier: store.MemoryLongTerm, Scope: scope,
+	e, err := s.d.Store.AddMemory(c.UserContext(), store.MemoryEntry{Project: p.ID, Tier: store.MemoryLongTerm, Scope: scope,
 		Agent: req.Agent, Author: principal(c), Content: req.Content})
 	if err != nil {
 		return err
@@ -170,7 +177,7 @@ func (s *Server) listMemory(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	es, err := s.d.Store.ListMemory(c.UserContext(), p.Slug, 1000)
+	es, err := s.d.Store.ListMemory(c.UserContext(), p.ID, 1000)
 	if err != nil {
 		return err
 	}
@@ -190,7 +197,7 @@ func (s *Server) deleteMemory(c *fiber.Ctx) error {
 	if err != nil || id <= 0 {
 		return badRequest("id", "memory id %.40q is not a positive integer", c.Params("id"))
 	}
-	if err := s.d.Store.DeleteMemory(c.UserContext(), p.Slug, id); errors.Is(err, store.ErrNotFound) {
+	if err := s.d.Store.DeleteMemory(c.UserContext(), p, id, principal(c)); errors.Is(err, store.ErrNotFound) {
 		return &Error{Status: http.StatusNotFound, Field: "id", Message: fmt.Sprintf("project %q has no memory %d", p.Slug, id)}
 	} else if err != nil {
 		return err

@@ -143,11 +143,15 @@ func (s *Server) submitTemplate(c *fiber.Ctx) error {
 }
 
 func (s *Server) submit(c *fiber.Ctx, team templates.Template, tmplName, prompt, project string, vars map[string]any) error {
+	var projectID string
 	if project != "" {
-		// A run works in one of its submitter's own projects.
-		if _, err := s.ownProject(c, project); err != nil {
+		// A run works in one of its submitter's own projects, named from here on
+		// by its id: the slug may be another project's by the time it runs.
+		p, err := s.ownProject(c, project)
+		if err != nil {
 			return err
 		}
+		projectID = p.ID
 	}
 	if vars == nil {
 		vars = map[string]any{}
@@ -176,7 +180,7 @@ func (s *Server) submit(c *fiber.Ctx, team templates.Template, tmplName, prompt,
 	}
 	teamJSON, _ := json.Marshal(rendered)
 	varsJSON, _ := json.Marshal(vars)
-	run := store.Run{ID: uuid.NewString(), Prompt: prompt, Template: tmplName, Team: teamJSON, Variables: varsJSON, TokenBudget: rendered.TokenBudget(), Owner: principal(c), Project: project}
+	run := store.Run{ID: uuid.NewString(), Prompt: prompt, Template: tmplName, Team: teamJSON, Variables: varsJSON, TokenBudget: rendered.TokenBudget(), Owner: principal(c), Project: project, ProjectID: projectID}
 	ctx := c.UserContext()
 	if err := s.d.Store.CreateRunLimited(ctx, run, s.cfg.MaxRunsInFlight); err != nil {
 		if errors.Is(err, store.ErrNoProject) {

@@ -99,7 +99,9 @@ func TestComfyUIVideoThroughFleet(t *testing.T) {
 	slug := "film-" + randomSuffix()
 	code, raw := f.Do("POST", "/api/projects", map[string]any{"slug": slug, "name": "Film"}, nil)
 	require.Equal(t, http.StatusCreated, code, string(raw))
-	ws, err := f.Workspaces.Open(ctx, "project-"+slug)
+	proj, err := f.Store.GetProject(ctx, slug)
+	require.NoError(t, err)
+	ws, err := f.Workspaces.Open(ctx, proj.Workspace)
 	require.NoError(t, err)
 	still := image.NewNRGBA(image.Rect(0, 0, 96, 64))
 	for i := range still.Pix {

@@ -366,13 +366,13 @@ func (f *Fleet) knowledgeBase() *knowledge.Postgres {
 // role's hook; the store has deleted its rows and memory). A worker on another
 // host keeps its copy of the workspace mount until its sweep: the directory is
 // removed where this process can see it.
-func (f *Fleet) removeProject(ctx context.Context, slug string) error {
+func (f *Fleet) removeProject(ctx context.Context, p store.Project) error {
 	var errs []error
-	if _, err := f.knowledgeBase().DeleteSource(ctx, knowledge.Project(slug)); err != nil {
+	if _, err := f.knowledgeBase().DeleteSource(ctx, knowledge.Project(p.ID)); err != nil {
 		errs = append(errs, fmt.Errorf("knowledge: %w", err))
 	}
-	if f.Workspaces != nil {
-		id := "project-" + slug
+	if f.Workspaces != nil && p.Workspace != "" {
+		id := p.Workspace
 		if err := f.Workspaces.Unmount(ctx, id); err != nil {
 			errs = append(errs, fmt.Errorf("workspace: %w", err))
 		} else if err := os.RemoveAll(f.Workspaces.Dir(id)); err != nil {

@@ -90,8 +90,9 @@ rules:
 				{Name: "approver", SHA256: api.HashToken(approverSecret), Roles: []string{api.RoleApprove}},
 			}
 			c.MCP.Profiles = map[string]mcpserver.Profile{"ide": {
-				Node:    templates.Node{Tools: mcpCatalog},
-				Project: mcpProject,
+				Node:         templates.Node{Tools: mcpCatalog},
+				Project:      mcpProject,
+				ProjectOwner: "alice",
 			}}
 			c.MCP.ProgressEvery = 100 * time.Millisecond
 			for _, f := range configure {
@@ -104,6 +105,14 @@ rules:
 	require.NoError(t, err)
 	require.NotEmpty(t, f.MCPURL, "the profile starts the MCP listener")
 	return mcpFleet{Fleet: f, endpoint: f.MCPURL + "/mcp/ide", dispatched: d}
+}
+
+// projectWorkspace is the workspace id of the profile's project.
+func (m mcpFleet) projectWorkspace(t *testing.T) string {
+	t.Helper()
+	p, err := m.Store.GetProject(context.Background(), mcpProject)
+	require.NoError(t, err)
+	return p.Workspace
 }
 
 type bearer struct {
@@ -263,7 +272,7 @@ func TestMCPCallsPassTheGate(t *testing.T) {
 	read := m.call(t, cs, "read_file", map[string]any{"path": "notes/hello.txt"})
 	require.False(t, read.IsError, text(read))
 	require.Contains(t, text(read), "hi from mcp")
-	onDisk, err := os.ReadFile(filepath.Join(m.Workspaces.Dir("project-"+mcpProject), "notes", "hello.txt"))
+	onDisk, err := os.ReadFile(filepath.Join(m.Workspaces.Dir(m.projectWorkspace(t)), "notes", "hello.txt"))
 	require.NoError(t, err)
 	require.Equal(t, "hi from mcp", string(onDisk))
 	for _, res := range []*mcp.CallToolResult{wrote, read} {
@@ -307,7 +316,7 @@ func TestMCPCallsPassTheGate(t *testing.T) {
 			}
 		})
 	}
-	_, err = os.Stat(filepath.Join(m.Workspaces.Dir("project-"+mcpProject), "secrets", "key.txt"))
+	_, err = os.Stat(filepath.Join(m.Workspaces.Dir(m.projectWorkspace(t)), "secrets", "key.txt"))
 	require.ErrorIs(t, err, os.ErrNotExist, "the refused write never ran")
 
 	t.Run("unknown tool", func(t *testing.T) {
@@ -605,7 +614,7 @@ func TestMCPCallOfADeadWorkerIsNotRepeated(t *testing.T) {
 	require.Equal(t, "unknown", c.Decision)
 	require.Contains(t, c.Result, "it was not run again")
 	require.Equal(t, 2, c.Attempts, "the stale claim was taken over once")
-	onDisk, err := os.ReadFile(filepath.Join(m.Workspaces.Dir("project-"+mcpProject), "count.txt"))
+	onDisk, err := os.ReadFile(filepath.Join(m.Workspaces.Dir(m.projectWorkspace(t)), "count.txt"))
 	require.NoError(t, err)
 	require.Equal(t, "1", string(onDisk), "the edit did not run twice")
 }

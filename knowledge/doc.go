@@ -55,10 +55,11 @@ type Source struct {
 // Pack is the source of pack name.
 func Pack(name string) Source { return Source{Kind: KindPack, Name: name} }
 
-// Project is the source of project slug.
-func Project(slug string) Source { return Source{Kind: KindProject, Name: slug} }
+// Project is the source of a project, named by the project's id (store.Project.ID),
+// never by its slug: a later project of the same slug is another source.
+func Project(id string) Source { return Source{Kind: KindProject, Name: id} }
 
-// String is "pack:<name>" or "project:<slug>", the form results carry.
+// String is "pack:<name>" or "project:<id>", the form results carry.
 func (s Source) String() string { return s.Kind + ":" + s.Name }
 
 func (s Source) validate() error {

@@ -75,8 +75,16 @@ type Profile struct {
 	// ToolDefaults are argument defaults merged under the client's arguments.
 	ToolDefaults map[string]map[string]any `yaml:"tool_defaults"`
 	// Project is the slug of the project whose workspace and knowledge the calls
-	// use; empty gives each principal's MCP run a workspace of its own.
+	// use; empty gives each principal's MCP run a workspace of its own. A slug is
+	// only a name (a deleted project's slug can be taken by anyone), so a profile
+	// names a project of an owner: ProjectOwner is required with it, and a call
+	// runs only while the project of that slug belongs to ProjectOwner and the
+	// calling principal may use it (store.ProjectAccess.MayUse: its owner or an
+	// admin) — never in a project someone else created under the slug.
 	Project string `yaml:"project"`
+	// ProjectOwner is the principal (API token name, "local" without tokens)
+	// that owns Project.
+	ProjectOwner string `yaml:"project_owner"`
 	// ListRole may connect and list tools. Default DefaultListRole.
 	ListRole string `yaml:"list_role"`
 	// CallRole may call tools. Default DefaultCallRole.
@@ -166,6 +174,15 @@ func (c Config) Validate() error {
 			default:
 				errs = append(errs, fmt.Errorf("%s.%s: unknown role %q", key, r.k, r.v))
 			}
+		}
+		switch {
+		case p.Project == "" && p.ProjectOwner != "":
+			errs = append(errs, fmt.Errorf("%s.project_owner: set without project", key))
+		case p.Project == "":
+		case !store.SlugPattern.MatchString(p.Project):
+			errs = append(errs, fmt.Errorf("%s.project: %q is not a project slug", key, p.Project))
+		case p.ProjectOwner == "":
+			errs = append(errs, fmt.Errorf("%s.project_owner: required with project %q: a slug is only a name, the profile must say whose project it is", key, p.Project))
 		}
 		if p.Egress.Private != "" && p.Egress.Private != "deny" && p.Egress.Private != "allow" {
 			errs = append(errs, fmt.Errorf("%s.egress.private: want deny or allow, got %q", key, p.Egress.Private))

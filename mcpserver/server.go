@@ -283,9 +283,13 @@ func (s *Server) callTool(profile string, p Profile, team json.RawMessage) mcp.T
 		if !holds(roles, p.CallRole) {
 			return refusal(fmt.Sprintf("forbidden: token %q lacks role %q to call tools of MCP profile %s", principal, p.CallRole, profile)), nil
 		}
-		run, err := s.d.Store.EnsureMCPRun(ctx, principal, profile, team, p.Project)
+		projectID, refused, err := s.project(ctx, profile, p, principal, roles)
+		if err != nil || refused != nil {
+			return refused, err
+		}
+		run, err := s.d.Store.EnsureMCPRun(ctx, principal, profile, team, projectID)
 		if errors.Is(err, store.ErrNoProject) {
-			return refusal(fmt.Sprintf("MCP profile %s names project %q, which does not exist", profile, p.Project)), nil
+			return refusal(fmt.Sprintf("MCP profile %s names project %q of %s, which does not exist", profile, p.Project, p.ProjectOwner)), nil
 		}
 		if err != nil {
 			return nil, fmt.Errorf("mcp run: %w", err)
@@ -304,6 +308,34 @@ func (s *Server) callTool(profile string, p Profile, team json.RawMessage) mcp.T
 		}
 		return s.wait(ctx, req, call)
 	}
+}
+
+// project resolves the profile's project for one call: its id when the calling
+// principal may use it, else a refusal. Every call checks anew (the project may
+// have been deleted, or its slug taken by someone else, since the last one), with
+// the API's ownership check (store.ProjectAccess).
+func (s *Server) project(ctx context.Context, profile string, p Profile, principal string, roles map[string]bool) (string, *mcp.CallToolResult, error) {
+	if p.Project == "" {
+		return "", nil, nil
+	}
+	proj, err := s.d.Store.GetProject(ctx, p.Project)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", refusal(fmt.Sprintf("MCP profile %s names project %q of %s, which does not exist", profile, p.Project, p.ProjectOwner)), nil
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("project of mcp profile %s: %w", profile, err)
+	}
+	if proj.Owner != p.ProjectOwner {
+		// The slug was taken by another principal (the profile's project was
+		// deleted, or never made): that project is not the profile's.
+		return "", refusal(fmt.Sprintf("MCP profile %s names project %q of %s, which does not exist (a project of that slug belongs to someone else)",
+			profile, p.Project, p.ProjectOwner)), nil
+	}
+	access := store.ProjectAccess{Principal: principal, ReadAll: holds(roles, api.RoleReadAll), Admin: roles[api.RoleAdmin]}
+	if !access.MayUse(proj) {
+		return "", refusal(fmt.Sprintf("forbidden: %q may not use project %q of MCP profile %s (it belongs to %s)", principal, p.Project, profile, proj.Owner)), nil
+	}
+	return proj.ID, nil, nil
 }
 
 // wait polls the call's row until it is done. While its approval is pending it

@@ -331,20 +331,21 @@ func (m *Maintenance) cleanupOrphans(ctx context.Context) error {
 }
 
 // sweepWorkspaces unmounts the workspaces of runs that ended more than
-// workspace_unmount_after ago (or vanished); the worker mounts one again when
-// needed. Each run is looked up under its workspace's lock, so a lookup error
+// workspace_unmount_after ago (or vanished), a project's once its last run did;
+// the worker mounts one again when needed. Each run is looked up under its workspace's lock, so a lookup error
 // keeps the workspace mounted.
 func (m *Maintenance) sweepWorkspaces(ctx context.Context) error {
 	if m.d.Workspaces == nil {
 		return nil
 	}
 	after := m.d.Workspaces.Config().UnmountAfter
-	swept, err := m.d.Workspaces.Sweep(ctx, func(ctx context.Context, runID string) bool {
-		r, err := m.d.Store.GetRun(ctx, runID)
-		if errors.Is(err, store.ErrNotFound) {
-			return true
+	swept, err := m.d.Workspaces.Sweep(ctx, func(ctx context.Context, id string) bool {
+		// A run's own workspace or a project's (project-…, shared by its runs).
+		idle, err := m.d.Store.WorkspaceIdle(ctx, id, after)
+		if err != nil {
+			m.d.Log.Warn("workspace sweep: keeping a workspace mounted whose runs cannot be read", "workspace", id, "err", err)
 		}
-		return err == nil && store.Terminal(r.Status) && r.FinishedAt != nil && time.Since(*r.FinishedAt) > after
+		return err == nil && idle
 	})
 	if len(swept) > 0 {
 		m.d.Log.Info("workspaces unmounted", "count", len(swept), "unmount_after", after.String())

@@ -63,14 +63,16 @@ func scanMCPCall(row pgx.Row) (MCPCall, error) {
 // so no supervisor step picks it up. A live run whose stored team differs from
 // team (the profile changed) is completed and replaced, so a call never runs
 // with a catalog the operator took back. Concurrent callers converge on one run
-// through the runs_mcp_live unique index.
-func (s *Store) EnsureMCPRun(ctx context.Context, owner, profile string, team json.RawMessage, project string) (Run, error) {
+// through the runs_mcp_live unique index. projectID is the id of the profile's
+// project ("" for none), which the caller has checked owner may use
+// (ProjectAccess.MayUse); a project deleted meanwhile is ErrNoProject.
+func (s *Store) EnsureMCPRun(ctx context.Context, owner, profile string, team json.RawMessage, projectID string) (Run, error) {
 	template := MCPTemplatePrefix + profile
 	for attempt := 0; attempt < 3; attempt++ {
 		r, err := scanRun(s.db.QueryRow(ctx, `SELECT `+runCols+` FROM runs
 			WHERE owner = $1 AND template = $2 AND status IN ('queued','running','waiting')`, owner, template))
 		switch {
-		case err == nil && sameJSON(r.Team, team) && r.Project == project:
+		case err == nil && sameJSON(r.Team, team) && r.ProjectID == projectID:
 			return r, nil
 		case err == nil:
 			if _, err := s.FinishRun(ctx, r.ID, RunCompleted, "", "", "mcp_profile_changed"); err != nil {
@@ -81,10 +83,11 @@ func (s *Store) EnsureMCPRun(ctx context.Context, owner, profile string, team js
 			return Run{}, fmt.Errorf("mcp run of %s/%s: %w", owner, profile, err)
 		}
 		id := uuid.NewString()
-		tag, err := s.db.Exec(ctx, `INSERT INTO runs (id, status, prompt, template, team, owner, project)
-			SELECT $1::uuid, 'running', $2::text, $3::text, $4::jsonb, $5::text, $6::text
-			WHERE ($6 = '' OR EXISTS (SELECT 1 FROM projects WHERE slug = $6 FOR SHARE))`,
-			id, "MCP client session of profile "+profile, template, team, owner, project)
+		tag, err := s.db.Exec(ctx, `INSERT INTO runs (id, status, prompt, template, team, owner, project, project_id, workspace)
+			SELECT $1::uuid, 'running', $2::text, $3::text, $4::jsonb, $5::text, coalesce(p.slug, ''), p.id, coalesce(p.workspace, '')
+			FROM (SELECT 1) one LEFT JOIN (SELECT id, slug, workspace FROM projects WHERE id = nullif($6, '')::uuid FOR SHARE) p ON true
+			WHERE ($6 = '' OR p.id IS NOT NULL)`,
+			id, "MCP client session of profile "+profile, template, team, owner, projectID)
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
 			continue // another call of the same client created it first
@@ -93,7 +96,7 @@ func (s *Store) EnsureMCPRun(ctx context.Context, owner, profile string, team js
 			return Run{}, fmt.Errorf("create mcp run of %s/%s: %w", owner, profile, err)
 		}
 		if tag.RowsAffected() == 0 {
-			return Run{}, fmt.Errorf("%w: project %q of mcp profile %s", ErrNoProject, project, profile)
+			return Run{}, fmt.Errorf("%w: project %s of mcp profile %s", ErrNoProject, projectID, profile)
 		}
 		return s.GetRun(ctx, id)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,7 +12,8 @@ import (
 
 // MemoryEntry is a row of agent_memory (ADR 5).
 type MemoryEntry struct {
-	ID        int64     `json:"id"`
+	ID int64 `json:"id"`
+	// Project is the project's id (store.Project.ID), never its slug.
 	Project   string    `json:"project"`
 	Tier      string    `json:"tier"`
 	Scope     string    `json:"scope"`
@@ -65,16 +67,27 @@ func (s *Store) ListMemory(ctx context.Context, project string, limit int) ([]Me
 		FROM agent_memory WHERE project = $1 AND tier = 'long_term' ORDER BY created_at DESC, id DESC LIMIT $2`, project, limit)
 }
 
-// DeleteMemory removes one entry of a project; ErrNotFound when it has none by id.
-func (s *Store) DeleteMemory(ctx context.Context, project string, id int64) error {
-	tag, err := s.db.Exec(ctx, `DELETE FROM agent_memory WHERE project = $1 AND id = $2`, project, id)
-	if err != nil {
-		return fmt.Errorf("delete memory: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrNotFound
-	}
-	return nil
+// DeleteMemory removes one entry of project p, with an audit row naming who
+// deleted it and what it said; ErrNotFound when the project has no entry id.
+func (s *Store) DeleteMemory(ctx context.Context, p Project, id int64, by string) error {
+	return pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		var scope, agent, content string
+		err := tx.QueryRow(ctx, `DELETE FROM agent_memory WHERE project = $1 AND id = $2 RETURNING scope, agent, content`, p.ID, id).
+			Scan(&scope, &agent, &content)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("delete memory: %w", err)
+		}
+		if len(content) > 200 {
+			content = strings.ToValidUTF8(content[:200], "") + "…"
+		}
+		if agent != "" {
+			scope += ", agent " + agent
+		}
+		return auditProject(ctx, tx, by, "memory.delete", p, fmt.Sprintf("entry %d (scope %s): %s", id, scope, content))
+	})
 }
 
 // RecallMemory reads the candidates of a recall: the project's long-term entries

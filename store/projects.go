@@ -7,17 +7,48 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Project is a workspace, a knowledge base and agents' memory that outlive runs.
+//
+// ID is the project's identity: runs, the workspace, memory, knowledge and MCP
+// runs refer to it, never to the slug. Slug is a name, unique among the projects
+// that exist (the API's routes name a project by it) but free again once its
+// project is deleted; a later project of the same slug, whoever owns it, gets a
+// new ID and shares nothing with the old one.
 type Project struct {
+	ID        string    `json:"id"`
 	Slug      string    `json:"slug"`
 	Name      string    `json:"name"`
 	Owner     string    `json:"owner"`
 	CreatedAt time.Time `json:"created_at"`
+	// Workspace is the id of the workspace its runs share: project-<ID>, or
+	// project-<slug> for a project made before projects had ids (its files are
+	// there). Never given to another project.
+	Workspace string `json:"-"`
 }
+
+// ProjectAccess is the one ownership check of projects, used by the API and the
+// MCP server alike: what a principal holding some roles may do with a project.
+type ProjectAccess struct {
+	Principal string
+	// ReadAll sees every principal's projects (roles read_all, admin).
+	ReadAll bool
+	// Admin changes and uses every principal's projects.
+	Admin bool
+}
+
+// MaySee reports whether the principal may read the project (list it, read its
+// memory, read its runs' files when it may read the runs).
+func (a ProjectAccess) MaySee(p Project) bool { return p.Owner == a.Principal || a.ReadAll || a.Admin }
+
+// MayUse reports whether the principal may change the project or work in it:
+// submit runs into it, call tools on its workspace, add or delete its memory,
+// delete it. Only its owner and admins.
+func (a ProjectAccess) MayUse(p Project) bool { return p.Owner == a.Principal || a.Admin }
 
 // Project errors callers branch on.
 var (
@@ -31,8 +62,10 @@ var SlugPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
 // CreateProject inserts a project; ErrProjectExists when the slug is taken.
 func (s *Store) CreateProject(ctx context.Context, p Project) (Project, error) {
-	err := s.db.QueryRow(ctx, `INSERT INTO projects (slug, name, owner) VALUES ($1, $2, $3) RETURNING created_at`,
-		p.Slug, p.Name, p.Owner).Scan(&p.CreatedAt)
+	p.ID = uuid.NewString()
+	p.Workspace = "project-" + p.ID
+	err := s.db.QueryRow(ctx, `INSERT INTO projects (id, slug, name, owner, workspace) VALUES ($1, $2, $3, $4, $5) RETURNING created_at`,
+		p.ID, p.Slug, p.Name, p.Owner, p.Workspace).Scan(&p.CreatedAt)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
 		return p, fmt.Errorf("%w: %s", ErrProjectExists, p.Slug)
@@ -45,9 +78,7 @@ func (s *Store) CreateProject(ctx context.Context, p Project) (Project, error) {
 
 // GetProject loads a project; ErrNotFound when there is none.
 func (s *Store) GetProject(ctx context.Context, slug string) (Project, error) {
-	var p Project
-	err := s.db.QueryRow(ctx, `SELECT slug, name, owner, created_at FROM projects WHERE slug = $1`, slug).
-		Scan(&p.Slug, &p.Name, &p.Owner, &p.CreatedAt)
+	p, err := scanProject(s.db.QueryRow(ctx, `SELECT `+projectCols+` FROM projects WHERE slug = $1`, slug))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, ErrNotFound
 	}
@@ -57,9 +88,17 @@ func (s *Store) GetProject(ctx context.Context, slug string) (Project, error) {
 	return p, nil
 }
 
+const projectCols = `id::text, slug, name, owner, created_at, workspace`
+
+func scanProject(row pgx.Row) (Project, error) {
+	var p Project
+	err := row.Scan(&p.ID, &p.Slug, &p.Name, &p.Owner, &p.CreatedAt, &p.Workspace)
+	return p, err
+}
+
 // ListProjects lists one owner's projects ("" for everyone's), newest first.
 func (s *Store) ListProjects(ctx context.Context, owner string, limit int) ([]Project, error) {
-	rows, err := s.db.Query(ctx, `SELECT slug, name, owner, created_at FROM projects
+	rows, err := s.db.Query(ctx, `SELECT `+projectCols+` FROM projects
 		WHERE $1 = '' OR owner = $1 ORDER BY created_at DESC, slug LIMIT $2`, owner, limit)
 	if err != nil {
 		return nil, fmt.Errorf("projects: %w", err)
@@ -67,8 +106,8 @@ func (s *Store) ListProjects(ctx context.Context, owner string, limit int) ([]Pr
 	defer rows.Close()
 	out := []Project{}
 	for rows.Next() {
-		var p Project
-		if err := rows.Scan(&p.Slug, &p.Name, &p.Owner, &p.CreatedAt); err != nil {
+		p, err := scanProject(rows)
+		if err != nil {
 			return nil, fmt.Errorf("projects: %w", err)
 		}
 		out = append(out, p)
@@ -76,30 +115,79 @@ func (s *Store) ListProjects(ctx context.Context, owner string, limit int) ([]Pr
 	return out, rows.Err()
 }
 
-// DeleteProject removes a project and its memory in one transaction, unless a run
-// of it is in flight (ErrProjectBusy). Its workspace and knowledge are the
-// caller's to remove. ErrNotFound when there is no such project.
-func (s *Store) DeleteProject(ctx context.Context, slug string) error {
+// DeleteProject removes project p (by its id) and its memory in one
+// transaction, with an audit row naming who deleted it, unless a run of it is in
+// flight (ErrProjectBusy). MCP runs do not count: an MCP client's run lives for
+// its session, and another principal's client must never keep an owner from
+// deleting a project; its later calls are refused because the project is gone.
+// Its workspace and knowledge are the caller's to remove. ErrNotFound when
+// there is no such project.
+func (s *Store) DeleteProject(ctx context.Context, p Project, by string) error {
 	return pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		// Locks the row: a run submitted meanwhile waits, then finds no project.
 		var n int
-		err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM runs WHERE project = p.slug AND status IN ('queued','running','waiting'))
-			FROM projects p WHERE slug = $1 FOR UPDATE`, slug).Scan(&n)
+		err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM runs WHERE project_id = p.id AND status IN ('queued','running','waiting')
+				AND template NOT LIKE 'mcp:%')
+			FROM projects p WHERE id = $1 FOR UPDATE`, p.ID).Scan(&n)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}
 		if err != nil {
-			return fmt.Errorf("delete project %s: %w", slug, err)
+			return fmt.Errorf("delete project %s: %w", p.Slug, err)
 		}
 		if n > 0 {
-			return fmt.Errorf("%w: %s has %d", ErrProjectBusy, slug, n)
+			return fmt.Errorf("%w: %s has %d", ErrProjectBusy, p.Slug, n)
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM agent_memory WHERE project = $1`, slug); err != nil {
-			return fmt.Errorf("delete project %s memory: %w", slug, err)
+		var entries int64
+		tag, err := tx.Exec(ctx, `DELETE FROM agent_memory WHERE project = $1`, p.ID)
+		if err != nil {
+			return fmt.Errorf("delete project %s memory: %w", p.Slug, err)
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM projects WHERE slug = $1`, slug); err != nil {
-			return fmt.Errorf("delete project %s: %w", slug, err)
+		entries = tag.RowsAffected()
+		if _, err := tx.Exec(ctx, `DELETE FROM projects WHERE id = $1`, p.ID); err != nil {
+			return fmt.Errorf("delete project %s: %w", p.Slug, err)
 		}
-		return nil
+		return auditProject(ctx, tx, by, "project.delete", p, fmt.Sprintf("name %q, workspace %s, %d memory entries", p.Name, p.Workspace, entries))
 	})
+}
+
+// ProjectAuditRow is a person's deletion of a project or of a memory entry.
+type ProjectAuditRow struct {
+	ID        int64     `json:"id"`
+	At        time.Time `json:"at"`
+	Principal string    `json:"principal"`
+	Action    string    `json:"action"`
+	ProjectID string    `json:"project_id"`
+	Slug      string    `json:"slug"`
+	Owner     string    `json:"owner"`
+	Detail    string    `json:"detail"`
+}
+
+func auditProject(ctx context.Context, tx pgx.Tx, by, action string, p Project, detail string) error {
+	_, err := tx.Exec(ctx, `INSERT INTO project_audit (principal, action, project_id, slug, owner, detail) VALUES ($1, $2, $3, $4, $5, $6)`,
+		by, action, p.ID, p.Slug, p.Owner, pgText(detail))
+	if err != nil {
+		return fmt.Errorf("audit %s of project %s: %w", action, p.Slug, err)
+	}
+	return nil
+}
+
+// ProjectAudit lists the audited deletions of one project (by id; "" for every
+// project), oldest first.
+func (s *Store) ProjectAudit(ctx context.Context, projectID string, limit int) ([]ProjectAuditRow, error) {
+	rows, err := s.db.Query(ctx, `SELECT id, at, principal, action, project_id::text, slug, owner, detail FROM project_audit
+		WHERE $1 = '' OR project_id::text = $1 ORDER BY id LIMIT $2`, projectID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("project audit: %w", err)
+	}
+	defer rows.Close()
+	out := []ProjectAuditRow{}
+	for rows.Next() {
+		var r ProjectAuditRow
+		if err := rows.Scan(&r.ID, &r.At, &r.Principal, &r.Action, &r.ProjectID, &r.Slug, &r.Owner, &r.Detail); err != nil {
+			return nil, fmt.Errorf("project audit: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -44,8 +45,26 @@ type Run struct {
 	// Owner is the principal that submitted the run (an API token's name, or
 	// LocalOwner without authentication); it decides who may see and cancel it.
 	Owner string `json:"owner"`
-	// Project is the project the run works in ("" for a private scratch project).
+	// Project is the slug of the project the run was submitted into ("" for a
+	// private scratch project): a label for people. The project itself is
+	// ProjectID; a later project of the same slug is another project.
 	Project string `json:"project,omitempty"`
+	// ProjectID is the id of the run's project ("" for none, or for a run older
+	// than project ids whose project could not be told apart).
+	ProjectID string `json:"project_id,omitempty"`
+	// Workspace is the workspace the run works in when it is not its own: its
+	// project's (Project.Workspace), fixed when the run is created.
+	Workspace string `json:"-"`
+}
+
+// WorkspaceID is the id of the workspace the run works in: its project's, shared
+// by the project's runs, or its own. The worker, the files endpoint and the
+// workspace sweep all use this one mapping.
+func (r Run) WorkspaceID() string {
+	if r.Workspace != "" {
+		return r.Workspace
+	}
+	return r.ID
 }
 
 // LocalOwner owns the runs submitted without authentication (loopback development).
@@ -58,12 +77,12 @@ var ErrTooManyRuns = errors.New("too many runs in flight")
 var ErrNoProject = errors.New("no such project")
 
 const runCols = `id::text, status, prompt, template, team, variables, result, error, reason,
-	tokens_used, token_budget, created_at, updated_at, finished_at, owner, project`
+	tokens_used, token_budget, created_at, updated_at, finished_at, owner, project, coalesce(project_id::text, ''), workspace`
 
 func scanRun(row pgx.Row) (Run, error) {
 	var r Run
 	err := row.Scan(&r.ID, &r.Status, &r.Prompt, &r.Template, &r.Team, &r.Variables, &r.Result,
-		&r.Error, &r.Reason, &r.TokensUsed, &r.TokenBudget, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt, &r.Owner, &r.Project)
+		&r.Error, &r.Reason, &r.TokensUsed, &r.TokenBudget, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt, &r.Owner, &r.Project, &r.ProjectID, &r.Workspace)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, ErrNotFound
 	}
@@ -90,17 +109,23 @@ func (s *Store) CreateRunLimited(ctx context.Context, r Run, maxInFlight int) er
 	if maxInFlight < 0 {
 		return fmt.Errorf("create run: max runs in flight %d is negative", maxInFlight)
 	}
-	const insert = `INSERT INTO runs (id, status, prompt, template, team, variables, token_budget, owner, project)
-		SELECT $1::uuid, 'queued', $2::text, $3::text, $4::jsonb, $5::jsonb, $6::bigint, $7::text, $8::text
-		WHERE ($8 = '' OR EXISTS (SELECT 1 FROM projects WHERE slug = $8 FOR SHARE))`
-	args := []any{r.ID, r.Prompt, r.Template, r.Team, r.Variables, r.TokenBudget, r.Owner, r.Project}
+	// A project run names its project by id (the caller checked the principal may
+	// use it): the insert takes the project's slug and workspace from that row,
+	// under a share lock, so a project deleted (and its slug re-created by
+	// someone else) meanwhile refuses the run instead of receiving it.
+	const insert = `INSERT INTO runs (id, status, prompt, template, team, variables, token_budget, owner, project, project_id, workspace)
+		SELECT $1::uuid, 'queued', $2::text, $3::text, $4::jsonb, $5::jsonb, $6::bigint, $7::text,
+			coalesce(p.slug, ''), p.id, coalesce(p.workspace, '')
+		FROM (SELECT 1) one LEFT JOIN (SELECT id, slug, workspace FROM projects WHERE id = nullif($8, '')::uuid FOR SHARE) p ON true
+		WHERE ($8 = '' OR p.id IS NOT NULL)`
+	args := []any{r.ID, r.Prompt, r.Template, r.Team, r.Variables, r.TokenBudget, r.Owner, r.ProjectID}
 	if maxInFlight == 0 {
 		tag, err := s.db.Exec(ctx, insert, args...)
 		if err != nil {
 			return fmt.Errorf("create run: %w", err)
 		}
 		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("%w: project %q (deleted?)", ErrNoProject, r.Project)
+			return fmt.Errorf("%w: project %q (deleted?)", ErrNoProject, r.ProjectID)
 		}
 		return nil
 	}
@@ -114,10 +139,10 @@ func (s *Store) CreateRunLimited(ctx context.Context, r Run, maxInFlight int) er
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			if r.Project != "" {
+			if r.ProjectID != "" {
 				var ok bool
-				if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM projects WHERE slug = $1)`, r.Project).Scan(&ok); err == nil && !ok {
-					return fmt.Errorf("%w: project %q (deleted?)", ErrNoProject, r.Project)
+				if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM projects WHERE id = $1::uuid)`, r.ProjectID).Scan(&ok); err == nil && !ok {
+					return fmt.Errorf("%w: project %q (deleted?)", ErrNoProject, r.ProjectID)
 				}
 			}
 			return fmt.Errorf("%w: %q has %d (api.max_runs_in_flight)", ErrTooManyRuns, r.Owner, maxInFlight)
@@ -283,4 +308,30 @@ func (s *Store) RunOwners(ctx context.Context, ids []string) (map[string]string,
 		out[id] = owner
 	}
 	return out, rows.Err()
+}
+
+// WorkspaceIdle reports whether workspace id (Run.WorkspaceID) has been unused
+// for longer than after: no run working in it is in flight and the last one
+// ended more than after ago. A run's own workspace (id is a run id) is its
+// run's; a project's is shared by every run whose Workspace it is. A workspace
+// no run names (its runs were removed) is idle.
+func (s *Store) WorkspaceIdle(ctx context.Context, id string, after time.Duration) (bool, error) {
+	if _, err := uuid.Parse(id); err == nil {
+		r, err := s.GetRun(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return Terminal(r.Status) && r.FinishedAt != nil && time.Since(*r.FinishedAt) > after, nil
+	}
+	var live bool
+	var last *time.Time
+	err := s.db.QueryRow(ctx, `SELECT coalesce(bool_or(status IN ('queued','running','waiting') OR finished_at IS NULL), false), max(finished_at)
+		FROM runs WHERE workspace = $1 AND workspace <> ''`, id).Scan(&live, &last)
+	if err != nil {
+		return false, fmt.Errorf("workspace %s in use: %w", id, err)
+	}
+	return !live && (last == nil || time.Since(*last) > after), nil
 }

@@ -30,7 +30,8 @@ type Session struct {
 	// ToolDefaults are the team's per-tool argument defaults, merged under the
 	// model's own arguments before validation.
 	ToolDefaults map[string]map[string]any
-	// Project is the slug of the run's project: its knowledge is in the session's
+	// Project is the id of the run's project (never its slug, which a later
+	// project may reuse): its knowledge is in the session's
 	// knowledge scope and write_knowledge indexes into it. Empty: no project
 	// knowledge (write_knowledge still saves the file).
 	Project string

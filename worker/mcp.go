@@ -81,7 +81,7 @@ func (m *mcpCall) run(ctx context.Context) error {
 			Result: fmt.Sprintf("run %s holds no MCP profile (team of %d nodes, %v)", run.ID, len(team.Workers), err)}, nil)
 	}
 	node := team.Workers[0]
-	workspace, reason, err := w.workspace(ctx, workspaceID(run))
+	workspace, reason, err := w.workspace(ctx, run.WorkspaceID())
 	if reason != "" {
 		return m.finish(ctx, run, store.MCPCall{Decision: string(tools.OutcomeError), IsError: true, Result: reason + ": " + err.Error()}, nil)
 	}
@@ -95,7 +95,7 @@ func (m *mcpCall) run(ctx context.Context) error {
 		Access:         w.router.Registry().Resolve(tools.Node{Role: MCPRole, MCPServers: node.MCPServers, Tools: node.Tools}),
 		AllowedDomains: team.AllowedDomains, ToolDefaults: team.ToolDefaults,
 		EgressDenyPrivate: team.Egress.DenyPrivate(), EgressPorts: team.EgressPorts,
-		KnowledgePacks: team.Knowledge.Packs, Project: run.Project, ImageModel: team.ImageModel,
+		KnowledgePacks: team.Knowledge.Packs, Project: run.ProjectID, ImageModel: team.ImageModel,
 		Coordinator: mcpCoordinator{w: w, runID: run.ID, agent: call.Principal},
 	}
 	tctx := logctx.Tool(tools.WithSession(ctx, tsess), call.Tool)

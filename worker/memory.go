@@ -16,25 +16,16 @@ import (
 // when a run starts, its memory recalled into a new session and extended when a
 // session ends.
 
-// workspaceID is the workspace a run works in: its project's, shared by the
-// project's runs, or its own.
-func workspaceID(run store.Run) string {
-	if run.Project != "" {
-		return "project-" + run.Project
-	}
-	return run.ID
-}
-
 // indexProjectFolder indexes the files a person added under the project's
 // knowledge/ folder, once per run (the supervisor's first step; a redelivery
 // re-reads and finds the hashes unchanged).
 func (s *stepRun) indexProjectFolder(ctx context.Context, workspace string) {
 	w := s.w
-	if w.knowledge == nil || s.in.run.Project == "" || s.in.role != "supervisor" || s.sess.Steps > 0 {
+	if w.knowledge == nil || s.in.run.ProjectID == "" || s.in.role != "supervisor" || s.sess.Steps > 0 {
 		return
 	}
-	if _, err := knowledge.IndexFolder(ctx, w.knowledge, s.in.run.Project, workspace); err != nil {
-		s.log.WarnContext(ctx, "project knowledge folder not fully indexed", "project", s.in.run.Project, "err", err)
+	if _, err := knowledge.IndexFolder(ctx, w.knowledge, s.in.run.ProjectID, workspace); err != nil {
+		s.log.WarnContext(ctx, "project knowledge folder not fully indexed", "project", s.in.run.Project, "project_id", s.in.run.ProjectID, "err", err)
 	}
 }
 
@@ -43,7 +34,7 @@ func (s *stepRun) indexProjectFolder(ctx context.Context, workspace string) {
 // It is saved with the session, so a redelivered step sees the same block; the
 // run's events record which entries were injected and why.
 func (s *stepRun) injectMemory(ctx context.Context) error {
-	project := s.in.run.Project
+	project := s.in.run.ProjectID
 	if project == "" || s.in.role == "reviewer" || s.sess.Steps > 0 || len(s.sess.Messages) != 2 {
 		return nil
 	}
@@ -78,7 +69,7 @@ func (s *stepRun) injectMemory(ctx context.Context) error {
 // its task and its final answer, condensed (no model call). A supervisor's entry
 // is the project's; a worker's or subagent's is its own agent's.
 func (w *Worker) sessionMemory(in stepInput, sess *store.Session) *store.MemoryEntry {
-	if in.run.Project == "" || sess.Status != "done" || in.role == "reviewer" {
+	if in.run.ProjectID == "" || sess.Status != "done" || in.role == "reviewer" {
 		return nil
 	}
 	task := ""
@@ -96,7 +87,7 @@ func (w *Worker) sessionMemory(in stepInput, sess *store.Session) *store.MemoryE
 	if in.role == "supervisor" {
 		scope = memory.ScopeProject
 	}
-	return &store.MemoryEntry{Project: in.run.Project, Tier: store.MemoryLongTerm, Scope: scope, Agent: in.node.Name,
+	return &store.MemoryEntry{Project: in.run.ProjectID, Tier: store.MemoryLongTerm, Scope: scope, Agent: in.node.Name,
 		RunID: in.run.ID, SessionID: sess.ID, Content: memory.Condense(task, answer, w.memory.EntryChars)}
 }
 

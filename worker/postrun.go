@@ -114,7 +114,7 @@ func (w *Worker) handleFinishImage(ctx context.Context, t *asynq.Task) error {
 	if w.finisher == nil {
 		return giveUp("this fleet has no ComfyUI finisher configured")
 	}
-	dir, reason, err := w.workspace(ctx, workspaceID(run))
+	dir, reason, err := w.workspace(ctx, run.WorkspaceID())
 	if reason != "" {
 		return giveUp(fmt.Sprintf("%s: %v", reason, err))
 	}

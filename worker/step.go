@@ -215,7 +215,7 @@ func (s *stepRun) holdLeases(ctx context.Context) (context.Context, func(), erro
 // prepare opens the workspace, builds the tool session and picks the model.
 func (s *stepRun) prepare(ctx context.Context) error {
 	w, in := s.w, s.in
-	workspace, reason, err := w.workspace(ctx, workspaceID(in.run))
+	workspace, reason, err := w.workspace(ctx, in.run.WorkspaceID())
 	if reason != "" {
 		s.fail(ctx, reason, err.Error())
 		return errStop
@@ -229,7 +229,7 @@ func (s *stepRun) prepare(ctx context.Context) error {
 		TeamSource: tools.TeamSourceOf(in.run.Template), Workspace: workspace, Access: in.access,
 		AllowedDomains: in.team.AllowedDomains, ToolDefaults: in.team.ToolDefaults, Coordinator: c,
 		Peers: peers(in.team), EgressDenyPrivate: in.team.Egress.DenyPrivate(), EgressPorts: in.team.EgressPorts,
-		KnowledgePacks: in.team.Knowledge.Packs, Project: in.run.Project, ImageModel: in.team.ImageModel,
+		KnowledgePacks: in.team.Knowledge.Packs, Project: in.run.ProjectID, ImageModel: in.team.ImageModel,
 	}
 	s.tctx = tools.WithSession(ctx, tsess)
 	s.workspace = workspace
