@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aetherium-engine/aetherium/api"
+	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
 )

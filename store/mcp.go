@@ -68,6 +68,9 @@ func scanMCPCall(row pgx.Row) (MCPCall, error) {
 // (ProjectAccess.MayUse); a project deleted meanwhile is ErrNoProject.
 func (s *Store) EnsureMCPRun(ctx context.Context, owner, profile string, team json.RawMessage, projectID string) (Run, error) {
 	template := MCPTemplatePrefix + profile
+	if _, err := uuid.Parse(projectID); projectID != "" && err != nil {
+		return Run{}, fmt.Errorf("%w: %q of mcp profile %s is not a project id", ErrNoProject, projectID, profile)
+	}
 	for attempt := 0; attempt < 3; attempt++ {
 		r, err := scanRun(s.db.QueryRow(ctx, `SELECT `+runCols+` FROM runs
 			WHERE owner = $1 AND template = $2 AND status IN ('queued','running','waiting')`, owner, template))

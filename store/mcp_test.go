@@ -77,8 +77,10 @@ func TestEnsureMCPRun(t *testing.T) {
 		require.Equal(t, "mcp_profile_changed", old.Reason)
 	})
 	t.Run("a missing project", func(t *testing.T) {
-		_, err := st.EnsureMCPRun(ctx, "carol", "ide", team, "no-such-project")
-		require.ErrorIs(t, err, store.ErrNoProject)
+		for _, id := range []string{uuid.NewString(), "no-such-project"} {
+			_, err := st.EnsureMCPRun(ctx, "carol", "ide", team, id)
+			require.ErrorIs(t, err, store.ErrNoProject, id)
+		}
 	})
 }
 

@@ -50,18 +50,20 @@ func TestRecallMemory(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st, _, _ := setup(t)
+	// Memory belongs to a project's id (migration 00017), never its slug.
+	p1, p2 := store.Project{ID: uuid.NewString(), Slug: "p1", Owner: "alice"}, store.Project{ID: uuid.NewString(), Slug: "p2", Owner: "bob"}
 	add := func(project, scope, agent, content string) int64 {
 		e, err := st.AddMemory(ctx, store.MemoryEntry{Project: project, Tier: store.MemoryLongTerm, Scope: scope, Agent: agent, Content: content})
 		require.NoError(t, err)
 		return e.ID
 	}
-	widgets := add("p1", "project", "", "the widget inventory lives in inventory.csv")
-	mine := add("p1", "agent", "coder", "coder prefers table-driven tests for widget code")
-	add("p1", "agent", "writer", "writer notes about widget prose") // another agent's: not seen by coder
-	add("p2", "project", "", "widget facts of another project")     // another project's: never seen
-	unrelated := add("p1", "project", "", "deploys run on Fridays")
+	widgets := add(p1.ID, "project", "", "the widget inventory lives in inventory.csv")
+	mine := add(p1.ID, "agent", "coder", "coder prefers table-driven tests for widget code")
+	add(p1.ID, "agent", "writer", "writer notes about widget prose") // another agent's: not seen by coder
+	add(p2.ID, "project", "", "widget facts of another project")     // another project's: never seen
+	unrelated := add(p1.ID, "project", "", "deploys run on Fridays")
 
-	got, err := st.RecallMemory(ctx, "p1", "coder", "where is the widget inventory", 10)
+	got, err := st.RecallMemory(ctx, p1.ID, "coder", "where is the widget inventory", 10)
 	require.NoError(t, err)
 	ids := []int64{}
 	for _, e := range got {
@@ -73,9 +75,18 @@ func TestRecallMemory(t *testing.T) {
 	require.Greater(t, got[0].Relevance, got[1].Relevance)
 	require.Zero(t, got[2].Relevance)
 
-	require.NoError(t, st.DeleteMemory(ctx, "p1", mine))
-	require.ErrorIs(t, st.DeleteMemory(ctx, "p1", mine), store.ErrNotFound)
-	require.ErrorIs(t, st.DeleteMemory(ctx, "p2", widgets), store.ErrNotFound, "an id of another project")
+	require.NoError(t, st.DeleteMemory(ctx, p1, mine, "alice"))
+	require.ErrorIs(t, st.DeleteMemory(ctx, p1, mine, "alice"), store.ErrNotFound)
+	require.ErrorIs(t, st.DeleteMemory(ctx, p2, widgets, "bob"), store.ErrNotFound, "an id of another project")
+
+	// The deletion is audited: who, which entry, what it said.
+	audit, err := st.ProjectAudit(ctx, p1.ID, 10)
+	require.NoError(t, err)
+	require.Len(t, audit, 1, "one deletion happened; the refused ones left no row")
+	require.Equal(t, "memory.delete", audit[0].Action)
+	require.Equal(t, "alice", audit[0].Principal)
+	require.Equal(t, "p1", audit[0].Slug)
+	require.Contains(t, audit[0].Detail, "coder prefers table-driven tests")
 }
 
 // TestRecallMemoryRankIsTsRankCD holds RecallMemory's relevance, summed from
