@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -617,4 +618,129 @@ func TestMCPCallOfADeadWorkerIsNotRepeated(t *testing.T) {
 	onDisk, err := os.ReadFile(filepath.Join(m.Workspaces.Dir(m.projectWorkspace(t)), "count.txt"))
 	require.NoError(t, err)
 	require.Equal(t, "1", string(onDisk), "the edit did not run twice")
+}
+
+// TestMCPProjectsHaveOwners is issue 34's review through the real MCP listener
+// and API with two tenants: a profile's project is its owner's, whoever holds
+// the profile. Shapes: the owner's project, another owner named for an existing
+// slug, a slug that does not exist yet (and is then taken by the other tenant),
+// no project, and a slug deleted and reused by the other tenant while the
+// owner's MCP run is live.
+func TestMCPProjectsHaveOwners(t *testing.T) {
+	t.Parallel()
+	const bobSecret = "mcp-bob-secret"
+	m := setup(t, func(c *config.Config) {
+		c.API.Tokens = append(c.API.Tokens, api.Token{Name: "bob", SHA256: api.HashToken(bobSecret), Roles: []string{api.RoleSubmit, api.RoleRead}})
+		c.MCP.Profiles["wrong-owner"] = mcpserver.Profile{Node: templates.Node{Tools: mcpCatalog}, Project: mcpProject, ProjectOwner: "bob"}
+		c.MCP.Profiles["later"] = mcpserver.Profile{Node: templates.Node{Tools: mcpCatalog}, Project: "later-proj", ProjectOwner: "alice"}
+		c.MCP.Profiles["scratch"] = mcpserver.Profile{Node: templates.Node{Tools: mcpCatalog}}
+	})
+	ctx := context.Background()
+	connect := func(t *testing.T, profile, secret string) *mcp.ClientSession {
+		t.Helper()
+		client := mcp.NewClient(&mcp.Implementation{Name: "third-party", Version: "1"}, nil)
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+			Endpoint: m.MCPURL + "/mcp/" + profile, HTTPClient: &http.Client{Transport: bearer{secret, http.DefaultTransport}}, MaxRetries: 1,
+		}, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = cs.Close() })
+		return cs
+	}
+	apiCall := func(t *testing.T, secret, method, path, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, m.URL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+secret)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		raw, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(raw)
+	}
+	const secretText = "alice's private notes"
+	alice := connect(t, "ide", aliceSecret)
+	wrote := m.call(t, alice, "write_file", map[string]any{"path": "notes/a.txt", "content": secretText})
+	require.False(t, wrote.IsError, text(wrote))
+	aliceRun, _ := wrote.Meta["aetherium/run_id"].(string)
+	require.NotEmpty(t, aliceRun)
+	ws := m.projectWorkspace(t)
+
+	// Every tool of alice's profile is refused to bob: no read, no write, no listing.
+	bob := connect(t, "ide", bobSecret)
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"read_file", map[string]any{"path": "notes/a.txt"}},
+		{"list_files", map[string]any{}},
+		{"write_file", map[string]any{"path": "notes/a.txt", "content": "bob was here"}},
+		{"edit_file", map[string]any{"path": "notes/a.txt", "old_string": "alice", "new_string": "bob"}},
+	} {
+		res := m.call(t, bob, c.tool, c.args)
+		require.True(t, res.IsError, "%s: %s", c.tool, text(res))
+		require.Contains(t, text(res), `"bob" may not use project "mcp-proj"`)
+		require.NotContains(t, text(res), secretText)
+	}
+	onDisk, err := os.ReadFile(filepath.Join(m.Workspaces.Dir(ws), "notes", "a.txt"))
+	require.NoError(t, err)
+	require.Equal(t, secretText, string(onDisk), "bob's refused calls changed nothing")
+
+	// A profile naming the slug with another owner reaches nobody's project.
+	for _, secret := range []string{aliceSecret, bobSecret} {
+		res := m.call(t, connect(t, "wrong-owner", secret), "read_file", map[string]any{"path": "notes/a.txt"})
+		require.True(t, res.IsError, text(res))
+		require.Contains(t, text(res), "belongs to someone else")
+	}
+
+	// A missing slug is not handed to whoever creates it first.
+	later := connect(t, "later", bobSecret)
+	res := m.call(t, later, "list_files", map[string]any{})
+	require.True(t, res.IsError, text(res))
+	require.Contains(t, text(res), "does not exist")
+	code, raw := apiCall(t, bobSecret, "POST", "/api/projects", `{"slug":"later-proj"}`)
+	require.Equal(t, http.StatusCreated, code, raw)
+	for _, secret := range []string{aliceSecret, bobSecret} {
+		res := m.call(t, connect(t, "later", secret), "write_file", map[string]any{"path": "x.txt", "content": "x"})
+		require.True(t, res.IsError, text(res))
+		require.Contains(t, text(res), "belongs to someone else")
+	}
+
+	// A profile without a project gives bob a workspace of his own.
+	scratch := connect(t, "scratch", bobSecret)
+	res = m.call(t, scratch, "list_files", map[string]any{})
+	require.False(t, res.IsError, text(res))
+	require.NotContains(t, text(res), "notes/a.txt")
+
+	// Bob's API sees none of alice's MCP run or its files.
+	code, raw = apiCall(t, bobSecret, "GET", "/api/runs/"+aliceRun+"/files", "")
+	require.Equal(t, http.StatusNotFound, code, raw)
+	code, raw = apiCall(t, bobSecret, "GET", "/api/runs/"+aliceRun+"/file?path=notes/a.txt", "")
+	require.Equal(t, http.StatusNotFound, code, raw)
+	require.NotContains(t, raw, secretText)
+
+	// Alice deletes her project while her MCP run is live: the run does not
+	// block it, and the deletion is audited.
+	code, raw = apiCall(t, aliceSecret, "DELETE", "/api/projects/"+mcpProject+"?confirm="+mcpProject, "")
+	require.Equal(t, http.StatusNoContent, code, raw)
+	audit, err := m.Store.ProjectAudit(ctx, "", 100)
+	require.NoError(t, err)
+	require.True(t, slices.ContainsFunc(audit, func(a store.ProjectAuditRow) bool {
+		return a.Action == "project.delete" && a.Slug == mcpProject && a.Principal == "alice"
+	}), "%+v", audit)
+
+	// Bob takes the slug: alice's profile does not follow the slug to bob's
+	// project, and bob's new project has none of alice's files.
+	code, raw = apiCall(t, bobSecret, "POST", "/api/projects", `{"slug":"`+mcpProject+`"}`)
+	require.Equal(t, http.StatusCreated, code, raw)
+	res = m.call(t, alice, "read_file", map[string]any{"path": "notes/a.txt"})
+	require.True(t, res.IsError, text(res))
+	require.Contains(t, text(res), "belongs to someone else")
+	require.NotContains(t, text(res), secretText)
+	require.NotEqual(t, ws, m.projectWorkspace(t), "bob's project of the reused slug has a new workspace")
+	_, err = os.Stat(filepath.Join(m.Workspaces.Dir(m.projectWorkspace(t)), "notes", "a.txt"))
+	require.ErrorIs(t, err, os.ErrNotExist)
 }
