@@ -53,8 +53,9 @@ type Run struct {
 	// than project ids whose project could not be told apart).
 	ProjectID string `json:"project_id,omitempty"`
 	// Workspace is the workspace the run works in when it is not its own: its
-	// project's (Project.Workspace), fixed when the run is created.
-	Workspace string `json:"-"`
+	// project's (Project.Workspace), fixed when the run is created. It travels
+	// with the run (a worker's cached copy of the row is JSON).
+	Workspace string `json:"workspace,omitempty"`
 }
 
 // WorkspaceID is the id of the workspace the run works in: its project's, shared
@@ -313,8 +314,9 @@ func (s *Store) RunOwners(ctx context.Context, ids []string) (map[string]string,
 // WorkspaceIdle reports whether workspace id (Run.WorkspaceID) has been unused
 // for longer than after: no run working in it is in flight and the last one
 // ended more than after ago. A run's own workspace (id is a run id) is its
-// run's; a project's is shared by every run whose Workspace it is. A workspace
-// no run names (its runs were removed) is idle.
+// run's; a project's is shared by every run whose Workspace it is, and is used
+// from the project's creation on. A workspace neither a run nor a project names
+// (a deleted project's, a removed run's) is idle.
 func (s *Store) WorkspaceIdle(ctx context.Context, id string, after time.Duration) (bool, error) {
 	if _, err := uuid.Parse(id); err == nil {
 		r, err := s.GetRun(ctx, id)
@@ -326,9 +328,13 @@ func (s *Store) WorkspaceIdle(ctx context.Context, id string, after time.Duratio
 		}
 		return Terminal(r.Status) && r.FinishedAt != nil && time.Since(*r.FinishedAt) > after, nil
 	}
+	// A project's workspace counts as used from the project's creation: files
+	// put there before its first run (an upload, a picture of an earlier
+	// project run) stay mounted for the delay like any other.
 	var live bool
 	var last *time.Time
-	err := s.db.QueryRow(ctx, `SELECT coalesce(bool_or(status IN ('queued','running','waiting') OR finished_at IS NULL), false), max(finished_at)
+	err := s.db.QueryRow(ctx, `SELECT coalesce(bool_or(status IN ('queued','running','waiting') OR finished_at IS NULL), false),
+			greatest(max(finished_at), (SELECT created_at FROM projects WHERE workspace = $1))
 		FROM runs WHERE workspace = $1 AND workspace <> ''`, id).Scan(&live, &last)
 	if err != nil {
 		return false, fmt.Errorf("workspace %s in use: %w", id, err)

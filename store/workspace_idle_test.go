@@ -40,6 +40,7 @@ func TestWorkspaceIdle(t *testing.T) {
 	}
 
 	require.True(t, idle(p.Workspace, 0), "no run has used it")
+	require.False(t, idle(p.Workspace, time.Hour), "made less than an hour ago: files may be put there before its first run")
 	a := run(p.ID)
 	got, err := st.GetRun(ctx, a)
 	require.NoError(t, err)
