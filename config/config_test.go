@@ -439,7 +439,7 @@ func TestLoadMCPProfiles(t *testing.T) {
 		enabled    bool
 	}{
 		{name: "defaults: no profile, no listener", file: "", addr: mcpserver.DefaultAddr},
-		{name: "a profile on the default address", file: "mcp:\n  profiles:\n    ide:\n      mcp_servers: [workspace]\n      tools: [read_file]\n      project: site\n      allowed_domains: [example.com]\n", addr: mcpserver.DefaultAddr, enabled: true},
+		{name: "a profile on the default address", file: "mcp:\n  profiles:\n    ide:\n      mcp_servers: [workspace]\n      tools: [read_file]\n      project: site\n      project_owner: alice\n      allowed_domains: [example.com]\n", addr: mcpserver.DefaultAddr, enabled: true},
 		{name: "off", file: "api:\n  mcp_addr: \"off\"\nmcp:\n  profiles:\n    ide:\n      tools: [read_file]\n", addr: mcpserver.Off},
 		{name: "env address", file: "mcp:\n  profiles:\n    ide:\n      tools: [read_file]\n", env: map[string]string{"AETHERIUM_MCP_ADDR": "127.0.0.1:9999"}, addr: "127.0.0.1:9999", enabled: true},
 	} {
@@ -458,4 +458,9 @@ func TestLoadMCPProfiles(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a project without its owner", func(t *testing.T) {
+		t.Parallel()
+		_, err := config.LoadFrom(writeFile(t, "mcp:\n  profiles:\n    ide:\n      tools: [read_file]\n      project: site\n"), envOf(nil))
+		require.ErrorContains(t, err, "mcp.profiles.ide.project_owner: required")
+	})
 }
