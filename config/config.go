@@ -350,6 +350,7 @@ func (c Config) Validate() error {
 	add(c.Security.Validate())
 	add(c.Research.Validate())
 	add(c.Quality.WithDefaults().Validate())
+	add(c.Sandbox.OneShot.WithDefaults().Validate())
 	add(c.Audio.WithDefaults().Validate())
 	add(c.ComfyUI.WithDefaults().Validate())
 	add(c.Knowledge.Validate())

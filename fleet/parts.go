@@ -64,6 +64,11 @@ func (f *Fleet) openParts(ctx context.Context, cfg config.Config, opts Options) 
 		} else {
 			f.Executor = ex
 			f.ownExecutor = true
+			if d, ok := ex.(*sandbox.Docker); ok {
+				// One-shot containers are capped per run and per principal across
+				// every worker process (Redis slots).
+				d.SetSlots(sandbox.NewSlots(f.Redis, cfg.Sandbox.OneShot))
+			}
 		}
 	}
 	f.openEgressProxy(ctx, cfg, opts)

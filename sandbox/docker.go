@@ -160,6 +160,7 @@ type Docker struct {
 	mu       sync.Mutex
 	projects map[string]*project
 	egress   *egressproxy.Proxy
+	slots    *Slots
 }
 
 type project struct {
@@ -172,6 +173,11 @@ type project struct {
 // served by p. Without it, egress requests get no network at all. Call it before
 // the first Exec.
 func (d *Docker) SetEgress(p *egressproxy.Proxy) { d.egress = p }
+
+// SetSlots caps RunOnce's concurrent containers per run and per principal
+// across worker processes. Without it they are not capped (a single process's
+// tests).
+func (d *Docker) SetSlots(s *Slots) { d.slots = s }
 
 var userRE = regexp.MustCompile(`^(\d+)(?::(\d+))?$`)
 

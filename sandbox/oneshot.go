@@ -170,6 +170,20 @@ func (d *Docker) RunOnce(ctx context.Context, job OneShot) (OneShotResult, error
 		cfg.OpenStdin, cfg.StdinOnce, cfg.AttachStdin = true, true, true
 	}
 	name := "aetherium-os-" + nameRE.ReplaceAllString(d.cfg.Docker.Scope, "_") + "-" + randomHex(6)
+	if d.slots != nil {
+		// Counted against the run and its principal across every worker process;
+		// past a cap this waits (bounded) for a slot, then fails with
+		// ErrOneShotBusy before any container exists.
+		c := CallerFrom(ctx)
+		if c.Run == "" {
+			c.Run = project
+		}
+		release, err := d.slots.Acquire(ctx, c, timeout)
+		if err != nil {
+			return OneShotResult{}, err
+		}
+		defer release()
+	}
 
 	start := time.Now()
 	created, err := d.cli.ContainerCreate(ctx, cfg, host, nil, nil, name)

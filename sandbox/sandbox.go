@@ -136,6 +136,9 @@ type Config struct {
 	Docker DockerConfig `yaml:"docker"`
 	// Local configures the host executor.
 	Local LocalConfig `yaml:"local"`
+	// OneShot caps the concurrent one-shot containers (RunOnce: toolchain,
+	// browser, media) per run and per principal.
+	OneShot OneShotConfig `yaml:"oneshot"`
 	// EgressProxy configures the proxy that is an egress-enabled sandbox's only way
 	// out, and its per-run networks (see docs/sandboxproxy.md).
 	EgressProxy egressproxy.Config `yaml:"egress_proxy"`
@@ -168,6 +171,7 @@ func (c *Config) defaults() {
 		c.Local.Path = "/usr/local/bin:/usr/bin:/bin"
 	}
 	c.Docker.defaults()
+	c.OneShot = c.OneShot.WithDefaults()
 	c.EgressProxy = c.EgressProxy.WithDefaults()
 }
 

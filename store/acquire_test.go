@@ -14,8 +14,8 @@ import (
 	"github.com/aetherium-engine/aetherium/store"
 )
 
-// A delegation round trip in few transactions: the waiting save records the
-// delegations with the session and gives the lease up; a turn starts (lease,
+// A delegation round trip in few transactions: the call records its
+// delegations (RecordDelegations), the waiting save gives the lease up; a turn starts (lease,
 // delegation running, its event) in one AcquireStep; its last save records the
 // outcome; the resumed parent leases its existing session with its run and its
 // delegations in one AcquireStep.
@@ -27,7 +27,10 @@ func TestDelegationRoundTripWrites(t *testing.T) {
 
 	sess.Messages = append(sess.Messages, llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "c1", Name: "delegate"}}})
 	sess.Status = "waiting"
-	w := store.StepWrite{Release: true, Delegations: []store.Delegation{d},
+	lim := store.DelegationLimits{PerSession: 10, PerRun: 10}
+	require.NoError(t, st.RecordDelegations(ctx, sess.ID, token, []store.Delegation{d}, lim))
+	require.NoError(t, st.RecordDelegations(ctx, sess.ID, token, []store.Delegation{d}, lim), "a redispatched call records nothing twice")
+	w := store.StepWrite{Release: true,
 		Events: []store.NewEvent{{Key: "delegated:del_1", Type: "delegation.created", Agent: "supervisor", Data: map[string]any{}}}}
 	_, err := st.SaveStep(ctx, sess, token, time.Minute, w)
 	require.NoError(t, err)

@@ -55,8 +55,103 @@ func scanDelegation(row pgx.Row) (Delegation, error) {
 	return d, err
 }
 
-// InsertDelegation records a delegation; a duplicate id is a no-op. created is false
-// when it already existed.
+// DelegationLimits bound the delegations RecordDelegations records: per parent
+// session and per run, each counting every delegation already recorded.
+type DelegationLimits struct {
+	PerSession, PerRun int
+}
+
+// DelegationCapError is a RecordDelegations refused by a limit: recording Want
+// more would take the Scope ("session" or "run") past Cap, which Have already
+// counts.
+type DelegationCapError struct {
+	Scope           string
+	Cap, Have, Want int
+}
+
+func (e *DelegationCapError) Error() string {
+	return fmt.Sprintf("the %s has %d of its %d delegations; %d more would exceed the cap", e.Scope, e.Have, e.Cap, e.Want)
+}
+
+// The statements of RecordDelegations. The run's row is locked first (NO KEY
+// UPDATE: inserts of rows naming the run, which take KEY SHARE, go on), in its own
+// statement: under READ COMMITTED the insert's snapshot is then taken after every
+// other recorder of the run committed, so its counts are the real ones and steps
+// running at once cannot together pass a cap. A count in the insert's own statement
+// (or a lock in its CTE) would read the snapshot taken before the lock was granted.
+const (
+	lockRunForDelegations = `SELECT 1 FROM runs WHERE id = $1 FOR NO KEY UPDATE`
+	recordDelegations     = `WITH u AS (
+			SELECT * FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[]) AS u(id, call, agent, task, tools, kind)),
+		fresh AS (SELECT * FROM u WHERE NOT EXISTS (SELECT 1 FROM delegations AS d WHERE d.id = u.id)),
+		c AS (SELECT EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $2) AS leased,
+				(SELECT count(*) FROM delegations WHERE parent_session = $1) AS sess_n,
+				(SELECT count(*) FROM delegations WHERE run_id = $3::uuid) AS run_n,
+				(SELECT count(*) FROM fresh) AS new_n),
+		ins AS (INSERT INTO delegations (id, run_id, parent_session, tool_call_id, agent, task, tools, kind)
+			SELECT f.id, $3::uuid, $1, f.call, f.agent, f.task, f.tools::jsonb, f.kind FROM fresh AS f, c
+			WHERE c.leased AND c.sess_n + c.new_n <= $10 AND c.run_n + c.new_n <= $11
+			ON CONFLICT DO NOTHING RETURNING 1)
+		SELECT c.leased, c.sess_n, c.run_n, c.new_n, (SELECT count(*) FROM ins) FROM c`
+)
+
+// RecordDelegations records the delegations of one tool call of the session that
+// holds the lease token, all or none: none when recording the new ones (ids not
+// recorded yet; a redispatched call's are not new and always pass) would take the
+// session or the run past lim — a *DelegationCapError naming the scope — and
+// ErrLeaseLost when another delivery holds the session. The count check and the
+// insert are one transaction under the run's row lock, so concurrent steps of a
+// run cannot pass lim together.
+func (s *Store) RecordDelegations(ctx context.Context, session, token string, ds []Delegation, lim DelegationLimits) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	if lim.PerSession <= 0 || lim.PerRun <= 0 {
+		return fmt.Errorf("record delegations: limits must be positive, got %+v", lim)
+	}
+	runID := ds[0].RunID
+	args, err := delegationArrays(ds)
+	if err != nil {
+		return err
+	}
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("record delegations: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	b := &pgx.Batch{}
+	b.Queue(lockRunForDelegations, runID)
+	b.Queue(recordDelegations, append(append([]any{session, token, runID}, args...), lim.PerSession, lim.PerRun)...)
+	br := tx.SendBatch(ctx, b)
+	var leased bool
+	var sessN, runN, newN, inserted int
+	_, err = br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(&leased, &sessN, &runN, &newN, &inserted)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("record delegations of session %s: %w", session, err)
+	}
+	switch {
+	case !leased:
+		return fmt.Errorf("record delegations of session %s: %w", session, ErrLeaseLost)
+	case newN > 0 && sessN+newN > lim.PerSession:
+		return &DelegationCapError{Scope: "session", Cap: lim.PerSession, Have: sessN, Want: newN}
+	case newN > 0 && runN+newN > lim.PerRun:
+		return &DelegationCapError{Scope: "run", Cap: lim.PerRun, Have: runN, Want: newN}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("record delegations of session %s: %w", session, err)
+	}
+	return nil
+}
+
+// InsertDelegation records a delegation, with no limit and no lease (fixtures of
+// the API's tests; steps record theirs with RecordDelegations); a duplicate id is a
+// no-op. created is false when it already existed.
 func (s *Store) InsertDelegation(ctx context.Context, d Delegation) (created bool, err error) {
 	var tools []byte
 	if d.Tools != nil {

@@ -25,9 +25,6 @@ type StepWrite struct {
 	// step's last save, so the next delivery need not wait and no extra statement
 	// is spent on it.
 	Release bool
-	// Delegations are recorded with the save (each once per id): a delegate call's
-	// rows become durable with the session that waits for them.
-	Delegations []Delegation
 	// Finish records the outcome of the session's own delegation (once), with the
 	// save that ends the session.
 	Finish *DelegationOutcome
@@ -67,19 +64,14 @@ const (
 		WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $2)
 		ORDER BY u.n
 		ON CONFLICT (run_id, key) DO NOTHING RETURNING id, type`
-	saveStepDelegations = `INSERT INTO delegations (id, run_id, parent_session, tool_call_id, agent, task, tools, kind)
-		SELECT u.id, $3::uuid, $1, u.call, u.agent, u.task, u.tools::jsonb, u.kind
-		FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[]) AS u(id, call, agent, task, tools, kind)
-		WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $2)
-		ON CONFLICT DO NOTHING`
 	saveStepFinish = `UPDATE delegations SET status = $4, result = $5, error = $6, completed_at = now()
 		WHERE id = $3 AND status IN ('pending','running')
 			AND EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $2)`
 )
 
 // SaveStep persists the session under the lease token (extending the lease, or
-// releasing it with w.Release), adds w.Tokens to the run, and stores w.Delegations,
-// w.Finish, w.Events and w.Audit — in one round trip and one
+// releasing it with w.Release), adds w.Tokens to the run, and stores w.Finish,
+// w.Events and w.Audit — in one round trip and one
 // transaction, so a tool result is never durable without its audit row and event,
 // nor an answer without its agent.message event. ErrLeaseLost (and nothing written)
 // when another delivery took the session over.
@@ -91,14 +83,6 @@ func (s *Store) SaveStep(ctx context.Context, sess *Session, token string, lease
 	}
 	b := &pgx.Batch{}
 	b.Queue(saveStepSession, sess.ID, token, msgs, sess.Status, sess.Steps, sess.Failures, lease.String(), w.Tokens, w.Release)
-	// The delegations go before the events: an event names rows that exist.
-	if len(w.Delegations) > 0 {
-		args, err := delegationArrays(w.Delegations)
-		if err != nil {
-			return out, err
-		}
-		b.Queue(saveStepDelegations, append([]any{sess.ID, token, sess.RunID}, args...)...)
-	}
 	if w.Finish != nil {
 		f := w.Finish
 		b.Queue(saveStepFinish, sess.ID, token, f.ID, f.Status, f.Result, f.Error)
@@ -123,9 +107,6 @@ func (s *Store) SaveStep(ctx context.Context, sess *Session, token string, lease
 	err = br.QueryRow().Scan(&saved, &status, &used, &budget)
 	if err == nil && saved && status != nil {
 		out.RunStatus, out.TokensUsed, out.TokenBudget = *status, *used, *budget
-	}
-	if err == nil && len(w.Delegations) > 0 {
-		_, err = br.Exec()
 	}
 	if err == nil && w.Finish != nil {
 		_, err = br.Exec()
@@ -166,7 +147,7 @@ func (s *Store) SaveStep(ctx context.Context, sess *Session, token string, lease
 	return out, nil
 }
 
-// delegationArrays are delegations as the text arrays of saveStepDelegations
+// delegationArrays are delegations as the text arrays of recordDelegations
 // (tools as JSON text, NULL for a worker delegation's "all of its own").
 func delegationArrays(ds []Delegation) ([]any, error) {
 	ids, calls, agents, tasks, kinds := make([]string, len(ds)), make([]string, len(ds)), make([]string, len(ds)), make([]string, len(ds)), make([]string, len(ds))

@@ -29,11 +29,11 @@ const (
 func (w *Worker) resolveCall(ctx context.Context, in stepInput, sess *store.Session, call llm.ToolCall) (llm.Message, callState, error) {
 	start := time.Now()
 	// The call's delegations as the step's lease was taken: those made since are
-	// this step's own (recorded with its next save), not yet running.
+	// this step's own (enqueued after its next save), not yet running.
 	ds := in.delegations[call.ID]
 	if delegating(call.Name) && len(ds) > 0 && sess.Status == "waiting" {
 		// Once the session is waiting, every delegation of its calls was recorded
-		// (in the save that made it wait) and the call's audit row saved with it.
+		// (before the save that made it wait) and the call's audit row saved with it.
 		// Before that (a crash mid-dispatch) the call is dispatched again, even when
 		// its delegations have all finished meanwhile: dispatching is idempotent,
 		// completes whatever was missing, and writes the audit row the crash lost.
@@ -73,6 +73,56 @@ func (w *Worker) resolveCall(ctx context.Context, in stepInput, sess *store.Sess
 		return msg, callFinal, nil
 	}
 	return msg, callDone, nil
+}
+
+// CapLayer is the deny_layer of the calls the worker's caps refuse (per model
+// message, per session and per run): the audit trail and the metrics tell them
+// from the gate's layers, and each reason starts with the cap's name.
+const CapLayer = "cap"
+
+// overCap returns the ids of the calls of the session's last assistant message
+// past the first max, and how many calls the message made: those calls are not
+// run (MaxCallsPerMessage).
+func overCap(msgs []llm.Message, max int) (map[string]bool, int) {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role != llm.RoleAssistant {
+			continue
+		}
+		calls := msgs[i].ToolCalls
+		if len(calls) <= max {
+			return nil, len(calls)
+		}
+		out := make(map[string]bool, len(calls)-max)
+		for _, c := range calls[max:] {
+			out[c.ID] = true
+		}
+		return out, len(calls)
+	}
+	return nil, 0
+}
+
+// refuseOverCap answers a call past the per-message cap without running it: a
+// tool message naming the cap (so the model can ask again for what matters), the
+// call's tool.call event and an audit row of a denial of the cap layer. The row
+// keeps no arguments: the call never reached the gate that redacts them.
+func (w *Worker) refuseOverCap(in stepInput, sess *store.Session, call llm.ToolCall, made int) llm.Message {
+	start := time.Now()
+	max := w.cfg.MaxCallsPerMessage
+	reason := fmt.Sprintf("calls_per_message: your message made %d tool calls; only the first %d run (worker.max_calls_per_message), "+
+		"so this one was not run. Ask again for the calls that still matter, at most %d in one message.", made, max, max)
+	denied := &tools.Denied{Layer: CapLayer, Reason: reason}
+	tier := ""
+	if _, ok := w.router.Registry().Spec(call.Name); ok {
+		tier = tools.TierOf(call.Name).String()
+	}
+	row := &store.AuditRow{
+		CallKey: sess.ID + ":" + call.ID, At: start, RunID: in.run.ID, Team: in.team.Name, Agent: in.node.Name, Role: in.role,
+		Tool: call.Name, Tier: tier, Decision: string(tools.OutcomeDenied), DenyLayer: CapLayer, DenyReason: reason,
+		Summary: "not run: past the per-message call cap",
+	}
+	msg := llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: "error: " + denied.Error(), IsError: true}
+	w.recordCall(in, sess, call, tools.OutcomeDenied, CapLayer, denied.Error(), msg.Content, start, row)
+	return msg
 }
 
 // delegating reports a tool whose call is answered by delegations: delegate,

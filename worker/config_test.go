@@ -10,7 +10,8 @@ func TestConfigDefaults(t *testing.T) {
 	d := Defaults()
 	want := Config{Concurrency: DefaultConcurrency, ShutdownTimeout: DefaultShutdownTimeout, TaskCheckInterval: DefaultTaskCheckInterval,
 		StepLease: DefaultStepLease, MaxRetry: DefaultMaxRetry, CircuitBreaker: DefaultCircuitBreaker, MaxSteps: DefaultMaxSteps,
-		MetricsAddr: DefaultMetricsAddr}
+		MetricsAddr: DefaultMetricsAddr, MaxCallsPerMessage: DefaultMaxCallsPerMessage,
+		MaxDelegationsPerSession: DefaultMaxDelegationsPerSession, MaxDelegationsPerRun: DefaultMaxDelegationsPerRun}
 	if d != want {
 		t.Fatalf("Defaults() = %+v, want %+v", d, want)
 	}
@@ -39,6 +40,8 @@ func TestConfigValidate(t *testing.T) {
 		{"negative max retry", func(c *Config) { c.MaxRetry = -1 }, "max_retry"},
 		{"zero max steps", func(c *Config) { c.MaxSteps = 0 }, "max_steps"},
 		{"bad metrics addr", func(c *Config) { c.MetricsAddr = "nope" }, "worker.metrics_addr"},
+		{"zero calls per message", func(c *Config) { c.MaxCallsPerMessage = 0 }, "max_calls_per_message"},
+		{"session cap over the run cap", func(c *Config) { c.MaxDelegationsPerSession = c.MaxDelegationsPerRun + 1 }, "worker.max_delegations_per_session"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Defaults()

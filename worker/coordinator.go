@@ -51,19 +51,44 @@ func (c *coordinator) Delegate(ctx context.Context, callID string, reqs []tools.
 			return fmt.Errorf("delegate: unknown agent %q (workers: %s)", r.Agent, strings.Join(names, ", "))
 		}
 	}
+	ds := make([]store.Delegation, len(reqs))
 	for i, r := range reqs {
 		id := delegationID(c.session.ID, callID, i, r.Agent)
-		d := store.Delegation{ID: id, RunID: c.in.run.ID, ParentSession: c.session.ID, ToolCallID: callID, Agent: r.Agent, Task: r.Task, Tools: r.Tools}
+		ds[i] = store.Delegation{ID: id, RunID: c.in.run.ID, ParentSession: c.session.ID, ToolCallID: callID, Agent: r.Agent, Task: r.Task, Tools: r.Tools}
 		if r.Review {
-			d.Kind, d.Tools = store.DelegationReview, []string{}
+			ds[i].Kind, ds[i].Tools = store.DelegationReview, []string{}
 		}
-		// Recorded with the save that makes the session wait for them (one
-		// transaction for the rows, their events and the session), and enqueued
-		// once it committed (persist).
-		c.in.out.delegate(d, store.NewEvent{Key: "delegated:" + id, Type: events.Delegated, Agent: c.in.node.Name,
-			Data: map[string]any{"delegation_id": id, "to": r.Agent, "task": truncate(r.Task, 2000)}})
+	}
+	// Recorded now, all or none, against the session's and the run's caps (the
+	// store counts in the transaction that inserts, so concurrent steps of the run
+	// cannot pass them). Their turns are enqueued once the save that makes the
+	// session wait for them committed (persist); a crash before it leaves them
+	// pending, and the redelivered step redispatches the call, which finds them
+	// recorded (the same ids) and enqueues them then.
+	err := c.w.store.RecordDelegations(ctx, c.session.ID, c.in.token, ds, store.DelegationLimits{
+		PerSession: c.w.cfg.MaxDelegationsPerSession, PerRun: c.w.cfg.MaxDelegationsPerRun,
+	})
+	var capErr *store.DelegationCapError
+	if errors.As(err, &capErr) {
+		return delegationCapDenial(capErr)
+	}
+	if err != nil {
+		return tools.Infrastructure(err)
+	}
+	for i, d := range ds {
+		c.in.out.delegate(d, store.NewEvent{Key: "delegated:" + d.ID, Type: events.Delegated, Agent: c.in.node.Name,
+			Data: map[string]any{"delegation_id": d.ID, "to": d.Agent, "task": truncate(reqs[i].Task, 2000)}})
 	}
 	return nil
+}
+
+// delegationCapDenial is the refusal of a call whose delegations would pass a
+// cap: a denial of the cap layer (audited by the gate like any denial), worded for
+// the model, which can finish with what it has or do the work itself.
+func delegationCapDenial(e *store.DelegationCapError) error {
+	key := "max_delegations_per_" + e.Scope
+	return &tools.Denied{Layer: CapLayer, Reason: fmt.Sprintf("delegations_per_%s: this %s already made %d of the %d delegations it may make (worker.%s); "+
+		"this call asked for %d more and delegated nothing. Do the work yourself or finish with what you have.", e.Scope, e.Scope, e.Have, e.Cap, key, e.Want)}
 }
 
 // Reply implements tools.Coordinator.

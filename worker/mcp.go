@@ -13,6 +13,7 @@ import (
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/logctx"
 	"github.com/aetherium-engine/aetherium/queue"
+	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
@@ -98,7 +99,7 @@ func (m *mcpCall) run(ctx context.Context) error {
 		KnowledgePacks: team.Knowledge.Packs, Project: run.ProjectID, ImageModel: team.ImageModel,
 		Coordinator: mcpCoordinator{w: w, runID: run.ID, agent: call.Principal},
 	}
-	tctx := logctx.Tool(tools.WithSession(ctx, tsess), call.Tool)
+	tctx := logctx.Tool(tools.WithSession(sandbox.WithCaller(ctx, sandbox.Caller{Run: run.ID, Principal: call.Principal}), tsess), call.Tool)
 	stopRenew := m.keepClaim(ctx)
 	res, err := w.router.Dispatch(tctx, tools.Call{ID: call.ID, Name: call.Tool, Args: json.RawMessage(call.Args)})
 	stopRenew()

@@ -42,8 +42,10 @@ func (w *Worker) observeTool(tool, decision, layer string, start time.Time) {
 	}
 	w.metrics.ToolCalls.WithLabelValues(tool, tools.TierOf(tool).String(), decision).Inc()
 	w.metrics.ToolDuration.WithLabelValues(tool).Observe(time.Since(start).Seconds())
-	// The gate counts its own denials; without a gate, count the router's refusals.
-	if decision == "denied" && !w.gated {
+	// The gate counts its own denials; without a gate, count the router's
+	// refusals. The caps' refusals are the worker's own (a gated delegation cap
+	// is a handler's answer, which the gate does not count).
+	if decision == "denied" && (!w.gated || layer == CapLayer) {
 		w.metrics.GateDenials.WithLabelValues(layer).Inc()
 	}
 }

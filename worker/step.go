@@ -15,6 +15,7 @@ import (
 	"github.com/aetherium-engine/aetherium/logctx"
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/review"
+	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -231,7 +232,8 @@ func (s *stepRun) prepare(ctx context.Context) error {
 		Peers: peers(in.team), EgressDenyPrivate: in.team.Egress.DenyPrivate(), EgressPorts: in.team.EgressPorts,
 		KnowledgePacks: in.team.Knowledge.Packs, Project: in.run.ProjectID, ImageModel: in.team.ImageModel,
 	}
-	s.tctx = tools.WithSession(ctx, tsess)
+	// One-shot containers the calls start count against the run and its owner.
+	s.tctx = tools.WithSession(sandbox.WithCaller(ctx, sandbox.Caller{Run: in.run.ID, Principal: in.run.Owner}), tsess)
 	s.workspace = workspace
 	s.mailRead = w.mailbox == nil || in.role == "subagent" || in.role == "reviewer"
 	if s.provider, s.model, err = w.models.For(in.team, in.node); err != nil {
@@ -247,7 +249,26 @@ func (s *stepRun) prepare(ctx context.Context) error {
 // returns errStop when the session waits for delegations or an approval, or ended.
 func (s *stepRun) resolvePending(ctx context.Context, pending []llm.ToolCall) error {
 	waiting := false
+	refused, made := overCap(s.sess.Messages, s.w.cfg.MaxCallsPerMessage)
+	counted := false
 	for _, call := range pending {
+		if refused[call.ID] {
+			// Past the per-message cap: answered, never run. The message is the
+			// model's garbage, not a run of failed calls: it counts once toward the
+			// circuit breaker, as an unusable answer does (a redelivery that finds
+			// some refusals saved counts it again at most once).
+			s.sess.Messages = append(s.sess.Messages, s.w.refuseOverCap(s.in, &s.sess, call, made))
+			if !counted {
+				counted = true
+				s.sess.Failures++
+				if s.sess.Failures >= s.w.cfg.CircuitBreaker {
+					s.fail(ctx, "circuit_breaker", fmt.Sprintf("%s: %d consecutive failures, last: a message of %d tool calls (worker.max_calls_per_message is %d)",
+						s.in.node.Name, s.sess.Failures, made, s.w.cfg.MaxCallsPerMessage))
+					return errStop
+				}
+			}
+			continue
+		}
 		msg, state, err := s.w.resolveCall(s.tctx, s.in, &s.sess, call)
 		if err != nil {
 			return err

@@ -19,6 +19,7 @@ type Store interface {
 	SaveStep(ctx context.Context, sess *store.Session, token string, lease time.Duration, w store.StepWrite) (store.StepSaved, error)
 	ReleaseSession(ctx context.Context, id, token string) error
 
+	RecordDelegations(ctx context.Context, session, token string, ds []store.Delegation, lim store.DelegationLimits) error
 	GetDelegation(ctx context.Context, id string) (store.Delegation, error)
 	GetTurn(ctx context.Context, id string) (store.Delegation, store.Run, error)
 	FinishDelegation(ctx context.Context, id, status, result, errMsg string) (bool, error)

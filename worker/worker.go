@@ -46,6 +46,18 @@ const (
 	DefaultMetricsAddr = "127.0.0.1:9091"
 	// DefaultLeaseRetry is Deps.LeaseRetry's default.
 	DefaultLeaseRetry = 2 * time.Second
+	// DefaultMaxCallsPerMessage is how many tool calls of one model message run
+	// (issue 34: one message with 150 delegate calls made 150 delegations). Models
+	// rarely ask for more than a handful of parallel calls; spawn_subagents fans out
+	// at most 8 (orchestration.MaxSubagents).
+	DefaultMaxCallsPerMessage = 32
+	// DefaultMaxDelegationsPerSession bounds the delegations one session makes
+	// (delegate, spawn_subagents, code_review's reviewer): five full
+	// spawn_subagents calls.
+	DefaultMaxDelegationsPerSession = 40
+	// DefaultMaxDelegationsPerRun bounds a run's delegations, all sessions
+	// together: the fan-out one run may put on the shared workers.
+	DefaultMaxDelegationsPerRun = 100
 )
 
 // Config is the worker role: its asynq server and the agent loop (the `worker`
@@ -83,6 +95,22 @@ type Config struct {
 	// MetricsAddr serves /metrics for this worker. Env
 	// AETHERIUM_WORKER_METRICS_ADDR. Default DefaultMetricsAddr; empty disables it.
 	MetricsAddr string `yaml:"metrics_addr"`
+	// MaxCallsPerMessage is how many tool calls of one model message run, in the
+	// order the model gave them. Each call past it is not run: it is answered with
+	// a refusal naming this key, audited as a denial (layer "cap", reason
+	// "calls_per_message: …"), and the message counts once toward the circuit
+	// breaker, as an unusable answer does. Default DefaultMaxCallsPerMessage.
+	MaxCallsPerMessage int `yaml:"max_calls_per_message"`
+	// MaxDelegationsPerSession and MaxDelegationsPerRun bound the delegations
+	// (delegate, spawn_subagents, code_review) one session, and one run in all,
+	// makes. The store checks them in the transaction that records the
+	// delegations, so steps running at once cannot pass them; a call that would
+	// is refused whole (a denial of layer "cap", reason
+	// "delegations_per_session: …" or "delegations_per_run: …") and counts as a
+	// failed tool call. Defaults DefaultMaxDelegationsPerSession and
+	// DefaultMaxDelegationsPerRun.
+	MaxDelegationsPerSession int `yaml:"max_delegations_per_session"`
+	MaxDelegationsPerRun     int `yaml:"max_delegations_per_run"`
 	// ScriptLatency is slept before every answer of the script model, standing in
 	// for model think time (benchmarks and drills of I/O-bound fleets). Default 0.
 	ScriptLatency time.Duration `yaml:"script_latency"`
@@ -125,6 +153,15 @@ func (c Config) WithDefaults() Config {
 	if c.MaxSteps <= 0 {
 		c.MaxSteps = DefaultMaxSteps
 	}
+	if c.MaxCallsPerMessage <= 0 {
+		c.MaxCallsPerMessage = DefaultMaxCallsPerMessage
+	}
+	if c.MaxDelegationsPerSession <= 0 {
+		c.MaxDelegationsPerSession = DefaultMaxDelegationsPerSession
+	}
+	if c.MaxDelegationsPerRun <= 0 {
+		c.MaxDelegationsPerRun = DefaultMaxDelegationsPerRun
+	}
 	return c
 }
 
@@ -139,6 +176,13 @@ func (c Config) Validate() error {
 	}
 	if c.MaxRetry < 0 || c.CircuitBreaker <= 0 || c.MaxSteps <= 0 {
 		errs = append(errs, errors.New("worker: max_retry must be >= 0, circuit_breaker and max_steps > 0"))
+	}
+	if c.MaxCallsPerMessage <= 0 || c.MaxDelegationsPerSession <= 0 || c.MaxDelegationsPerRun <= 0 {
+		errs = append(errs, fmt.Errorf("worker: max_calls_per_message, max_delegations_per_session and max_delegations_per_run must be positive, got %d, %d, %d",
+			c.MaxCallsPerMessage, c.MaxDelegationsPerSession, c.MaxDelegationsPerRun))
+	}
+	if c.MaxDelegationsPerSession > c.MaxDelegationsPerRun {
+		errs = append(errs, fmt.Errorf("worker.max_delegations_per_session (%d) must not exceed worker.max_delegations_per_run (%d)", c.MaxDelegationsPerSession, c.MaxDelegationsPerRun))
 	}
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {

@@ -15,8 +15,9 @@ import (
 type stepWriter struct {
 	events []store.NewEvent
 	audit  []store.AuditRow
-	// delegations are those the step's calls made: recorded by the next save
-	// (with the session that waits for them), their turns enqueued once it commits.
+	// delegations are those the step's calls recorded (Coordinator.Delegate):
+	// their turns are enqueued once the next save (the session waiting for them)
+	// commits.
 	delegations []store.Delegation
 }
 
@@ -56,7 +57,7 @@ func (sw *stepWriter) dropDelegations(callID string) {
 // write is what the next save carries, extra events last.
 func (sw *stepWriter) write(tokens int, extra ...store.NewEvent) store.StepWrite {
 	evs := append(sw.events[:len(sw.events):len(sw.events)], extra...)
-	return store.StepWrite{Tokens: tokens, Events: evs, Audit: sw.audit, Delegations: sw.delegations}
+	return store.StepWrite{Tokens: tokens, Events: evs, Audit: sw.audit}
 }
 
 // saved forgets what a save wrote.
@@ -87,12 +88,13 @@ type saveOpts struct {
 }
 
 // persist saves the session with everything the step owes the database since its
-// last save: tokens, delegations, events (then extra) and audit rows, in one
-// transaction. The turns of the delegations it recorded are enqueued once it
+// last save: tokens, events (then extra) and audit rows, in one transaction. The
+// turns of the delegations the step's calls recorded are enqueued once it
 // committed; a failure there fails the step, and its redelivery, finding the
 // session waiting on delegations still pending, enqueues them again.
 func (w *Worker) persist(ctx context.Context, in stepInput, sess *store.Session, token string, o saveOpts) (store.StepSaved, error) {
 	sw := in.out.write(o.tokens, o.extra...)
+	delegations := in.out.delegations
 	sw.Memory = w.sessionMemory(in, sess) // a session ending with this save is remembered in it
 	sw.Release, sw.Finish = o.release, o.finish
 	saved, err := w.store.SaveStep(ctx, sess, token, w.cfg.StepLease, sw)
@@ -104,7 +106,7 @@ func (w *Worker) persist(ctx context.Context, in stepInput, sess *store.Session,
 	if err := w.events.Announce(ctx, in.run.ID, saved.Events); err != nil {
 		return saved, err
 	}
-	for _, d := range sw.Delegations {
+	for _, d := range delegations {
 		if err := w.queue.Turn(ctx, d.ID, "start"); err != nil {
 			return saved, fmt.Errorf("enqueue delegation %s: %w", d.ID, err)
 		}
