@@ -29,7 +29,7 @@ func leasedSession(t *testing.T, st *store.Store, runID, id string) string {
 func dels(runID, session, call string, n int) []store.Delegation {
 	out := make([]store.Delegation, n)
 	for i := range out {
-		out[i] = store.Delegation{ID: fmt.Sprintf("del_%s_%s_%d", session, call, i), RunID: runID, ParentSession: session, ToolCallID: call, Agent: "w", Task: "t"}
+		out[i] = store.Delegation{ID: fmt.Sprintf("del_%s_%s_%d", session, call, i), RunID: runID, ParentSession: session, ToolCallID: call, Agent: fmt.Sprint("w", i), Task: "t"} // (parent, call, agent) is unique
 	}
 	return out
 }
