@@ -71,10 +71,13 @@ func TestCallsPerMessageCapped(t *testing.T) {
 	require.Len(t, ds, capN, "only the calls within the cap delegated")
 
 	require.Equal(t, calls-capN, countCapDenials(t, f, id, "calls_per_message"))
+	// Every call of the message has one row (run or refused), plus the reply's,
+	// which lands with the supervisor's save just after the reply ends the run.
 	var rows int
-	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM tool_audit WHERE run_id = $1`, id).Scan(&rows))
-	// Every call of the message has one row (run or refused), plus the reply.
-	require.Equal(t, calls+1, rows)
+	require.Eventually(t, func() bool {
+		require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM tool_audit WHERE run_id = $1`, id).Scan(&rows))
+		return rows == calls+1
+	}, 10*time.Second, 50*time.Millisecond, "audit rows: %d", rows)
 
 	// Every refused call got a result the model can act on.
 	var refusals int
