@@ -43,13 +43,23 @@ import (
 const (
 	DefaultAddr      = "127.0.0.1:8080"
 	DefaultBodyLimit = 1 << 20
-	DefaultSSEPoll   = time.Second
+	// DefaultSSEPoll is an event stream's safety re-read: a stream reads PostgreSQL
+	// when the events hub announces its run, and otherwise only this often, so an
+	// announcement lost (Redis away, a publish that failed) is still seen.
+	DefaultSSEPoll = 30 * time.Second
 	// DefaultSSEHeartbeat is the idle stream's keepalive comment: it keeps proxies
 	// from timing an idle stream out and finds a peer that vanished without closing
 	// (a client that closes is noticed at once by a read on its connection).
 	DefaultSSEHeartbeat = 15 * time.Second
 	// DefaultMaxRunsInFlight leaves a principal's runs in flight unlimited.
 	DefaultMaxRunsInFlight = 0
+	// DefaultMaxStreamsPerPrincipal caps one principal's open event streams on one
+	// API process: each holds a connection and a goroutine, so one token must not
+	// decide how many the process holds (drill 5 holds 200 of one principal).
+	DefaultMaxStreamsPerPrincipal = 256
+	// DefaultMaxStreams caps the open event streams of one API process, every
+	// principal together.
+	DefaultMaxStreams = 4096
 	// DefaultMonitoringReadOnly: asynqmon at /monitoring/ cannot change the queues.
 	DefaultMonitoringReadOnly = true
 )
@@ -78,9 +88,17 @@ type Config struct {
 	// MaxRunsInFlight caps one principal's runs not yet terminal; a submit over it
 	// gets 429. Default DefaultMaxRunsInFlight (0, unlimited).
 	MaxRunsInFlight int `yaml:"max_runs_in_flight"`
-	// SSEPoll is the fallback poll interval of the event stream. Default
-	// DefaultSSEPoll. Not a configuration key.
-	SSEPoll time.Duration `yaml:"-"`
+	// MaxStreamsPerPrincipal caps one principal's open event streams on this API
+	// process; a stream past it is refused with 429. Default
+	// DefaultMaxStreamsPerPrincipal.
+	MaxStreamsPerPrincipal int `yaml:"max_streams_per_principal"`
+	// MaxStreams caps this API process's open event streams, every principal
+	// together; a stream past it is refused with 429. Default DefaultMaxStreams.
+	MaxStreams int `yaml:"max_streams"`
+	// SSEPoll is how often an open event stream re-reads its run's events when
+	// the events hub announced nothing (the safety net of a lost announcement).
+	// Default DefaultSSEPoll.
+	SSEPoll time.Duration `yaml:"sse_poll"`
 	// SSEHeartbeat is how often an idle event stream writes a keepalive comment.
 	// Default DefaultSSEHeartbeat. Not a configuration key.
 	SSEHeartbeat time.Duration `yaml:"-"`
@@ -105,6 +123,12 @@ func (c Config) WithDefaults() Config {
 	if c.SSEHeartbeat <= 0 {
 		c.SSEHeartbeat = DefaultSSEHeartbeat
 	}
+	if c.MaxStreamsPerPrincipal == 0 {
+		c.MaxStreamsPerPrincipal = DefaultMaxStreamsPerPrincipal
+	}
+	if c.MaxStreams == 0 {
+		c.MaxStreams = DefaultMaxStreams
+	}
 	return c
 }
 
@@ -116,6 +140,15 @@ func (c Config) Validate() error {
 	}
 	if c.MaxRunsInFlight < 0 {
 		errs = append(errs, fmt.Errorf("api.max_runs_in_flight: must be 0 (unlimited) or positive, got %d", c.MaxRunsInFlight))
+	}
+	if c.MaxStreamsPerPrincipal < 0 {
+		errs = append(errs, fmt.Errorf("api.max_streams_per_principal: must not be negative (0 takes the default), got %d", c.MaxStreamsPerPrincipal))
+	}
+	if c.MaxStreams < 0 {
+		errs = append(errs, fmt.Errorf("api.max_streams: must not be negative (0 takes the default), got %d", c.MaxStreams))
+	}
+	if c.SSEPoll < 0 {
+		errs = append(errs, fmt.Errorf("api.sse_poll: must not be negative (0 takes the default), got %s", c.SSEPoll))
 	}
 	if c.BodyLimit <= 0 {
 		errs = append(errs, fmt.Errorf("api.body_limit (AETHERIUM_API_BODY_LIMIT): must be positive, got %d", c.BodyLimit))
@@ -134,11 +167,14 @@ const RunsInFlightRetryAfter = 30 * time.Second
 
 // Deps are the API's collaborators.
 type Deps struct {
-	Store     *store.Store
-	Redis     redis.UniversalClient
-	RedisOpt  asynq.RedisConnOpt
-	Queue     *queue.Enqueuer
-	Events    *events.Recorder
+	Store    *store.Store
+	Redis    redis.UniversalClient
+	RedisOpt asynq.RedisConnOpt
+	Queue    *queue.Enqueuer
+	Events   *events.Recorder
+	// Hub is the process's one events hub (one Redis subscription shared with the
+	// MCP server); nil makes one of the server's own on Redis.
+	Hub       *events.Hub
 	Registry  *tools.Registry
 	Templates templates.Dir
 	Metrics   *metrics.Metrics
@@ -165,6 +201,9 @@ type Server struct {
 	App *fiber.App
 	mon *asynqmon.HTTPHandler
 	hub *events.Hub
+	// ownHub: the hub was made here (no Deps.Hub) and Close closes it.
+	ownHub  bool
+	streams *streamSlots
 }
 
 // New builds the Fiber app: the route table (routes.go) and asynqmon at /monitoring.
@@ -173,7 +212,10 @@ func New(cfg Config, d Deps) *Server {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	s := &Server{cfg: cfg, d: d, hub: events.NewHub(d.Redis, d.Log)}
+	s := &Server{cfg: cfg, d: d, hub: d.Hub, streams: newStreamSlots(cfg.MaxStreamsPerPrincipal, cfg.MaxStreams)}
+	if s.hub == nil {
+		s.hub, s.ownHub = events.NewHub(d.Redis, d.Log), true
+	}
 	app := fiber.New(fiber.Config{
 		BodyLimit:             cfg.BodyLimit,
 		DisableStartupMessage: true,
@@ -200,11 +242,22 @@ func New(cfg Config, d Deps) *Server {
 	return s
 }
 
-// Close releases the asynqmon connection and the event hub's subscription.
-func (s *Server) Close() error { return errors.Join(s.mon.Close(), s.hub.Close()) }
+// Close releases the asynqmon connection and the event hub's subscription (when
+// the hub is the server's own, not Deps.Hub).
+func (s *Server) Close() error {
+	err := s.mon.Close()
+	if s.ownHub {
+		err = errors.Join(err, s.hub.Close())
+	}
+	return err
+}
 
 // StreamWatchers is the number of event streams open on this server.
-func (s *Server) StreamWatchers() int { return s.hub.Watchers() }
+func (s *Server) StreamWatchers() int {
+	s.streams.mu.Lock()
+	defer s.streams.mu.Unlock()
+	return s.streams.count
+}
 
 // Error is an API error answered as {"error": ..., "field": ...} (errorResponse).
 type Error struct {

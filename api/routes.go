@@ -61,7 +61,7 @@ func (s *Server) routes() []route {
 			header("Last-Event-ID", "Resume after this event id.", map[string]any{"type": "string"}).
 			query("last_event_id", "Last-Event-ID for clients that cannot set headers.", map[string]any{"type": "string"}).
 			returnsStream(200, "text/event-stream", "The event stream.", streamEvent{}).
-			returns(204, nil).errors(400, 404),
+			returns(204, nil).errors(400, 404, 429),
 		runParam(get("/api/runs/:id/delegations", "A run's delegations", s.getDelegations)).roles(RoleRead).
 			returns(200, delegationList{}).errors(400, 404),
 		runParam(get("/api/runs/:id/audit", "A run's tool-call audit", s.runAudit)).roles(RoleRead).

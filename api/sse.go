@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -17,7 +19,10 @@ import (
 )
 
 // streamEvents serves a run's events as SSE: replay from Last-Event-ID, then live
-// until the terminal event. Redis pub/sub wakes it; a poll covers lost announcements.
+// until the terminal event. The events hub (Redis pub/sub) wakes it; an idle
+// stream reads PostgreSQL only on its slow safety tick (api.sse_poll), which
+// covers lost announcements. Open streams are capped per principal and per
+// process (429 past either).
 func (s *Server) streamEvents(c *fiber.Ctx) error {
 	r, err := s.loadRun(c)
 	if err != nil {
@@ -56,6 +61,11 @@ func (s *Server) streamEvents(c *fiber.Ctx) error {
 			return c.SendStatus(fiber.StatusNoContent)
 		}
 	}
+	release, err := s.streams.acquire(principal(c))
+	if err != nil {
+		c.Set("Retry-After", strconv.Itoa(int(StreamsRetryAfter.Seconds())))
+		return err
+	}
 	c.Set("Content-Type", "text/event-stream")
 	c.Set("Cache-Control", "no-cache")
 	c.Set("Connection", "keep-alive")
@@ -67,7 +77,10 @@ func (s *Server) streamEvents(c *fiber.Ctx) error {
 	// at once instead of at its next failed write.
 	conn := c.Context().Conn()
 	c.Context().SetConnectionClose()
+	// fasthttp runs the writer at once in a goroutine of its own, and to its end
+	// whatever happens to the connection: the slot is released there.
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer release()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		go watchClose(ctx, conn, cancel)
@@ -123,6 +136,52 @@ func (s *Server) streamEvents(c *fiber.Ctx) error {
 		}
 	})
 	return nil
+}
+
+// StreamsRetryAfter is the Retry-After of a stream refused past a cap: streams
+// are long-lived, so an immediate retry would only be refused again.
+const StreamsRetryAfter = 30 * time.Second
+
+// streamSlots counts the open event streams of one API process, per principal
+// and in all, against api.max_streams_per_principal and api.max_streams.
+type streamSlots struct {
+	perPrincipal, total int
+
+	mu    sync.Mutex
+	open  map[string]int
+	count int
+}
+
+func newStreamSlots(perPrincipal, total int) *streamSlots {
+	return &streamSlots{perPrincipal: perPrincipal, total: total, open: map[string]int{}}
+}
+
+// acquire takes a slot for one stream of who, or answers 429 naming the cap it
+// hit; release gives the slot back (once, however often it is called).
+func (s *streamSlots) acquire(who string) (release func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := s.open[who]; n >= s.perPrincipal {
+		return nil, &Error{Status: http.StatusTooManyRequests, Message: fmt.Sprintf(
+			"%s already has %d event streams open (api.max_streams_per_principal); close one or retry later", who, n)}
+	}
+	if s.count >= s.total {
+		return nil, &Error{Status: http.StatusTooManyRequests, Message: fmt.Sprintf(
+			"this API process already holds %d event streams (api.max_streams); retry later", s.count)}
+	}
+	s.open[who]++
+	s.count++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.count--
+			if s.open[who]--; s.open[who] <= 0 {
+				delete(s.open, who)
+			}
+		})
+	}, nil
 }
 
 func writeEvent(w *bufio.Writer, e store.Event) error {

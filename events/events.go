@@ -49,6 +49,16 @@ func Terminal(typ string) bool {
 // Channel is the pub/sub channel announcing a run's new events.
 func Channel(runID string) string { return "aetherium:events:" + runID }
 
+// EndChannel announces that a run's terminal event was stored: a watcher that
+// only cares about the run's end (an MCP call waiting for its approval) is not
+// woken by every other event of the run.
+func EndChannel(runID string) string { return "aetherium:run-end:" + runID }
+
+// MCPCallChannel announces a change of an MCP call's state in mcp_calls (parked
+// on its approval, done): the client's wait re-reads the row then, instead of
+// polling it.
+func MCPCallChannel(callID string) string { return "aetherium:mcp-call:" + callID }
+
 // Recorder stores and announces events.
 type Recorder struct {
 	Store *store.Store
@@ -94,12 +104,29 @@ func (r *Recorder) Emit(ctx context.Context, runID, key, typ, agent string, data
 			return fmt.Errorf("emit %s: %w", typ, err)
 		}
 	}
-	if inserted && r.Redis != nil {
-		if err := r.Redis.Publish(ctx, Channel(runID), id).Err(); err != nil && r.Log != nil {
-			r.Log.Warn("event announce failed", "run_id", runID, "type", typ, "err", err)
+	if inserted {
+		r.publish(ctx, Channel(runID), id)
+		if Terminal(typ) {
+			r.publish(ctx, EndChannel(runID), id)
 		}
 	}
 	return nil
+}
+
+// AnnounceMCPCall wakes the wait of an MCP call whose row changed (parked on its
+// approval, done). Only logged when it fails: the wait re-reads on its safety
+// tick, and the row is the truth either way.
+func (r *Recorder) AnnounceMCPCall(ctx context.Context, callID string) {
+	r.publish(ctx, MCPCallChannel(callID), 1)
+}
+
+func (r *Recorder) publish(ctx context.Context, channel string, msg any) {
+	if r == nil || r.Redis == nil {
+		return
+	}
+	if err := r.Redis.Publish(ctx, channel, msg).Err(); err != nil && r.Log != nil {
+		r.Log.Warn("event announce failed", "channel", channel, "err", err)
+	}
 }
 
 // EmitTerminal records the terminal event of a finished run from its stored status,
@@ -126,6 +153,7 @@ func (r *Recorder) EmitBatch(ctx context.Context, runID string, evs []store.NewE
 // wakes followers with one publish.
 func (r *Recorder) Announce(ctx context.Context, runID string, stored []store.Event) error {
 	var last int64
+	ended := false
 	for _, e := range stored {
 		if r.OnEvent != nil {
 			if err := r.OnEvent(ctx, Stored{ID: e.ID, RunID: runID, Type: e.Type}); err != nil {
@@ -133,10 +161,12 @@ func (r *Recorder) Announce(ctx context.Context, runID string, stored []store.Ev
 			}
 		}
 		last = max(last, e.ID)
+		ended = ended || Terminal(e.Type)
 	}
-	if last > 0 && r.Redis != nil {
-		if err := r.Redis.Publish(ctx, Channel(runID), last).Err(); err != nil && r.Log != nil {
-			r.Log.Warn("event announce failed", "run_id", runID, "err", err)
+	if last > 0 {
+		r.publish(ctx, Channel(runID), last)
+		if ended {
+			r.publish(ctx, EndChannel(runID), last)
 		}
 	}
 	return nil

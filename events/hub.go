@@ -3,17 +3,19 @@ package events
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Hub fans the Redis announcements of new events out to every local watcher of a
-// run. One Hub per process holds one pub/sub connection however many streams are
-// open: a connection per SSE client would let the clients decide how many Redis
-// connections the fleet holds.
+// Hub fans Redis announcements out to every local watcher of a channel: a run's
+// new events (Channel), a run's end (EndChannel), an MCP call's change of state
+// (MCPCallChannel). One Hub per process holds one pub/sub connection however
+// many streams and waits are open: a connection per SSE client would let the
+// clients decide how many Redis connections the fleet holds. An announcement
+// only says "re-read": the store stays the source of truth, and a watcher that
+// missed one (Redis away) re-reads on its own slow safety tick.
 type Hub struct {
 	log *slog.Logger
 
@@ -44,45 +46,51 @@ func NewHub(rdb redis.UniversalClient, log *slog.Logger) *Hub {
 // have been lost meanwhile: the watcher should re-read). stop releases the watcher at
 // once; it is safe to call more than once.
 func (h *Hub) Watch(ctx context.Context, runID string) (wake <-chan struct{}, stop func(), err error) {
+	return h.WatchChannel(ctx, Channel(runID))
+}
+
+// WatchChannel is Watch of any announcement channel (EndChannel,
+// MCPCallChannel): the wake-ups of channel, on the process's one subscription.
+func (h *Hub) WatchChannel(ctx context.Context, channel string) (wake <-chan struct{}, stop func(), err error) {
 	w := &watcher{wake: make(chan struct{}, 1)}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
 		return nil, func() {}, redis.ErrClosed
 	}
-	set := h.watchers[runID]
+	set := h.watchers[channel]
 	first := set == nil
 	if first {
 		set = map[*watcher]struct{}{}
-		h.watchers[runID] = set
+		h.watchers[channel] = set
 	}
 	set[w] = struct{}{}
 	h.mu.Unlock()
 	if first {
-		if err := h.ps.Subscribe(ctx, Channel(runID)); err != nil {
-			h.release(runID, w)
+		if err := h.ps.Subscribe(ctx, channel); err != nil {
+			h.release(channel, w)
 			return nil, func() {}, err
 		}
 	}
 	var once sync.Once
-	return w.wake, func() { once.Do(func() { h.release(runID, w) }) }, nil
+	return w.wake, func() { once.Do(func() { h.release(channel, w) }) }, nil
 }
 
-func (h *Hub) release(runID string, w *watcher) {
+func (h *Hub) release(channel string, w *watcher) {
 	h.mu.Lock()
-	set := h.watchers[runID]
+	set := h.watchers[channel]
 	delete(set, w)
 	last := set != nil && len(set) == 0
 	if last {
-		delete(h.watchers, runID)
+		delete(h.watchers, channel)
 	}
 	closed := h.closed
 	h.mu.Unlock()
 	if last && !closed {
 		// A Watch racing this unsubscribe re-subscribes after it: the per-channel
 		// commands go out on one connection in the order they were issued.
-		if err := h.ps.Unsubscribe(context.Background(), Channel(runID)); err != nil {
-			h.log.Debug("events hub: unsubscribe", "run_id", runID, "err", err)
+		if err := h.ps.Unsubscribe(context.Background(), channel); err != nil {
+			h.log.Debug("events hub: unsubscribe", "channel", channel, "err", err)
 		}
 	}
 }
@@ -118,19 +126,19 @@ func (h *Hub) loop() {
 		backoff = 0
 		switch m := msg.(type) {
 		case *redis.Message:
-			h.wakeRun(strings.TrimPrefix(m.Channel, Channel("")))
+			h.wake(m.Channel)
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
-				h.wakeRun(strings.TrimPrefix(m.Channel, Channel("")))
+				h.wake(m.Channel)
 			}
 		}
 	}
 }
 
-func (h *Hub) wakeRun(runID string) {
+func (h *Hub) wake(channel string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for w := range h.watchers[runID] {
+	for w := range h.watchers[channel] {
 		select {
 		case w.wake <- struct{}{}:
 		default: // already woken: the watcher reads everything new at once

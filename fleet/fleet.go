@@ -62,10 +62,14 @@ type Fleet struct {
 	Client        *asynq.Client
 	Queue         *queue.Enqueuer
 	Events        *events.Recorder
-	Registry      *tools.Registry
-	Router        *tools.Router
-	Metrics       *metrics.Metrics
-	Worker        *worker.Worker
+	// hub is the process's one events hub (one Redis subscription), shared by
+	// the API's event streams and the MCP server's waits (EventsHub).
+	hub      *events.Hub
+	hubOnce  sync.Once
+	Registry *tools.Registry
+	Router   *tools.Router
+	Metrics  *metrics.Metrics
+	Worker   *worker.Worker
 	// The permission gate's parts (nil with Options.NoGate).
 	Rules     *security.Rules
 	Approvals *security.Approvals
@@ -448,6 +452,9 @@ func (f *Fleet) Close() {
 	for _, rc := range f.serverClients {
 		_ = rc.Close()
 	}
+	if f.hub != nil {
+		_ = f.hub.Close()
+	}
 	if f.Redis != nil {
 		_ = f.Redis.Close()
 	}
@@ -456,12 +463,19 @@ func (f *Fleet) Close() {
 	}
 }
 
+// EventsHub is the process's one events hub, made on first use and closed by
+// Close: the API's streams and the MCP server's waits share its subscription.
+func (f *Fleet) EventsHub() *events.Hub {
+	f.hubOnce.Do(func() { f.hub = events.NewHub(f.Redis, f.Log) })
+	return f.hub
+}
+
 // API builds the HTTP API.
 func (f *Fleet) API() *api.Server {
 	if err := f.Metrics.WatchQueues(asynq.NewInspectorFromRedisClient(f.Redis), metrics.QueueConfig{Queues: queue.Queues(), AsynqmonNames: true, Log: f.Log}); err != nil {
 		f.Log.Error("queue metrics", "err", err)
 	}
-	return api.New(f.Cfg.API.Config, api.Deps{Store: f.Store, Redis: f.Redis, RedisOpt: f.RedisOpt, Queue: f.Queue, Events: f.Events, Registry: f.Registry,
+	return api.New(f.Cfg.API.Config, api.Deps{Store: f.Store, Redis: f.Redis, RedisOpt: f.RedisOpt, Queue: f.Queue, Events: f.Events, Hub: f.EventsHub(), Registry: f.Registry,
 		Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Approvals: f.Approvals, Leases: f.Leases, Log: f.Log,
 		CheckDisk: f.Workspaces.CheckFree, RemoveProject: f.removeProject, WorkspaceDir: f.Workspaces.Dir})
 }

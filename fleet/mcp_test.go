@@ -597,7 +597,7 @@ func TestMCPCallOfADeadWorkerIsNotRepeated(t *testing.T) {
 	ctx := context.Background()
 	const id = "mcp_deadworker0001"
 	args := `{"path":"count.txt","search":"1","replace":"11"}`
-	require.NoError(t, m.Store.CreateMCPCall(ctx, store.MCPCall{ID: id, RunID: runID, Profile: "ide", Principal: "alice", Tool: "edit_file", Args: args}))
+	require.NoError(t, m.Store.CreateMCPCall(ctx, store.MCPCall{ID: id, RunID: runID, Profile: "ide", Principal: "alice", Tool: "edit_file", Args: args}, 0))
 	// What the dead delivery left: its claim, and the intent it recorded before the edit.
 	_, err = m.Store.Pool.Exec(ctx, `UPDATE mcp_calls SET status = 'running', claim = 'dead', claimed_at = now() - interval '1 hour', attempts = 1 WHERE id = $1`, id)
 	require.NoError(t, err)

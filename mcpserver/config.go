@@ -22,8 +22,12 @@ const (
 	// DefaultCallTimeout bounds how long a call waits for its outcome beyond the
 	// approval window (a queued call, a slow tool).
 	DefaultCallTimeout = 2 * time.Minute
-	// DefaultPoll is how often a waiting call reads its row.
-	DefaultPoll = 100 * time.Millisecond
+	// DefaultPoll is a waiting call's safety re-read of its row: the worker's
+	// announcements on the events hub wake the wait, and this only covers one
+	// that was lost (Redis away).
+	DefaultPoll = 30 * time.Second
+	// DefaultMaxCallsInFlight caps one principal's MCP calls not yet done.
+	DefaultMaxCallsInFlight = 16
 	// DefaultProgressEvery is how often a call waiting for a human sends a
 	// progress notification.
 	DefaultProgressEvery = time.Second
@@ -51,8 +55,13 @@ type Config struct {
 	// CallTimeout is how long a call waits for its outcome on top of the approval
 	// window. Default DefaultCallTimeout.
 	CallTimeout time.Duration `yaml:"call_timeout"`
-	// Poll is how often a waiting call reads its outcome. Default DefaultPoll.
+	// Poll is how often a waiting call re-reads its row when the events hub
+	// announced nothing (the safety net of a lost announcement). Default
+	// DefaultPoll.
 	Poll time.Duration `yaml:"poll"`
+	// MaxCallsInFlight caps one principal's MCP calls not yet done (queued,
+	// running or waiting for a human). Default DefaultMaxCallsInFlight.
+	MaxCallsInFlight int `yaml:"max_calls_in_flight"`
 	// ProgressEvery is the interval of the progress notifications of a call
 	// waiting for approval. Default DefaultProgressEvery.
 	ProgressEvery time.Duration `yaml:"progress_every"`
@@ -105,6 +114,9 @@ func (c Config) WithDefaults() Config {
 	if c.ProgressEvery <= 0 {
 		c.ProgressEvery = DefaultProgressEvery
 	}
+	if c.MaxCallsInFlight == 0 {
+		c.MaxCallsInFlight = DefaultMaxCallsInFlight
+	}
 	if c.SessionTimeout <= 0 {
 		c.SessionTimeout = DefaultSessionTimeout
 	}
@@ -142,6 +154,9 @@ func (c Config) Validate() error {
 	}
 	if c.CallTimeout < 0 || c.Poll < 0 || c.ProgressEvery < 0 || c.SessionTimeout < 0 {
 		errs = append(errs, errors.New("mcp.call_timeout, mcp.poll, mcp.progress_every, mcp.session_timeout: must not be negative"))
+	}
+	if c.MaxCallsInFlight < 0 {
+		errs = append(errs, fmt.Errorf("mcp.max_calls_in_flight: must not be negative (0 takes the default), got %d", c.MaxCallsInFlight))
 	}
 	names := make([]string, 0, len(c.Profiles))
 	for name := range c.Profiles {

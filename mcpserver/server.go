@@ -33,6 +33,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/aetherium-engine/aetherium/api"
+	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
@@ -50,7 +51,11 @@ type Deps struct {
 	// ApprovalWindow is security.approval_window: how long a Restricted call may
 	// wait for a human (its wait is that plus Config.CallTimeout).
 	ApprovalWindow time.Duration
-	Log            *slog.Logger
+	// Hub is the process's events hub: a waiting call is woken by the worker's
+	// announcement of its row (events.MCPCallChannel) and of its run's end
+	// (events.EndChannel), and reads PostgreSQL only then or on Config.Poll.
+	Hub *events.Hub
+	Log *slog.Logger
 }
 
 // Server is the MCP endpoint.
@@ -78,6 +83,9 @@ func New(cfg Config, d Deps) (*Server, error) {
 	}
 	if d.Log == nil {
 		d.Log = slog.Default()
+	}
+	if d.Hub == nil {
+		return nil, errors.New("mcp: no events hub: a waiting call would have to poll PostgreSQL")
 	}
 	if d.ApprovalWindow <= 0 {
 		d.ApprovalWindow = 5 * time.Minute
@@ -300,7 +308,11 @@ func (s *Server) callTool(profile string, p Profile, team json.RawMessage) mcp.T
 		}
 		call := store.MCPCall{ID: "mcp_" + strings.ReplaceAll(uuid.NewString(), "-", ""), RunID: run.ID, Profile: profile,
 			Principal: principal, Tool: req.Params.Name, Args: args}
-		if err := s.d.Store.CreateMCPCall(ctx, call); err != nil {
+		if err := s.d.Store.CreateMCPCall(ctx, call, s.cfg.MaxCallsInFlight); err != nil {
+			if errors.Is(err, store.ErrTooManyMCPCalls) {
+				// Refused before anything is queued: no approval is requested for it.
+				return refusal(fmt.Sprintf("refused: %v; retry when one of them is decided or done", errors.Unwrap(err))), nil
+			}
 			return nil, err
 		}
 		if err := s.d.Queue.MCPCall(ctx, call.ID, "start"); err != nil {
@@ -338,56 +350,87 @@ func (s *Server) project(ctx context.Context, profile string, p Profile, princip
 	return proj.ID, nil, nil
 }
 
-// wait polls the call's row until it is done. While its approval is pending it
-// sends a progress notification every ProgressEvery (when the client asked for
-// progress); the approval window bounds that wait, as the expiry denies the call,
-// and a run that ends meanwhile (cancelled) ends it too.
+// wait reads the call's row until it is done. It reads when the worker
+// announces a change of the call (parked on its approval, done) or the run's end
+// on the events hub, and otherwise only every Config.Poll (the safety net of a
+// lost announcement): a call waiting minutes for a human costs no queries.
+// While its approval is pending it sends a progress notification every
+// ProgressEvery (when the client asked for progress) from the row it last read;
+// the approval window bounds that wait, as the expiry denies the call, and a run
+// that ends meanwhile (cancelled) ends it too.
 func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, call store.MCPCall) (*mcp.CallToolResult, error) {
-	deadline := time.Now().Add(s.d.ApprovalWindow + s.cfg.CallTimeout)
-	progressToken := req.Params.GetProgressToken()
+	window := s.d.ApprovalWindow + s.cfg.CallTimeout
+	deadline := time.NewTimer(window)
+	defer deadline.Stop()
+	// Subscribed before the first read, so no announcement falls between them.
+	callWake, stopCall, err := s.d.Hub.WatchChannel(ctx, events.MCPCallChannel(call.ID))
+	if err != nil {
+		s.d.Log.Warn("mcp wait: watch call", "call", call.ID, "err", err)
+	}
+	defer stopCall()
+	endWake, stopEnd, err := s.d.Hub.WatchChannel(ctx, events.EndChannel(call.RunID))
+	if err != nil {
+		s.d.Log.Warn("mcp wait: watch run end", "call", call.ID, "err", err)
+	}
+	defer stopEnd()
 	poll := time.NewTicker(s.cfg.Poll)
 	defer poll.Stop()
-	var lastProgress time.Time
+	var progress <-chan time.Time
+	if progressToken := req.Params.GetProgressToken(); progressToken != nil {
+		t := time.NewTicker(s.cfg.ProgressEvery)
+		defer t.Stop()
+		progress = t.C
+	}
 	started := time.Now()
-	resumed := false
-	for {
-		cur, err := s.d.Store.GetMCPCall(ctx, call.ID)
-		if err != nil && ctx.Err() == nil {
-			return nil, err
-		}
-		if err == nil && cur.Status == store.MCPCallDone {
-			return result(cur), nil
-		}
-		if err == nil && cur.Status == store.MCPCallWaiting && !resumed {
-			// A run that ends closes its pending approvals without deciding them, so
-			// no decision will resume the call: resume it here, and the worker
-			// finishes it as a call of an ended run (one task per call: the key).
-			if run, rerr := s.d.Store.GetRun(ctx, call.RunID); rerr == nil && store.Terminal(run.Status) {
-				if qerr := s.d.Queue.MCPCall(ctx, call.ID, "run-ended"); qerr != nil {
-					return nil, fmt.Errorf("resume mcp call %s of ended run %s: %w", call.ID, run.ID, qerr)
+	resumed, checkRun := false, true
+	var cur store.MCPCall
+	for read := true; ; {
+		if read {
+			cur, err = s.d.Store.GetMCPCall(ctx, call.ID)
+			if err != nil && ctx.Err() == nil {
+				return nil, err
+			}
+			if err == nil && cur.Status == store.MCPCallDone {
+				return result(cur), nil
+			}
+			if err == nil && cur.Status == store.MCPCallWaiting && !resumed && checkRun {
+				// A run that ends closes its pending approvals without deciding them, so
+				// no decision will resume the call: resume it here, and the worker
+				// finishes it as a call of an ended run (one task per call: the key).
+				if run, rerr := s.d.Store.GetRun(ctx, call.RunID); rerr == nil && store.Terminal(run.Status) {
+					if qerr := s.d.Queue.MCPCall(ctx, call.ID, "run-ended"); qerr != nil {
+						return nil, fmt.Errorf("resume mcp call %s of ended run %s: %w", call.ID, run.ID, qerr)
+					}
+					resumed = true
 				}
-				resumed = true
+				checkRun = false
 			}
-		}
-		if err == nil && cur.Status == store.MCPCallWaiting && progressToken != nil && time.Since(lastProgress) >= s.cfg.ProgressEvery {
-			lastProgress = time.Now()
-			msg := fmt.Sprintf("%s waits for a human approval (%s): approve or deny it at /api/approvals/%s", cur.Tool, cur.ApprovalID, cur.ApprovalID)
-			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-				ProgressToken: progressToken, Message: msg, Progress: time.Since(started).Seconds(),
-			}); err != nil {
-				s.d.Log.Debug("mcp progress notification", "call", call.ID, "err", err)
-			}
-		}
-		if time.Now().After(deadline) {
-			return refusal(fmt.Sprintf("no outcome for %s within %s; the call %s continues on the workers (run %s)",
-				call.Tool, s.d.ApprovalWindow+s.cfg.CallTimeout, call.ID, call.RunID)), nil
+			read = false
 		}
 		select {
 		case <-ctx.Done():
 			// The client went away: the call still runs (or waits) on the workers,
 			// and its outcome and audit row are recorded with its run.
 			return nil, ctx.Err()
+		case <-deadline.C:
+			return refusal(fmt.Sprintf("no outcome for %s within %s; the call %s continues on the workers (run %s)",
+				call.Tool, window, call.ID, call.RunID)), nil
+		case <-callWake:
+			read = true
+		case <-endWake:
+			read, checkRun = true, true
 		case <-poll.C:
+			read, checkRun = true, true
+		case <-progress:
+			if cur.Status != store.MCPCallWaiting {
+				continue
+			}
+			msg := fmt.Sprintf("%s waits for a human approval (%s): approve or deny it at /api/approvals/%s", cur.Tool, cur.ApprovalID, cur.ApprovalID)
+			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+				ProgressToken: req.Params.GetProgressToken(), Message: msg, Progress: time.Since(started).Seconds(),
+			}); err != nil {
+				s.d.Log.Debug("mcp progress notification", "call", call.ID, "err", err)
+			}
 		}
 	}
 }

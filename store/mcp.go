@@ -116,11 +116,39 @@ func sameJSON(a, b json.RawMessage) bool {
 	return string(ra) == string(rb)
 }
 
+// ErrTooManyMCPCalls refuses a call past its principal's cap of MCP calls in
+// flight (mcp.max_calls_in_flight).
+var ErrTooManyMCPCalls = errors.New("too many MCP calls in flight")
+
 // CreateMCPCall records a queued call before its task is enqueued, so the
-// worker always finds the row its task names.
-func (s *Store) CreateMCPCall(ctx context.Context, c MCPCall) error {
-	_, err := s.db.Exec(ctx, `INSERT INTO mcp_calls (id, run_id, profile, principal, tool, args)
-		VALUES ($1, $2::uuid, $3, $4, $5, $6)`, c.ID, c.RunID, c.Profile, c.Principal, c.Tool, pgText(c.Args))
+// worker always finds the row its task names. With maxInFlight > 0 it refuses
+// (ErrTooManyMCPCalls) while c.Principal has that many calls not done in its
+// live MCP runs: each may hold a pending approval, so the cap bounds what one
+// principal puts in the approvers' inbox. The count and the insert hold a lock
+// of the principal's, so concurrent calls cannot all slip under the cap.
+func (s *Store) CreateMCPCall(ctx context.Context, c MCPCall, maxInFlight int) error {
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		if maxInFlight > 0 {
+			var n int
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('mcp-calls:' || $1, 0))`, c.Principal); err != nil {
+				return err
+			}
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM mcp_calls m JOIN runs r ON r.id = m.run_id
+				WHERE r.owner = $1 AND r.template LIKE 'mcp:%' AND r.status IN ('queued','running','waiting')
+				AND m.status <> 'done'`, c.Principal).Scan(&n); err != nil {
+				return err
+			}
+			if n >= maxInFlight {
+				return fmt.Errorf("%w: %s already has %d MCP calls in flight (mcp.max_calls_in_flight)", ErrTooManyMCPCalls, c.Principal, n)
+			}
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO mcp_calls (id, run_id, profile, principal, tool, args)
+			VALUES ($1, $2::uuid, $3, $4, $5, $6)`, c.ID, c.RunID, c.Profile, c.Principal, c.Tool, pgText(c.Args))
+		return err
+	})
+	if errors.Is(err, ErrTooManyMCPCalls) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("create mcp call %s: %w", c.ID, err)
 	}

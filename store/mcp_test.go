@@ -23,7 +23,7 @@ func setupMCP(t *testing.T) (*store.Store, store.Run, store.MCPCall) {
 	run, err := st.EnsureMCPRun(ctx, "alice", "ide", json.RawMessage(`{"name":"mcp:ide"}`), "")
 	require.NoError(t, err)
 	call := store.MCPCall{ID: "mcp_" + uuid.NewString()[:8], RunID: run.ID, Profile: "ide", Principal: "alice", Tool: "read_file", Args: `{"path":"a"}`}
-	require.NoError(t, st.CreateMCPCall(ctx, call))
+	require.NoError(t, st.CreateMCPCall(ctx, call, 0))
 	return st, run, call
 }
 

@@ -112,6 +112,9 @@ func (m *mcpCall) run(ctx context.Context) error {
 		if rerr == nil && !ok {
 			w.log.WarnContext(ctx, "mcp call: claim lost while parking it for its approval", "call", call.ID)
 		}
+		if rerr == nil && ok {
+			w.events.AnnounceMCPCall(ctx, call.ID) // the client's wait shows the approval
+		}
 		return rerr
 	case errors.Is(err, tools.ErrInfrastructure):
 		return m.requeue(ctx, fmt.Errorf("%s: %w", call.Tool, err))
@@ -162,6 +165,7 @@ func (m *mcpCall) finish(ctx context.Context, run store.Run, out store.MCPCall, 
 		w.log.WarnContext(ctx, "mcp call: claim lost before its outcome was recorded", "call", call.ID)
 		return nil
 	}
+	w.events.AnnounceMCPCall(context.WithoutCancel(ctx), call.ID) // the client's wait answers
 	w.observeTool(call.Tool, out.Decision, out.DenyLayer, m.start)
 	key := "tool:" + queue.MCPCallSession(call.ID).String() + ":" + call.ID
 	if err := w.events.Emit(context.WithoutCancel(ctx), run.ID, key, events.ToolCall, call.Principal, map[string]any{
@@ -206,7 +210,9 @@ func (w *Worker) mcpGaveUp(ctx context.Context, t *asynq.Task, attempts int, cau
 		Result: fmt.Sprintf("%s failed %d times, its outcome is unknown: %v", call.Tool, attempts, cause)}
 	if _, err := w.store.FinishMCPCall(ctx, call.ID, token, out, nil); err != nil {
 		w.log.ErrorContext(ctx, "mcp call gave up", "call", call.ID, "err", err)
+		return
 	}
+	w.events.AnnounceMCPCall(ctx, call.ID)
 }
 
 // mcpCoordinator gives an MCP client's calls the run-level effects a profile
