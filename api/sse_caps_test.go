@@ -1,0 +1,160 @@
+package api_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aetherium-engine/aetherium/api"
+	"github.com/aetherium-engine/aetherium/config"
+	"github.com/aetherium-engine/aetherium/fleettest"
+)
+
+// streamFleet serves alice and bob (submit, read) with event streams capped at
+// perPrincipal each and total for the process.
+func streamFleet(t *testing.T, perPrincipal, total int) *fleettest.Fleet {
+	t.Helper()
+	return fleettest.Start(t, fleettest.Options{NoWorker: true, Configure: func(c *config.Config) {
+		c.API.Tokens = []api.Token{
+			{Name: "alice", SHA256: api.HashToken("alice-secret"), Roles: []string{api.RoleSubmit, api.RoleRead}},
+			{Name: "bob", SHA256: api.HashToken("bob-secret"), Roles: []string{api.RoleSubmit, api.RoleRead}},
+		}
+		c.API.MaxStreamsPerPrincipal, c.API.MaxStreams = perPrincipal, total
+	}})
+}
+
+// streamer opens event streams as one principal and keeps them open until the
+// test ends (or close).
+type streamer struct {
+	t      *testing.T
+	f      *fleettest.Fleet
+	client *http.Client
+	ctx    context.Context
+	open   []io.Closer
+}
+
+func newStreamer(t *testing.T, f *fleettest.Fleet) *streamer {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &streamer{t: t, f: f, ctx: ctx,
+		client: fleettest.Client(t, &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: -1, DisableKeepAlives: true})}
+	t.Cleanup(func() {
+		cancel()
+		for _, c := range s.open {
+			_ = c.Close()
+		}
+	})
+	return s
+}
+
+func (s *streamer) submit(token string) string {
+	s.t.Helper()
+	req, err := http.NewRequest("POST", s.f.URL+"/api/orchestrator/run-from-template",
+		strings.NewReader(`{"template":"demo","prompt":"x","variables":{"topic":"y"}}`))
+	require.NoError(s.t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token+"-secret")
+	resp, err := s.client.Do(req)
+	require.NoError(s.t, err)
+	defer resp.Body.Close()
+	var out struct {
+		RunID string `json:"run_id"`
+	}
+	require.Equal(s.t, http.StatusAccepted, resp.StatusCode)
+	require.NoError(s.t, json.NewDecoder(resp.Body).Decode(&out))
+	return out.RunID
+}
+
+// stream opens one stream of runID as token. An open stream (200) is read up to
+// its first event and kept open; a refused one returns its status and body.
+func (s *streamer) stream(token, runID string) (int, string) {
+	s.t.Helper()
+	req, err := http.NewRequestWithContext(s.ctx, "GET", s.f.URL+"/api/runs/"+runID+"/events", nil)
+	require.NoError(s.t, err)
+	req.Header.Set("Authorization", "Bearer "+token+"-secret")
+	resp, err := s.client.Do(req)
+	require.NoError(s.t, err)
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		require.Equal(s.t, "application/json", resp.Header.Get("Content-Type"), "a refusal is a JSON error")
+		return resp.StatusCode, string(raw)
+	}
+	s.open = append(s.open, resp.Body)
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "event: run.queued") {
+			return resp.StatusCode, ""
+		}
+	}
+	s.t.Fatalf("stream %d ended before its first event: %v", len(s.open), sc.Err())
+	return 0, ""
+}
+
+// closeOne closes the oldest open stream.
+func (s *streamer) closeOne() {
+	_ = s.open[0].Close()
+	s.open = s.open[1:]
+}
+
+// The issue's target: 1,000 idle streams of one principal, the next refused with
+// 429 and a JSON error naming the cap; another principal still has room until the
+// process's own cap; a closed stream frees its slot. While the 1,000 streams are
+// open, PostgreSQL's transaction rate is the idle rate: a stream reads only when
+// the events hub announces its run (or on its slow safety tick, 30 s).
+func TestEventStreamsAreCappedAndIdleStreamsDoNotQuery(t *testing.T) {
+	t.Parallel()
+	const perPrincipal = 1000
+	f := streamFleet(t, perPrincipal, perPrincipal+1)
+	s := newStreamer(t, f)
+	runID := s.submit("alice") // no worker: it stays queued, its streams idle
+
+	// The idle rate without streams, over the same window as below.
+	const window = 3 * time.Second
+	x0 := f.Transactions()
+	time.Sleep(window)
+	idle := f.Transactions() - x0
+
+	for i := range perPrincipal {
+		code, body := s.stream("alice", runID)
+		require.Equal(t, http.StatusOK, code, "stream %d: %s", i+1, body)
+	}
+	require.Equal(t, perPrincipal, f.API.StreamWatchers())
+
+	time.Sleep(500 * time.Millisecond) // the streams' first reads are done
+	x1 := f.Transactions()
+	time.Sleep(window)
+	open := f.Transactions() - x1
+	perStream := float64(open-idle) / perPrincipal
+	t.Logf("transactions in %s: %d idle, %d with %d idle streams open (%.3f per stream)", window, idle, open, perPrincipal, perStream)
+	require.LessOrEqual(t, perStream, 0.01, "idle streams query PostgreSQL: %d transactions in %s with %d streams, %d without", open, window, perPrincipal, idle)
+
+	code, body := s.stream("alice", runID)
+	require.Equal(t, http.StatusTooManyRequests, code, body)
+	require.Contains(t, body, "alice already has 1000 event streams open (api.max_streams_per_principal)")
+
+	bobRun := s.submit("bob")
+	code, body = s.stream("bob", bobRun)
+	require.Equal(t, http.StatusOK, code, "another principal has room: %s", body)
+	code, body = s.stream("bob", bobRun)
+	require.Equal(t, http.StatusTooManyRequests, code, body)
+	require.Contains(t, body, "this API process already holds 1001 event streams (api.max_streams)")
+
+	// A closed stream frees its slot once the server noticed the close.
+	s.closeOne()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		code, body = s.stream("alice", runID)
+		if code == http.StatusOK || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Equal(t, http.StatusOK, code, "a closed stream frees its slot: %s", body)
+}
