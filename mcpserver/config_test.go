@@ -3,14 +3,27 @@ package mcpserver_test
 import (
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/api"
+	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/mcpserver"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/toolset"
 )
+
+// hub is an events hub on the test Redis (New requires one: waiting calls are
+// woken through it).
+func hub(t *testing.T) *events.Hub {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: fleettest.Redis(t)})
+	h := events.NewHub(rdb, nil)
+	t.Cleanup(func() { _ = h.Close(); _ = rdb.Close() })
+	return h
+}
 
 func profile(tools ...string) mcpserver.Profile {
 	return mcpserver.Profile{Node: templates.Node{Tools: tools}}
@@ -52,6 +65,7 @@ func TestNewRefusesProfilesTheCatalogCannotServe(t *testing.T) {
 	t.Parallel()
 	reg, err := toolset.New(toolset.Deps{})
 	require.NoError(t, err)
+	h := hub(t)
 	for _, c := range []struct {
 		name    string
 		p       mcpserver.Profile
@@ -66,7 +80,7 @@ func TestNewRefusesProfilesTheCatalogCannotServe(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := mcpserver.New(mcpserver.Config{Profiles: map[string]mcpserver.Profile{"ide": c.p}}, mcpserver.Deps{Registry: reg})
+			_, err := mcpserver.New(mcpserver.Config{Profiles: map[string]mcpserver.Profile{"ide": c.p}}, mcpserver.Deps{Registry: reg, Hub: h})
 			if c.wantErr == "" {
 				require.NoError(t, err)
 				return
@@ -77,7 +91,12 @@ func TestNewRefusesProfilesTheCatalogCannotServe(t *testing.T) {
 	t.Run("a tool this build does not register", func(t *testing.T) {
 		t.Parallel()
 		small := tools.NewRegistry()
-		_, err := mcpserver.New(mcpserver.Config{Profiles: map[string]mcpserver.Profile{"ide": profile("read_file")}}, mcpserver.Deps{Registry: small})
+		_, err := mcpserver.New(mcpserver.Config{Profiles: map[string]mcpserver.Profile{"ide": profile("read_file")}}, mcpserver.Deps{Registry: small, Hub: h})
 		require.ErrorContains(t, err, "mcp.profiles.ide.tools: read_file is not registered")
+	})
+	t.Run("no events hub", func(t *testing.T) {
+		t.Parallel()
+		_, err := mcpserver.New(mcpserver.Config{Profiles: map[string]mcpserver.Profile{"ide": profile("read_file")}}, mcpserver.Deps{Registry: reg})
+		require.ErrorContains(t, err, "no events hub")
 	})
 }
