@@ -154,6 +154,15 @@ func TestMCPCallsInFlightAreCappedPerPrincipal(t *testing.T) {
 			t.Fatal("no outcome after the denial")
 		}
 	}
-	m.startRestricted(t, "c4.pdf")
-	m.parked(t, 1) // decided calls free their slots
+	fourth := m.startRestricted(t, "c4.pdf")
+	last := m.parked(t, 1) // decided calls free their slots
+	// Decided, so no call is left waiting when the fleet stops.
+	m.decide(t, last[0].ID, "deny")
+	select {
+	case o := <-fourth:
+		require.NoError(t, o.err)
+		require.Contains(t, text(o.res), "denied by approval")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no outcome after the denial")
+	}
 }

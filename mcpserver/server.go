@@ -311,7 +311,7 @@ func (s *Server) callTool(profile string, p Profile, team json.RawMessage) mcp.T
 		if err := s.d.Store.CreateMCPCall(ctx, call, s.cfg.MaxCallsInFlight); err != nil {
 			if errors.Is(err, store.ErrTooManyMCPCalls) {
 				// Refused before anything is queued: no approval is requested for it.
-				return refusal(fmt.Sprintf("refused: %v; retry when one of them is decided or done", errors.Unwrap(err))), nil
+				return refusal(fmt.Sprintf("refused: %v; retry when one of them is decided or done", err)), nil
 			}
 			return nil, err
 		}
