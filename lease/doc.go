@@ -38,6 +38,13 @@
 //     (gpu/fenceproxy: Header, Validate; it rejects anything below the highest
 //     token it admitted, or anything Validate calls dead) refuses its late
 //     requests before the service sees them.
+//   - Authorization. The token is public and predictable: it orders grants and
+//     never authorizes on its own. Each grant also has a secret (SecretBytes
+//     from crypto/rand), kept in the secrets hash for the holder's workers
+//     (Acquire and Held return it; the first of them after a hand-off installs
+//     it) and sent as SecretHeader. Validate, and so the proxy, admits a token
+//     only with its grant's secret. No API response carries it (Grant.Secret
+//     is never marshalled or printed; ServiceState does not read it).
 //   - Idempotence. Acquire while holding returns the same grant; Release of what
 //     is not held does nothing; so at-least-once job delivery cannot double-grant
 //     or double-free.
@@ -60,6 +67,7 @@
 //	{<prefix>}:<service>:seq       STRING last enqueue sequence
 //	{<prefix>}:<service>:state     HASH   idle_since
 //	{<prefix>}:<service>:stopping  STRING set while the container is stopped
+//	{<prefix>}:<service>:secrets   HASH   holder → token|secret
 //	{<prefix>}:events              STREAM lease events of every service
 //	{<prefix>}:epoch               HASH   {epoch, replid}
 //
@@ -86,6 +94,14 @@
 // processes must not run side by side: each would grant from its own keys, so
 // a service's capacity could be exceeded. Upgrade with every worker stopped (or
 // no GPU lease held), not as a rolling restart.
+//
+// Adding the secrets hash kept every other key: grants held at that upgrade
+// stay, and the holder's next Acquire (or Held) installs a secret for them; an
+// entry of an older token, or one a process without secrets left behind when
+// it removed a grant, is replaced, or dropped by Reap. A rolling restart is
+// safe for capacity, but a holder on a process without secrets sends no
+// secret, and an upgraded fencing proxy refuses it: upgrade the proxy image
+// with the workers (its container is replaced when its definition changes).
 //
 // # Limits
 //

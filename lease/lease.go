@@ -2,6 +2,9 @@ package lease
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -67,8 +70,10 @@ type Service struct {
 	// Ports publishes container ports, docker-run style
 	// ("127.0.0.1:8188:8188"). Default none.
 	Ports []string `yaml:"ports" json:"ports,omitempty"`
-	// Network is the Docker network to attach the container to. Default the
-	// engine's default bridge.
+	// Network is the Docker network to attach the container to. Default
+	// DefaultNetwork, a bridge of the GPU services' own that the controller
+	// creates: never the engine's default bridge ("bridge" is refused), where any
+	// container — or a team's private egress — reached the service with no token.
 	Network string `yaml:"network" json:"network,omitempty"`
 	// GPUs requests GPUs from the engine: "all", a count ("1"), or empty for none.
 	// Default empty.
@@ -125,6 +130,11 @@ func dialable(listen string) string {
 // FenceHealthURL is the proxy's own health URL (gpu/fenceproxy.HealthPath).
 func (f Fence) HealthURL() string { return "http://" + dialable(f.Listen) + "/_fence/health" }
 
+// DefaultNetwork is the Docker network managed GPU service containers join
+// (the controller creates it): not the default bridge, and not a sandbox's
+// network, so no sandbox shares a segment with a GPU service.
+const DefaultNetwork = "aetherium-gpu"
+
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
 func (s *Service) defaults() error {
@@ -142,6 +152,12 @@ func (s *Service) defaults() error {
 	}
 	if s.Container == "" {
 		s.Container = "aetherium-gpu-" + s.Name
+	}
+	switch s.Network {
+	case "":
+		s.Network = DefaultNetwork
+	case "bridge", "default":
+		return fmt.Errorf("lease: service %s: network %q is the engine's default bridge, which every container shares; leave it empty for %s", s.Name, s.Network, DefaultNetwork)
 	}
 	if s.StartTimeout <= 0 {
 		s.StartTimeout = 2 * time.Minute
@@ -285,7 +301,7 @@ func (m *Manager) epochKey() string { return m.tag() + ":epoch" }
 func (m *Manager) keys(service string) []string {
 	p := m.tag() + ":" + service + ":"
 	return []string{p + "holders", p + "grants", p + "queue", p + "waiters", p + "wsince",
-		p + "fence", p + "seq", p + "state", p + "stopping", m.EventsKey()}
+		p + "fence", p + "seq", p + "state", p + "stopping", m.EventsKey(), p + "secrets"}
 }
 
 // reply is the decoded common part of every script's answer.
@@ -353,10 +369,56 @@ type Grant struct {
 	// Token is the fencing token: strictly greater than every token granted for
 	// this service before. Send it to the service (Header) so it can refuse a
 	// holder whose grant was reclaimed and handed on.
+	// The token is public and predictable (epoch<<EpochShift + counter): it
+	// orders grants, it never authorizes a request on its own.
 	Token    uint64        `json:"token"`
 	Acquired time.Time     `json:"acquired"`
 	Expires  time.Time     `json:"expires"`
 	Waited   time.Duration `json:"waited"`
+	// Secret authorizes the grant's requests at the fencing proxy (SecretHeader):
+	// SecretBytes random bytes drawn per grant, kept in Redis for the holder's
+	// workers (Acquire and Held return it) and never marshalled, printed or
+	// shown by an API.
+	Secret Secret `json:"-"`
+}
+
+// SecretBytes is the size of a grant's secret (256 bits from crypto/rand).
+const SecretBytes = 32
+
+// Secret is a grant's authorization secret. It prints as a placeholder, so a
+// log line or an error that formats a Grant does not carry it.
+type Secret string
+
+// String hides the value.
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "(secret)"
+}
+
+// LogValue hides the value from slog.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// newSecret draws a fresh grant secret. Every call that may install one passes
+// one to its script, which keeps the grant's existing secret if it has one.
+func newSecret() (string, error) {
+	b := make([]byte, SecretBytes)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("lease: draw a grant secret: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// grantFrom decodes {1, token, expires, acquired, waited, …, secret at si}.
+func grantFrom(service, holder string, res []any, si int) Grant {
+	return Grant{
+		Service: service, Holder: holder, Token: uint64(toInt(res, 1)),
+		Expires:  time.UnixMilli(toInt(res, 2)).UTC(),
+		Acquired: time.UnixMilli(toInt(res, 3)).UTC(),
+		Waited:   time.Duration(toInt(res, 4)) * time.Millisecond,
+		Secret:   Secret(toStr(res, si)),
+	}
 }
 
 // Acquire asks for a lease on service for holder (one holder = one run) without
@@ -370,17 +432,16 @@ func (m *Manager) Acquire(ctx context.Context, service, holder string) (Grant, e
 	if holder == "" {
 		return Grant{}, errors.New("lease: empty holder")
 	}
-	r, err := m.run(ctx, acquireScript, service, holder)
+	fresh, err := newSecret()
+	if err != nil {
+		return Grant{}, err
+	}
+	r, err := m.run(ctx, acquireScript, service, holder, fresh)
 	if err != nil {
 		return Grant{}, err
 	}
 	if toInt(r.result, 0) == 1 {
-		return Grant{
-			Service: service, Holder: holder, Token: uint64(toInt(r.result, 1)),
-			Expires:  time.UnixMilli(toInt(r.result, 2)).UTC(),
-			Acquired: time.UnixMilli(toInt(r.result, 3)).UTC(),
-			Waited:   time.Duration(toInt(r.result, 4)) * time.Millisecond,
-		}, nil
+		return grantFrom(service, holder, r.result, 6), nil
 	}
 	return Grant{}, &WaitError{Service: service, Holder: holder, Position: int(toInt(r.result, 1)), Holders: r.held, Waiting: r.waiting}
 }
@@ -559,14 +620,38 @@ func (m *Manager) RunReaper(ctx context.Context, every time.Duration) {
 	}
 }
 
-// Validate reports whether token is a live grant on service and for whom: what a
-// service (or its proxy) checks before acting on a fenced request.
-func (m *Manager) Validate(ctx context.Context, service string, token uint64) (holder string, ok bool, err error) {
+// Held returns holder's current grant on service with its secret, without
+// renewing it or queueing the holder (a run's cleanup that must still talk to
+// the service). ok is false when holder holds nothing there.
+func (m *Manager) Held(ctx context.Context, service, holder string) (g Grant, ok bool, err error) {
+	fresh, err := newSecret()
+	if err != nil {
+		return Grant{}, false, err
+	}
+	r, err := m.run(ctx, heldScript, service, holder, fresh)
+	if err != nil || toInt(r.result, 0) != 1 {
+		return Grant{}, false, err
+	}
+	return grantFrom(service, holder, r.result, 5), true, nil
+}
+
+// Validate reports whether token is a live grant on service whose secret is
+// secret, and for whom: what a service (or its proxy) checks before acting on a
+// fenced request. The token alone never validates: it is public.
+func (m *Manager) Validate(ctx context.Context, service string, token uint64, secret string) (holder string, ok bool, err error) {
 	r, err := m.run(ctx, validateScript, service, token)
 	if err != nil {
 		return "", false, err
 	}
-	return toStr(r.result, 1), toInt(r.result, 0) == 1, nil
+	if toInt(r.result, 0) != 1 || secret == "" {
+		return "", false, nil
+	}
+	tok, stored, _ := strings.Cut(toStr(r.result, 2), "|")
+	if tok != strconv.FormatUint(token, 10) || stored == "" ||
+		subtle.ConstantTimeCompare([]byte(stored), []byte(secret)) != 1 {
+		return "", false, nil
+	}
+	return toStr(r.result, 1), true, nil
 }
 
 // BeginStop marks service as stopping if nobody has held it for idleFor; the mark

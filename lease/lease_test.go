@@ -2,6 +2,8 @@ package lease_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -238,10 +240,10 @@ func TestHolderThatStopsRenewingIsReclaimedByReaper(t *testing.T) {
 		ok, err := a.Release(ctx, "qwen-tts", "run-a", ga.Token)
 		require.NoError(t, err)
 		require.False(t, ok, "a stale holder's release is a no-op")
-		_, live, err := a.Validate(ctx, "qwen-tts", ga.Token)
+		_, live, err := a.Validate(ctx, "qwen-tts", ga.Token, string(ga.Secret))
 		require.NoError(t, err)
 		require.False(t, live, "the stale token is fenced off")
-		holder, live, err := a.Validate(ctx, "qwen-tts", gb.Token)
+		holder, live, err := a.Validate(ctx, "qwen-tts", gb.Token, string(gb.Secret))
 		require.NoError(t, err)
 		require.True(t, live)
 		require.Equal(t, "run-b", holder)
@@ -403,6 +405,14 @@ func TestGrantHeaderAndContext(t *testing.T) {
 	h := http.Header{}
 	g.SetHeader(h)
 	require.Equal(t, "42", h.Get(lease.Header))
+	require.Empty(t, h.Get(lease.SecretHeader))
+	g.Secret = "s3cr3t"
+	g.SetHeader(h)
+	require.Equal(t, "s3cr3t", h.Get(lease.SecretHeader))
+	raw, err := json.Marshal(g)
+	require.NoError(t, err)
+	require.NotContains(t, string(raw), "s3cr3t", "a marshalled grant carries no secret")
+	require.NotContains(t, fmt.Sprintf("%v %+v", g, g), "s3cr3t", "a printed grant carries no secret")
 	ctx := lease.WithGrants(context.Background(), g)
 	ctx = lease.WithGrants(ctx, lease.Grant{Service: "qwen-tts", Token: 7})
 	got, ok := lease.GrantFrom(ctx, "comfyui")
@@ -414,4 +424,91 @@ func TestGrantHeaderAndContext(t *testing.T) {
 	require.True(t, ok, "grants added later join the earlier ones")
 	require.EqualValues(t, 7, got.Token)
 	require.True(t, errors.Is(&lease.WaitError{}, lease.ErrWaiting))
+}
+
+// A grant's secret: drawn per grant (>= 128 bits), the same for every Acquire
+// and Held of the holder while the grant lives, installed for a grant handed
+// on by another holder's call or made before secrets existed, and what
+// Validate asks for: the public token alone, or with another grant's secret,
+// is no live grant.
+func TestGrantSecrets(t *testing.T) {
+	t.Parallel()
+	matrix(t, lease.Config{Services: []lease.Service{{Name: "comfyui", Capacity: 1, TTL: time.Minute}}}, func(t *testing.T, e *env) {
+		m := e.proc(t, nil)
+		ctx := context.Background()
+		a, err := m.Acquire(ctx, "comfyui", "run-a")
+		require.NoError(t, err)
+		raw, err := base64.RawURLEncoding.DecodeString(string(a.Secret))
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, len(raw)*8, 128)
+		again, err := e.proc(t, nil).Acquire(ctx, "comfyui", "run-a")
+		require.NoError(t, err)
+		require.Equal(t, a.Secret, again.Secret, "another worker of the holder gets the same secret")
+		held, ok, err := m.Held(ctx, "comfyui", "run-a")
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, a.Secret, held.Secret)
+		require.Equal(t, a.Token, held.Token)
+		_, ok, err = m.Held(ctx, "comfyui", "run-nobody")
+		require.NoError(t, err)
+		require.False(t, ok)
+
+		// run-b waits; a's release hands the slot on inside a's script.
+		_, err = m.Acquire(ctx, "comfyui", "run-b")
+		require.ErrorIs(t, err, lease.ErrWaiting)
+		_, err = m.Release(ctx, "comfyui", "run-a", a.Token)
+		require.NoError(t, err)
+		b, err := m.Acquire(ctx, "comfyui", "run-b")
+		require.NoError(t, err)
+		require.NotEmpty(t, b.Secret)
+		require.NotEqual(t, a.Secret, b.Secret)
+
+		for _, tc := range []struct {
+			name   string
+			token  uint64
+			secret string
+			live   bool
+		}{
+			{"token and its secret", b.Token, string(b.Secret), true},
+			{"the token alone", b.Token, "", false},
+			{"another grant's secret", b.Token, string(a.Secret), false},
+			{"a guessed secret", b.Token, string(b.Secret)[:len(b.Secret)-1] + "x", false},
+			{"a released grant with its secret", a.Token, string(a.Secret), false},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				holder, live, err := m.Validate(ctx, "comfyui", tc.token, tc.secret)
+				require.NoError(t, err)
+				require.Equal(t, tc.live, live)
+				if tc.live {
+					require.Equal(t, "run-b", holder)
+				}
+			})
+		}
+
+		// A grant made before secrets existed has no entry: the holder's next
+		// Acquire installs one, and from then on that one is asked for.
+		secrets := "{" + e.cfg.Prefix + "}:comfyui:secrets"
+		rdb := testdb.Connect(t, e.url)
+		require.NoError(t, rdb.HDel(ctx, secrets, "run-b").Err())
+		_, live, err := m.Validate(ctx, "comfyui", b.Token, string(b.Secret))
+		require.NoError(t, err)
+		require.False(t, live)
+		b2, err := m.Acquire(ctx, "comfyui", "run-b")
+		require.NoError(t, err)
+		require.Equal(t, b.Token, b2.Token)
+		require.NotEqual(t, b.Secret, b2.Secret)
+		_, live, err = m.Validate(ctx, "comfyui", b2.Token, string(b2.Secret))
+		require.NoError(t, err)
+		require.True(t, live)
+
+		// Release drops the secret; the reaper drops one an older process left.
+		_, err = m.Release(ctx, "comfyui", "run-b", 0)
+		require.NoError(t, err)
+		require.NoError(t, rdb.HSet(ctx, secrets, "run-gone", "1|x").Err())
+		_, err = m.Reap(ctx)
+		require.NoError(t, err)
+		n, err := rdb.HLen(ctx, secrets).Result()
+		require.NoError(t, err)
+		require.Zero(t, n)
+	})
 }

@@ -19,6 +19,7 @@ import "github.com/redis/go-redis/v9"
 //	8 state    HASH         idle_since (ms) while nobody holds the service
 //	9 stopping STRING       set while the controller stops the container
 //	10 events  STREAM       the lease-events stream
+//	11 secrets HASH holder → "token|secret": the grant's authorization secret
 //
 // Arguments: ARGV 1 service, 2 capacity, 3 ttl_ms, 4 waiter_ttl_ms, 5 events
 // maxlen, then the script's own arguments from 6.
@@ -26,7 +27,7 @@ import "github.com/redis/go-redis/v9"
 // Reply: { {held, waiting, expired, dropped}, {holder, token, waited_ms, ...}, result }
 const prelude = `
 local svc, cap, ttl, wttl, maxlen = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
-local H, G, Q, W, WS, F, S, ST, STOP, EV = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local H, G, Q, W, WS, F, S, ST, STOP, EV, SEC = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local expired, dropped, promoted = 0, 0, {}
@@ -41,6 +42,20 @@ local function parse(g)
   return tonumber(tok), tonumber(acq), tonumber(waited)
 end
 
+-- secret returns the secret of holder h's grant tok, installing fresh (a
+-- random value the caller drew) when the grant has none yet: a grant handed on
+-- by another holder's script, or one made before secrets existed. An entry of
+-- an older token (left by a process that predates secrets) is replaced.
+local function secret(h, tok, fresh)
+  local cur = redis.call('HGET', SEC, h)
+  if cur then
+    local t, sec = string.match(cur, '^(%d+)|(.+)$')
+    if tonumber(t) == tok then return sec end
+  end
+  redis.call('HSET', SEC, h, string.format('%d', tok) .. '|' .. fresh)
+  return fresh
+end
+
 local function purge()
   for _, h in ipairs(redis.call('ZRANGEBYSCORE', H, '-inf', now)) do
     local g = redis.call('HGET', G, h)
@@ -48,6 +63,7 @@ local function purge()
     if g then tok, acq = parse(g) end
     redis.call('ZREM', H, h)
     redis.call('HDEL', G, h)
+    redis.call('HDEL', SEC, h)
     event('expire', h, tok, 'held_ms', now - acq)
     expired = expired + 1
   end
@@ -91,7 +107,8 @@ local function finish(result)
 end
 `
 
-// acquireScript: ARGV 6 holder. A holder that already holds gets its grant back
+// acquireScript: ARGV 6 holder, 7 a fresh secret (used when the grant has none
+// yet). A holder that already holds gets its grant back
 // (and its expiry extended); anyone else joins the tail of the queue, once, and
 // is granted only when everybody ahead of it was.
 var acquireScript = redis.NewScript(prelude + `
@@ -116,7 +133,7 @@ if g then
   local tok, acq, waited = parse(g)
   redis.call('ZADD', H, now + ttl, h)
   if not fresh then event('renew', h, tok, 'expires_at', now + ttl) end
-  return finish({1, tok, now + ttl, acq, waited, now})
+  return finish({1, tok, now + ttl, acq, waited, now, secret(h, tok, ARGV[7])})
 end
 redis.call('ZADD', W, now + wttl, h)
 return finish({0, redis.call('ZRANK', Q, h) + 1, 0, 0, 0, now})
@@ -154,6 +171,7 @@ if g then
   if want == 0 or tok == want then
     redis.call('ZREM', H, h)
     redis.call('HDEL', G, h)
+    redis.call('HDEL', SEC, h)
     event('release', h, tok, 'held_ms', now - acq)
     res = 1
   end
@@ -168,11 +186,28 @@ promote()
 return finish({res})
 `)
 
-// reapScript: the prelude alone.
+// reapScript: the prelude, and the secrets of grants that are gone (left by a
+// process older than secrets, which removes grants without them).
 var reapScript = redis.NewScript(prelude + `
 purge()
 promote()
+for _, h in ipairs(redis.call('HKEYS', SEC)) do
+  if redis.call('HEXISTS', G, h) == 0 then redis.call('HDEL', SEC, h) end
+end
 return finish({})
+`)
+
+// heldScript: ARGV 6 holder, 7 a fresh secret. Holder's current grant, without
+// renewing it or queueing the holder: {1, token, expiry, acquired, waited, secret}
+// or {0}.
+var heldScript = redis.NewScript(prelude + `
+local h = ARGV[6]
+purge()
+promote()
+local g = redis.call('HGET', G, h)
+if not g then return finish({0}) end
+local tok, acq, waited = parse(g)
+return finish({1, tok, tonumber(redis.call('ZSCORE', H, h) or 0), acq, waited, secret(h, tok, ARGV[7])})
 `)
 
 // beginStopScript: ARGV 6 idle_ms, 7 stop_ttl_ms. Marks the service as stopping
@@ -190,7 +225,9 @@ event('stopping', '', 0, 'idle_ms', now - since)
 return finish({1})
 `)
 
-// validateScript: ARGV 6 token. Whether token is a live grant right now.
+// validateScript: ARGV 6 token. Whether token is a live grant right now, its
+// holder and the grant's secret entry ("token|secret", or "" when the holder
+// has not been told one yet): the caller compares the secret in constant time.
 var validateScript = redis.NewScript(prelude + `
 local want = tonumber(ARGV[6])
 local kv = redis.call('HGETALL', G)
@@ -198,10 +235,10 @@ for i = 1, #kv, 2 do
   local tok = parse(kv[i + 1])
   if tok == want then
     local exp = tonumber(redis.call('ZSCORE', H, kv[i]) or 0)
-    if exp > now then return finish({1, kv[i]}) end
+    if exp > now then return finish({1, kv[i], redis.call('HGET', SEC, kv[i]) or ''}) end
   end
 end
-return finish({0, ''})
+return finish({0, '', ''})
 `)
 
 // snapshotScript reads one service consistently without changing it.

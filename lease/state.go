@@ -192,8 +192,18 @@ func decodeEvents(xs []redis.XMessage) []Event {
 // Header is the HTTP header that carries a grant's fencing token to the service.
 const Header = "X-Aetherium-Lease-Token"
 
-// SetHeader puts g's fencing token on a request to the leased service.
-func (g Grant) SetHeader(h http.Header) { h.Set(Header, strconv.FormatUint(g.Token, 10)) }
+// SecretHeader carries the grant's secret: what authorizes the request at the
+// fencing proxy (the token only orders it). The proxy removes it before
+// forwarding, so the service never sees it.
+const SecretHeader = "X-Aetherium-Lease-Secret"
+
+// SetHeader puts g's fencing token and secret on a request to the leased service.
+func (g Grant) SetHeader(h http.Header) {
+	h.Set(Header, strconv.FormatUint(g.Token, 10))
+	if g.Secret != "" {
+		h.Set(SecretHeader, string(g.Secret))
+	}
+}
 
 type grantsKey struct{}
 

@@ -3,13 +3,18 @@
 // so the proxy checks every request's fencing token (lease.Header) before the
 // service sees it, and refuses with 409 and a JSON reason:
 //
-//   - missing: no token, or not a number;
+//   - missing: no token, or not a number, or no grant secret (lease.SecretHeader):
+//     the token is public and predictable, so it only orders grants; the
+//     per-grant secret, which only the holder's workers know, authorizes;
 //   - stale: the token is older than the newest one the proxy admitted — for a
 //     capacity-1 service any lower token, for a larger one any token of an older
 //     epoch (several live holders interleave their tokens there, so only the
 //     epoch order is a fence; Validate does the rest);
-//   - not_live: the lease manager says the token is no live grant
-//     (lease.Manager.Validate: expired, reclaimed, released).
+//   - not_live: the lease manager says the token is no live grant with that
+//     secret (lease.Manager.Validate: expired, reclaimed, released, or the
+//     secret is not the grant's).
+//
+// The secret header is removed before the request is forwarded.
 //
 // When Redis cannot be asked the proxy fails closed (503 validate_failed). One
 // proxy serves every worker (it runs beside the service, not in the workers), so
@@ -127,7 +132,7 @@ func (c Config) Validate() error {
 
 // Validator is what the proxy asks about a token (*lease.Manager).
 type Validator interface {
-	Validate(ctx context.Context, service string, token uint64) (holder string, ok bool, err error)
+	Validate(ctx context.Context, service string, token uint64, secret string) (holder string, ok bool, err error)
 }
 
 // Refusal is the JSON body of a refused request.
@@ -224,6 +229,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, r, http.StatusConflict, ReasonMissing, 0, fmt.Sprintf("fencing proxy of %s: the request carries no valid %s header (%q)", p.cfg.Service, lease.Header, raw))
 		return
 	}
+	secret := r.Header.Get(lease.SecretHeader)
+	r.Header.Del(lease.SecretHeader) // the service never sees it
+	if secret == "" {
+		p.refuse(w, r, http.StatusConflict, ReasonMissing, token, fmt.Sprintf("fencing proxy of %s: the request carries lease token %d but no %s header: the token only orders grants, the grant's secret authorizes", p.cfg.Service, token, lease.SecretHeader))
+		return
+	}
 	p.mu.Lock()
 	stale := p.stale(token)
 	p.mu.Unlock()
@@ -232,14 +243,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.ValidateTimeout)
-	_, live, err := p.val.Validate(ctx, p.cfg.Service, token)
+	_, live, err := p.val.Validate(ctx, p.cfg.Service, token, secret)
 	cancel()
 	if err != nil {
 		p.refuse(w, r, http.StatusServiceUnavailable, ReasonValidateFailed, token, fmt.Sprintf("fencing proxy of %s: cannot check lease token %d: %v", p.cfg.Service, token, err))
 		return
 	}
 	if !live {
-		p.refuse(w, r, http.StatusConflict, ReasonNotLive, token, fmt.Sprintf("fencing proxy of %s: lease token %d is not a live grant (expired, reclaimed or released)", p.cfg.Service, token))
+		p.refuse(w, r, http.StatusConflict, ReasonNotLive, token, fmt.Sprintf("fencing proxy of %s: lease token %d is not a live grant with that secret (expired, reclaimed, released, or not the grant's secret)", p.cfg.Service, token))
 		return
 	}
 	// Re-check under the lock: a newer token may have been admitted meanwhile.
@@ -263,11 +274,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// request's context ends) once the lease is gone.
 	wctx, wcancel := context.WithCancel(r.Context())
 	defer wcancel()
-	go p.watch(wctx, wcancel, token)
+	go p.watch(wctx, wcancel, token, secret)
 	p.rp.ServeHTTP(w, r.WithContext(wctx))
 }
 
-func (p *Proxy) watch(ctx context.Context, cancel context.CancelFunc, token uint64) {
+func (p *Proxy) watch(ctx context.Context, cancel context.CancelFunc, token uint64, secret string) {
 	t := time.NewTicker(p.cfg.Revalidate)
 	defer t.Stop()
 	for {
@@ -280,7 +291,7 @@ func (p *Proxy) watch(ctx context.Context, cancel context.CancelFunc, token uint
 		stale := p.stale(token)
 		p.mu.Unlock()
 		vctx, vcancel := context.WithTimeout(ctx, p.cfg.ValidateTimeout)
-		_, live, err := p.val.Validate(vctx, p.cfg.Service, token)
+		_, live, err := p.val.Validate(vctx, p.cfg.Service, token, secret)
 		vcancel()
 		if ctx.Err() != nil {
 			return

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -61,11 +62,11 @@ func newRig(t *testing.T, capacity int) *rig {
 	return r
 }
 
-func (r *rig) get(t *testing.T, token string) (int, string) {
+func (r *rig) get(t *testing.T, h http.Header) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, r.proxy.URL+"/queue", nil)
-	if token != "" {
-		req.Header.Set(lease.Header, token)
+	for k, v := range h {
+		req.Header[k] = v
 	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
@@ -80,7 +81,7 @@ func TestProxyRefusesMissingStaleAndDeadTokens(t *testing.T) {
 	r := newRig(t, 1)
 	old, err := r.m.Acquire(ctx, "comfyui", "run-a")
 	require.NoError(t, err)
-	code, body := r.get(t, tokenOf(old))
+	code, body := r.get(t, hdr(old))
 	require.Equal(t, http.StatusOK, code, body)
 	require.Equal(t, "upstream /queue", body)
 
@@ -89,20 +90,24 @@ func TestProxyRefusesMissingStaleAndDeadTokens(t *testing.T) {
 	require.NoError(t, err)
 	cur, err := r.m.Acquire(ctx, "comfyui", "run-b")
 	require.NoError(t, err)
-	code, _ = r.get(t, tokenOf(cur))
+	code, _ = r.get(t, hdr(cur))
 	require.Equal(t, http.StatusOK, code)
 	seen := r.seen.Load()
 
 	for _, tc := range []struct {
-		name, token, reason string
+		name   string
+		h      http.Header
+		reason string
 	}{
-		{"no header", "", fenceproxy.ReasonMissing},
-		{"not a number", "abc", fenceproxy.ReasonMissing},
-		{"older than the newest admitted", tokenOf(old), fenceproxy.ReasonStale},
-		{"never granted", tokenOf(lease.Grant{Token: cur.Token + 5}), fenceproxy.ReasonNotLive},
+		{"no header", http.Header{}, fenceproxy.ReasonMissing},
+		{"not a number", tokenOnly("abc"), fenceproxy.ReasonMissing},
+		{"older than the newest admitted", hdr(old), fenceproxy.ReasonStale},
+		{"never granted", hdr(lease.Grant{Token: cur.Token + 5, Secret: cur.Secret}), fenceproxy.ReasonNotLive},
+		{"the live grant without its secret", tokenOnly(strconv.FormatUint(cur.Token, 10)), fenceproxy.ReasonMissing},
+		{"the live grant with another's secret", hdr(lease.Grant{Token: cur.Token, Secret: old.Secret}), fenceproxy.ReasonNotLive},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, body := r.get(t, tc.token)
+			code, body := r.get(t, tc.h)
 			require.Equal(t, http.StatusConflict, code)
 			ref := fenceproxy.ParseRefusal(code, []byte(body))
 			require.NotNil(t, ref, body)
@@ -115,7 +120,7 @@ func TestProxyRefusesMissingStaleAndDeadTokens(t *testing.T) {
 	// A released grant is no longer live even though it is the newest.
 	_, err = r.m.Release(ctx, "comfyui", "run-b", cur.Token)
 	require.NoError(t, err)
-	code, body = r.get(t, tokenOf(cur))
+	code, body = r.get(t, hdr(cur))
 	require.Equal(t, http.StatusConflict, code)
 	require.Equal(t, fenceproxy.ReasonNotLive, fenceproxy.ParseRefusal(code, []byte(body)).Reason)
 
@@ -126,7 +131,7 @@ func TestProxyRefusesMissingStaleAndDeadTokens(t *testing.T) {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
 	require.Equal(t, cur.Token, st.Newest)
 	require.Equal(t, int64(2), st.Admitted)
-	require.Equal(t, int64(2), st.Refused[fenceproxy.ReasonMissing])
+	require.Equal(t, int64(3), st.Refused[fenceproxy.ReasonMissing])
 }
 
 // With capacity 2, two live holders interleave: the older live token is still
@@ -140,14 +145,14 @@ func TestProxyCapacityTwoAdmitsBothLiveHolders(t *testing.T) {
 	b, err := r.m.Acquire(ctx, "comfyui", "b")
 	require.NoError(t, err)
 	for _, g := range []lease.Grant{b, a, b} {
-		code, body := r.get(t, tokenOf(g))
+		code, body := r.get(t, hdr(g))
 		require.Equal(t, http.StatusOK, code, body)
 	}
 	// A token of a newer epoch that was never granted is refused (not live) and
 	// does not move the fence: the live holders still pass.
-	code, body := r.get(t, tokenOf(lease.Grant{Token: b.Token + 1<<lease.EpochShift}))
+	code, body := r.get(t, hdr(lease.Grant{Token: b.Token + 1<<lease.EpochShift, Secret: b.Secret}))
 	require.Equal(t, http.StatusConflict, code, body) // not live
-	code, body = r.get(t, tokenOf(a))
+	code, body = r.get(t, hdr(a))
 	require.Equal(t, http.StatusOK, code, body)
 }
 
@@ -208,6 +213,7 @@ func TestProxyFailsClosedWithoutRedis(t *testing.T) {
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodGet, "/queue", nil)
 	req.Header.Set(lease.Header, "7")
+	req.Header.Set(lease.SecretHeader, "s")
 	p.ServeHTTP(rec, req)
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
 	require.Equal(t, fenceproxy.ReasonValidateFailed, fenceproxy.ParseRefusal(rec.Code, rec.Body.Bytes()).Reason)
@@ -245,8 +251,41 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func tokenOf(g lease.Grant) string {
+// hdr is what the holder of g sends: its token and its secret.
+func hdr(g lease.Grant) http.Header {
 	h := http.Header{}
 	g.SetHeader(h)
-	return h.Get(lease.Header)
+	return h
+}
+
+// tokenOnly is a request with a fencing number and nothing else.
+func tokenOnly(token string) http.Header {
+	h := http.Header{}
+	h.Set(lease.Header, token)
+	return h
+}
+
+// The fencing number is public and predictable (epoch<<32 + counter): it orders
+// grants, it does not authorize. A request that carries a live grant's number
+// without the grant's secret — what anyone who read a listing or counted could
+// send — is refused before the service sees it, and does not move the fence.
+func TestProxyRefusesTheFencingNumberAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newRig(t, 1)
+	g, err := r.m.Acquire(ctx, "comfyui", "run-alice")
+	require.NoError(t, err)
+	for _, tc := range []struct{ name, token string }{
+		{"the live grant's number", strconv.FormatUint(g.Token, 10)},
+		{"the next number", strconv.FormatUint(g.Token+1, 10)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := r.get(t, tokenOnly(tc.token))
+			require.Equal(t, http.StatusConflict, code, body)
+			require.NotNil(t, fenceproxy.ParseRefusal(code, []byte(body)), body)
+		})
+	}
+	require.Zero(t, r.seen.Load(), "a request without the grant's secret reached the service")
+	code, body := r.get(t, hdr(g))
+	require.Equal(t, http.StatusOK, code, "the holder, with its secret, passes: %s", body)
 }

@@ -54,18 +54,14 @@ func (c Canceler) CancelRun(ctx context.Context, runID string) error {
 		if !ok || svc.URL == "" {
 			continue
 		}
-		st, err := c.Leases.State(ctx, name)
+		// Held, not State: the request needs the grant's secret, which no
+		// listing carries.
+		g, held, err := c.Leases.Held(ctx, name, runID)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		var g lease.Grant
-		for _, h := range st.Holders {
-			if h.Holder == runID {
-				g = lease.Grant{Service: name, Holder: runID, Token: h.Token}
-			}
-		}
-		if g.Token == 0 {
+		if !held {
 			continue // not held: the run cannot have work running there
 		}
 		cl, err := comfyui.New(svc.URL, g, "", c.Client)
