@@ -11,7 +11,8 @@ import (
 
 // LeasesHandler serves GET /api/leases: every configured GPU service with its
 // holders (fencing tokens, expiries), its waiters in queue order and its last
-// token; ?events=N (0..1000, default 0) adds the N latest lease events, oldest
+// token (public ordering values: a grant's secret, which authorizes it at the
+// fencing proxy, is never read here); ?events=N (0..1000, default 0) adds the N latest lease events, oldest
 // first. A nil manager (no GPU services configured) answers an empty list.
 func LeasesHandler(m *lease.Manager) fiber.Handler { return LeasesHandlerScoped(m, nil) }
 
@@ -19,7 +20,8 @@ func LeasesHandler(m *lease.Manager) fiber.Handler { return LeasesHandlerScoped(
 type HolderFilter func(c *fiber.Ctx, holders []string) (map[string]bool, error)
 
 // HiddenHolder replaces the run id of a holder, waiter or event the caller may not
-// see: the service's load stays visible, whose run it is does not.
+// see (and its token is zeroed): the service's load stays visible, whose run it
+// is and which grant it holds do not.
 const HiddenHolder = "(hidden)"
 
 // LeasesHandlerScoped is LeasesHandler hiding the run ids visible rejects.
@@ -81,7 +83,9 @@ func hideHolders(c *fiber.Ctx, visible HolderFilter, states []lease.ServiceState
 	for i := range states {
 		for j := range states[i].Holders {
 			if !ok[states[i].Holders[j].Holder] {
-				states[i].Holders[j].Holder = HiddenHolder
+				// The grant's token goes too: it names which grant is whose
+				// (the proxy never takes it alone, but nobody else needs it).
+				states[i].Holders[j].Holder, states[i].Holders[j].Token = HiddenHolder, 0
 			}
 		}
 		for j := range states[i].Waiters {
@@ -92,7 +96,7 @@ func hideHolders(c *fiber.Ctx, visible HolderFilter, states []lease.ServiceState
 	}
 	for i := range evs {
 		if evs[i].Holder != "" && !ok[evs[i].Holder] {
-			evs[i].Holder = HiddenHolder
+			evs[i].Holder, evs[i].Token = HiddenHolder, 0
 		}
 	}
 	return nil

@@ -224,7 +224,7 @@ func TestPerRunEndpointsAnswer404OutsideTheCallersScope(t *testing.T) {
 
 	t.Run("leases hide other principals' runs", func(t *testing.T) {
 		ctx := context.Background()
-		_, err := o.Leases.Acquire(ctx, "comfyui", o.aliceRun)
+		g, err := o.Leases.Acquire(ctx, "comfyui", o.aliceRun)
 		require.NoError(t, err)
 		_, err = o.Leases.Acquire(ctx, "comfyui", o.bobRun)
 		require.ErrorIs(t, err, lease.ErrWaiting)
@@ -240,6 +240,8 @@ func TestPerRunEndpointsAnswer404OutsideTheCallersScope(t *testing.T) {
 		} {
 			code, _, raw := o.call(t, token, "GET", "/api/leases?events=10", nil)
 			require.Equal(t, 200, code, string(raw))
+			require.NotEmpty(t, g.Secret)
+			require.NotContains(t, string(raw), string(g.Secret), "%s sees a grant's secret", token)
 			var out struct {
 				Services []lease.ServiceState `json:"services"`
 				Events   []lease.Event        `json:"events"`
@@ -250,9 +252,19 @@ func TestPerRunEndpointsAnswer404OutsideTheCallersScope(t *testing.T) {
 			require.Len(t, st.Holders, 1)
 			require.Len(t, st.Waiters, 2)
 			require.Equal(t, want, []string{st.Holders[0].Holder, st.Waiters[0].Holder, st.Waiters[1].Holder}, token)
+			// A hidden holder's grant shows no fencing number either: it told
+			// which grant was whose, and was once all the fencing proxy asked.
+			if st.Holders[0].Holder == api.HiddenHolder {
+				require.Zero(t, st.Holders[0].Token, "%s sees another principal's grant token", token)
+			} else {
+				require.Equal(t, g.Token, st.Holders[0].Token, token)
+			}
 			require.NotEmpty(t, out.Events)
 			for _, e := range out.Events {
 				require.Contains(t, want, e.Holder, token)
+				if e.Holder == api.HiddenHolder {
+					require.Zero(t, e.Token, "%s sees a hidden holder's token in a %s event", token, e.Type)
+				}
 			}
 		}
 	})
