@@ -20,6 +20,7 @@ import (
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/internal/testinfra"
+	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 )
@@ -200,4 +201,61 @@ func TestAgentsCannotReachTheControlPlane(t *testing.T) {
 	still, err := f.Store.GetApproval(context.Background(), appr.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.ApprovalPending, still.Status, "an agent cannot decide an approval")
+}
+
+// A GPU service's every address is the control plane: its fencing proxy's
+// listener and the URL tools use (besides its published ports and health URL),
+// by http_request and web_fetch, under any local name. Bob's agent once read
+// alice's ComfyUI /history through the proxy with her token.
+func TestAgentsCannotReachAGPUService(t *testing.T) {
+	t.Parallel()
+	fence := listenStandIn(t, "127.0.0.1:0")
+	svcURL := listenStandIn(t, "127.0.0.1:0")
+	upstream := listenStandIn(t, "127.0.0.1:0")
+	f := fleettest.Start(t, fleettest.Options{Configure: func(c *config.Config) {
+		c.Worker.CircuitBreaker = 100 // every attempt below is refused in a row
+		c.Streams.Leases = lease.Config{Prefix: "aeth:lease:" + randomSuffix(), Services: []lease.Service{{
+			// Never started: no run of this test leases it.
+			Name: "comfyui", Image: "aetherium-test/never-started:0", URL: "http://" + svcURL.addr,
+			Fence: &lease.Fence{Image: "aetherium-test/never-started-fence:0", Listen: fence.addr,
+				Upstream: "http://" + upstream.addr, Redis: c.RedisURL},
+		}}}
+	}})
+	reason := security.EndpointGPU + " (comfyui)"
+	var attempts []string
+	for _, s := range []*standIn{fence, svcURL, upstream} {
+		port := portOf(t, s.addr)
+		attempts = append(attempts, "http://"+s.addr+"/history", "http://localhost:"+port+"/history",
+			"http://127.0.0.2:"+port+"/history", "http://[::ffff:127.0.0.1]:"+port+"/history")
+	}
+	var script []map[string]any
+	for _, u := range attempts {
+		script = append(script, call("http_request", map[string]any{"method": "GET", "url": u}))
+	}
+	script = append(script, call("web_fetch", map[string]any{"url": "http://" + fence.addr + "/history"}),
+		call("web_fetch", map[string]any{"url": "http://" + svcURL.addr + "/history"}), map[string]any{"say": "done trying"})
+	tm := team(script, nil)
+	tm["workers"] = []map[string]any{{"name": "writer", "prompt": "w", "mcp_servers": []string{"research"}}}
+	id := f.SubmitTeam(tm, "reach the GPU service")
+	evs := f.Follow(id, 0, 90*time.Second)
+	require.Equal(t, "run.completed", evs[len(evs)-1].Type)
+
+	f.Audit.Flush()
+	rows, err := f.Store.RunAudit(context.Background(), id, 100)
+	require.NoError(t, err)
+	var calls []store.AuditRow
+	for _, r := range rows {
+		if r.Agent == "writer" && (r.Tool == "http_request" || r.Tool == "web_fetch") {
+			calls = append(calls, r)
+		}
+	}
+	require.Len(t, calls, len(attempts)+2)
+	for _, r := range calls {
+		require.Equal(t, "denied", r.Decision, "%s %s", r.Tool, r.Args)
+		require.Equal(t, "egress", r.DenyLayer, "%s %s", r.Tool, r.Args)
+		require.Contains(t, r.DenyReason, reason, "%s %s", r.Tool, r.Args)
+	}
+	for _, s := range []*standIn{fence, svcURL, upstream} {
+		require.Zero(t, s.accepted.Load(), "the GPU service's address %s received a connection", s.addr)
+	}
 }

@@ -153,21 +153,26 @@ func fleetEndpoints(cfg config.Config, opts Options) []security.Endpoint {
 		}
 		add(security.EndpointDocker, net.JoinHostPort(u.Hostname(), port))
 	}
+	// Every address a GPU service answers on: its published ports, its health
+	// URL, the URL tools use, and its fencing proxy's listener and upstream. A
+	// grant's secret never reaches an agent, but the service behind it holds
+	// other tenants' work (ComfyUI's /history), so agents reach none of them.
 	for _, s := range cfg.Streams.Leases.Services {
+		name := security.EndpointGPU + " (" + s.Name + ")"
 		for _, p := range s.Ports {
 			if addr, ok := publishedAddr(p); ok {
-				add(security.EndpointGPU+" ("+s.Name+")", addr)
+				add(name, addr)
 			}
 		}
-		if u, err := url.Parse(s.HealthURL); err == nil && u.Host != "" {
-			port := u.Port()
-			if port == "" {
-				port = map[string]string{"https": "443"}[u.Scheme]
-				if port == "" {
-					port = "80"
-				}
+		urls := []string{s.HealthURL, s.URL}
+		if f := s.Fence; f != nil {
+			add(name, f.Listen)
+			urls = append(urls, f.Upstream, f.HealthURL())
+		}
+		for _, raw := range urls {
+			if addr, ok := urlAddr(raw); ok {
+				add(name, addr)
 			}
-			add(security.EndpointGPU+" ("+s.Name+")", net.JoinHostPort(u.Hostname(), port))
 		}
 	}
 	var dev *device.Config
@@ -185,6 +190,22 @@ func fleetEndpoints(cfg config.Config, opts Options) []security.Endpoint {
 		add(security.EndpointInternal, d)
 	}
 	return eps
+}
+
+// urlAddr is the host:port an http(s) URL dials (default port by scheme).
+func urlAddr(raw string) (string, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "", false
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"https": "443"}[u.Scheme]
+		if port == "" {
+			port = "80"
+		}
+	}
+	return net.JoinHostPort(u.Hostname(), port), true
 }
 
 // publishedAddr reads the host side of a docker-run port mapping:

@@ -58,7 +58,13 @@ type Docker interface {
 	ContainerStop(ctx context.Context, id string, opts container.StopOptions) error
 	ContainerRemove(ctx context.Context, id string, opts container.RemoveOptions) error
 	ContainerLogs(ctx context.Context, id string, opts container.LogsOptions) (io.ReadCloser, error)
+	NetworkInspect(ctx context.Context, id string, opts network.InspectOptions) (network.Inspect, error)
+	NetworkCreate(ctx context.Context, name string, opts network.CreateOptions) (network.CreateResponse, error)
 }
+
+// LabelNetwork marks the GPU services' network (lease.DefaultNetwork) the
+// controller created.
+const LabelNetwork = "aetherium.gpu-network"
 
 // NewDockerClient connects to the engine named by the environment (DOCKER_HOST,
 // default the local socket), negotiating the API version with it.
@@ -353,12 +359,40 @@ func (c *Controller) create(ctx context.Context, s lease.Service) error {
 		host.DeviceRequests = []container.DeviceRequest{{Count: n, Capabilities: [][]string{{"gpu"}}}}
 	}
 	var netCfg *network.NetworkingConfig
+	if s.Network == lease.DefaultNetwork {
+		if err := c.ensureNetwork(ctx, s.Network); err != nil {
+			return err
+		}
+	}
 	if s.Network != "" {
 		host.NetworkMode = container.NetworkMode(s.Network)
 		netCfg = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{s.Network: {}}}
 	}
 	_, err := c.docker.ContainerCreate(ctx, cfg, host, netCfg, nil, s.Container)
 	return err
+}
+
+// ensureNetwork creates the GPU services' own bridge unless it exists. It is a
+// user-defined bridge of its own: no sandbox joins it (sandboxes get internal
+// per-project networks, package sandbox), and the engine isolates it from every
+// other bridge, the default one included; published ports still reach the host.
+func (c *Controller) ensureNetwork(ctx context.Context, name string) error {
+	if _, err := c.docker.NetworkInspect(ctx, name, network.InspectOptions{}); err == nil {
+		return nil
+	} else if !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("inspect GPU network %s: %w", name, err)
+	}
+	_, err := c.docker.NetworkCreate(ctx, name, network.CreateOptions{
+		Driver: "bridge", Labels: map[string]string{LabelNetwork: "1"},
+		Options: map[string]string{"com.docker.network.bridge.enable_icc": "true"},
+	})
+	if err != nil && !cerrdefs.IsConflict(err) { // another process created it meanwhile
+		return fmt.Errorf("create GPU network %s: %w", name, err)
+	}
+	if err == nil {
+		c.opts.Log.Info("gpu network created", "network", name)
+	}
+	return nil
 }
 
 // waitHealthy polls the health URL until it answers 2xx, failing fast when the

@@ -15,6 +15,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -299,4 +300,35 @@ func TestChangedDefinitionReplacesContainer(t *testing.T) {
 	require.Contains(t, after.Config.Env, "MODEL=v2")
 	_, err = lm2.Release(ctx, "standin", "run-2", g.Token)
 	require.NoError(t, err)
+}
+
+// A managed GPU container is not on the engine's default bridge, where every
+// container (and any team allowed private egress) reached it with no token,
+// nor on any sandbox's network: it is on the GPU services' own network, and its
+// published port still answers.
+func TestManagedContainerIsOnTheGPUNetworkOnly(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	svc := e.service(t, nil)
+	ctl, lm := e.controller(t, svc)
+	ctx := context.Background()
+	g, err := ctl.Acquire(ctx, "standin", "run-net")
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = lm.Release(context.Background(), "standin", "run-net", g.Token) })
+	code, _ := get(t, svc.HealthURL)
+	require.Equal(t, http.StatusOK, code, "the published port answers on the GPU network")
+
+	info, err := e.dc.ContainerInspect(ctx, svc.Container)
+	require.NoError(t, err)
+	require.NotNil(t, info.NetworkSettings)
+	require.NotEmpty(t, info.NetworkSettings.Networks)
+	for name := range info.NetworkSettings.Networks {
+		require.NotEqual(t, "bridge", name, "a GPU container on the default bridge")
+		n, err := e.dc.NetworkInspect(ctx, name, network.InspectOptions{})
+		require.NoError(t, err)
+		// sandbox.LabelNetwork marks every sandbox network (a literal: gpu's
+		// tests do not import the sandbox package).
+		require.NotContains(t, n.Labels, "io.aetherium.sandbox.network", "a GPU container on sandbox network %s", name)
+		require.Equal(t, "1", n.Labels["aetherium.gpu-network"], "network %s is not the GPU services' own", name)
+	}
 }
