@@ -66,6 +66,10 @@ type Docker interface {
 // controller created.
 const LabelNetwork = "aetherium.gpu-network"
 
+// GPUBridge is the Linux bridge of the GPU services' network: one per host, which
+// is what keeps the network itself one (see ensureNetwork).
+const GPUBridge = "aeth-gpu"
+
 // NewDockerClient connects to the engine named by the environment (DOCKER_HOST,
 // default the local socket), negotiating the API version with it.
 func NewDockerClient() (*client.Client, error) {
@@ -376,23 +380,34 @@ func (c *Controller) create(ctx context.Context, s lease.Service) error {
 // user-defined bridge of its own: no sandbox joins it (sandboxes get internal
 // per-project networks, package sandbox), and the engine isolates it from every
 // other bridge, the default one included; published ports still reach the host.
+//
+// Docker does not keep network names unique (before API 1.44 its duplicate check
+// races), so two controllers creating it at once could make two networks of one
+// name, and every later lookup by name would be ambiguous. The fixed Linux bridge
+// name (GPUBridge) is unique on the host: the second create fails, and the loser
+// finds the winner's network on its next inspect.
 func (c *Controller) ensureNetwork(ctx context.Context, name string) error {
-	if _, err := c.docker.NetworkInspect(ctx, name, network.InspectOptions{}); err == nil {
-		return nil
-	} else if !cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("inspect GPU network %s: %w", name, err)
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		if _, err := c.docker.NetworkInspect(ctx, name, network.InspectOptions{}); err == nil {
+			return nil
+		} else if !cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("inspect GPU network %s: %w", name, err)
+		}
+		_, err := c.docker.NetworkCreate(ctx, name, network.CreateOptions{
+			Driver: "bridge", Labels: map[string]string{LabelNetwork: "1"},
+			Options: map[string]string{
+				"com.docker.network.bridge.enable_icc": "true",
+				"com.docker.network.bridge.name":       GPUBridge,
+			},
+		})
+		if err == nil {
+			c.opts.Log.Info("gpu network created", "network", name, "bridge", GPUBridge)
+			return nil
+		}
+		lastErr = err // another controller created it meanwhile: inspect again
 	}
-	_, err := c.docker.NetworkCreate(ctx, name, network.CreateOptions{
-		Driver: "bridge", Labels: map[string]string{LabelNetwork: "1"},
-		Options: map[string]string{"com.docker.network.bridge.enable_icc": "true"},
-	})
-	if err != nil && !cerrdefs.IsConflict(err) { // another process created it meanwhile
-		return fmt.Errorf("create GPU network %s: %w", name, err)
-	}
-	if err == nil {
-		c.opts.Log.Info("gpu network created", "network", name)
-	}
-	return nil
+	return fmt.Errorf("create GPU network %s: %w", name, lastErr)
 }
 
 // waitHealthy polls the health URL until it answers 2xx, failing fast when the
