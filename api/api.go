@@ -85,6 +85,20 @@ type Config struct {
 	// InsecureNoAuth allows a non-loopback Addr without tokens (flag
 	// --insecure-no-auth), for an API behind an authenticating proxy.
 	InsecureNoAuth bool `yaml:"insecure_no_auth"`
+	// AllowedHosts are the Host header names the API answers besides localhost,
+	// IP literals and api.addr's host (any port): a name, or "*.domain" for its
+	// subdomains; AnyHost ("*") turns the check off (a proxy checks Host). Any
+	// other name is refused (403): a DNS-rebinding page sends its own. Env
+	// AETHERIUM_API_ALLOWED_HOSTS (comma-separated). Default none.
+	AllowedHosts []string `yaml:"allowed_hosts"`
+	// AllowedOrigins are origins (scheme://host[:port]) whose pages may send the
+	// API changes besides its own origin; any other browser origin is refused
+	// (403). Default none.
+	AllowedOrigins []string `yaml:"allowed_origins"`
+	// MetricsAddr, when set, is a listener of its own serving only /metrics
+	// without a token (for Prometheus); on Addr /metrics needs role metrics. Env
+	// AETHERIUM_API_METRICS_ADDR. Default empty (off).
+	MetricsAddr string `yaml:"metrics_addr"`
 	// MaxRunsInFlight caps one principal's runs not yet terminal; a submit over it
 	// gets 429. Default DefaultMaxRunsInFlight (0, unlimited).
 	MaxRunsInFlight int `yaml:"max_runs_in_flight"`
@@ -153,6 +167,15 @@ func (c Config) Validate() error {
 	if c.BodyLimit <= 0 {
 		errs = append(errs, fmt.Errorf("api.body_limit (AETHERIUM_API_BODY_LIMIT): must be positive, got %d", c.BodyLimit))
 	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			errs = append(errs, fmt.Errorf("api.metrics_addr (AETHERIUM_API_METRICS_ADDR): want host:port or empty, got %q", c.MetricsAddr))
+		}
+	}
+	errs = append(errs, validateHosts(c.AllowedHosts))
+	if _, err := newCSRF(c.AllowedOrigins); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -204,6 +227,9 @@ type Server struct {
 	// ownHub: the hub was made here (no Deps.Hub) and Close closes it.
 	ownHub  bool
 	streams *streamSlots
+	// hosts and csrf are the edge checks (edge.go).
+	hosts hostSet
+	csrf  *http.CrossOriginProtection
 }
 
 // New builds the Fiber app: the route table (routes.go) and asynqmon at /monitoring.
@@ -212,10 +238,17 @@ func New(cfg Config, d Deps) *Server {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	s := &Server{cfg: cfg, d: d, hub: d.Hub, streams: newStreamSlots(cfg.MaxStreamsPerPrincipal, cfg.MaxStreams)}
+	s := &Server{cfg: cfg, d: d, hub: d.Hub, streams: newStreamSlots(cfg.MaxStreamsPerPrincipal, cfg.MaxStreams), hosts: newHostSet(cfg)}
 	if s.hub == nil {
 		s.hub, s.ownHub = events.NewHub(d.Redis, d.Log), true
 	}
+	csrf, err := newCSRF(cfg.AllowedOrigins)
+	if err != nil {
+		// Validate reports it at load; here it fails closed: only the API's own origin.
+		d.Log.Error("api.allowed_origins ignored", "err", err)
+		csrf, _ = newCSRF(nil)
+	}
+	s.csrf = csrf
 	app := fiber.New(fiber.Config{
 		BodyLimit:             cfg.BodyLimit,
 		DisableStartupMessage: true,
@@ -227,6 +260,8 @@ func New(cfg Config, d Deps) *Server {
 	if d.Metrics != nil {
 		app.Use(s.observe)
 	}
+	// Before every route, asynqmon and the Studio included (edge.go).
+	app.Use(s.guard)
 	s.mon = asynqmon.New(asynqmon.Options{
 		RootPath: "/monitoring", RedisConnOpt: d.RedisOpt, ReadOnly: cfg.monitoringReadOnly(),
 		PrometheusAddress: cfg.PrometheusURL,

@@ -1,8 +1,10 @@
 package api
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -22,6 +24,8 @@ const (
 	RoleAdmin   = "admin"
 	// RoleReadAll reads every principal's runs; RoleRead reads only the caller's own.
 	RoleReadAll = "read_all"
+	// RoleMetrics reads /metrics on the API's port and nothing else (a scraper).
+	RoleMetrics = "metrics"
 )
 
 // Token is an API bearer token as configured (api.tokens): only the SHA-256 of its
@@ -85,13 +89,26 @@ func ValidateTokens(tokens []Token) error {
 		}
 		for _, r := range t.Roles {
 			switch r {
-			case RoleSubmit, RoleRead, RoleReadAll, RoleApprove, RoleAdmin:
+			case RoleSubmit, RoleRead, RoleReadAll, RoleApprove, RoleMetrics, RoleAdmin:
 			default:
 				return fmt.Errorf("config: api.tokens[%d].roles: unknown role %q", i, r)
 			}
 		}
 	}
 	return nil
+}
+
+// NewDevToken makes the token of an API that would otherwise have none
+// (`aetherium dev`): 256 random bits as base64url, role admin, named
+// store.LocalOwner so its principal is the one a tokenless API had. It returns
+// the secret and the configured token (its SHA-256 only).
+func NewDevToken() (string, Token, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", Token{}, fmt.Errorf("dev token: %w", err)
+	}
+	secret := base64.RawURLEncoding.EncodeToString(b)
+	return secret, Token{Name: store.LocalOwner, SHA256: HashToken(secret), Roles: []string{RoleAdmin}}, nil
 }
 
 // IsLoopback reports whether a listen address only accepts local connections.

@@ -331,7 +331,8 @@ func buildOpenAPIWith(schemas *schemaSet, routes []route) ([]byte, map[string]re
 				"Every error answers {\"error\": message, \"field\": the offending input when there is one}. " +
 				"Operations that ask for a token name the roles in x-roles, any one of which suffices " +
 				"(admin holds every role, read_all holds read); an API configured without tokens " +
-				"(loopback only) asks for none. The document is generated from the handlers' Go types.",
+				"(loopback only) asks for none. Every operation answers 403 to a Host outside the allowlist and to a change from another " +
+				"origin, and a change needs Content-Type: application/json (415). The document is generated from the handlers' Go types.",
 		},
 		"paths": paths,
 		"components": map[string]any{
@@ -405,7 +406,12 @@ func (r route) operation(schemas *schemaSet, errRef map[string]any) (map[string]
 	}
 	errs := slices.Clone(r.errs)
 	if r.anyRole != nil {
-		errs = append(errs, http.StatusUnauthorized, http.StatusForbidden)
+		errs = append(errs, http.StatusUnauthorized)
+	}
+	// Every operation: a Host not allowed or a change from another origin (edge.go).
+	errs = append(errs, http.StatusForbidden)
+	if r.method != http.MethodGet {
+		errs = append(errs, http.StatusUnsupportedMediaType)
 	}
 	if r.request != nil {
 		errs = append(errs, http.StatusBadRequest, http.StatusRequestEntityTooLarge)

@@ -32,8 +32,8 @@ func (s *Server) routes() []route {
 		get("/healthz", "Liveness", s.healthz).returns(200, healthStatus{}),
 		get("/readyz", "Readiness: PostgreSQL and Redis answer a ping", s.readyz).
 			returns(200, readiness{}).returns(503, readiness{}),
-		get("/metrics", "Prometheus metrics of the API process", s.metricsHandler()).
-			describe("Absent when the process runs without metrics.").
+		get("/metrics", "Prometheus metrics of the API process", s.metricsHandler()).roles(RoleMetrics).
+			describe("Absent when the process runs without metrics. Without a token on api.metrics_addr, a listener of its own.").
 			returnsText(200, "text/plain", "The Prometheus text exposition format."),
 		get(OpenAPIPath, "This OpenAPI 3.1 document", s.serveOpenAPI).
 			describe("Readable without a token: it is the same for every deployment and holds no data or configuration.").

@@ -46,6 +46,17 @@ function clear(node) { while (node.firstChild) node.removeChild(node.firstChild)
 
 function token() { return sessionStorage.getItem(TOKEN_KEY); }
 
+// takeURLToken moves a token handed over in the address's fragment (the sign-in
+// URL `aetherium dev` prints: /app/#token=…) into this tab's sessionStorage and
+// drops it from the address, so it is not kept in the history or a bookmark. A
+// fragment never reaches the server, so no log or Referer holds it.
+function takeURLToken() {
+  const m = location.hash.match(/^#token=([A-Za-z0-9_-]+)$/);
+  if (!m) return;
+  sessionStorage.setItem(TOKEN_KEY, m[1]);
+  history.replaceState(null, '', location.pathname + location.search);
+}
+
 class APIError extends Error {
   constructor(status, message) { super(message); this.status = status; }
 }
@@ -57,10 +68,10 @@ async function api(method, path, body) {
   const t = token();
   if (t) headers['Authorization'] = 'Bearer ' + t;
   const init = { method, headers, credentials: 'omit', cache: 'no-store' };
-  if (body !== undefined) {
-    headers['Content-Type'] = 'application/json';
-    init.body = JSON.stringify(body);
-  }
+  // The API takes a change only as application/json, with or without a body
+  // (a cross-site form cannot send that type).
+  if (method !== 'GET') headers['Content-Type'] = 'application/json';
+  if (body !== undefined) init.body = JSON.stringify(body);
   const resp = await fetch(path, init);
   if (resp.status === 401) {
     sessionStorage.removeItem(TOKEN_KEY);
@@ -103,7 +114,7 @@ function signIn(msg) {
   const m = clear(main());
   document.getElementById('signout').hidden = true;
   const input = el('input', { type: 'password', id: 'token', autocomplete: 'off', placeholder: 'bearer token', 'aria-label': 'API token' });
-  const note = el('p', { class: 'muted' }, 'The token is kept in this tab\'s sessionStorage and sent as an Authorization header; it never goes in a URL or a cookie. Leave it empty when the API has no tokens (loopback).');
+  const note = el('p', { class: 'muted' }, 'The token is kept in this tab\'s sessionStorage and sent as an Authorization header, never in a cookie. `aetherium dev` prints a sign-in URL that carries it (in the address\'s #fragment, which is never sent to the server). Leave it empty when the API has no tokens.');
   const form = el('form', { id: 'signin', class: 'card narrow', onsubmit: async (ev) => {
     ev.preventDefault();
     sessionStorage.setItem(TOKEN_KEY, input.value.trim());
@@ -880,6 +891,7 @@ function route() {
 }
 
 document.addEventListener('DOMContentLoaded', () => {
+  takeURLToken();
   document.getElementById('signout').addEventListener('click', () => { sessionStorage.removeItem(TOKEN_KEY); route(); });
   // In-app links navigate without a reload.
   document.addEventListener('click', (ev) => {
