@@ -23,12 +23,15 @@ Server roles:
   api                      HTTP API (runs, events, tools, /metrics, /monitoring/)
   worker                   asynq worker: supervisor steps and agent turns (scale out freely)
   scheduler                periodic maintenance (safe with 2+ replicas)
-  dev                      api + worker + scheduler in one process (migrates first)
+  dev                      api + worker + scheduler in one process (migrates first); without
+                           api.tokens it makes a token, writes it to data/dev-token for the
+                           client commands and prints a Studio sign-in URL
   migrate up|down|status   database schema
   knowledge index|search|stats   the knowledge base (talks to PostgreSQL directly, like migrate)
 
 Client commands (talk to the API at AETHERIUM_API_URL, default http://AETHERIUM_API_ADDR;
-bearer token from AETHERIUM_API_TOKEN):
+bearer token from AETHERIUM_API_TOKEN, else the file AETHERIUM_API_TOKEN_FILE, else, for
+an API on loopback, the token a local dev wrote to data/dev-token):
   run [flags]              submit a run; --follow streams its events
   events RUN_ID            a run's events, with the post-run ones after its end (postrun.finish_image)
   approvals list|show|approve|deny   human decisions on Restricted calls
@@ -52,7 +55,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	var err error
 	switch args[0] {
 	case "api", "worker", "scheduler", "dev":
-		err = serve(ctx, args[0], args[1:], log)
+		err = serve(ctx, args[0], args[1:], stderr, log)
 	case "approvals":
 		return approvalsCmd(ctx, args[1:], stdout, stderr)
 	case "memory":
@@ -112,7 +115,7 @@ func signalContext(log *slog.Logger) (context.Context, func()) {
 	return ctx, func() { signal.Stop(ch); cancel() }
 }
 
-func serve(ctx context.Context, role string, args []string, log *slog.Logger) error {
+func serve(ctx context.Context, role string, args []string, stderr io.Writer, log *slog.Logger) error {
 	fs := flag.NewFlagSet(role, flag.ContinueOnError)
 	insecure := fs.Bool("insecure-no-auth", false, "allow a non-loopback API address without bearer tokens")
 	if err := fs.Parse(args); err != nil {
@@ -124,6 +127,13 @@ func serve(ctx context.Context, role string, args []string, log *slog.Logger) er
 	}
 	cfg.API.InsecureNoAuth = cfg.API.InsecureNoAuth || *insecure
 	log = log.With("role", role)
+	if role == "dev" {
+		stop, err := startDevToken(&cfg, stderr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	// dev is the one-command local fleet: it migrates before anything reads the
 	// schema (the fleet's id among the first), so a fresh database works.
 	open := map[string]func(context.Context, config.Config, *slog.Logger, fleet.Options) (*fleet.Fleet, error){

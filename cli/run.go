@@ -152,8 +152,9 @@ func doJSON(ctx context.Context, method, url string, body, into any) error {
 	return json.Unmarshal(data, into)
 }
 
+// authorize adds the bearer token (apiToken) to a request to the API.
 func authorize(req *http.Request) {
-	if tok := os.Getenv("AETHERIUM_API_TOKEN"); tok != "" {
+	if tok := apiToken(req.URL); tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 }

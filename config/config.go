@@ -235,6 +235,7 @@ func applyEnv(c *Config, env func(string) (string, bool)) error {
 		"AETHERIUM_API_ADDR":               &c.API.Addr,
 		"AETHERIUM_MCP_ADDR":               &c.API.MCPAddr,
 		"AETHERIUM_PROMETHEUS_URL":         &c.API.PrometheusURL,
+		"AETHERIUM_API_METRICS_ADDR":       &c.API.MetricsAddr,
 		"AETHERIUM_WORKER_METRICS_ADDR":    &c.Worker.MetricsAddr,
 		"AETHERIUM_SCHEDULER_METRICS_ADDR": &c.Scheduler.MetricsAddr,
 		"AETHERIUM_EGRESS_PRIVATE":         &c.Security.Egress.Private,
@@ -298,6 +299,14 @@ func applyEnv(c *Config, env func(string) (string, bool)) error {
 			errs = append(errs, fmt.Errorf("config: AETHERIUM_WORKSPACE_MIN_FREE=%q: %v", v, err))
 		}
 		c.WorkspaceLimits.MinFree = m
+	}
+	if v, ok := env("AETHERIUM_API_ALLOWED_HOSTS"); ok {
+		c.API.AllowedHosts = nil
+		for _, h := range strings.Split(v, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				c.API.AllowedHosts = append(c.API.AllowedHosts, h)
+			}
+		}
 	}
 	// One bearer token from the environment (compose and other container
 	// deployments, where a mounted config file is extra ceremony): its hex SHA-256,

@@ -120,6 +120,7 @@ func fleetEndpoints(cfg config.Config, opts Options) []security.Endpoint {
 		}
 	}
 	add(security.EndpointAPI, cfg.API.Addr)
+	add(security.EndpointAPI, cfg.API.MetricsAddr)
 	if m := cfg.MCPConfig(); m.Enabled() {
 		// An agent reaching /mcp would call tools outside its own catalog.
 		add(security.EndpointMCP, m.Addr)

@@ -486,7 +486,7 @@ func (f *Fleet) RunAPI(ctx context.Context) error {
 	if f.Registry == nil {
 		return errors.New("api: this process was not opened for the api role (fleet.OpenAPI)")
 	}
-	return RunAll(ctx, f.runAPI, f.RunMCP)
+	return RunAll(ctx, f.runAPI, f.RunMCP, func(ctx context.Context) error { return f.ServeMetrics(ctx, f.Cfg.API.MetricsAddr) })
 }
 
 func (f *Fleet) runAPI(ctx context.Context) error {
@@ -621,8 +621,11 @@ func (f *Fleet) ServeMetrics(ctx context.Context, addr string) error {
 		return fmt.Errorf("metrics listener %s: %w", addr, err)
 	}
 	name := security.EndpointWorkerMetrics
-	if addr == f.Cfg.Scheduler.MetricsAddr {
+	switch addr {
+	case f.Cfg.Scheduler.MetricsAddr:
 		name = security.EndpointSchedulerMetrics
+	case f.Cfg.API.MetricsAddr:
+		name = security.EndpointAPI
 	}
 	f.RegisterEndpoint(ctx, name, ln.Addr().String())
 	if err := f.Metrics.ServeListener(ctx, ln); err != nil {
