@@ -54,8 +54,19 @@ func (s *Server) hostGuard(c *fiber.Ctx) error {
 	if unguardedHostPaths[c.Path()] {
 		return nil
 	}
-	host := string(c.Request().Host())
-	if s.hosts.allows(host) {
+	// Both the Host header (what a browser sends, the name in its address bar)
+	// and an absolute request line's host (which HTTP/1.1 says wins) must pass:
+	// neither can then smuggle a foreign name past the other.
+	header, uri := string(c.Request().Header.Host()), string(c.Request().URI().Host())
+	host := header
+	ok := header != "" || uri != ""
+	for _, h := range []string{header, uri} {
+		if h != "" && !s.hosts.allows(h) {
+			host, ok = h, false
+			break
+		}
+	}
+	if ok {
 		return nil
 	}
 	return &Error{Status: http.StatusForbidden, Message: fmt.Sprintf(

@@ -43,6 +43,9 @@ func send(t *testing.T, f *fleettest.Fleet, method, host, path string, header ma
 	}
 	req := httptest.NewRequest(method, "http://"+apiHost+path, rd)
 	req.Host = host // what the browser sends: the name in its address bar
+	// and an origin-form request line, as a browser sends to a server (not a
+	// proxy): with httptest's absolute one, fasthttp takes the host from it.
+	req.RequestURI = ""
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
@@ -90,7 +93,12 @@ func TestCrossSiteSubmitIsRefused(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			code, body := send(t, f, "POST", apiHost, "/api/orchestrator/run-from-template", tc.header, submitBody)
+			payload := submitBody
+			if strings.HasPrefix(tc.header["Content-Type"], "multipart/") {
+				// A well-formed form (fasthttp refuses a malformed one itself).
+				payload = "--x\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\nx\r\n--x--\r\n"
+			}
+			code, body := send(t, f, "POST", apiHost, "/api/orchestrator/run-from-template", tc.header, payload)
 			require.Equal(t, tc.code, code, body)
 			require.Contains(t, body, tc.errHas)
 		})

@@ -335,7 +335,7 @@ func TestComposePrometheusScrapesEveryRole(t *testing.T) {
 		} `yaml:"services"`
 	}
 	require.NoError(t, yaml.Unmarshal(raw, &compose))
-	for svc, env := range map[string]string{"api": "AETHERIUM_API_ADDR", "worker": "AETHERIUM_WORKER_METRICS_ADDR", "scheduler": "AETHERIUM_SCHEDULER_METRICS_ADDR"} {
+	for svc, env := range map[string]string{"api": "AETHERIUM_API_METRICS_ADDR", "worker": "AETHERIUM_WORKER_METRICS_ADDR", "scheduler": "AETHERIUM_SCHEDULER_METRICS_ADDR"} {
 		addr := compose.Services[svc].Environment[env]
 		require.NotEmpty(t, addr, "compose service %s sets %s", svc, env)
 		_, port, _ := strings.Cut(addr, ":")
