@@ -221,13 +221,21 @@ func TestAgentsCannotReachAGPUService(t *testing.T) {
 				Upstream: "http://" + upstream.addr, Redis: c.RedisURL},
 		}}}
 	}})
-	reason := security.EndpointGPU + " (comfyui)"
+	reason := security.EndpointGPU // "(comfyui)" for its addresses, "network (…)" for its network
 	var attempts []string
 	for _, s := range []*standIn{fence, svcURL, upstream} {
 		port := portOf(t, s.addr)
 		attempts = append(attempts, "http://"+s.addr+"/history", "http://localhost:"+port+"/history",
 			"http://127.0.0.2:"+port+"/history", "http://[::ffff:127.0.0.1]:"+port+"/history")
 	}
+	// Any address of the GPU services' own Docker network, any port: a GPU
+	// container answers there without a token (the team's egress allows private
+	// addresses, the default).
+	nets, err := f.GPU.Networks(context.Background())
+	require.NoError(t, err)
+	require.NotEmpty(t, nets)
+	inNet := nets[0].Addr().Next().Next()
+	attempts = append(attempts, "http://"+netip.AddrPortFrom(inNet, 8188).String()+"/history", "http://"+netip.AddrPortFrom(inNet, 9).String()+"/")
 	var script []map[string]any
 	for _, u := range attempts {
 		script = append(script, call("http_request", map[string]any{"method": "GET", "url": u}))

@@ -7,7 +7,9 @@ import (
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/device"
 	"github.com/aetherium-engine/aetherium/gpu"
+	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/sandbox"
+	"github.com/aetherium-engine/aetherium/security"
 )
 
 // openParts builds the worker role's machinery: the GPU controller, the device
@@ -29,6 +31,16 @@ func (f *Fleet) openParts(ctx context.Context, cfg config.Config, opts Options) 
 		}
 		if f.GPU, err = gpu.New(gpu.Config{}, gpu.Deps{Leases: f.Leases, Docker: dc, Metrics: gm, Log: f.Log}); err != nil {
 			return fmt.Errorf("gpu controller: %w", err)
+		}
+		// The GPU services' network is refused to agents whole, here and (through
+		// the registry) in every process: its containers answer on addresses no
+		// configured endpoint names.
+		nets, err := f.GPU.Networks(ctx)
+		if err != nil {
+			return fmt.Errorf("gpu controller: %w", err)
+		}
+		for _, n := range nets {
+			f.RegisterEndpoint(ctx, security.EndpointGPU+" network ("+lease.DefaultNetwork+")", n.String())
 		}
 	}
 

@@ -23,6 +23,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -374,6 +375,39 @@ func (c *Controller) create(ctx context.Context, s lease.Service) error {
 	}
 	_, err := c.docker.ContainerCreate(ctx, cfg, host, netCfg, nil, s.Container)
 	return err
+}
+
+// Networks makes sure the GPU services' own network exists (when a managed
+// service uses it) and returns its subnets: the fleet refuses them to agents as
+// a whole (security.Endpoint prefixes), so a team whose egress allows private
+// addresses still reaches no GPU container by its address.
+func (c *Controller) Networks(ctx context.Context) ([]netip.Prefix, error) {
+	uses := false
+	for _, s := range c.leases.Services() {
+		uses = uses || (s.Image != "" && s.Network == lease.DefaultNetwork)
+	}
+	if !uses {
+		return nil, nil
+	}
+	if err := c.ensureNetwork(ctx, lease.DefaultNetwork); err != nil {
+		return nil, err
+	}
+	info, err := c.docker.NetworkInspect(ctx, lease.DefaultNetwork, network.InspectOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("inspect GPU network %s: %w", lease.DefaultNetwork, err)
+	}
+	var out []netip.Prefix
+	for _, cfg := range info.IPAM.Config {
+		pfx, err := netip.ParsePrefix(cfg.Subnet)
+		if err != nil {
+			return nil, fmt.Errorf("GPU network %s: subnet %q: %w", lease.DefaultNetwork, cfg.Subnet, err)
+		}
+		out = append(out, pfx.Masked())
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("GPU network %s has no subnet to refuse to agents", lease.DefaultNetwork)
+	}
+	return out, nil
 }
 
 // ensureNetwork creates the GPU services' own bridge unless it exists. It is a

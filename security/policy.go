@@ -63,7 +63,9 @@ type Endpoint struct {
 	// Name is the reason a refusal gives ("the fleet's own API").
 	Name string `json:"name"`
 	// Addr is host:port. The host may be an IP, a name (resolved at every
-	// refresh), or empty / unspecified: every local address.
+	// refresh), or empty / unspecified: every local address. Or it is a network
+	// prefix (CIDR, "172.30.0.0/16"): every address in it, every port — a
+	// Docker network of the fleet's own whose containers agents may not reach.
 	Addr string `json:"addr"`
 }
 
@@ -121,6 +123,9 @@ func (c EgressPolicyConfig) validate() error {
 		return fmt.Errorf("egress policy: ttl %s must exceed refresh %s, or live registrations expire", c.TTL, c.Refresh)
 	}
 	for _, e := range c.Endpoints {
+		if _, err := netip.ParsePrefix(e.Addr); err == nil {
+			continue
+		}
 		if _, _, err := splitEndpoint(e.Addr); err != nil {
 			return fmt.Errorf("egress policy: endpoint %s: %w", e.Name, err)
 		}
@@ -151,6 +156,13 @@ type snapshot struct {
 	// ports are refused on every local address, exact on the address given.
 	ports map[uint16]string
 	exact map[netip.AddrPort]string
+	// prefixes are whole networks, any port.
+	prefixes []namedPrefix
+}
+
+type namedPrefix struct {
+	pfx  netip.Prefix
+	name string
 }
 
 // NewEgressPolicy builds the policy; call Run to keep it current.
@@ -173,11 +185,14 @@ func (p *EgressPolicy) DenyPrivate() bool { return p.cfg.Private == PrivateDeny 
 // refresh. An unspecified host is expanded to this host's addresses, which is how
 // other hosts know what it reaches.
 func (p *EgressPolicy) Register(ctx context.Context, name, addr string) error {
+	eps := []Endpoint{{Name: name, Addr: addr}}
+	if _, err := netip.ParsePrefix(addr); err == nil {
+		return p.own1(ctx, eps)
+	}
 	host, port, err := splitEndpoint(addr)
 	if err != nil {
 		return fmt.Errorf("register %s: %w", name, err)
 	}
-	eps := []Endpoint{{Name: name, Addr: addr}}
 	if a, err := netip.ParseAddr(host); host == "" || (err == nil && a.IsUnspecified()) {
 		for a := range hostAddrs() {
 			if !a.IsLoopback() {
@@ -185,6 +200,12 @@ func (p *EgressPolicy) Register(ctx context.Context, name, addr string) error {
 			}
 		}
 	}
+	return p.own1(ctx, eps)
+}
+
+// own1 adds endpoints of this process: refused here at once, published for the
+// others.
+func (p *EgressPolicy) own1(ctx context.Context, eps []Endpoint) error {
 	p.mu.Lock()
 	p.own = append(p.own, eps...)
 	p.mu.Unlock()
@@ -363,6 +384,10 @@ func (p *EgressPolicy) rebuild() {
 		}
 	}
 	for _, e := range eps {
+		if pfx, err := netip.ParsePrefix(e.Addr); err == nil {
+			s.prefixes = append(s.prefixes, namedPrefix{pfx.Masked(), e.Name})
+			continue
+		}
 		host, port, err := splitEndpoint(e.Addr)
 		if err != nil || port == 0 {
 			continue
@@ -392,6 +417,11 @@ func (s *snapshot) controlPlane(ap netip.AddrPort) string {
 	a := ap.Addr().Unmap().WithZone("")
 	if name, ok := s.exact[netip.AddrPortFrom(a, ap.Port())]; ok {
 		return name
+	}
+	for _, np := range s.prefixes {
+		if np.pfx.Contains(a) {
+			return np.name
+		}
 	}
 	if s.isLocal(a) {
 		return s.ports[ap.Port()]

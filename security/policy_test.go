@@ -204,3 +204,43 @@ func TestEgressClientRefusesControlPlane(t *testing.T) {
 	}
 	require.Zero(t, hits.Load())
 }
+
+// A fleet network (the GPU services' Docker bridge) is refused whole: every
+// address of its prefix on every port, under private allow too; a prefix
+// registered by one process reaches the others through the registry.
+func TestEgressPolicyRefusesAFleetNetwork(t *testing.T) {
+	t.Parallel()
+	opt, err := redis.ParseURL(fleettest.Redis(t))
+	require.NoError(t, err)
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	cfg := security.EgressPolicyConfig{Redis: rdb, Key: "egress:test:" + t.Name(), Endpoints: []security.Endpoint{{Name: "configured net", Addr: "10.77.0.0/16"}}}
+	gpuHost, err := security.NewEgressPolicy(cfg)
+	require.NoError(t, err)
+	other, err := security.NewEgressPolicy(cfg)
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, gpuHost.Register(ctx, security.EndpointGPU+" network", "172.31.250.0/24"))
+	other.Refresh(ctx)
+	for _, p := range []*security.EgressPolicy{gpuHost, other} {
+		for _, tc := range []struct{ addr, deny string }{
+			{"172.31.250.2:8188", security.EndpointGPU},
+			{"172.31.250.254:1", security.EndpointGPU},
+			{"[::ffff:172.31.250.9]:80", security.EndpointGPU},
+			{"10.77.3.4:443", "configured net"},
+			{"172.31.251.2:8188", ""},
+			{"10.78.0.1:443", ""},
+		} {
+			err := p.CheckDial("tcp", tc.addr)
+			if tc.deny == "" {
+				require.NoError(t, err, tc.addr)
+				continue
+			}
+			require.ErrorIs(t, err, security.ErrEgressDenied, tc.addr)
+			require.ErrorContains(t, err, tc.deny, tc.addr)
+		}
+		require.ErrorContains(t, p.CheckURL("http://172.31.250.2:8188/history", nil), security.EndpointGPU)
+	}
+	_, err = security.NewEgressPolicy(security.EgressPolicyConfig{Endpoints: []security.Endpoint{{Name: "x", Addr: "10.0.0.0/33"}}})
+	require.Error(t, err, "a malformed prefix is no endpoint")
+}
