@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path"
 	"regexp"
 	"sort"
@@ -102,10 +101,11 @@ func skipDir(name string) bool {
 	return strings.HasPrefix(name, ".") || name == "node_modules" || name == "vendor" || name == "__pycache__"
 }
 
-// collect lists t's lintable files by language, walking through an os.Root so
-// a symlink cannot lead the walk outside; symlinks are not followed at all.
+// collect lists t's lintable files by language, walking through a confine.Root
+// so a symlink cannot lead the walk outside (symlinks are not followed at all)
+// and a FIFO never blocks the head read.
 func collect(t target, maxFiles int) (map[lang][]string, bool, error) {
-	r, err := os.OpenRoot(t.root)
+	r, err := openRoot(t.root)
 	if err != nil {
 		return nil, false, fmt.Errorf("workspace root: %w", err)
 	}
@@ -293,7 +293,7 @@ const defaultESLint = `{"root": true, "extends": "eslint:recommended",
 // config file (or package.json's eslintConfig) from the linted directory up to
 // the workspace root.
 func hasESLintConfig(t target) bool {
-	r, err := os.OpenRoot(t.root)
+	r, err := openRoot(t.root)
 	if err != nil {
 		return false
 	}
@@ -417,7 +417,7 @@ func (s *server) golang(ctx context.Context, sess *tools.Session, t target, file
 
 // modules groups Go files by their module root: root → "./pkg" patterns.
 func modules(t target, files []string) (map[string][]string, []string) {
-	r, err := os.OpenRoot(t.root)
+	r, err := openRoot(t.root)
 	if err != nil {
 		return nil, files
 	}

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aetherium-engine/aetherium/confine"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/workspace"
@@ -177,7 +178,7 @@ func resolve(s *tools.Session, p string) (target, error) {
 	if err != nil {
 		return target{}, fmt.Errorf("workspace root: %w", err)
 	}
-	r, err := os.OpenRoot(root)
+	r, err := openRoot(root)
 	if err != nil {
 		return target{}, fmt.Errorf("workspace root: %w", err)
 	}
@@ -332,10 +333,18 @@ func bound(sec int, def, max time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
+// openRoot opens the workspace for the quality tools' host-side reads: through
+// confine, so no symlink leads out, a FIFO or socket is refused instead of
+// blocking the open, and no file over 64 MiB is opened (the tools read only
+// heads and small project files on the host; linters run in the sandbox).
+func openRoot(dir string) (*confine.Root, error) {
+	return confine.OpenRoot(dir, confine.Config{MaxBytes: confine.DefaultMaxBytes})
+}
+
 // readSmall reads a small project file (package.json) through the workspace
 // root, refusing one over 1 MiB: an agent's file is never read whole into the
 // worker's memory.
-func readSmall(r *os.Root, name string) ([]byte, error) {
+func readSmall(r *confine.Root, name string) ([]byte, error) {
 	f, err := r.Open(name)
 	if err != nil {
 		return nil, err

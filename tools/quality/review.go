@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/aetherium-engine/aetherium/confine"
 	"github.com/aetherium-engine/aetherium/review"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/workspace"
@@ -90,14 +90,15 @@ type sourceFile struct {
 }
 
 // reviewFiles reads rel (a file, or the text files under a directory, sorted,
-// skipping dot and dependency directories) through an os.Root, so no symlink
-// leads out of the workspace.
+// skipping dot and dependency directories) through a confine.Root: no symlink
+// leads out of the workspace, a FIFO or socket is refused instead of blocking, a
+// file over the review budget is never read whole.
 func reviewFiles(ws, rel string, cfg ReviewConfig) ([]sourceFile, error) {
 	clean, err := workspace.Clean(rel)
 	if err != nil {
 		return nil, err
 	}
-	root, err := os.OpenRoot(ws)
+	root, err := confine.OpenRoot(ws, confine.Config{MaxBytes: int64(cfg.MaxBytes)})
 	if err != nil {
 		return nil, fmt.Errorf("open the workspace: %w", err)
 	}
@@ -138,6 +139,12 @@ func reviewFiles(ws, rel string, cfg ReviewConfig) ([]sourceFile, error) {
 			break
 		}
 		raw, err := fs.ReadFile(fsys, p)
+		if errors.Is(err, confine.ErrTooLarge) && info.IsDir() {
+			continue // one file over the whole budget: the others may fit
+		}
+		if errors.Is(err, confine.ErrTooLarge) {
+			return nil, fmt.Errorf("%s is over the %d bytes a review takes; review a smaller file or part of the directory", p, cfg.MaxBytes)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", p, err)
 		}

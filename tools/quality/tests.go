@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
-	"os"
 	"path"
 	"regexp"
 	"sort"
@@ -53,7 +52,7 @@ var filterRE = regexp.MustCompile(`^[A-Za-z0-9_ ./:\[\]()|^$*+?\-=,'"]{1,200}$`)
 
 // detect picks the framework of directory rel.
 func detect(t target) (string, error) {
-	r, err := os.OpenRoot(t.root)
+	r, err := openRoot(t.root)
 	if err != nil {
 		return "", err
 	}
@@ -84,12 +83,14 @@ func detect(t target) (string, error) {
 			return "pytest", nil
 		}
 	}
-	d, err := r.Open(t.rel)
+	des, err := r.ReadDir(t.rel)
 	if err != nil {
 		return "", err
 	}
-	names, _ := d.Readdirnames(2000)
-	d.Close()
+	names := make([]string, 0, min(len(des), 2000))
+	for _, e := range des[:min(len(des), 2000)] {
+		names = append(names, e.Name())
+	}
 	sort.Strings(names)
 	for _, n := range names {
 		if strings.HasSuffix(n, ".csproj") || strings.HasSuffix(n, ".sln") {
