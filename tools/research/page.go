@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"github.com/aetherium-engine/aetherium/confine"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/tools"
 )
@@ -58,7 +58,7 @@ func openPage(ctx context.Context, pool *browsers, s *tools.Session, target, rel
 	tctx, tcancel := chromedp.NewContext(pg.live.ctx, chromedp.WithNewBrowserContext())
 	stopAfter := context.AfterFunc(ctx, tcancel)
 	op := &openedPage{ctx: tctx, limit: limit, urls: map[network.RequestID]string{}, appBodies: map[string]string{}}
-	var wsRoot *os.Root
+	var wsRoot *confine.Root
 	op.close = func() {
 		stopAfter()
 		tcancel()
@@ -77,7 +77,7 @@ func openPage(ctx context.Context, pool *browsers, s *tools.Session, target, rel
 		}
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	if wsRoot, err = os.OpenRoot(s.Workspace); err != nil {
+	if wsRoot, err = openPlayRoot(s.Workspace); err != nil {
 		op.close()
 		return nil, fmt.Errorf("open the workspace: %w", err)
 	}

@@ -15,7 +15,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"path"
 	"slices"
 	"strings"
@@ -27,6 +26,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	"github.com/aetherium-engine/aetherium/confine"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/workspace"
 )
@@ -136,7 +136,7 @@ func playTarget(ws, p string) (target, rel string, err error) {
 	if ext := strings.ToLower(path.Ext(rel)); ext != ".html" && ext != ".htm" {
 		return "", "", fmt.Errorf("%s is not an HTML file", rel)
 	}
-	root, err := os.OpenRoot(ws)
+	root, err := openPlayRoot(ws)
 	if err != nil {
 		return "", "", fmt.Errorf("open the workspace: %w", err)
 	}
@@ -156,14 +156,22 @@ func inDotDir(rel string) bool {
 // served answers the browser's requests for PlayOrigin from the workspace and
 // remembers what it served.
 type served struct {
-	root *os.Root // the workspace, opened once per play
+	root *confine.Root // the workspace, opened once per play
 
 	mu    sync.Mutex
 	files map[string]string
 }
 
-// answer reads the file a PlayOrigin URL names, through an os.Root (no symlink
-// out), refusing dot directories; a miss is a 404 the page sees.
+// openPlayRoot opens the workspace for play_test's host-side reads: through
+// confine, so no symlink leads out, a FIFO or socket is refused instead of
+// blocking the open and no file over playMaxFile is read.
+func openPlayRoot(ws string) (*confine.Root, error) {
+	return confine.OpenRoot(ws, confine.Config{MaxBytes: playMaxFile})
+}
+
+// answer reads the file a PlayOrigin URL names, through a confine.Root (no
+// symlink out, no FIFO opened, at most playMaxFile), refusing dot directories;
+// a miss is a 404 the page sees.
 func (sv *served) answer(raw string) (int64, []byte, string) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -178,7 +186,7 @@ func (sv *served) answer(raw string) (int64, []byte, string) {
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() > playMaxFile {
 		return 404, nil, ""
 	}
-	data, err := fs.ReadFile(root.FS(), rel)
+	data, err := root.ReadFile(rel)
 	if err != nil {
 		return 404, nil, ""
 	}
@@ -304,7 +312,7 @@ func play(ctx context.Context, pool *browsers, cfg Config, s *tools.Session, a P
 // walk skips dot directories and stops after playMaxWalk entries; a static
 // server of the workspace or of a folder in it (python3 -m http.server,
 // busybox httpd -h site) is matched, a generated answer is not.
-func appFiles(root *os.Root, bodies map[string]string) map[string]string {
+func appFiles(root *confine.Root, bodies map[string]string) map[string]string {
 	if len(bodies) == 0 {
 		return nil
 	}
@@ -318,7 +326,7 @@ func appFiles(root *os.Root, bodies map[string]string) map[string]string {
 	}
 	out := map[string]string{}
 	n := 0
-	_ = fs.WalkDir(root.FS(), ".", func(rel string, de fs.DirEntry, err error) error {
+	_ = root.WalkDir(".", func(rel string, de fs.DirEntry, err error) error {
 		if n++; err != nil || n > playMaxWalk {
 			return fs.SkipAll
 		}
@@ -339,7 +347,7 @@ func appFiles(root *os.Root, bodies map[string]string) map[string]string {
 			if err != nil || fi.Size() > playMaxFile {
 				continue
 			}
-			data, err := fs.ReadFile(root.FS(), rel)
+			data, err := root.ReadFile(rel)
 			if err != nil {
 				continue
 			}
