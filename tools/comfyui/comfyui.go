@@ -31,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aetherium-engine/aetherium/confine"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/media"
 	"github.com/aetherium-engine/aetherium/media/comfyui"
@@ -496,14 +497,17 @@ func (t *toolset) upload(ctx context.Context, c *comfyui.Client, root *os.Root, 
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", what, err)
 	}
-	fi, err := root.Stat(rel)
+	// Read through confine: a FIFO or socket is refused instead of blocking the
+	// open, no symlink leads out, nothing over MaxRefBytes is read.
+	ws, err := confined(root, t.cfg.MaxRefBytes)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", what, err)
 	}
-	if !fi.Mode().IsRegular() || fi.Size() > t.cfg.MaxRefBytes {
-		return "", fmt.Errorf("%s: %s is not a regular file of at most %d bytes", what, rel, t.cfg.MaxRefBytes)
+	defer ws.Close()
+	data, err := ws.ReadFile(rel)
+	if errors.Is(err, confine.ErrNotRegular) || errors.Is(err, confine.ErrTooLarge) {
+		return "", fmt.Errorf("%s: %s is not a regular file of at most %d bytes: %w", what, rel, t.cfg.MaxRefBytes, err)
 	}
-	data, err := root.ReadFile(rel)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", what, err)
 	}
@@ -559,7 +563,7 @@ func (t *toolset) collect(ctx context.Context, c *comfyui.Client, root *os.Root,
 			name = fmt.Sprintf("%s-%d.png", base, i+1)
 		}
 		rel := path.Join(rec.SaveDir, name)
-		if err := root.WriteFile(rel, data, 0o644); err != nil {
+		if err := saveFile(root, rel, data); err != nil {
 			return res, fmt.Errorf("save %s: %w", rel, err)
 		}
 		saved = append(saved, rel)
@@ -695,6 +699,25 @@ func writeRecord(root *os.Root, rec record) error {
 		return fmt.Errorf("comfyui bookkeeping: %w", err)
 	}
 	return nil
+}
+
+// confined opens the workspace root is on (root.Name()) for confined reads of
+// the agent's files: the os.Root stays for the engine's own writes and records.
+func confined(root *os.Root, maxBytes int64) (*confine.Root, error) {
+	return confine.OpenRoot(root.Name(), confine.Config{MaxBytes: maxBytes})
+}
+
+// saveFile writes data to the agent's path rel through confine: atomically
+// (a temporary file renamed over rel, so a crash leaves no half file), and an
+// existing rel that is a FIFO or socket is refused instead of blocking the
+// open for writing; no symlink leads out.
+func saveFile(root *os.Root, rel string, data []byte) error {
+	ws, err := confined(root, max(confine.DefaultMaxBytes, int64(len(data))))
+	if err != nil {
+		return err
+	}
+	defer ws.Close()
+	return ws.WriteFile(rel, data, confine.WriteOptions{Perm: 0o644})
 }
 
 func readRecord(root *os.Root, promptID string) (record, error) {

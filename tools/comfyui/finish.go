@@ -31,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aetherium-engine/aetherium/confine"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/media/comfyui"
 	"github.com/aetherium-engine/aetherium/media/workflows"
@@ -183,7 +184,14 @@ func (f *finishTool) checkPicture(root *os.Root, p string) (string, error) {
 	if !fi.Mode().IsRegular() || fi.Size() > f.cfg.MaxRefBytes {
 		return "", fmt.Errorf("%s is not a regular file of at most %d bytes", rel, f.cfg.MaxRefBytes)
 	}
-	fh, err := root.Open(rel)
+	// Opened through confine: a name swapped for a FIFO since the Lstat is
+	// refused instead of blocking the open.
+	ws, err := confined(root, f.cfg.MaxRefBytes)
+	if err != nil {
+		return "", err
+	}
+	defer ws.Close()
+	fh, err := ws.Open(rel)
 	if err != nil {
 		return "", err
 	}
@@ -258,7 +266,7 @@ func FinishService() string { return Models["qwen"].Service }
 // ErrPicture are the picture's; others (the lease was fenced, the service did
 // not answer) are worth a retry.
 func (f Finisher) Upscale(ctx context.Context, g lease.Grant, root *os.Root, runID, src, dst string) (int, int, error) {
-	data, err := root.ReadFile(src)
+	data, err := readPicture(root, src)
 	if err != nil {
 		return 0, 0, fmt.Errorf("%w: read %s: %v", ErrPicture, src, err)
 	}
@@ -345,12 +353,7 @@ func (f Finisher) Upscale(ctx context.Context, g lease.Grant, root *os.Root, run
 	if err != nil {
 		return 0, 0, fmt.Errorf("%w: the upscale of %s is not a PNG: %v", ErrPicture, src, err)
 	}
-	tmp := path.Join(path.Dir(dst), "."+path.Base(dst)+".part")
-	if err := root.WriteFile(tmp, out, 0o644); err != nil {
-		return 0, 0, fmt.Errorf("save %s: %w", dst, err)
-	}
-	if err := root.Rename(tmp, dst); err != nil {
-		_ = root.Remove(tmp)
+	if err := saveFile(root, dst, out); err != nil {
 		return 0, 0, fmt.Errorf("save %s: %w", dst, err)
 	}
 	return oc.Width, oc.Height, nil
@@ -383,7 +386,14 @@ func FinishSize(w, h int) (int, int) {
 // wrote it crashed before recording it): a PNG of the size FinishSize gives
 // src. It returns that size.
 func FinishedUpscale(root *os.Root, src, dst string) (int, int, bool) {
-	sf, err := root.Open(src)
+	// Both are the agent's files: through confine, so a FIFO under either name
+	// is refused instead of hanging the post-run task.
+	ws, err := confined(root, confine.DefaultMaxBytes)
+	if err != nil {
+		return 0, 0, false
+	}
+	defer ws.Close()
+	sf, err := ws.Open(src)
 	if err != nil {
 		return 0, 0, false
 	}
@@ -392,7 +402,7 @@ func FinishedUpscale(root *os.Root, src, dst string) (int, int, bool) {
 	if err != nil {
 		return 0, 0, false
 	}
-	df, err := root.Open(dst)
+	df, err := ws.Open(dst)
 	if err != nil {
 		return 0, 0, false
 	}
@@ -403,6 +413,17 @@ func FinishedUpscale(root *os.Root, src, dst string) (int, int, bool) {
 	}
 	w, h := FinishSize(sc.Width, sc.Height)
 	return dc.Width, dc.Height, dc.Width == w && dc.Height == h
+}
+
+// readPicture reads the agent's picture src through confine (no FIFO opened,
+// no symlink out, at most confine.DefaultMaxBytes).
+func readPicture(root *os.Root, src string) ([]byte, error) {
+	ws, err := confined(root, confine.DefaultMaxBytes)
+	if err != nil {
+		return nil, err
+	}
+	defer ws.Close()
+	return ws.ReadFile(src)
 }
 
 // finishClientID is the ComfyUI client id of one upscale: not under the run's

@@ -273,7 +273,7 @@ func (t *toolset) saveVideo(ctx context.Context, c *comfyui.Client, root *os.Roo
 		base = "video-" + promptID[:min(8, len(promptID))]
 	}
 	rel := path.Join(p.saveDir, base+".mp4")
-	if err := root.WriteFile(rel, data, 0o644); err != nil {
+	if err := saveFile(root, rel, data); err != nil {
 		return VideoResult{}, fmt.Errorf("save %s: %w", rel, err)
 	}
 	return VideoResult{PromptID: promptID, Status: "done", Path: rel, Mode: p.mode, Seconds: p.seconds, FPS: p.fps, Frames: info.Frames,
