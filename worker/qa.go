@@ -4,13 +4,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
 
+	"github.com/aetherium-engine/aetherium/confine"
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -95,22 +96,32 @@ func qaRefusal(ws string, msgs []llm.Message, answer string) string {
 		". Run play_test on the page, then state the verdict again (VERDICT <page> PASS|FAIL <reason>)."
 }
 
+// qaMaxFile bounds a played file changedFiles reads (play_test serves none
+// larger).
+const qaMaxFile = 8 << 20
+
 // changedFiles are the played files whose content differs now (or that are
-// gone), read through an os.Root.
+// gone), read through confine (no symlink out, a FIFO refused instead of
+// blocking the open, at most research's play limit of 8 MiB, as play_test
+// serves no more).
 func changedFiles(ws string, files map[string]string) []string {
 	if len(files) == 0 {
 		return nil
 	}
-	root, err := os.OpenRoot(ws)
+	root, err := confine.OpenRoot(ws, confine.Config{MaxBytes: qaMaxFile})
 	if err != nil {
 		return []string{"the workspace is unreadable"}
 	}
 	defer root.Close()
 	var out []string
 	for p, want := range files {
-		data, err := fs.ReadFile(root.FS(), p)
-		if err != nil {
+		data, err := root.ReadFile(p)
+		if errors.Is(err, fs.ErrNotExist) {
 			out = append(out, p+" is gone")
+			continue
+		}
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s is unreadable (%v)", p, err))
 			continue
 		}
 		sum := sha256.Sum256(data)

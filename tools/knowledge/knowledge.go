@@ -22,6 +22,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/aetherium-engine/aetherium/confine"
 	kb "github.com/aetherium-engine/aetherium/knowledge"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/wsquota"
@@ -191,6 +192,14 @@ func (s *server) save(workspace, title string, data []byte) (rel string, updated
 		return "", false, fmt.Errorf("open workspace: %w", err)
 	}
 	defer root.Close()
+	// Existing documents are the agent's files: read through confine, so a FIFO
+	// or socket under a document's name is refused instead of blocking the
+	// open, and nothing over MaxDocumentBytes is read.
+	conf, err := confine.OpenRoot(workspace, confine.Config{MaxBytes: kb.MaxDocumentBytes})
+	if err != nil {
+		return "", false, fmt.Errorf("open workspace: %w", err)
+	}
+	defer conf.Close()
 	if err := root.MkdirAll(kb.FolderName, 0o755); err != nil {
 		return "", false, err
 	}
@@ -211,8 +220,11 @@ func (s *server) save(workspace, title string, data []byte) (rel string, updated
 			name = fmt.Sprintf("%s-%d.md", slug, n)
 		}
 		rel := path.Join(kb.FolderName, name)
-		old, err := root.ReadFile(rel)
+		old, err := conf.ReadFile(rel)
 		switch {
+		case errors.Is(err, confine.ErrNotRegular), errors.Is(err, confine.ErrTooLarge),
+			errors.Is(err, confine.ErrLoop), errors.Is(err, confine.ErrOutside):
+			continue // the name is taken by something that is no document of ours
 		case errors.Is(err, fs.ErrNotExist):
 			if err := root.Link(tmp, rel); errors.Is(err, fs.ErrExist) {
 				continue // taken meanwhile (another worker): look again
