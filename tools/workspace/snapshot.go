@@ -87,7 +87,11 @@ func (d *dir) revert(sessionID, rel string) (snapshot, error) {
 		return snap, fmt.Errorf("%w: no session", ErrNoSnapshot)
 	}
 	p := snapshotPath(sessionID, rel)
-	raw, err := d.root.ReadFile(p)
+	// The engine's own file, but read like an agent's (O_NONBLOCK, fstat,
+	// bounded): a snapshot is the content (base64 in JSON) plus its metadata.
+	engine := d.cfg
+	engine.MaxFileBytes = d.cfg.MaxFileBytes/3*4 + 64<<10
+	raw, _, err := (&dir{root: d.root, cfg: engine, engine: true}).readRegular(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return snap, fmt.Errorf("%w: this session has not changed %s", ErrNoSnapshot, rel)
 	}
