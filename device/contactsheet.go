@@ -97,7 +97,7 @@ func sample(xs []string, n int) []string {
 
 // decodeCapture reads a PNG after checking its claimed size.
 func decodeCapture(p string) (image.Image, error) {
-	f, err := os.Open(p)
+	f, err := openCaptured(p)
 	if err != nil {
 		return nil, err
 	}

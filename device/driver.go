@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/aetherium-engine/aetherium/confine"
 	"github.com/aetherium-engine/aetherium/device/fps"
 	"github.com/aetherium-engine/aetherium/tools/workspace"
 )
@@ -389,7 +391,7 @@ func (d *Driver) capture(ctx context.Context, dst string) (int, int, error) {
 	if _, err := d.sh.run(ctx, d.cfg.ScriptTimeout, scriptCapture, dst); err != nil {
 		return 0, 0, fmt.Errorf("capture: %w", err)
 	}
-	f, err := os.Open(dst)
+	f, err := openCaptured(dst)
 	if err != nil {
 		return 0, 0, fmt.Errorf("capture: %w", err)
 	}
@@ -653,7 +655,7 @@ func outcomeText(o string) string {
 }
 
 func analyzeFile(p string, o fps.Options) (fps.Analysis, error) {
-	f, err := os.Open(p)
+	f, err := openCaptured(p)
 	if err != nil {
 		return fps.Analysis{}, err
 	}
@@ -671,7 +673,12 @@ func analyzeFile(p string, o fps.Options) (fps.Analysis, error) {
 var crashMarkers = []string{"FATAL EXCEPTION", "Fatal signal", "ANR in "}
 
 func crashed(logPath, pkg string) bool {
-	b, err := os.ReadFile(logPath)
+	f, err := openCaptured(logPath)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, confine.DefaultMaxBytes))
 	if err != nil {
 		return false
 	}
@@ -711,6 +718,25 @@ func (d *Driver) keepSaves(ws, pkg, from string) error {
 
 // ---- workspace helpers ----------------------------------------------------------
 
+// openCaptured opens p, a file a script brought back into the workspace's
+// .frame/ (a capture, the recording, the log), through confine on its
+// directory: the agent can reach .frame/ too, so a FIFO, socket or symlink
+// under the name is refused (a KindError, ErrLoop) instead of blocking the
+// open or leading elsewhere, and nothing over confine.DefaultMaxBytes is
+// opened.
+func openCaptured(p string) (*confine.File, error) {
+	root, err := confine.OpenRoot(filepath.Dir(p), confine.Config{})
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	f, err := root.Open(filepath.Base(p))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Base(p), err)
+	}
+	return f, nil
+}
+
 // frameDir returns (creating it) an absolute directory under .frame/ of the
 // workspace, confined like every workspace path.
 func frameDir(ws string, parts ...string) (string, error) {
@@ -747,11 +773,14 @@ func writeJSON(ws string, v any, parts ...string) error {
 
 // lastInstalled is the package this workspace last installed, or "".
 func lastInstalled(ws string) string {
-	p, err := workspace.Resolve(ws, filepath.Join(FrameDir, "installed.json"))
+	// The record lies in the agent-writable workspace: read through confine (no
+	// FIFO opened, no symlink out, at most 64 KiB).
+	root, err := confine.OpenRoot(ws, confine.Config{MaxBytes: 64 << 10})
 	if err != nil {
 		return ""
 	}
-	raw, err := os.ReadFile(p)
+	defer root.Close()
+	raw, err := root.ReadFile(path.Join(FrameDir, "installed.json"))
 	if err != nil {
 		return ""
 	}

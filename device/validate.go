@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/aetherium-engine/aetherium/confine"
 	"github.com/aetherium-engine/aetherium/device/apk"
 	"github.com/aetherium-engine/aetherium/tools/workspace"
 )
@@ -48,26 +49,34 @@ func BoundSeconds(name string, secs float64, def, lo, hi time.Duration) (time.Du
 // so the file an agent (or a peer) rewrites after validation is not what reaches the
 // headset. The caller removes the returned path.
 func snapshotAPK(root, rel string, lim apk.Limits) (string, apk.Info, error) {
-	p, err := workspace.Resolve(root, rel)
+	// Resolve gives the agent its errors (outside, absolute, missing, …); the
+	// open below is what is trusted.
+	if _, err := workspace.Resolve(root, rel); err != nil {
+		return "", apk.Info{}, fmt.Errorf("%w: apk: %w", ErrInvalidArg, err)
+	}
+	clean, err := workspace.Clean(rel)
 	if err != nil {
 		return "", apk.Info{}, fmt.Errorf("%w: apk: %w", ErrInvalidArg, err)
 	}
-	src, err := os.Open(p)
-	if err != nil {
-		return "", apk.Info{}, fmt.Errorf("%w: apk %s: %v", ErrInvalidArg, rel, errors.Unwrap(err))
-	}
-	defer src.Close()
-	fi, err := src.Stat()
+	max := lim.MaxBytes
+	// Through confine: no symlink leads out, a FIFO or socket is refused (a
+	// KindError) instead of blocking the open, nothing over max is opened.
+	ws, err := confine.OpenRoot(root, confine.Config{MaxBytes: max})
 	if err != nil {
 		return "", apk.Info{}, fmt.Errorf("apk %s: %w", rel, err)
 	}
-	if !fi.Mode().IsRegular() {
-		return "", apk.Info{}, fmt.Errorf("%w: apk %s is not a regular file", ErrInvalidArg, rel)
+	defer ws.Close()
+	src, err := ws.Open(clean)
+	if errors.Is(err, confine.ErrTooLarge) {
+		return "", apk.Info{}, fmt.Errorf("%w: apk %s: %w: %v", ErrInvalidArg, rel, apk.ErrInvalid, err)
 	}
-	max := lim.MaxBytes
-	if fi.Size() > max {
-		return "", apk.Info{}, fmt.Errorf("%w: apk %s: %w: %d bytes is over the %d byte limit", ErrInvalidArg, rel, apk.ErrInvalid, fi.Size(), max)
+	if errors.Is(err, confine.ErrNotRegular) {
+		return "", apk.Info{}, fmt.Errorf("%w: apk %s is not a regular file: %v", ErrInvalidArg, rel, err)
 	}
+	if err != nil {
+		return "", apk.Info{}, fmt.Errorf("%w: apk %s: %v", ErrInvalidArg, rel, err)
+	}
+	defer src.Close()
 	dst, err := os.CreateTemp("", "aetherium-apk-*.apk")
 	if err != nil {
 		return "", apk.Info{}, fmt.Errorf("apk snapshot: %w", err)
