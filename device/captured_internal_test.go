@@ -2,10 +2,12 @@ package device
 
 import (
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/confine"
 	"github.com/aetherium-engine/aetherium/confine/confinetest"
 	"github.com/aetherium-engine/aetherium/device/fps"
 )
@@ -32,6 +34,32 @@ func TestCapturedFilesRefuseHostileFiles(t *testing.T) {
 				return fmt.Sprint(f, err, aerr, derr)
 			})
 			require.NotContains(t, out, confinetest.Secret)
+		})
+	}
+}
+
+// The saves a run pulls into .frame/ are copied back through confine: a
+// hostile entry is skipped (the oversized file is an error) promptly, and
+// nothing outside is copied.
+func TestCopyTreeRefusesHostileFiles(t *testing.T) {
+	t.Parallel()
+	for _, k := range confinetest.Kinds {
+		t.Run(string(k), func(t *testing.T) {
+			t.Parallel()
+			from, to := t.TempDir(), t.TempDir()+"/copy"
+			require.NoError(t, os.WriteFile(from+"/ok.sav", []byte("ok"), 0o644))
+			confinetest.Plant(t, from, "slot/bad.sav", k)
+			err := confinetest.Prompt(t, func() error { return copyTree(from, to) })
+			if k == confinetest.Sparse {
+				require.ErrorIs(t, err, confine.ErrTooLarge)
+				return
+			}
+			require.NoError(t, err)
+			b, err := os.ReadFile(to + "/ok.sav")
+			require.NoError(t, err)
+			require.Equal(t, "ok", string(b))
+			_, err = os.Lstat(to + "/slot/bad.sav")
+			require.ErrorIs(t, err, os.ErrNotExist, "a hostile entry is not copied")
 		})
 	}
 }

@@ -802,29 +802,36 @@ func countFiles(dir string) int {
 	return n
 }
 
+// maxSaveBytes bounds one file of the saves copied back into the workspace.
+const maxSaveBytes = 1 << 30
+
 // copyTree copies regular files and directories; symlinks are not followed.
+// from lies in the agent-writable .frame/: it is walked and read through
+// confine, so a file swapped for a FIFO is refused instead of blocking the
+// copy, and no symlink leads out.
 func copyTree(from, to string) error {
-	return filepath.WalkDir(from, func(p string, e fs.DirEntry, err error) error {
+	root, err := confine.OpenRoot(from, confine.Config{MaxBytes: maxSaveBytes})
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return root.WalkDir(".", func(rel string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(from, p)
-		if err != nil {
-			return err
-		}
-		dst := filepath.Join(to, rel)
+		dst := filepath.Join(to, filepath.FromSlash(rel))
 		switch {
 		case e.IsDir():
 			return os.MkdirAll(dst, 0o755)
 		case e.Type().IsRegular():
-			return copyFile(p, dst)
+			return copyFile(root, rel, dst)
 		}
 		return nil
 	})
 }
 
-func copyFile(from, to string) error {
-	src, err := os.Open(from)
+func copyFile(root *confine.Root, rel, to string) error {
+	src, err := root.Open(rel)
 	if err != nil {
 		return err
 	}
