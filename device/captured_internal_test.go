@@ -63,3 +63,42 @@ func TestCopyTreeRefusesHostileFiles(t *testing.T) {
 		})
 	}
 }
+
+// The engine's records in .frame/ are written through confine. A hostile file
+// the agent planted under a record's name is refused promptly (a regular one,
+// however large, is replaced); one planted under the name the old code wrote
+// its temporary file to (installed.json.tmp: a FIFO there blocked the host's
+// open for good, a symlink there led the write out) is irrelevant now. No
+// symlink ever leads the write out.
+func TestWriteJSONRefusesHostileFiles(t *testing.T) {
+	t.Parallel()
+	for _, at := range []string{"installed.json", "installed.json.tmp"} {
+		for _, k := range confinetest.Kinds {
+			t.Run(at+"/"+string(k), func(t *testing.T) {
+				t.Parallel()
+				ws := t.TempDir()
+				confinetest.Plant(t, ws, FrameDir+"/"+at, k)
+				var target string
+				if k == confinetest.Outside {
+					var err error
+					target, err = os.Readlink(ws + "/" + FrameDir + "/" + at)
+					require.NoError(t, err)
+				}
+				err := confinetest.Prompt(t, func() error { return writeJSON(ws, map[string]string{"package": "com.x"}, "installed.json") })
+				if target != "" {
+					b, rerr := os.ReadFile(target)
+					require.NoError(t, rerr)
+					require.Equal(t, confinetest.Secret, string(b), "the file outside is untouched")
+				}
+				if k != confinetest.Sparse && at == "installed.json" {
+					require.Error(t, err)
+					return
+				}
+				require.NoError(t, err)
+				b, rerr := os.ReadFile(ws + "/" + FrameDir + "/installed.json")
+				require.NoError(t, rerr)
+				require.Contains(t, string(b), "com.x")
+			})
+		}
+	}
+}

@@ -756,19 +756,27 @@ func frameDir(ws string, parts ...string) (string, error) {
 }
 
 func writeJSON(ws string, v any, parts ...string) error {
-	dir, err := frameDir(ws, parts[:len(parts)-1]...)
-	if err != nil {
+	if _, err := frameDir(ws, parts[:len(parts)-1]...); err != nil {
 		return err
 	}
 	raw, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	p := filepath.Join(dir, parts[len(parts)-1])
-	if err := os.WriteFile(p+".tmp", append(raw, '\n'), 0o644); err != nil {
+	// The directory lies in the agent-writable workspace: written through
+	// confine (a temporary file of its own and renameat), so a FIFO or a symlink
+	// the agent planted at the name (or at a ".tmp" beside it) neither blocks the
+	// host nor leads the write out of the workspace.
+	root, err := confine.OpenRoot(ws, confine.Config{})
+	if err != nil {
 		return fmt.Errorf("write %s: %w", parts[len(parts)-1], err)
 	}
-	return os.Rename(p+".tmp", p)
+	defer root.Close()
+	rel := path.Join(append([]string{FrameDir}, parts...)...)
+	if err := root.WriteFile(rel, append(raw, '\n'), confine.WriteOptions{Perm: 0o644}); err != nil {
+		return fmt.Errorf("write %s: %w", parts[len(parts)-1], err)
+	}
+	return nil
 }
 
 // lastInstalled is the package this workspace last installed, or "".
