@@ -160,6 +160,7 @@ func (r *Root) OpenWrite(rel string) (*File, error) {
 func (r *Root) openRegular(rel string, flags int) (*File, error) {
 	res, err := r.resolve(rel, true)
 	if err != nil {
+		res.closeIf()
 		return nil, err
 	}
 	defer res.close()
@@ -215,6 +216,7 @@ func (r *Root) ReadFile(rel string) ([]byte, error) {
 func (r *Root) Stat(rel string) (fs.FileInfo, error) {
 	res, err := r.resolve(rel, true)
 	if err != nil {
+		res.closeIf()
 		return nil, err
 	}
 	res.close()
@@ -226,6 +228,7 @@ func (r *Root) Stat(rel string) (fs.FileInfo, error) {
 func (r *Root) Lstat(rel string) (fs.FileInfo, error) {
 	res, err := r.resolve(rel, false)
 	if err != nil {
+		res.closeIf()
 		return nil, err
 	}
 	res.close()
@@ -294,6 +297,15 @@ func (s *resolution) close() {
 		_ = unix.Close(fd)
 	}
 	s.fds = nil
+}
+
+// closeIf closes a resolution that came back with an error: resolve returns the
+// partial resolution (its parent directory open) with fs.ErrNotExist, for the
+// callers that create the missing name; every other caller must close it.
+func (s *resolution) closeIf() {
+	if s != nil {
+		s.close()
+	}
 }
 
 // splitRel validates rel and splits it into components. Absolute paths are

@@ -24,6 +24,7 @@ import (
 func (r *Root) WalkDir(rel string, fn fs.WalkDirFunc) error {
 	res, err := r.resolve(rel, true)
 	if err != nil {
+		res.closeIf()
 		return fn(rel, nil, err)
 	}
 	defer res.close()
@@ -138,6 +139,7 @@ func readDir(fd int, p string) ([]dirEntry, error) {
 func (r *Root) ReadDir(rel string) ([]fs.DirEntry, error) {
 	res, err := r.resolve(rel, true)
 	if err != nil {
+		res.closeIf()
 		return nil, err
 	}
 	defer res.close()
