@@ -72,18 +72,20 @@ func NormalizeURL(raw string) (norm string, ok bool) {
 	if err != nil || u.Scheme == "" || u.Opaque != "" {
 		return raw, false
 	}
-	host := strings.TrimRight(strings.ToLower(u.Hostname()), ".")
-	if host == "" {
-		return raw, false
-	}
+	host := strings.ToLower(u.Hostname())
 	scheme := strings.ToLower(u.Scheme)
 	if strings.Contains(host, ":") {
 		// Only an IP address may hold a colon in its host ("A://::" parses, with
 		// host ":", but its bracketed form would not): anything else is unparseable.
-		if _, err := netip.ParseAddr(strings.SplitN(host, "%", 2)[0]); err != nil {
+		// Its zone is kept as written (a trailing dot of a zone is no name's root:
+		// "[::%25.]" trimmed to "[::%25]" would not parse), and may not be empty.
+		addr, zone, zoned := strings.Cut(host, "%")
+		if _, err := netip.ParseAddr(addr); err != nil || (zoned && zone == "") {
 			return raw, false
 		}
 		host = "[" + host + "]"
+	} else if host = strings.TrimRight(host, "."); host == "" {
+		return raw, false
 	}
 	if port := u.Port(); port != "" && !(scheme == "http" && port == "80") && !(scheme == "https" && port == "443") {
 		host += ":" + port
