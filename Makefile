@@ -18,18 +18,19 @@ sandbox-image:
 	@if docker info >/dev/null 2>&1; then bash sandbox/build-image.sh; \
 	else echo "sandbox-image: no Docker engine answers; run_shell will report it has no sandbox"; fi
 
-# The sandbox image family (sandbox/images/<name>.packages): Debian bookworm by
-# debootstrap, imported without a registry. Each build is skipped while its hash
-# (package list + build script + the image's <name>.extra.sh inputs, e.g. the host's Go)
-# matches; a cold build takes minutes (sandbox/README.md). The images build side by
-# side (scripts/images.sh), and with them the compose deployment's images
-# (`make deploy-images`).
+# The image family (scripts/images.sh): one base, Debian bookworm by debootstrap
+# imported without a registry (sandbox/images/base.packages), then each member one
+# layer over it, side by side: the sandbox images (sandbox/images/<name>.packages)
+# and the compose deployment's root filesystem (deploy/images/deploy-base.packages).
+# Each build is skipped while its hash (the base's, the package list, the build
+# script, the image's <name>.extra.sh inputs, e.g. the host's Go) matches; a cold
+# build takes minutes (sandbox/README.md).
 images:
 	bash scripts/images.sh
 
 # The images docker-compose.yml runs, without a registry (scripts/deploy-images.sh):
-# one debootstrap base (Debian's redis-server, postgresql, prometheus, e2fsprogs)
-# under aetherium-redis/-postgres/-prometheus, aetherium-worker (base + the static
+# the family's deploy-base member (Debian's redis-server, postgresql, prometheus,
+# e2fsprogs) under aetherium-redis/-postgres/-prometheus, aetherium-worker (base + the static
 # binary) and aetherium (FROM scratch + the binary). Skipped while their hashes match.
 deploy-images:
 	GO=$(GO) bash scripts/deploy-images.sh

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Builds the images docker-compose.yml runs, without any registry:
-#   aetherium-deploy-base  Debian bookworm by debootstrap with redis-server, postgresql,
-#                          prometheus, e2fsprogs (deploy/images/base.packages), built
-#                          by sandbox/images/build.sh through deploy/images/build.sh
-#                          (a symlink: the same machinery and hash as the sandbox family)
+#   aetherium-deploy-base  a member of the image family: the family's base
+#                          (aetherium-base, Debian bookworm by debootstrap) plus
+#                          redis-server, postgresql, prometheus, e2fsprogs
+#                          (deploy/images/deploy-base.packages), built by
+#                          sandbox/images/build.sh through deploy/images/build.sh
+#                          (a symlink: the same machinery and hashes as the sandbox family)
 #   aetherium-redis, aetherium-postgres, aetherium-prometheus   thin layers over it
 #                          (deploy/images/Dockerfile)
 #   aetherium-worker       the base + the static binary (root, mkfs.ext4; the scheduler too)
 #   aetherium              FROM scratch + the static binary (the api, migrate)
 # Each image carries a hash of its inputs (io.aetherium.image.hash) and is skipped
-# while it matches, so a second run costs one cached `go build`. The base's cold
-# debootstrap is about two minutes (the mirror and dpkg, little CPU).
+# while it matches (the images over aetherium-deploy-base also while it is the same
+# image, by id), so a second run costs one cached `go build`. Cold, the family's
+# base is one debootstrap (shared with the sandbox images) and the deploy layer
+# an apt-get install: the mirror and dpkg, little CPU.
 #   AETHERIUM_IMAGE_FORCE=1  rebuild even when the hashes match
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,9 +25,16 @@ if ! docker info >/dev/null 2>&1; then
 	exit 1
 fi
 start=$SECONDS
-bash deploy/images/build.sh base aetherium-deploy-base:latest
+# The static binary compiles (the CPU) while the root filesystem builds (the
+# mirror and dpkg).
+ctx="$(mktemp -d "${TMPDIR:-/tmp}/aetherium-fleet-image.XXXXXX")"
+trap 'rm -rf "$ctx"' EXIT
+CGO_ENABLED=0 "$GO" build -trimpath -ldflags='-s -w' -o "$ctx/aetherium" ./cmd/aetherium &
+gobuild=$!
+bash deploy/images/build.sh deploy-base
 label() { docker image inspect -f '{{index .Config.Labels "io.aetherium.image.hash"}}' "$1" 2>/dev/null || true; }
-base_hash="$(label aetherium-deploy-base:latest)"
+# The images over it are built FROM it: its id (not only its hash) decides them.
+base_hash="$(docker image inspect -f '{{.Id}}' aetherium-deploy-base:latest)"
 
 # build <image> <target> <dockerfile> <context> <hash>: docker build unless current.
 build() {
@@ -44,9 +55,7 @@ for s in redis postgres prometheus; do
 done
 
 # The fleet's context: a staging directory, not the repository (no data/, no .git).
-ctx="$(mktemp -d "${TMPDIR:-/tmp}/aetherium-fleet-image.XXXXXX")"
-trap 'rm -rf "$ctx"' EXIT
-CGO_ENABLED=0 "$GO" build -trimpath -ldflags='-s -w' -o "$ctx/aetherium" ./cmd/aetherium
+wait "$gobuild" || { echo "deploy-images: go build ./cmd/aetherium failed" >&2; exit 1; }
 cp -r templates "$ctx/templates"
 cp -r knowledge/packs "$ctx/packs"
 cp -r config "$ctx/config"

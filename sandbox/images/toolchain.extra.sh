@@ -19,7 +19,7 @@ extra_install() {
 	local root="$1" goroot
 	goroot="$(go_root)"
 	[[ -x "$goroot/bin/go" ]] || { echo "toolchain.extra.sh: no Go at $goroot" >&2; return 1; }
-	mkdir -p "$root/usr/local"
+	mkdir -p "$root/usr/local/bin"
 	cp -a "$goroot" "$root/usr/local/go"
 	# What building, vetting and testing a module never reads: the spec and API
 	# lists, Go's own test suite, the tools' sources (their binaries are in
