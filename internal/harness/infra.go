@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
@@ -60,11 +61,14 @@ func DropDatabase(admin, name string) {
 	_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 }
 
-// Build compiles ./cmd/aetherium into dir and returns the binary's path.
+// Build compiles ./cmd/aetherium into dir and returns the binary's path. It is
+// built like `make build` (static, -trimpath), so the compiled packages are shared
+// with it and with the images' builds.
 func Build(ctx context.Context, root, dir string) (string, error) {
 	out := filepath.Join(dir, "aetherium")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/aetherium")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, "./cmd/aetherium")
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if raw, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/aetherium: %v\n%s", err, raw)
 	}
