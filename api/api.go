@@ -32,7 +32,6 @@ import (
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/metrics"
 	"github.com/aetherium-engine/aetherium/queue"
-	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/studio"
 	"github.com/aetherium-engine/aetherium/templates"
@@ -201,8 +200,8 @@ type Deps struct {
 	Registry  *tools.Registry
 	Templates templates.Dir
 	Metrics   *metrics.Metrics
-	// Approvals decides approvals; nil without a permission gate.
-	Approvals *security.Approvals
+	// Approvals decides approvals (security.Approvals); nil without a permission gate.
+	Approvals ApprovalDecider
 	// Leases serves GET /api/leases and checks a team's gpu_services.
 	Leases *lease.Manager
 	Log    *slog.Logger

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -83,6 +84,13 @@ func approvalID(c *fiber.Ctx) (string, error) {
 
 type decisionRequest struct {
 	Reason string `json:"reason"`
+}
+
+// ApprovalDecider records a human's decision on a pending approval and resumes
+// the call that waits for it (security.Approvals, the gate's side). Its errors
+// wrap store.ErrNotFound, ErrDecided, ErrExpired or ErrRunClosed.
+type ApprovalDecider interface {
+	Decide(ctx context.Context, id string, approve bool, by, reason string) (store.Approval, error)
 }
 
 func (s *Server) decide(approve bool) fiber.Handler {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/api"
 	"github.com/aetherium-engine/aetherium/config"
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/mcpserver"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/wsquota"
@@ -349,7 +350,7 @@ func TestValidateNamesEachKey(t *testing.T) {
 		{name: "a video width off Wan's grid", mutate: func(c *config.Config) { c.ComfyUI.VideoWidth = 830 }, want: "comfyui.video_width"},
 		{name: "a video service that is no lease name", mutate: func(c *config.Config) { c.ComfyUI.VideoService = "Comfy Video" }, want: "comfyui.video_service"},
 		{name: "a secret from env bound to domains is fine", mutate: func(c *config.Config) {
-			c.Security.Secrets = map[string]security.SecretSource{"github": {Env: "GITHUB_TOKEN", Domains: []string{"api.github.com", "*.github.com"}}}
+			c.Security.Secrets = map[string]egress.SecretSource{"github": {Env: "GITHUB_TOKEN", Domains: []string{"api.github.com", "*.github.com"}}}
 		}},
 	}
 	for _, tc := range tests {

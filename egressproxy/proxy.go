@@ -21,8 +21,7 @@ import (
 
 	"github.com/elazarl/goproxy"
 
-	"github.com/aetherium-engine/aetherium/security"
-	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/egress"
 )
 
 // ErrDenied is a connection the proxy refused; the reason follows it.
@@ -30,16 +29,16 @@ var ErrDenied = errors.New("sandbox egress refused")
 
 // Recorder stores one connection record (store.Store implements it).
 type Recorder interface {
-	InsertEgress(ctx context.Context, c store.EgressConnection) error
+	InsertEgress(ctx context.Context, c egress.Connection) error
 }
 
 // Deps are the proxy's collaborators.
 type Deps struct {
-	// Policy is the destination policy. Default: a security.EgressPolicy that knows
+	// Policy is the destination policy. Default: a egress.EgressPolicy that knows
 	// no fleet endpoints (the fleet passes its own, which does).
 	Policy Policy
 	// DLP scans plaintext requests. Required.
-	DLP *security.DLP
+	DLP *egress.DLP
 	// Recorder stores connection records. Required.
 	Recorder Recorder
 	// Resolver resolves names for upstream dials. Default net.DefaultResolver;
@@ -83,7 +82,7 @@ type Proxy struct {
 
 	watchMu  sync.Mutex
 	watchSeq int
-	watchers map[string]map[int]func(store.EgressConnection)
+	watchers map[string]map[int]func(egress.Connection)
 }
 
 type runState struct {
@@ -110,7 +109,7 @@ func New(cfg Config, deps Deps) (*Proxy, error) {
 		return nil, errors.New("egress proxy: DLP and Recorder are required")
 	}
 	if deps.Policy == nil {
-		p, err := security.NewEgressPolicy(security.EgressPolicyConfig{Log: deps.Log})
+		p, err := egress.NewEgressPolicy(egress.EgressPolicyConfig{Log: deps.Log})
 		if err != nil {
 			return nil, fmt.Errorf("egress proxy: default policy: %w", err)
 		}
@@ -395,7 +394,7 @@ func splitHostPort(hostport string, defPort int) (string, int, error) {
 	return host, port, nil
 }
 
-func (p *Proxy) record(ev store.EgressConnection) {
+func (p *Proxy) record(ev egress.Connection) {
 	p.notify(ev)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -408,14 +407,14 @@ func (p *Proxy) record(ev store.EgressConnection) {
 // allowed connections when they end) until the returned stop is called. A tool
 // that drives a client in the sandbox network (capture_reference's browser) learns
 // this way what the proxy refused it and why. fn must not block.
-func (p *Proxy) Watch(run string, fn func(store.EgressConnection)) (stop func()) {
+func (p *Proxy) Watch(run string, fn func(egress.Connection)) (stop func()) {
 	p.watchMu.Lock()
 	defer p.watchMu.Unlock()
 	if p.watchers == nil {
-		p.watchers = map[string]map[int]func(store.EgressConnection){}
+		p.watchers = map[string]map[int]func(egress.Connection){}
 	}
 	if p.watchers[run] == nil {
-		p.watchers[run] = map[int]func(store.EgressConnection){}
+		p.watchers[run] = map[int]func(egress.Connection){}
 	}
 	p.watchSeq++
 	id := p.watchSeq
@@ -430,7 +429,7 @@ func (p *Proxy) Watch(run string, fn func(store.EgressConnection)) (stop func())
 	}
 }
 
-func (p *Proxy) notify(ev store.EgressConnection) {
+func (p *Proxy) notify(ev egress.Connection) {
 	p.watchMu.Lock()
 	defer p.watchMu.Unlock()
 	for _, fn := range p.watchers[ev.RunID] {
@@ -438,7 +437,7 @@ func (p *Proxy) notify(ev store.EgressConnection) {
 	}
 }
 
-func (p *Proxy) refuse(ev store.EgressConnection, err error) string {
+func (p *Proxy) refuse(ev egress.Connection, err error) string {
 	ev.Allowed, ev.Reason = false, err.Error()
 	p.record(ev)
 	p.log.Info("egress proxy: refused", "run", ev.RunID, "agent", ev.Agent, "method", ev.Method, "host", ev.Host, "port", ev.Port, "reason", ev.Reason)
@@ -449,7 +448,7 @@ func (p *Proxy) refuse(ev store.EgressConnection, err error) string {
 // an allowed tunnel (TLS) is opaque: no DLP there.
 func (p *Proxy) onConnect(hostport string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
 	r := runFrom(ctx.Req.Context())
-	ev := store.EgressConnection{Method: http.MethodConnect, At: time.Now()}
+	ev := egress.Connection{Method: http.MethodConnect, At: time.Now()}
 	reject := func(reason string) (*goproxy.ConnectAction, string) {
 		ctx.Resp = goproxy.NewResponse(ctx.Req, "text/plain", http.StatusForbidden, reason+"\n")
 		return goproxy.RejectConnect, hostport
@@ -481,7 +480,7 @@ func (p *Proxy) connectDial(req *http.Request, network, addr string, d *net.Dial
 	}
 	b := r.binding()
 	host, port, _ := splitHostPort(addr, 0)
-	ev := store.EgressConnection{RunID: b.Run, Agent: b.Agent, Method: http.MethodConnect, Host: host, Port: port, At: time.Now()}
+	ev := egress.Connection{RunID: b.Run, Agent: b.Agent, Method: http.MethodConnect, Host: host, Port: port, At: time.Now()}
 	c, err := d.DialContext(req.Context(), network, addr)
 	if err != nil {
 		if errors.Is(err, ErrDenied) {
@@ -503,7 +502,7 @@ func (p *Proxy) connectDial(req *http.Request, network, addr string, d *net.Dial
 // body, then forwards it and records it when its response body closes.
 func (p *Proxy) onRequest(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
 	r := runFrom(req.Context())
-	ev := store.EgressConnection{Method: req.Method, At: time.Now()}
+	ev := egress.Connection{Method: req.Method, At: time.Now()}
 	forbid := func(reason string) (*http.Request, *http.Response) {
 		return req, goproxy.NewResponse(req, "text/plain", http.StatusForbidden, reason+"\n")
 	}
@@ -529,7 +528,7 @@ func (p *Proxy) onRequest(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Reque
 		return forbid(p.refuse(ev, err))
 	}
 	if fs := p.deps.DLP.Scan(scanText(req, body)); len(fs) > 0 {
-		return forbid(p.refuse(ev, fmt.Errorf("%w: DLP found a credential in the request (%s)", ErrDenied, strings.Join(security.RuleIDs(fs), ", "))))
+		return forbid(p.refuse(ev, fmt.Errorf("%w: DLP found a credential in the request (%s)", ErrDenied, strings.Join(egress.RuleIDs(fs), ", "))))
 	}
 	ev.BytesOut = int64(len(body))
 	ctx.RoundTripper = goproxy.RoundTripperFunc(func(req *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {

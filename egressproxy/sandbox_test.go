@@ -18,11 +18,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/dns/dnsmessage"
 
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/egressproxy"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/sandbox/sandboxtest"
-	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 )
 
@@ -71,7 +71,7 @@ func setup(t *testing.T) *env {
 	})
 	cfg := egressproxy.Config{}.WithDefaults()
 	require.NoError(t, cfg.InstallFirewall(ctx))
-	dlp, err := security.NewDLP()
+	dlp, err := egress.NewDLP()
 	require.NoError(t, err)
 	p, err := egressproxy.New(cfg, egressproxy.Deps{DLP: dlp, Recorder: e.st, Resolver: dns, Log: fleettest.Logger(t)})
 	require.NoError(t, err)

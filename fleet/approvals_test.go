@@ -13,17 +13,17 @@ import (
 
 	"github.com/aetherium-engine/aetherium/cli"
 	"github.com/aetherium-engine/aetherium/config"
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/sandbox"
-	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 )
 
 type approvalView struct {
 	store.Approval
-	View security.ApprovalView `json:"view"`
+	View egress.ApprovalView `json:"view"`
 }
 
 // setupApprovals runs a fleet whose writer may run shell commands (in a local
@@ -63,7 +63,7 @@ func TestApprovalViewAndBindingEndToEnd(t *testing.T) {
 	code, raw := f.Do("GET", "/api/approvals/"+a.ID, nil, &got)
 	require.Equal(t, http.StatusOK, code, string(raw))
 	require.NotContains(t, string(raw), pat, "the secret never reaches the approver")
-	parsed, err := security.ShellCommands(cmd)
+	parsed, err := egress.ShellCommands(cmd)
 	require.NoError(t, err)
 	var want []string
 	for _, c := range parsed {
@@ -73,7 +73,7 @@ func TestApprovalViewAndBindingEndToEnd(t *testing.T) {
 	var shown struct{ Command string }
 	require.NoError(t, json.Unmarshal(got.Args, &shown))
 	require.Equal(t, "echo start > log.txt && GITHUB_TOKEN=[REDACTED:github-pat] rm -rf build", shown.Command, "every argument, masked in place")
-	hash, err := security.ArgsHash(json.RawMessage(`{"command":` + mustJSON(t, cmd) + `}`))
+	hash, err := egress.ArgsHash(json.RawMessage(`{"command":` + mustJSON(t, cmd) + `}`))
 	require.NoError(t, err)
 	require.Equal(t, hash, got.ArgsHash)
 

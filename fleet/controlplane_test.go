@@ -17,11 +17,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/config"
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/internal/testinfra"
 	"github.com/aetherium-engine/aetherium/lease"
-	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 )
 
@@ -141,22 +141,22 @@ func TestAgentsCannotReachTheControlPlane(t *testing.T) {
 		method, url, reason string
 	}
 	attempts := []attempt{
-		{"GET", "http://127.0.0.1:" + apiPort + "/metrics", security.EndpointAPI},
-		{"GET", "http://127.0.0.1:" + apiPort + "/api/approvals?status=pending", security.EndpointAPI},
-		{"POST", "http://127.0.0.1:" + apiPort + "/api/approvals/" + appr.ID + "/approve", security.EndpointAPI},
-		{"POST", "http://localhost:" + apiPort + "/api/approvals/" + appr.ID + "/approve", security.EndpointAPI},
-		{"GET", "http://127.0.0.2:" + apiPort + "/metrics", security.EndpointAPI},
-		{"GET", "http://" + net.JoinHostPort(hostIP, apiPort) + "/metrics", security.EndpointAPI},
-		{"GET", "http://[::1]:" + apiPort + "/metrics", security.EndpointAPI},
-		{"GET", "http://127.0.0.1:" + metricsPort + "/metrics", security.EndpointWorkerMetrics},
-		{"GET", "http://127.0.0.2:" + metricsPort + "/metrics", security.EndpointWorkerMetrics},
-		{"GET", "http://" + net.JoinHostPort(hostIP, metricsPort) + "/metrics", security.EndpointWorkerMetrics},
-		{"POST", "http://127.0.0.1:" + redisPort + "/", security.EndpointRedis},
-		{"POST", "http://127.0.0.2:" + redisPort + "/", security.EndpointRedis},
-		{"POST", "http://" + net.JoinHostPort(hostIP, redisPort) + "/", security.EndpointRedis},
-		{"GET", "http://127.0.0.1:" + pgPort + "/", security.EndpointPostgres},
-		{"GET", "http://127.0.0.2:" + pgPort + "/", security.EndpointPostgres},
-		{"GET", redirector.URL + "/go", security.EndpointAPI},
+		{"GET", "http://127.0.0.1:" + apiPort + "/metrics", egress.EndpointAPI},
+		{"GET", "http://127.0.0.1:" + apiPort + "/api/approvals?status=pending", egress.EndpointAPI},
+		{"POST", "http://127.0.0.1:" + apiPort + "/api/approvals/" + appr.ID + "/approve", egress.EndpointAPI},
+		{"POST", "http://localhost:" + apiPort + "/api/approvals/" + appr.ID + "/approve", egress.EndpointAPI},
+		{"GET", "http://127.0.0.2:" + apiPort + "/metrics", egress.EndpointAPI},
+		{"GET", "http://" + net.JoinHostPort(hostIP, apiPort) + "/metrics", egress.EndpointAPI},
+		{"GET", "http://[::1]:" + apiPort + "/metrics", egress.EndpointAPI},
+		{"GET", "http://127.0.0.1:" + metricsPort + "/metrics", egress.EndpointWorkerMetrics},
+		{"GET", "http://127.0.0.2:" + metricsPort + "/metrics", egress.EndpointWorkerMetrics},
+		{"GET", "http://" + net.JoinHostPort(hostIP, metricsPort) + "/metrics", egress.EndpointWorkerMetrics},
+		{"POST", "http://127.0.0.1:" + redisPort + "/", egress.EndpointRedis},
+		{"POST", "http://127.0.0.2:" + redisPort + "/", egress.EndpointRedis},
+		{"POST", "http://" + net.JoinHostPort(hostIP, redisPort) + "/", egress.EndpointRedis},
+		{"GET", "http://127.0.0.1:" + pgPort + "/", egress.EndpointPostgres},
+		{"GET", "http://127.0.0.2:" + pgPort + "/", egress.EndpointPostgres},
+		{"GET", redirector.URL + "/go", egress.EndpointAPI},
 	}
 	var script []map[string]any
 	for _, a := range attempts {
@@ -221,7 +221,7 @@ func TestAgentsCannotReachAGPUService(t *testing.T) {
 				Upstream: "http://" + upstream.addr, Redis: c.RedisURL},
 		}}}
 	}})
-	reason := security.EndpointGPU // "(comfyui)" for its addresses, "network (…)" for its network
+	reason := egress.EndpointGPU // "(comfyui)" for its addresses, "network (…)" for its network
 	var attempts []string
 	for _, s := range []*standIn{fence, svcURL, upstream} {
 		port := portOf(t, s.addr)

@@ -19,10 +19,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/config"
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/logctx"
-	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 )
 
@@ -131,7 +131,7 @@ func TestTeamSecretsReachOnlyTheirDomain(t *testing.T) {
 	f := fleettest.Start(t, fleettest.Options{
 		Log: log,
 		Configure: func(c *config.Config) {
-			c.Security.Secrets = map[string]security.SecretSource{"gh": {File: secretFile, Domains: []string{"api.bound.test"}}}
+			c.Security.Secrets = map[string]egress.SecretSource{"gh": {File: secretFile, Domains: []string{"api.bound.test"}}}
 		},
 		Fleet: fleet.Options{EgressResolver: fleettest.DNS(t, map[string]string{"api.bound.test": "127.0.0.1", "other.test": "127.0.0.1"})},
 	})
@@ -201,7 +201,7 @@ func TestTeamSecretsReachOnlyTheirDomain(t *testing.T) {
 func TestTeamSecretFromAnUnsetVariableRefusesToBoot(t *testing.T) {
 	t.Parallel()
 	cfg := fleettest.Config(t)
-	cfg.Security.Secrets = map[string]security.SecretSource{"gh": {Env: "AETHERIUM_TEST_UNSET_SECRET_7f3a", Domains: []string{"api.github.com"}}}
+	cfg.Security.Secrets = map[string]egress.SecretSource{"gh": {Env: "AETHERIUM_TEST_UNSET_SECRET_7f3a", Domains: []string{"api.github.com"}}}
 	f, err := fleet.Open(context.Background(), cfg, fleettest.Logger(t), fleet.Options{NoSandbox: true})
 	if err == nil {
 		f.Close()

@@ -16,10 +16,10 @@ import (
 
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/device"
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/egressproxy"
 	"github.com/aetherium-engine/aetherium/internal/redisconn"
 	"github.com/aetherium-engine/aetherium/sandbox"
-	"github.com/aetherium-engine/aetherium/security"
 )
 
 // openEgressProxy gives Docker sandboxes their only way out. Whatever fails here
@@ -40,7 +40,7 @@ func (f *Fleet) openEgressProxy(ctx context.Context, cfg config.Config, opts Opt
 		f.Log.Error("sandbox egress off: the host firewall rules could not be installed", "err", err)
 		return
 	}
-	dlp, err := security.NewDLP()
+	dlp, err := egress.NewDLP()
 	if err != nil {
 		f.Log.Error("sandbox egress off", "err", err)
 		return
@@ -82,7 +82,7 @@ func (f *Fleet) closeEgressProxy() {
 // fleet itself listens on or talks to, and starts keeping it current.
 func (f *Fleet) openPolicy(cfg config.Config, opts Options) error {
 	eps := fleetEndpoints(cfg, opts)
-	p, err := security.NewEgressPolicy(security.EgressPolicyConfig{
+	p, err := egress.NewEgressPolicy(egress.EgressPolicyConfig{
 		Private: cfg.Security.Egress.Private, Endpoints: eps, Redis: f.Redis,
 		Refresh: cfg.Security.Egress.Refresh, Learn: redisNodes(f.Redis), Log: f.Log,
 	})
@@ -112,26 +112,26 @@ func (f *Fleet) RegisterEndpoint(ctx context.Context, name, addr string) {
 }
 
 // fleetEndpoints lists the configured endpoints of the fleet.
-func fleetEndpoints(cfg config.Config, opts Options) []security.Endpoint {
-	var eps []security.Endpoint
+func fleetEndpoints(cfg config.Config, opts Options) []egress.Endpoint {
+	var eps []egress.Endpoint
 	add := func(name, addr string) {
 		if _, _, err := net.SplitHostPort(addr); err == nil {
-			eps = append(eps, security.Endpoint{Name: name, Addr: addr})
+			eps = append(eps, egress.Endpoint{Name: name, Addr: addr})
 		}
 	}
-	add(security.EndpointAPI, cfg.API.Addr)
-	add(security.EndpointAPI, cfg.API.MetricsAddr)
+	add(egress.EndpointAPI, cfg.API.Addr)
+	add(egress.EndpointAPI, cfg.API.MetricsAddr)
 	if m := cfg.MCPConfig(); m.Enabled() {
 		// An agent reaching /mcp would call tools outside its own catalog.
-		add(security.EndpointMCP, m.Addr)
+		add(egress.EndpointMCP, m.Addr)
 	}
-	add(security.EndpointWorkerMetrics, cfg.Worker.MetricsAddr)
-	add(security.EndpointSchedulerMetrics, cfg.Scheduler.MetricsAddr)
+	add(egress.EndpointWorkerMetrics, cfg.Worker.MetricsAddr)
+	add(egress.EndpointSchedulerMetrics, cfg.Scheduler.MetricsAddr)
 	// Every address the URL names (the node, each sentinel, each cluster seed);
 	// nodes reached only through them are learnt at run time (redisNodes).
 	if rc, err := redisconn.Parse(cfg.RedisURL); err == nil {
 		for _, a := range rc.Addrs() {
-			add(security.EndpointRedis, a)
+			add(egress.EndpointRedis, a)
 		}
 	}
 	if pc, err := pgconn.ParseConfig(cfg.DatabaseURL); err == nil {
@@ -139,7 +139,7 @@ func fleetEndpoints(cfg config.Config, opts Options) []security.Endpoint {
 		hosts = append(hosts, pc.Fallbacks...)
 		for _, h := range hosts {
 			if !strings.HasPrefix(h.Host, "/") { // a unix socket is no network destination
-				add(security.EndpointPostgres, net.JoinHostPort(h.Host, strconv.Itoa(int(h.Port))))
+				add(egress.EndpointPostgres, net.JoinHostPort(h.Host, strconv.Itoa(int(h.Port))))
 			}
 		}
 	}
@@ -152,14 +152,14 @@ func fleetEndpoints(cfg config.Config, opts Options) []security.Endpoint {
 		if port == "" {
 			port = "2375"
 		}
-		add(security.EndpointDocker, net.JoinHostPort(u.Hostname(), port))
+		add(egress.EndpointDocker, net.JoinHostPort(u.Hostname(), port))
 	}
 	// Every address a GPU service answers on: its published ports, its health
 	// URL, the URL tools use, and its fencing proxy's listener and upstream. A
 	// grant's secret never reaches an agent, but the service behind it holds
 	// other tenants' work (ComfyUI's /history), so agents reach none of them.
 	for _, s := range cfg.Streams.Leases.Services {
-		name := security.EndpointGPU + " (" + s.Name + ")"
+		name := egress.EndpointGPU + " (" + s.Name + ")"
 		for _, p := range s.Ports {
 			if addr, ok := publishedAddr(p); ok {
 				add(name, addr)
@@ -184,11 +184,11 @@ func fleetEndpoints(cfg config.Config, opts Options) []security.Endpoint {
 	}
 	if dev != nil {
 		d := dev.WithDefaults()
-		add(security.EndpointHeadset, net.JoinHostPort(d.Host, strconv.Itoa(d.SSHPort)))
-		add(security.EndpointHeadset, net.JoinHostPort(d.Host, strconv.Itoa(d.ADBPort)))
+		add(egress.EndpointHeadset, net.JoinHostPort(d.Host, strconv.Itoa(d.SSHPort)))
+		add(egress.EndpointHeadset, net.JoinHostPort(d.Host, strconv.Itoa(d.ADBPort)))
 	}
 	for _, d := range cfg.Security.Egress.Deny {
-		add(security.EndpointInternal, d)
+		add(egress.EndpointInternal, d)
 	}
 	return eps
 }
@@ -229,8 +229,8 @@ func publishedAddr(mapping string) (string, bool) {
 
 // redisNodes learns the Redis servers known only at run time: the replicas and
 // master of the configured server, and every node of a cluster.
-func redisNodes(rdb redis.UniversalClient) func(ctx context.Context) ([]security.Endpoint, error) {
-	return func(ctx context.Context) ([]security.Endpoint, error) {
+func redisNodes(rdb redis.UniversalClient) func(ctx context.Context) ([]egress.Endpoint, error) {
+	return func(ctx context.Context) ([]egress.Endpoint, error) {
 		if rdb == nil {
 			return nil, nil
 		}
@@ -238,10 +238,10 @@ func redisNodes(rdb redis.UniversalClient) func(ctx context.Context) ([]security
 		if err != nil {
 			return nil, fmt.Errorf("redis INFO: %w", err)
 		}
-		var eps []security.Endpoint
+		var eps []egress.Endpoint
 		add := func(host, port string) {
 			if host != "" && port != "" && port != "0" {
-				eps = append(eps, security.Endpoint{Name: security.EndpointRedis, Addr: net.JoinHostPort(host, port)})
+				eps = append(eps, egress.Endpoint{Name: egress.EndpointRedis, Addr: net.JoinHostPort(host, port)})
 			}
 		}
 		fields := map[string]string{}

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/config"
-	"github.com/aetherium-engine/aetherium/security"
+	"github.com/aetherium-engine/aetherium/egress"
 )
 
 // The egress proxy refuses every Redis address the URL names, whatever its
@@ -29,7 +29,7 @@ func TestFleetEndpointsNameEveryRedisAddressOfTheURL(t *testing.T) {
 			cfg.RedisURL = tc.url
 			var got []string
 			for _, e := range fleetEndpoints(cfg, Options{}) {
-				if e.Name == security.EndpointRedis {
+				if e.Name == egress.EndpointRedis {
 					got = append(got, e.Addr)
 				}
 			}

@@ -24,6 +24,7 @@ import (
 	"github.com/aetherium-engine/aetherium/api"
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/device"
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/egressproxy"
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/gpu"
@@ -74,11 +75,11 @@ type Fleet struct {
 	Rules     *security.Rules
 	Approvals *security.Approvals
 	Audit     *security.Auditor
-	Egress    *security.Egress
+	Egress    *egress.Egress
 	// Secrets are the team secrets of security.secrets (nil when none).
-	Secrets *security.Secrets
+	Secrets *egress.Secrets
 	// Policy is the egress policy (the fleet's own endpoints, kept current).
-	Policy     *security.EgressPolicy
+	Policy     *egress.EgressPolicy
 	stopPolicy func()
 	// Webhooks delivers signed run events (nil when none are configured).
 	Webhooks *webhook.Deliverer
@@ -297,7 +298,7 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 	if f.Secrets, err = loadSecrets(sec.Secrets); err != nil {
 		return err
 	}
-	f.Egress = security.NewEgress(security.EgressConfig{MaxRedirects: sec.MaxRedirects, Timeout: sec.EgressTimeout,
+	f.Egress = egress.NewEgress(egress.EgressConfig{MaxRedirects: sec.MaxRedirects, Timeout: sec.EgressTimeout,
 		Resolver: opts.EgressResolver, Secrets: f.Secrets, Policy: f.Policy})
 	roster := func(ctx context.Context) ([]string, error) {
 		if s := tools.SessionFrom(ctx); s != nil {
@@ -404,7 +405,7 @@ func (f *Fleet) openGate(sec security.Config, opts Options) (*security.Gate, err
 		f.Metrics.RulesValid.Set(1)
 	}
 	f.Rules = rules
-	dlp, err := security.NewDLP()
+	dlp, err := egress.NewDLP()
 	if err != nil {
 		return nil, err
 	}
@@ -415,8 +416,8 @@ func (f *Fleet) openGate(sec security.Config, opts Options) (*security.Gate, err
 }
 
 // loadSecrets reads the team secrets' values from the process environment or files.
-func loadSecrets(srcs map[string]security.SecretSource) (*security.Secrets, error) {
-	secrets, err := security.LoadSecrets(srcs, os.LookupEnv)
+func loadSecrets(srcs map[string]egress.SecretSource) (*egress.Secrets, error) {
+	secrets, err := egress.LoadSecrets(srcs, os.LookupEnv)
 	if err != nil {
 		return nil, fmt.Errorf("security.secrets: %w", err)
 	}
@@ -475,9 +476,13 @@ func (f *Fleet) API() *api.Server {
 	if err := f.Metrics.WatchQueues(asynq.NewInspectorFromRedisClient(f.Redis), metrics.QueueConfig{Queues: queue.Queues(), AsynqmonNames: true, Log: f.Log}); err != nil {
 		f.Log.Error("queue metrics", "err", err)
 	}
-	return api.New(f.Cfg.API.Config, api.Deps{Store: f.Store, Redis: f.Redis, RedisOpt: f.RedisOpt, Queue: f.Queue, Events: f.Events, Hub: f.EventsHub(), Registry: f.Registry,
-		Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Approvals: f.Approvals, Leases: f.Leases, Log: f.Log,
-		CheckDisk: f.Workspaces.CheckFree, RemoveProject: f.removeProject, WorkspaceDir: f.Workspaces.Dir})
+	deps := api.Deps{Store: f.Store, Redis: f.Redis, RedisOpt: f.RedisOpt, Queue: f.Queue, Events: f.Events, Hub: f.EventsHub(), Registry: f.Registry,
+		Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Leases: f.Leases, Log: f.Log,
+		CheckDisk: f.Workspaces.CheckFree, RemoveProject: f.removeProject, WorkspaceDir: f.Workspaces.Dir}
+	if f.Approvals != nil { // a nil *Approvals in the interface would not read as "no gate"
+		deps.Approvals = f.Approvals
+	}
+	return api.New(f.Cfg.API.Config, deps)
 }
 
 // RunAPI serves the API until ctx ends, then drains connections; beside it, on
@@ -502,7 +507,7 @@ func (f *Fleet) runAPI(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("api (AETHERIUM_API_ADDR=%s): %w", f.Cfg.API.Addr, err)
 	}
-	f.RegisterEndpoint(ctx, security.EndpointAPI, ln.Addr().String())
+	f.RegisterEndpoint(ctx, egress.EndpointAPI, ln.Addr().String())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.App.Listener(ln) }()
 	f.Log.Info("api listening", "addr", ln.Addr().String())
@@ -620,12 +625,12 @@ func (f *Fleet) ServeMetrics(ctx context.Context, addr string) error {
 	if err != nil {
 		return fmt.Errorf("metrics listener %s: %w", addr, err)
 	}
-	name := security.EndpointWorkerMetrics
+	name := egress.EndpointWorkerMetrics
 	switch addr {
 	case f.Cfg.Scheduler.MetricsAddr:
-		name = security.EndpointSchedulerMetrics
+		name = egress.EndpointSchedulerMetrics
 	case f.Cfg.API.MetricsAddr:
-		name = security.EndpointAPI
+		name = egress.EndpointAPI
 	}
 	f.RegisterEndpoint(ctx, name, ln.Addr().String())
 	if err := f.Metrics.ServeListener(ctx, ln); err != nil {

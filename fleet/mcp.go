@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/mcpserver"
-	"github.com/aetherium-engine/aetherium/security"
 )
 
 // MCP builds the MCP server of the api role: the catalog of the configured
@@ -39,7 +39,7 @@ func (f *Fleet) RunMCP(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("mcp (api.mcp_addr=%s): %w", cfg.Addr, err)
 	}
-	f.RegisterEndpoint(ctx, security.EndpointMCP, ln.Addr().String())
+	f.RegisterEndpoint(ctx, egress.EndpointMCP, ln.Addr().String())
 	f.Log.Info("mcp listening", "addr", ln.Addr().String(), "profiles", len(cfg.Profiles))
 	err = srv.Serve(ctx, ln, f.Cfg.Worker.ShutdownTimeout)
 	f.Log.Info("mcp stopped")

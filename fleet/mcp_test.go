@@ -21,11 +21,11 @@ import (
 
 	"github.com/aetherium-engine/aetherium/api"
 	"github.com/aetherium-engine/aetherium/config"
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/mcpserver"
 	"github.com/aetherium-engine/aetherium/queue"
-	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -575,7 +575,7 @@ func TestAgentsCannotReachTheMCPServer(t *testing.T) {
 		if r.Tool == "http_request" {
 			require.Equal(t, "denied", r.Decision, "%+v", r)
 			require.Equal(t, "egress", r.DenyLayer)
-			require.Contains(t, r.DenyReason, security.EndpointMCP)
+			require.Contains(t, r.DenyReason, egress.EndpointMCP)
 			refused++
 		}
 	}

@@ -6,10 +6,10 @@ import (
 
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/device"
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/gpu"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/sandbox"
-	"github.com/aetherium-engine/aetherium/security"
 )
 
 // openParts builds the worker role's machinery: the GPU controller, the device
@@ -40,7 +40,7 @@ func (f *Fleet) openParts(ctx context.Context, cfg config.Config, opts Options) 
 			return fmt.Errorf("gpu controller: %w", err)
 		}
 		for _, n := range nets {
-			f.RegisterEndpoint(ctx, security.EndpointGPU+" network ("+lease.DefaultNetwork+")", n.String())
+			f.RegisterEndpoint(ctx, egress.EndpointGPU+" network ("+lease.DefaultNetwork+")", n.String())
 		}
 	}
 

@@ -19,10 +19,10 @@ import (
 
 	"github.com/aetherium-engine/aetherium/api"
 	"github.com/aetherium-engine/aetherium/config"
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/internal/testinfra"
 	"github.com/aetherium-engine/aetherium/logctx"
-	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
@@ -136,7 +136,7 @@ func StartWith(t testing.TB, cfg config.Config, opts Options) *Fleet {
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
-	f.RegisterEndpoint(ctx, security.EndpointAPI, ln.Addr().String())
+	f.RegisterEndpoint(ctx, egress.EndpointAPI, ln.Addr().String())
 	go func() { _ = srv.App.Listener(ln) }()
 	t.Cleanup(func() { _ = srv.App.ShutdownWithTimeout(2 * time.Second); _ = srv.Close() })
 	tf := &Fleet{Fleet: f, URL: "http://" + ln.Addr().String(), API: srv, t: t, client: Client(t, nil)}
@@ -161,7 +161,7 @@ func (f *Fleet) startMCP(addr string) string {
 		f.t.Fatalf("mcp listen: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	f.RegisterEndpoint(ctx, security.EndpointMCP, ln.Addr().String())
+	f.RegisterEndpoint(ctx, egress.EndpointMCP, ln.Addr().String())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = msrv.Serve(ctx, ln, time.Second) }()
 	f.t.Cleanup(func() { cancel(); <-done })

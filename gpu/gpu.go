@@ -379,7 +379,7 @@ func (c *Controller) create(ctx context.Context, s lease.Service) error {
 
 // Networks makes sure the GPU services' own network exists (when a managed
 // service uses it) and returns its subnets: the fleet refuses them to agents as
-// a whole (security.Endpoint prefixes), so a team whose egress allows private
+// a whole (egress.Endpoint prefixes), so a team whose egress allows private
 // addresses still reaches no GPU container by its address.
 func (c *Controller) Networks(ctx context.Context) ([]netip.Prefix, error) {
 	uses := false

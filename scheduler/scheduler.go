@@ -25,7 +25,6 @@ import (
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/sandbox"
-	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/wsquota"
 )
@@ -36,7 +35,7 @@ const (
 	DefaultQueuedAfter = 30 * time.Second
 	DefaultStuckAfter  = time.Hour
 	// DefaultAuditRetention is security.audit_retention's default.
-	DefaultAuditRetention = security.DefaultAuditRetention
+	DefaultAuditRetention = store.DefaultAuditRetention
 	// DefaultMetricsAddr is where the scheduler role serves /metrics (Defaults sets
 	// it: an empty MetricsAddr disables the listener).
 	DefaultMetricsAddr = "127.0.0.1:9092"

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/metrics"
 	"github.com/aetherium-engine/aetherium/queue"
@@ -95,7 +96,7 @@ func argsChangedReason(appr store.Approval, now string) string {
 // the arguments that hash to argsHash (a redelivery finds the first request's row
 // and hash, whatever its call holds now).
 func (a *Approvals) Ensure(ctx context.Context, s *tools.Session, call tools.Call, tier, why string, maskedArgs json.RawMessage,
-	argsHash string, view ApprovalView) (store.Approval, error) {
+	argsHash string, view egress.ApprovalView) (store.Approval, error) {
 	id := ApprovalID(s.SessionID, call.ID)
 	rawView, err := json.Marshal(view)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/queue"
@@ -24,7 +25,7 @@ func TestApprovalBindsToExactArguments(t *testing.T) {
 	ctx := context.Background()
 	s := e.session(t)
 	appr := e.requestApproval(t, s, "c1", "run_shell", `{"command":"rm -rf build"}`, "destructive command (rm -r/-f)")
-	want, err := security.ArgsHash([]byte(`{"command":"rm -rf build"}`))
+	want, err := egress.ArgsHash([]byte(`{"command":"rm -rf build"}`))
 	require.NoError(t, err)
 	require.Equal(t, want, appr.ArgsHash)
 	_, err = e.approvals.Decide(ctx, appr.ID, true, "alice", "")

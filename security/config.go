@@ -11,6 +11,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/aetherium-engine/aetherium/egress"
+	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
 )
 
@@ -22,7 +24,7 @@ const (
 	// DefaultApprovalWindow is how long a human has to decide a Restricted call.
 	DefaultApprovalWindow = 5 * time.Minute
 	// DefaultAuditRetention is how long tool_audit rows are kept (90 days).
-	DefaultAuditRetention = 90 * 24 * time.Hour
+	DefaultAuditRetention = store.DefaultAuditRetention
 	// DefaultMaxRedirects caps redirects of outbound requests.
 	DefaultMaxRedirects = 5
 	// DefaultEgressTimeout bounds one outbound request.
@@ -57,7 +59,7 @@ type Config struct {
 	// Secrets are the team secrets by name: a credential read from an environment
 	// variable or a file, sent only to its domains, referenced in tool arguments and
 	// tool_defaults as {{secret:NAME}}. Default none.
-	Secrets map[string]SecretSource `yaml:"secrets"`
+	Secrets map[string]egress.SecretSource `yaml:"secrets"`
 	// Egress is the destination policy beyond the teams' allowlists.
 	Egress EgressRules `yaml:"egress"`
 }
@@ -100,10 +102,10 @@ func (c Config) WithDefaults() Config {
 		c.EgressTimeout = DefaultEgressTimeout
 	}
 	if c.Egress.Private == "" {
-		c.Egress.Private = PrivateAllow
+		c.Egress.Private = egress.PrivateAllow
 	}
 	if c.Egress.Refresh <= 0 {
-		c.Egress.Refresh = DefaultEndpointRefresh
+		c.Egress.Refresh = egress.DefaultEndpointRefresh
 	}
 	return c
 }
@@ -128,12 +130,12 @@ func (c Config) Validate() error {
 		bad("security.max_redirects", "must not be negative")
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Secrets)) {
-		if err := ValidateSecretSource(name, c.Secrets[name]); err != nil {
+		if err := egress.ValidateSecretSource(name, c.Secrets[name]); err != nil {
 			bad("security.secrets."+name, "%v", err)
 		}
 	}
-	if p := c.Egress.Private; p != PrivateAllow && p != PrivateDeny {
-		bad("security.egress.private (AETHERIUM_EGRESS_PRIVATE)", "want %s or %s, got %q", PrivateAllow, PrivateDeny, p)
+	if p := c.Egress.Private; p != egress.PrivateAllow && p != egress.PrivateDeny {
+		bad("security.egress.private (AETHERIUM_EGRESS_PRIVATE)", "want %s or %s, got %q", egress.PrivateAllow, egress.PrivateDeny, p)
 	}
 	for i, d := range c.Egress.Deny {
 		if _, port, err := net.SplitHostPort(d); err != nil || port == "" {

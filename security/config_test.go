@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/security"
 )
 
@@ -14,7 +15,7 @@ func TestConfigWithDefaultsAndValidate(t *testing.T) {
 	d := security.Config{}.WithDefaults()
 	require.Equal(t, security.Config{PermissionsFile: security.DefaultPermissionsFile, ApprovalWindow: security.DefaultApprovalWindow,
 		AuditRetention: security.DefaultAuditRetention, MaxRedirects: security.DefaultMaxRedirects, EgressTimeout: security.DefaultEgressTimeout,
-		Egress: security.EgressRules{Private: security.PrivateAllow, Refresh: security.DefaultEndpointRefresh}}, d)
+		Egress: security.EgressRules{Private: egress.PrivateAllow, Refresh: egress.DefaultEndpointRefresh}}, d)
 	require.NoError(t, d.Validate())
 	for _, tc := range []struct {
 		name string
@@ -26,7 +27,7 @@ func TestConfigWithDefaultsAndValidate(t *testing.T) {
 		{"headset never falls back", func(c *security.Config) { c.SupervisorFallback = security.FallbackTools{"frame_run"} }, "never falls back"},
 		{"negative redirects", func(c *security.Config) { c.MaxRedirects = -1 }, "security.max_redirects"},
 		{"secret without domains", func(c *security.Config) {
-			c.Secrets = map[string]security.SecretSource{"gh": {Env: "GH"}}
+			c.Secrets = map[string]egress.SecretSource{"gh": {Env: "GH"}}
 		}, "security.secrets.gh"},
 		{"private maybe", func(c *security.Config) { c.Egress.Private = "maybe" }, "security.egress.private (AETHERIUM_EGRESS_PRIVATE)"},
 		{"deny without port", func(c *security.Config) { c.Egress.Deny = []string{"10.0.0.1"} }, "security.egress.deny[0]"},

@@ -10,4 +10,8 @@
 //     on the address actually dialed; their arguments must carry no credential;
 //  5. approval — the call waits, durably, for a human decision (or times out);
 //  6. execute, then audit — always, in a deferred path, exactly one row per attempt.
+//
+// The checks of layers 3 and 4 themselves (the shell parse, destinations, DLP,
+// secrets) live a floor below, in package egress, which the tools use directly;
+// this package is the gate that applies them, the rules, approvals and the audit.
 package security

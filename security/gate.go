@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/metrics"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -20,28 +21,28 @@ import (
 type Gate struct {
 	reg       *tools.Registry
 	rules     *Rules
-	dlp       *DLP
+	dlp       *egress.DLP
 	approvals *Approvals
 	metrics   *metrics.Metrics
 	log       *slog.Logger
-	secrets   *Secrets
-	policy    *EgressPolicy
+	secrets   *egress.Secrets
+	policy    *egress.EgressPolicy
 }
 
 // GateDeps are the gate's collaborators; Rules, DLP and Approvals are required.
 type GateDeps struct {
 	Registry  *tools.Registry
 	Rules     *Rules
-	DLP       *DLP
+	DLP       *egress.DLP
 	Approvals *Approvals
 	Metrics   *metrics.Metrics
 	Log       *slog.Logger
 	// Secrets are the team secrets: their values are scrubbed from results, errors
 	// and audit rows (optional).
-	Secrets *Secrets
+	Secrets *egress.Secrets
 	// Policy adds the fleet's own endpoints and the private switch to the egress
 	// layer. Optional: nil checks URLs with the package-level CheckURL.
-	Policy *EgressPolicy
+	Policy *egress.EgressPolicy
 }
 
 // NewGate returns the gate.
@@ -75,7 +76,7 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 			CallKey: s.SessionID + ":" + call.ID, RunID: s.RunID, Team: s.Team, Agent: s.Agent, Role: s.Role,
 			Tool: call.Name, Tier: tier.String(),
 		}
-		var findings []Finding
+		var findings []egress.Finding
 		pending := false
 		defer func() {
 			if p := recover(); p != nil {
@@ -132,7 +133,7 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 				Command string `json:"command"`
 			}
 			_ = json.Unmarshal(call.Args, &a)
-			if ok, pattern := Destructive(a.Command); ok {
+			if ok, pattern := egress.Destructive(a.Command); ok {
 				why = "destructive command (" + pattern + ")"
 			}
 		}
@@ -148,14 +149,14 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 					continue
 				}
 				if err := g.checkURL(u, s); err != nil {
-					return deny("egress", egressReason(err), ErrEgressDenied)
+					return deny("egress", egressReason(err), egress.ErrEgressDenied)
 				}
 			}
 			var serr error
 			if findings, serr = g.dlp.ScanArgs(call.Args); serr != nil {
-				return deny("dlp", serr.Error(), ErrDLPTooLarge)
+				return deny("dlp", serr.Error(), egress.ErrDLPTooLarge)
 			} else if len(findings) > 0 {
-				ids := RuleIDs(findings)
+				ids := egress.RuleIDs(findings)
 				if g.metrics != nil {
 					for _, id := range ids {
 						g.metrics.DLPHits.WithLabelValues(id).Inc()
@@ -167,11 +168,11 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 
 		// 5. approval, bound to the exact arguments: the hash of their canonical form
 		if why != "" {
-			hash, herr := ArgsHash(call.Args)
+			hash, herr := egress.ArgsHash(call.Args)
 			if herr != nil {
 				return deny("approval", "the arguments cannot be bound to an approval: "+herr.Error(), nil)
 			}
-			view, masked := g.dlp.approverView(call.Name, call.Args)
+			view, masked := g.dlp.ApproverView(call.Name, call.Args)
 			appr, err := g.approvals.Ensure(ctx, s, call, tier.String(), why, masked, hash, view)
 			if err != nil {
 				return tools.Result{}, fmt.Errorf("approval: %w", err)
@@ -205,10 +206,10 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 		res.Content = g.secrets.Scrub(res.Content)
 		err = g.secrets.ScrubError(err)
 		var d *tools.Denied
-		if err != nil && errors.Is(err, ErrEgressDenied) && !errors.As(err, &d) {
+		if err != nil && errors.Is(err, egress.ErrEgressDenied) && !errors.As(err, &d) {
 			// The egress client refused a redirect or a dialed address: a refusal of
 			// the egress layer like one found before the call, not a tool error.
-			return deny("egress", egressReason(err), ErrEgressDenied)
+			return deny("egress", egressReason(err), egress.ErrEgressDenied)
 		}
 		return res, err
 	})
@@ -216,7 +217,7 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 
 func (g *Gate) checkURL(u string, s *tools.Session) error {
 	if g.policy == nil {
-		return CheckURL(u, s.AllowedDomains)
+		return egress.CheckURL(u, s.AllowedDomains)
 	}
 	return g.policy.CheckURLFor(u, s.AllowedDomains, s.EgressDenyPrivate)
 }
@@ -236,17 +237,17 @@ func inRunSandbox(raw string) bool {
 // egressReason is the refusal without the sentinel's text, which the layer names.
 func egressReason(err error) string {
 	msg := err.Error()
-	if i := strings.Index(msg, ErrEgressDenied.Error()+": "); i >= 0 {
-		return msg[:i] + msg[i+len(ErrEgressDenied.Error())+2:]
+	if i := strings.Index(msg, egress.ErrEgressDenied.Error()+": "); i >= 0 {
+		return msg[:i] + msg[i+len(egress.ErrEgressDenied.Error())+2:]
 	}
 	return msg
 }
 
-func (g *Gate) redactJSON(args json.RawMessage, findings *[]Finding) json.RawMessage {
+func (g *Gate) redactJSON(args json.RawMessage, findings *[]egress.Finding) json.RawMessage {
 	if *findings == nil {
 		*findings = g.dlp.Scan(string(args))
 	}
-	red := g.secrets.Scrub(Redact(string(args), *findings))
+	red := g.secrets.Scrub(egress.Redact(string(args), *findings))
 	if !json.Valid([]byte(red)) {
 		b, _ := json.Marshal(map[string]string{"redacted": red})
 		red = string(b)
@@ -256,7 +257,7 @@ func (g *Gate) redactJSON(args json.RawMessage, findings *[]Finding) json.RawMes
 }
 
 // fillAudit completes the attempt's row from its outcome, redacted.
-func (g *Gate) fillAudit(row *store.AuditRow, call tools.Call, tier tools.Tier, res tools.Result, err error, findings []Finding, start time.Time) {
+func (g *Gate) fillAudit(row *store.AuditRow, call tools.Call, tier tools.Tier, res tools.Result, err error, findings []egress.Finding, start time.Time) {
 	row.At = start
 	row.DurationMS = time.Since(start).Milliseconds()
 	outcome, _ := tools.Classify(err)
@@ -293,7 +294,7 @@ func (g *Gate) redactText(s string) string {
 	if s == "" {
 		return s
 	}
-	return g.secrets.Scrub(Redact(s, g.dlp.Scan(s)))
+	return g.secrets.Scrub(egress.Redact(s, g.dlp.Scan(s)))
 }
 
 // truncateBytes cuts s to at most n bytes on a character boundary.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -34,8 +35,8 @@ func loopbackGate(t *testing.T, inSandbox bool) (*tools.Router, *atomic.Int64) {
 	require.NoError(t, os.WriteFile(path, []byte("rules:\n  - match: {tool: play_test, url_pattern: \"evil\\\\.test\"}\n    action: always_deny\n    reason: no evil\n"), 0o644))
 	rules, err := security.LoadRules(path, log)
 	require.NoError(t, err)
-	policy, err := security.NewEgressPolicy(security.EgressPolicyConfig{Private: security.PrivateDeny,
-		Endpoints: []security.Endpoint{{Name: "the fleet's own API", Addr: ":8080"}}, Log: log})
+	policy, err := egress.NewEgressPolicy(egress.EgressPolicyConfig{Private: egress.PrivateDeny,
+		Endpoints: []egress.Endpoint{{Name: "the fleet's own API", Addr: ":8080"}}, Log: log})
 	require.NoError(t, err)
 	var ran atomic.Int64
 	reg := tools.NewRegistry()

@@ -23,6 +23,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/metrics"
@@ -135,7 +136,7 @@ rules:
 	t.Cleanup(e.upstream.Close)
 
 	reg := tools.NewRegistry()
-	research.Register(reg, security.NewEgress(security.EgressConfig{Timeout: 10 * time.Second}), research.Config{}, nil)
+	research.Register(reg, egress.NewEgress(egress.EgressConfig{Timeout: 10 * time.Second}), research.Config{}, nil)
 	counter := func(name string) *atomic.Int64 {
 		c := &atomic.Int64{}
 		e.calls[name] = c
@@ -259,11 +260,11 @@ func TestGateRefusals(t *testing.T) {
 			reason: `tool "write_file" is not available to researcher`, sentinel: tools.ErrNotInCatalog},
 		{name: "always_deny rule", tool: "write_file", args: pathArgs{Path: "repo/.github/workflows/ci.yml", Content: "on: push"}, layer: "rules", reason: ruleReason},
 		{name: "domain not allowlisted", tool: "http_request", args: research.RequestArgs{Method: "GET", URL: "https://not-allowed.example.net/x"},
-			layer: "egress", reason: "not-allowed.example.net is not in the team's allowed_domains", sentinel: security.ErrEgressDenied},
+			layer: "egress", reason: "not-allowed.example.net is not in the team's allowed_domains", sentinel: egress.ErrEgressDenied},
 		{name: "metadata address", tool: "http_health_check", args: research.HealthArgs{URL: "http://169.254.169.254/latest/meta-data/"},
-			layer: "egress", reason: "link-local or metadata", sentinel: security.ErrEgressDenied},
+			layer: "egress", reason: "link-local or metadata", sentinel: egress.ErrEgressDenied},
 		{name: "restricted outbound tool to a denied host is refused before any approval", tool: "download_pdf", args: urlArgs{URL: "https://evil.example.org/x.pdf"},
-			layer: "egress", reason: "evil.example.org", sentinel: security.ErrEgressDenied},
+			layer: "egress", reason: "evil.example.org", sentinel: egress.ErrEgressDenied},
 		{name: "credential in a header", tool: "http_request", args: research.RequestArgs{Method: "GET", URL: e.upstream.URL + "/repos",
 			Headers: map[string]string{"Authorization": "token " + pat}}, layer: "dlp", reason: "gitleaks rule github-pat"},
 		{name: "percent-encoded credential in the query", tool: "http_request", args: research.RequestArgs{Method: "GET", URL: e.upstream.URL + "/x?discount=5%&t=" + pctAll(pat)},

@@ -18,6 +18,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"gopkg.in/yaml.v3"
 
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/tools"
 )
 
@@ -151,10 +152,10 @@ func normalizeArgs(f CallFacts) normalizedArgs {
 	var rawPaths, rawURLs []string
 	collect("", args, &n.strs, &rawPaths, &rawURLs)
 	for _, p := range rawPaths {
-		n.paths = append(n.paths, NormalizePath(p, f.Workspace))
+		n.paths = append(n.paths, egress.NormalizePath(p, f.Workspace))
 	}
 	for _, u := range rawURLs {
-		if norm, ok := NormalizeURL(u); ok {
+		if norm, ok := egress.NormalizeURL(u); ok {
 			n.urls = append(n.urls, norm)
 		} else {
 			n.badURLs = append(n.badURLs, u)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/security"
 )
 
@@ -412,7 +413,7 @@ func TestNormalizePath(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.in+" in "+tc.ws, func(t *testing.T) {
 			t.Parallel()
-			require.Equal(t, tc.want, security.NormalizePath(tc.in, tc.ws))
+			require.Equal(t, tc.want, egress.NormalizePath(tc.in, tc.ws))
 		})
 	}
 }
@@ -440,7 +441,7 @@ func TestNormalizeURL(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.in, func(t *testing.T) {
 			t.Parallel()
-			got, ok := security.NormalizeURL(tc.in)
+			got, ok := egress.NormalizeURL(tc.in)
 			require.Equal(t, tc.ok, ok)
 			require.Equal(t, tc.want, got)
 		})

@@ -9,6 +9,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// DefaultAuditRetention is how long tool_audit rows are kept (90 days): the
+// default of security.audit_retention, which the scheduler's maintenance purges by.
+const DefaultAuditRetention = 90 * 24 * time.Hour
+
 // AuditRow is one gated call attempt.
 type AuditRow struct {
 	ID         int64           `json:"id"`

@@ -4,29 +4,13 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/aetherium-engine/aetherium/egress"
 )
 
-// EgressConnection is one egress_connections row: a connection a sandbox's egress
-// proxy allowed or refused.
-type EgressConnection struct {
-	ID    int64     `json:"id"`
-	RunID string    `json:"run_id"`
-	Agent string    `json:"agent"`
-	At    time.Time `json:"at"`
-	// Method is CONNECT for a tunnel, else the HTTP method of a plaintext request.
-	Method string `json:"method"`
-	Host   string `json:"host"`
-	Port   int    `json:"port"`
-	// Remote is the address dialed; empty when the proxy refused before dialing.
-	Remote  string `json:"remote"`
-	Allowed bool   `json:"allowed"`
-	Reason  string `json:"reason"`
-	// Status is the upstream HTTP status of a plaintext request (0 for a tunnel).
-	Status     int   `json:"status"`
-	BytesOut   int64 `json:"bytes_out"`
-	BytesIn    int64 `json:"bytes_in"`
-	DurationMS int64 `json:"duration_ms"`
-}
+// EgressConnection is one egress_connections row (egress.Connection: the
+// sandboxes' egress proxy records them without linking the store).
+type EgressConnection = egress.Connection
 
 // InsertEgress records one connection.
 func (s *Store) InsertEgress(ctx context.Context, c EgressConnection) error {

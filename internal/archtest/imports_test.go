@@ -72,6 +72,33 @@ var rules = []rule{
 			return from.Path == "confine"
 		},
 	},
+	{
+		// The egress floor (destination policy, DLP, secrets, URL normalization,
+		// canonical JSON, the shell parse): tools, the gate, the sandboxes' proxy
+		// and the store all import it.
+		name: "egress imports no package of the module (destination policy and DLP are a floor below the tools and the gate)",
+		forbids: func(from pkg, _ string) bool {
+			return from.Path == "egress"
+		},
+	},
+	{
+		// The gate wraps the tools; a tool reaches the egress checks through
+		// egress, never through the gate (and so never links store or queue for it).
+		name: "only the composition root (fleet, config) and the gate's runners (worker, mcpserver) import security",
+		forbids: func(from pkg, to string) bool {
+			switch from.Path {
+			case "fleet", "config", "worker", "mcpserver", "security":
+				return false
+			}
+			return to == "security" && from.Name != "main"
+		},
+	},
+	{
+		name: "egressproxy imports neither store nor queue (it records through an interface)",
+		forbids: func(from pkg, to string) bool {
+			return from.Path == "egressproxy" && (to == "store" || to == "queue")
+		},
+	},
 }
 
 // exceptions are known violations of the rules, each with the follow-up that
@@ -136,7 +163,7 @@ func TestImportRules(t *testing.T) {
 	for _, p := range pkgs {
 		names = append(names, p.Path)
 	}
-	for _, want := range []string{"api", "confine", "fleet", "queue", "scheduler", "security", "webhook", "worker"} {
+	for _, want := range []string{"api", "confine", "egress", "egressproxy", "fleet", "queue", "scheduler", "security", "webhook", "worker"} {
 		if !slices.Contains(names, want) {
 			t.Fatalf("go list did not report package %s (got %v): the rules would pass vacuously", want, names)
 		}
@@ -188,6 +215,15 @@ func TestImportRulesCatchViolations(t *testing.T) {
 			want: []string{`queue -> store breaks "queue imports no package of the module (everything that enqueues imports it)"`}},
 		{name: "confine imports a tool", pkgs: with(pkg{Path: "confine", Name: "confine", Imports: []string{"tools/workspace"}}),
 			want: []string{`confine -> tools/workspace breaks "confine imports no package of the module (workspace confinement is the lowest floor)"`}},
+		{name: "egress imports the gate", pkgs: with(pkg{Path: "egress", Name: "egress", Imports: []string{"security"}}),
+			want: []string{
+				`egress -> security breaks "egress imports no package of the module (destination policy and DLP are a floor below the tools and the gate)"`,
+				`egress -> security breaks "only the composition root (fleet, config) and the gate's runners (worker, mcpserver) import security"`,
+			}},
+		{name: "a tool imports the gate", pkgs: with(pkg{Path: "tools/research", Name: "research", Imports: []string{"egress", "security", "tools"}}),
+			want: []string{`tools/research -> security breaks "only the composition root (fleet, config) and the gate's runners (worker, mcpserver) import security"`}},
+		{name: "the sandboxes' proxy links the store", pkgs: with(pkg{Path: "egressproxy", Name: "egressproxy", Imports: []string{"egress", "store"}}),
+			want: []string{`egressproxy -> store breaks "egressproxy imports neither store nor queue (it records through an interface)"`}},
 		{name: "an exception excuses its edge only", pkgs: with(pkg{Path: "worker", Name: "worker", Imports: []string{"config", "llm/script"}}),
 			exceptions: map[string]string{"worker -> config": "follow-up"},
 			want:       []string{`worker -> llm/script breaks "worker imports neither config nor a concrete llm provider (llm/*)"`}},

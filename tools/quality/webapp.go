@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aetherium-engine/aetherium/security"
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/workspace"
 )
@@ -81,7 +81,7 @@ type SandboxDialer interface {
 type WebAppDeps struct {
 	// Egress carries requests to every destination but the run's loopback; nil
 	// registers the tools but they refuse to run.
-	Egress *security.Egress
+	Egress *egress.Egress
 	// Sandbox, when set (the Docker executor), carries requests to localhost
 	// and loopback addresses from inside the calling run's sandbox, where a
 	// worker's run_shell started the app. Nil (the local executor, whose
@@ -150,7 +150,7 @@ func appClient(ctx context.Context, d WebAppDeps, origin *url.URL) (*http.Client
 }
 
 // egressAppClient is the session's egress client narrowed to one origin.
-func egressAppClient(s *tools.Session, eg *security.Egress, origin *url.URL) (*http.Client, error) {
+func egressAppClient(s *tools.Session, eg *egress.Egress, origin *url.URL) (*http.Client, error) {
 	if eg == nil {
 		return nil, errors.New("no egress client configured")
 	}
@@ -175,7 +175,7 @@ func leavesOrigin(target, origin *url.URL) error {
 	if sameOrigin(target, origin) {
 		return nil
 	}
-	return fmt.Errorf("%w: redirect to %s leaves the app's origin %s", security.ErrEgressDenied, target.Redacted(), originOf(origin))
+	return fmt.Errorf("%w: redirect to %s leaves the app's origin %s", egress.ErrEgressDenied, target.Redacted(), originOf(origin))
 }
 
 func originOf(u *url.URL) string { return u.Scheme + "://" + u.Host }

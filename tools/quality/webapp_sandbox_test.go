@@ -11,9 +11,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/sandbox/sandboxtest"
-	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/tools/quality"
 )
 
@@ -45,7 +45,7 @@ func TestWebAppLoopbackGoesThroughTheSandbox(t *testing.T) {
 	t.Parallel()
 	app := fixtureApp(t, usersDoc, usersJSON)
 	fake := &fakeSandbox{app: app.Listener.Addr().String()}
-	deps := quality.WebAppDeps{Egress: security.NewEgress(security.EgressConfig{Timeout: 10 * time.Second}), Sandbox: fake}
+	deps := quality.WebAppDeps{Egress: egress.NewEgress(egress.EgressConfig{Timeout: 10 * time.Second}), Sandbox: fake}
 	for _, tc := range []struct {
 		url, via, dial string
 	}{
@@ -98,7 +98,7 @@ func TestWebAppInRealSandbox(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 0, res.ExitCode, res.Output)
 
-	deps := quality.WebAppDeps{Egress: security.NewEgress(security.EgressConfig{Timeout: 10 * time.Second}), Sandbox: d}
+	deps := quality.WebAppDeps{Egress: egress.NewEgress(egress.EgressConfig{Timeout: 10 * time.Second}), Sandbox: d}
 	schema := map[string]any{"type": "array", "items": map[string]any{"type": "object", "required": []string{"id", "name"}}}
 	out, err := runInRun(t, deps, run, ws, "validate_web_app", map[string]any{"url": "http://localhost:8000", "checks": []map[string]any{
 		{"type": "status", "path": "/api/users.json", "content_type": "application/json"},

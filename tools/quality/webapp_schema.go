@@ -16,7 +16,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"gopkg.in/yaml.v3"
 
-	"github.com/aetherium-engine/aetherium/security"
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/workspace"
 	"github.com/aetherium-engine/aetherium/wsquota"
@@ -205,7 +205,7 @@ func discoverAPIDocument(ctx context.Context, client *http.Client, cfg WebAppCon
 		u, _ := joinAppPath(base, c) // constant paths
 		resp, err := getApp(ctx, client, u, "application/json, application/yaml;q=0.9, */*;q=0.5", cfg.RequestTimeout, cfg.MaxBodyBytes)
 		if err != nil {
-			if errors.Is(err, security.ErrEgressDenied) || ctx.Err() != nil {
+			if errors.Is(err, egress.ErrEgressDenied) || ctx.Err() != nil {
 				return nil, err
 			}
 			if !errors.Is(err, errResponseTooLarge) {
@@ -256,7 +256,7 @@ func inferAPIDocument(ctx context.Context, client *http.Client, cfg WebAppConfig
 		resp, err := getApp(ctx, client, u, "application/json", cfg.RequestTimeout, cfg.MaxBodyBytes)
 		switch {
 		case err != nil:
-			if errors.Is(err, security.ErrEgressDenied) || ctx.Err() != nil {
+			if errors.Is(err, egress.ErrEgressDenied) || ctx.Err() != nil {
 				return nil, err
 			}
 			probe.Error = err.Error()

@@ -15,7 +15,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/security"
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/quality"
 )
@@ -26,7 +26,7 @@ import (
 // localhost app is.
 func runWebTool(t *testing.T, cfg quality.WebAppConfig, ws, tool string, args any) (string, error) {
 	t.Helper()
-	deps := quality.WebAppDeps{Egress: security.NewEgress(security.EgressConfig{Timeout: 10 * time.Second})}
+	deps := quality.WebAppDeps{Egress: egress.NewEgress(egress.EgressConfig{Timeout: 10 * time.Second})}
 	return dispatchWebTool(t, deps, cfg, "r", ws, tool, args)
 }
 

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
-	"github.com/aetherium-engine/aetherium/security"
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/tools"
 )
 
@@ -285,7 +285,7 @@ func runWebCheck(ctx context.Context, client *http.Client, cfg WebAppConfig, bas
 	}
 	resp, err := getApp(ctx, client, u, accept, timeout, cfg.MaxBodyBytes)
 	if err != nil {
-		if errors.Is(err, security.ErrEgressDenied) {
+		if errors.Is(err, egress.ErrEgressDenied) {
 			return row, fmt.Errorf("check %s %s: %w", c.Type, c.Path, err)
 		}
 		row.Evidence = err.Error()

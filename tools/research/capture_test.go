@@ -19,12 +19,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/egressproxy"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/internal/testinfra"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/sandbox/sandboxtest"
-	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/research"
@@ -106,7 +106,7 @@ func newCaptureEnv(t testing.TB, cfg research.Config) *captureEnv {
 
 	pcfg := egressproxy.Config{}.WithDefaults()
 	require.NoError(t, pcfg.InstallFirewall(ctx))
-	dlp, err := security.NewDLP()
+	dlp, err := egress.NewDLP()
 	require.NoError(t, err)
 	p, err := egressproxy.New(pcfg, egressproxy.Deps{DLP: dlp, Recorder: &memRecorder{}, Resolver: dns, Log: fleettest.Logger(t)})
 	require.NoError(t, err)

@@ -17,7 +17,7 @@ import (
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/charset"
 
-	"github.com/aetherium-engine/aetherium/security"
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/tools"
 )
 
@@ -50,7 +50,7 @@ var ErrNotText = errors.New("not a text document")
 // ErrTooLarge refuses a response over the download cap.
 var ErrTooLarge = errors.New("over the download cap")
 
-func registerFetch(reg *tools.Registry, eg *security.Egress, cfg Config) {
+func registerFetch(reg *tools.Registry, eg *egress.Egress, cfg Config) {
 	tools.Register(reg, "web_fetch", "Fetch a web page and return its readable text (main content, headings and lists kept, links as footnotes); JSON and plain text come back as text.",
 		func(ctx context.Context, a FetchArgs) (tools.Result, error) {
 			if eg == nil {

@@ -16,8 +16,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/sandbox"
-	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/tools"
 )
 
@@ -73,7 +73,7 @@ exec pdftotext -enc UTF-8 /tmp/doc.pdf -`
 
 const pagesMark = "aetherium-pages: "
 
-func registerPDF(reg *tools.Registry, eg *security.Egress, run Runner, cfg Config) {
+func registerPDF(reg *tools.Registry, eg *egress.Egress, run Runner, cfg Config) {
 	tools.Register(reg, "download_pdf", "Download a PDF into the workspace (downloads/<name>.pdf) and return its page count and text, extracted in a sandbox container. Needs a human's approval.",
 		func(ctx context.Context, a PDFArgs) (tools.Result, error) {
 			if eg == nil {

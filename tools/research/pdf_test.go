@@ -17,9 +17,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/sandbox/sandboxtest"
-	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/research"
 	"github.com/aetherium-engine/aetherium/tools/research/pdftest"
@@ -121,7 +121,7 @@ func pdfServer(t *testing.T, capBytes int) (*httptest.Server, *atomic.Int64) {
 func pdfTool(t *testing.T, cfg research.Config, run research.Runner, ws string) func(args research.PDFArgs) (research.PDFAnswer, error) {
 	t.Helper()
 	reg := tools.NewRegistry()
-	research.Register(reg, security.NewEgress(security.EgressConfig{Timeout: 10 * time.Second}), cfg, run)
+	research.Register(reg, egress.NewEgress(egress.EgressConfig{Timeout: 10 * time.Second}), cfg, run)
 	router := tools.NewRouter(reg)
 	return func(args research.PDFArgs) (research.PDFAnswer, error) {
 		raw, err := json.Marshal(args)

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aetherium-engine/aetherium/security"
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/tools"
 )
 
@@ -39,7 +39,7 @@ var methods = map[string]bool{"GET": true, "POST": true, "PUT": true, "DELETE": 
 // sandbox (download_pdf) and, when it also starts helper containers (BrowserHost,
 // as sandbox.Docker does), runs capture_reference's browser; without it those
 // tools are registered but refuse to run.
-func Register(reg *tools.Registry, eg *security.Egress, cfg Config, run Runner) *Browser {
+func Register(reg *tools.Registry, eg *egress.Egress, cfg Config, run Runner) *Browser {
 	cfg = cfg.WithDefaults()
 	timeout := func(sec int, def time.Duration) time.Duration {
 		if sec <= 0 {

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/net/html"
 
-	"github.com/aetherium-engine/aetherium/security"
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/tools"
 )
 
@@ -50,7 +50,7 @@ var errEmpty = errors.New("no results")
 
 var timeRanges = map[string]bool{"": true, "day": true, "week": true, "month": true, "year": true}
 
-func registerSearch(reg *tools.Registry, eg *security.Egress, cfg Config) {
+func registerSearch(reg *tools.Registry, eg *egress.Egress, cfg Config) {
 	tools.Register(reg, "web_search", "Search the web (SearXNG, with a DuckDuckGo fallback); returns ranked results with title, url, snippet and engine.",
 		func(ctx context.Context, a SearchArgs) (tools.Result, error) {
 			if eg == nil {

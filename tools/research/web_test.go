@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/security"
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/research"
 )
@@ -26,7 +26,7 @@ import (
 func webTools(t *testing.T, cfg research.Config) func(tool string, args any, out any) error {
 	t.Helper()
 	reg := tools.NewRegistry()
-	research.Register(reg, security.NewEgress(security.EgressConfig{Timeout: 10 * time.Second}), cfg, nil)
+	research.Register(reg, egress.NewEgress(egress.EgressConfig{Timeout: 10 * time.Second}), cfg, nil)
 	router := tools.NewRouter(reg)
 	return func(tool string, args any, out any) error {
 		raw, err := json.Marshal(args)

@@ -11,9 +11,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/sandbox/sandboxtest"
-	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/quality"
 	"github.com/aetherium-engine/aetherium/tools/research"
@@ -60,7 +60,7 @@ func TestValidateWebAppBrowserChecks(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 0, res.ExitCode, res.Output)
 
-	reg, err := toolset.New(toolset.Deps{Executor: e.d, Egress: security.NewEgress(security.EgressConfig{Timeout: 10 * time.Second}),
+	reg, err := toolset.New(toolset.Deps{Executor: e.d, Egress: egress.NewEgress(egress.EgressConfig{Timeout: 10 * time.Second}),
 		Research: research.Config{CaptureTimeout: 60 * time.Second, CaptureIdleTimeout: 4 * time.Second, CaptureImage: e.image}})
 	require.NoError(t, err)
 	router := tools.NewRouter(reg)

@@ -7,13 +7,13 @@ import (
 	"fmt"
 
 	hwdevice "github.com/aetherium-engine/aetherium/device"
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/gpu"
 	"github.com/aetherium-engine/aetherium/knowledge"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/media"
 	"github.com/aetherium-engine/aetherium/sandbox"
-	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/audio"
@@ -36,7 +36,7 @@ type Deps struct {
 	Store     *store.Store
 	Workspace workspace.Config
 	// Egress is the policy-enforcing HTTP client factory of outbound tools.
-	Egress   *security.Egress
+	Egress   *egress.Egress
 	Research research.Config
 	// Device drives the Steam Frame headset; nil registers the device tools but
 	// they fail at call time (no headset configured).

@@ -1,4 +1,4 @@
-package security_test
+package egress_test
 
 import (
 	"math"
@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/security"
+	"github.com/aetherium-engine/aetherium/egress"
 )
 
 // The examples of RFC 8785: section 3.2.2 (values), 3.2.3 (sorting) and appendix B
@@ -40,7 +40,7 @@ func TestCanonicalizeRFC8785(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := security.Canonicalize([]byte(tc.in))
+			got, err := egress.Canonicalize([]byte(tc.in))
 			require.NoError(t, err)
 			require.Equal(t, tc.want, string(got))
 		})
@@ -78,13 +78,13 @@ func TestCanonicalNumberRFC8785AppendixB(t *testing.T) {
 		{0xbecbf647612f3696, "-0.0000033333333333333333"},
 		{0x43143ff3c1cb0959, "1424953923781206.2"},
 	} {
-		got, err := security.CanonicalNumber(math.Float64frombits(tc.bits))
+		got, err := egress.CanonicalNumber(math.Float64frombits(tc.bits))
 		require.NoError(t, err, "%016x", tc.bits)
 		require.Equal(t, tc.want, got, "%016x", tc.bits)
 	}
 	for _, bits := range []uint64{0x7fffffffffffffff, 0x7ff0000000000000, 0xfff0000000000000} {
-		_, err := security.CanonicalNumber(math.Float64frombits(bits))
-		require.ErrorIs(t, err, security.ErrNotCanonicalizable, "NaN and infinities have no JSON form")
+		_, err := egress.CanonicalNumber(math.Float64frombits(bits))
+		require.ErrorIs(t, err, egress.ErrNotCanonicalizable, "NaN and infinities have no JSON form")
 	}
 }
 
@@ -98,8 +98,8 @@ func TestCanonicalizeRefuses(t *testing.T) {
 		"trailing data":       `{} {}`,
 		"empty":               ``,
 	} {
-		_, err := security.Canonicalize([]byte(in))
-		require.ErrorIs(t, err, security.ErrNotCanonicalizable, name)
+		_, err := egress.Canonicalize([]byte(in))
+		require.ErrorIs(t, err, egress.ErrNotCanonicalizable, name)
 	}
 }
 
@@ -108,14 +108,14 @@ func TestCanonicalizeRefuses(t *testing.T) {
 // a value does.
 func TestArgsHashBindsTheValue(t *testing.T) {
 	t.Parallel()
-	base, err := security.ArgsHash([]byte(`{"command":"ls -la","timeout":30}`))
+	base, err := egress.ArgsHash([]byte(`{"command":"ls -la","timeout":30}`))
 	require.NoError(t, err)
 	for _, same := range []string{
 		`{"timeout": 30, "command": "ls -la"}`,
 		`{"command":"ls\u0020-la","timeout":3.0e1}`,
 		"{\n\t\"command\" : \"ls -la\" , \"timeout\" : 30.000 }",
 	} {
-		h, err := security.ArgsHash([]byte(same))
+		h, err := egress.ArgsHash([]byte(same))
 		require.NoError(t, err)
 		require.Equal(t, base, h, same)
 	}
@@ -125,13 +125,13 @@ func TestArgsHashBindsTheValue(t *testing.T) {
 		`{"command":"ls -la","timeout":"30"}`,
 		`{"command":"ls -la","timeout":30,"cwd":"/"}`,
 	} {
-		h, err := security.ArgsHash([]byte(other))
+		h, err := egress.ArgsHash([]byte(other))
 		require.NoError(t, err)
 		require.NotEqual(t, base, h, other)
 	}
-	empty, err := security.ArgsHash(nil)
+	empty, err := egress.ArgsHash(nil)
 	require.NoError(t, err)
-	obj, err := security.ArgsHash([]byte(`{}`))
+	obj, err := egress.ArgsHash([]byte(`{}`))
 	require.NoError(t, err)
 	require.Equal(t, obj, empty, "absent arguments are the empty object")
 	require.Len(t, base, 64)

@@ -1,4 +1,4 @@
-package security_test
+package egress_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/security"
+	"github.com/aetherium-engine/aetherium/egress"
 )
 
 // teamSecret is shaped like no gitleaks rule, so only the team-secret scrubbing (not
@@ -39,24 +39,24 @@ func TestLoadSecrets(t *testing.T) {
 	dom := []string{"api.github.com"}
 	cases := []struct {
 		name    string
-		srcs    map[string]security.SecretSource
+		srcs    map[string]egress.SecretSource
 		wantErr string
 	}{
-		{"from the environment", map[string]security.SecretSource{"github": {Env: "GITHUB_TOKEN", Domains: dom}}, ""},
-		{"from a file, newline dropped", map[string]security.SecretSource{"github": {File: file, Domains: dom}}, ""},
-		{"unset variable", map[string]security.SecretSource{"github": {Env: "NO_SUCH_TOKEN", Domains: dom}}, "github: environment variable NO_SUCH_TOKEN is not set"},
-		{"missing file", map[string]security.SecretSource{"github": {File: filepath.Join(dir, "nope"), Domains: dom}}, "github: file: open"},
-		{"too short", map[string]security.SecretSource{"github": {File: short, Domains: dom}}, "shorter than 8 characters"},
-		{"both sources", map[string]security.SecretSource{"github": {Env: "GITHUB_TOKEN", File: file, Domains: dom}}, "exactly one of env and file"},
-		{"no source", map[string]security.SecretSource{"github": {Domains: dom}}, "exactly one of env and file"},
-		{"no domains", map[string]security.SecretSource{"github": {Env: "GITHUB_TOKEN"}}, "at least one domain"},
-		{"a URL for a domain", map[string]security.SecretSource{"github": {Env: "GITHUB_TOKEN", Domains: []string{"https://api.github.com"}}}, "is not a host name"},
-		{"bad name", map[string]security.SecretSource{"git hub": {Env: "GITHUB_TOKEN", Domains: dom}}, `name "git hub"`},
+		{"from the environment", map[string]egress.SecretSource{"github": {Env: "GITHUB_TOKEN", Domains: dom}}, ""},
+		{"from a file, newline dropped", map[string]egress.SecretSource{"github": {File: file, Domains: dom}}, ""},
+		{"unset variable", map[string]egress.SecretSource{"github": {Env: "NO_SUCH_TOKEN", Domains: dom}}, "github: environment variable NO_SUCH_TOKEN is not set"},
+		{"missing file", map[string]egress.SecretSource{"github": {File: filepath.Join(dir, "nope"), Domains: dom}}, "github: file: open"},
+		{"too short", map[string]egress.SecretSource{"github": {File: short, Domains: dom}}, "shorter than 8 characters"},
+		{"both sources", map[string]egress.SecretSource{"github": {Env: "GITHUB_TOKEN", File: file, Domains: dom}}, "exactly one of env and file"},
+		{"no source", map[string]egress.SecretSource{"github": {Domains: dom}}, "exactly one of env and file"},
+		{"no domains", map[string]egress.SecretSource{"github": {Env: "GITHUB_TOKEN"}}, "at least one domain"},
+		{"a URL for a domain", map[string]egress.SecretSource{"github": {Env: "GITHUB_TOKEN", Domains: []string{"https://api.github.com"}}}, "is not a host name"},
+		{"bad name", map[string]egress.SecretSource{"git hub": {Env: "GITHUB_TOKEN", Domains: dom}}, `name "git hub"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s, err := security.LoadSecrets(tc.srcs, env)
+			s, err := egress.LoadSecrets(tc.srcs, env)
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 				return
@@ -71,7 +71,7 @@ func TestLoadSecrets(t *testing.T) {
 func TestSecretsScrub(t *testing.T) {
 	t.Parallel()
 	const odd = "p@ss word/+&=x\"q"
-	s, err := security.LoadSecrets(map[string]security.SecretSource{
+	s, err := egress.LoadSecrets(map[string]egress.SecretSource{
 		"a": {Env: "A", Domains: []string{"a.test"}},
 		"b": {Env: "B", Domains: []string{"b.test"}},
 	}, func(k string) (string, bool) { return map[string]string{"A": teamSecret, "B": odd}[k], true })
@@ -91,7 +91,7 @@ func TestSecretsScrub(t *testing.T) {
 	err = s.ScrubError(base)
 	require.EqualError(t, err, "dial: {{secret:a}}")
 	require.ErrorIs(t, err, base, "the chain survives scrubbing")
-	var nilSecrets *security.Secrets
+	var nilSecrets *egress.Secrets
 	require.Equal(t, teamSecret, nilSecrets.Scrub(teamSecret))
 }
 
@@ -125,11 +125,11 @@ func (s *seen) carried(host string) (n int, withValue int) {
 func TestEgressTeamSecrets(t *testing.T) {
 	t.Parallel()
 	dns := startDNS(t, map[string]string{"api.bound.test": "127.0.0.1", "x.wild.test": "127.0.0.1", "other.test": "127.0.0.1"})
-	secrets, err := security.LoadSecrets(map[string]security.SecretSource{
+	secrets, err := egress.LoadSecrets(map[string]egress.SecretSource{
 		"gh": {Env: "GH", Domains: []string{"api.bound.test", "*.wild.test"}},
 	}, func(string) (string, bool) { return teamSecret, true })
 	require.NoError(t, err)
-	eg := security.NewEgress(security.EgressConfig{Resolver: dns.resolver(), Timeout: 10 * time.Second, Secrets: secrets})
+	eg := egress.NewEgress(egress.EgressConfig{Resolver: dns.resolver(), Timeout: 10 * time.Second, Secrets: secrets})
 
 	var got seen
 	mux := http.NewServeMux()
@@ -207,20 +207,20 @@ func TestEgressTeamSecrets(t *testing.T) {
 	})
 	t.Run("a host the secret is not bound to is refused before anything is sent", func(t *testing.T) {
 		_, _, err := do(t, "GET", at("other.test", "/"), "", map[string]string{"Authorization": ref})
-		require.ErrorIs(t, err, security.ErrSecretRefused)
-		require.ErrorIs(t, err, security.ErrEgressDenied)
+		require.ErrorIs(t, err, egress.ErrSecretRefused)
+		require.ErrorIs(t, err, egress.ErrEgressDenied)
 		require.ErrorContains(t, err, "secret gh may only be sent to api.bound.test, *.wild.test, not other.test")
 		n, _ := got.carried("other.test")
 		require.Zero(t, n)
 	})
 	t.Run("an unknown secret is refused", func(t *testing.T) {
 		_, _, err := do(t, "GET", at("api.bound.test", "/"), "", map[string]string{"Authorization": "{{secret:nope}}"})
-		require.ErrorIs(t, err, security.ErrSecretRefused)
+		require.ErrorIs(t, err, egress.ErrSecretRefused)
 		require.ErrorContains(t, err, `unknown secret "nope" (configured: gh)`)
 	})
 	t.Run("a redirect to an unbound host does not carry the value", func(t *testing.T) {
 		_, _, err := do(t, "GET", at("api.bound.test", "/to-other"), "", map[string]string{"X-Api-Key": ref})
-		require.ErrorIs(t, err, security.ErrSecretRefused)
+		require.ErrorIs(t, err, egress.ErrSecretRefused)
 		require.ErrorContains(t, err, "not other.test")
 		_, withValue := got.carried("other.test")
 		require.Zero(t, withValue)
@@ -232,7 +232,7 @@ func TestEgressTeamSecrets(t *testing.T) {
 		require.True(t, strings.HasSuffix(body, "a"+ref+" end"), body[len(body)-40:])
 	})
 	t.Run("without secrets configured a reference is refused", func(t *testing.T) {
-		bare := security.NewEgress(security.EgressConfig{Resolver: dns.resolver(), Timeout: 10 * time.Second})
+		bare := egress.NewEgress(egress.EgressConfig{Resolver: dns.resolver(), Timeout: 10 * time.Second})
 		req, err := http.NewRequest("GET", at("api.bound.test", "/"), nil)
 		require.NoError(t, err)
 		req.Header.Set("Authorization", ref)
@@ -243,7 +243,7 @@ func TestEgressTeamSecrets(t *testing.T) {
 
 func TestDLPLetsSecretReferencesPass(t *testing.T) {
 	t.Parallel()
-	d, err := security.NewDLP()
+	d, err := egress.NewDLP()
 	require.NoError(t, err)
 	for _, args := range []string{
 		`{"url":"https://api.github.com/user","headers":{"Authorization":"token {{secret:github}}"}}`,

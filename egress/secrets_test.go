@@ -1,4 +1,4 @@
-package security_test
+package egress_test
 
 import (
 	"crypto/ed25519"

@@ -1,4 +1,4 @@
-package security_test
+package egress_test
 
 import (
 	"context"
@@ -14,9 +14,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/internal/testinfra"
-	"github.com/aetherium-engine/aetherium/security"
 )
 
 // hostAddr is one of this host's own non-loopback addresses (a Docker bridge
@@ -33,28 +33,28 @@ func hostAddr(t *testing.T) netip.Addr {
 func TestEgressPolicyRefusesTheControlPlane(t *testing.T) {
 	t.Parallel()
 	host := hostAddr(t).String()
-	p, err := security.NewEgressPolicy(security.EgressPolicyConfig{Endpoints: []security.Endpoint{
-		{Name: security.EndpointRedis, Addr: "127.0.0.1:16379"},
-		{Name: security.EndpointPostgres, Addr: "10.9.9.9:5432"},
-		{Name: security.EndpointInternal, Addr: ":7000"},
-		{Name: security.EndpointHeadset, Addr: "localhost:5555"},
+	p, err := egress.NewEgressPolicy(egress.EgressPolicyConfig{Endpoints: []egress.Endpoint{
+		{Name: egress.EndpointRedis, Addr: "127.0.0.1:16379"},
+		{Name: egress.EndpointPostgres, Addr: "10.9.9.9:5432"},
+		{Name: egress.EndpointInternal, Addr: ":7000"},
+		{Name: egress.EndpointHeadset, Addr: "localhost:5555"},
 	}})
 	require.NoError(t, err)
-	require.NoError(t, p.Register(context.Background(), security.EndpointAPI, "127.0.0.1:18080"))
+	require.NoError(t, p.Register(context.Background(), egress.EndpointAPI, "127.0.0.1:18080"))
 	cases := []struct {
 		addr string
 		deny string // substring of the refusal; "" when allowed
 	}{
-		{"127.0.0.1:18080", security.EndpointAPI},
-		{"127.0.0.2:18080", security.EndpointAPI},
-		{"[::1]:18080", security.EndpointAPI},
-		{"[::ffff:127.0.0.1]:18080", security.EndpointAPI},
-		{net.JoinHostPort(host, "18080"), security.EndpointAPI},
-		{"127.0.0.1:16379", security.EndpointRedis},
-		{net.JoinHostPort(host, "16379"), security.EndpointRedis},
-		{"10.9.9.9:5432", security.EndpointPostgres},
-		{"127.0.0.5:7000", security.EndpointInternal},
-		{"[::1]:5555", security.EndpointHeadset},
+		{"127.0.0.1:18080", egress.EndpointAPI},
+		{"127.0.0.2:18080", egress.EndpointAPI},
+		{"[::1]:18080", egress.EndpointAPI},
+		{"[::ffff:127.0.0.1]:18080", egress.EndpointAPI},
+		{net.JoinHostPort(host, "18080"), egress.EndpointAPI},
+		{"127.0.0.1:16379", egress.EndpointRedis},
+		{net.JoinHostPort(host, "16379"), egress.EndpointRedis},
+		{"10.9.9.9:5432", egress.EndpointPostgres},
+		{"127.0.0.5:7000", egress.EndpointInternal},
+		{"[::1]:5555", egress.EndpointHeadset},
 		{"169.254.169.254:80", "link-local or metadata"},
 		{"127.0.0.1:18081", ""},
 		{"10.9.9.9:5433", ""},
@@ -70,7 +70,7 @@ func TestEgressPolicyRefusesTheControlPlane(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			require.ErrorIs(t, err, security.ErrEgressDenied)
+			require.ErrorIs(t, err, egress.ErrEgressDenied)
 			require.ErrorContains(t, err, tc.deny)
 		})
 	}
@@ -78,22 +78,22 @@ func TestEgressPolicyRefusesTheControlPlane(t *testing.T) {
 
 func TestEgressPolicyCheckURL(t *testing.T) {
 	t.Parallel()
-	p, err := security.NewEgressPolicy(security.EgressPolicyConfig{Endpoints: []security.Endpoint{{Name: security.EndpointAPI, Addr: "127.0.0.1:8080"}}})
+	p, err := egress.NewEgressPolicy(egress.EgressPolicyConfig{Endpoints: []egress.Endpoint{{Name: egress.EndpointAPI, Addr: "127.0.0.1:8080"}}})
 	require.NoError(t, err)
-	deny, err := security.NewEgressPolicy(security.EgressPolicyConfig{Private: security.PrivateDeny})
+	deny, err := egress.NewEgressPolicy(egress.EgressPolicyConfig{Private: egress.PrivateDeny})
 	require.NoError(t, err)
 	allow := []string{"api.example.com", "10.0.0.7"}
 	cases := []struct {
 		name        string
-		policy      *security.EgressPolicy
+		policy      *egress.EgressPolicy
 		url         string
 		teamDeny    bool
 		wantRefusal string
 	}{
-		{"api literal", p, "http://127.0.0.1:8080/api/approvals", false, security.EndpointAPI},
-		{"api other loopback", p, "http://127.0.0.9:8080/", false, security.EndpointAPI},
-		{"api by localhost", p, "http://localhost:8080/metrics", false, security.EndpointAPI},
-		{"api whatever the allowlist", p, "http://[::1]:8080/", false, security.EndpointAPI},
+		{"api literal", p, "http://127.0.0.1:8080/api/approvals", false, egress.EndpointAPI},
+		{"api other loopback", p, "http://127.0.0.9:8080/", false, egress.EndpointAPI},
+		{"api by localhost", p, "http://localhost:8080/metrics", false, egress.EndpointAPI},
+		{"api whatever the allowlist", p, "http://[::1]:8080/", false, egress.EndpointAPI},
 		{"other local port", p, "http://127.0.0.1:3000/", false, ""},
 		{"default port", p, "http://127.0.0.1/", false, ""},
 		{"team tightens", p, "http://10.0.0.5/", true, "egress.private is deny"},
@@ -113,21 +113,21 @@ func TestEgressPolicyCheckURL(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			require.ErrorIs(t, err, security.ErrEgressDenied)
+			require.ErrorIs(t, err, egress.ErrEgressDenied)
 			require.ErrorContains(t, err, tc.wantRefusal)
 		})
 	}
-	require.ErrorContains(t, p.CheckURL("http://127.0.0.1:8080/", nil), security.EndpointAPI, "the proxy's shape")
+	require.ErrorContains(t, p.CheckURL("http://127.0.0.1:8080/", nil), egress.EndpointAPI, "the proxy's shape")
 }
 
 func TestEgressPolicyConfigErrors(t *testing.T) {
 	t.Parallel()
-	for _, cfg := range []security.EgressPolicyConfig{
+	for _, cfg := range []egress.EgressPolicyConfig{
 		{Private: "sometimes"},
-		{Endpoints: []security.Endpoint{{Name: "x", Addr: "no-port"}}},
+		{Endpoints: []egress.Endpoint{{Name: "x", Addr: "no-port"}}},
 		{Refresh: time.Minute, TTL: time.Second},
 	} {
-		_, err := security.NewEgressPolicy(cfg)
+		_, err := egress.NewEgressPolicy(cfg)
 		require.Error(t, err, "%+v", cfg)
 	}
 }
@@ -140,10 +140,10 @@ func TestEgressPolicyRegistryAcrossProcesses(t *testing.T) {
 	require.NoError(t, err)
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })
-	cfg := security.EgressPolicyConfig{Redis: rdb, Refresh: 100 * time.Millisecond, TTL: 400 * time.Millisecond}
-	api, err := security.NewEgressPolicy(cfg)
+	cfg := egress.EgressPolicyConfig{Redis: rdb, Refresh: 100 * time.Millisecond, TTL: 400 * time.Millisecond}
+	api, err := egress.NewEgressPolicy(cfg)
 	require.NoError(t, err)
-	worker, err := security.NewEgressPolicy(cfg)
+	worker, err := egress.NewEgressPolicy(cfg)
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, worker.CheckDial("tcp", "127.0.0.1:18090"))
@@ -151,10 +151,10 @@ func TestEgressPolicyRegistryAcrossProcesses(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); api.Run(runCtx) }()
-	require.NoError(t, api.Register(ctx, security.EndpointAPI, "0.0.0.0:18090"))
+	require.NoError(t, api.Register(ctx, egress.EndpointAPI, "0.0.0.0:18090"))
 	worker.Refresh(ctx)
-	require.ErrorContains(t, worker.CheckDial("tcp", "127.0.0.3:18090"), security.EndpointAPI)
-	require.ErrorContains(t, worker.CheckDial("tcp", net.JoinHostPort(hostAddr(t).String(), "18090")), security.EndpointAPI)
+	require.ErrorContains(t, worker.CheckDial("tcp", "127.0.0.3:18090"), egress.EndpointAPI)
+	require.ErrorContains(t, worker.CheckDial("tcp", net.JoinHostPort(hostAddr(t).String(), "18090")), egress.EndpointAPI)
 
 	time.Sleep(600 * time.Millisecond) // beyond the TTL: renewals keep it listed
 	worker.Refresh(ctx)
@@ -166,11 +166,11 @@ func TestEgressPolicyRegistryAcrossProcesses(t *testing.T) {
 	require.NoError(t, worker.CheckDial("tcp", "127.0.0.1:18090"))
 
 	// A process that dies without withdrawing ages out after the TTL.
-	dead, err := security.NewEgressPolicy(cfg)
+	dead, err := egress.NewEgressPolicy(cfg)
 	require.NoError(t, err)
-	require.NoError(t, dead.Register(ctx, security.EndpointWorkerMetrics, "127.0.0.1:18091"))
+	require.NoError(t, dead.Register(ctx, egress.EndpointWorkerMetrics, "127.0.0.1:18091"))
 	worker.Refresh(ctx)
-	require.ErrorContains(t, worker.CheckDial("tcp", "127.0.0.1:18091"), security.EndpointWorkerMetrics)
+	require.ErrorContains(t, worker.CheckDial("tcp", "127.0.0.1:18091"), egress.EndpointWorkerMetrics)
 	require.Eventually(t, func() bool {
 		worker.Refresh(ctx)
 		return worker.CheckDial("tcp", "127.0.0.1:18091") == nil
@@ -185,13 +185,13 @@ func TestEgressClientRefusesControlPlane(t *testing.T) {
 	standIn := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
 	t.Cleanup(standIn.Close)
 	_, port, _ := net.SplitHostPort(standIn.Listener.Addr().String())
-	p, err := security.NewEgressPolicy(security.EgressPolicyConfig{})
+	p, err := egress.NewEgressPolicy(egress.EgressPolicyConfig{})
 	require.NoError(t, err)
-	require.NoError(t, p.Register(context.Background(), security.EndpointAPI, standIn.Listener.Addr().String()))
+	require.NoError(t, p.Register(context.Background(), egress.EndpointAPI, standIn.Listener.Addr().String()))
 	redirect := httptest.NewServer(http.RedirectHandler("http://127.0.0.1:"+port+"/api/approvals", http.StatusFound))
 	t.Cleanup(redirect.Close)
 	dns := startDNS(t, map[string]string{"api.example.com": "127.0.0.1"})
-	eg := security.NewEgress(security.EgressConfig{Policy: p, Resolver: dns.resolver()})
+	eg := egress.NewEgress(egress.EgressConfig{Policy: p, Resolver: dns.resolver()})
 	c := eg.Client([]string{"api.example.com"})
 	for _, u := range []string{
 		"http://api.example.com:" + port + "/metrics",
@@ -199,8 +199,8 @@ func TestEgressClientRefusesControlPlane(t *testing.T) {
 		redirect.URL,
 	} {
 		_, err := get(t, c, u)
-		require.True(t, errors.Is(err, security.ErrEgressDenied), "%s: %v", u, err)
-		require.ErrorContains(t, err, security.EndpointAPI)
+		require.True(t, errors.Is(err, egress.ErrEgressDenied), "%s: %v", u, err)
+		require.ErrorContains(t, err, egress.EndpointAPI)
 	}
 	require.Zero(t, hits.Load())
 }
@@ -214,19 +214,19 @@ func TestEgressPolicyRefusesAFleetNetwork(t *testing.T) {
 	require.NoError(t, err)
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })
-	cfg := security.EgressPolicyConfig{Redis: rdb, Key: "egress:test:" + t.Name(), Endpoints: []security.Endpoint{{Name: "configured net", Addr: "10.77.0.0/16"}}}
-	gpuHost, err := security.NewEgressPolicy(cfg)
+	cfg := egress.EgressPolicyConfig{Redis: rdb, Key: "egress:test:" + t.Name(), Endpoints: []egress.Endpoint{{Name: "configured net", Addr: "10.77.0.0/16"}}}
+	gpuHost, err := egress.NewEgressPolicy(cfg)
 	require.NoError(t, err)
-	other, err := security.NewEgressPolicy(cfg)
+	other, err := egress.NewEgressPolicy(cfg)
 	require.NoError(t, err)
 	ctx := context.Background()
-	require.NoError(t, gpuHost.Register(ctx, security.EndpointGPU+" network", "172.31.250.0/24"))
+	require.NoError(t, gpuHost.Register(ctx, egress.EndpointGPU+" network", "172.31.250.0/24"))
 	other.Refresh(ctx)
-	for _, p := range []*security.EgressPolicy{gpuHost, other} {
+	for _, p := range []*egress.EgressPolicy{gpuHost, other} {
 		for _, tc := range []struct{ addr, deny string }{
-			{"172.31.250.2:8188", security.EndpointGPU},
-			{"172.31.250.254:1", security.EndpointGPU},
-			{"[::ffff:172.31.250.9]:80", security.EndpointGPU},
+			{"172.31.250.2:8188", egress.EndpointGPU},
+			{"172.31.250.254:1", egress.EndpointGPU},
+			{"[::ffff:172.31.250.9]:80", egress.EndpointGPU},
 			{"10.77.3.4:443", "configured net"},
 			{"172.31.251.2:8188", ""},
 			{"10.78.0.1:443", ""},
@@ -236,11 +236,11 @@ func TestEgressPolicyRefusesAFleetNetwork(t *testing.T) {
 				require.NoError(t, err, tc.addr)
 				continue
 			}
-			require.ErrorIs(t, err, security.ErrEgressDenied, tc.addr)
+			require.ErrorIs(t, err, egress.ErrEgressDenied, tc.addr)
 			require.ErrorContains(t, err, tc.deny, tc.addr)
 		}
-		require.ErrorContains(t, p.CheckURL("http://172.31.250.2:8188/history", nil), security.EndpointGPU)
+		require.ErrorContains(t, p.CheckURL("http://172.31.250.2:8188/history", nil), egress.EndpointGPU)
 	}
-	_, err = security.NewEgressPolicy(security.EgressPolicyConfig{Endpoints: []security.Endpoint{{Name: "x", Addr: "10.0.0.0/33"}}})
+	_, err = egress.NewEgressPolicy(egress.EgressPolicyConfig{Endpoints: []egress.Endpoint{{Name: "x", Addr: "10.0.0.0/33"}}})
 	require.Error(t, err, "a malformed prefix is no endpoint")
 }

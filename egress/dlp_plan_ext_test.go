@@ -1,4 +1,4 @@
-package security_test
+package egress_test
 
 import (
 	"encoding/base64"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/security"
+	"github.com/aetherium-engine/aetherium/egress"
 )
 
 // The plan (dlp_plan.go) must find exactly what gitleaks finds with every rule over
@@ -16,9 +16,9 @@ import (
 // encoded in the ways gitleaks decodes itself, on the benign corpus, and on what
 // redaction leaves.
 
-func requireSameFindings(t *testing.T, d *security.DLP, s string) {
+func requireSameFindings(t *testing.T, d *egress.DLP, s string) {
 	t.Helper()
-	want := security.ScanAllRules(d, s)
+	want := egress.ScanAllRules(d, s)
 	got := d.Scan(s)
 	require.ElementsMatch(t, want, got, "findings differ from every rule's in %q", s)
 }
@@ -29,7 +29,7 @@ func TestDLPScanEqualsAllRules(t *testing.T) {
 	var texts []string
 	for _, c := range generatedCredentials(t) {
 		for _, args := range placements(t, c.field, c.secret) {
-			texts = append(texts, args, security.Redact(args, d.Scan(args)))
+			texts = append(texts, args, egress.Redact(args, d.Scan(args)))
 		}
 		blob := base64.StdEncoding.EncodeToString([]byte(c.field + "=" + c.secret + "\n"))
 		texts = append(texts,
@@ -70,7 +70,7 @@ func FuzzDLPScanEqualsAllRules(f *testing.F) {
 	}
 	f.Add("api_key: abcdefghij0123456789\npassword = \"Tr0ub4dor&3xyzzy\"")
 	f.Add("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U")
-	d, err := security.NewDLP()
+	d, err := egress.NewDLP()
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, s string) {
 		if len(s) > 1<<12 {

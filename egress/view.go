@@ -1,4 +1,4 @@
-package security
+package egress
 
 import (
 	"bytes"
@@ -21,8 +21,8 @@ type ApprovalView struct {
 	URL string `json:"url,omitempty"`
 }
 
-// approverView builds the view and the masked arguments of a call.
-func (d *DLP) approverView(tool string, args json.RawMessage) (ApprovalView, json.RawMessage) {
+// ApproverView builds the view and the masked arguments of a call.
+func (d *DLP) ApproverView(tool string, args json.RawMessage) (ApprovalView, json.RawMessage) {
 	var v ApprovalView
 	var decoded any
 	dec := json.NewDecoder(bytes.NewReader(args))

@@ -1,4 +1,4 @@
-package security_test
+package egress_test
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/dns/dnsmessage"
 
-	"github.com/aetherium-engine/aetherium/security"
+	"github.com/aetherium-engine/aetherium/egress"
 )
 
 func TestCheckURL(t *testing.T) {
@@ -80,12 +80,12 @@ func TestCheckURL(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.url, func(t *testing.T) {
 			t.Parallel()
-			err := security.CheckURL(tc.url, allow)
+			err := egress.CheckURL(tc.url, allow)
 			if tc.deny == "" {
 				require.NoError(t, err)
 				return
 			}
-			require.ErrorIs(t, err, security.ErrEgressDenied)
+			require.ErrorIs(t, err, egress.ErrEgressDenied)
 			require.ErrorContains(t, err, tc.deny)
 		})
 	}
@@ -107,7 +107,7 @@ func TestDomainAllowed(t *testing.T) {
 		{"example.com", nil, false},
 	}
 	for _, tc := range cases {
-		require.Equal(t, tc.want, security.DomainAllowed(tc.host, tc.allow), "%s in %v", tc.host, tc.allow)
+		require.Equal(t, tc.want, egress.DomainAllowed(tc.host, tc.allow), "%s in %v", tc.host, tc.allow)
 	}
 }
 
@@ -199,7 +199,7 @@ func get(t *testing.T, c *http.Client, u string) (string, error) {
 func TestEgressClientDialCheck(t *testing.T) {
 	t.Parallel()
 	dns := startDNS(t, map[string]string{"app.fleet.test": "127.0.0.1"})
-	eg := security.NewEgress(security.EgressConfig{Resolver: dns.resolver(), Timeout: 10 * time.Second})
+	eg := egress.NewEgress(egress.EgressConfig{Resolver: dns.resolver(), Timeout: 10 * time.Second})
 	srv, hits := countingServer(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hello") })
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
 
@@ -215,28 +215,28 @@ func TestEgressClientDialCheck(t *testing.T) {
 		before := dns.queries.Load()
 		allow := []string{"imds.fleet.test"}
 		u := "http://imds.fleet.test/latest/meta-data/iam/security-credentials/"
-		require.NoError(t, security.CheckURL(u, allow), "the name passes the pre-check")
+		require.NoError(t, egress.CheckURL(u, allow), "the name passes the pre-check")
 		_, err := get(t, eg.Client(allow), u)
-		require.ErrorIs(t, err, security.ErrEgressDenied)
+		require.ErrorIs(t, err, egress.ErrEgressDenied)
 		require.ErrorContains(t, err, "dialing 169.254.169.254")
 		require.Greater(t, dns.queries.Load(), before, "the name was resolved by the test DNS server")
 	})
 	t.Run("an IPv4-mapped IPv6 literal fails at dial time", func(t *testing.T) {
 		t.Parallel()
 		_, err := get(t, eg.Client(nil), "http://[::ffff:169.254.169.254]/latest/meta-data/")
-		require.ErrorIs(t, err, security.ErrEgressDenied)
+		require.ErrorIs(t, err, egress.ErrEgressDenied)
 	})
 	t.Run("a link-local IPv6 literal with a zone fails at dial time", func(t *testing.T) {
 		t.Parallel()
 		_, err := get(t, eg.Client(nil), "http://[fe80::1%25lo]:9/")
-		require.ErrorIs(t, err, security.ErrEgressDenied)
+		require.ErrorIs(t, err, egress.ErrEgressDenied)
 	})
 }
 
 func TestEgressClientRedirects(t *testing.T) {
 	t.Parallel()
 	dns := startDNS(t, map[string]string{})
-	eg := security.NewEgress(security.EgressConfig{Resolver: dns.resolver(), MaxRedirects: 3, Timeout: 10 * time.Second})
+	eg := egress.NewEgress(egress.EgressConfig{Resolver: dns.resolver(), MaxRedirects: 3, Timeout: 10 * time.Second})
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("/to-metadata", func(w http.ResponseWriter, r *http.Request) {
@@ -267,7 +267,7 @@ func TestEgressClientRedirects(t *testing.T) {
 		t.Run(path, func(t *testing.T) {
 			t.Parallel()
 			_, err := get(t, client, srv.URL+path)
-			require.ErrorIs(t, err, security.ErrEgressDenied)
+			require.ErrorIs(t, err, egress.ErrEgressDenied)
 		})
 	}
 	t.Run("MaxRedirects redirects are followed", func(t *testing.T) {
@@ -279,7 +279,7 @@ func TestEgressClientRedirects(t *testing.T) {
 	t.Run("one more is refused", func(t *testing.T) {
 		t.Parallel()
 		_, err := get(t, client, srv.URL+"/chain/4")
-		require.ErrorIs(t, err, security.ErrEgressDenied)
+		require.ErrorIs(t, err, egress.ErrEgressDenied)
 		require.ErrorContains(t, err, "more than 3 redirects")
 	})
 }
@@ -315,7 +315,7 @@ func egressIgnoresProxyEnv(t *testing.T) {
 	// A name, not a loopback literal: Go never proxies loopback addresses, so only a
 	// name shows whether the environment is honoured.
 	dns := startDNS(t, map[string]string{"svc.fleet.test": "127.0.0.1"})
-	eg := security.NewEgress(security.EgressConfig{Resolver: dns.resolver(), Timeout: 10 * time.Second})
+	eg := egress.NewEgress(egress.EgressConfig{Resolver: dns.resolver(), Timeout: 10 * time.Second})
 	port := target.Listener.Addr().(*net.TCPAddr).Port
 	u := fmt.Sprintf("http://svc.fleet.test:%d/", port)
 

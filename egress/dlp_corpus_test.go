@@ -1,4 +1,4 @@
-package security_test
+package egress_test
 
 import (
 	"crypto/rand"
@@ -18,7 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/security"
+	"github.com/aetherium-engine/aetherium/egress"
 )
 
 // Credentials for the corpus are generated on every run from crypto/rand: the right
@@ -151,7 +151,7 @@ func TestDLPCorpusRefusesEveryPlacement(t *testing.T) {
 				require.NoError(t, err)
 				require.NotEmpty(t, fs, "the gate would send %s", args)
 
-				red := security.Redact(args, fs)
+				red := egress.Redact(args, fs)
 				require.Contains(t, red, "[REDACTED:")
 				require.NotContains(t, red, "withheld", "every placement can be located and masked")
 				for _, enc := range encodings(t, c.secret) {
@@ -185,7 +185,7 @@ func TestDLPCorpusAllowsBenignValues(t *testing.T) {
 				t.Parallel()
 				fs, err := d.ScanArgs([]byte(args))
 				require.NoError(t, err)
-				require.Empty(t, fs, "false positive %v in %s", security.RuleIDs(fs), args)
+				require.Empty(t, fs, "false positive %v in %s", egress.RuleIDs(fs), args)
 			})
 		}
 	}
@@ -194,9 +194,9 @@ func TestDLPCorpusAllowsBenignValues(t *testing.T) {
 func TestDLPRefusesWhatIsTooLargeToScan(t *testing.T) {
 	t.Parallel()
 	d := newDLP(t)
-	args := requestArgs(t, "https://api.example.com/upload", nil, strings.Repeat("a", security.MaxScanBytes))
+	args := requestArgs(t, "https://api.example.com/upload", nil, strings.Repeat("a", egress.MaxScanBytes))
 	_, err := d.ScanArgs([]byte(args))
-	require.ErrorIs(t, err, security.ErrDLPTooLarge)
+	require.ErrorIs(t, err, egress.ErrDLPTooLarge)
 }
 
 func newUUID(t testing.TB) string {

@@ -1,4 +1,4 @@
-package security_test
+package egress_test
 
 import (
 	"encoding/base64"
@@ -10,12 +10,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/security"
+	"github.com/aetherium-engine/aetherium/egress"
 )
 
-func newDLP(t testing.TB) *security.DLP {
+func newDLP(t testing.TB) *egress.DLP {
 	t.Helper()
-	d, err := security.NewDLP()
+	d, err := egress.NewDLP()
 	require.NoError(t, err)
 	return d
 }
@@ -53,9 +53,9 @@ func TestDLPFindsSecrets(t *testing.T) {
 				t.Parallel()
 				fs := d.Scan(args)
 				require.NotEmpty(t, fs, "no finding in %s", args)
-				require.Contains(t, security.RuleIDs(fs), k.rule)
+				require.Contains(t, egress.RuleIDs(fs), k.rule)
 
-				red := security.Redact(args, fs)
+				red := egress.Redact(args, fs)
 				require.NotContains(t, red, k.secret)
 				require.NotContains(t, red, pctAll(k.secret))
 				require.NotContains(t, red, url.QueryEscape(k.secret))
@@ -106,7 +106,7 @@ func TestDLPIgnoresTheGitleaksAllowMarker(t *testing.T) {
 	} {
 		fs, err := d.ScanArgs([]byte(args))
 		require.NoError(t, err)
-		require.Contains(t, security.RuleIDs(fs), "github-pat", "in %s", args)
+		require.Contains(t, egress.RuleIDs(fs), "github-pat", "in %s", args)
 	}
 }
 
@@ -117,8 +117,8 @@ func TestRedactWithholdsWhatItCannotLocate(t *testing.T) {
 	blob := base64.StdEncoding.EncodeToString([]byte("export GITHUB_TOKEN=" + pat + "\n"))
 	args := requestArgs(t, "https://api.example.com/upload", nil, "config blob: "+blob)
 	fs := d.Scan(args)
-	require.Contains(t, security.RuleIDs(fs), "github-pat", "gitleaks decodes base64")
-	red := security.Redact(args, fs)
+	require.Contains(t, egress.RuleIDs(fs), "github-pat", "gitleaks decodes base64")
+	red := egress.Redact(args, fs)
 	require.NotContains(t, red, blob)
 	require.NotContains(t, red, pat)
 	require.Contains(t, red, "withheld")
@@ -126,11 +126,11 @@ func TestRedactWithholdsWhatItCannotLocate(t *testing.T) {
 
 func TestRedact(t *testing.T) {
 	t.Parallel()
-	fs := []security.Finding{{Rule: "github-pat", Secret: "ghp_secretvalue"}, {Rule: "short", Secret: "ab"}}
+	fs := []egress.Finding{{Rule: "github-pat", Secret: "ghp_secretvalue"}, {Rule: "short", Secret: "ab"}}
 	require.Equal(t, `{"a":"[REDACTED:github-pat]","b":"x [REDACTED:github-pat] y","c":"ab"}`,
-		security.Redact(`{"a":"ghp_secretvalue","b":"x ghp_secretvalue y","c":"ab"}`, fs))
-	require.Equal(t, "nothing", security.Redact("nothing", nil))
-	require.Equal(t, `u=[REDACTED:github-pat]&v=1`, security.Redact(`u=ghp%5fsecret%76alue&v=1`, fs), "partly percent-encoded")
-	require.Equal(t, `k=[REDACTED:private-key]`, security.Redact(`k=BEGIN+KEY%0Aabc`, []security.Finding{{Rule: "private-key", Secret: "BEGIN KEY\nabc"}}))
-	require.Equal(t, []string{"a", "b"}, security.RuleIDs([]security.Finding{{Rule: "a"}, {Rule: "b"}, {Rule: "a"}}))
+		egress.Redact(`{"a":"ghp_secretvalue","b":"x ghp_secretvalue y","c":"ab"}`, fs))
+	require.Equal(t, "nothing", egress.Redact("nothing", nil))
+	require.Equal(t, `u=[REDACTED:github-pat]&v=1`, egress.Redact(`u=ghp%5fsecret%76alue&v=1`, fs), "partly percent-encoded")
+	require.Equal(t, `k=[REDACTED:private-key]`, egress.Redact(`k=BEGIN+KEY%0Aabc`, []egress.Finding{{Rule: "private-key", Secret: "BEGIN KEY\nabc"}}))
+	require.Equal(t, []string{"a", "b"}, egress.RuleIDs([]egress.Finding{{Rule: "a"}, {Rule: "b"}, {Rule: "a"}}))
 }

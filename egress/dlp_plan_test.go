@@ -1,4 +1,4 @@
-package security
+package egress
 
 import (
 	"encoding/base64"
