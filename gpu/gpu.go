@@ -235,10 +235,16 @@ func (c *Controller) Ensure(ctx context.Context, service string) error {
 	if err := c.waitNotStopping(ctx, s); err != nil {
 		return err
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, s.StartTimeout)
 	defer cancel()
 	start := time.Now()
 	started, err := c.start(ctx, s)
+	if err != nil && parent.Err() == nil && ctx.Err() != nil {
+		// The start timeout ran out while a loaded engine was still creating or
+		// starting the container: the same budget as the health wait, said the same way.
+		err = fmt.Errorf("%s: not healthy within %v (the container was still starting): %w", s.Name, s.StartTimeout, err)
+	}
 	if err == nil {
 		err = c.waitHealthy(ctx, s)
 	}

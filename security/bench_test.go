@@ -53,7 +53,7 @@ func BenchmarkGateDecision(b *testing.B) {
 		Path string `json:"path"`
 	}) (tools.Result, error) {
 		return tools.Result{Content: "package main"}, nil
-	})
+	}, tools.InGroup("workspace"))
 	g := NewGate(GateDeps{Registry: reg, Rules: rules, DLP: dlp})
 	router := tools.NewRouter(reg, g.Middleware)
 	access := tools.Access{Tools: []string{"create_plan", "edit_file", "list_files", "read_file", "run_shell", "search_files", "write_file"}}

@@ -71,7 +71,12 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 			return tools.Result{}, errors.New("gate: call without a session context")
 		}
 		start := time.Now()
-		tier := tools.TierOf(call.Name)
+		// The tier its registration declares (Standard for a name nobody
+		// registered: the capability layer refuses it below, audited as such).
+		tier := tools.Standard
+		if sp, ok := g.reg.Spec(call.Name); ok {
+			tier = sp.Tier
+		}
 		row := store.AuditRow{
 			CallKey: s.SessionID + ":" + call.ID, RunID: s.RunID, Team: s.Team, Agent: s.Agent, Role: s.Role,
 			Tool: call.Name, Tier: tier.String(),
@@ -128,13 +133,9 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 		if tier == tools.Restricted {
 			why = "restricted tool"
 		}
-		if call.Name == "run_shell" {
-			var a struct {
-				Command string `json:"command"`
-			}
-			_ = json.Unmarshal(call.Args, &a)
-			if ok, pattern := egress.Destructive(a.Command); ok {
-				why = "destructive command (" + pattern + ")"
+		if spec.Escalate != nil {
+			if w := spec.Escalate(call.Args); w != "" {
+				why = w
 			}
 		}
 

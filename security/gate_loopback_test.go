@@ -43,15 +43,15 @@ func loopbackGate(t *testing.T, inSandbox bool) (*tools.Router, *atomic.Int64) {
 	tools.Register(reg, "validate_web_app", "stand-in", func(context.Context, webAppArgs) (tools.Result, error) {
 		ran.Add(1)
 		return tools.Text("ran"), nil
-	}, tools.Outbound(), tools.LoopbackInSandbox(inSandbox))
+	}, tools.Outbound(), tools.LoopbackInSandbox(inSandbox), tools.InGroup("quality"))
 	tools.Register(reg, "play_test", "stand-in", func(context.Context, playArgs) (tools.Result, error) {
 		ran.Add(1)
 		return tools.Text("ran"), nil
-	}, tools.Outbound(), tools.LoopbackInSandbox(inSandbox))
+	}, tools.Outbound(), tools.LoopbackInSandbox(inSandbox), tools.InGroup("quality"))
 	tools.Register(reg, "http_health_check", "stand-in", func(context.Context, webAppArgs) (tools.Result, error) {
 		ran.Add(1)
 		return tools.Text("ran"), nil
-	}, tools.Outbound())
+	}, tools.Outbound(), tools.InGroup("research"), tools.WithTier(tools.Elevated))
 	gate := security.NewGate(security.GateDeps{Registry: reg, Rules: rules, DLP: newDLP(t), Policy: policy, Log: log})
 	return tools.NewGatedRouter(reg, gate.Middleware), &ran
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/research"
+	"github.com/aetherium-engine/aetherium/tools/shell"
 )
 
 type pathArgs struct {
@@ -146,11 +147,11 @@ rules:
 	tools.Register(reg, "read_file", "read", func(_ context.Context, a pathArgs) (tools.Result, error) {
 		readN.Add(1)
 		return tools.Text("contents of %s", a.Path), nil
-	}, tools.Idempotent())
+	}, tools.Idempotent(), tools.InGroup("workspace"))
 	tools.Register(reg, "write_file", "write", func(_ context.Context, a pathArgs) (tools.Result, error) {
 		writeN.Add(1)
 		return tools.Text("wrote %d bytes to %s", len(a.Content), a.Path), nil
-	})
+	}, tools.InGroup("workspace"))
 	tools.Register(reg, "run_shell", "shell", func(_ context.Context, a shellArgs) (tools.Result, error) {
 		shellN.Add(1)
 		if a.Command == "infra-down" {
@@ -160,15 +161,15 @@ rules:
 			return tools.Result{Content: "\x7fELF\x02\x01\x01\x00\x00\xff\xfe binary"}, nil
 		}
 		return tools.Text("$ %s\nok", a.Command), nil
-	})
+	}, tools.InGroup("shell"), tools.WithTier(tools.Elevated), tools.Escalates(shell.Destructive))
 	reg.Unregister("download_pdf") // the real one parses in the Docker sandbox
 	tools.Register(reg, "download_pdf", "pdf", func(_ context.Context, a urlArgs) (tools.Result, error) {
 		pdfN.Add(1)
 		return tools.Text("saved %s", a.URL), nil
-	}, tools.Outbound())
+	}, tools.Outbound(), tools.InGroup("research"), tools.WithTier(tools.Restricted))
 	tools.Register(reg, "list_files", "list", func(_ context.Context, _ pathArgs) (tools.Result, error) {
 		panic("list_files exploded")
-	})
+	}, tools.InGroup("workspace"))
 
 	gate := security.NewGate(security.GateDeps{Registry: reg, Rules: rules, DLP: dlp, Approvals: e.approvals, Metrics: m, Log: log})
 	e.router = tools.NewGatedRouter(reg, gate.Middleware)
@@ -685,4 +686,41 @@ func TestGateApprovals(t *testing.T) {
 		_, err := e.approvals.Decide(ctx, "apr_nope", true, "alice", "")
 		require.True(t, errors.Is(err, store.ErrNotFound), "got %v", err)
 	})
+}
+
+// A tool nobody wrote into the gate: registered Restricted in the device group, it
+// waits for a human and runs once approved, audited with its tier — the gate reads
+// the tier from the registration (tools' TestAThrowawayToolIsDeclaredByItsRegistration
+// checks its group and catalog entry).
+func TestAThrowawayToolIsGatedByItsRegistration(t *testing.T) {
+	t.Parallel()
+	e := setupGate(t)
+	ctx := context.Background()
+	var brewed atomic.Int64
+	tools.Register(e.router.Registry(), "brew_coffee", "Brew a coffee.", func(context.Context, struct{}) (tools.Result, error) {
+		brewed.Add(1)
+		return tools.Text("brewed"), nil
+	}, tools.InGroup("device"), tools.WithTier(tools.Restricted))
+
+	s := e.session(t, "brew_coffee")
+	res, err := e.dispatch(s, "c1", "brew_coffee", `{}`)
+	require.NoError(t, err)
+	require.True(t, res.Pending, "a Restricted tool waits for a human")
+	require.Zero(t, brewed.Load())
+	id := security.ApprovalID(s.SessionID, "c1")
+	appr, err := e.st.GetApproval(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, "restricted", appr.Tier)
+	require.Equal(t, "restricted tool", appr.Why)
+
+	_, err = e.approvals.Decide(ctx, id, true, "alice", "")
+	require.NoError(t, err)
+	res, err = e.dispatch(s, "c1", "brew_coffee", `{}`)
+	require.NoError(t, err)
+	require.Equal(t, "brewed", res.Content)
+	require.EqualValues(t, 1, brewed.Load())
+	row := e.oneAuditRow(t, s.RunID)
+	require.Equal(t, "brew_coffee", row.Tool)
+	require.Equal(t, "restricted", row.Tier)
+	require.Equal(t, "alice", row.ApprovedBy)
 }

@@ -1,5 +1,7 @@
 package tools
 
+import "fmt"
+
 // Tier is a tool's runtime security tier. It is code, not configuration: a tool's
 // blast radius does not change per deployment.
 type Tier int
@@ -29,44 +31,37 @@ var Groups = []string{
 	"orchestration", "team", "comfyui", "video", "audio", "device",
 }
 
-// groupOf is the static tool → server-group map for the whole 44-tool design,
-// including tools a given build may not register yet.
-var groupOf = map[string]string{
-	"read_file": "workspace", "write_file": "workspace", "edit_file": "workspace",
-	"list_files": "workspace", "revert_file": "workspace", "search_files": "workspace",
-	"run_shell": "shell", "read_logs": "shell",
-	"search_knowledge": "knowledge", "write_knowledge": "knowledge",
-	"web_search": "research", "web_fetch": "research", "http_request": "research",
-	"http_health_check": "research", "download_pdf": "research", "capture_reference": "research",
-	"create_plan": "planning", "read_plan": "planning", "update_plan": "planning", "todo": "planning",
-	"notify_user": "comms", "report_progress": "comms",
-	"delegate": "orchestration", "reply": "orchestration", "spawn_subagents": "orchestration",
-	"send_message_to": "team",
-	"analyze_code":    "quality", "code_review": "quality", "run_tests": "quality",
-	"validate_web_app": "quality", "capture_api_schema": "quality", "record_style": "quality",
-	"check_finishing": "quality", "play_test": "quality",
-	"comfyui_generate": "comfyui", "comfyui_status": "comfyui", "finish_image": "comfyui",
-	"comfyui_video": "video",
-	"tts_render":    "audio", "tts_status": "audio",
-	"frame_status": "device", "frame_install": "device", "frame_run": "device", "frame_grab": "device",
-}
+// A tool's group and tier are declared once, by the options of its registration
+// (InGroup, WithTier). tools/catalog.yaml documents the design's tools; every
+// process compares it with the registrations at boot (CheckCatalog), so GroupOf
+// and TierOf, which answer from it for code that has no registry at hand (template
+// and configuration validation, metrics labels), agree with the registrations.
 
-// tierOf lists only the non-Standard tools; anything absent is Standard.
-var tierOf = map[string]Tier{
-	"web_search": Elevated, "web_fetch": Elevated, "http_request": Elevated,
-	"http_health_check": Elevated, "capture_reference": Elevated, "run_shell": Elevated,
-	"read_logs": Elevated, "spawn_subagents": Elevated,
-	"download_pdf": Restricted, "frame_install": Restricted, "frame_run": Restricted, "frame_grab": Restricted,
-}
-
-// GroupOf returns the server group of a tool of the design.
+// GroupOf returns the server group of a documented tool (tools/catalog.yaml).
 func GroupOf(tool string) (string, bool) {
-	g, ok := groupOf[tool]
-	return g, ok
+	d, ok := documented()[tool]
+	return d.Group, ok
 }
 
-// TierOf returns a tool's security tier (Standard when unlisted).
-func TierOf(tool string) Tier { return tierOf[tool] }
+// TierOf returns a documented tool's security tier (Standard for any other name).
+func TierOf(tool string) Tier {
+	d, ok := documented()[tool]
+	if !ok {
+		return Standard
+	}
+	t, _ := ParseTier(d.Tier)
+	return t
+}
+
+// ParseTier reads a tier's name as String writes it.
+func ParseTier(s string) (Tier, error) {
+	for _, t := range []Tier{Standard, Elevated, Restricted} {
+		if t.String() == s {
+			return t, nil
+		}
+	}
+	return Standard, fmt.Errorf("tools: unknown tier %q (standard, elevated or restricted)", s)
+}
 
 // IsGroup reports whether g is one of the thirteen server groups.
 func IsGroup(g string) bool {
@@ -78,10 +73,10 @@ func IsGroup(g string) bool {
 	return false
 }
 
-// DesignTools returns every tool name of the design (44).
+// DesignTools returns every tool name of the design (44): the documented catalog's.
 func DesignTools() []string {
-	out := make([]string, 0, len(groupOf))
-	for k := range groupOf {
+	out := make([]string, 0, len(documented()))
+	for k := range documented() {
 		out = append(out, k)
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 )
@@ -18,6 +19,21 @@ type Documented struct {
 	Tier    string `yaml:"tier" json:"tier"`
 	Purpose string `yaml:"purpose" json:"purpose"`
 }
+
+// documented is the catalog by name, parsed once. A catalog that does not parse
+// is empty here: CheckCatalog reports why at every process's boot, and a test
+// parses it (TestCatalogMatchesRegistrations).
+var documented = sync.OnceValue(func() map[string]Documented {
+	docs, err := Catalog()
+	if err != nil {
+		return nil
+	}
+	m := make(map[string]Documented, len(docs))
+	for _, d := range docs {
+		m[d.Name] = d
+	}
+	return m
+})
 
 // Catalog returns the documented catalog.
 func Catalog() ([]Documented, error) {

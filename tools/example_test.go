@@ -29,7 +29,7 @@ func Example() {
 		func(ctx context.Context, a notifyArgs) (tools.Result, error) {
 			s := tools.SessionFrom(ctx)
 			return tools.Text("%s told the user %q (urgent: %v)", s.Agent, a.Message, a.Urgent), nil
-		}, tools.Idempotent())
+		}, tools.Idempotent(), tools.InGroup("comms"))
 	router := tools.NewRouter(reg) // middleware (the gate, audit) goes here
 
 	// The capability layer: the agent sees and may call only what its node allows.

@@ -21,10 +21,11 @@ import (
 // probe registers name with the real argument type A of the shipped tool and a
 // handler that records the decoded arguments.
 func probe[A any](reg *tools.Registry, name string, got *any) {
+	group, _ := tools.GroupOf(name)
 	tools.Register(reg, name, "fuzz probe", func(_ context.Context, a A) (tools.Result, error) {
 		*got = a
 		return tools.Text("ok"), nil
-	})
+	}, tools.InGroup(group))
 }
 
 // FuzzDispatchArgs sends arbitrary arguments — and arbitrary team tool_defaults,

@@ -155,7 +155,10 @@ type Spec struct {
 	LoopbackInSandbox bool
 	// Idempotent marks tools safe to re-run after a crash.
 	Idempotent bool
-	Schema     json.RawMessage
+	// Escalate, when set, says why a call needs a human approval although its
+	// tier does not ("" when it does not): see Escalates.
+	Escalate func(args json.RawMessage) string
+	Schema   json.RawMessage
 	// schema is the reflected schema of the arguments: its required fields are
 	// checked at every depth before decoding.
 	schema  *jsonschema.Schema
@@ -164,6 +167,20 @@ type Spec struct {
 
 // Option adjusts a registration.
 type Option func(*Spec)
+
+// InGroup puts a tool in its server group, the key a node's mcp_servers names
+// (one of Groups). Every registration needs one.
+func InGroup(group string) Option { return func(s *Spec) { s.Group = group } }
+
+// WithTier sets a tool's security tier (Standard without it).
+func WithTier(t Tier) Option { return func(s *Spec) { s.Tier = t } }
+
+// Escalates gives the gate a rule of the tool's own: why, given a call's raw
+// arguments, the call needs a human although its tier does not ("" when it does
+// not). run_shell escalates a destructive command line.
+func Escalates(why func(args json.RawMessage) string) Option {
+	return func(s *Spec) { s.Escalate = why }
+}
 
 // Outbound flags a tool as reaching the network.
 func Outbound() Option { return func(s *Spec) { s.Outbound = true } }
@@ -202,13 +219,12 @@ func NewRegistry() *Registry { return &Registry{specs: map[string]*Spec{}} }
 var reflector = jsonschema.Reflector{DoNotReference: true, ExpandedStruct: true, Anonymous: true}
 
 // Register adds a typed tool: A's JSON schema is what the model sees, and a call's
-// arguments are decoded strictly into A before fn runs. Group and tier come from the
-// static maps, so a tool cannot be registered into a different tier by accident.
+// arguments are decoded strictly into A before fn runs. The registration is the one
+// place a tool is declared: its server group (InGroup, required), its tier
+// (WithTier; Standard otherwise) and its gate options. tools/catalog.yaml documents
+// it, and CheckCatalog fails a process whose registrations and catalog differ, so
+// a tool cannot land in another group or tier by accident.
 func Register[A any](r *Registry, name, description string, fn func(ctx context.Context, args A) (Result, error), opts ...Option) {
-	group, ok := GroupOf(name)
-	if !ok {
-		panic(fmt.Sprintf("tools: %s is not a tool of the design (add it to the group map first)", name))
-	}
 	if _, dup := r.specs[name]; dup {
 		panic("tools: duplicate registration of " + name)
 	}
@@ -218,7 +234,7 @@ func Register[A any](r *Registry, name, description string, fn func(ctx context.
 	if err != nil {
 		panic(fmt.Sprintf("tools: schema of %s: %v", name, err))
 	}
-	s := &Spec{Name: name, Description: description, Group: group, Tier: TierOf(name), Schema: raw, schema: sch}
+	s := &Spec{Name: name, Description: description, Schema: raw, schema: sch}
 	s.handler = HandlerFunc(func(ctx context.Context, call Call) (Result, error) {
 		var a A
 		if err := decodeArgs(call.Args, s.schema, &a); err != nil {
@@ -228,6 +244,12 @@ func Register[A any](r *Registry, name, description string, fn func(ctx context.
 	})
 	for _, o := range opts {
 		o(s)
+	}
+	if s.Group == "" {
+		panic(fmt.Sprintf("tools: %s is registered without a server group (tools.InGroup)", name))
+	}
+	if !IsGroup(s.Group) {
+		panic(fmt.Sprintf("tools: %s: %q is not a server group (tools.Groups)", name, s.Group))
 	}
 	r.specs[name] = s
 }
@@ -345,8 +367,10 @@ func (r *Registry) Resolve(n Node) Access {
 		groups[g] = true
 	}
 	for _, t := range n.Tools {
-		if g, ok := GroupOf(t); ok {
-			groups[g] = true
+		if s, ok := r.specs[t]; ok {
+			groups[s.Group] = true
+		} else if g, ok := GroupOf(t); ok {
+			groups[g] = true // a documented tool this process did not register
 		}
 	}
 	explicit := map[string]bool{}

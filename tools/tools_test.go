@@ -53,16 +53,16 @@ func echo[A any](_ context.Context, a A) (tools.Result, error) { return tools.Te
 func setup(t *testing.T) *tools.Registry {
 	t.Helper()
 	reg := tools.NewRegistry()
-	tools.Register(reg, "read_file", "read", echo[pathArgs], tools.Idempotent())
-	tools.Register(reg, "write_file", "write", echo[writeArgs])
-	tools.Register(reg, "delegate", "delegate", echo[delegateArgs])
+	tools.Register(reg, "read_file", "read", echo[pathArgs], tools.Idempotent(), tools.InGroup("workspace"))
+	tools.Register(reg, "write_file", "write", echo[writeArgs], tools.InGroup("workspace"))
+	tools.Register(reg, "delegate", "delegate", echo[delegateArgs], tools.InGroup("orchestration"))
 	tools.Register(reg, "reply", "reply", func(_ context.Context, a replyArgs) (tools.Result, error) {
 		return tools.Result{Content: a.Message, Final: true}, nil
-	})
-	tools.Register(reg, "spawn_subagents", "spawn", echo[struct{}])
-	tools.Register(reg, "todo", "todo", echo[todoArgs])
-	tools.Register(reg, "create_plan", "plan", echo[struct{}])
-	tools.Register(reg, "web_fetch", "fetch", echo[fetchArgs], tools.Outbound())
+	}, tools.InGroup("orchestration"))
+	tools.Register(reg, "spawn_subagents", "spawn", echo[struct{}], tools.InGroup("orchestration"), tools.WithTier(tools.Elevated))
+	tools.Register(reg, "todo", "todo", echo[todoArgs], tools.InGroup("planning"))
+	tools.Register(reg, "create_plan", "plan", echo[struct{}], tools.InGroup("planning"))
+	tools.Register(reg, "web_fetch", "fetch", echo[fetchArgs], tools.Outbound(), tools.InGroup("research"), tools.WithTier(tools.Elevated))
 	return reg
 }
 
@@ -188,7 +188,7 @@ func TestResolve(t *testing.T) {
 func TestResolveSupervisorWithoutRegisteredOrchestration(t *testing.T) {
 	t.Parallel()
 	reg := tools.NewRegistry()
-	tools.Register(reg, "todo", "todo", echo[todoArgs])
+	tools.Register(reg, "todo", "todo", echo[todoArgs], tools.InGroup("planning"))
 	// Injection only names tools that exist: a build without delegate shows none.
 	a := reg.Resolve(tools.Node{Role: "supervisor", Tools: []string{"todo"}})
 	require.Equal(t, []string{"todo"}, a.Tools)
@@ -274,15 +274,22 @@ func TestRegisterPanics(t *testing.T) {
 		want string
 	}{
 		{
-			name: "not a design tool",
+			name: "no server group",
 			reg:  func(r *tools.Registry) { tools.Register(r, "make_coffee", "", echo[struct{}]) },
-			want: "tools: make_coffee is not a tool of the design (add it to the group map first)",
+			want: "tools: make_coffee is registered without a server group (tools.InGroup)",
+		},
+		{
+			name: "not a server group",
+			reg: func(r *tools.Registry) {
+				tools.Register(r, "make_coffee", "", echo[struct{}], tools.InGroup("kitchen"))
+			},
+			want: `tools: make_coffee: "kitchen" is not a server group (tools.Groups)`,
 		},
 		{
 			name: "duplicate",
 			reg: func(r *tools.Registry) {
-				tools.Register(r, "todo", "", echo[struct{}])
-				tools.Register(r, "todo", "", echo[struct{}])
+				tools.Register(r, "todo", "", echo[struct{}], tools.InGroup("planning"))
+				tools.Register(r, "todo", "", echo[struct{}], tools.InGroup("planning"))
 			},
 			want: "tools: duplicate registration of todo",
 		},
@@ -485,7 +492,7 @@ func TestMiddlewareCanShortCircuit(t *testing.T) {
 	tools.Register(reg, "todo", "", func(context.Context, todoArgs) (tools.Result, error) {
 		called = true
 		return tools.Text("ran"), nil
-	})
+	}, tools.InGroup("planning"))
 	block := func(tools.Handler) tools.Handler {
 		return tools.HandlerFunc(func(context.Context, tools.Call) (tools.Result, error) { return tools.Result{}, deny })
 	}
@@ -503,7 +510,7 @@ func TestHandlerErrorsPassThrough(t *testing.T) {
 	tools.Register(reg, "todo", "", func(ctx context.Context, _ todoArgs) (tools.Result, error) {
 		s := tools.SessionFrom(ctx)
 		return tools.Result{}, fmt.Errorf("%s/%s: %w", s.Agent, tools.CallID(ctx), boom)
-	})
+	}, tools.InGroup("planning"))
 	_, err := tools.NewRouter(reg).Dispatch(session([]string{"todo"}, nil), tools.Call{ID: "call_9", Name: "todo"})
 	require.ErrorIs(t, err, boom)
 	require.EqualError(t, err, "writer/call_9: boom")
@@ -611,7 +618,9 @@ func documentedRegistry(t *testing.T, skip string) *tools.Registry {
 	reg := tools.NewRegistry()
 	for _, d := range docs {
 		if d.Name != skip {
-			tools.Register(reg, d.Name, d.Purpose, echo[struct{}])
+			tier, err := tools.ParseTier(d.Tier)
+			require.NoError(t, err)
+			tools.Register(reg, d.Name, d.Purpose, echo[struct{}], tools.InGroup(d.Group), tools.WithTier(tier))
 		}
 	}
 	return reg
@@ -722,4 +731,39 @@ func TestDefaultsMergedBeforeMiddleware(t *testing.T) {
 			require.JSONEq(t, tc.want, seenInner)
 		})
 	}
+}
+
+// Adding a tool is one registration plus its catalog entry: a throwaway tool
+// declared Restricted in the device group is grouped and shown by its
+// registration alone, and the catalog check names it until it is documented.
+// (security's TestAThrowawayToolIsGatedByItsRegistration sees the gate hold it.)
+func TestAThrowawayToolIsDeclaredByItsRegistration(t *testing.T) {
+	t.Parallel()
+	reg := documentedRegistry(t, "")
+	tools.Register(reg, "brew_coffee", "Brew a coffee on the headset's kitchen.", echo[struct{}],
+		tools.InGroup("device"), tools.WithTier(tools.Restricted))
+
+	spec, ok := reg.Spec("brew_coffee")
+	require.True(t, ok)
+	require.Equal(t, "device", spec.Group)
+	require.Equal(t, tools.Restricted, spec.Tier)
+
+	byGroup := reg.Resolve(tools.Node{Role: "worker", MCPServers: []string{"device"}})
+	require.True(t, byGroup.Allows("brew_coffee"), "served with its group")
+	byName := reg.Resolve(tools.Node{Role: "worker", Tools: []string{"brew_coffee"}})
+	require.True(t, byName.Allows("brew_coffee"), "named alone, its group comes from the registration")
+	require.False(t, reg.Resolve(tools.Node{Role: "worker", MCPServers: []string{"workspace"}}).Allows("brew_coffee"))
+	var shown []string
+	for _, d := range reg.Definitions(byGroup) {
+		shown = append(shown, d.Name)
+	}
+	require.Contains(t, shown, "brew_coffee")
+
+	require.ErrorContains(t, tools.CheckCatalog(reg), "brew_coffee is registered but not documented")
+	docs, err := tools.Catalog()
+	require.NoError(t, err)
+	withEntry := append(docs, tools.Documented{Name: "brew_coffee", Group: "device", Tier: "restricted", Purpose: "coffee"})
+	require.NoError(t, tools.CheckCatalogAgainst(reg, withEntry))
+	wrongTier := append(docs, tools.Documented{Name: "brew_coffee", Group: "device", Tier: "standard", Purpose: "coffee"})
+	require.ErrorContains(t, tools.CheckCatalogAgainst(reg, wrongTier), "brew_coffee has tier restricted, documented as standard")
 }

@@ -89,7 +89,7 @@ func setup(t *testing.T, mw ...tools.Middleware) (*Worker, *testBundle) {
 			return tools.Result{}, errors.New("read failed")
 		}
 		return tools.Text("contents of %s", a.Path), nil
-	}, tools.Idempotent())
+	}, tools.Idempotent(), tools.InGroup("workspace"))
 	model := &answers{}
 	w := New(Config{Workspaces: t.TempDir(), CircuitBreaker: 3}, Deps{
 		Store: st, Queue: q, Events: &events.Recorder{Store: st, Redis: rdb}, Router: tools.NewRouter(reg, mw...), Models: model,
@@ -291,7 +291,7 @@ func TestStepQASupervisorReply(t *testing.T) {
 		}
 		sum := sha256.Sum256(body)
 		return tools.JSON(map[string]any{"page": a.Page, "files": map[string]string{a.Page: hex.EncodeToString(sum[:])}})
-	})
+	}, tools.InGroup("quality"))
 	id := uuid.NewString()
 	team := `{"name":"t","model":{"provider":"answers"},
 	"supervisor":{"name":"boss","prompt":"lead","qa":true,"mcp_servers":["orchestration","quality"],"tools":["play_test"]},

@@ -225,11 +225,11 @@ func Register(reg *tools.Registry, d Deps, cfg Config) {
 	t := &toolset{d: d, cfg: cfg}
 	tools.Register(reg, "comfyui_generate",
 		"Render pictures with ComfyUI on the team's leased GPU service. By default waits, saves each PNG into the workspace (save_dir, default images/) and returns the paths; wait=false returns a prompt_id for comfyui_status. Progress is reported as the run's progress events. Teams with image_model qwen also take ratio, transparent (a PNG with an alpha channel) and reference_images.",
-		t.generate)
+		t.generate, tools.InGroup("comfyui"))
 	registerVideo(reg, t)
 	tools.Register(reg, "comfyui_status",
 		"Status of a comfyui_generate prompt: queued (with position), running (with percent), done (saving its pictures into the workspace if not yet saved) or failed with ComfyUI's error.",
-		t.status, tools.Idempotent())
+		t.status, tools.Idempotent(), tools.InGroup("comfyui"))
 }
 
 type toolset struct {

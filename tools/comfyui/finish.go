@@ -92,7 +92,7 @@ func RegisterFinish(reg *tools.Registry, st FinishStore, cfg Config) {
 	f := &finishTool{st: st, cfg: cfg}
 	tools.Register(reg, "finish_image",
 		"Queue the final 2K upscale of this qwen team's pictures for after the run: it runs once the run has completed, writes <name>-2k.png beside each original (long side 2048) and reports as the run's postrun.finish_image event. paths: workspace PNGs (default: every picture this run's comfyui_generate saved). Calling it again with the same pictures queues nothing new.",
-		f.finish, tools.Idempotent())
+		f.finish, tools.Idempotent(), tools.InGroup("comfyui"))
 }
 
 type finishTool struct {

@@ -79,7 +79,7 @@ func registerVideo(reg *tools.Registry, t *toolset) {
 	tools.Register(reg, "comfyui_video",
 		fmt.Sprintf("Render a %d-%d s Wan 2.2 video clip on the run's leased %s GPU service, from a description (text-to-video) or from a workspace picture (image-to-video; exactly one of the two), at fps frames per second (default %d, %d-%d). Waits, saves the MP4 into the workspace (save_dir, default videos/), checks that it decodes and returns its path, duration and resolution. Progress is reported as the run's progress events.",
 			MinVideoSeconds, MaxVideoSeconds, t.cfg.VideoService, DefaultVideoFPS, MinVideoFPS, MaxVideoFPS),
-		t.video)
+		t.video, tools.InGroup("video"))
 }
 
 // planVideo checks a's values and works out the frames: Wan renders 4n+1

@@ -41,7 +41,7 @@ func Register(reg *tools.Registry) {
 				return tools.Result{}, err
 			}
 			return tools.Text("notified"), nil
-		}, tools.Idempotent())
+		}, tools.Idempotent(), tools.InGroup("comms"))
 	tools.Register(reg, "report_progress", "Report task progress as a percent complete.",
 		func(ctx context.Context, a ProgressArgs) (tools.Result, error) {
 			if a.Percent < 0 || a.Percent > 100 {
@@ -53,5 +53,5 @@ func Register(reg *tools.Registry) {
 				return tools.Result{}, err
 			}
 			return tools.Text("progress %d%% reported", a.Percent), nil
-		}, tools.Idempotent())
+		}, tools.Idempotent(), tools.InGroup("comms"))
 }

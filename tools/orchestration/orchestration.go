@@ -50,7 +50,7 @@ func Register(reg *tools.Registry) {
 				return tools.Result{}, err
 			}
 			return tools.Result{Pending: true}, nil
-		}, tools.Idempotent())
+		}, tools.Idempotent(), tools.InGroup("orchestration"))
 	tools.Register(reg, "reply", "Send the final response to the user; this ends the run.",
 		func(ctx context.Context, a ReplyArgs) (tools.Result, error) {
 			if strings.TrimSpace(a.Message) == "" {
@@ -61,7 +61,7 @@ func Register(reg *tools.Registry) {
 				return tools.Result{}, err
 			}
 			return tools.Result{Content: "reply sent", Final: true}, nil
-		}, tools.Idempotent())
+		}, tools.Idempotent(), tools.InGroup("orchestration"))
 	tools.Register(reg, "spawn_subagents", "Run up to 8 subagents in parallel on independent tasks; their answers come back together.",
 		func(ctx context.Context, a SpawnArgs) (tools.Result, error) {
 			if len(a.Tasks) == 0 || len(a.Tasks) > MaxSubagents {
@@ -83,7 +83,7 @@ func Register(reg *tools.Registry) {
 				return tools.Result{}, err
 			}
 			return tools.Result{Pending: true}, nil
-		}, tools.Idempotent())
+		}, tools.Idempotent(), tools.InGroup("orchestration"), tools.WithTier(tools.Elevated))
 }
 
 // coordination tools never pass to a subagent: no recursion, no replying for the run.

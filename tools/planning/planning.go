@@ -51,7 +51,7 @@ func Register(reg *tools.Registry, st *store.Store) {
 				return tools.Result{}, err
 			}
 			return tools.JSON(p)
-		})
+		}, tools.InGroup("planning"))
 	tools.Register(reg, "read_plan", "Read the active plan: the next actionable step, or all steps.",
 		func(ctx context.Context, a ReadArgs) (tools.Result, error) {
 			s := tools.SessionFrom(ctx)
@@ -75,7 +75,7 @@ func Register(reg *tools.Registry, st *store.Store) {
 			default:
 				return tools.Result{}, fmt.Errorf("read_plan: mode %q is not next or all", a.Mode)
 			}
-		}, tools.Idempotent())
+		}, tools.Idempotent(), tools.InGroup("planning"))
 	tools.Register(reg, "update_plan", "Mark a plan step's status and record its result.",
 		func(ctx context.Context, a UpdateArgs) (tools.Result, error) {
 			if !statuses[a.Status] {
@@ -86,7 +86,7 @@ func Register(reg *tools.Registry, st *store.Store) {
 				return tools.Result{}, err
 			}
 			return tools.Text("step %d is %s", a.Step, a.Status), nil
-		}, tools.Idempotent())
+		}, tools.Idempotent(), tools.InGroup("planning"))
 	tools.Register(reg, "todo", "Your own scratch list for this run (not the team plan): write, check or read.",
 		func(ctx context.Context, a TodoArgs) (tools.Result, error) {
 			s := tools.SessionFrom(ctx)
@@ -125,5 +125,5 @@ func Register(reg *tools.Registry, st *store.Store) {
 			default:
 				return tools.Result{}, fmt.Errorf("todo: action %q is not write, check or read", a.Action)
 			}
-		}, tools.Idempotent())
+		}, tools.Idempotent(), tools.InGroup("planning"))
 }

@@ -41,7 +41,7 @@ func RegisterFinishing(reg *tools.Registry, ws workspace.Config) {
 				return tools.Result{}, fmt.Errorf("check_finishing: %w", err)
 			}
 			return tools.Result{Content: b.String() + "\n" + rep.Table()}, nil
-		}, tools.Idempotent())
+		}, tools.Idempotent(), tools.InGroup("quality"))
 }
 
 // FinishingArgs are check_finishing's arguments.

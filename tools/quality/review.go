@@ -81,7 +81,7 @@ func RegisterReview(reg *tools.Registry, cfg ReviewConfig) {
 				return tools.Result{}, err
 			}
 			return tools.Result{Pending: true}, nil
-		}, tools.Idempotent())
+		}, tools.Idempotent(), tools.InGroup("quality"))
 }
 
 type sourceFile struct {

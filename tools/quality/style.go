@@ -66,7 +66,7 @@ func registerStyle(reg *tools.Registry, ws workspace.Config) {
 				return tools.Result{}, fmt.Errorf("record_style: %w", err)
 			}
 			return res, nil
-		}, tools.Idempotent())
+		}, tools.Idempotent(), tools.InGroup("quality"))
 }
 
 func recordStyle(ctx context.Context, a StyleArgs, ws workspace.Config) (tools.Result, error) {

@@ -122,7 +122,7 @@ func registerValidateWebApp(reg *tools.Registry, d WebAppDeps, cfg WebAppConfig)
 				return tools.Result{}, fmt.Errorf("validate_web_app: %w", err)
 			}
 			return tools.Result{Content: b.String() + "\n" + rep.Table()}, nil
-		}, tools.Outbound(), tools.Idempotent(), tools.LoopbackInSandbox(d.Sandbox != nil))
+		}, tools.Outbound(), tools.Idempotent(), tools.LoopbackInSandbox(d.Sandbox != nil), tools.InGroup("quality"))
 }
 
 // preparedCheck is a check whose arguments were validated, schema compiled.

@@ -72,7 +72,7 @@ func registerFetch(reg *tools.Registry, eg *egress.Egress, cfg Config) {
 				return tools.Result{}, fmt.Errorf("web_fetch: %w", err)
 			}
 			return tools.JSON(ans)
-		}, tools.Outbound(), tools.Idempotent())
+		}, tools.Outbound(), tools.Idempotent(), tools.InGroup("research"), tools.WithTier(tools.Elevated))
 }
 
 func fetch(ctx context.Context, client *http.Client, cfg Config, a FetchArgs, timeout time.Duration) (FetchAnswer, error) {

@@ -114,7 +114,7 @@ func registerPlay(reg *tools.Registry, pool *browsers, cfg Config) {
 				return tools.Result{}, fmt.Errorf("play_test %s: %w", a.Page, err)
 			}
 			return tools.JSON(ans)
-		}, tools.Outbound(), tools.LoopbackInSandbox(pool != nil && canDialApps(pool.host)))
+		}, tools.Outbound(), tools.LoopbackInSandbox(pool != nil && canDialApps(pool.host)), tools.InGroup("quality"))
 }
 
 // playTarget resolves the page: an http(s) URL as it is, or a workspace HTML

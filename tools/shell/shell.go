@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -93,9 +95,9 @@ func Register(reg *tools.Registry, d Deps, cfg Config) {
 	tools.Register(reg, "run_shell", "Execute a shell command in the project's sandbox container, in the workspace. "+
 		"Returns its output (stdout and stderr, long output keeps head and tail) and exit code. "+
 		"To find files or text prefer search_files; to read or change files prefer read_file/edit_file.",
-		s.run)
+		s.run, tools.InGroup("shell"), tools.WithTier(tools.Elevated), tools.Escalates(Destructive))
 	tools.Register(reg, "read_logs", "Read logs: the sandbox container's log (source docker), a log file in the workspace (source file), or the systemd journal of an allowed unit (source journal); tail and since limit the output.",
-		s.logs, tools.Idempotent())
+		s.logs, tools.Idempotent(), tools.InGroup("shell"), tools.WithTier(tools.Elevated))
 }
 
 type server struct {
@@ -362,4 +364,17 @@ func capText(s string, limit int) string {
 		cut += i + 1
 	}
 	return fmt.Sprintf("[... %d older bytes omitted ...]\n", cut) + strings.ToValidUTF8(s[cut:], "\uFFFD")
+}
+
+// Destructive is run_shell's escalation (tools.Escalates): a command line the
+// shell parse finds destructive waits for a human whatever the tool's tier.
+func Destructive(args json.RawMessage) string {
+	var a struct {
+		Command string `json:"command"`
+	}
+	_ = json.Unmarshal(args, &a)
+	if ok, pattern := egress.Destructive(a.Command); ok {
+		return "destructive command (" + pattern + ")"
+	}
+	return ""
 }
