@@ -39,7 +39,7 @@ an API on loopback, the token a local dev wrote to data/dev-token):
   leases [--events N]      GPU lease holders, waiters, tokens and recent lease events
   tools [flags]            print the tool catalog
 
-Configuration: aetherium.yaml (AETHERIUM_CONFIG) with AETHERIUM_* overrides; see README.
+Configuration: aetherium.yaml (AETHERIUM_CONFIG) with AETHERIUM_* overrides; see docs/reference/configuration.md.
 `
 
 // Main runs the command and returns the process exit code.

@@ -5,7 +5,7 @@
 # (aetherium-media:latest, built by scripts/images.sh, which has ffmpeg) with the
 # same comfysim binary added, because the simulator runs ffmpeg to encode a video
 # workflow's H.264 MP4 (Go has no H.264 encoder without cgo). These are the images
-# the README's streams.leases.services examples name; a real ComfyUI replaces only
+# the streams.leases.services examples name (docs/reference/tools/comfyui.md); a real ComfyUI replaces only
 # the comfysim and comfysim-video images.
 #
 # Idempotent like sandbox/images/build.sh: each image carries a hash of its inputs

@@ -14,7 +14,7 @@ import (
 // what sections 2 counted — per model turn (one gated call each) and per
 // delegation round trip (beyond a run's own work): PostgreSQL transactions and
 // CPU, Redis commands and CPU, and the rate one core of each could sustain if
-// it did nothing else. README "Scaling" quotes these rows.
+// it did nothing else. docs/explanation/scaling.md quotes these rows.
 type Capacity struct {
 	// Per model turn of the one-call-per-message workload.
 	TurnXact        float64 `json:"turn_pg_xact"`

@@ -24,7 +24,7 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
 		echo "CREATE DATABASE \"$POSTGRES_DB\";" | postgres --single -D "$PGDATA" -j postgres >/dev/null
 	fi
 fi
-# A scaled fleet opens many pools (each worker up to 16 connections, README
-# "Configuration"): Debian's default of 100 is too few for --scale worker=5.
+# A scaled fleet opens many pools (each worker up to 16 connections,
+# docs/reference/configuration.md): Debian's default of 100 is too few for --scale worker=5.
 exec postgres -D "$PGDATA" -c listen_addresses='*' \
 	-c max_connections="${POSTGRES_MAX_CONNECTIONS:-300}" "$@"

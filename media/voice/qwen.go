@@ -22,7 +22,7 @@ const QwenName = "qwen-tts"
 
 // Qwen speaks through Qwen3-TTS served by vllm-omni on its OpenAI-compatible
 // POST /v1/audio/speech. The request shapes (an assumption to confirm against a
-// real deployment, README "Audio"):
+// real deployment, docs/reference/tools/audio.md):
 //
 //   - a preset voice: {model, input, voice, language, response_format: wav}
 //     (task_type CustomVoice);
