@@ -9,27 +9,25 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
-	sdk "github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/anthropics/anthropic-sdk-go/v2/option"
-	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
-
 	"github.com/aetherium-engine/aetherium/llm"
+	"github.com/aetherium-engine/aetherium/llm/internal/wire"
 )
 
 // Defaults applied by New and Complete.
 const (
 	DefaultBaseURL    = "https://api.anthropic.com"
-	DefaultMaxRetries = 3
-	DefaultTimeout    = 120 * time.Second
+	DefaultMaxRetries = wire.DefaultMaxRetries
+	DefaultTimeout    = wire.DefaultTimeout
 	// DefaultModel is the model of a deployment that names none (llm.anthropic.model).
 	DefaultModel = "claude-sonnet-4-5"
 	// DefaultMaxTokens caps an answer when the request leaves it at 0; the API
 	// has no default of its own and rejects a request without max_tokens.
 	DefaultMaxTokens = 4096
+	// APIVersion is the anthropic-version header every request carries.
+	APIVersion = "2023-06-01"
 )
 
 const providerName = "anthropic"
@@ -40,27 +38,28 @@ type Config struct {
 	// DefaultBaseURL.
 	BaseURL string `yaml:"base_url"`
 	// APIKey authenticates the calls. Required for the default BaseURL; may be
-	// empty for a gateway or proxy that authenticates on its own. The SDK's
-	// environment and profile-file credential chain is never consulted, so the
-	// Config is the only source of credentials.
+	// empty for a gateway or proxy that authenticates on its own. The
+	// environment (ANTHROPIC_API_KEY) is never consulted: the Config is the only
+	// source of credentials.
 	APIKey string `yaml:"api_key"`
 	// Model is the default model. Required unless every Request names one.
 	Model string `yaml:"model"`
 	// MaxRetries is how often a connection error, 408, 409, 429 or 5xx is retried
-	// with the SDK's exponential backoff (which honours Retry-After). 0 means
+	// with an exponential backoff that honours Retry-After. 0 means
 	// DefaultMaxRetries (3); a negative value disables retries.
 	MaxRetries int `yaml:"max_retries"`
 	// Timeout bounds each attempt, not the whole call (the context does that).
 	// 0 means DefaultTimeout (120s).
 	Timeout time.Duration `yaml:"timeout"`
-	// HTTPClient replaces the SDK's default client, e.g. for proxies or tests.
+	// HTTPClient replaces http.DefaultClient, e.g. for proxies or tests.
 	HTTPClient *http.Client `yaml:"-"`
 }
 
 // Provider calls the Messages API.
 type Provider struct {
-	client sdk.Client
-	model  string
+	settings wire.Settings
+	header   http.Header
+	model    string
 }
 
 var _ llm.Provider = (*Provider)(nil)
@@ -74,39 +73,16 @@ func New(cfg Config) (*Provider, error) {
 		}
 		baseURL = DefaultBaseURL
 	}
-	u, err := url.Parse(baseURL)
+	s, err := wire.Check(providerName, baseURL, cfg.MaxRetries, cfg.Timeout, cfg.HTTPClient)
 	if err != nil {
-		return nil, fmt.Errorf("anthropic: invalid BaseURL %q: %w", baseURL, err)
+		return nil, err
 	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("anthropic: invalid BaseURL %q: want an absolute http(s) URL", baseURL)
-	}
-	if cfg.Timeout < 0 {
-		return nil, fmt.Errorf("anthropic: negative Timeout %s", cfg.Timeout)
-	}
-	retries := cfg.MaxRetries
-	switch {
-	case retries == 0:
-		retries = DefaultMaxRetries
-	case retries < 0:
-		retries = 0
-	}
-
-	opts := []option.RequestOption{
-		option.WithoutEnvironmentDefaults(),
-		option.WithBaseURL(baseURL),
-		option.WithMaxRetries(retries),
-		// Also keeps the SDK from refusing large max_tokens without streaming: it
-		// only estimates a timeout of its own when none is set.
-		option.WithRequestTimeout(cmp.Or(cfg.Timeout, DefaultTimeout)),
-	}
+	h := http.Header{}
+	h.Set("Anthropic-Version", APIVersion)
 	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+		h.Set("X-Api-Key", cfg.APIKey)
 	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
-	}
-	return &Provider{client: sdk.NewClient(opts...), model: strings.TrimSpace(cfg.Model)}, nil
+	return &Provider{settings: s, header: h, model: strings.TrimSpace(cfg.Model)}, nil
 }
 
 // Name implements llm.Provider.
@@ -123,18 +99,12 @@ func (p *Provider) Complete(ctx context.Context, req llm.Request) (llm.Response,
 		return llm.Response{}, fmt.Errorf("anthropic: build request: %w", err)
 	}
 
-	// The raw body is decoded here rather than by the SDK so that a body which is
-	// not JSON (or not JSON-typed) is reported as ErrMalformed, not as an opaque
-	// SDK decode error. httpResp keeps the status of error answers whose body the
-	// SDK cannot parse into an *sdk.Error.
-	var raw []byte
-	var httpResp *http.Response
-	_, err = p.client.Messages.New(ctx, params,
-		option.WithResponseBodyInto(&raw),
-		option.WithResponseInto(&httpResp),
-	)
+	raw, err := wire.Post(ctx, p.settings, wire.Call{
+		Provider: providerName, Op: "anthropic: messages",
+		URL: p.settings.Endpoint("v1/messages"), Header: p.header, Body: params,
+	})
 	if err != nil {
-		return llm.Response{}, classify(ctx, err, httpResp)
+		return llm.Response{}, err
 	}
 	resp, err := parseMessage(raw)
 	if err != nil {
@@ -144,18 +114,62 @@ func (p *Provider) Complete(ctx context.Context, req llm.Request) (llm.Response,
 	return resp, nil
 }
 
-func classify(ctx context.Context, err error, httpResp *http.Response) error {
-	var se *llm.SDKError
-	if sdkErr := (*sdk.Error)(nil); errors.As(err, &sdkErr) {
-		se = &llm.SDKError{Status: sdkErr.StatusCode, Message: sdkErr.Message, RawJSON: sdkErr.RawJSON(), Response: sdkErr.Response}
-	}
-	return llm.CallError(ctx, "anthropic: messages", providerName, err, se, httpResp)
+// The request body of the Messages API, as much of it as the loop uses.
+type messagesRequest struct {
+	Model     string      `json:"model"`
+	MaxTokens int         `json:"max_tokens"`
+	System    []block     `json:"system,omitempty"`
+	Messages  []message   `json:"messages"`
+	Tools     []toolParam `json:"tools,omitempty"`
 }
 
-func buildParams(model string, req llm.Request) (sdk.MessageNewParams, error) {
-	params := sdk.MessageNewParams{Model: model, MaxTokens: DefaultMaxTokens}
+type message struct {
+	Role    string  `json:"role"`
+	Content []block `json:"content"`
+}
+
+// block is a content block of any type the loop sends: text, tool_use,
+// tool_result (whose content is text blocks).
+type block struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	ToolUseID string          `json:"tool_use_id,omitempty"`
+	IsError   bool            `json:"is_error,omitempty"`
+	Content   []block         `json:"content,omitempty"`
+}
+
+type toolParam struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// answer is the Messages API's answer, as much of it as the loop reads.
+type answer struct {
+	Model      string `json:"model"`
+	StopReason string `json:"stop_reason"`
+	Content    []struct {
+		Type  string          `json:"type"`
+		Text  string          `json:"text"`
+		ID    string          `json:"id"`
+		Name  string          `json:"name"`
+		Input json.RawMessage `json:"input"`
+	} `json:"content"`
+	Usage struct {
+		InputTokens              int `json:"input_tokens"`
+		CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+		CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+		OutputTokens             int `json:"output_tokens"`
+	} `json:"usage"`
+}
+
+func buildParams(model string, req llm.Request) (messagesRequest, error) {
+	params := messagesRequest{Model: model, MaxTokens: DefaultMaxTokens}
 	if req.MaxTokens > 0 {
-		params.MaxTokens = int64(req.MaxTokens)
+		params.MaxTokens = req.MaxTokens
 	}
 	for i, m := range req.Messages {
 		switch m.Role {
@@ -163,17 +177,17 @@ func buildParams(model string, req llm.Request) (sdk.MessageNewParams, error) {
 			// The API takes instructions only in the top-level system field, and
 			// rejects empty text blocks.
 			if m.Content != "" {
-				params.System = append(params.System, sdk.TextBlockParam{Text: m.Content})
+				params.System = append(params.System, block{Type: "text", Text: m.Content})
 			}
 		case llm.RoleUser:
 			// Empty text blocks are rejected by the API.
 			if m.Content != "" {
-				params.Messages = appendUser(params.Messages, sdk.NewTextBlock(m.Content))
+				params.Messages = appendUser(params.Messages, block{Type: "text", Text: m.Content})
 			}
 		case llm.RoleAssistant:
-			var blocks []sdk.ContentBlockParamUnion
+			var blocks []block
 			if m.Content != "" {
-				blocks = append(blocks, sdk.NewTextBlock(m.Content))
+				blocks = append(blocks, block{Type: "text", Text: m.Content})
 			}
 			for _, tc := range m.ToolCalls {
 				args := bytes.TrimSpace(tc.Args)
@@ -183,25 +197,22 @@ func buildParams(model string, req llm.Request) (sdk.MessageNewParams, error) {
 				if !json.Valid(args) {
 					return params, fmt.Errorf("message %d: tool call %q: arguments are not JSON", i, tc.ID)
 				}
-				blocks = append(blocks, sdk.NewToolUseBlock(tc.ID, json.RawMessage(args), tc.Name))
+				blocks = append(blocks, block{Type: "tool_use", ID: tc.ID, Name: tc.Name, Input: json.RawMessage(args)})
 			}
 			// An assistant turn with nothing in it carries no information and the
 			// API rejects empty content.
 			if len(blocks) > 0 {
-				params.Messages = append(params.Messages, sdk.NewAssistantMessage(blocks...))
+				params.Messages = append(params.Messages, message{Role: "assistant", Content: blocks})
 			}
 		case llm.RoleTool:
 			if m.ToolCallID == "" {
 				return params, fmt.Errorf("message %d: tool message without tool_call_id", i)
 			}
-			result := sdk.ToolResultBlockParam{ToolUseID: m.ToolCallID}
-			if m.IsError {
-				result.IsError = sdk.Bool(true)
-			}
+			result := block{Type: "tool_result", ToolUseID: m.ToolCallID, IsError: m.IsError}
 			if m.Content != "" {
-				result.Content = []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: m.Content}}}
+				result.Content = []block{{Type: "text", Text: m.Content}}
 			}
-			params.Messages = appendUser(params.Messages, sdk.ContentBlockParamUnion{OfToolResult: &result})
+			params.Messages = appendUser(params.Messages, result)
 		default:
 			return params, fmt.Errorf("message %d: unknown role %q", i, m.Role)
 		}
@@ -219,60 +230,58 @@ func buildParams(model string, req llm.Request) (sdk.MessageNewParams, error) {
 // appendUser adds blocks to a trailing user message instead of starting a new
 // one: the API wants all results of one assistant turn in a single user message,
 // with tool_result blocks ahead of any text.
-func appendUser(msgs []sdk.MessageParam, blocks ...sdk.ContentBlockParamUnion) []sdk.MessageParam {
-	if n := len(msgs); n > 0 && msgs[n-1].OfUser != nil {
-		msgs[n-1].OfUser.Content = append(msgs[n-1].OfUser.Content, blocks...)
+func appendUser(msgs []message, blocks ...block) []message {
+	if n := len(msgs); n > 0 && msgs[n-1].Role == "user" {
+		msgs[n-1].Content = append(msgs[n-1].Content, blocks...)
 		return msgs
 	}
-	return append(msgs, sdk.NewUserMessage(blocks...))
+	return append(msgs, message{Role: "user", Content: blocks})
 }
 
-func convertTool(t llm.ToolDef) (sdk.ToolUnionParam, error) {
+func convertTool(t llm.ToolDef) (toolParam, error) {
 	if t.Name == "" {
-		return sdk.ToolUnionParam{}, errors.New("tool without a name")
+		return toolParam{}, errors.New("tool without a name")
 	}
 	schema := json.RawMessage(`{"type":"object","properties":{}}`)
 	if raw := bytes.TrimSpace(t.Parameters); len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
 		var fields map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-			return sdk.ToolUnionParam{}, fmt.Errorf("tool %q: parameters must be a JSON schema object", t.Name)
+			return toolParam{}, fmt.Errorf("tool %q: parameters must be a JSON schema object", t.Name)
 		}
 		schema = json.RawMessage(raw)
 	}
-	tool := sdk.ToolParam{
-		Name: t.Name,
-		// Sent verbatim: the typed schema param knows only type, properties and
-		// required, and rebuilding the rest as extra fields gains nothing.
-		InputSchema: param.Override[sdk.ToolInputSchemaParam](schema),
-	}
-	if t.Description != "" {
-		tool.Description = sdk.String(t.Description)
-	}
-	return sdk.ToolUnionParam{OfTool: &tool}, nil
+	return toolParam{Name: t.Name, Description: t.Description, InputSchema: schema}, nil
 }
 
 func parseMessage(raw []byte) (llm.Response, error) {
-	raw = bytes.TrimSpace(raw)
-	if !json.Valid(raw) || len(raw) == 0 || raw[0] != '{' {
-		return llm.Response{}, fmt.Errorf("anthropic: answer is not a JSON object: %q: %w", snippet(raw), llm.ErrMalformed)
+	raw, err := wire.Object(providerName, raw)
+	if err != nil {
+		return llm.Response{}, err
 	}
-	var m sdk.Message
+	var m answer
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return llm.Response{}, fmt.Errorf("anthropic: decode answer: %v: %w", err, llm.ErrMalformed)
 	}
 	msg := llm.Message{Role: llm.RoleAssistant}
 	var text strings.Builder
-	for i, block := range m.Content {
-		switch block.Type {
+	for i, b := range m.Content {
+		switch b.Type {
 		case "text":
 			// Consecutive text blocks (split by citations, say) are one run of prose.
-			text.WriteString(block.Text)
+			text.WriteString(b.Text)
 		case "tool_use":
-			call, err := convertToolUse(block)
-			if err != nil {
-				return llm.Response{}, fmt.Errorf("anthropic: content block %d: %w: %w", i, err, llm.ErrMalformed)
+			if b.ID == "" || b.Name == "" {
+				return llm.Response{}, fmt.Errorf("anthropic: content block %d: tool_use block without id or name: %w", i, llm.ErrMalformed)
 			}
-			msg.ToolCalls = append(msg.ToolCalls, call)
+			args := bytes.TrimSpace(b.Input)
+			if len(args) == 0 {
+				args = []byte("{}")
+			}
+			var obj map[string]json.RawMessage
+			if err := json.Unmarshal(args, &obj); err != nil || obj == nil {
+				return llm.Response{}, fmt.Errorf("anthropic: content block %d: %s: input is not a JSON object: %q: %w", i, b.Name, wire.Snippet(args), llm.ErrMalformed)
+			}
+			msg.ToolCalls = append(msg.ToolCalls, llm.ToolCall{ID: b.ID, Name: b.Name, Args: json.RawMessage(bytes.Clone(args))})
 		default:
 			// Thinking and server-side tool blocks are not part of the
 			// conversation the agent loop keeps.
@@ -281,9 +290,9 @@ func parseMessage(raw []byte) (llm.Response, error) {
 	msg.Content = text.String()
 
 	switch {
-	case m.StopReason == sdk.StopReasonToolUse && len(msg.ToolCalls) == 0:
+	case m.StopReason == "tool_use" && len(msg.ToolCalls) == 0:
 		return llm.Response{}, fmt.Errorf("anthropic: stop_reason tool_use without a tool_use block: %w", llm.ErrMalformed)
-	case m.StopReason == sdk.StopReasonMaxTokens && len(msg.ToolCalls) > 0:
+	case m.StopReason == "max_tokens" && len(msg.ToolCalls) > 0:
 		// The last tool call was cut off mid-arguments; running it would act on
 		// a partial request.
 		return llm.Response{}, fmt.Errorf("anthropic: answer hit max_tokens inside a tool call: %w", llm.ErrMalformed)
@@ -297,32 +306,9 @@ func parseMessage(raw []byte) (llm.Response, error) {
 		Usage: llm.Usage{
 			// input_tokens excludes prompt-cache reads and writes, which are
 			// still tokens the call consumed.
-			InputTokens:  int(u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens),
-			OutputTokens: int(u.OutputTokens),
+			InputTokens:  u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens,
+			OutputTokens: u.OutputTokens,
 		},
 		Model: m.Model,
 	}, nil
-}
-
-func convertToolUse(block sdk.ContentBlockUnion) (llm.ToolCall, error) {
-	if block.ID == "" || block.Name == "" {
-		return llm.ToolCall{}, errors.New("tool_use block without id or name")
-	}
-	args := bytes.TrimSpace(block.Input)
-	if len(args) == 0 {
-		args = []byte("{}")
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(args, &obj); err != nil || obj == nil {
-		return llm.ToolCall{}, fmt.Errorf("%s: input is not a JSON object: %q", block.Name, snippet(args))
-	}
-	return llm.ToolCall{ID: block.ID, Name: block.Name, Args: json.RawMessage(bytes.Clone(args))}, nil
-}
-
-func snippet(b []byte) string {
-	const limit = 120
-	if len(b) > limit {
-		return string(b[:limit]) + "…"
-	}
-	return string(b)
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // fake renders and reads the Messages API wire format as documented in the
-// Anthropic API reference, independently of the SDK's own types.
+// Anthropic API reference, independently of the provider package's own types.
 type fake struct{}
 
 var _ llmtest.Fake = fake{}

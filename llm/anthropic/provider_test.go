@@ -69,7 +69,7 @@ func TestNoModelIsAClearError(t *testing.T) {
 }
 
 func TestCredentials(t *testing.T) {
-	// Not parallel: t.Setenv checks that the SDK's environment credential chain
+	// Not parallel: t.Setenv checks that credentials in the environment
 	// never stands in for an empty configured key.
 	t.Setenv("ANTHROPIC_API_KEY", "from-the-environment")
 	t.Setenv("ANTHROPIC_AUTH_TOKEN", "from-the-environment")

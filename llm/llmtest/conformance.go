@@ -50,7 +50,7 @@ type Captured struct {
 }
 
 // Fake speaks one vendor's wire format. Implementations should write the JSON by
-// hand from the vendor's API reference rather than reuse the SDK's types, so the
+// hand from the vendor's API reference rather than reuse the provider package's types, so the
 // suite checks the provider against the wire and not against itself.
 type Fake interface {
 	// Path is the URL path the provider posts to, relative to the base URL it is
@@ -114,7 +114,7 @@ func requireMalformed(t *testing.T, c checkCtx) {
 	require.ErrorIs(t, c.err, llm.ErrMalformed)
 	var apiErr *llm.APIError
 	require.False(t, errors.As(c.err, &apiErr), "malformed answer reported as API error: %v", c.err)
-	require.Equal(t, 1, c.srv.Count(), "a malformed answer must not be retried by the SDK")
+	require.Equal(t, 1, c.srv.Count(), "a malformed answer must not be retried")
 }
 
 func requireAPIError(t *testing.T, c checkCtx, status, attempts int, message string) {

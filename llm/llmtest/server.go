@@ -80,7 +80,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	n := len(s.requests)
 	s.mu.Unlock()
 
-	// A wrong route answers 404 (which the SDKs do not retry) so the test fails on
+	// A wrong route answers 404 (which the providers do not retry) so the test fails on
 	// its status assertions with the offending path visible in Requests.
 	if r.Method != http.MethodPost || r.URL.Path != s.path {
 		http.Error(w, "unexpected "+r.Method+" "+r.URL.Path, http.StatusNotFound)
@@ -105,7 +105,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", contentType)
 	if status >= 400 {
-		// Both SDKs honour retry-after-ms over their exponential backoff, which
+		// Both providers honour retry-after-ms over their exponential backoff, which
 		// keeps retry tests in the millisecond range.
 		w.Header().Set("Retry-After-Ms", "1")
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 // fake renders and reads the Chat Completions wire format as documented in the
-// OpenAI API reference, independently of the SDK's own types.
+// OpenAI API reference, independently of the provider package's own types.
 type fake struct{}
 
 var _ llmtest.Fake = fake{}

@@ -10,21 +10,19 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aetherium-engine/aetherium/llm"
-	sdk "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
+	"github.com/aetherium-engine/aetherium/llm/internal/wire"
 )
 
 // Defaults applied by New.
 const (
 	DefaultBaseURL    = "https://api.openai.com/v1"
-	DefaultMaxRetries = 3
-	DefaultTimeout    = 120 * time.Second
+	DefaultMaxRetries = wire.DefaultMaxRetries
+	DefaultTimeout    = wire.DefaultTimeout
 	// DefaultModel is the model of a deployment that names none (llm.openai.model).
 	DefaultModel = "gpt-4o-mini"
 )
@@ -43,58 +41,37 @@ type Config struct {
 	// Model is the default model. Required unless every Request names one.
 	Model string `yaml:"model"`
 	// MaxRetries is how often a connection error, 408, 409, 429 or 5xx is retried
-	// with the SDK's exponential backoff (which honours Retry-After). 0 means
+	// with an exponential backoff that honours Retry-After. 0 means
 	// DefaultMaxRetries (3); a negative value disables retries.
 	MaxRetries int `yaml:"max_retries"`
 	// Timeout bounds each attempt, not the whole call (the context does that).
 	// 0 means DefaultTimeout (120s).
 	Timeout time.Duration `yaml:"timeout"`
-	// HTTPClient replaces the SDK's default client, e.g. for proxies or tests.
+	// HTTPClient replaces http.DefaultClient, e.g. for proxies or tests.
 	HTTPClient *http.Client `yaml:"-"`
 }
 
 // Provider calls a Chat Completions endpoint.
 type Provider struct {
-	client sdk.Client
-	model  string
+	settings wire.Settings
+	header   http.Header
+	model    string
 }
 
 var _ llm.Provider = (*Provider)(nil)
 
 // New checks cfg, applies defaults and builds a Provider.
 func New(cfg Config) (*Provider, error) {
-	baseURL := cmp.Or(strings.TrimSpace(cfg.BaseURL), DefaultBaseURL)
-	u, err := url.Parse(baseURL)
+	s, err := wire.Check(providerName, cmp.Or(strings.TrimSpace(cfg.BaseURL), DefaultBaseURL), cfg.MaxRetries, cfg.Timeout, cfg.HTTPClient)
 	if err != nil {
-		return nil, fmt.Errorf("openai: invalid BaseURL %q: %w", baseURL, err)
+		return nil, err
 	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("openai: invalid BaseURL %q: want an absolute http(s) URL", baseURL)
+	h := http.Header{}
+	// OPENAI_API_KEY is never read: an empty key sends no credentials.
+	if cfg.APIKey != "" {
+		h.Set("Authorization", "Bearer "+cfg.APIKey)
 	}
-	if cfg.Timeout < 0 {
-		return nil, fmt.Errorf("openai: negative Timeout %s", cfg.Timeout)
-	}
-	retries := cfg.MaxRetries
-	switch {
-	case retries == 0:
-		retries = DefaultMaxRetries
-	case retries < 0:
-		retries = 0
-	}
-	timeout := cmp.Or(cfg.Timeout, DefaultTimeout)
-
-	opts := []option.RequestOption{
-		option.WithBaseURL(baseURL),
-		// Set even when empty: it overrides OPENAI_API_KEY, which NewClient reads
-		// from the environment.
-		option.WithAPIKey(cfg.APIKey),
-		option.WithMaxRetries(retries),
-		option.WithRequestTimeout(timeout),
-	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
-	}
-	return &Provider{client: sdk.NewClient(opts...), model: strings.TrimSpace(cfg.Model)}, nil
+	return &Provider{settings: s, header: h, model: strings.TrimSpace(cfg.Model)}, nil
 }
 
 // Name implements llm.Provider.
@@ -111,18 +88,12 @@ func (p *Provider) Complete(ctx context.Context, req llm.Request) (llm.Response,
 		return llm.Response{}, fmt.Errorf("openai: build request: %w", err)
 	}
 
-	// The raw body is decoded here rather than by the SDK so that a body which is
-	// not JSON (or not JSON-typed) is reported as ErrMalformed, not as an opaque
-	// SDK decode error. httpResp keeps the status of error answers whose body the
-	// SDK cannot parse into an *sdk.Error.
-	var raw []byte
-	var httpResp *http.Response
-	_, err = p.client.Chat.Completions.New(ctx, params,
-		option.WithResponseBodyInto(&raw),
-		option.WithResponseInto(&httpResp),
-	)
+	raw, err := wire.Post(ctx, p.settings, wire.Call{
+		Provider: providerName, Op: "openai: chat completion",
+		URL: p.settings.Endpoint("chat/completions"), Header: p.header, Body: params,
+	})
 	if err != nil {
-		return llm.Response{}, classify(ctx, err, httpResp)
+		return llm.Response{}, err
 	}
 	resp, err := parseCompletion(raw)
 	if err != nil {
@@ -132,16 +103,65 @@ func (p *Provider) Complete(ctx context.Context, req llm.Request) (llm.Response,
 	return resp, nil
 }
 
-func classify(ctx context.Context, err error, httpResp *http.Response) error {
-	var se *llm.SDKError
-	if sdkErr := (*sdk.Error)(nil); errors.As(err, &sdkErr) {
-		se = &llm.SDKError{Status: sdkErr.StatusCode, Message: sdkErr.Message, RawJSON: sdkErr.RawJSON(), Response: sdkErr.Response}
-	}
-	return llm.CallError(ctx, "openai: chat completion", providerName, err, se, httpResp)
+// The request body of Chat Completions, as much of it as the loop uses.
+type chatRequest struct {
+	Model    string        `json:"model"`
+	Messages []chatMessage `json:"messages"`
+	Tools    []chatTool    `json:"tools,omitempty"`
+	// max_tokens is rejected by OpenAI's reasoning models; servers that only
+	// know the old field ignore this one, which fails safe (no cap) rather than
+	// failing the call.
+	MaxCompletionTokens int `json:"max_completion_tokens,omitempty"`
 }
 
-func buildParams(model string, req llm.Request) (sdk.ChatCompletionNewParams, error) {
-	params := sdk.ChatCompletionNewParams{Model: model}
+type chatMessage struct {
+	Role string `json:"role"`
+	// Content is a pointer so that an assistant turn with only tool calls can
+	// omit it, while a bare assistant turn still sends "".
+	Content    *string    `json:"content,omitempty"`
+	ToolCalls  []toolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+}
+
+type toolCall struct {
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type chatTool struct {
+	Type     string   `json:"type"`
+	Function function `json:"function"`
+}
+
+type function struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// chatCompletion is the answer, as much of it as the loop reads.
+type chatCompletion struct {
+	Model   string `json:"model"`
+	Choices []struct {
+		FinishReason string `json:"finish_reason"`
+		Message      struct {
+			Content   *string    `json:"content"`
+			Refusal   *string    `json:"refusal"`
+			ToolCalls []toolCall `json:"tool_calls"`
+		} `json:"message"`
+	} `json:"choices"`
+	Usage struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+}
+
+func buildParams(model string, req llm.Request) (chatRequest, error) {
+	params := chatRequest{Model: model, MaxCompletionTokens: max(req.MaxTokens, 0)}
 	for i, m := range req.Messages {
 		msg, err := convertMessage(m)
 		if err != nil {
@@ -156,87 +176,64 @@ func buildParams(model string, req llm.Request) (sdk.ChatCompletionNewParams, er
 		}
 		params.Tools = append(params.Tools, tool)
 	}
-	if req.MaxTokens > 0 {
-		// max_tokens is rejected by OpenAI's reasoning models; servers that only
-		// know the old field ignore this one, which fails safe (no cap) rather
-		// than failing the call.
-		params.MaxCompletionTokens = sdk.Int(int64(req.MaxTokens))
-	}
 	return params, nil
 }
 
-func convertMessage(m llm.Message) (sdk.ChatCompletionMessageParamUnion, error) {
+func convertMessage(m llm.Message) (chatMessage, error) {
 	switch m.Role {
-	case llm.RoleSystem:
-		return sdk.SystemMessage(m.Content), nil
-	case llm.RoleUser:
-		return sdk.UserMessage(m.Content), nil
+	case llm.RoleSystem, llm.RoleUser:
+		return chatMessage{Role: string(m.Role), Content: &m.Content}, nil
 	case llm.RoleAssistant:
-		var asst sdk.ChatCompletionAssistantMessageParam
+		asst := chatMessage{Role: string(llm.RoleAssistant)}
 		// Content may be omitted only when there are tool calls; an empty string
 		// keeps a bare assistant turn valid.
 		if m.Content != "" || len(m.ToolCalls) == 0 {
-			asst.Content.OfString = sdk.String(m.Content)
+			asst.Content = &m.Content
 		}
 		for _, tc := range m.ToolCalls {
 			args := bytes.TrimSpace(tc.Args)
 			if len(args) == 0 {
 				args = []byte("{}")
 			}
-			asst.ToolCalls = append(asst.ToolCalls, sdk.ChatCompletionMessageToolCallUnionParam{
-				OfFunction: &sdk.ChatCompletionMessageFunctionToolCallParam{
-					ID: tc.ID,
-					Function: sdk.ChatCompletionMessageFunctionToolCallFunctionParam{
-						Name:      tc.Name,
-						Arguments: string(args),
-					},
-				},
-			})
+			call := toolCall{ID: tc.ID, Type: "function"}
+			call.Function.Name, call.Function.Arguments = tc.Name, string(args)
+			asst.ToolCalls = append(asst.ToolCalls, call)
 		}
-		return sdk.ChatCompletionMessageParamUnion{OfAssistant: &asst}, nil
+		return asst, nil
 	case llm.RoleTool:
 		if m.ToolCallID == "" {
-			return sdk.ChatCompletionMessageParamUnion{}, errors.New("tool message without tool_call_id")
+			return chatMessage{}, errors.New("tool message without tool_call_id")
 		}
 		// Chat Completions has no error flag on tool results; the content itself
 		// has to tell the model the call failed.
-		return sdk.ToolMessage(m.Content, m.ToolCallID), nil
+		return chatMessage{Role: string(llm.RoleTool), Content: &m.Content, ToolCallID: m.ToolCallID}, nil
 	default:
-		return sdk.ChatCompletionMessageParamUnion{}, fmt.Errorf("unknown role %q", m.Role)
+		return chatMessage{}, fmt.Errorf("unknown role %q", m.Role)
 	}
 }
 
-func convertTool(t llm.ToolDef) (sdk.ChatCompletionToolUnionParam, error) {
+func convertTool(t llm.ToolDef) (chatTool, error) {
 	if t.Name == "" {
-		return sdk.ChatCompletionToolUnionParam{}, errors.New("tool without a name")
+		return chatTool{}, errors.New("tool without a name")
 	}
-	schema := sdk.FunctionParameters{"type": "object", "properties": map[string]any{}}
+	schema := json.RawMessage(`{"type":"object","properties":{}}`)
 	if raw := bytes.TrimSpace(t.Parameters); len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
-		// Values stay raw so the schema reaches the server byte for byte; decoding
-		// them would turn numbers into float64 (or, with UseNumber, into strings
-		// once the SDK's encoder sees json.Number).
+		// Sent byte for byte: decoding the schema would turn numbers into float64.
 		var fields map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-			return sdk.ChatCompletionToolUnionParam{}, fmt.Errorf("tool %q: parameters must be a JSON schema object", t.Name)
+			return chatTool{}, fmt.Errorf("tool %q: parameters must be a JSON schema object", t.Name)
 		}
-		schema = make(sdk.FunctionParameters, len(fields))
-		for k, v := range fields {
-			schema[k] = v
-		}
+		schema = json.RawMessage(raw)
 	}
-	def := sdk.FunctionDefinitionParam{Name: t.Name, Parameters: schema}
-	if t.Description != "" {
-		def.Description = sdk.String(t.Description)
-	}
-	return sdk.ChatCompletionFunctionTool(def), nil
+	return chatTool{Type: "function", Function: function{Name: t.Name, Description: t.Description, Parameters: schema}}, nil
 }
 
 func parseCompletion(raw []byte) (llm.Response, error) {
-	raw = bytes.TrimSpace(raw)
-	if !json.Valid(raw) || len(raw) == 0 || raw[0] != '{' {
-		return llm.Response{}, fmt.Errorf("openai: answer is not a JSON object: %q: %w", snippet(raw), llm.ErrMalformed)
+	raw, err := wire.Object(providerName, raw)
+	if err != nil {
+		return llm.Response{}, err
 	}
-	var cc sdk.ChatCompletion
+	var cc chatCompletion
 	if err := json.Unmarshal(raw, &cc); err != nil {
 		return llm.Response{}, fmt.Errorf("openai: decode answer: %v: %w", err, llm.ErrMalformed)
 	}
@@ -244,11 +241,8 @@ func parseCompletion(raw []byte) (llm.Response, error) {
 		return llm.Response{}, fmt.Errorf("openai: answer has no choices: %w", llm.ErrMalformed)
 	}
 	choice := cc.Choices[0]
-	msg := llm.Message{Role: llm.RoleAssistant, Content: choice.Message.Content}
-	if msg.Content == "" {
-		// A refusal is still an answer the agent can act on.
-		msg.Content = choice.Message.Refusal
-	}
+	// A refusal is still an answer the agent can act on.
+	msg := llm.Message{Role: llm.RoleAssistant, Content: cmp.Or(deref(choice.Message.Content), deref(choice.Message.Refusal))}
 	for i, tc := range choice.Message.ToolCalls {
 		call, err := convertToolCall(i, tc)
 		if err != nil {
@@ -261,15 +255,19 @@ func parseCompletion(raw []byte) (llm.Response, error) {
 	}
 	return llm.Response{
 		Message: msg,
-		Usage: llm.Usage{
-			InputTokens:  int(cc.Usage.PromptTokens),
-			OutputTokens: int(cc.Usage.CompletionTokens),
-		},
-		Model: cc.Model,
+		Usage:   llm.Usage{InputTokens: cc.Usage.PromptTokens, OutputTokens: cc.Usage.CompletionTokens},
+		Model:   cc.Model,
 	}, nil
 }
 
-func convertToolCall(i int, tc sdk.ChatCompletionMessageToolCallUnion) (llm.ToolCall, error) {
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func convertToolCall(i int, tc toolCall) (llm.ToolCall, error) {
 	if tc.Type != "" && tc.Type != "function" {
 		return llm.ToolCall{}, fmt.Errorf("unsupported tool call type %q", tc.Type)
 	}
@@ -283,18 +281,10 @@ func convertToolCall(i int, tc sdk.ChatCompletionMessageToolCallUnion) (llm.Tool
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(args), &obj); err != nil || obj == nil {
-		return llm.ToolCall{}, fmt.Errorf("%s: arguments are not a JSON object: %q", tc.Function.Name, snippet([]byte(args)))
+		return llm.ToolCall{}, fmt.Errorf("%s: arguments are not a JSON object: %q", tc.Function.Name, wire.Snippet([]byte(args)))
 	}
 	// Some OpenAI-compatible servers omit ids; the agent loop still needs one to
 	// pair the result with the call.
 	id := cmp.Or(tc.ID, "call_"+strconv.Itoa(i))
 	return llm.ToolCall{ID: id, Name: tc.Function.Name, Args: json.RawMessage(args)}, nil
-}
-
-func snippet(b []byte) string {
-	const limit = 120
-	if len(b) > limit {
-		return string(b[:limit]) + "…"
-	}
-	return string(b)
 }
