@@ -12,7 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/api"
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+
 	"github.com/aetherium-engine/aetherium/lease"
 )
 
@@ -20,7 +21,7 @@ import (
 // manager with one holder and one waiter on comfyui.
 func setupLeases(t *testing.T) string {
 	t.Helper()
-	opt, err := redis.ParseURL(fleettest.Redis(t))
+	opt, err := redis.ParseURL(testdb.Redis(t))
 	require.NoError(t, err)
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })

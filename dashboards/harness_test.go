@@ -23,7 +23,8 @@ import (
 
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleet"
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testlog"
+
 	"github.com/aetherium-engine/aetherium/internal/testinfra"
 )
 
@@ -82,7 +83,7 @@ func serveMetrics(t *testing.T, h http.Handler) string {
 // listener. The roles share the test's Redis and PostgreSQL.
 func startRole(t *testing.T, cfg config.Config, run func(*fleet.Fleet, context.Context) error) string {
 	t.Helper()
-	f, err := fleet.Open(context.Background(), cfg, fleettest.Logger(t), fleet.Options{NoSandbox: true})
+	f, err := fleet.Open(context.Background(), cfg, testlog.Logger(t), fleet.Options{NoSandbox: true})
 	require.NoError(t, err)
 	addr := serveMetrics(t, f.Metrics.Handler())
 	ctx, cancel := context.WithCancel(context.Background())

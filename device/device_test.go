@@ -25,14 +25,14 @@ import (
 	"github.com/aetherium-engine/aetherium/device/devicetest"
 	"github.com/aetherium-engine/aetherium/device/fps"
 	"github.com/aetherium-engine/aetherium/device/steam-frame/sim"
-	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/internal/testdb"
+
 	"github.com/aetherium-engine/aetherium/tools/workspace"
 )
 
 func redisClient(t *testing.T) *redis.Client {
 	t.Helper()
-	opt, err := redis.ParseURL(fleettest.Redis(t))
+	opt, err := redis.ParseURL(testdb.Redis(t))
 	require.NoError(t, err)
 	c := redis.NewClient(opt)
 	t.Cleanup(func() { c.Close() })

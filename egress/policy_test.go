@@ -15,7 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/egress"
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+
 	"github.com/aetherium-engine/aetherium/internal/testinfra"
 )
 
@@ -136,7 +137,7 @@ func TestEgressPolicyConfigErrors(t *testing.T) {
 // process that stopped renewing them.
 func TestEgressPolicyRegistryAcrossProcesses(t *testing.T) {
 	t.Parallel()
-	opt, err := redis.ParseURL(fleettest.Redis(t))
+	opt, err := redis.ParseURL(testdb.Redis(t))
 	require.NoError(t, err)
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -210,7 +211,7 @@ func TestEgressClientRefusesControlPlane(t *testing.T) {
 // registered by one process reaches the others through the registry.
 func TestEgressPolicyRefusesAFleetNetwork(t *testing.T) {
 	t.Parallel()
-	opt, err := redis.ParseURL(fleettest.Redis(t))
+	opt, err := redis.ParseURL(testdb.Redis(t))
 	require.NoError(t, err)
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })

@@ -20,7 +20,9 @@ import (
 
 	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/egressproxy"
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+	"github.com/aetherium-engine/aetherium/internal/testlog"
+
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/sandbox/sandboxtest"
 	"github.com/aetherium-engine/aetherium/store"
@@ -45,7 +47,7 @@ type env struct {
 func setup(t *testing.T) *env {
 	t.Helper()
 	ctx := context.Background()
-	e := &env{st: fleettest.Store(t), hostHits: &atomic.Int64{}}
+	e := &env{st: testdb.Store(t), hostHits: &atomic.Int64{}}
 	e.upstream = sandboxtest.Upstream(t)
 
 	// Stand-in for every service of this host: it listens on all addresses, so
@@ -73,7 +75,7 @@ func setup(t *testing.T) *env {
 	require.NoError(t, cfg.InstallFirewall(ctx))
 	dlp, err := egress.NewDLP()
 	require.NoError(t, err)
-	p, err := egressproxy.New(cfg, egressproxy.Deps{DLP: dlp, Recorder: e.st, Resolver: dns, Log: fleettest.Logger(t)})
+	p, err := egressproxy.New(cfg, egressproxy.Deps{DLP: dlp, Recorder: e.st, Resolver: dns, Log: testlog.Logger(t)})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 

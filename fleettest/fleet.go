@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aetherium-engine/aetherium/internal/testlog"
+
 	"github.com/hibiken/asynq"
 
 	"github.com/aetherium-engine/aetherium/api"
@@ -22,7 +24,6 @@ import (
 	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/internal/testinfra"
-	"github.com/aetherium-engine/aetherium/logctx"
 	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
@@ -92,17 +93,9 @@ func RepoPath(t testing.TB, rel string) string {
 	return filepath.Join(root, rel)
 }
 
-// Logger writes slog output to the test log.
-func Logger(t testing.TB) *slog.Logger {
-	return slog.New(logctx.NewHandler(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})))
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
+// Logger writes slog output to the test log (testlog.Logger, which tests that
+// need no fleet import directly).
+func Logger(t testing.TB) *slog.Logger { return testlog.Logger(t) }
 
 // Start runs api + worker in-process on private infrastructure.
 func Start(t testing.TB, opts Options) *Fleet {

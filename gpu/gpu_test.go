@@ -22,7 +22,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+
 	"github.com/aetherium-engine/aetherium/gpu"
 	"github.com/aetherium-engine/aetherium/gpu/gputest"
 	"github.com/aetherium-engine/aetherium/internal/testinfra"
@@ -93,7 +94,7 @@ func setup(t *testing.T) *env {
 	}
 	m, err := gpu.NewMetrics(prometheus.NewRegistry())
 	require.NoError(t, err)
-	return &env{dc: dc, tag: standin.tag, redis: fleettest.Redis(t), metrics: m}
+	return &env{dc: dc, tag: standin.tag, redis: testdb.Redis(t), metrics: m}
 }
 
 func freePort(t *testing.T) int {

@@ -7,7 +7,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+
 	"github.com/aetherium-engine/aetherium/knowledge"
 )
 
@@ -17,11 +18,11 @@ type env struct {
 	kb   *knowledge.Postgres
 }
 
-// setup opens a fresh database (fleettest: a clone of a migrated template, failing
+// setup opens a fresh database (testdb: a clone of a migrated template, failing
 // under CI=true when PostgreSQL is unreachable) and the backend on it.
 func setup(t testing.TB, cfg knowledge.Config, opts ...knowledge.Option) *env {
 	t.Helper()
-	st := fleettest.Store(t)
+	st := testdb.Store(t)
 	return &env{pool: st.Pool, kb: knowledge.NewPostgres(st.Pool, cfg, opts...)}
 }
 

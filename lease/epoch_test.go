@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/internal/testdb"
+
 	"github.com/aetherium-engine/aetherium/lease"
 )
 
@@ -38,7 +38,7 @@ func TestEpochKeepsTokensIncreasingAcrossFailover(t *testing.T) {
 	t.Cleanup(pool.Close)
 	epochs := lease.PostgresEpoch(pool)
 
-	primaryURL, replicaURL := fleettest.Redis(t), fleettest.Redis(t)
+	primaryURL, replicaURL := testdb.Redis(t), testdb.Redis(t)
 	primary, replica := client(t, primaryURL), client(t, replicaURL)
 	popt, _ := redis.ParseURL(primaryURL)
 	host, port, _ := strings.Cut(popt.Addr, ":")

@@ -13,7 +13,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+
 	"github.com/aetherium-engine/aetherium/logctx"
 )
 
@@ -125,7 +126,7 @@ func TestWithDoesNotLeakIntoSiblings(t *testing.T) {
 func TestTaskMiddlewareNamesTheTask(t *testing.T) {
 	t.Parallel()
 	log, lines := setup(t)
-	opt, err := asynq.ParseRedisURI(fleettest.Redis(t))
+	opt, err := asynq.ParseRedisURI(testdb.Redis(t))
 	require.NoError(t, err)
 	srv := asynq.NewServer(opt, asynq.Config{Concurrency: 1, Queues: map[string]int{"q1": 1}, TaskCheckInterval: 20 * time.Millisecond,
 		LogLevel: asynq.ErrorLevel})

@@ -8,7 +8,8 @@ import (
 
 	"github.com/aetherium-engine/aetherium/api"
 	"github.com/aetherium-engine/aetherium/events"
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+
 	"github.com/aetherium-engine/aetherium/mcpserver"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -19,7 +20,7 @@ import (
 // woken through it).
 func hub(t *testing.T) *events.Hub {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: fleettest.Redis(t)})
+	rdb := redis.NewClient(&redis.Options{Addr: testdb.Redis(t)})
 	h := events.NewHub(rdb, nil)
 	t.Cleanup(func() { _ = h.Close(); _ = rdb.Close() })
 	return h

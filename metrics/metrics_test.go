@@ -16,7 +16,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+
 	"github.com/aetherium-engine/aetherium/metrics"
 )
 
@@ -193,7 +194,7 @@ func gatherValue(g prometheus.Gatherer, name string) (float64, error) {
 // TestQueueCollectorOnRedis reads real queues through asynq's inspector.
 func TestQueueCollectorOnRedis(t *testing.T) {
 	t.Parallel()
-	opt, err := asynq.ParseRedisURI(fleettest.Redis(t))
+	opt, err := asynq.ParseRedisURI(testdb.Redis(t))
 	require.NoError(t, err)
 	client := asynq.NewClient(opt)
 	t.Cleanup(func() { _ = client.Close() })

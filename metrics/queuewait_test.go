@@ -9,7 +9,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+
 	"github.com/aetherium-engine/aetherium/metrics"
 	"github.com/aetherium-engine/aetherium/queue"
 )
@@ -19,7 +20,7 @@ import (
 // (an approval's expiry) is not, since its wait is its schedule.
 func TestQueueWaitObservesTasksDueNow(t *testing.T) {
 	t.Parallel()
-	opt, err := asynq.ParseRedisURI(fleettest.Redis(t))
+	opt, err := asynq.ParseRedisURI(testdb.Redis(t))
 	require.NoError(t, err)
 	m := setup(t)
 	srv := asynq.NewServer(opt, asynq.Config{Concurrency: 2, Queues: queue.Weights(), TaskCheckInterval: 20 * time.Millisecond, LogLevel: asynq.ErrorLevel})

@@ -10,7 +10,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+
 	"github.com/aetherium-engine/aetherium/queue"
 )
 
@@ -134,7 +135,7 @@ func TestEnqueueErrorNamesTheTask(t *testing.T) {
 // enqueueing it again is no error and keeps the one task.
 func TestEnqueuerOnRedis(t *testing.T) {
 	t.Parallel()
-	opt, err := asynq.ParseRedisURI(fleettest.Redis(t))
+	opt, err := asynq.ParseRedisURI(testdb.Redis(t))
 	require.NoError(t, err)
 	client := asynq.NewClient(opt)
 	t.Cleanup(func() { _ = client.Close() })

@@ -12,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/events"
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+	"github.com/aetherium-engine/aetherium/internal/testlog"
+
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/sandbox"
@@ -47,8 +49,8 @@ func (r *releases) released() []string {
 func TestRunCleanupOnTerminalEvent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	redisURL := fleettest.Redis(t)
-	st := fleettest.Store(t)
+	redisURL := testdb.Redis(t)
+	st := testdb.Store(t)
 	opt, err := asynq.ParseRedisURI(redisURL)
 	require.NoError(t, err)
 	ropt, err := redis.ParseURL(redisURL)
@@ -82,7 +84,7 @@ func TestRunCleanupOnTerminalEvent(t *testing.T) {
 		TaskCheckInterval: 20 * time.Millisecond, LogLevel: asynq.ErrorLevel})
 	mux := asynq.NewServeMux()
 	scheduler.NewMaintenance(scheduler.Config{}, scheduler.MaintenanceDeps{Store: st, Queue: q, Leases: leases, Executor: exec,
-		Log: fleettest.Logger(t), Fail: func(context.Context, string, string, string) {},
+		Log: testlog.Logger(t), Fail: func(context.Context, string, string, string) {},
 		AfterRelease: func(ctx context.Context, id string) error {
 			st, err := leases.State(ctx, "gpu")
 			mu.Lock()

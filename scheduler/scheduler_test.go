@@ -9,7 +9,9 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+	"github.com/aetherium-engine/aetherium/internal/testlog"
+
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/scheduler"
 )
@@ -17,8 +19,8 @@ import (
 // Two scheduler replicas enqueue every tick; each periodic task runs once per tick.
 func TestTwoReplicasRunEachTickOnce(t *testing.T) {
 	t.Parallel()
-	redisURL := fleettest.Redis(t)
-	st := fleettest.Store(t)
+	redisURL := testdb.Redis(t)
+	st := testdb.Store(t)
 	opt, err := asynq.ParseRedisURI(redisURL)
 	require.NoError(t, err)
 	period := time.Second
@@ -30,7 +32,7 @@ func TestTwoReplicasRunEachTickOnce(t *testing.T) {
 	srv := asynq.NewServer(opt, asynq.Config{Concurrency: 4, Queues: map[string]int{queue.QueueMaintenance: 1},
 		TaskCheckInterval: 20 * time.Millisecond, LogLevel: asynq.ErrorLevel})
 	mux := asynq.NewServeMux()
-	scheduler.NewMaintenance(cfg, scheduler.MaintenanceDeps{Store: st, Queue: newEnqueuer(t, opt), Log: fleettest.Logger(t),
+	scheduler.NewMaintenance(cfg, scheduler.MaintenanceDeps{Store: st, Queue: newEnqueuer(t, opt), Log: testlog.Logger(t),
 		Fail: func(context.Context, string, string, string) {},
 		Ran: func(typ, id string) {
 			mu.Lock()
@@ -51,7 +53,7 @@ func TestTwoReplicasRunEachTickOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = scheduler.New(cfg, scheduler.Deps{Queue: q, Log: fleettest.Logger(t)}).Run(ctx)
+			_ = scheduler.New(cfg, scheduler.Deps{Queue: q, Log: testlog.Logger(t)}).Run(ctx)
 		}()
 	}
 	wg.Wait()

@@ -12,7 +12,9 @@ import (
 
 	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/events"
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+	"github.com/aetherium-engine/aetherium/internal/testlog"
+
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
@@ -107,12 +109,12 @@ func TestApprovalsCloseWithTheirRun(t *testing.T) {
 // download_pdf or a headset tool, whatever the list says.
 func TestExpireFallbackPerTool(t *testing.T) {
 	t.Parallel()
-	st := fleettest.Store(t)
-	opt, err := asynq.ParseRedisURI(fleettest.Redis(t))
+	st := testdb.Store(t)
+	opt, err := asynq.ParseRedisURI(testdb.Redis(t))
 	require.NoError(t, err)
 	client := asynq.NewClient(opt)
 	t.Cleanup(func() { client.Close() })
-	log := fleettest.Logger(t)
+	log := testlog.Logger(t)
 	r := newResumes(t, client)
 	a := security.NewApprovals(security.ApprovalsConfig{Window: time.Minute,
 		FallbackTools: []string{"run_shell", "download_pdf", "frame_status", "frame_install", "frame_run", "frame_grab"}},

@@ -11,7 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 )
@@ -32,7 +33,7 @@ func countAudit(t *testing.T, st *store.Store, runID string) int {
 
 func TestAuditorBatchesAndFlushes(t *testing.T) {
 	t.Parallel()
-	st := fleettest.Store(t)
+	st := testdb.Store(t)
 	ctx := context.Background()
 
 	t.Run("a full batch is written without Flush", func(t *testing.T) {
@@ -95,7 +96,7 @@ func TestAuditorBatchesAndFlushes(t *testing.T) {
 // blocks until the lock goes away; then every row lands.
 func TestAuditorBackpressure(t *testing.T) {
 	t.Parallel()
-	st := fleettest.Store(t)
+	st := testdb.Store(t)
 	ctx := context.Background()
 	var maxDepth, lastDepth atomic.Int64
 	depth := func(n int) {
@@ -142,7 +143,7 @@ func TestAuditorBackpressure(t *testing.T) {
 // A caller whose context ends while the buffer is full writes its row itself.
 func TestAuditorWriteWithCancelledContext(t *testing.T) {
 	t.Parallel()
-	st := fleettest.Store(t)
+	st := testdb.Store(t)
 	a := security.NewAuditor(security.AuditConfig{Buffer: 1, Batch: 1, Interval: time.Hour}, st, nil, nil)
 	defer a.Close()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -157,7 +158,7 @@ func TestAuditorWriteWithCancelledContext(t *testing.T) {
 
 func TestInsertAuditRejectsInvalidUTF8(t *testing.T) {
 	t.Parallel()
-	st := fleettest.Store(t)
+	st := testdb.Store(t)
 	r := auditRow(uuid.NewString(), 0)
 	r.Summary = "ab\xe2\x82"
 	require.Error(t, st.InsertAudit(context.Background(), []store.AuditRow{r}),

@@ -11,7 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/egress"
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testlog"
+
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/tools"
 )
@@ -30,7 +31,7 @@ type playArgs struct {
 // API on port 8080 of every local address.
 func loopbackGate(t *testing.T, inSandbox bool) (*tools.Router, *atomic.Int64) {
 	t.Helper()
-	log := fleettest.Logger(t)
+	log := testlog.Logger(t)
 	path := filepath.Join(t.TempDir(), "permissions.yaml")
 	require.NoError(t, os.WriteFile(path, []byte("rules:\n  - match: {tool: play_test, url_pattern: \"evil\\\\.test\"}\n    action: always_deny\n    reason: no evil\n"), 0o644))
 	rules, err := security.LoadRules(path, log)

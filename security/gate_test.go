@@ -25,7 +25,9 @@ import (
 
 	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/events"
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+	"github.com/aetherium-engine/aetherium/internal/testlog"
+
 	"github.com/aetherium-engine/aetherium/metrics"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/security"
@@ -96,14 +98,14 @@ const ruleReason = "CI workflows are owned by the platform team"
 // rules file loader, DLP, approvals (asynq client) and auditor.
 func setupGate(t *testing.T) *gateEnv {
 	t.Helper()
-	st := fleettest.Store(t)
-	opt, err := asynq.ParseRedisURI(fleettest.Redis(t))
+	st := testdb.Store(t)
+	opt, err := asynq.ParseRedisURI(testdb.Redis(t))
 	require.NoError(t, err)
 	client := asynq.NewClient(opt)
 	t.Cleanup(func() { client.Close() })
 	inspector := asynq.NewInspector(opt)
 	t.Cleanup(func() { inspector.Close() })
-	log := fleettest.Logger(t)
+	log := testlog.Logger(t)
 	m := metrics.New()
 
 	e := &gateEnv{st: st, inspector: inspector, metrics: m, resumes: newResumes(t, client), calls: map[string]*atomic.Int64{}}

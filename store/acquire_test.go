@@ -9,7 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/store"
 )
@@ -114,7 +115,7 @@ func TestDelegationRoundTripWrites(t *testing.T) {
 func TestFirstAcquireStartsTheRun(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := fleettest.Store(t)
+	st := testdb.Store(t)
 	newRun := func(status string) string {
 		id := uuid.NewString()
 		require.NoError(t, st.CreateRun(ctx, store.Run{ID: id, Prompt: "p", Team: json.RawMessage(`{}`), Variables: json.RawMessage(`{}`)}))

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
 )
 
 // Each fleet (database) has its own identity, the same on every read: the default
@@ -15,7 +15,7 @@ import (
 func TestFleetIDIsStablePerDatabaseAndDistinctAcross(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	a, b := fleettest.Store(t), fleettest.Store(t)
+	a, b := testdb.Store(t), testdb.Store(t)
 	idA, err := a.FleetID(ctx)
 	require.NoError(t, err)
 	require.Regexp(t, `^fl[0-9a-f]{16}$`, idA)

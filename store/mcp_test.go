@@ -10,7 +10,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+
 	"github.com/aetherium-engine/aetherium/store"
 )
 
@@ -18,7 +19,7 @@ import (
 // queued call in it.
 func setupMCP(t *testing.T) (*store.Store, store.Run, store.MCPCall) {
 	t.Helper()
-	st := fleettest.Store(t)
+	st := testdb.Store(t)
 	ctx := context.Background()
 	run, err := st.EnsureMCPRun(ctx, "alice", "ide", json.RawMessage(`{"name":"mcp:ide"}`), "")
 	require.NoError(t, err)

@@ -11,7 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+
 	"github.com/aetherium-engine/aetherium/memory"
 	"github.com/aetherium-engine/aetherium/store"
 )
@@ -132,7 +133,7 @@ func TestRecallMemoryRankIsTsRankCD(t *testing.T) {
 // Reports p50 and p99 (target p99 ≤ 2 ms).
 func BenchmarkMemoryInjection(b *testing.B) {
 	ctx := context.Background()
-	st := fleettest.Store(b)
+	st := testdb.Store(b)
 	// 10,000 entries of 50 words from a 2,000-word vocabulary, a tenth agent-scoped,
 	// spread over 60 days.
 	_, err := st.Pool.Exec(ctx, `INSERT INTO agent_memory (project, tier, scope, agent, content, created_at)

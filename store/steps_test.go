@@ -9,7 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/store"
 )
@@ -18,7 +19,7 @@ import (
 // the returned token.
 func setup(t *testing.T) (*store.Store, *store.Session, string) {
 	t.Helper()
-	st := fleettest.Store(t)
+	st := testdb.Store(t)
 	ctx := context.Background()
 	runID := uuid.NewString()
 	require.NoError(t, st.CreateRun(ctx, store.Run{ID: runID, Prompt: "p", Team: json.RawMessage(`{}`), Variables: json.RawMessage(`{}`), TokenBudget: 100}))

@@ -9,7 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+
 	"github.com/aetherium-engine/aetherium/store"
 )
 
@@ -20,7 +21,7 @@ import (
 func TestWorkspaceIdle(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := fleettest.Store(t)
+	st := testdb.Store(t)
 	p, err := st.CreateProject(ctx, store.Project{Slug: "idle-" + uuid.NewString()[:8], Name: "n", Owner: "alice"})
 	require.NoError(t, err)
 	run := func(project string) string {

@@ -16,7 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+
 	"github.com/aetherium-engine/aetherium/gpu/fenceproxy"
 	"github.com/aetherium-engine/aetherium/lease"
 )
@@ -29,7 +30,7 @@ type rig struct {
 
 func newRig(t *testing.T, capacity int) *rig {
 	t.Helper()
-	url := fleettest.Redis(t)
+	url := testdb.Redis(t)
 	opt, err := redis.ParseURL(url)
 	require.NoError(t, err)
 	rdb := redis.NewClient(opt)

@@ -99,6 +99,23 @@ var rules = []rule{
 			return from.Path == "egressproxy" && (to == "store" || to == "queue")
 		},
 	},
+	{
+		// fleettest links the whole module. A package whose tests import it links
+		// every package into its test binary, and when the package also has
+		// in-package tests, Go recompiles every package above it against its test
+		// variant (egress's tests once recompiled 33 packages for a Redis URL).
+		// Tests that need only a database, Redis or a logger use internal/testdb
+		// and internal/testlog; these packages' tests start fleets.
+		name:  "only tests that start a fleet import fleettest (a database, Redis or a logger come from internal/testdb and internal/testlog)",
+		tests: true,
+		forbids: func(from pkg, to string) bool {
+			switch from.Path {
+			case "api", "cli", "dashboards", "fleet", "studio", "webhook", "tools/research", "tools/shell":
+				return false
+			}
+			return to == "fleettest" && from.Name != "main"
+		},
+	},
 }
 
 // exceptions are known violations of the rules, each with the follow-up that
@@ -189,7 +206,7 @@ func TestImportRulesCatchViolations(t *testing.T) {
 		{Path: "cli", Name: "cli", Imports: []string{"fleet"}},
 		{Path: "cmd/bench", Name: "main", Imports: []string{"fleet"}},
 		{Path: "dashboards", Name: "dashboards", TestImports: []string{"fleet"}},
-		{Path: "queue", Name: "queue", TestImports: []string{"fleettest"}},
+		{Path: "queue", Name: "queue", TestImports: []string{"internal/testdb"}},
 	}
 	with := func(extra ...pkg) []pkg { return append(slices.Clone(clean), extra...) }
 	for _, c := range []struct {
@@ -224,6 +241,8 @@ func TestImportRulesCatchViolations(t *testing.T) {
 			want: []string{`tools/research -> security breaks "only the composition root (fleet, config) and the gate's runners (worker, mcpserver) import security"`}},
 		{name: "the sandboxes' proxy links the store", pkgs: with(pkg{Path: "egressproxy", Name: "egressproxy", Imports: []string{"egress", "store"}}),
 			want: []string{`egressproxy -> store breaks "egressproxy imports neither store nor queue (it records through an interface)"`}},
+		{name: "a store test links the fleet for a database", pkgs: with(pkg{Path: "store", Name: "store", TestImports: []string{"fleettest"}}),
+			want: []string{`store -> fleettest (in its tests) breaks "only tests that start a fleet import fleettest (a database, Redis or a logger come from internal/testdb and internal/testlog)"`}},
 		{name: "an exception excuses its edge only", pkgs: with(pkg{Path: "worker", Name: "worker", Imports: []string{"config", "llm/script"}}),
 			exceptions: map[string]string{"worker -> config": "follow-up"},
 			want:       []string{`worker -> llm/script breaks "worker imports neither config nor a concrete llm provider (llm/*)"`}},

@@ -20,7 +20,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+
 	"github.com/aetherium-engine/aetherium/gpu"
 	"github.com/aetherium-engine/aetherium/gpu/gputest"
 	"github.com/aetherium-engine/aetherium/internal/testinfra"
@@ -103,7 +104,7 @@ func setup(t *testing.T) *rig {
 		images.tags, images.err = gputest.BuildGoImages(ctx, dc, root, fmt.Sprintf("aetherium-test/comfy-%d", time.Now().UnixNano()), "./cmd/fenceproxy", "./cmd/comfysim")
 	})
 	require.NoError(t, images.err)
-	redisURL := fleettest.Redis(t)
+	redisURL := testdb.Redis(t)
 	opt, err := redis.ParseURL(redisURL)
 	require.NoError(t, err)
 	rdb := redis.NewClient(opt)

@@ -14,7 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/media/comfyui/comfysim"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -25,7 +26,7 @@ import (
 // (no Docker, no proxy: URL points at an httptest simulator).
 func leases(t *testing.T, svcs ...lease.Service) *lease.Manager {
 	t.Helper()
-	opt, err := redis.ParseURL(fleettest.Redis(t))
+	opt, err := redis.ParseURL(testdb.Redis(t))
 	require.NoError(t, err)
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })

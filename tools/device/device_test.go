@@ -22,7 +22,8 @@ import (
 	"github.com/aetherium-engine/aetherium/device/devicetest"
 	"github.com/aetherium-engine/aetherium/device/fps"
 	"github.com/aetherium-engine/aetherium/device/steam-frame/sim"
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/device"
 	"github.com/aetherium-engine/aetherium/tools/toolset"
@@ -48,7 +49,7 @@ type rig struct {
 // build/game.apk.
 func setup(t *testing.T, sc sim.Scenario) *rig {
 	t.Helper()
-	opt, err := redis.ParseURL(fleettest.Redis(t))
+	opt, err := redis.ParseURL(testdb.Redis(t))
 	require.NoError(t, err)
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { rdb.Close() })

@@ -12,7 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+
 	kb "github.com/aetherium-engine/aetherium/knowledge"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -31,7 +32,7 @@ func setup(t *testing.T, cfg kb.Config, backend kb.Backend) *fixture {
 	t.Helper()
 	f := &fixture{backend: backend}
 	if backend == nil {
-		f.st = fleettest.Store(t)
+		f.st = testdb.Store(t)
 		f.backend = kb.NewPostgres(f.st.Pool, cfg)
 	}
 	reg := tools.NewRegistry()

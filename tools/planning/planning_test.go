@@ -11,7 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/planning"
@@ -36,7 +37,7 @@ type fixture struct {
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	st := fleettest.Store(t)
+	st := testdb.Store(t)
 	reg := tools.NewRegistry()
 	planning.Register(reg, st)
 	return &fixture{st: st, router: tools.NewRouter(reg)}

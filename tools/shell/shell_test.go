@@ -13,7 +13,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/sandbox/sandboxtest"
 	"github.com/aetherium-engine/aetherium/store"
@@ -36,7 +37,7 @@ type env struct {
 
 func setup(t *testing.T, x sandbox.Executor, sh shell.Config) *env {
 	t.Helper()
-	st := fleettest.Store(t)
+	st := testdb.Store(t)
 	reg, err := toolset.New(toolset.Deps{Store: st, Executor: x, Shell: sh})
 	require.NoError(t, err)
 	e := &env{t: t, st: st, x: x, router: tools.NewRouter(reg), runID: uuid.NewString(), ws: sandboxtest.Workspace(t)}

@@ -9,7 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/internal/testdb"
+
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/team"
@@ -22,7 +23,7 @@ type env struct {
 
 func setup(t *testing.T, roster team.Roster) *env {
 	t.Helper()
-	opt, err := redis.ParseURL(fleettest.Redis(t))
+	opt, err := redis.ParseURL(testdb.Redis(t))
 	require.NoError(t, err)
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })
