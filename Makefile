@@ -5,7 +5,7 @@ SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 GO ?= go
 
-.PHONY: demo test services sandbox-image images deploy-images gpu-images build vet compose-check compose-test clean bench drills fuzz
+.PHONY: docs demo test services sandbox-image images deploy-images gpu-images build vet compose-check compose-test clean bench drills fuzz
 
 # The binary as the deployment ships it (static, -trimpath): the same build
 # configuration as the compose images, the GPU services' and the test helpers'
@@ -51,6 +51,12 @@ compose-test:
 gpu-images:
 	@if docker info >/dev/null 2>&1; then GO=$(GO) bash scripts/gpu-images.sh; \
 	else echo "gpu-images: no Docker engine answers"; fi
+
+# The generated reference pages (docs/reference/configuration-keys.md, tool-catalog.md,
+# http-api-reference.md) from the Config structs, the tool registrations and the OpenAPI
+# document; internal/docgen's test fails when a committed page is stale.
+docs:
+	$(GO) run ./internal/docgen
 
 demo: services sandbox-image build
 	bash scripts/demo.sh
