@@ -88,7 +88,7 @@ if [ "${FUZZWARM:-}" = 1 ]; then
     [ -n "${warmed[$dir]:-}" ] && continue
     warmed[$dir]=1
     s=$SECONDS
-    if "$GO" test -c -o "$bins/t.test" -fuzz "^${name}\$" "./$dir" >"$bins/log" 2>&1; then
+    if "$GO" test -c -ldflags=-w -o "$bins/t.test" -fuzz "^${name}\$" "./$dir" >"$bins/log" 2>&1; then
       echo "fuzz warm: $dir built ($((SECONDS - s))s)"
     else
       # Not a failure here: the sweep builds it again and reports why.
@@ -110,7 +110,7 @@ fi
 # fuzz_once DIR NAME LOG: one go test run; its exit status.
 fuzz_once() {
   # -v so that a target which skips (the api one, without its services) says so.
-  "$GO" test -v -run '^$' -fuzz "^${2}\$" -fuzztime "$FUZZTIME" "./$1" >"$3" 2>&1
+  "$GO" test -v -ldflags=-w -run '^$' -fuzz "^${2}\$" -fuzztime "$FUZZTIME" "./$1" >"$3" 2>&1
 }
 
 # deadline_race LOG: the run failed only with the coordinator's bare deadline error.
