@@ -86,9 +86,9 @@ type PostRun struct {
 	// delivers at least once. Its error retries the task; a snooze from
 	// Delivery.Hold is returned as it is (no retry spent).
 	Run func(ctx context.Context, d Delivery) error
-	// GaveUp is called once the task has run out of retries, with how many
-	// attempts were made and the last error. Post-run work fails itself,
-	// never its run, which has ended.
+	// GaveUp, when set, is called once the task has run out of retries, with
+	// how many attempts were made and the last error. Post-run work fails
+	// itself, never its run, which has ended.
 	GaveUp func(ctx context.Context, runID string, attempts int, cause error)
 }
 
