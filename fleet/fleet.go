@@ -27,6 +27,7 @@ import (
 	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/egressproxy"
 	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/finishimage"
 	"github.com/aetherium-engine/aetherium/gpu"
 	"github.com/aetherium-engine/aetherium/internal/redisconn"
 	"github.com/aetherium-engine/aetherium/knowledge"
@@ -34,7 +35,9 @@ import (
 	"github.com/aetherium-engine/aetherium/logctx"
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/metrics"
+	"github.com/aetherium-engine/aetherium/qa"
 	"github.com/aetherium-engine/aetherium/queue"
+	"github.com/aetherium-engine/aetherium/requiredoutput"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/scheduler"
 	"github.com/aetherium-engine/aetherium/security"
@@ -45,6 +48,7 @@ import (
 	"github.com/aetherium-engine/aetherium/tools/toolset"
 	"github.com/aetherium-engine/aetherium/webhook"
 	"github.com/aetherium-engine/aetherium/worker"
+	"github.com/aetherium-engine/aetherium/worker/hook"
 	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
@@ -347,9 +351,13 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 	wcfg := cfg.Worker
 	wcfg.Workspaces = cfg.Workspaces
 	wcfg.ReviewModel = cfg.Quality.Review.Model
+	// The product rules plug into the agent loop as hooks.
+	wcfg.ReplyChecks = []hook.ReplyCheck{qa.Check, requiredoutput.Check}
+	wcfg.PostRun = []hook.PostRun{finishimage.New(finishimage.Deps{Store: f.Store, Queue: f.Queue, Events: f.Events,
+		Finisher: f.finisher(), Log: f.Log}).PostRun()}
 	f.Worker = worker.New(wcfg, worker.Deps{Store: f.Store, Queue: f.Queue, Events: f.Events, Router: f.Router, Models: models, Metrics: f.Metrics, ModelLabels: knownModels(cfg, f.Registry), Log: f.Log, Gated: !opts.NoGate,
 		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, LeaseRetry: cfg.Streams.LeaseRetry, Audit: audit, Workspaces: f.Workspaces,
-		Knowledge: kb, Memory: cfg.Memory, Finisher: f.finisher()})
+		Knowledge: kb, Memory: cfg.Memory})
 	return nil
 }
 

@@ -41,6 +41,17 @@ type Result struct {
 	Audit *store.AuditRow
 }
 
+// The loop-control tools: calls the durable agent loop itself knows. The
+// worker answers delegate, spawn_subagents and code_review from the
+// delegations they record, and reply ends the run; their registrations
+// (tools/orchestration, tools/quality) and the worker name them by these.
+const (
+	Reply          = "reply"
+	Delegate       = "delegate"
+	SpawnSubagents = "spawn_subagents"
+	CodeReview     = "code_review"
+)
+
 // Outcome is how a call that was answered ended, as the audit trail, the run's
 // events and the metrics name it.
 type Outcome string
@@ -389,7 +400,7 @@ func (r *Registry) Resolve(n Node) Access {
 		visible = append(visible, name)
 	}
 	if n.Role == "supervisor" {
-		for _, t := range []string{"delegate", "reply"} {
+		for _, t := range []string{Delegate, Reply} {
 			if _, ok := r.specs[t]; ok && !contains(visible, t) {
 				visible = append(visible, t)
 			}

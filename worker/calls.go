@@ -128,7 +128,7 @@ func (w *Worker) refuseOverCap(in stepInput, sess *store.Session, call llm.ToolC
 // delegating reports a tool whose call is answered by delegations: delegate,
 // spawn_subagents, and code_review (its reviewer).
 func delegating(tool string) bool {
-	return tool == "delegate" || tool == "spawn_subagents" || tool == "code_review"
+	return tool == tools.Delegate || tool == tools.SpawnSubagents || tool == tools.CodeReview
 }
 
 // delegationAnswer is the tool message of a delegate / spawn_subagents call whose

@@ -1,9 +1,14 @@
 package worker
 
 import (
+	"context"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aetherium-engine/aetherium/queue"
+	"github.com/aetherium-engine/aetherium/worker/hook"
 )
 
 func TestConfigDefaults(t *testing.T) {
@@ -12,7 +17,7 @@ func TestConfigDefaults(t *testing.T) {
 		StepLease: DefaultStepLease, MaxRetry: DefaultMaxRetry, CircuitBreaker: DefaultCircuitBreaker, MaxSteps: DefaultMaxSteps,
 		MetricsAddr: DefaultMetricsAddr, MaxCallsPerMessage: DefaultMaxCallsPerMessage,
 		MaxDelegationsPerSession: DefaultMaxDelegationsPerSession, MaxDelegationsPerRun: DefaultMaxDelegationsPerRun}
-	if d != want {
+	if !reflect.DeepEqual(d, want) { // Config holds the hooks (slices): not comparable
 		t.Fatalf("Defaults() = %+v, want %+v", d, want)
 	}
 	if err := d.Validate(); err != nil {
@@ -25,6 +30,13 @@ func TestConfigDefaults(t *testing.T) {
 	if got := (Config{StepLease: time.Minute}).WithDefaults().StepLease; got != time.Minute {
 		t.Errorf("a set field is kept: got %s", got)
 	}
+}
+
+func noCheck(context.Context, hook.Reply) error { return nil }
+
+func postRun(name, typ string) hook.PostRun {
+	return hook.PostRun{Name: name, TaskType: typ, Schedule: func(context.Context, string) error { return nil },
+		Run: func(context.Context, hook.Delivery) error { return nil }}
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -42,6 +54,13 @@ func TestConfigValidate(t *testing.T) {
 		{"bad metrics addr", func(c *Config) { c.MetricsAddr = "nope" }, "worker.metrics_addr"},
 		{"zero calls per message", func(c *Config) { c.MaxCallsPerMessage = 0 }, "max_calls_per_message"},
 		{"session cap over the run cap", func(c *Config) { c.MaxDelegationsPerSession = c.MaxDelegationsPerRun + 1 }, "worker.max_delegations_per_session"},
+		{"hooks", func(c *Config) {
+			c.ReplyChecks, c.PostRun = []hook.ReplyCheck{noCheck}, []hook.PostRun{postRun("a", "t:a"), postRun("b", "t:b")}
+		}, ""},
+		{"a nil reply check", func(c *Config) { c.ReplyChecks = []hook.ReplyCheck{noCheck, nil} }, "reply check 2 is nil"},
+		{"post-run work without Run", func(c *Config) { p := postRun("a", "t:a"); p.Run = nil; c.PostRun = []hook.PostRun{p} }, "needs a name, a task type, Schedule and Run"},
+		{"post-run work twice", func(c *Config) { c.PostRun = []hook.PostRun{postRun("a", "t:a"), postRun("a", "t:b")} }, `post-run work "a" is registered twice`},
+		{"post-run work on the loop's task type", func(c *Config) { c.PostRun = []hook.PostRun{postRun("a", queue.TypeTurn)} }, "task type agent:turn is taken"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Defaults()

@@ -15,6 +15,7 @@ import (
 	"github.com/aetherium-engine/aetherium/review"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
+	"github.com/aetherium-engine/aetherium/worker/hook"
 )
 
 // coordinator implements tools.Coordinator for the session being stepped.
@@ -22,8 +23,7 @@ type coordinator struct {
 	w       *Worker
 	in      stepInput
 	session *store.Session
-	// workspace is the run's workspace (the QA rule reads a reply's verdicts
-	// against it).
+	// workspace is the run's workspace (reply checks read it).
 	workspace string
 	// save persists the session with the step's results, audit rows and events.
 	save func() error
@@ -96,13 +96,16 @@ func (c *coordinator) Reply(ctx context.Context, message string) error {
 	if c.in.role != "supervisor" {
 		return errors.New("reply: only the supervisor replies to the user; end your turn with a final message instead")
 	}
-	if isQA(c.in.node, c.in.access) {
-		// The QA rule holds for a supervisor's reply as for a worker's final
-		// answer: a verdict on a page not played as it stands now is refused
-		// (a tool error, which counts toward the circuit breaker).
-		if reason := qaRefusal(c.workspace, c.session.Messages, message); reason != "" {
-			return errors.New("reply: " + reason)
-		}
+	// The reply checks hold for a supervisor's reply as for a worker's final
+	// answer: a refusal is a tool error, which counts toward the circuit
+	// breaker.
+	back, err := c.w.checkReply(ctx, hook.Reply{Node: c.in.node, Access: c.in.access, Workspace: c.workspace,
+		History: c.session.Messages, Answer: message, ViaReplyTool: true})
+	if err != nil {
+		return tools.Infrastructure(fmt.Errorf("reply check: %w", err))
+	}
+	if back != nil {
+		return errors.New("reply: " + back.Reason)
 	}
 	// What came before the reply is saved first: once the run is completed, a
 	// redelivered step only replays the reply itself (see replyUnsaved).
@@ -132,6 +135,21 @@ func (c *coordinator) Emit(ctx context.Context, key, typ string, data map[string
 func delegationID(sessionID, callID string, i int, agent string) string {
 	h := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00%d\x00%s", sessionID, callID, i, agent)))
 	return "del_" + hex.EncodeToString(h[:12])
+}
+
+// checkReply runs the reply checks (Config.ReplyChecks) on an answer, in
+// order: the first refusal, or nil when the answer stands; an error is a
+// check that failed.
+func (w *Worker) checkReply(ctx context.Context, r hook.Reply) (*hook.SendBack, error) {
+	for _, check := range w.cfg.ReplyChecks {
+		var back *hook.SendBack
+		if err := check(ctx, r); errors.As(err, &back) {
+			return back, nil
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	return nil, nil
 }
 
 // finishSession publishes a finished session's outcome. Idempotent: it runs again

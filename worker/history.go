@@ -10,6 +10,7 @@ import (
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/tools"
 )
 
 // The pure functions over a session's history: what the step reads from the
@@ -23,7 +24,7 @@ func replyUnsaved(role, status string, msgs []llm.Message) bool {
 		return false
 	}
 	p := pendingCalls(msgs)
-	return len(p) > 0 && p[0].Name == "reply"
+	return len(p) > 0 && p[0].Name == tools.Reply
 }
 
 // delegationResult answers a delegate / spawn_subagents / code_review call once
@@ -33,7 +34,7 @@ func delegationResult(call llm.ToolCall, ds []store.Delegation) (llm.Message, ca
 		return llm.Message{}, callWaiting, nil
 	}
 	msg := llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name}
-	if call.Name != "spawn_subagents" { // one delegation: delegate, code_review
+	if call.Name != tools.SpawnSubagents { // one delegation: delegate, code_review
 		d := ds[0]
 		if d.Status == store.DelegationFailed {
 			msg.Content, msg.IsError = fmt.Sprintf("%s failed: %s", d.Agent, d.Error), true

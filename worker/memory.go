@@ -10,6 +10,7 @@ import (
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/memory"
 	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/tools"
 )
 
 // Project runs (issue 17): the project's workspace, its knowledge folder indexed
@@ -103,7 +104,7 @@ func finalAnswer(msgs []llm.Message) string {
 			return m.Content
 		}
 		for _, c := range m.ToolCalls {
-			if c.Name == "reply" {
+			if c.Name == tools.Reply {
 				var a struct {
 					Message string `json:"message"`
 				}

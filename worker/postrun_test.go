@@ -19,24 +19,29 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/finishimage"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/media/comfyui/comfysim"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
 	comfyuitools "github.com/aetherium-engine/aetherium/tools/comfyui"
+	"github.com/aetherium-engine/aetherium/worker/hook"
 )
 
 type postRunRig struct {
 	w         *Worker
+	mux       *asynq.ServeMux
 	st        *store.Store
 	leases    *lease.Manager
 	inspector *asynq.Inspector
 	simURL    string
 }
 
-// postRunSetup is a Worker over a rolled-back transaction and a private
-// Redis whose comfyui-qwen is the simulator in process (no proxy).
+// postRunSetup is a Worker with finish_image's post-run work registered (the
+// post-run hook's durable handling end to end) over a rolled-back
+// transaction and a private Redis whose comfyui-qwen is the simulator in
+// process (no proxy).
 func postRunSetup(t *testing.T) *postRunRig {
 	t.Helper()
 	st, q, rdb, inspector := infra(t)
@@ -44,10 +49,11 @@ func postRunSetup(t *testing.T) *postRunRig {
 	t.Cleanup(sim.Close)
 	m, err := lease.New(rdb, lease.Config{Services: []lease.Service{{Name: "comfyui-qwen", URL: sim.URL, Capacity: 1}}}, lease.Options{})
 	require.NoError(t, err)
-	w := New(Config{Workspaces: t.TempDir()}, Deps{Store: st, Queue: q, Events: &events.Recorder{Store: st, Redis: rdb},
-		Router: tools.NewRouter(tools.NewRegistry()), Leases: m, LeaseRetry: 300 * time.Millisecond,
-		Finisher: &comfyuitools.Finisher{Service: m.Service}})
-	return &postRunRig{w: w, st: st, leases: m, inspector: inspector, simURL: sim.URL}
+	rec := &events.Recorder{Store: st, Redis: rdb}
+	work := finishimage.New(finishimage.Deps{Store: st, Queue: q, Events: rec, Finisher: &comfyuitools.Finisher{Service: m.Service}})
+	w := New(Config{Workspaces: t.TempDir(), PostRun: []hook.PostRun{work.PostRun()}}, Deps{Store: st, Queue: q, Events: rec,
+		Router: tools.NewRouter(tools.NewRegistry()), Leases: m, LeaseRetry: 300 * time.Millisecond})
+	return &postRunRig{w: w, mux: w.Mux(), st: st, leases: m, inspector: inspector, simURL: sim.URL}
 }
 
 // run stores a run that ended with status, its workspace holding the named
@@ -74,6 +80,20 @@ func (r *postRunRig) run(t *testing.T, status string, pictures ...string) (strin
 	_, err = r.st.FinishRun(ctx, id, status, "ok", "", "")
 	require.NoError(t, err)
 	return id, ws
+}
+
+// handleFinishImage delivers a run:finish-image task to the worker's handler.
+func (r *postRunRig) handleFinishImage(ctx context.Context, t *asynq.Task) error {
+	return r.mux.ProcessTask(ctx, t)
+}
+
+// finishGaveUp hands a run:finish-image task out of retries to the worker.
+func (r *postRunRig) finishGaveUp(ctx context.Context, t *asynq.Task, attempts int, cause error) {
+	p, ok := r.w.postRunOf(t.Type())
+	if !ok {
+		panic("run:finish-image is not registered")
+	}
+	r.w.postRunGaveUp(ctx, p, t, attempts, cause)
 }
 
 // prompts counts the workflows the simulator was sent.
@@ -136,7 +156,7 @@ func TestFinishImageRunsOnceAfterTheRun(t *testing.T) {
 	require.Equal(t, queue.TypeFinishImage, info.Type)
 
 	task := queue.FinishImageTask(id)
-	require.NoError(t, r.w.handleFinishImage(ctx, task))
+	require.NoError(t, r.handleFinishImage(ctx, task))
 	for _, p := range []string{"hero", "villain"} {
 		f, err := os.Open(filepath.Join(ws, "images", p+"-2k.png"))
 		require.NoError(t, err)
@@ -155,14 +175,14 @@ func TestFinishImageRunsOnceAfterTheRun(t *testing.T) {
 
 	sent := r.prompts(t)
 	require.Equal(t, 2, sent)
-	require.NoError(t, r.w.handleFinishImage(ctx, task)) // redelivered
+	require.NoError(t, r.handleFinishImage(ctx, task)) // redelivered
 	require.NoError(t, r.w.AfterCleanup(ctx, id))
 	require.Equal(t, sent, r.prompts(t), "a redelivery upscales nothing again")
 	evs := r.finishEvents(t, id)
 	require.Len(t, evs, 1)
 	require.Equal(t, "partial", evs[0].Status)
 	require.Equal(t, store.RunCompleted, evs[0].RunStatus)
-	require.Equal(t, FinishHolder(id), evs[0].Holder)
+	require.Equal(t, finishimage.FinishHolder(id), evs[0].Holder)
 	require.Equal(t, [3]int{2, 1, 0}, [3]int{evs[0].Done, evs[0].Failed, evs[0].Skipped})
 	require.Len(t, evs[0].Files, 3)
 }
@@ -177,7 +197,7 @@ func TestFinishImageRecordsAnUpscaleAlreadyOnDisk(t *testing.T) {
 	var b bytes.Buffer
 	require.NoError(t, png.Encode(&b, image.NewGray(image.Rect(0, 0, 2048, 1365))))
 	require.NoError(t, os.WriteFile(filepath.Join(ws, "hero-2k.png"), b.Bytes(), 0o644))
-	require.NoError(t, r.w.handleFinishImage(ctx, queue.FinishImageTask(id)))
+	require.NoError(t, r.handleFinishImage(ctx, queue.FinishImageTask(id)))
 	require.Zero(t, r.prompts(t))
 	rows, err := r.st.FinishImages(ctx, id)
 	require.NoError(t, err)
@@ -194,7 +214,7 @@ func TestFinishImageSnoozesWhileTheServiceIsBusy(t *testing.T) {
 	id, _ := r.run(t, store.RunCompleted, "hero.png")
 	other, err := r.leases.Acquire(ctx, comfyuitools.FinishService(), "another-run")
 	require.NoError(t, err)
-	err = r.w.handleFinishImage(ctx, queue.FinishImageTask(id))
+	err = r.handleFinishImage(ctx, queue.FinishImageTask(id))
 	require.ErrorIs(t, err, ErrLeaseWaiting)
 	require.False(t, isFailure(err))
 	require.Equal(t, 300*time.Millisecond, retryDelay(0, err, nil))
@@ -203,7 +223,7 @@ func TestFinishImageSnoozesWhileTheServiceIsBusy(t *testing.T) {
 	require.Equal(t, store.FinishPending, rows[0].Status)
 	_, err = r.leases.Release(ctx, other.Service, other.Holder, other.Token)
 	require.NoError(t, err)
-	require.NoError(t, r.w.handleFinishImage(ctx, queue.FinishImageTask(id)))
+	require.NoError(t, r.handleFinishImage(ctx, queue.FinishImageTask(id)))
 	require.Equal(t, "partial", r.finishEvents(t, id)[0].Status) // hero done, gone.png failed
 }
 
@@ -228,7 +248,7 @@ func TestFinishImageSkippedAndGivenUp(t *testing.T) {
 			ctx := context.Background()
 			id, _ := r.run(t, tc.status, "hero.png")
 			if tc.gaveUp {
-				r.w.finishGaveUp(ctx, queue.FinishImageTask(id), 9, errors.New("ComfyUI kept failing"))
+				r.finishGaveUp(ctx, queue.FinishImageTask(id), 9, errors.New("ComfyUI kept failing"))
 			} else {
 				require.NoError(t, r.w.AfterCleanup(ctx, id))
 				_, err := r.inspector.GetTaskInfo(queue.QueueMaintenance, queue.FinishImageTaskID(id))

@@ -19,6 +19,7 @@ import (
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
+	"github.com/aetherium-engine/aetherium/worker/hook"
 )
 
 // stepInput is what a handler knows about the session it steps.
@@ -66,7 +67,7 @@ type stepRun struct {
 	defs     []llm.ToolDef
 	mailRead bool
 	ackMail  mailbox.Ack
-	// workspace is the run's workspace directory (the QA rule reads it).
+	// workspace is the run's workspace directory (reply checks read it).
 	workspace string
 	// released: a save gave the lease up (the step's last one).
 	released bool
@@ -390,18 +391,16 @@ func (s *stepRun) ask(ctx context.Context) error {
 		}
 		return nil
 	}
-	if final && isQA(s.in.node, s.in.access) {
-		// A verdict on a page not played as it stands now is sent back.
-		if reason := qaRefusal(s.workspace, s.sess.Messages[:len(s.sess.Messages)-1], resp.Message.Content); reason != "" {
-			if err := sendBack(reason, "verdicts"); err != nil {
-				return err
-			}
+	if final {
+		// The product rules' reply checks (Config.ReplyChecks): the first
+		// refusal sends the answer back.
+		back, err := s.w.checkReply(ctx, hook.Reply{Node: s.in.node, Access: s.in.access, Workspace: s.workspace,
+			History: s.sess.Messages[:len(s.sess.Messages)-1], Answer: resp.Message.Content})
+		if err != nil {
+			return fmt.Errorf("reply check of %s: %w", s.in.node.Name, err)
 		}
-	}
-	if final && s.in.node.RequiredOutput != nil {
-		// An answer given while the required output is missing or short is sent back.
-		if reason := requiredOutputRefusal(s.workspace, s.in.node.RequiredOutput); reason != "" {
-			if err := sendBack(reason, "answers"); err != nil {
+		if back != nil {
+			if err := sendBack(back.Reason, back.What); err != nil {
 				return err
 			}
 		}

@@ -21,11 +21,13 @@ import (
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/internal/testdb"
 	"github.com/aetherium-engine/aetherium/llm"
+	"github.com/aetherium-engine/aetherium/qa"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/orchestration"
+	"github.com/aetherium-engine/aetherium/worker/hook"
 )
 
 // The step's own tests: the loop over a transaction-scoped database (rolled back
@@ -281,6 +283,7 @@ func TestStopped(t *testing.T) {
 func TestStepQASupervisorReply(t *testing.T) {
 	t.Parallel()
 	w, b := setup(t)
+	w.cfg.ReplyChecks = []hook.ReplyCheck{qa.Check} // the QA rule, as the fleet registers it
 	tools.Register(b.reg, "play_test", "stands in for play_test", func(ctx context.Context, a struct {
 		Page string `json:"page"`
 	}) (tools.Result, error) {

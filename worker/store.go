@@ -33,11 +33,6 @@ type Store interface {
 	FinishMCPCall(ctx context.Context, id, token string, out store.MCPCall, audit *store.AuditRow) (bool, error)
 
 	RecallMemory(ctx context.Context, project, agent, text string, limit int) ([]store.MemoryEntry, error)
-
-	// finish_image's post-run requests (postrun.go).
-	FinishImages(ctx context.Context, runID string) ([]store.FinishImage, error)
-	SettleFinishImage(ctx context.Context, runID, path, status string, width, height int, errMsg string) (bool, error)
-	SettlePendingFinishImages(ctx context.Context, runID, status, errMsg string) (int, error)
 }
 
 var _ Store = (*store.Store)(nil)

@@ -28,7 +28,7 @@ import (
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
-	comfyuitools "github.com/aetherium-engine/aetherium/tools/comfyui"
+	"github.com/aetherium-engine/aetherium/worker/hook"
 	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
@@ -124,6 +124,27 @@ type Config struct {
 	// only when Deps.Workspaces is nil. Not a key of the worker section (the
 	// top-level `workspaces` is).
 	Workspaces string `yaml:"-"`
+
+	// The hooks: the product rules the composition root (package fleet)
+	// registers, so this package keeps the durable agent loop only (package
+	// hook is their contract). Not keys of the worker section.
+
+	// ReplyChecks are consulted, in order, on every final answer of a session
+	// (a model message with no tool calls) before the session ends, and on a
+	// supervisor's reply call: the first that sends the answer back
+	// (hook.SendBack) gives the agent its reason (a user message, or the reply
+	// call's error), and each refusal counts toward the circuit breaker; an
+	// answer no check refuses stands. Default none (a worker alone knows no
+	// product rule); Validate refuses a nil check. The fleet registers the QA
+	// rule (package qa) and the required_output rule (package requiredoutput).
+	ReplyChecks []hook.ReplyCheck `yaml:"-"`
+	// PostRun is the registry of post-run work, keyed by Name: run:cleanup
+	// calls each one's Schedule after the run's leases are released
+	// (AfterCleanup), the worker's Mux handles each one's TaskType, and a task
+	// out of retries is settled by its GaveUp, never failing its run. Default
+	// none; Validate refuses an incomplete entry and a name or task type taken
+	// twice. The fleet registers finish_image's upscale (package finishimage).
+	PostRun []hook.PostRun `yaml:"-"`
 }
 
 // Defaults is the configuration of a deployment that sets nothing: WithDefaults
@@ -189,6 +210,32 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("worker.metrics_addr: want host:port, got %q", c.MetricsAddr))
 		}
 	}
+	return errors.Join(append(errs, c.validateHooks())...)
+}
+
+// validateHooks reports a nil reply check and a post-run entry without a
+// name, a task type, Schedule or Run, or whose name or task type is taken (by
+// another entry or by the worker's own tasks).
+func (c Config) validateHooks() error {
+	var errs []error
+	for i, check := range c.ReplyChecks {
+		if check == nil {
+			errs = append(errs, fmt.Errorf("worker: reply check %d is nil", i+1))
+		}
+	}
+	names := map[string]bool{}
+	types := map[string]bool{queue.TypeSupervise: true, queue.TypeTurn: true, queue.TypeMCPCall: true}
+	for i, p := range c.PostRun {
+		switch {
+		case p.Name == "" || p.TaskType == "" || p.Schedule == nil || p.Run == nil:
+			errs = append(errs, fmt.Errorf("worker: post-run entry %d (%q) needs a name, a task type, Schedule and Run", i+1, p.Name))
+		case names[p.Name]:
+			errs = append(errs, fmt.Errorf("worker: post-run work %q is registered twice", p.Name))
+		case types[p.TaskType]:
+			errs = append(errs, fmt.Errorf("worker: post-run work %q: task type %s is taken", p.Name, p.TaskType))
+		}
+		names[p.Name], types[p.TaskType] = true, true
+	}
 	return errors.Join(errs...)
 }
 
@@ -221,7 +268,6 @@ type Worker struct {
 	workspaces *wsquota.Manager
 	knowledge  knowledge.Backend
 	memory     memory.Config
-	finisher   *comfyuitools.Finisher
 }
 
 // AuditWriter takes audit rows a step could not write itself (the Auditor).
@@ -264,14 +310,15 @@ type Deps struct {
 	Knowledge knowledge.Backend
 	// Memory tunes agent memory (ADR 5) of project runs.
 	Memory memory.Config
-	// Finisher runs finish_image's post-run upscales (run:finish-image, see
-	// postrun.go). Nil: such a task settles its pictures as failed.
-	Finisher *comfyuitools.Finisher
 }
 
-// New returns a Worker.
+// New returns a Worker. It panics on hooks Validate refuses (Config.ReplyChecks,
+// Config.PostRun): they are the composition root's code, not configuration.
 func New(cfg Config, d Deps) *Worker {
 	cfg = cfg.WithDefaults()
+	if err := cfg.validateHooks(); err != nil {
+		panic(err) // the composition root registered them wrong: a programming error
+	}
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
@@ -290,7 +337,7 @@ func New(cfg Config, d Deps) *Worker {
 	}
 	return &Worker{workspaces: d.Workspaces, cfg: cfg, store: d.Store, queue: d.Queue, events: d.Events, router: d.Router, models: d.Models, metrics: d.Metrics, log: d.Log, gated: d.Gated,
 		mailbox: d.Mailbox, consumer: consumerName(), leases: d.Leases, gpu: d.GPU, leaseRetry: d.LeaseRetry, audit: d.Audit, modelLabels: d.ModelLabels,
-		knowledge: d.Knowledge, memory: d.Memory.WithDefaults(), finisher: d.Finisher}
+		knowledge: d.Knowledge, memory: d.Memory.WithDefaults()}
 }
 
 func consumerName() string {
@@ -299,8 +346,8 @@ func consumerName() string {
 }
 
 // Mux returns the asynq handler of the worker's task types: the supervisor
-// step, the agent turn, the post-run upscale (run:finish-image) and an outside
-// MCP client's tool call (mcp:call).
+// step, the agent turn, an outside MCP client's tool call (mcp:call) and the
+// task of each post-run entry (Config.PostRun).
 func (w *Worker) Mux() *asynq.ServeMux {
 	mux := asynq.NewServeMux()
 	if w.metrics != nil {
@@ -308,8 +355,10 @@ func (w *Worker) Mux() *asynq.ServeMux {
 	}
 	mux.HandleFunc(queue.TypeSupervise, w.handleSupervise)
 	mux.HandleFunc(queue.TypeTurn, w.handleTurn)
-	mux.HandleFunc(queue.TypeFinishImage, w.handleFinishImage)
 	mux.HandleFunc(queue.TypeMCPCall, w.handleMCPCall)
+	for _, p := range w.cfg.PostRun {
+		mux.HandleFunc(p.TaskType, w.handlePostRun(p))
+	}
 	return mux
 }
 
@@ -328,9 +377,9 @@ func (w *Worker) errorHandler() asynq.ErrorHandler {
 			w.mcpGaveUp(context.WithoutCancel(ctx), t, retried+1, err)
 			return
 		}
-		if t.Type() == queue.TypeFinishImage {
-			// Post-run work fails itself, never its run (which completed).
-			w.finishGaveUp(context.WithoutCancel(ctx), t, retried+1, err)
+		if p, ok := w.postRunOf(t.Type()); ok {
+			// Post-run work fails itself, never its run (which ended).
+			w.postRunGaveUp(context.WithoutCancel(ctx), p, t, retried+1, err)
 			return
 		}
 		runID, err2 := w.runOfTask(context.WithoutCancel(ctx), t)

@@ -52,6 +52,22 @@ var rules = []rule{
 		},
 	},
 	{
+		// Issue 36: the worker keeps the durable agent loop; product rules plug in
+		// through worker/hook (reply checks, post-run work), registered by the
+		// composition root. Its tests may link them to drive a hook end to end.
+		name: "worker imports no tool class (tools/<class>, toolbox/<class>) and no product rule (qa, requiredoutput, finishimage)",
+		forbids: func(from pkg, to string) bool {
+			if from.Path != "worker" {
+				return false
+			}
+			switch to {
+			case "qa", "requiredoutput", "finishimage":
+				return true
+			}
+			return strings.HasPrefix(to, "tools/") || strings.HasPrefix(to, "toolbox/")
+		},
+	},
+	{
 		// Tests may import fleet: end-to-end tests in any package build one.
 		name: "no package imports fleet but commands (package main), cli and test helpers (fleettest)",
 		forbids: func(from pkg, to string) bool {
@@ -225,6 +241,11 @@ func TestImportRulesCatchViolations(t *testing.T) {
 			want: []string{
 				`worker -> config breaks "worker imports neither config nor a concrete llm provider (llm/*)"`,
 				`worker -> llm/script breaks "worker imports neither config nor a concrete llm provider (llm/*)"`,
+			}},
+		{name: "worker links a product rule and a tool class", pkgs: with(pkg{Path: "worker", Name: "worker", Imports: []string{"queue", "qa", "tools/comfyui", "worker/hook"}}),
+			want: []string{
+				`worker -> qa breaks "worker imports no tool class (tools/<class>, toolbox/<class>) and no product rule (qa, requiredoutput, finishimage)"`,
+				`worker -> tools/comfyui breaks "worker imports no tool class (tools/<class>, toolbox/<class>) and no product rule (qa, requiredoutput, finishimage)"`,
 			}},
 		{name: "a library imports fleet", pkgs: with(pkg{Path: "scheduler", Name: "scheduler", Imports: []string{"fleet"}}),
 			want: []string{`scheduler -> fleet breaks "no package imports fleet but commands (package main), cli and test helpers (fleettest)"`}},

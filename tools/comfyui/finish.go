@@ -9,7 +9,7 @@ package comfyui
 // its cleanup released the run's leases, run:cleanup enqueues run:finish-image
 // for a completed run with pending pictures (a cancelled or failed run's are
 // settled as skipped: upscaling a run nobody finished is wasted GPU time). The
-// post-run task (worker/postrun.go) takes a lease of its own on comfyui-qwen
+// post-run task (package finishimage) takes a lease of its own on comfyui-qwen
 // (holder "finish:<run_id>"), runs the qwen-upscale workflow through the
 // fencing proxy for each pending picture with Finisher.Upscale, writes
 // <name>-2k.png beside each original and records the outcome as the run's

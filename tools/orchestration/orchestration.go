@@ -40,7 +40,7 @@ const MaxSubagents = 8
 
 // Register adds the orchestration tools.
 func Register(reg *tools.Registry) {
-	tools.Register(reg, "delegate", "Hand a task to a named worker agent; its answer comes back as this call's result.",
+	tools.Register(reg, tools.Delegate, "Hand a task to a named worker agent; its answer comes back as this call's result.",
 		func(ctx context.Context, a DelegateArgs) (tools.Result, error) {
 			if strings.TrimSpace(a.Task) == "" {
 				return tools.Result{}, errors.New("delegate: task is empty")
@@ -51,7 +51,7 @@ func Register(reg *tools.Registry) {
 			}
 			return tools.Result{Pending: true}, nil
 		}, tools.Idempotent(), tools.InGroup("orchestration"))
-	tools.Register(reg, "reply", "Send the final response to the user; this ends the run.",
+	tools.Register(reg, tools.Reply, "Send the final response to the user; this ends the run.",
 		func(ctx context.Context, a ReplyArgs) (tools.Result, error) {
 			if strings.TrimSpace(a.Message) == "" {
 				return tools.Result{}, errors.New("reply: message is empty")
@@ -62,7 +62,7 @@ func Register(reg *tools.Registry) {
 			}
 			return tools.Result{Content: "reply sent", Final: true}, nil
 		}, tools.Idempotent(), tools.InGroup("orchestration"))
-	tools.Register(reg, "spawn_subagents", "Run up to 8 subagents in parallel on independent tasks; their answers come back together.",
+	tools.Register(reg, tools.SpawnSubagents, "Run up to 8 subagents in parallel on independent tasks; their answers come back together.",
 		func(ctx context.Context, a SpawnArgs) (tools.Result, error) {
 			if len(a.Tasks) == 0 || len(a.Tasks) > MaxSubagents {
 				return tools.Result{}, fmt.Errorf("spawn_subagents: 1 to %d tasks, got %d", MaxSubagents, len(a.Tasks))
@@ -87,7 +87,7 @@ func Register(reg *tools.Registry) {
 }
 
 // coordination tools never pass to a subagent: no recursion, no replying for the run.
-var coordination = map[string]bool{"delegate": true, "reply": true, "spawn_subagents": true}
+var coordination = map[string]bool{tools.Delegate: true, tools.Reply: true, tools.SpawnSubagents: true}
 
 // Cap returns the subagent's tools: the requested ones, each of which the parent must
 // hold (no escalation through delegation); by default all the parent's work tools.

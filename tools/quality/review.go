@@ -63,7 +63,7 @@ var skipDirs = []string{"node_modules", "vendor", "dist", "build", "target", "__
 // result is the review.
 func RegisterReview(reg *tools.Registry, cfg ReviewConfig) {
 	cfg = cfg.WithDefaults()
-	tools.Register(reg, "code_review", "A structured, severity-tagged review of a file or directory by a model (critical, major, minor, nit; file, line, title, detail, suggestion). Reads the files itself.",
+	tools.Register(reg, tools.CodeReview, "A structured, severity-tagged review of a file or directory by a model (critical, major, minor, nit; file, line, title, detail, suggestion). Reads the files itself.",
 		func(ctx context.Context, a ReviewArgs) (tools.Result, error) {
 			s := tools.SessionFrom(ctx)
 			if s.Coordinator == nil {

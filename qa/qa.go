@@ -1,6 +1,14 @@
-package worker
+// Package qa is the QA rule (issue 19), a reply check of the worker
+// (hook.ReplyCheck) the composition root registers: a QA node — marked
+// qa: true, or holding play_test — states verdicts as lines
+// "VERDICT <page> PASS|FAIL <reason>". A verdict on a page it has not played
+// with play_test in this session, or whose files changed since it played
+// them, is not accepted: the answer goes back to the agent with the reason,
+// up to the circuit breaker.
+package qa
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -16,18 +24,29 @@ import (
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tools/workspace"
+	"github.com/aetherium-engine/aetherium/worker/hook"
 )
 
-// The QA rule (issue 19): a QA node — marked qa: true, or holding play_test —
-// states verdicts as lines "VERDICT <page> PASS|FAIL <reason>". A verdict on a
-// page it has not played with play_test in this session, or whose files changed
-// since it played them, is not accepted: the answer goes back to the agent with
-// the reason, up to the circuit breaker.
+// Check is the QA rule as a reply check: a QA session's final answer whose
+// verdicts do not rest on a play of the page as it stands is sent back.
+func Check(_ context.Context, r hook.Reply) error {
+	if !isQA(r.Node, r.Access) {
+		return nil
+	}
+	if reason := qaRefusal(r.Workspace, r.History, r.Answer); reason != "" {
+		return &hook.SendBack{Reason: reason, What: "verdicts"}
+	}
+	return nil
+}
+
+// playTest is the tool whose plays the rule reads (tools/research registers
+// it; this package does not link the browser tools).
+const playTest = "play_test"
 
 var verdictLine = regexp.MustCompile(`(?m)^[ \t*_>-]*VERDICT[ \t]+(\S+)[ \t]+(PASS|FAIL)\b`)
 
 func isQA(node templates.Node, access tools.Access) bool {
-	return node.QA || slices.Contains(access.Tools, "play_test")
+	return node.QA || slices.Contains(access.Tools, playTest)
 }
 
 // played is what the QA rule reads of a play_test result (research.PlayAnswer).
@@ -65,7 +84,7 @@ func qaRefusal(ws string, msgs []llm.Message, answer string) string {
 				callOf[c.ID] = c.Name
 			}
 		}
-		if m.Role != llm.RoleTool || m.IsError || (m.Name != "play_test" && callOf[m.ToolCallID] != "play_test") {
+		if m.Role != llm.RoleTool || m.IsError || (m.Name != playTest && callOf[m.ToolCallID] != playTest) {
 			continue
 		}
 		var p played

@@ -1,4 +1,4 @@
-package worker
+package qa
 
 import (
 	"crypto/sha256"

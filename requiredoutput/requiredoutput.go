@@ -1,6 +1,13 @@
-package worker
+// Package requiredoutput is the required_output rule (issue 20), a reply
+// check of the worker (hook.ReplyCheck) the composition root registers: a
+// node whose template names a required_output {file, min_spoken_words} has
+// its final answer sent back, with the reason, while the file is missing or
+// holds fewer spoken words than asked — counted by media/script, the parser
+// tts_render speaks with — up to the circuit breaker, like the QA rule.
+package requiredoutput
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,13 +16,20 @@ import (
 	mediascript "github.com/aetherium-engine/aetherium/media/script"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools/workspace"
+	"github.com/aetherium-engine/aetherium/worker/hook"
 )
 
-// The required_output rule (issue 20): a node whose template names a
-// required_output {file, min_spoken_words} has its final answer sent back, with
-// the reason, while the file is missing or holds fewer spoken words than asked
-// — counted by media/script, the parser tts_render speaks with — up to the
-// circuit breaker, like the QA rule.
+// Check is the required_output rule as a reply check: an answer given while
+// the node's required output is missing or short is sent back.
+func Check(_ context.Context, r hook.Reply) error {
+	if r.ViaReplyTool {
+		return nil // a supervisor's reply is not held to it (only the QA rule judges a reply)
+	}
+	if reason := requiredOutputRefusal(r.Workspace, r.Node.RequiredOutput); reason != "" {
+		return &hook.SendBack{Reason: reason, What: "answers"}
+	}
+	return nil
+}
 
 // maxRequiredBytes bounds what the rule reads of the file (tts_render's
 // default script limit is far below).
