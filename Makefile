@@ -71,12 +71,15 @@ vet:
 # package's ok/FAIL line, failed tests' output), records the stream in TESTJSON and
 # ends with the ten slowest packages and tests and the counts of tests passed,
 # skipped and failed. pipefail: go test's status stands beside the tool's.
+# -vet=off: `make vet` (a prerequisite) has just run every analyzer; go test's own
+# subset is a separate action with its own cache key, so it type-checked every
+# package and test variant a second time.
 # -ldflags=-w: test binaries without DWARF (a quarter less link time for each of
 # the ~65 race-linked binaries of a cold run; stacks and race reports do not use it).
 TESTJSON ?= bin/test.json
 test: services sandbox-image images vet
 	@mkdir -p $(dir $(TESTJSON))
-	set -o pipefail; $(GO) test -json -race -ldflags=-w -count=1 -timeout 20m ./... 2>&1 | $(GO) run ./internal/testtimes -o $(TESTJSON)
+	set -o pipefail; $(GO) test -json -race -vet=off -ldflags=-w -count=1 -timeout 20m ./... 2>&1 | $(GO) run ./internal/testtimes -o $(TESTJSON)
 
 # Every Go fuzz target in turn (scripts/fuzz.sh finds them), FUZZTIME each: the
 # default 1m is about a quarter of an hour; `make fuzz FUZZTIME=5s` is a quick pass.
