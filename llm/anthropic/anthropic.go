@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -33,12 +34,28 @@ const (
 
 const providerName = "anthropic"
 
-// Config configures a Provider (llm.HTTPConfig documents its fields). BaseURL
-// is the root the client appends "v1/messages" to. APIKey is required for
-// DefaultBaseURL and may be empty for a gateway or proxy that authenticates on
-// its own; the SDK's environment and profile-file credential chain is never
-// consulted.
-type Config llm.HTTPConfig
+// Config configures a Provider.
+type Config struct {
+	// BaseURL is the API root the client appends "v1/messages" to. Default
+	// DefaultBaseURL.
+	BaseURL string `yaml:"base_url"`
+	// APIKey authenticates the calls. Required for the default BaseURL; may be
+	// empty for a gateway or proxy that authenticates on its own. The SDK's
+	// environment and profile-file credential chain is never consulted, so the
+	// Config is the only source of credentials.
+	APIKey string `yaml:"api_key"`
+	// Model is the default model. Required unless every Request names one.
+	Model string `yaml:"model"`
+	// MaxRetries is how often a connection error, 408, 409, 429 or 5xx is retried
+	// with the SDK's exponential backoff (which honours Retry-After). 0 means
+	// DefaultMaxRetries (3); a negative value disables retries.
+	MaxRetries int `yaml:"max_retries"`
+	// Timeout bounds each attempt, not the whole call (the context does that).
+	// 0 means DefaultTimeout (120s).
+	Timeout time.Duration `yaml:"timeout"`
+	// HTTPClient replaces the SDK's default client, e.g. for proxies or tests.
+	HTTPClient *http.Client `yaml:"-"`
+}
 
 // Provider calls the Messages API.
 type Provider struct {
@@ -50,28 +67,46 @@ var _ llm.Provider = (*Provider)(nil)
 
 // New checks cfg, applies defaults and builds a Provider.
 func New(cfg Config) (*Provider, error) {
-	if strings.TrimSpace(cfg.BaseURL) == "" && cfg.APIKey == "" {
-		return nil, errors.New("anthropic: APIKey is required for " + DefaultBaseURL)
+	baseURL := strings.TrimSpace(cfg.BaseURL)
+	if baseURL == "" {
+		if cfg.APIKey == "" {
+			return nil, errors.New("anthropic: APIKey is required for " + DefaultBaseURL)
+		}
+		baseURL = DefaultBaseURL
 	}
-	ep, err := llm.HTTPConfig(cfg).Resolve(providerName, llm.HTTPDefaults{BaseURL: DefaultBaseURL, MaxRetries: DefaultMaxRetries, Timeout: DefaultTimeout})
+	u, err := url.Parse(baseURL)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("anthropic: invalid BaseURL %q: %w", baseURL, err)
 	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("anthropic: invalid BaseURL %q: want an absolute http(s) URL", baseURL)
+	}
+	if cfg.Timeout < 0 {
+		return nil, fmt.Errorf("anthropic: negative Timeout %s", cfg.Timeout)
+	}
+	retries := cfg.MaxRetries
+	switch {
+	case retries == 0:
+		retries = DefaultMaxRetries
+	case retries < 0:
+		retries = 0
+	}
+
 	opts := []option.RequestOption{
 		option.WithoutEnvironmentDefaults(),
-		option.WithBaseURL(ep.BaseURL),
-		option.WithMaxRetries(ep.Retries),
+		option.WithBaseURL(baseURL),
+		option.WithMaxRetries(retries),
 		// Also keeps the SDK from refusing large max_tokens without streaming: it
 		// only estimates a timeout of its own when none is set.
-		option.WithRequestTimeout(ep.Timeout),
+		option.WithRequestTimeout(cmp.Or(cfg.Timeout, DefaultTimeout)),
 	}
-	if ep.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(ep.APIKey))
+	if cfg.APIKey != "" {
+		opts = append(opts, option.WithAPIKey(cfg.APIKey))
 	}
-	if ep.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(ep.HTTPClient))
+	if cfg.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	return &Provider{client: sdk.NewClient(opts...), model: ep.Model}, nil
+	return &Provider{client: sdk.NewClient(opts...), model: strings.TrimSpace(cfg.Model)}, nil
 }
 
 // Name implements llm.Provider.
@@ -79,9 +114,9 @@ func (p *Provider) Name() string { return providerName }
 
 // Complete implements llm.Provider.
 func (p *Provider) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
-	model, err := llm.RequestModel(providerName, req, p.model)
-	if err != nil {
-		return llm.Response{}, err
+	model := cmp.Or(strings.TrimSpace(req.Model), p.model)
+	if model == "" {
+		return llm.Response{}, errors.New("anthropic: no model: set Config.Model or Request.Model")
 	}
 	params, err := buildParams(model, req)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -30,11 +31,27 @@ const (
 
 const providerName = "openai"
 
-// Config configures a Provider (llm.HTTPConfig documents its fields). BaseURL
-// is the root the client appends "chat/completions" to, e.g.
-// "http://localhost:11434/v1" for Ollama. APIKey is sent as a bearer token, even
-// when empty, so OPENAI_API_KEY from the environment is never used in its place.
-type Config llm.HTTPConfig
+// Config configures a Provider.
+type Config struct {
+	// BaseURL is the API root the client appends "chat/completions" to, e.g.
+	// "http://localhost:11434/v1" for Ollama. Default DefaultBaseURL.
+	BaseURL string `yaml:"base_url"`
+	// APIKey is sent as a bearer token. It may be empty for local servers that
+	// need no authentication; OPENAI_API_KEY from the environment is never used
+	// in its place, so a key cannot leak to a server it was not meant for.
+	APIKey string `yaml:"api_key"`
+	// Model is the default model. Required unless every Request names one.
+	Model string `yaml:"model"`
+	// MaxRetries is how often a connection error, 408, 409, 429 or 5xx is retried
+	// with the SDK's exponential backoff (which honours Retry-After). 0 means
+	// DefaultMaxRetries (3); a negative value disables retries.
+	MaxRetries int `yaml:"max_retries"`
+	// Timeout bounds each attempt, not the whole call (the context does that).
+	// 0 means DefaultTimeout (120s).
+	Timeout time.Duration `yaml:"timeout"`
+	// HTTPClient replaces the SDK's default client, e.g. for proxies or tests.
+	HTTPClient *http.Client `yaml:"-"`
+}
 
 // Provider calls a Chat Completions endpoint.
 type Provider struct {
@@ -46,22 +63,38 @@ var _ llm.Provider = (*Provider)(nil)
 
 // New checks cfg, applies defaults and builds a Provider.
 func New(cfg Config) (*Provider, error) {
-	ep, err := llm.HTTPConfig(cfg).Resolve(providerName, llm.HTTPDefaults{BaseURL: DefaultBaseURL, MaxRetries: DefaultMaxRetries, Timeout: DefaultTimeout})
+	baseURL := cmp.Or(strings.TrimSpace(cfg.BaseURL), DefaultBaseURL)
+	u, err := url.Parse(baseURL)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("openai: invalid BaseURL %q: %w", baseURL, err)
 	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("openai: invalid BaseURL %q: want an absolute http(s) URL", baseURL)
+	}
+	if cfg.Timeout < 0 {
+		return nil, fmt.Errorf("openai: negative Timeout %s", cfg.Timeout)
+	}
+	retries := cfg.MaxRetries
+	switch {
+	case retries == 0:
+		retries = DefaultMaxRetries
+	case retries < 0:
+		retries = 0
+	}
+	timeout := cmp.Or(cfg.Timeout, DefaultTimeout)
+
 	opts := []option.RequestOption{
-		option.WithBaseURL(ep.BaseURL),
+		option.WithBaseURL(baseURL),
 		// Set even when empty: it overrides OPENAI_API_KEY, which NewClient reads
 		// from the environment.
-		option.WithAPIKey(ep.APIKey),
-		option.WithMaxRetries(ep.Retries),
-		option.WithRequestTimeout(ep.Timeout),
+		option.WithAPIKey(cfg.APIKey),
+		option.WithMaxRetries(retries),
+		option.WithRequestTimeout(timeout),
 	}
-	if ep.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(ep.HTTPClient))
+	if cfg.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	return &Provider{client: sdk.NewClient(opts...), model: ep.Model}, nil
+	return &Provider{client: sdk.NewClient(opts...), model: strings.TrimSpace(cfg.Model)}, nil
 }
 
 // Name implements llm.Provider.
@@ -69,9 +102,9 @@ func (p *Provider) Name() string { return providerName }
 
 // Complete implements llm.Provider.
 func (p *Provider) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
-	model, err := llm.RequestModel(providerName, req, p.model)
-	if err != nil {
-		return llm.Response{}, err
+	model := cmp.Or(strings.TrimSpace(req.Model), p.model)
+	if model == "" {
+		return llm.Response{}, errors.New("openai: no model: set Config.Model or Request.Model")
 	}
 	params, err := buildParams(model, req)
 	if err != nil {
