@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/aetherium-engine/aetherium/internal/tick"
 )
 
 // ErrBusy is returned when another call holds the headset. The error is a
@@ -156,15 +158,8 @@ func (le *Lease) Hold(ctx context.Context) (context.Context, func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(le.lock.ttl / 3)
-		defer t.Stop()
 		lastOK := time.Now()
-		for {
-			select {
-			case <-hctx.Done():
-				return
-			case <-t.C:
-			}
+		_ = tick.Every(hctx, le.lock.ttl/3, func() error {
 			rctx, rcancel := context.WithTimeout(hctx, le.lock.ttl/3)
 			err := le.Renew(rctx)
 			rcancel()
@@ -173,12 +168,14 @@ func (le *Lease) Hold(ctx context.Context) (context.Context, func()) {
 				lastOK = time.Now()
 			case errors.Is(err, ErrLockLost):
 				cancel(err)
-				return
+				return err
 			case time.Since(lastOK) >= le.lock.ttl:
-				cancel(fmt.Errorf("%w: renewals failed for %s: %v", ErrLockLost, le.lock.ttl, err))
-				return
+				lost := fmt.Errorf("%w: renewals failed for %s: %v", ErrLockLost, le.lock.ttl, err)
+				cancel(lost)
+				return lost
 			}
-		}
+			return nil
+		})
 	}()
 	return hctx, func() {
 		cancel(context.Canceled)

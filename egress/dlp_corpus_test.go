@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/egress"
+	"github.com/aetherium-engine/aetherium/egress/egresstest"
 )
 
 // Credentials for the corpus are generated on every run from crypto/rand: the right
@@ -26,8 +27,10 @@ import (
 // key twice.
 
 const (
-	alnum    = base62
-	urlsafe  = base62 + "_-"
+	alnum    = egresstest.Base62
+	urlsafe  = alnum + "_-"
+	digits   = egresstest.Digits
+	base64c  = egresstest.Base64
 	hexLower = "0123456789abcdef"
 	upper32  = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 )
@@ -127,7 +130,7 @@ func placements(t testing.TB, field, value string) map[string]string {
 		"form value":          requestArgs(t, "https://api.example.com/v1/token", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, "grant_type=client_credentials&"+field+"="+url.QueryEscape(value)+"&scope=read"),
 		"query value":         requestArgs(t, "https://api.example.com/v1/items?page=2&"+field+"="+url.QueryEscape(value)+"&sort=asc", plain, ""),
 		"header value":        requestArgs(t, "https://api.example.com/v1/items", map[string]string{"Accept": "*/*", "X-" + field: value}, ""),
-		"query, every byte %": requestArgs(t, "https://api.example.com/v1/items?page=2&"+field+"="+pctAll(value), plain, ""),
+		"query, every byte %": requestArgs(t, "https://api.example.com/v1/items?page=2&"+field+"="+egresstest.PctAll(value), plain, ""),
 	}
 }
 
@@ -137,12 +140,12 @@ func encodings(t testing.TB, secret string) []string {
 	j := mustMarshal(t, secret)
 	j = j[1 : len(j)-1]
 	jj := mustMarshal(t, j)
-	return []string{secret, j, jj[1 : len(jj)-1], url.QueryEscape(secret), pctAll(secret), uEscapeAll(secret)}
+	return []string{secret, j, jj[1 : len(jj)-1], url.QueryEscape(secret), egresstest.PctAll(secret), uEscapeAll(secret)}
 }
 
 func TestDLPCorpusRefusesEveryPlacement(t *testing.T) {
 	t.Parallel()
-	d := newDLP(t)
+	d := egresstest.NewDLP(t)
 	for _, c := range generatedCredentials(t) {
 		for pos, args := range placements(t, c.field, c.secret) {
 			t.Run(c.name+"/"+pos, func(t *testing.T) {
@@ -166,7 +169,7 @@ func TestDLPCorpusRefusesEveryPlacement(t *testing.T) {
 
 func TestDLPCorpusAllowsBenignValues(t *testing.T) {
 	t.Parallel()
-	d := newDLP(t)
+	d := egresstest.NewDLP(t)
 	sum := sha256.Sum256([]byte(cryptoRand(t, alnum, 32)))
 	sha := sha1.Sum([]byte(cryptoRand(t, alnum, 32)))
 	for name, v := range map[string]string{
@@ -193,7 +196,7 @@ func TestDLPCorpusAllowsBenignValues(t *testing.T) {
 
 func TestDLPRefusesWhatIsTooLargeToScan(t *testing.T) {
 	t.Parallel()
-	d := newDLP(t)
+	d := egresstest.NewDLP(t)
 	args := requestArgs(t, "https://api.example.com/upload", nil, strings.Repeat("a", egress.MaxScanBytes))
 	_, err := d.ScanArgs([]byte(args))
 	require.ErrorIs(t, err, egress.ErrDLPTooLarge)

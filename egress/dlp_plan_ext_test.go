@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/egress"
+	"github.com/aetherium-engine/aetherium/egress/egresstest"
 )
 
 // The plan (dlp_plan.go) must find exactly what gitleaks finds with every rule over
@@ -25,7 +26,7 @@ func requireSameFindings(t *testing.T, d *egress.DLP, s string) {
 
 func TestDLPScanEqualsAllRules(t *testing.T) {
 	t.Parallel()
-	d := newDLP(t)
+	d := egresstest.NewDLP(t)
 	var texts []string
 	for _, c := range generatedCredentials(t) {
 		for _, args := range placements(t, c.field, c.secret) {
@@ -35,13 +36,13 @@ func TestDLPScanEqualsAllRules(t *testing.T) {
 		texts = append(texts,
 			requestArgs(t, "https://api.example.com/upload", nil, "blob: "+blob),
 			requestArgs(t, "https://api.example.com/upload?b="+url.QueryEscape(blob), nil, ""),
-			"token: "+c.secret, c.secret, strings.ToUpper(c.secret), "%"+pctAll(c.secret))
+			"token: "+c.secret, c.secret, strings.ToUpper(c.secret), "%"+egresstest.PctAll(c.secret))
 	}
-	for _, k := range testSecrets() {
+	for _, k := range egresstest.Credentials() {
 		texts = append(texts,
-			requestArgs(t, "https://api.example.com/v1/items?page=2&"+k.queryKey+"="+url.QueryEscape(k.secret), nil, ""),
-			requestArgs(t, "https://api.example.com/v1/items", map[string]string{k.header: k.headerPre + k.secret}, ""),
-			requestArgs(t, "https://api.example.com/v1/items", nil, "line one\n"+k.bodyPrefix+k.secret+"\nline three"))
+			requestArgs(t, "https://api.example.com/v1/items?page=2&"+k.QueryKey+"="+url.QueryEscape(k.Secret), nil, ""),
+			requestArgs(t, "https://api.example.com/v1/items", map[string]string{k.Header: k.HeaderPre + k.Secret}, ""),
+			requestArgs(t, "https://api.example.com/v1/items", nil, "line one\n"+k.BodyPrefix+k.Secret+"\nline three"))
 	}
 	for _, v := range []string{
 		"OpenAI keys start with sk- or sk-proj- and Stripe's with sk_live_; never paste one here.",

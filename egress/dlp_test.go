@@ -11,14 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/egress"
+	"github.com/aetherium-engine/aetherium/egress/egresstest"
 )
-
-func newDLP(t testing.TB) *egress.DLP {
-	t.Helper()
-	d, err := egress.NewDLP()
-	require.NoError(t, err)
-	return d
-}
 
 // requestArgs renders http_request arguments as the model would send them.
 func requestArgs(t testing.TB, u string, headers map[string]string, body string) string {
@@ -30,36 +24,36 @@ func requestArgs(t testing.TB, u string, headers map[string]string, body string)
 
 func TestDLPFindsSecrets(t *testing.T) {
 	t.Parallel()
-	d := newDLP(t)
+	d := egresstest.NewDLP(t)
 	plainHeaders := map[string]string{"Accept": "application/json"}
-	for _, k := range testSecrets() {
+	for _, k := range egresstest.Credentials() {
 		positions := map[string]string{
-			"url path":                          requestArgs(t, "https://api.example.com/v1/"+url.PathEscape(k.secret), plainHeaders, ""),
-			"url query":                         requestArgs(t, "https://api.example.com/v1/items?page=2&"+k.queryKey+"="+url.QueryEscape(k.secret), plainHeaders, ""),
-			"url query next to a stray %":       requestArgs(t, "https://api.example.com/v1/items?discount=100%&"+k.queryKey+"="+url.QueryEscape(k.secret), plainHeaders, ""),
-			"query, every byte percent-encoded": requestArgs(t, "https://api.example.com/v1/items?page=2&"+k.queryKey+"="+pctAll(k.secret), plainHeaders, ""),
+			"url path":                          requestArgs(t, "https://api.example.com/v1/"+url.PathEscape(k.Secret), plainHeaders, ""),
+			"url query":                         requestArgs(t, "https://api.example.com/v1/items?page=2&"+k.QueryKey+"="+url.QueryEscape(k.Secret), plainHeaders, ""),
+			"url query next to a stray %":       requestArgs(t, "https://api.example.com/v1/items?discount=100%&"+k.QueryKey+"="+url.QueryEscape(k.Secret), plainHeaders, ""),
+			"query, every byte percent-encoded": requestArgs(t, "https://api.example.com/v1/items?page=2&"+k.QueryKey+"="+egresstest.PctAll(k.Secret), plainHeaders, ""),
 			"query, percent-encoded next to a stray % and an encoded newline": requestArgs(t,
-				"https://api.example.com/v1/items?discount=100%&note=a%0Ab&"+k.queryKey+"="+pctAll(k.secret), plainHeaders, ""),
-			"header": requestArgs(t, "https://api.example.com/v1/items", map[string]string{"Accept": "*/*", k.header: k.headerPre + k.secret}, ""),
-			"body":   requestArgs(t, "https://api.example.com/v1/items", plainHeaders, "line one\n"+k.bodyPrefix+k.secret+"\nline three"),
+				"https://api.example.com/v1/items?discount=100%&note=a%0Ab&"+k.QueryKey+"="+egresstest.PctAll(k.Secret), plainHeaders, ""),
+			"header": requestArgs(t, "https://api.example.com/v1/items", map[string]string{"Accept": "*/*", k.Header: k.HeaderPre + k.Secret}, ""),
+			"body":   requestArgs(t, "https://api.example.com/v1/items", plainHeaders, "line one\n"+k.BodyPrefix+k.Secret+"\nline three"),
 		}
-		if k.rule == "generic-api-key" || k.rule == "aws-secret-access-key" || k.rule == "private-key" {
+		if k.Rule == "generic-api-key" || k.Rule == "aws-secret-access-key" || k.Rule == "private-key" {
 			// A bare 40-character string in a path is no credential shape without a
 			// key name next to it; a multi-line PEM block is no path.
 			delete(positions, "url path")
 		}
 		for pos, args := range positions {
-			t.Run(k.name+"/"+pos, func(t *testing.T) {
+			t.Run(k.Name+"/"+pos, func(t *testing.T) {
 				t.Parallel()
 				fs := d.Scan(args)
 				require.NotEmpty(t, fs, "no finding in %s", args)
-				require.Contains(t, egress.RuleIDs(fs), k.rule)
+				require.Contains(t, egress.RuleIDs(fs), k.Rule)
 
 				red := egress.Redact(args, fs)
-				require.NotContains(t, red, k.secret)
-				require.NotContains(t, red, pctAll(k.secret))
-				require.NotContains(t, red, url.QueryEscape(k.secret))
-				require.NotContains(t, strings.ToUpper(red), strings.ToUpper(pctAll(k.secret)[:24]), "no encoded prefix of the secret survives")
+				require.NotContains(t, red, k.Secret)
+				require.NotContains(t, red, egresstest.PctAll(k.Secret))
+				require.NotContains(t, red, url.QueryEscape(k.Secret))
+				require.NotContains(t, strings.ToUpper(red), strings.ToUpper(egresstest.PctAll(k.Secret)[:24]), "no encoded prefix of the secret survives")
 				require.Contains(t, red, "[REDACTED:")
 				require.Empty(t, d.Scan(red), "the redacted text scans clean")
 			})
@@ -69,7 +63,7 @@ func TestDLPFindsSecrets(t *testing.T) {
 
 func TestDLPOrdinaryTextIsClean(t *testing.T) {
 	t.Parallel()
-	d := newDLP(t)
+	d := egresstest.NewDLP(t)
 	for _, s := range []string{
 		requestArgs(t, "https://api.example.com/v1/items?page=2&sort=name", map[string]string{"Accept": "application/json", "User-Agent": "aetherium/1.0"}, `{"name":"widget","count":3}`),
 		`{"query":"how do I rotate a GitHub token safely?"}`,
@@ -98,8 +92,8 @@ func TestDLPOrdinaryTextIsClean(t *testing.T) {
 // text, so the marker must not let a credential through.
 func TestDLPIgnoresTheGitleaksAllowMarker(t *testing.T) {
 	t.Parallel()
-	d := newDLP(t)
-	pat := testSecrets()[0].secret
+	d := egresstest.NewDLP(t)
+	pat := egresstest.Credentials()[0].Secret
 	for _, args := range []string{
 		requestArgs(t, "https://api.example.com/v1/items", nil, "gitleaks:allow "+pat),
 		requestArgs(t, "https://api.example.com/v1/items?token="+pat+"&note=gitleaks:allow", nil, ""),
@@ -112,8 +106,8 @@ func TestDLPIgnoresTheGitleaksAllowMarker(t *testing.T) {
 
 func TestRedactWithholdsWhatItCannotLocate(t *testing.T) {
 	t.Parallel()
-	d := newDLP(t)
-	pat := testSecrets()[0].secret
+	d := egresstest.NewDLP(t)
+	pat := egresstest.Credentials()[0].Secret
 	blob := base64.StdEncoding.EncodeToString([]byte("export GITHUB_TOKEN=" + pat + "\n"))
 	args := requestArgs(t, "https://api.example.com/upload", nil, "config blob: "+blob)
 	fs := d.Scan(args)

@@ -9,11 +9,11 @@ import (
 	"strings"
 )
 
-// ApprovalView is what a human decides on: for run_shell the simple commands it
-// would run, for a URL tool the URL, and always the arguments, each string with
+// ApprovalView is what a human decides on: for a shell tool the simple commands
+// it would run, for a URL tool the URL, and always the arguments, each string with
 // only its secret spans masked ([REDACTED:rule]) and the hash the approval binds.
 type ApprovalView struct {
-	// Commands are the simple commands of a run_shell command line, in order.
+	// Commands are the simple commands of a shell command line, in order.
 	Commands []string `json:"commands,omitempty"`
 	// ParseError says why the command line could not be split (it is shown whole).
 	ParseError string `json:"parse_error,omitempty"`
@@ -21,8 +21,10 @@ type ApprovalView struct {
 	URL string `json:"url,omitempty"`
 }
 
-// ApproverView builds the view and the masked arguments of a call.
-func (d *DLP) ApproverView(tool string, args json.RawMessage) (ApprovalView, json.RawMessage) {
+// ApproverView builds the view and the masked arguments of a call. It keys on
+// the arguments' shape, not the tool's name: a "command" string is a shell
+// command line (run_shell's, the only tool that takes one), a "url" string a URL.
+func (d *DLP) ApproverView(args json.RawMessage) (ApprovalView, json.RawMessage) {
 	var v ApprovalView
 	var decoded any
 	dec := json.NewDecoder(bytes.NewReader(args))
@@ -33,7 +35,7 @@ func (d *DLP) ApproverView(tool string, args json.RawMessage) (ApprovalView, jso
 	}
 	masked := d.maskValue(decoded)
 	if obj, ok := decoded.(map[string]any); ok {
-		if cmd, ok := obj["command"].(string); ok && tool == "run_shell" {
+		if cmd, ok := obj["command"].(string); ok {
 			cmds, err := ShellCommands(cmd)
 			if err != nil {
 				v.ParseError = d.MaskSecrets(err.Error())

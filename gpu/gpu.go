@@ -38,6 +38,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/aetherium-engine/aetherium/gpu/fenceproxy"
+	"github.com/aetherium-engine/aetherium/internal/tick"
 	"github.com/aetherium-engine/aetherium/lease"
 )
 
@@ -576,18 +577,12 @@ func (c *Controller) stopIfIdle(ctx context.Context, s lease.Service) (bool, err
 // RunIdleStopper calls StopIdle every interval until ctx ends (dev mode and
 // tests; in a fleet the scheduler calls StopIdle as a periodic task).
 func (c *Controller) RunIdleStopper(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := c.StopIdle(ctx); err != nil && ctx.Err() == nil {
-				c.opts.Log.Warn("gpu idle stopper", "err", err)
-			}
+	_ = tick.Every(ctx, every, func() error {
+		if _, err := c.StopIdle(ctx); err != nil && ctx.Err() == nil {
+			c.opts.Log.Warn("gpu idle stopper", "err", err)
 		}
-	}
+		return nil
+	})
 }
 
 // Status is what the engine says about a service's container.

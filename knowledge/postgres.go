@@ -275,16 +275,12 @@ func wordCounts(ctx context.Context, q querier, id string) (map[string]int64, er
 		return nil, err
 	}
 	out := map[string]int64{}
-	for rows.Next() {
-		var w string
-		var n int64
-		if err := rows.Scan(&w, &n); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		out[w] = n
+	var w string
+	var n int64
+	if _, err := pgx.ForEachRow(rows, []any{&w, &n}, func() error { out[w] = n; return nil }); err != nil {
+		return nil, err
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // tally applies the change from before to after to the vocabulary, in word order
@@ -570,18 +566,14 @@ func (p *Postgres) Search(ctx context.Context, q Query) ([]Result, error) {
 		model string
 		vec   []float32
 	}
-	var cands []cand
-	for rows.Next() {
+	cands, err := pgx.AppendRows([]cand(nil), rows, func(r pgx.CollectableRow) (cand, error) {
 		var c cand
 		var kind, name string
-		if err := rows.Scan(&c.DocID, &c.Score, &c.Title, &c.Path, &kind, &name, &c.Heading, &c.Snippet, &c.model, &c.vec); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("knowledge: search: %w", err)
-		}
+		err := r.Scan(&c.DocID, &c.Score, &c.Title, &c.Path, &kind, &name, &c.Heading, &c.Snippet, &c.model, &c.vec)
 		c.Source = Source{Kind: kind, Name: name}.String()
-		cands = append(cands, c)
-	}
-	if err := rows.Err(); err != nil {
+		return c, err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("knowledge: search: %w", err)
 	}
 	if p.emb != nil && len(cands) > 0 {
@@ -776,16 +768,9 @@ func (p *Postgres) DeleteSource(ctx context.Context, src Source) (int, error) {
 			return err
 		}
 		before := map[string]int64{}
-		for rows.Next() {
-			var w string
-			var c int64
-			if err := rows.Scan(&w, &c); err != nil {
-				rows.Close()
-				return err
-			}
-			before[w] = c
-		}
-		if err := rows.Err(); err != nil {
+		var w string
+		var c int64
+		if _, err := pgx.ForEachRow(rows, []any{&w, &c}, func() error { before[w] = c; return nil }); err != nil {
 			return err
 		}
 		tag, err := tx.Exec(ctx, `DELETE FROM knowledge_docs WHERE kind = $1 AND source = $2`, src.Kind, src.Name)

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/aetherium-engine/aetherium/internal/tick"
 )
 
 // Sentinel errors callers branch on.
@@ -519,14 +521,7 @@ func (m *Manager) Keep(ctx context.Context, g Grant, interval time.Duration) err
 		}
 		interval = s.TTL / 3
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
+	return tick.Every(ctx, interval, func() error {
 		ng, err := m.Renew(ctx, g)
 		switch {
 		case err == nil:
@@ -540,7 +535,8 @@ func (m *Manager) Keep(ctx context.Context, g Grant, interval time.Duration) err
 		default:
 			m.opts.Log.Warn("lease renewal failed; retrying", "service", g.Service, "holder", g.Holder, "err", err)
 		}
-	}
+		return nil
+	})
 }
 
 // Release gives up holder's lease on service (token 0: whatever grant holder has)
@@ -606,18 +602,12 @@ func (m *Manager) Reap(ctx context.Context) (ReapStats, error) {
 // RunReaper calls Reap every interval until ctx ends (dev mode and tests; in a
 // fleet the scheduler calls Reap as a periodic task).
 func (m *Manager) RunReaper(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := m.Reap(ctx); err != nil && ctx.Err() == nil {
-				m.opts.Log.Warn("lease reaper", "err", err)
-			}
+	_ = tick.Every(ctx, every, func() error {
+		if _, err := m.Reap(ctx); err != nil && ctx.Err() == nil {
+			m.opts.Log.Warn("lease reaper", "err", err)
 		}
-	}
+		return nil
+	})
 }
 
 // Held returns holder's current grant on service with its secret, without

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/aetherium-engine/aetherium/internal/tick"
 )
 
 // ReclaimStats reports one Reclaim pass.
@@ -190,19 +192,13 @@ func (mb *Mailbox) eachStream(ctx context.Context, fn func(runID, agent, key str
 // RunMaintenance calls Reclaim and Trim every interval until ctx ends (dev mode and
 // tests; in a fleet the scheduler calls them as periodic tasks).
 func (mb *Mailbox) RunMaintenance(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := mb.Reclaim(ctx); err != nil && ctx.Err() == nil {
-				mb.opts.Log.Warn("mailbox reclaim", "err", err)
-			}
-			if _, err := mb.Trim(ctx); err != nil && ctx.Err() == nil {
-				mb.opts.Log.Warn("mailbox trim", "err", err)
-			}
+	_ = tick.Every(ctx, every, func() error {
+		if _, err := mb.Reclaim(ctx); err != nil && ctx.Err() == nil {
+			mb.opts.Log.Warn("mailbox reclaim", "err", err)
 		}
-	}
+		if _, err := mb.Trim(ctx); err != nil && ctx.Err() == nil {
+			mb.opts.Log.Warn("mailbox trim", "err", err)
+		}
+		return nil
+	})
 }

@@ -140,10 +140,6 @@ func (c Config) Enabled() bool { return c.Addr != "" && c.Addr != Off && len(c.P
 
 var profileRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
-// agentOnly are the tools that only mean something to a team's agents: the
-// orchestration of a run and messages between teammates.
-var agentOnly = map[string]bool{"delegate": true, "reply": true, "spawn_subagents": true, "code_review": true, "send_message_to": true}
-
 // Validate reports every invalid field, naming its key.
 func (c Config) Validate() error {
 	var errs []error
@@ -173,7 +169,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: names neither mcp_servers nor tools: its catalog would be empty", key))
 		}
 		for _, t := range p.Tools {
-			if agentOnly[t] {
+			if tools.AgentOnly(t) {
 				errs = append(errs, fmt.Errorf("%s.tools: %s is a team agent's tool, not a client's", key, t))
 			} else if _, ok := tools.GroupOf(t); !ok {
 				errs = append(errs, fmt.Errorf("%s.tools: unknown tool %q", key, t))

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/egress"
+	"github.com/aetherium-engine/aetherium/egress/egresstest"
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/internal/testdb"
 	"github.com/aetherium-engine/aetherium/internal/testlog"
@@ -144,8 +145,8 @@ func TestExpireFallbackPerTool(t *testing.T) {
 // stands or inside an encoded token.
 func TestMaskSecretsMasksOnlyTheSecret(t *testing.T) {
 	t.Parallel()
-	d := newDLP(t)
-	pat := testSecrets()[0].secret
+	d := egresstest.NewDLP(t)
+	pat := egresstest.Credentials()[0].Secret
 	for name, tc := range map[string]struct{ in, want string }{
 		"plain":       {"GITHUB_TOKEN=" + pat + " ./deploy.sh --all", "GITHUB_TOKEN=[REDACTED:github-pat] ./deploy.sh --all"},
 		"base64 only": {"echo " + base64.StdEncoding.EncodeToString([]byte("token="+pat)) + " | base64 -d > t; rm -rf build", "echo [REDACTED:github-pat] | base64 -d > t; rm -rf build"},

@@ -173,7 +173,7 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 			if herr != nil {
 				return deny("approval", "the arguments cannot be bound to an approval: "+herr.Error(), nil)
 			}
-			view, masked := g.dlp.ApproverView(call.Name, call.Args)
+			view, masked := g.dlp.ApproverView(call.Args)
 			appr, err := g.approvals.Ensure(ctx, s, call, tier.String(), why, masked, hash, view)
 			if err != nil {
 				return tools.Result{}, fmt.Errorf("approval: %w", err)

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/egress"
+	"github.com/aetherium-engine/aetherium/egress/egresstest"
 	"github.com/aetherium-engine/aetherium/internal/testlog"
-
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/tools"
 )
@@ -53,7 +53,7 @@ func loopbackGate(t *testing.T, inSandbox bool) (*tools.Router, *atomic.Int64) {
 		ran.Add(1)
 		return tools.Text("ran"), nil
 	}, tools.Outbound(), tools.InGroup("research"), tools.WithTier(tools.Elevated))
-	gate := security.NewGate(security.GateDeps{Registry: reg, Rules: rules, DLP: newDLP(t), Policy: policy, Log: log})
+	gate := security.NewGate(security.GateDeps{Registry: reg, Rules: rules, DLP: egresstest.NewDLP(t), Policy: policy, Log: log})
 	return tools.NewGatedRouter(reg, gate.Middleware), &ran
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/egress"
+	"github.com/aetherium-engine/aetherium/egress/egresstest"
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/internal/testdb"
 	"github.com/aetherium-engine/aetherium/internal/testlog"
@@ -126,7 +127,7 @@ rules:
 `), 0o644))
 	rules, err := security.LoadRules(path, log)
 	require.NoError(t, err)
-	dlp := newDLP(t)
+	dlp := egresstest.NewDLP(t)
 
 	var hits atomic.Int64
 	e.hits = &hits
@@ -248,7 +249,7 @@ func rowText(r store.AuditRow) string {
 func TestGateRefusals(t *testing.T) {
 	t.Parallel()
 	e := setupGate(t)
-	pat := testSecrets()[0].secret
+	pat := egresstest.Credentials()[0].Secret
 	cases := []struct {
 		name     string
 		allowed  []string // session catalog; nil for every test tool
@@ -270,7 +271,7 @@ func TestGateRefusals(t *testing.T) {
 			layer: "egress", reason: "evil.example.org", sentinel: egress.ErrEgressDenied},
 		{name: "credential in a header", tool: "http_request", args: research.RequestArgs{Method: "GET", URL: e.upstream.URL + "/repos",
 			Headers: map[string]string{"Authorization": "token " + pat}}, layer: "dlp", reason: "gitleaks rule github-pat"},
-		{name: "percent-encoded credential in the query", tool: "http_request", args: research.RequestArgs{Method: "GET", URL: e.upstream.URL + "/x?discount=5%&t=" + pctAll(pat)},
+		{name: "percent-encoded credential in the query", tool: "http_request", args: research.RequestArgs{Method: "GET", URL: e.upstream.URL + "/x?discount=5%&t=" + egresstest.PctAll(pat)},
 			layer: "dlp", reason: "github-pat"},
 	}
 	for _, tc := range cases {
@@ -301,7 +302,7 @@ func TestGateRefusals(t *testing.T) {
 			require.Equal(t, "researcher", row.Agent)
 			require.Equal(t, "web", row.Team)
 			require.NotContains(t, rowText(row), pat, "the audit row never keeps the secret")
-			require.NotContains(t, rowText(row), pctAll(pat))
+			require.NotContains(t, rowText(row), egresstest.PctAll(pat))
 
 			if tc.layer == "dlp" {
 				require.Contains(t, rowText(row), "[REDACTED:github-pat]")
@@ -320,7 +321,7 @@ func TestGateDenialMetrics(t *testing.T) {
 	t.Parallel()
 	e := setupGate(t)
 	s := e.session(t)
-	_, err := e.dispatch(s, "c1", "http_request", research.RequestArgs{Method: "POST", URL: e.upstream.URL, Body: "key: " + testSecrets()[6].secret})
+	_, err := e.dispatch(s, "c1", "http_request", research.RequestArgs{Method: "POST", URL: e.upstream.URL, Body: "key: " + egresstest.Credentials()[6].Secret})
 	requireDenied(t, err, "dlp", "stripe-access-token")
 	require.InDelta(t, 1, counterValue(t, e.metrics.GateDenials.WithLabelValues("dlp")), 0)
 	require.InDelta(t, 1, counterValue(t, e.metrics.DLPHits.WithLabelValues("stripe-access-token")), 0)
@@ -367,7 +368,7 @@ func TestGateAllowed(t *testing.T) {
 	t.Run("standard summary redacts a secret the cut would split", func(t *testing.T) {
 		t.Parallel()
 		s := e.session(t)
-		pat := testSecrets()[0].secret
+		pat := egresstest.Credentials()[0].Secret
 		// The token straddles the 240-byte summary limit.
 		content := strings.Repeat("x", 240-len(`{"path":"a.env","content":"`)-10) + " " + pat
 		_, err := e.dispatch(s, "c1", "write_file", pathArgs{Path: "a.env", Content: content})
@@ -378,7 +379,7 @@ func TestGateAllowed(t *testing.T) {
 	t.Run("elevated call keeps full redacted arguments and result", func(t *testing.T) {
 		t.Parallel()
 		s := e.session(t)
-		pat := testSecrets()[0].secret
+		pat := egresstest.Credentials()[0].Secret
 		cmd := "git clone https://x:" + pat + "@github.com/org/repo.git " + strings.Repeat("--verbose ", 40)
 		res, err := e.dispatch(s, "c1", "run_shell", shellArgs{Command: cmd})
 		require.NoError(t, err, "run_shell is not outbound: DLP does not block it, the audit redacts it")
@@ -677,7 +678,7 @@ func TestGateApprovals(t *testing.T) {
 	t.Run("approvals carry redacted arguments", func(t *testing.T) {
 		t.Parallel()
 		s := e.session(t)
-		pat := testSecrets()[0].secret
+		pat := egresstest.Credentials()[0].Secret
 		cmd := shellArgs{Command: "sudo GITHUB_TOKEN=" + pat + " ./deploy.sh"}
 		appr := e.requestApproval(t, s, "c1", "run_shell", cmd, "destructive command (sudo/su)")
 		require.NotContains(t, string(appr.Args), pat)

@@ -150,20 +150,15 @@ func (s *Store) AcquireStep(ctx context.Context, a Acquire) (Acquired, error) {
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			d, err := scanDelegation(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
+		dels, err := pgx.CollectRows(rows, rowsOf(scanDelegation))
+		if err != nil {
+			return err
+		}
+		for _, d := range dels {
 			if out.Delegations == nil {
 				out.Delegations = map[string][]Delegation{}
 			}
 			out.Delegations[d.ToolCallID] = append(out.Delegations[d.ToolCallID], d)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
 		}
 		if a.StartDelegation != "" {
 			if _, err := br.Exec(); err != nil {
@@ -180,16 +175,8 @@ func (s *Store) AcquireStep(ctx context.Context, a Acquire) (Acquired, error) {
 			if err != nil {
 				return err
 			}
-			for rows.Next() {
-				e := Event{RunID: a.Initial.RunID}
-				if err := rows.Scan(&e.ID, &e.Type); err != nil {
-					rows.Close()
-					return err
-				}
-				out.Events = append(out.Events, e)
-			}
-			rows.Close()
-			return rows.Err()
+			out.Events, err = pgx.AppendRows(out.Events, rows, insertedEvent(a.Initial.RunID))
+			return err
 		}
 		return nil
 	}()

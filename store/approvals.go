@@ -132,16 +132,11 @@ func (s *Store) ListApprovalsOf(ctx context.Context, owner, status, runID string
 	if err != nil {
 		return nil, fmt.Errorf("list approvals: %w", err)
 	}
-	defer rows.Close()
-	out := []Approval{}
-	for rows.Next() {
-		a, err := scanApproval(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list approvals: %w", err)
-		}
-		out = append(out, a)
+	out, err := pgx.CollectRows(rows, rowsOf(scanApproval))
+	if err != nil {
+		return nil, fmt.Errorf("list approvals: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // DecideApproval records a human decision on a pending approval whose window is

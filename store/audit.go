@@ -101,17 +101,16 @@ const auditSelectCols = `id, call_key, at, run_id::text, team, agent, role, tool
 		deny_layer, deny_reason, approved_by, args, result, summary, error, duration_ms`
 
 func scanAudit(rows pgx.Rows) ([]AuditRow, error) {
-	defer rows.Close()
-	out := []AuditRow{}
-	for rows.Next() {
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AuditRow, error) {
 		var r AuditRow
-		if err := rows.Scan(&r.ID, &r.CallKey, &r.At, &r.RunID, &r.Team, &r.Agent, &r.Role, &r.Tool, &r.Tier, &r.Allowed,
-			&r.Decision, &r.DenyLayer, &r.DenyReason, &r.ApprovedBy, &r.Args, &r.Result, &r.Summary, &r.Error, &r.DurationMS); err != nil {
-			return nil, fmt.Errorf("audit: %w", err)
-		}
-		out = append(out, r)
+		err := row.Scan(&r.ID, &r.CallKey, &r.At, &r.RunID, &r.Team, &r.Agent, &r.Role, &r.Tool, &r.Tier, &r.Allowed,
+			&r.Decision, &r.DenyLayer, &r.DenyReason, &r.ApprovedBy, &r.Args, &r.Result, &r.Summary, &r.Error, &r.DurationMS)
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // PurgeAudit deletes audit rows older than age; it returns how many.

@@ -192,16 +192,11 @@ func (s *Store) queryDelegations(ctx context.Context, q string, args ...any) ([]
 	if err != nil {
 		return nil, fmt.Errorf("delegations: %w", err)
 	}
-	defer rows.Close()
-	var out []Delegation
-	for rows.Next() {
-		d, err := scanDelegation(rows)
-		if err != nil {
-			return nil, fmt.Errorf("delegations: %w", err)
-		}
-		out = append(out, d)
+	out, err := pgx.AppendRows([]Delegation(nil), rows, rowsOf(scanDelegation))
+	if err != nil {
+		return nil, fmt.Errorf("delegations: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // MarkDelegationRunning moves pending → running and counts the attempt.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/aetherium-engine/aetherium/egress"
 )
 
@@ -35,17 +37,13 @@ func (s *Store) RunEgress(ctx context.Context, runID string, limit int) ([]Egres
 	if err != nil {
 		return nil, fmt.Errorf("run egress: %w", err)
 	}
-	defer rows.Close()
-	out := []EgressConnection{}
-	for rows.Next() {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (EgressConnection, error) {
 		var c EgressConnection
-		if err := rows.Scan(&c.ID, &c.RunID, &c.Agent, &c.At, &c.Method, &c.Host, &c.Port, &c.Remote, &c.Allowed, &c.Reason,
-			&c.Status, &c.BytesOut, &c.BytesIn, &c.DurationMS); err != nil {
-			return nil, fmt.Errorf("run egress: %w", err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
+		err := r.Scan(&c.ID, &c.RunID, &c.Agent, &c.At, &c.Method, &c.Host, &c.Port, &c.Remote, &c.Allowed, &c.Reason,
+			&c.Status, &c.BytesOut, &c.BytesIn, &c.DurationMS)
+		return c, err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("run egress: %w", err)
 	}
 	return out, nil

@@ -44,16 +44,15 @@ func (s *Store) EventsAfter(ctx context.Context, runID string, after int64, limi
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
-	defer rows.Close()
-	var out []Event
-	for rows.Next() {
+	out, err := pgx.AppendRows([]Event(nil), rows, func(r pgx.CollectableRow) (Event, error) {
 		var e Event
-		if err := rows.Scan(&e.ID, &e.RunID, &e.Type, &e.Agent, &e.Data, &e.CreatedAt); err != nil {
-			return nil, fmt.Errorf("events: %w", err)
-		}
-		out = append(out, e)
+		err := r.Scan(&e.ID, &e.RunID, &e.Type, &e.Agent, &e.Data, &e.CreatedAt)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("events: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // TerminalEventID returns the id of a run's terminal event, if it is stored.
@@ -112,15 +111,9 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, evs []NewEvent) 
 	if err != nil {
 		return nil, fmt.Errorf("append events: %w", err)
 	}
-	defer rows.Close()
-	var out []Event
-	for rows.Next() {
-		var e Event
-		if err := rows.Scan(&e.ID, &e.Type); err != nil {
-			return nil, fmt.Errorf("append events: %w", err)
-		}
-		e.RunID = runID
-		out = append(out, e)
+	out, err := pgx.AppendRows([]Event(nil), rows, insertedEvent(runID))
+	if err != nil {
+		return nil, fmt.Errorf("append events: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }

@@ -82,16 +82,8 @@ func (s *Store) RequestFinishImages(ctx context.Context, runID string, imgs []Fi
 		return nil, fmt.Errorf("request finish images: %w", err)
 	}
 	added := map[string]bool{}
-	for rows.Next() {
-		var p string
-		if err := rows.Scan(&p); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("request finish images: %w", err)
-		}
-		added[p] = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	var p string
+	if _, err := pgx.ForEachRow(rows, []any{&p}, func() error { added[p] = true; return nil }); err != nil {
 		return nil, fmt.Errorf("request finish images: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -120,16 +112,15 @@ func (s *Store) FinishImages(ctx context.Context, runID string) ([]FinishImage, 
 	if err != nil {
 		return nil, fmt.Errorf("finish images: %w", err)
 	}
-	defer rows.Close()
-	var out []FinishImage
-	for rows.Next() {
+	out, err := pgx.AppendRows([]FinishImage(nil), rows, func(r pgx.CollectableRow) (FinishImage, error) {
 		f := FinishImage{RunID: runID}
-		if err := rows.Scan(&f.Path, &f.Output, &f.Status, &f.Width, &f.Height, &f.Error, &f.CreatedAt, &f.FinishedAt); err != nil {
-			return nil, fmt.Errorf("finish images: %w", err)
-		}
-		out = append(out, f)
+		err := r.Scan(&f.Path, &f.Output, &f.Status, &f.Width, &f.Height, &f.Error, &f.CreatedAt, &f.FinishedAt)
+		return f, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finish images: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // SettleFinishImage moves one pending request to status (done, failed or

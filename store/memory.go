@@ -119,16 +119,15 @@ func (s *Store) queryMemory(ctx context.Context, q string, args ...any) ([]Memor
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
 	}
-	defer rows.Close()
-	out := []MemoryEntry{}
-	for rows.Next() {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (MemoryEntry, error) {
 		var e MemoryEntry
 		var rel float32
-		if err := rows.Scan(&e.ID, &e.Project, &e.Tier, &e.Scope, &e.Agent, &e.RunID, &e.SessionID, &e.Author, &e.Content, &e.CreatedAt, &rel); err != nil {
-			return nil, fmt.Errorf("memory: %w", err)
-		}
+		err := r.Scan(&e.ID, &e.Project, &e.Tier, &e.Scope, &e.Agent, &e.RunID, &e.SessionID, &e.Author, &e.Content, &e.CreatedAt, &rel)
 		e.Relevance = float64(rel)
-		out = append(out, e)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("memory: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }

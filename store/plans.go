@@ -62,15 +62,12 @@ func (s *Store) ActivePlan(ctx context.Context, runID string) (Plan, error) {
 	if err != nil {
 		return p, fmt.Errorf("read plan steps: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
+	p.Steps, err = pgx.AppendRows(p.Steps, rows, func(r pgx.CollectableRow) (PlanStep, error) {
 		var st PlanStep
-		if err := rows.Scan(&st.Index, &st.Title, &st.Status, &st.Result); err != nil {
-			return p, err
-		}
-		p.Steps = append(p.Steps, st)
-	}
-	return p, rows.Err()
+		err := r.Scan(&st.Index, &st.Title, &st.Status, &st.Result)
+		return st, err
+	})
+	return p, err
 }
 
 // UpdatePlanStep sets a step's status and result on the active plan.

@@ -103,16 +103,11 @@ func (s *Store) ListProjects(ctx context.Context, owner string, limit int) ([]Pr
 	if err != nil {
 		return nil, fmt.Errorf("projects: %w", err)
 	}
-	defer rows.Close()
-	out := []Project{}
-	for rows.Next() {
-		p, err := scanProject(rows)
-		if err != nil {
-			return nil, fmt.Errorf("projects: %w", err)
-		}
-		out = append(out, p)
+	out, err := pgx.CollectRows(rows, rowsOf(scanProject))
+	if err != nil {
+		return nil, fmt.Errorf("projects: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // DeleteProject removes project p (by its id) and its memory in one
@@ -180,14 +175,13 @@ func (s *Store) ProjectAudit(ctx context.Context, projectID string, limit int) (
 	if err != nil {
 		return nil, fmt.Errorf("project audit: %w", err)
 	}
-	defer rows.Close()
-	out := []ProjectAuditRow{}
-	for rows.Next() {
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ProjectAuditRow, error) {
 		var r ProjectAuditRow
-		if err := rows.Scan(&r.ID, &r.At, &r.Principal, &r.Action, &r.ProjectID, &r.Slug, &r.Owner, &r.Detail); err != nil {
-			return nil, fmt.Errorf("project audit: %w", err)
-		}
-		out = append(out, r)
+		err := row.Scan(&r.ID, &r.At, &r.Principal, &r.Action, &r.ProjectID, &r.Slug, &r.Owner, &r.Detail)
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("project audit: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }

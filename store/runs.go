@@ -202,16 +202,11 @@ func (s *Store) FindRuns(ctx context.Context, f RunFilter, limit int, cursor str
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
-	defer rows.Close()
-	var out []Run
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list runs: %w", err)
-		}
-		out = append(out, r)
+	out, err := pgx.AppendRows([]Run(nil), rows, rowsOf(scanRun))
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // StartRun moves a queued run to running; false when it was not queued.
@@ -300,15 +295,11 @@ func (s *Store) RunOwners(ctx context.Context, ids []string) (map[string]string,
 	if err != nil {
 		return nil, fmt.Errorf("run owners: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, owner string
-		if err := rows.Scan(&id, &owner); err != nil {
-			return nil, fmt.Errorf("run owners: %w", err)
-		}
-		out[id] = owner
+	var id, owner string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &owner}, func() error { out[id] = owner; return nil }); err != nil {
+		return nil, fmt.Errorf("run owners: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // WorkspaceIdle reports whether workspace id (Run.WorkspaceID) has been unused

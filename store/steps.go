@@ -115,17 +115,7 @@ func (s *Store) SaveStep(ctx context.Context, sess *Session, token string, lease
 		var rows pgx.Rows
 		rows, err = br.Query()
 		if err == nil {
-			for rows.Next() {
-				e := Event{RunID: sess.RunID}
-				if err = rows.Scan(&e.ID, &e.Type); err != nil {
-					break
-				}
-				out.Events = append(out.Events, e)
-			}
-			rows.Close()
-			if err == nil {
-				err = rows.Err()
-			}
+			out.Events, err = pgx.AppendRows(out.Events, rows, insertedEvent(sess.RunID))
 		}
 	}
 	if err == nil && len(w.Audit) > 0 {

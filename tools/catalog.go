@@ -53,6 +53,11 @@ func TierOf(tool string) Tier {
 	return t
 }
 
+// AgentOnly reports whether a documented tool only means something to a team's
+// agents: the orchestration of a run and messages between teammates
+// (tools/catalog.yaml's agent_only), never an outside MCP client's tool.
+func AgentOnly(tool string) bool { return documented()[tool].AgentOnly }
+
 // ParseTier reads a tier's name as String writes it.
 func ParseTier(s string) (Tier, error) {
 	for _, t := range []Tier{Standard, Elevated, Restricted} {

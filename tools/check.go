@@ -18,6 +18,8 @@ type Documented struct {
 	Group   string `yaml:"group" json:"group"`
 	Tier    string `yaml:"tier" json:"tier"`
 	Purpose string `yaml:"purpose" json:"purpose"`
+	// AgentOnly marks a tool that only a team's agents can use (AgentOnly).
+	AgentOnly bool `yaml:"agent_only" json:"agent_only,omitempty"`
 }
 
 // documented is the catalog by name, parsed once. A catalog that does not parse

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/aetherium-engine/aetherium/internal/harness"
 	"github.com/aetherium-engine/aetherium/templates"
 )
@@ -84,17 +86,16 @@ func latencies(ctx context.Context, e *env, ids []string) ([]time.Duration, erro
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []time.Duration
-	for rows.Next() {
+	out, err := pgx.AppendRows([]time.Duration(nil), rows, func(r pgx.CollectableRow) (time.Duration, error) {
 		var s float64
-		if err := rows.Scan(&s); err != nil {
-			return nil, err
-		}
-		out = append(out, time.Duration(s*float64(time.Second)))
+		err := r.Scan(&s)
+		return time.Duration(s * float64(time.Second)), err
+	})
+	if err != nil {
+		return nil, err
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out, rows.Err()
+	return out, nil
 }
 
 // percentile is the nearest-rank percentile of sorted ds.

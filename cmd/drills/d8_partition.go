@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/aetherium-engine/aetherium/internal/harness"
@@ -169,16 +170,12 @@ func (c *cluster) leasedSessions(ctx context.Context) (map[string]string, error)
 	if err != nil {
 		return nil, fmt.Errorf("leased sessions: %w", err)
 	}
-	defer rows.Close()
 	out := map[string]string{}
-	for rows.Next() {
-		var id, tok string
-		if err := rows.Scan(&id, &tok); err != nil {
-			return nil, err
-		}
-		out[id] = tok
+	var id, tok string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &tok}, func() error { out[id] = tok; return nil }); err != nil {
+		return nil, err
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // stalled are the sessions of held still under the same token with their lease

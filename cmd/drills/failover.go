@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/aetherium-engine/aetherium/internal/harness"
 )
 
@@ -37,12 +39,8 @@ func splitRuns(ctx context.Context, c *cluster, ids []string) (runSplit, error) 
 	if err != nil {
 		return s, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, status, reason, msg string
-		if err := rows.Scan(&id, &status, &reason, &msg); err != nil {
-			return s, err
-		}
+	var id, status, reason, msg string
+	_, err = pgx.ForEachRow(rows, []any{&id, &status, &reason, &msg}, func() error {
 		switch {
 		case status == "completed":
 			s.completed = append(s.completed, id)
@@ -51,8 +49,9 @@ func splitRuns(ctx context.Context, c *cluster, ids []string) (runSplit, error) 
 		default:
 			s.other = append(s.other, id+" "+status+" "+reason+": "+msg)
 		}
-	}
-	return s, rows.Err()
+		return nil
+	})
+	return s, err
 }
 
 // requeued sums the "re-enqueued queued runs" counts of the maintenance task in

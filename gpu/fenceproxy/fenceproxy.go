@@ -38,6 +38,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/aetherium-engine/aetherium/internal/tick"
 	"github.com/aetherium-engine/aetherium/lease"
 )
 
@@ -279,14 +280,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *Proxy) watch(ctx context.Context, cancel context.CancelFunc, token uint64, secret string) {
-	t := time.NewTicker(p.cfg.Revalidate)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	_ = tick.Every(ctx, p.cfg.Revalidate, func() error {
 		p.mu.Lock()
 		stale := p.stale(token)
 		p.mu.Unlock()
@@ -294,7 +288,7 @@ func (p *Proxy) watch(ctx context.Context, cancel context.CancelFunc, token uint
 		_, live, err := p.val.Validate(vctx, p.cfg.Service, token, secret)
 		vcancel()
 		if ctx.Err() != nil {
-			return
+			return ctx.Err()
 		}
 		if stale || (err == nil && !live) {
 			p.mu.Lock()
@@ -302,10 +296,14 @@ func (p *Proxy) watch(ctx context.Context, cancel context.CancelFunc, token uint
 			p.mu.Unlock()
 			p.log.Warn("fencing proxy closed a WebSocket whose lease ended", "service", p.cfg.Service, "token", token, "stale", stale)
 			cancel()
-			return
+			return errLeaseEnded
 		}
-	}
+		return nil
+	})
 }
+
+// errLeaseEnded ends watch's loop once it has closed the WebSocket.
+var errLeaseEnded = errors.New("fenceproxy: the lease of an open WebSocket ended")
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")

@@ -132,7 +132,27 @@ var rules = []rule{
 			return to == "fleettest" && from.Name != "main"
 		},
 	},
+	{
+		// A test helper (fleettest, sandboxtest, egresstest, …) carries fixtures
+		// and fakes that must never reach a binary; tests import them freely.
+		name: "test helper packages (named …test) are imported only by tests and other test helpers",
+		forbids: func(from pkg, to string) bool {
+			return testHelper(to) && !testHelper(from.Path) && !testSupport[from.Path]
+		},
+	},
 }
+
+// testHelper reports whether the package at path is a test helper: its last
+// element ends in "test" (fleettest, gpu/gputest, egress/egresstest), as the
+// module names them. internal/testdb and internal/testinfra are not: commands
+// (cmd/bench, cmd/drills) build on them.
+func testHelper(path string) bool {
+	return strings.HasSuffix(path[strings.LastIndex(path, "/")+1:], "test")
+}
+
+// testSupport are packages that serve tests only without a …test name, so they
+// may import test helpers: simimage builds the TTS simulator's image for tests.
+var testSupport = map[string]bool{"media/voice/ttssim/simimage": true}
 
 // exceptions are known violations of the rules, each with the follow-up that
 // removes it: "from -> to" → why. A violation listed here does not fail the test;
@@ -264,6 +284,12 @@ func TestImportRulesCatchViolations(t *testing.T) {
 			want: []string{`egressproxy -> store breaks "egressproxy imports neither store nor queue (it records through an interface)"`}},
 		{name: "a store test links the fleet for a database", pkgs: with(pkg{Path: "store", Name: "store", TestImports: []string{"fleettest"}}),
 			want: []string{`store -> fleettest (in its tests) breaks "only tests that start a fleet import fleettest (a database, Redis or a logger come from internal/testdb and internal/testlog)"`}},
+		{name: "a library links a test helper", pkgs: with(pkg{Path: "security", Name: "security", Imports: []string{"egress", "egress/egresstest"}}),
+			want: []string{`security -> egress/egresstest breaks "test helper packages (named …test) are imported only by tests and other test helpers"`}},
+		{name: "tests and test helpers import test helpers", pkgs: with(
+			pkg{Path: "security", Name: "security", Imports: []string{"egress"}, TestImports: []string{"egress/egresstest", "internal/testdb"}},
+			pkg{Path: "egress/egresstest", Name: "egresstest", Imports: []string{"egress"}},
+			pkg{Path: "sandbox/sandboxtest", Name: "sandboxtest", Imports: []string{"sandbox", "egress/egresstest"}})},
 		{name: "an exception excuses its edge only", pkgs: with(pkg{Path: "worker", Name: "worker", Imports: []string{"config", "llm/script"}}),
 			exceptions: map[string]string{"worker -> config": "follow-up"},
 			want:       []string{`worker -> llm/script breaks "worker imports neither config nor a concrete llm provider (llm/*)"`}},

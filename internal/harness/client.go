@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aetherium-engine/aetherium/store"
@@ -175,15 +176,12 @@ func scanRuns(ctx context.Context, db *pgxpool.Pool, ids []string, f func(id, st
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, status, reason, msg string
-		if err := rows.Scan(&id, &status, &reason, &msg); err != nil {
-			return err
-		}
+	var id, status, reason, msg string
+	_, err = pgx.ForEachRow(rows, []any{&id, &status, &reason, &msg}, func() error {
 		f(id, status, reason, msg)
-	}
-	return rows.Err()
+		return nil
+	})
+	return err
 }
 
 // ErrTimeout is a wait that ran out of time.
