@@ -40,9 +40,9 @@ import (
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/toolbox"
+	comfyuitools "github.com/aetherium-engine/aetherium/toolbox/comfyui"
 	"github.com/aetherium-engine/aetherium/tools"
-	comfyuitools "github.com/aetherium-engine/aetherium/tools/comfyui"
-	"github.com/aetherium-engine/aetherium/tools/toolset"
 	"github.com/aetherium-engine/aetherium/webhook"
 	"github.com/aetherium-engine/aetherium/worker"
 	"github.com/aetherium-engine/aetherium/wsquota"
@@ -273,7 +273,7 @@ func (f *Fleet) openAPI(opts Options) error {
 		return nil
 	}
 	// The catalog only: the API lists and checks tools, it never dispatches one.
-	reg, err := toolset.New(toolset.Deps{Research: f.Cfg.Research})
+	reg, err := toolbox.New(toolbox.Deps{Research: f.Cfg.Research})
 	if err != nil {
 		return err
 	}
@@ -307,7 +307,7 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 		return nil, errors.New("no session")
 	}
 	kb := f.knowledgeBase()
-	if f.Registry, err = toolset.New(toolset.Deps{Store: f.Store, Egress: f.Egress, Executor: f.Executor,
+	if f.Registry, err = toolbox.New(toolbox.Deps{Store: f.Store, Egress: f.Egress, Executor: f.Executor,
 		Mailbox: f.Mailbox, Roster: roster, Device: f.Device, Research: cfg.Research, Quality: cfg.Quality,
 		Knowledge: kb, KnowledgeConfig: cfg.Knowledge, Audio: cfg.Audio, GPU: f.GPU, Leases: f.Leases, ComfyUI: cfg.ComfyUI}); err != nil {
 		return err

@@ -30,9 +30,9 @@ import (
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/toolbox/research"
+	"github.com/aetherium-engine/aetherium/toolbox/shell"
 	"github.com/aetherium-engine/aetherium/tools"
-	"github.com/aetherium-engine/aetherium/tools/research"
-	"github.com/aetherium-engine/aetherium/tools/shell"
 )
 
 type pathArgs struct {

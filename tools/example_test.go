@@ -18,7 +18,7 @@ type notifyArgs struct {
 }
 
 // Registering a tool and calling it through the router. A tool of the design is
-// registered by its server-class package (tools/comms registers notify_user for the
+// registered by its server-class package (toolbox/comms registers notify_user for the
 // fleet; a new tool name also needs its group in catalog.go and its entry in
 // catalog.yaml, or tools.Register panics and the boot check fails). The fleet builds
 // the router with the permission gate as middleware; every call carries the calling

@@ -10,12 +10,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/toolbox/comms"
+	"github.com/aetherium-engine/aetherium/toolbox/device"
+	"github.com/aetherium-engine/aetherium/toolbox/orchestration"
+	"github.com/aetherium-engine/aetherium/toolbox/planning"
+	"github.com/aetherium-engine/aetherium/toolbox/workspace"
 	"github.com/aetherium-engine/aetherium/tools"
-	"github.com/aetherium-engine/aetherium/tools/comms"
-	"github.com/aetherium-engine/aetherium/tools/device"
-	"github.com/aetherium-engine/aetherium/tools/orchestration"
-	"github.com/aetherium-engine/aetherium/tools/planning"
-	"github.com/aetherium-engine/aetherium/tools/workspace"
 )
 
 // probe registers name with the real argument type A of the shipped tool and a

@@ -1,6 +1,7 @@
 // Package tools is the tool router: typed registration (args struct → JSON schema), the
 // catalog, the connection and capability filters, and dispatch through middleware.
-// The server classes live in sub-packages and register themselves on a Registry.
+// The server classes live under toolbox/ (a floor above this one) and register
+// themselves on a Registry.
 package tools
 
 import (

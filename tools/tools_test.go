@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/toolbox"
 	"github.com/aetherium-engine/aetherium/tools"
-	"github.com/aetherium-engine/aetherium/tools/toolset"
 )
 
 // Tiny argument structs standing in for the real server classes.
@@ -686,7 +686,7 @@ func TestCheckCatalog(t *testing.T) {
 
 func TestToolsetPassesCatalogCheck(t *testing.T) {
 	t.Parallel()
-	reg, err := toolset.New(toolset.Deps{})
+	reg, err := toolbox.New(toolbox.Deps{})
 	require.NoError(t, err)
 	require.NoError(t, tools.CheckCatalog(reg))
 	docs, err := tools.Catalog()

@@ -1,7 +1,7 @@
 package worker
 
 // Post-run work: what a run asked for that starts only once the run has
-// ended. Today that is finish_image's 2K upscale (tools/comfyui/finish.go):
+// ended. Today that is finish_image's 2K upscale (toolbox/comfyui/finish.go):
 //
 //  1. During the run, finish_image records one finish_images row per picture.
 //  2. run:cleanup (scheduler.Maintenance) releases the run's leases and then
@@ -35,7 +35,7 @@ import (
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
-	comfyuitools "github.com/aetherium-engine/aetherium/tools/comfyui"
+	comfyuitools "github.com/aetherium-engine/aetherium/toolbox/comfyui"
 )
 
 // FinishHolder is the lease holder of a run's post-run upscale.

@@ -14,8 +14,8 @@ import (
 	"github.com/aetherium-engine/aetherium/confine"
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/toolbox/workspace"
 	"github.com/aetherium-engine/aetherium/tools"
-	"github.com/aetherium-engine/aetherium/tools/workspace"
 )
 
 // The QA rule (issue 19): a QA node — marked qa: true, or holding play_test —

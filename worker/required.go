@@ -8,7 +8,7 @@ import (
 	"github.com/aetherium-engine/aetherium/confine"
 	mediascript "github.com/aetherium-engine/aetherium/media/script"
 	"github.com/aetherium-engine/aetherium/templates"
-	"github.com/aetherium-engine/aetherium/tools/workspace"
+	"github.com/aetherium-engine/aetherium/toolbox/workspace"
 )
 
 // The required_output rule (issue 20): a node whose template names a
