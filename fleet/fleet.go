@@ -300,8 +300,8 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 	}
 	f.Egress = egress.NewEgress(egress.EgressConfig{MaxRedirects: sec.MaxRedirects, Timeout: sec.EgressTimeout,
 		Resolver: opts.EgressResolver, Secrets: f.Secrets, Policy: f.Policy})
-	roster := func(ctx context.Context) ([]string, error) {
-		if s := tools.SessionFrom(ctx); s != nil {
+	roster := func(_ context.Context, s *tools.Session) ([]string, error) {
+		if s != nil {
 			return s.Peers, nil
 		}
 		return nil, errors.New("no session")

@@ -165,8 +165,8 @@ func pageBrowser(b *research.Browser) quality.PageBrowser {
 // server class imports the other.
 type browserPages struct{ b *research.Browser }
 
-func (p browserPages) LoadPage(ctx context.Context, rawURL string, q quality.PageQuery) (quality.PageLoad, error) {
-	c, err := p.b.CheckPage(ctx, rawURL, research.PageQuery{Selectors: q.Selectors, Texts: q.Texts, Wait: q.Wait})
+func (p browserPages) LoadPage(ctx context.Context, s *tools.Session, rawURL string, q quality.PageQuery) (quality.PageLoad, error) {
+	c, err := p.b.CheckPage(ctx, s, rawURL, research.PageQuery{Selectors: q.Selectors, Texts: q.Texts, Wait: q.Wait})
 	if err != nil {
 		return quality.PageLoad{}, err
 	}

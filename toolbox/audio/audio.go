@@ -188,11 +188,12 @@ func (s *server) chown(root *os.Root, rel string) {
 
 // progress reports a tool's progress as a run event (the Studio and the CLI
 // show it), when the call has a coordinator.
-func progress(ctx context.Context, sess *tools.Session, step, percent int, msg string) {
+func progress(ctx context.Context, call tools.Call, step, percent int, msg string) {
+	sess := call.Session
 	if sess == nil || sess.Coordinator == nil {
 		return
 	}
-	_ = sess.Coordinator.Emit(ctx, fmt.Sprintf("progress:%s:%s:tts:%d", sess.SessionID, tools.CallID(ctx), step), "progress",
+	_ = sess.Coordinator.Emit(ctx, fmt.Sprintf("progress:%s:%s:tts:%d", sess.SessionID, call.ID, step), "progress",
 		map[string]any{"percent": percent, "message": msg, "tool": "tts_render"})
 }
 
@@ -223,8 +224,8 @@ type StatusAnswer struct {
 // StatusArgs are tts_status's (none).
 type StatusArgs struct{}
 
-func (s *server) status(ctx context.Context, _ StatusArgs) (tools.Result, error) {
-	sess := tools.SessionFrom(ctx)
+func (s *server) status(ctx context.Context, call tools.Call, _ StatusArgs) (tools.Result, error) {
+	sess := call.Session
 	if s.cfg.Backend == BackendEspeak && s.d.Runner == nil {
 		return tools.Result{}, media.ErrNoRunner
 	}

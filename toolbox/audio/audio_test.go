@@ -69,9 +69,9 @@ func (e *env) call(t *testing.T, tool string, args any) (string, error) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	ctx = tools.WithSession(ctx, &tools.Session{RunID: "run-audio-test", SessionID: "s", Agent: "voice", Workspace: e.ws,
-		Coordinator: e.co, Access: tools.Access{Tools: []string{"tts_render", "tts_status"}}})
-	res, err := e.router.Dispatch(ctx, tools.Call{ID: "c1", Name: tool, Args: raw})
+	caller := &tools.Session{RunID: "run-audio-test", SessionID: "s", Agent: "voice", Workspace: e.ws,
+		Coordinator: e.co, Access: tools.Access{Tools: []string{"tts_render", "tts_status"}}}
+	res, err := e.router.Dispatch(ctx, tools.Call{Session: caller, ID: "c1", Name: tool, Args: raw})
 	return res.Content, err
 }
 
@@ -197,8 +197,8 @@ func TestRenderQwenNeedsTheLease(t *testing.T) {
 	t.Parallel()
 	reg := tools.NewRegistry()
 	audio.Register(reg, audio.Deps{Runner: fakeRunner{}}, audio.Config{Backend: audio.BackendQwen})
-	ctx := tools.WithSession(context.Background(), &tools.Session{RunID: "r", Workspace: t.TempDir(), Access: tools.Access{Tools: []string{"tts_render"}}})
-	_, err := tools.NewRouter(reg).Dispatch(ctx, tools.Call{ID: "c", Name: "tts_render", Args: json.RawMessage(`{"script":"s.md"}`)})
+	ctx, caller := context.Background(), &tools.Session{RunID: "r", Workspace: t.TempDir(), Access: tools.Access{Tools: []string{"tts_render"}}}
+	_, err := tools.NewRouter(reg).Dispatch(ctx, tools.Call{Session: caller, ID: "c", Name: "tts_render", Args: json.RawMessage(`{"script":"s.md"}`)})
 	require.ErrorContains(t, err, "gpu_services: [qwen-tts]")
 }
 
@@ -206,8 +206,8 @@ func TestRenderWithoutSandboxRefuses(t *testing.T) {
 	t.Parallel()
 	reg := tools.NewRegistry()
 	audio.Register(reg, audio.Deps{}, audio.Config{})
-	ctx := tools.WithSession(context.Background(), &tools.Session{RunID: "r", Workspace: t.TempDir(), Access: tools.Access{Tools: []string{"tts_render"}}})
-	_, err := tools.NewRouter(reg).Dispatch(ctx, tools.Call{ID: "c", Name: "tts_render", Args: json.RawMessage(`{"script":"s.md"}`)})
+	ctx, caller := context.Background(), &tools.Session{RunID: "r", Workspace: t.TempDir(), Access: tools.Access{Tools: []string{"tts_render"}}}
+	_, err := tools.NewRouter(reg).Dispatch(ctx, tools.Call{Session: caller, ID: "c", Name: "tts_render", Args: json.RawMessage(`{"script":"s.md"}`)})
 	require.ErrorIs(t, err, media.ErrNoRunner)
 }
 
@@ -272,9 +272,9 @@ func TestRenderQwenOnTheSimulator(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(ws, "episode.md"), fixture, 0o644))
 	dispatch := func(tool string, args any) (string, error) {
 		raw, _ := json.Marshal(args)
-		ctx := tools.WithSession(sim.Ctx, &tools.Session{RunID: "run-qwen", SessionID: "s", Workspace: ws,
-			Access: tools.Access{Tools: []string{"tts_render", "tts_status"}}})
-		res, err := tools.NewRouter(reg).Dispatch(ctx, tools.Call{ID: "c", Name: tool, Args: raw})
+		ctx, caller := sim.Ctx, &tools.Session{RunID: "run-qwen", SessionID: "s", Workspace: ws,
+			Access: tools.Access{Tools: []string{"tts_render", "tts_status"}}}
+		res, err := tools.NewRouter(reg).Dispatch(ctx, tools.Call{Session: caller, ID: "c", Name: tool, Args: raw})
 		return res.Content, err
 	}
 	start := time.Now()
@@ -337,8 +337,8 @@ func TestStatusQwenDown(t *testing.T) {
 	defer srv.Close()
 	reg := tools.NewRegistry()
 	audio.Register(reg, audio.Deps{}, audio.Config{Backend: audio.BackendQwen, URL: srv.URL})
-	ctx := tools.WithSession(context.Background(), &tools.Session{RunID: "r", Workspace: t.TempDir(), Access: tools.Access{Tools: []string{"tts_status"}}})
-	res, err := tools.NewRouter(reg).Dispatch(ctx, tools.Call{ID: "c", Name: "tts_status", Args: json.RawMessage(`{}`)})
+	ctx, caller := context.Background(), &tools.Session{RunID: "r", Workspace: t.TempDir(), Access: tools.Access{Tools: []string{"tts_status"}}}
+	res, err := tools.NewRouter(reg).Dispatch(ctx, tools.Call{Session: caller, ID: "c", Name: "tts_status", Args: json.RawMessage(`{}`)})
 	require.NoError(t, err)
 	var sa audio.StatusAnswer
 	require.NoError(t, json.Unmarshal([]byte(res.Content), &sa))

@@ -49,8 +49,8 @@ type RenderAnswer struct {
 	Notes           []string        `json:"notes,omitempty"`
 }
 
-func (s *server) render(ctx context.Context, a RenderArgs) (tools.Result, error) {
-	sess := tools.SessionFrom(ctx)
+func (s *server) render(ctx context.Context, call tools.Call, a RenderArgs) (tools.Result, error) {
+	sess := call.Session
 	if s.d.Runner == nil {
 		return tools.Result{}, media.ErrNoRunner
 	}
@@ -90,14 +90,14 @@ func (s *server) render(ctx context.Context, a RenderArgs) (tools.Result, error)
 	if err != nil {
 		return tools.Result{}, err
 	}
-	progress(ctx, sess, 0, 5, fmt.Sprintf("speaking %d lines of %s with %s", len(sc.sc.Lines), sc.rel, b.Name()))
+	progress(ctx, call, 0, 5, fmt.Sprintf("speaking %d lines of %s with %s", len(sc.sc.Lines), sc.rel, b.Name()))
 	lines := make([]voice.Utterance, len(sc.sc.Lines))
 	for i, l := range sc.sc.Lines {
 		lines[i] = voice.Utterance{Voice: cast[script.Key(l.Speaker)], Text: l.Text}
 	}
 	total := len(lines)
 	spoken, err := b.Speak(ctx, lines, func(done int) {
-		progress(ctx, sess, done, 5+int(math.Round(80*float64(done)/float64(total))), fmt.Sprintf("spoke %d of %d lines", done, total))
+		progress(ctx, call, done, 5+int(math.Round(80*float64(done)/float64(total))), fmt.Sprintf("spoke %d of %d lines", done, total))
 	})
 	if err != nil {
 		return tools.Result{}, err
@@ -113,7 +113,7 @@ func (s *server) render(ctx context.Context, a RenderArgs) (tools.Result, error)
 	if err := s.writeFile(root, outRel, mp3); err != nil {
 		return tools.Result{}, err
 	}
-	progress(ctx, sess, total+1, 100, fmt.Sprintf("wrote %s (%.1f s)", outRel, info.Duration.Seconds()))
+	progress(ctx, call, total+1, 100, fmt.Sprintf("wrote %s (%.1f s)", outRel, info.Duration.Seconds()))
 
 	ans := RenderAnswer{Path: outRel, Bytes: len(mp3), DurationSeconds: math.Round(info.Duration.Seconds()*100) / 100,
 		Backend: b.Name(), Lines: len(sc.sc.Lines), Words: sc.sc.Words, Notes: notes}

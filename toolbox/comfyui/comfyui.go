@@ -277,8 +277,8 @@ func newClientID(runID string) string {
 // run's cleanup finds its prompts in the queue (CancelRun).
 func ClientPrefix(runID string) string { return "aeth-" + runID + "-" }
 
-func (t *toolset) generate(ctx context.Context, a GenerateArgs) (tools.Result, error) {
-	s := tools.SessionFrom(ctx)
+func (t *toolset) generate(ctx context.Context, call tools.Call, a GenerateArgs) (tools.Result, error) {
+	s := call.Session
 	name, m, err := model(s)
 	if err != nil {
 		return tools.Result{}, err
@@ -577,8 +577,8 @@ func (t *toolset) collect(ctx context.Context, c *comfyui.Client, root *os.Root,
 	return res, nil
 }
 
-func (t *toolset) status(ctx context.Context, a StatusArgs) (tools.Result, error) {
-	s := tools.SessionFrom(ctx)
+func (t *toolset) status(ctx context.Context, call tools.Call, a StatusArgs) (tools.Result, error) {
+	s := call.Session
 	if !promptIDRE.MatchString(a.PromptID) {
 		return tools.Result{}, fmt.Errorf("prompt_id %q is not one comfyui_generate returned", a.PromptID)
 	}

@@ -138,18 +138,24 @@ func setup(t *testing.T) *rig {
 	return &rig{t: t, leases: m, ctl: ctl, dc: dc, router: tools.NewRouter(reg), svc: svc, simURL: fmt.Sprintf("http://127.0.0.1:%d", up)}
 }
 
-// session is a step of run holding grants, in workspace ws.
-func session(run, ws string, c *coord, grants ...lease.Grant) context.Context {
-	ctx := tools.WithSession(context.Background(), &tools.Session{RunID: run, SessionID: "s-" + run, Agent: "artist", Role: "worker",
-		Workspace: ws, Coordinator: c, Access: tools.Access{Groups: []string{"comfyui"}, Tools: []string{"comfyui_generate", "comfyui_status"}}})
-	return lease.WithGrants(ctx, grants...)
+// step is the context of a call (the GPU grants its run holds) and the session
+// that makes it.
+type step struct {
+	ctx  context.Context
+	sess *tools.Session
 }
 
-func (r *rig) call(ctx context.Context, name string, args map[string]any) (comfyuitools.Result, error) {
+// session is a step of run holding grants, in workspace ws.
+func session(run, ws string, c *coord, grants ...lease.Grant) step {
+	return step{lease.WithGrants(context.Background(), grants...), &tools.Session{RunID: run, SessionID: "s-" + run, Agent: "artist", Role: "worker",
+		Workspace: ws, Coordinator: c, Access: tools.Access{Groups: []string{"comfyui"}, Tools: []string{"comfyui_generate", "comfyui_status"}}}}
+}
+
+func (r *rig) call(s step, name string, args map[string]any) (comfyuitools.Result, error) {
 	r.t.Helper()
 	raw, err := json.Marshal(args)
 	require.NoError(r.t, err)
-	res, err := r.router.Dispatch(tools.WithCallID(ctx, "call-"+name), tools.Call{ID: "call-" + name, Name: name, Args: raw})
+	res, err := r.router.Dispatch(s.ctx, tools.Call{Session: s.sess, ID: "call-" + name, Name: name, Args: raw})
 	var out comfyuitools.Result
 	if err == nil {
 		require.NoError(r.t, json.Unmarshal([]byte(res.Content), &out), res.Content)

@@ -100,8 +100,8 @@ type finishTool struct {
 	cfg Config
 }
 
-func (f *finishTool) finish(ctx context.Context, a FinishArgs) (tools.Result, error) {
-	s := tools.SessionFrom(ctx)
+func (f *finishTool) finish(ctx context.Context, call tools.Call, a FinishArgs) (tools.Result, error) {
+	s := call.Session
 	name, m, err := model(s)
 	if err != nil {
 		return tools.Result{}, err

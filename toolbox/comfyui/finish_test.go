@@ -81,11 +81,11 @@ func finishSetup(t *testing.T) *finishRig {
 
 func (r *finishRig) call(t *testing.T, model string, args map[string]any) (comfyuitools.FinishResult, error) {
 	t.Helper()
-	ctx := tools.WithSession(context.Background(), &tools.Session{RunID: r.runID, SessionID: "s", Workspace: r.ws, ImageModel: model,
-		Access: tools.Access{Groups: []string{"comfyui"}, Tools: []string{"finish_image"}}})
+	ctx, caller := context.Background(), &tools.Session{RunID: r.runID, SessionID: "s", Workspace: r.ws, ImageModel: model,
+		Access: tools.Access{Groups: []string{"comfyui"}, Tools: []string{"finish_image"}}}
 	raw, err := json.Marshal(args)
 	require.NoError(t, err)
-	res, err := r.router.Dispatch(tools.WithCallID(ctx, "c1"), tools.Call{ID: "c1", Name: "finish_image", Args: raw})
+	res, err := r.router.Dispatch(ctx, tools.Call{Session: caller, ID: "c1", Name: "finish_image", Args: raw})
 	var out comfyuitools.FinishResult
 	if err == nil {
 		require.NoError(t, json.Unmarshal([]byte(res.Content), &out), res.Content)

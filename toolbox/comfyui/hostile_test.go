@@ -106,10 +106,10 @@ func TestReferenceImagesRefuseHostileFiles(t *testing.T) {
 	g, err := m.Acquire(context.Background(), "comfyui-qwen", "run-h")
 	require.NoError(t, err)
 	hostile(t, tempWS, "refs/bad.png", func(t *testing.T, ws string, _ confinetest.Kind) string {
-		ctx := tools.WithSession(context.Background(), &tools.Session{RunID: "run-h", SessionID: "s", Workspace: ws, ImageModel: "qwen", Coordinator: &coord{},
-			Access: tools.Access{Groups: []string{"comfyui"}, Tools: []string{"comfyui_generate"}}})
+		ctx, caller := context.Background(), &tools.Session{RunID: "run-h", SessionID: "s", Workspace: ws, ImageModel: "qwen", Coordinator: &coord{},
+			Access: tools.Access{Groups: []string{"comfyui"}, Tools: []string{"comfyui_generate"}}}
 		r := &rig{t: t, router: router}
-		res, err := r.call(lease.WithGrants(ctx, g), "comfyui_generate", map[string]any{"prompt": "x", "reference_images": []string{"refs/bad.png"}, "width": 64, "height": 64})
+		res, err := r.call(step{lease.WithGrants(ctx, g), caller}, "comfyui_generate", map[string]any{"prompt": "x", "reference_images": []string{"refs/bad.png"}, "width": 64, "height": 64})
 		require.ErrorContains(t, err, "reference_images[0]")
 		return fmt.Sprint(res, err)
 	})

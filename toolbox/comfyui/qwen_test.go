@@ -56,10 +56,9 @@ func TestQwenModelRatioAndReferences(t *testing.T) {
 	require.NoError(t, png.Encode(&ref, image.NewRGBA(image.Rect(0, 0, 32, 32))))
 	require.NoError(t, os.MkdirAll(filepath.Join(ws, "refs"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(ws, "refs", "cat.png"), ref.Bytes(), 0o644))
-	qctx := func(model string, grants ...lease.Grant) context.Context {
-		ctx := tools.WithSession(context.Background(), &tools.Session{RunID: "run-q", SessionID: "s", Workspace: ws, ImageModel: model, Coordinator: &coord{},
-			Access: tools.Access{Groups: []string{"comfyui"}, Tools: []string{"comfyui_generate", "comfyui_status"}}})
-		return lease.WithGrants(ctx, grants...)
+	qctx := func(model string, grants ...lease.Grant) step {
+		return step{lease.WithGrants(context.Background(), grants...), &tools.Session{RunID: "run-q", SessionID: "s", Workspace: ws, ImageModel: model, Coordinator: &coord{},
+			Access: tools.Access{Groups: []string{"comfyui"}, Tools: []string{"comfyui_generate", "comfyui_status"}}}}
 	}
 
 	tests := []struct {

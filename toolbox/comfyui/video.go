@@ -138,8 +138,8 @@ func (t *toolset) planVideo(a VideoArgs) (videoPlan, error) {
 	return p, nil
 }
 
-func (t *toolset) video(ctx context.Context, a VideoArgs) (tools.Result, error) {
-	s := tools.SessionFrom(ctx)
+func (t *toolset) video(ctx context.Context, call tools.Call, a VideoArgs) (tools.Result, error) {
+	s := call.Session
 	p, err := t.planVideo(a)
 	if err != nil {
 		return tools.Result{}, err

@@ -88,12 +88,12 @@ func (r *videoRig) call(t *testing.T, d comfyuitools.Deps, cfg comfyuitools.Conf
 	d.Service = r.m.Service
 	reg := tools.NewRegistry()
 	comfyuitools.Register(reg, d, cfg)
-	ctx := tools.WithSession(context.Background(), &tools.Session{RunID: r.grant.Holder, SessionID: "s-" + r.grant.Holder, Workspace: r.ws, Coordinator: &coord{},
-		Access: tools.Access{Groups: []string{"video"}, Tools: []string{"comfyui_video"}}})
+	ctx, caller := context.Background(), &tools.Session{RunID: r.grant.Holder, SessionID: "s-" + r.grant.Holder, Workspace: r.ws, Coordinator: &coord{},
+		Access: tools.Access{Groups: []string{"video"}, Tools: []string{"comfyui_video"}}}
 	ctx = lease.WithGrants(ctx, grants...)
 	raw, err := json.Marshal(args)
 	require.NoError(t, err)
-	res, err := tools.NewRouter(reg).Dispatch(tools.WithCallID(ctx, "call-video"), tools.Call{ID: "call-video", Name: "comfyui_video", Args: raw})
+	res, err := tools.NewRouter(reg).Dispatch(ctx, tools.Call{Session: caller, ID: "call-video", Name: "comfyui_video", Args: raw})
 	var out comfyuitools.VideoResult
 	if err == nil {
 		require.NoError(t, json.Unmarshal([]byte(res.Content), &out), res.Content)

@@ -25,7 +25,7 @@ type ProgressArgs struct {
 // Register adds the comms tools.
 func Register(reg *tools.Registry) {
 	tools.Register(reg, "notify_user", "Send the user a notification about progress or an event.",
-		func(ctx context.Context, a NotifyArgs) (tools.Result, error) {
+		func(ctx context.Context, call tools.Call, a NotifyArgs) (tools.Result, error) {
 			if strings.TrimSpace(a.Message) == "" {
 				return tools.Result{}, fmt.Errorf("notify_user: message is empty")
 			}
@@ -35,20 +35,20 @@ func Register(reg *tools.Registry) {
 			if a.Level != "info" && a.Level != "warning" && a.Level != "error" {
 				return tools.Result{}, fmt.Errorf("notify_user: level %q is not info, warning or error", a.Level)
 			}
-			s := tools.SessionFrom(ctx)
-			if err := s.Coordinator.Emit(ctx, "notify:"+s.SessionID+":"+tools.CallID(ctx), "notification",
+			s := call.Session
+			if err := s.Coordinator.Emit(ctx, "notify:"+s.SessionID+":"+call.ID, "notification",
 				map[string]any{"message": a.Message, "level": a.Level}); err != nil {
 				return tools.Result{}, err
 			}
 			return tools.Text("notified"), nil
 		}, tools.Idempotent(), tools.InGroup("comms"))
 	tools.Register(reg, "report_progress", "Report task progress as a percent complete.",
-		func(ctx context.Context, a ProgressArgs) (tools.Result, error) {
+		func(ctx context.Context, call tools.Call, a ProgressArgs) (tools.Result, error) {
 			if a.Percent < 0 || a.Percent > 100 {
 				return tools.Result{}, fmt.Errorf("report_progress: percent %d is outside 0..100", a.Percent)
 			}
-			s := tools.SessionFrom(ctx)
-			if err := s.Coordinator.Emit(ctx, "progress:"+s.SessionID+":"+tools.CallID(ctx), "progress",
+			s := call.Session
+			if err := s.Coordinator.Emit(ctx, "progress:"+s.SessionID+":"+call.ID, "progress",
 				map[string]any{"percent": a.Percent, "message": a.Message}); err != nil {
 				return tools.Result{}, err
 			}

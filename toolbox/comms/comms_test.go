@@ -50,17 +50,17 @@ func (c *coordinator) recorded() []event {
 }
 
 // setup returns a router over the comms tools and a context for session sessionID.
-func setup(t *testing.T, sessionID string) (*tools.Router, context.Context, *coordinator) {
+func setup(t *testing.T, sessionID string) (*tools.Router, *tools.Session, *coordinator) {
 	t.Helper()
 	reg := tools.NewRegistry()
 	comms.Register(reg)
 	co := &coordinator{}
-	ctx := tools.WithSession(context.Background(), &tools.Session{
+	caller := &tools.Session{
 		RunID: "run-1", SessionID: sessionID, Agent: "lead", Role: "supervisor",
 		Access:      reg.Resolve(tools.Node{Role: "worker", MCPServers: []string{"comms"}}),
 		Coordinator: co,
-	})
-	return tools.NewRouter(reg), ctx, co
+	}
+	return tools.NewRouter(reg), caller, co
 }
 
 func TestRegistered(t *testing.T) {
@@ -100,8 +100,8 @@ func TestNotifyUser(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r, ctx, co := setup(t, "sess-A")
-			res, err := r.Dispatch(ctx, tools.Call{ID: "call_7", Name: "notify_user", Args: json.RawMessage(tc.args)})
+			r, caller, co := setup(t, "sess-A")
+			res, err := r.Dispatch(context.Background(), tools.Call{Session: caller, ID: "call_7", Name: "notify_user", Args: json.RawMessage(tc.args)})
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 				if tc.invalid {
@@ -146,8 +146,8 @@ func TestReportProgress(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r, ctx, co := setup(t, "sess-B")
-			res, err := r.Dispatch(ctx, tools.Call{ID: "call_3", Name: "report_progress", Args: json.RawMessage(tc.args)})
+			r, caller, co := setup(t, "sess-B")
+			res, err := r.Dispatch(context.Background(), tools.Call{Session: caller, ID: "call_3", Name: "report_progress", Args: json.RawMessage(tc.args)})
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 				if tc.invalid {
@@ -181,8 +181,8 @@ func TestIdempotencyKeys(t *testing.T) {
 	}
 	var keys []string
 	for _, c := range calls {
-		r, ctx, co := setup(t, c.session)
-		_, err := r.Dispatch(ctx, tools.Call{ID: c.id, Name: c.tool, Args: json.RawMessage(c.args)})
+		r, caller, co := setup(t, c.session)
+		_, err := r.Dispatch(context.Background(), tools.Call{Session: caller, ID: c.id, Name: c.tool, Args: json.RawMessage(c.args)})
 		require.NoError(t, err)
 		ev := co.recorded()
 		require.Len(t, ev, 1)
@@ -201,9 +201,10 @@ func TestEmitErrorPropagates(t *testing.T) {
 	} {
 		t.Run(c.Name, func(t *testing.T) {
 			t.Parallel()
-			r, ctx, co := setup(t, "s")
+			r, caller, co := setup(t, "s")
 			co.err = errors.New("event store down")
-			_, err := r.Dispatch(ctx, c)
+			c.Session = caller
+			_, err := r.Dispatch(context.Background(), c)
 			require.ErrorIs(t, err, co.err)
 		})
 	}

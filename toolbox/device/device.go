@@ -44,8 +44,8 @@ type GrabArgs struct{}
 func Register(reg *tools.Registry, d *hw.Driver) {
 	tools.Register(reg, "frame_status",
 		"Read the Steam Frame headset's state without changing anything: reachable and paired, Android container up, adb connected, the installed build (version name/code) and how many saves it has.",
-		func(ctx context.Context, a StatusArgs) (tools.Result, error) {
-			c, ws, err := caller(ctx, d, "frame_status")
+		func(ctx context.Context, call tools.Call, a StatusArgs) (tools.Result, error) {
+			c, ws, err := caller(call, d, "frame_status")
 			if err != nil {
 				return tools.Result{}, err
 			}
@@ -58,8 +58,8 @@ func Register(reg *tools.Registry, d *hw.Driver) {
 
 	tools.Register(reg, "frame_install",
 		"Install an APK from the workspace on the Steam Frame headset (validated first: a zip with AndroidManifest.xml, arm64-v8a native code or none, size-limited). Starts the Android container and reconnects adb when needed, and restores the app's saves after a container restart. Needs human approval.",
-		func(ctx context.Context, a InstallArgs) (tools.Result, error) {
-			c, ws, err := caller(ctx, d, "frame_install")
+		func(ctx context.Context, call tools.Call, a InstallArgs) (tools.Result, error) {
+			c, ws, err := caller(call, d, "frame_install")
 			if err != nil {
 				return tools.Result{}, err
 			}
@@ -72,8 +72,8 @@ func Register(reg *tools.Registry, d *hw.Driver) {
 
 	tools.Register(reg, "frame_run",
 		"Run the installed app with someone wearing the headset: capture the view every few seconds, wait until the wearer exits (or max_seconds), then bring back the log, the performance recording, the saves and a contact sheet under .frame/, with how the run ended (exited, crashed, timed_out) and the frame rate against the 72 fps bar. Needs human approval.",
-		func(ctx context.Context, a RunArgs) (tools.Result, error) {
-			c, ws, err := caller(ctx, d, "frame_run")
+		func(ctx context.Context, call tools.Call, a RunArgs) (tools.Result, error) {
+			c, ws, err := caller(call, d, "frame_run")
 			if err != nil {
 				return tools.Result{}, err
 			}
@@ -95,8 +95,8 @@ func Register(reg *tools.Registry, d *hw.Driver) {
 
 	tools.Register(reg, "frame_grab",
 		"Save one picture of what the Steam Frame headset shows right now under .frame/grabs/. Needs human approval.",
-		func(ctx context.Context, _ GrabArgs) (tools.Result, error) {
-			c, ws, err := caller(ctx, d, "frame_grab")
+		func(ctx context.Context, call tools.Call, _ GrabArgs) (tools.Result, error) {
+			c, ws, err := caller(call, d, "frame_grab")
 			if err != nil {
 				return tools.Result{}, err
 			}
@@ -108,13 +108,13 @@ func Register(reg *tools.Registry, d *hw.Driver) {
 		}, tools.InGroup("device"), tools.WithTier(tools.Restricted))
 }
 
-func caller(ctx context.Context, d *hw.Driver, tool string) (hw.Caller, string, error) {
+func caller(call tools.Call, d *hw.Driver, tool string) (hw.Caller, string, error) {
 	if d == nil {
 		return hw.Caller{}, "", fmt.Errorf("%s: %w", tool, ErrNotConfigured)
 	}
-	s := tools.SessionFrom(ctx)
-	if s == nil || s.Workspace == "" {
-		return hw.Caller{}, "", fmt.Errorf("%s: no workspace in the session", tool)
+	ws, err := call.Workspace()
+	if err != nil {
+		return hw.Caller{}, "", fmt.Errorf("%s: %w", tool, err)
 	}
-	return hw.Caller{RunID: s.RunID, Agent: s.Agent, Tool: tool}, s.Workspace, nil
+	return hw.Caller{RunID: call.Session.RunID, Agent: call.Session.Agent, Tool: tool}, ws, nil
 }

@@ -64,11 +64,11 @@ func setup(t *testing.T, sc sim.Scenario) *rig {
 	return &rig{t: t, router: tools.NewRouter(reg), driver: d, headset: h, reg: promReg, ws: ws, redis: rdb}
 }
 
-func (r *rig) session(agent string) context.Context {
-	return tools.WithSession(context.Background(), &tools.Session{
+func (r *rig) session(agent string) *tools.Session {
+	return &tools.Session{
 		RunID: "run-" + agent, SessionID: "s-" + agent, Team: "steam-frame-vr", Agent: agent, Role: "worker",
 		Workspace: r.ws, Access: tools.Access{Groups: []string{"device"}, Tools: frameTools},
-	})
+	}
 }
 
 // call dispatches one tool call as the vr-tester and decodes its JSON result.
@@ -80,7 +80,7 @@ func (r *rig) callAs(agent, name string, args any, out any) error {
 	r.t.Helper()
 	raw, err := json.Marshal(args)
 	require.NoError(r.t, err)
-	res, err := r.router.Dispatch(r.session(agent), tools.Call{ID: "call-" + name, Name: name, Args: raw})
+	res, err := r.router.Dispatch(context.Background(), tools.Call{ID: "call-" + name, Name: name, Args: raw, Session: r.session(agent)})
 	if err != nil {
 		return err
 	}
@@ -267,7 +267,7 @@ func TestSecondConcurrentCallIsRefused(t *testing.T) {
 		"frame_install": `{"apk": "build/game.apk"}`, "frame_run": `{"package": "` + pkg + `"}`,
 	}
 	for _, name := range frameTools {
-		_, err := router2.Dispatch(r.session("second-agent"), tools.Call{ID: "c2", Name: name, Args: json.RawMessage(valid[name])})
+		_, err := router2.Dispatch(context.Background(), tools.Call{ID: "c2", Name: name, Args: json.RawMessage(valid[name]), Session: r.session("second-agent")})
 		require.ErrorIs(t, err, hw.ErrBusy, name)
 		require.ErrorContains(t, err, "held by frame_run of agent vr-tester in run run-vr-tester since "+holder.Since.Format(time.RFC3339))
 	}
@@ -429,7 +429,7 @@ func TestHostileArgumentsNeverReachTheHeadset(t *testing.T) {
 		{"frame_run", `{}`, hw.ErrNoPackage},
 		{"frame_grab", `{"path": "/etc/shadow"}`, tools.ErrInvalidArgs},
 	} {
-		_, err := r.router.Dispatch(r.session("vr-tester"), tools.Call{ID: "x", Name: tc.tool, Args: json.RawMessage(tc.args)})
+		_, err := r.router.Dispatch(context.Background(), tools.Call{ID: "x", Name: tc.tool, Args: json.RawMessage(tc.args), Session: r.session("vr-tester")})
 		require.ErrorIs(t, err, tc.is, "%s %s", tc.tool, tc.args)
 	}
 	_, err := os.Stat(filepath.Join(r.headset.StateDir, "state.json"))
@@ -453,9 +453,9 @@ func TestCatalogAndConnectionLayer(t *testing.T) {
 		require.Equal(t, want, s.Tier, name)
 	}
 	router := tools.NewRouter(reg)
-	ctx := tools.WithSession(context.Background(), &tools.Session{Agent: "vr-tester", Workspace: t.TempDir(),
-		Access: tools.Access{Groups: []string{"device"}, Tools: frameTools}})
-	_, err = router.Dispatch(ctx, tools.Call{ID: "1", Name: "frame_status", Args: json.RawMessage(`{}`)})
+	ctx, caller := context.Background(), &tools.Session{Agent: "vr-tester", Workspace: t.TempDir(),
+		Access: tools.Access{Groups: []string{"device"}, Tools: frameTools}}
+	_, err = router.Dispatch(ctx, tools.Call{Session: caller, ID: "1", Name: "frame_status", Args: json.RawMessage(`{}`)})
 	require.ErrorIs(t, err, device.ErrNotConfigured)
 
 	// Only a node that lists the device group (or the tools) sees them.
@@ -463,8 +463,8 @@ func TestCatalogAndConnectionLayer(t *testing.T) {
 	for _, name := range frameTools {
 		require.NotContains(t, reg.Resolve(tools.Node{Role: "worker", MCPServers: []string{"workspace", "planning", "comms"}}).Tools, name)
 	}
-	other := tools.WithSession(context.Background(), &tools.Session{Agent: "writer", Workspace: t.TempDir(),
-		Access: reg.Resolve(tools.Node{Role: "worker", MCPServers: []string{"workspace"}})})
-	_, err = router.Dispatch(other, tools.Call{ID: "2", Name: "frame_grab", Args: json.RawMessage(`{}`)})
+	other, otherCaller := context.Background(), &tools.Session{Agent: "writer", Workspace: t.TempDir(),
+		Access: reg.Resolve(tools.Node{Role: "worker", MCPServers: []string{"workspace"}})}
+	_, err = router.Dispatch(other, tools.Call{Session: otherCaller, ID: "2", Name: "frame_grab", Args: json.RawMessage(`{}`)})
 	require.ErrorIs(t, err, tools.ErrNotInCatalog)
 }

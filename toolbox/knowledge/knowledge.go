@@ -91,8 +91,8 @@ func Register(reg *tools.Registry, d Deps) {
 		s.write, tools.Idempotent(), tools.InGroup("knowledge"))
 }
 
-func (s *server) search(ctx context.Context, a SearchArgs) (tools.Result, error) {
-	sess := tools.SessionFrom(ctx)
+func (s *server) search(ctx context.Context, call tools.Call, a SearchArgs) (tools.Result, error) {
+	sess := call.Session
 	if sess == nil {
 		return tools.Result{}, errors.New("search_knowledge: no session")
 	}
@@ -131,11 +131,11 @@ func orNone(s string) string {
 	return s
 }
 
-func (s *server) write(ctx context.Context, a WriteArgs) (tools.Result, error) {
-	sess := tools.SessionFrom(ctx)
-	if sess == nil || sess.Workspace == "" {
-		return tools.Result{}, errors.New("write_knowledge: no workspace for this session")
+func (s *server) write(ctx context.Context, call tools.Call, a WriteArgs) (tools.Result, error) {
+	if _, err := call.Workspace(); err != nil {
+		return tools.Result{}, fmt.Errorf("write_knowledge: %w", err)
 	}
+	sess := call.Session
 	title := strings.Join(strings.Fields(a.Title), " ")
 	switch {
 	case title == "":

@@ -50,7 +50,7 @@ func (f *fixture) call(t *testing.T, s *tools.Session, tool string, args any) (s
 	t.Helper()
 	raw, err := json.Marshal(args)
 	require.NoError(t, err)
-	res, err := f.router.Dispatch(tools.WithSession(context.Background(), s), tools.Call{ID: "c1", Name: tool, Args: raw})
+	res, err := f.router.Dispatch(context.Background(), tools.Call{ID: "c1", Name: tool, Args: raw, Session: s})
 	return res.Content, err
 }
 

@@ -41,33 +41,33 @@ const MaxSubagents = 8
 // Register adds the orchestration tools.
 func Register(reg *tools.Registry) {
 	tools.Register(reg, "delegate", "Hand a task to a named worker agent; its answer comes back as this call's result.",
-		func(ctx context.Context, a DelegateArgs) (tools.Result, error) {
+		func(ctx context.Context, call tools.Call, a DelegateArgs) (tools.Result, error) {
 			if strings.TrimSpace(a.Task) == "" {
 				return tools.Result{}, errors.New("delegate: task is empty")
 			}
-			s := tools.SessionFrom(ctx)
-			if err := s.Coordinator.Delegate(ctx, tools.CallID(ctx), []tools.DelegateRequest{{Agent: a.Agent, Task: a.Task}}); err != nil {
+			s := call.Session
+			if err := s.Coordinator.Delegate(ctx, call.ID, []tools.DelegateRequest{{Agent: a.Agent, Task: a.Task}}); err != nil {
 				return tools.Result{}, err
 			}
 			return tools.Result{Pending: true}, nil
 		}, tools.Idempotent(), tools.InGroup("orchestration"))
 	tools.Register(reg, "reply", "Send the final response to the user; this ends the run.",
-		func(ctx context.Context, a ReplyArgs) (tools.Result, error) {
+		func(ctx context.Context, call tools.Call, a ReplyArgs) (tools.Result, error) {
 			if strings.TrimSpace(a.Message) == "" {
 				return tools.Result{}, errors.New("reply: message is empty")
 			}
-			s := tools.SessionFrom(ctx)
+			s := call.Session
 			if err := s.Coordinator.Reply(ctx, a.Message); err != nil {
 				return tools.Result{}, err
 			}
 			return tools.Result{Content: "reply sent", Final: true}, nil
 		}, tools.Idempotent(), tools.InGroup("orchestration"))
 	tools.Register(reg, "spawn_subagents", "Run up to 8 subagents in parallel on independent tasks; their answers come back together.",
-		func(ctx context.Context, a SpawnArgs) (tools.Result, error) {
+		func(ctx context.Context, call tools.Call, a SpawnArgs) (tools.Result, error) {
 			if len(a.Tasks) == 0 || len(a.Tasks) > MaxSubagents {
 				return tools.Result{}, fmt.Errorf("spawn_subagents: 1 to %d tasks, got %d", MaxSubagents, len(a.Tasks))
 			}
-			s := tools.SessionFrom(ctx)
+			s := call.Session
 			reqs := make([]tools.DelegateRequest, len(a.Tasks))
 			for i, t := range a.Tasks {
 				if strings.TrimSpace(t.Task) == "" {
@@ -79,7 +79,7 @@ func Register(reg *tools.Registry) {
 				}
 				reqs[i] = tools.DelegateRequest{Agent: fmt.Sprintf("%s-sub-%d", s.Agent, i+1), Task: t.Task, Tools: allowed}
 			}
-			if err := s.Coordinator.Delegate(ctx, tools.CallID(ctx), reqs); err != nil {
+			if err := s.Coordinator.Delegate(ctx, call.ID, reqs); err != nil {
 				return tools.Result{}, err
 			}
 			return tools.Result{Pending: true}, nil

@@ -56,21 +56,21 @@ func (c *coordinator) Emit(context.Context, string, string, map[string]any) erro
 var parentTools = []string{"read_file", "write_file", "todo", "delegate", "reply", "spawn_subagents"}
 
 // setup returns a router over the orchestration tools and a supervisor session.
-func setup(t *testing.T) (*tools.Router, context.Context, *coordinator) {
+func setup(t *testing.T) (*tools.Router, *tools.Session, *coordinator) {
 	t.Helper()
 	reg := tools.NewRegistry()
 	orchestration.Register(reg)
 	co := &coordinator{}
-	ctx := tools.WithSession(context.Background(), &tools.Session{
+	caller := &tools.Session{
 		RunID: "run-1", SessionID: "sess-1", Agent: "lead", Role: "supervisor",
 		Access: tools.Access{Tools: parentTools}, Coordinator: co,
-	})
-	return tools.NewRouter(reg), ctx, co
+	}
+	return tools.NewRouter(reg), caller, co
 }
 
-func dispatch(t *testing.T, r *tools.Router, ctx context.Context, name, args string) (tools.Result, error) {
+func dispatch(t *testing.T, r *tools.Router, caller *tools.Session, name, args string) (tools.Result, error) {
 	t.Helper()
-	return r.Dispatch(ctx, tools.Call{ID: "call_1", Name: name, Args: json.RawMessage(args)})
+	return r.Dispatch(context.Background(), tools.Call{Session: caller, ID: "call_1", Name: name, Args: json.RawMessage(args)})
 }
 
 func TestRegistered(t *testing.T) {
@@ -105,8 +105,8 @@ func TestDelegate(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r, ctx, co := setup(t)
-			res, err := dispatch(t, r, ctx, "delegate", tc.args)
+			r, caller, co := setup(t)
+			res, err := dispatch(t, r, caller, "delegate", tc.args)
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 				if tc.invalid {
@@ -139,8 +139,8 @@ func TestReply(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r, ctx, co := setup(t)
-			res, err := dispatch(t, r, ctx, "reply", tc.args)
+			r, caller, co := setup(t)
+			res, err := dispatch(t, r, caller, "reply", tc.args)
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 				require.Empty(t, co.replies)
@@ -162,9 +162,9 @@ func TestCoordinatorErrorsPropagate(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			r, ctx, co := setup(t)
+			r, caller, co := setup(t)
 			co.err = errors.New("unknown agent")
-			res, err := dispatch(t, r, ctx, c.name, c.args)
+			res, err := dispatch(t, r, caller, c.name, c.args)
 			require.ErrorIs(t, err, co.err)
 			require.False(t, res.Pending)
 			require.False(t, res.Final)
@@ -217,8 +217,8 @@ func TestSpawnSubagents(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r, ctx, co := setup(t)
-			res, err := dispatch(t, r, ctx, "spawn_subagents", tc.args)
+			r, caller, co := setup(t)
+			res, err := dispatch(t, r, caller, "spawn_subagents", tc.args)
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 				if tc.invalid {

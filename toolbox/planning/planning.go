@@ -41,8 +41,8 @@ var statuses = map[string]bool{"pending": true, "in_progress": true, "completed"
 // Register adds the planning tools.
 func Register(reg *tools.Registry, st *store.Store) {
 	tools.Register(reg, "create_plan", "Create the run's step list (replaces any active plan).",
-		func(ctx context.Context, a CreateArgs) (tools.Result, error) {
-			s := tools.SessionFrom(ctx)
+		func(ctx context.Context, call tools.Call, a CreateArgs) (tools.Result, error) {
+			s := call.Session
 			if len(a.Steps) == 0 || len(a.Steps) > 50 {
 				return tools.Result{}, fmt.Errorf("create_plan: steps must have 1 to 50 entries, got %d", len(a.Steps))
 			}
@@ -53,8 +53,8 @@ func Register(reg *tools.Registry, st *store.Store) {
 			return tools.JSON(p)
 		}, tools.InGroup("planning"))
 	tools.Register(reg, "read_plan", "Read the active plan: the next actionable step, or all steps.",
-		func(ctx context.Context, a ReadArgs) (tools.Result, error) {
-			s := tools.SessionFrom(ctx)
+		func(ctx context.Context, call tools.Call, a ReadArgs) (tools.Result, error) {
+			s := call.Session
 			p, err := st.ActivePlan(ctx, s.RunID)
 			if errors.Is(err, store.ErrNotFound) {
 				return tools.Text("there is no plan yet: create one with create_plan"), nil
@@ -77,19 +77,19 @@ func Register(reg *tools.Registry, st *store.Store) {
 			}
 		}, tools.Idempotent(), tools.InGroup("planning"))
 	tools.Register(reg, "update_plan", "Mark a plan step's status and record its result.",
-		func(ctx context.Context, a UpdateArgs) (tools.Result, error) {
+		func(ctx context.Context, call tools.Call, a UpdateArgs) (tools.Result, error) {
 			if !statuses[a.Status] {
 				return tools.Result{}, fmt.Errorf("update_plan: status %q is not one of pending, in_progress, completed, failed, skipped", a.Status)
 			}
-			s := tools.SessionFrom(ctx)
+			s := call.Session
 			if err := st.UpdatePlanStep(ctx, s.RunID, a.Step, a.Status, a.Result); err != nil {
 				return tools.Result{}, err
 			}
 			return tools.Text("step %d is %s", a.Step, a.Status), nil
 		}, tools.Idempotent(), tools.InGroup("planning"))
 	tools.Register(reg, "todo", "Your own scratch list for this run (not the team plan): write, check or read.",
-		func(ctx context.Context, a TodoArgs) (tools.Result, error) {
-			s := tools.SessionFrom(ctx)
+		func(ctx context.Context, call tools.Call, a TodoArgs) (tools.Result, error) {
+			s := call.Session
 			switch a.Action {
 			case "write":
 				if len(a.Items) > 100 {

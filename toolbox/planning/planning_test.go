@@ -50,27 +50,28 @@ func (f *fixture) run(t *testing.T) string {
 	return id
 }
 
-func (f *fixture) ctx(runID, agent string) context.Context {
-	return tools.WithSession(context.Background(), &tools.Session{
+// session is agent's session in run runID.
+func (f *fixture) session(runID, agent string) *tools.Session {
+	return &tools.Session{
 		RunID: runID, SessionID: "sess-" + agent, Agent: agent, Role: "worker",
 		Access:      tools.Access{Tools: []string{"create_plan", "read_plan", "update_plan", "todo"}},
 		Coordinator: coordinator{},
-	})
+	}
 }
 
 // call dispatches one tool call and fails the test on error.
-func (f *fixture) call(t *testing.T, ctx context.Context, name, args string) string {
+func (f *fixture) call(t *testing.T, s *tools.Session, name, args string) string {
 	t.Helper()
-	res, err := f.router.Dispatch(ctx, tools.Call{ID: "c", Name: name, Args: json.RawMessage(args)})
+	res, err := f.router.Dispatch(context.Background(), tools.Call{ID: "c", Name: name, Args: json.RawMessage(args), Session: s})
 	require.NoError(t, err, "%s %s", name, args)
 	require.False(t, res.Pending)
 	require.False(t, res.Final)
 	return res.Content
 }
 
-func (f *fixture) fail(t *testing.T, ctx context.Context, name, args string) error {
+func (f *fixture) fail(t *testing.T, s *tools.Session, name, args string) error {
 	t.Helper()
-	_, err := f.router.Dispatch(ctx, tools.Call{ID: "c", Name: name, Args: json.RawMessage(args)})
+	_, err := f.router.Dispatch(context.Background(), tools.Call{ID: "c", Name: name, Args: json.RawMessage(args), Session: s})
 	require.Error(t, err, "%s %s", name, args)
 	return err
 }
@@ -102,7 +103,7 @@ func TestPlan(t *testing.T) {
 
 	t.Run("create then read", func(t *testing.T) {
 		t.Parallel()
-		ctx := f.ctx(f.run(t), "lead")
+		ctx := f.session(f.run(t), "lead")
 		p := decode[store.Plan](t, f.call(t, ctx, "create_plan", `{"goal":"ship it","steps":["write","review","reply"]}`))
 		require.Positive(t, p.ID)
 		require.Equal(t, "ship it", p.Goal)
@@ -120,7 +121,7 @@ func TestPlan(t *testing.T) {
 
 	t.Run("goal is optional", func(t *testing.T) {
 		t.Parallel()
-		ctx := f.ctx(f.run(t), "lead")
+		ctx := f.session(f.run(t), "lead")
 		p := decode[store.Plan](t, f.call(t, ctx, "create_plan", `{"steps":["only"]}`))
 		require.Empty(t, p.Goal)
 		require.Len(t, p.Steps, 1)
@@ -128,7 +129,7 @@ func TestPlan(t *testing.T) {
 
 	t.Run("no plan yet", func(t *testing.T) {
 		t.Parallel()
-		ctx := f.ctx(f.run(t), "lead")
+		ctx := f.session(f.run(t), "lead")
 		for _, args := range []string{`{}`, `{"mode":"next"}`, `{"mode":"all"}`} {
 			require.Contains(t, f.call(t, ctx, "read_plan", args), "there is no plan yet")
 		}
@@ -138,7 +139,7 @@ func TestPlan(t *testing.T) {
 
 	t.Run("update walks next forward", func(t *testing.T) {
 		t.Parallel()
-		ctx := f.ctx(f.run(t), "lead")
+		ctx := f.session(f.run(t), "lead")
 		f.call(t, ctx, "create_plan", `{"steps":["a","b","c","d"]}`)
 
 		require.Equal(t, "step 1 is in_progress", f.call(t, ctx, "update_plan", `{"step":1,"status":"in_progress"}`))
@@ -170,7 +171,7 @@ func TestPlan(t *testing.T) {
 
 	t.Run("update is idempotent", func(t *testing.T) {
 		t.Parallel()
-		ctx := f.ctx(f.run(t), "lead")
+		ctx := f.session(f.run(t), "lead")
 		f.call(t, ctx, "create_plan", `{"steps":["a"]}`)
 		for range 2 {
 			f.call(t, ctx, "update_plan", `{"step":1,"status":"completed","result":"r"}`)
@@ -181,7 +182,7 @@ func TestPlan(t *testing.T) {
 
 	t.Run("create replaces the active plan", func(t *testing.T) {
 		t.Parallel()
-		ctx := f.ctx(f.run(t), "lead")
+		ctx := f.session(f.run(t), "lead")
 		first := decode[store.Plan](t, f.call(t, ctx, "create_plan", `{"goal":"v1","steps":["a","b"]}`))
 		f.call(t, ctx, "update_plan", `{"step":1,"status":"completed"}`)
 		second := decode[store.Plan](t, f.call(t, ctx, "create_plan", `{"goal":"v2","steps":["x"]}`))
@@ -193,23 +194,23 @@ func TestPlan(t *testing.T) {
 
 	t.Run("plans are per run", func(t *testing.T) {
 		t.Parallel()
-		a, b := f.ctx(f.run(t), "lead"), f.ctx(f.run(t), "lead")
+		a, b := f.session(f.run(t), "lead"), f.session(f.run(t), "lead")
 		f.call(t, a, "create_plan", `{"steps":["run a"]}`)
 		require.Contains(t, f.call(t, b, "read_plan", `{}`), "there is no plan yet")
 		// Any agent of the run sees the team's plan.
-		require.Equal(t, "run a", decode[store.PlanStep](t, f.call(t, f.ctx(sessionRun(a), "writer"), "read_plan", `{}`)).Title)
+		require.Equal(t, "run a", decode[store.PlanStep](t, f.call(t, f.session(sessionRun(a), "writer"), "read_plan", `{}`)).Title)
 	})
 
 	t.Run("fifty steps is the limit", func(t *testing.T) {
 		t.Parallel()
-		ctx := f.ctx(f.run(t), "lead")
+		ctx := f.session(f.run(t), "lead")
 		p := decode[store.Plan](t, f.call(t, ctx, "create_plan", steps(50)))
 		require.Len(t, p.Steps, 50)
 		require.Equal(t, 50, p.Steps[49].Index)
 	})
 }
 
-func sessionRun(ctx context.Context) string { return tools.SessionFrom(ctx).RunID }
+func sessionRun(s *tools.Session) string { return s.RunID }
 
 func steps(n int) string {
 	s := make([]string, n)
@@ -244,7 +245,7 @@ func TestPlanErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := f.ctx(f.run(t), "lead")
+			ctx := f.session(f.run(t), "lead")
 			if tc.withPlan {
 				f.call(t, ctx, "create_plan", `{"steps":["a","b"]}`)
 			}
@@ -271,12 +272,12 @@ func TestTodo(t *testing.T) {
 
 	t.Run("read before write is empty", func(t *testing.T) {
 		t.Parallel()
-		require.Equal(t, "[]", f.call(t, f.ctx(f.run(t), "writer"), "todo", `{"action":"read"}`))
+		require.Equal(t, "[]", f.call(t, f.session(f.run(t), "writer"), "todo", `{"action":"read"}`))
 	})
 
 	t.Run("write check read", func(t *testing.T) {
 		t.Parallel()
-		ctx := f.ctx(f.run(t), "writer")
+		ctx := f.session(f.run(t), "writer")
 		require.Equal(t, items{{Text: "outline"}, {Text: "draft"}, {Text: "polish"}},
 			decode[items](t, f.call(t, ctx, "todo", `{"action":"write","items":["outline","draft","polish"]}`)))
 		require.Equal(t, items{{Text: "outline"}, {Text: "draft", Done: true}, {Text: "polish"}},
@@ -290,7 +291,7 @@ func TestTodo(t *testing.T) {
 
 	t.Run("write replaces the list", func(t *testing.T) {
 		t.Parallel()
-		ctx := f.ctx(f.run(t), "writer")
+		ctx := f.session(f.run(t), "writer")
 		f.call(t, ctx, "todo", `{"action":"write","items":["a","b"]}`)
 		f.call(t, ctx, "todo", `{"action":"check","item":1}`)
 		f.call(t, ctx, "todo", `{"action":"write","items":["c"]}`)
@@ -302,15 +303,15 @@ func TestTodo(t *testing.T) {
 	t.Run("lists are per agent and per run", func(t *testing.T) {
 		t.Parallel()
 		run := f.run(t)
-		f.call(t, f.ctx(run, "writer"), "todo", `{"action":"write","items":["mine"]}`)
-		require.Equal(t, "[]", f.call(t, f.ctx(run, "reviewer"), "todo", `{"action":"read"}`))
-		require.Equal(t, "[]", f.call(t, f.ctx(f.run(t), "writer"), "todo", `{"action":"read"}`))
-		require.Equal(t, items{{Text: "mine"}}, decode[items](t, f.call(t, f.ctx(run, "writer"), "todo", `{"action":"read"}`)))
+		f.call(t, f.session(run, "writer"), "todo", `{"action":"write","items":["mine"]}`)
+		require.Equal(t, "[]", f.call(t, f.session(run, "reviewer"), "todo", `{"action":"read"}`))
+		require.Equal(t, "[]", f.call(t, f.session(f.run(t), "writer"), "todo", `{"action":"read"}`))
+		require.Equal(t, items{{Text: "mine"}}, decode[items](t, f.call(t, f.session(run, "writer"), "todo", `{"action":"read"}`)))
 	})
 
 	t.Run("hundred items is the limit", func(t *testing.T) {
 		t.Parallel()
-		ctx := f.ctx(f.run(t), "writer")
+		ctx := f.session(f.run(t), "writer")
 		list := func(n int) string {
 			s := make([]string, n)
 			for i := range s {
@@ -341,7 +342,7 @@ func TestTodo(t *testing.T) {
 	for _, tc := range errs {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := f.ctx(f.run(t), "writer")
+			ctx := f.session(f.run(t), "writer")
 			if tc.setup != "" {
 				f.call(t, ctx, "todo", tc.setup)
 			}

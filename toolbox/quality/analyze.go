@@ -167,8 +167,8 @@ func collect(t target, maxFiles int) (map[lang][]string, bool, error) {
 // option.
 func argPath(rel string) string { return "./" + rel }
 
-func (s *server) analyze(ctx context.Context, a AnalyzeArgs) (tools.Result, error) {
-	sess := tools.SessionFrom(ctx)
+func (s *server) analyze(ctx context.Context, call tools.Call, a AnalyzeArgs) (tools.Result, error) {
+	sess := call.Session
 	if a.Linter != "" && a.Linter != "flake8" && a.Linter != "pylint" {
 		return tools.Result{}, fmt.Errorf("analyze_code: linter %q: the choice is flake8 or pylint (Python); other languages have one linter each", a.Linter)
 	}

@@ -28,8 +28,8 @@ func RegisterFinishing(reg *tools.Registry, ws workspace.Config) {
 		"every HTML page links a favicon that exists; no leftover scaffold markers (TODO/FIXME in shipped code, lorem ipsum, default framework titles and logos, placeholder images); "+
 		"every image the README references exists; the manifest version matches the CHANGELOG head; every list screen has an empty state. "+
 		"Reads only files that ship: .gitignore is honoured; dependencies, tests, build output and dot directories are skipped.",
-		func(ctx context.Context, a FinishingArgs) (tools.Result, error) {
-			rep, err := checkFinishing(ctx, a, ws.MaxFileBytes)
+		func(ctx context.Context, call tools.Call, a FinishingArgs) (tools.Result, error) {
+			rep, err := checkFinishing(ctx, call, a, ws.MaxFileBytes)
 			if err != nil {
 				return tools.Result{}, fmt.Errorf("check_finishing: %w", err)
 			}
@@ -242,7 +242,7 @@ func (p *shippedProject) rootFile(names ...string) string {
 	return ""
 }
 
-func checkFinishing(ctx context.Context, a FinishingArgs, limit int64) (FinishingReport, error) {
+func checkFinishing(ctx context.Context, call tools.Call, a FinishingArgs, limit int64) (FinishingReport, error) {
 	dir := a.Path
 	if dir == "" {
 		dir = "."
@@ -251,7 +251,7 @@ func checkFinishing(ctx context.Context, a FinishingArgs, limit int64) (Finishin
 	if err != nil {
 		return FinishingReport{}, fmt.Errorf("path: %w", err)
 	}
-	ws, _, err := openSessionRoot(ctx)
+	ws, _, err := openSessionRoot(call)
 	if err != nil {
 		return FinishingReport{}, err
 	}

@@ -1,7 +1,6 @@
 package quality
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -43,16 +42,16 @@ func cleanPathArg(p string) (string, error) {
 // openSessionRoot opens the calling session's workspace as an os.Root: every
 // later open resolves beneath it, so a symlink swapped in after a check still
 // cannot lead out.
-func openSessionRoot(ctx context.Context) (*os.Root, string, error) {
-	s := tools.SessionFrom(ctx)
-	if s == nil || s.Workspace == "" {
-		return nil, "", errors.New("no workspace for this session")
+func openSessionRoot(call tools.Call) (*os.Root, string, error) {
+	ws, err := call.Workspace()
+	if err != nil {
+		return nil, "", err
 	}
-	r, err := os.OpenRoot(s.Workspace)
+	r, err := os.OpenRoot(ws)
 	if err != nil {
 		return nil, "", fmt.Errorf("open workspace: %w", err)
 	}
-	return r, s.Workspace, nil
+	return r, ws, nil
 }
 
 // rootPathErr turns an os.Root error into one the agent can act on.

@@ -65,9 +65,9 @@ func call(t *testing.T, r *tools.Router, ws, tool string, args any) (string, err
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	ctx = tools.WithSession(ctx, &tools.Session{RunID: "run-quality-test", SessionID: "s", Agent: "qa", Workspace: ws,
-		Access: tools.Access{Tools: []string{"analyze_code", "run_tests"}}})
-	res, err := r.Dispatch(ctx, tools.Call{ID: "c", Name: tool, Args: raw})
+	caller := &tools.Session{RunID: "run-quality-test", SessionID: "s", Agent: "qa", Workspace: ws,
+		Access: tools.Access{Tools: []string{"analyze_code", "run_tests"}}}
+	res, err := r.Dispatch(ctx, tools.Call{Session: caller, ID: "c", Name: tool, Args: raw})
 	return res.Content, err
 }
 

@@ -64,8 +64,8 @@ var skipDirs = []string{"node_modules", "vendor", "dist", "build", "target", "__
 func RegisterReview(reg *tools.Registry, cfg ReviewConfig) {
 	cfg = cfg.WithDefaults()
 	tools.Register(reg, "code_review", "A structured, severity-tagged review of a file or directory by a model (critical, major, minor, nit; file, line, title, detail, suggestion). Reads the files itself.",
-		func(ctx context.Context, a ReviewArgs) (tools.Result, error) {
-			s := tools.SessionFrom(ctx)
+		func(ctx context.Context, call tools.Call, a ReviewArgs) (tools.Result, error) {
+			s := call.Session
 			if s.Coordinator == nil {
 				return tools.Result{}, errors.New("code_review: no coordinator in this session")
 			}
@@ -77,7 +77,7 @@ func RegisterReview(reg *tools.Registry, cfg ReviewConfig) {
 				return tools.Result{}, fmt.Errorf("code_review: %w", err)
 			}
 			task := reviewTask(files, strings.TrimSpace(a.Focus))
-			if err := s.Coordinator.Delegate(ctx, tools.CallID(ctx), []tools.DelegateRequest{{Agent: review.Agent(s.Agent), Task: task, Review: true}}); err != nil {
+			if err := s.Coordinator.Delegate(ctx, call.ID, []tools.DelegateRequest{{Agent: review.Agent(s.Agent), Task: task, Review: true}}); err != nil {
 				return tools.Result{}, err
 			}
 			return tools.Result{Pending: true}, nil

@@ -57,10 +57,10 @@ func registerStyle(reg *tools.Registry, ws workspace.Config) {
 	tools.Register(reg, "record_style", "Write the style record (default STYLE.md): the approved direction and the rules a later run must not break, as prose, "+
 		"plus token tables generated from the stylesheet itself — colours with use counts, contrast pairs (WCAG AA), font families, type scale, spacing, radii, shadows, "+
 		"breakpoints and custom properties — so the record cannot document a palette the code does not contain. Returns a JSON summary.",
-		func(ctx context.Context, a StyleArgs) (tools.Result, error) {
-			res, err := recordStyle(ctx, a, ws)
+		func(ctx context.Context, call tools.Call, a StyleArgs) (tools.Result, error) {
+			res, err := recordStyle(ctx, call, a, ws)
 			if err != nil {
-				if s := tools.SessionFrom(ctx); s != nil && s.Workspace != "" {
+				if s := call.Session; s != nil && s.Workspace != "" {
 					err = wsquota.Explain(s.Workspace, err)
 				}
 				return tools.Result{}, fmt.Errorf("record_style: %w", err)
@@ -69,7 +69,7 @@ func registerStyle(reg *tools.Registry, ws workspace.Config) {
 		}, tools.Idempotent(), tools.InGroup("quality"))
 }
 
-func recordStyle(ctx context.Context, a StyleArgs, ws workspace.Config) (tools.Result, error) {
+func recordStyle(ctx context.Context, call tools.Call, a StyleArgs, ws workspace.Config) (tools.Result, error) {
 	direction, rules := strings.TrimSpace(a.Direction), strings.TrimSpace(a.Rules)
 	if direction == "" || rules == "" {
 		return tools.Result{}, fmt.Errorf("direction and rules are both required (prose: the approved direction, and the rules a later run must not break)")
@@ -104,7 +104,7 @@ func recordStyle(ctx context.Context, a StyleArgs, ws workspace.Config) (tools.R
 	if len(sheets) > maxStylesheets {
 		return tools.Result{}, fmt.Errorf("stylesheet: %d files, the limit is %d", len(sheets), maxStylesheets)
 	}
-	root, _, err := openSessionRoot(ctx)
+	root, _, err := openSessionRoot(call)
 	if err != nil {
 		return tools.Result{}, err
 	}

@@ -105,8 +105,8 @@ func detect(t target) (string, error) {
 	return "", fmt.Errorf("no test suite detected in %s (looked for go.mod, package.json, pytest.ini, pyproject.toml, setup.cfg, test_*.py); name the framework", t.rel)
 }
 
-func (s *server) runTests(ctx context.Context, a TestArgs) (tools.Result, error) {
-	sess := tools.SessionFrom(ctx)
+func (s *server) runTests(ctx context.Context, call tools.Call, a TestArgs) (tools.Result, error) {
+	sess := call.Session
 	timeout, err := bound(a.Timeout, s.cfg.TestTimeout, s.cfg.MaxTimeout)
 	if err != nil {
 		return tools.Result{}, fmt.Errorf("run_tests: %w", err)

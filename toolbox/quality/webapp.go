@@ -123,8 +123,7 @@ const maxAppRedirects = 5
 // client, which enforces the team's policy on every hop. Either way a redirect
 // may not leave the origin the caller named: a web app that bounces a checker
 // elsewhere is a finding, not a place to follow.
-func appClient(ctx context.Context, d WebAppDeps, origin *url.URL) (*http.Client, string, error) {
-	s := tools.SessionFrom(ctx)
+func appClient(s *tools.Session, d WebAppDeps, origin *url.URL) (*http.Client, string, error) {
 	if d.Sandbox != nil && tools.IsLoopbackHost(origin.Hostname()) {
 		if s == nil || s.RunID == "" {
 			return nil, "", errors.New("no run for this session: the run's sandbox cannot be reached")

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/aetherium-engine/aetherium/tools"
 )
 
 // maxBrowserArg caps a selector or text a browser check looks for.
@@ -17,9 +19,9 @@ const maxBrowserArg = 2000
 // run's sandboxed browser (research.Browser, adapted by package toolbox): the run's
 // own app (a loopback URL) inside the run's sandbox, anything else through the
 // run's egress proxy. Nil in WebAppDeps: the browser checks are refused with a
-// clear error.
+// clear error. s is the calling session, whose run owns the browser.
 type PageBrowser interface {
-	LoadPage(ctx context.Context, rawURL string, q PageQuery) (PageLoad, error)
+	LoadPage(ctx context.Context, s *tools.Session, rawURL string, q PageQuery) (PageLoad, error)
 }
 
 // PageQuery is what the browser checks of one path ask of its page.
@@ -56,7 +58,7 @@ type pageResult struct {
 // of its checks (the evidence says why), not an error of the call; an egress
 // refusal is not reached here, since the browser's requests go through the
 // run's egress proxy, which refuses on its own.
-func loadPages(ctx context.Context, d WebAppDeps, base *url.URL, checks []preparedCheck) (map[string]pageResult, error) {
+func loadPages(ctx context.Context, s *tools.Session, d WebAppDeps, base *url.URL, checks []preparedCheck) (map[string]pageResult, error) {
 	queries := map[string]*PageQuery{}
 	var order []string
 	for _, c := range checks {
@@ -90,7 +92,7 @@ func loadPages(ctx context.Context, d WebAppDeps, base *url.URL, checks []prepar
 	out := map[string]pageResult{}
 	for _, p := range order {
 		u, _ := joinAppPath(base, p) // validated before
-		load, err := d.Browser.LoadPage(ctx, u.String(), *queries[p])
+		load, err := d.Browser.LoadPage(ctx, s, u.String(), *queries[p])
 		out[p] = pageResult{load: load, err: err}
 	}
 	return out, nil

@@ -78,10 +78,10 @@ func registerAPISchema(reg *tools.Registry, d WebAppDeps, cfg WebAppConfig) {
 		"or else GET the given paths and infer JSON Schemas from their JSON responses (types; required = present and not null). "+
 		"Saves an OpenAPI 3 document into the workspace (default api-schema.json); with compare_to (an earlier schema file) lists the changes that break a client: "+
 		"missing paths/operations/responses, missing response fields, changed types, newly required request fields.",
-		func(ctx context.Context, a APISchemaArgs) (tools.Result, error) {
-			rep, err := captureAPISchema(ctx, d, cfg, a)
+		func(ctx context.Context, call tools.Call, a APISchemaArgs) (tools.Result, error) {
+			rep, err := captureAPISchema(ctx, call, d, cfg, a)
 			if err != nil {
-				if s := tools.SessionFrom(ctx); s != nil && s.Workspace != "" {
+				if s := call.Session; s != nil && s.Workspace != "" {
 					err = wsquota.Explain(s.Workspace, err)
 				}
 				return tools.Result{}, fmt.Errorf("capture_api_schema: %w", err)
@@ -96,7 +96,7 @@ func registerAPISchema(reg *tools.Registry, d WebAppDeps, cfg WebAppConfig) {
 		}, tools.Outbound(), tools.Idempotent(), tools.LoopbackInSandbox(d.Sandbox != nil), tools.InGroup("quality"))
 }
 
-func captureAPISchema(ctx context.Context, d WebAppDeps, cfg WebAppConfig, a APISchemaArgs) (APISchemaReport, error) {
+func captureAPISchema(ctx context.Context, call tools.Call, d WebAppDeps, cfg WebAppConfig, a APISchemaArgs) (APISchemaReport, error) {
 	base, err := parseAppURL(a.BaseURL)
 	if err != nil {
 		return APISchemaReport{}, fmt.Errorf("base_url: %w", err)
@@ -126,7 +126,7 @@ func captureAPISchema(ctx context.Context, d WebAppDeps, cfg WebAppConfig, a API
 			return APISchemaReport{}, fmt.Errorf("compare_to: %w", err)
 		}
 	}
-	root, _, err := openSessionRoot(ctx)
+	root, _, err := openSessionRoot(call)
 	if err != nil {
 		return APISchemaReport{}, err
 	}
@@ -142,7 +142,7 @@ func captureAPISchema(ctx context.Context, d WebAppDeps, cfg WebAppConfig, a API
 			return APISchemaReport{}, fmt.Errorf("compare_to: %s: %w", cmpRel, err)
 		}
 	}
-	client, via, err := appClient(ctx, d, base)
+	client, via, err := appClient(call.Session, d, base)
 	if err != nil {
 		return APISchemaReport{}, err
 	}

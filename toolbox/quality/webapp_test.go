@@ -39,7 +39,7 @@ func dispatchWebTool(t *testing.T, deps quality.WebAppDeps, cfg quality.WebAppCo
 	require.NoError(t, err)
 	s := &tools.Session{RunID: runID, SessionID: "s", Agent: "qa", Role: "worker", Workspace: ws,
 		Access: tools.Access{Tools: []string{"validate_web_app", "capture_api_schema"}}}
-	res, err := tools.NewRouter(reg).Dispatch(tools.WithSession(context.Background(), s), tools.Call{ID: "c1", Name: tool, Args: raw})
+	res, err := tools.NewRouter(reg).Dispatch(context.Background(), tools.Call{ID: "c1", Name: tool, Args: raw, Session: s})
 	return res.Content, err
 }
 

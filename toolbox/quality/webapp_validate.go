@@ -110,8 +110,8 @@ func registerValidateWebApp(reg *tools.Registry, d WebAppDeps, cfg WebAppConfig)
 		"status (a path answers the expected status and content type), max_ms (a path answers within a time bound), "+
 		"json_schema (a JSON endpoint's body validates against an inline JSON Schema); and in headless Chromium, after the page's scripts ran: "+
 		"selector (a CSS selector matches), text (the rendered page contains a text), no_console_errors, no_failed_requests (every sub-request answered below 400). Redirects off the app's origin are refused.",
-		func(ctx context.Context, a ValidateWebAppArgs) (tools.Result, error) {
-			rep, err := validateWebApp(ctx, d, cfg, a)
+		func(ctx context.Context, call tools.Call, a ValidateWebAppArgs) (tools.Result, error) {
+			rep, err := validateWebApp(ctx, call, d, cfg, a)
 			if err != nil {
 				return tools.Result{}, fmt.Errorf("validate_web_app: %w", err)
 			}
@@ -131,7 +131,7 @@ type preparedCheck struct {
 	schema *jsonschema.Schema
 }
 
-func validateWebApp(ctx context.Context, d WebAppDeps, cfg WebAppConfig, a ValidateWebAppArgs) (WebAppReport, error) {
+func validateWebApp(ctx context.Context, call tools.Call, d WebAppDeps, cfg WebAppConfig, a ValidateWebAppArgs) (WebAppReport, error) {
 	base, err := parseAppURL(a.URL)
 	if err != nil {
 		return WebAppReport{}, err
@@ -155,14 +155,14 @@ func validateWebApp(ctx context.Context, d WebAppDeps, cfg WebAppConfig, a Valid
 		}
 		prepared = append(prepared, p)
 	}
-	client, via, err := appClient(ctx, d, base)
+	client, via, err := appClient(call.Session, d, base)
 	if err != nil {
 		return WebAppReport{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
 	defer cancel()
 	rep := WebAppReport{URL: base.String(), Via: via, Passed: true}
-	pages, err := loadPages(ctx, d, base, prepared)
+	pages, err := loadPages(ctx, call.Session, d, base, prepared)
 	if err != nil {
 		return WebAppReport{}, err
 	}

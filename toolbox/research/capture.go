@@ -110,7 +110,7 @@ func registerCapture(reg *tools.Registry, host BrowserHost, cfg Config) *Browser
 	}
 	registerPlay(reg, pool, cfg)
 	tools.Register(reg, "capture_reference", "Screenshot a page (desktop 1440 px and mobile 390 px, full page, saved under captures/) in a sandboxed browser and return its computed design facts: palette by share of painted area, type scale, fonts, measure, vertical rhythm, breakpoints, and the requests the egress proxy refused.",
-		func(ctx context.Context, a CaptureArgs) (tools.Result, error) {
+		func(ctx context.Context, call tools.Call, a CaptureArgs) (tools.Result, error) {
 			if pool == nil {
 				return tools.Result{}, errors.New("capture_reference needs the Docker sandbox: pages are rendered by Chromium in a container of the browser image, never on the worker's host (sandbox.kind docker, and `make images`)")
 			}
@@ -127,10 +127,10 @@ func registerCapture(reg *tools.Registry, host BrowserHost, cfg Config) *Browser
 			if a.TimeoutSeconds < 0 {
 				return tools.Result{}, fmt.Errorf("capture_reference: timeout_seconds %d: want a positive number", a.TimeoutSeconds)
 			}
-			s := tools.SessionFrom(ctx)
-			if s == nil || s.Workspace == "" || s.RunID == "" {
-				return tools.Result{}, errors.New("capture_reference: this session has no run workspace")
+			if _, err := call.RunWorkspace(); err != nil {
+				return tools.Result{}, fmt.Errorf("capture_reference: %w", err)
 			}
+			s := call.Session
 			ans, err := capture(ctx, pool, cfg, s, a)
 			if err != nil {
 				return tools.Result{}, fmt.Errorf("capture_reference %s: %w", a.URL, err)

@@ -120,10 +120,10 @@ func newCaptureEnv(t testing.TB, cfg research.Config) *captureEnv {
 	e.call = func(run string, args research.CaptureArgs) (research.CaptureAnswer, error) {
 		raw, err := json.Marshal(args)
 		require.NoError(t, err)
-		ctx := tools.WithSession(context.Background(), &tools.Session{RunID: run, SessionID: "s", Agent: "designer", Workspace: e.ws,
+		ctx, caller := context.Background(), &tools.Session{RunID: run, SessionID: "s", Agent: "designer", Workspace: e.ws,
 			Access: tools.Access{Tools: []string{"capture_reference"}}, AllowedDomains: []string{"fixture.test", "standin.test", "nowhere.test"},
-			EgressPorts: []int{e.stand.port}})
-		res, err := router.Dispatch(ctx, tools.Call{ID: "c", Name: "capture_reference", Args: raw})
+			EgressPorts: []int{e.stand.port}}
+		res, err := router.Dispatch(ctx, tools.Call{Session: caller, ID: "c", Name: "capture_reference", Args: raw})
 		if err != nil {
 			return research.CaptureAnswer{}, err
 		}
@@ -371,8 +371,8 @@ func TestCaptureReferenceRefuses(t *testing.T) {
 	reg := tools.NewRegistry()
 	research.Register(reg, nil, research.Config{}, nil)
 	router := tools.NewRouter(reg)
-	ctx := tools.WithSession(context.Background(), &tools.Session{RunID: "r", SessionID: "s", Agent: "a", Workspace: t.TempDir(),
-		Access: tools.Access{Tools: []string{"capture_reference"}}})
-	_, err := router.Dispatch(ctx, tools.Call{ID: "c", Name: "capture_reference", Args: []byte(`{"url":"http://example.org/"}`)})
+	ctx, caller := context.Background(), &tools.Session{RunID: "r", SessionID: "s", Agent: "a", Workspace: t.TempDir(),
+		Access: tools.Access{Tools: []string{"capture_reference"}}}
+	_, err := router.Dispatch(ctx, tools.Call{Session: caller, ID: "c", Name: "capture_reference", Args: []byte(`{"url":"http://example.org/"}`)})
 	require.ErrorContains(t, err, "needs the Docker sandbox")
 }

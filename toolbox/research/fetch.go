@@ -52,7 +52,7 @@ var ErrTooLarge = errors.New("over the download cap")
 
 func registerFetch(reg *tools.Registry, eg *egress.Egress, cfg Config) {
 	tools.Register(reg, "web_fetch", "Fetch a web page and return its readable text (main content, headings and lists kept, links as footnotes); JSON and plain text come back as text.",
-		func(ctx context.Context, a FetchArgs) (tools.Result, error) {
+		func(ctx context.Context, call tools.Call, a FetchArgs) (tools.Result, error) {
 			if eg == nil {
 				return tools.Result{}, errors.New("web_fetch: no egress client configured")
 			}
@@ -66,7 +66,7 @@ func registerFetch(reg *tools.Registry, eg *egress.Egress, cfg Config) {
 			if a.TimeoutSeconds > 0 {
 				timeout = min(time.Duration(a.TimeoutSeconds)*time.Second, cfg.MaxTimeout)
 			}
-			s := tools.SessionFrom(ctx)
+			s := call.Session
 			ans, err := fetch(ctx, eg.ClientFor(s.AllowedDomains, s.EgressDenyPrivate), cfg, a, timeout)
 			if err != nil {
 				return tools.Result{}, fmt.Errorf("web_fetch: %w", err)

@@ -76,8 +76,9 @@ const queryJS = `(async (sels, texts, wait) => {
 
 // CheckPage loads rawURL (http or https) in the calling run's browser and
 // answers q. A page that does not load at all is an error; a page answered
-// with an error status is reported with that status.
-func (b *Browser) CheckPage(ctx context.Context, rawURL string, q PageQuery) (PageCheck, error) {
+// with an error status is reported with that status. s is the calling session,
+// whose run's browser loads the page.
+func (b *Browser) CheckPage(ctx context.Context, s *tools.Session, rawURL string, q PageQuery) (PageCheck, error) {
 	if b == nil || b.pool == nil {
 		return PageCheck{}, errors.New("browser checks need the Docker sandbox: pages run in Chromium in a container of the browser image, never on the worker's host (sandbox.kind docker, and `make images`)")
 	}
@@ -85,9 +86,8 @@ func (b *Browser) CheckPage(ctx context.Context, rawURL string, q PageQuery) (Pa
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return PageCheck{}, fmt.Errorf("%q is not an http(s) URL", rawURL)
 	}
-	s := tools.SessionFrom(ctx)
 	if s == nil || s.Workspace == "" || s.RunID == "" {
-		return PageCheck{}, errors.New("this session has no run workspace")
+		return PageCheck{}, tools.ErrNoWorkspace
 	}
 	wait := q.Wait
 	if wait <= 0 {

@@ -75,7 +75,7 @@ const pagesMark = "aetherium-pages: "
 
 func registerPDF(reg *tools.Registry, eg *egress.Egress, run Runner, cfg Config) {
 	tools.Register(reg, "download_pdf", "Download a PDF into the workspace (downloads/<name>.pdf) and return its page count and text, extracted in a sandbox container. Needs a human's approval.",
-		func(ctx context.Context, a PDFArgs) (tools.Result, error) {
+		func(ctx context.Context, call tools.Call, a PDFArgs) (tools.Result, error) {
 			if eg == nil {
 				return tools.Result{}, errors.New("download_pdf: no egress client configured")
 			}
@@ -88,10 +88,10 @@ func registerPDF(reg *tools.Registry, eg *egress.Egress, run Runner, cfg Config)
 			if a.MaxChars < 100 || a.MaxChars > MaxFetchChars {
 				return tools.Result{}, fmt.Errorf("download_pdf: max_chars %d: want 100-%d", a.MaxChars, MaxFetchChars)
 			}
-			s := tools.SessionFrom(ctx)
-			if s == nil || s.Workspace == "" {
-				return tools.Result{}, errors.New("download_pdf: this session has no workspace")
+			if _, err := call.Workspace(); err != nil {
+				return tools.Result{}, fmt.Errorf("download_pdf: %w", err)
 			}
+			s := call.Session
 			ans, err := downloadPDF(ctx, eg.ClientFor(s.AllowedDomains, s.EgressDenyPrivate), run, cfg, s, a)
 			if err != nil {
 				return tools.Result{}, fmt.Errorf("download_pdf: %w", err)

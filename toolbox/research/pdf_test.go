@@ -126,9 +126,9 @@ func pdfTool(t *testing.T, cfg research.Config, run research.Runner, ws string) 
 	return func(args research.PDFArgs) (research.PDFAnswer, error) {
 		raw, err := json.Marshal(args)
 		require.NoError(t, err)
-		ctx := tools.WithSession(context.Background(), &tools.Session{RunID: "r", SessionID: "s", Agent: "a", Workspace: ws,
-			Access: tools.Access{Tools: []string{"download_pdf"}}})
-		res, err := router.Dispatch(ctx, tools.Call{ID: "c", Name: "download_pdf", Args: raw})
+		ctx, caller := context.Background(), &tools.Session{RunID: "r", SessionID: "s", Agent: "a", Workspace: ws,
+			Access: tools.Access{Tools: []string{"download_pdf"}}}
+		res, err := router.Dispatch(ctx, tools.Call{Session: caller, ID: "c", Name: "download_pdf", Args: raw})
 		if err != nil {
 			return research.PDFAnswer{}, err
 		}

@@ -98,17 +98,17 @@ type PlayError struct {
 
 func registerPlay(reg *tools.Registry, pool *browsers, cfg Config) {
 	tools.Register(reg, "play_test", "Open a page the way a visitor does (a workspace HTML file, or a URL of the run's app), click each visible control once (buttons, same-page links, checkboxes, selects; typed input into text fields) and report every uncaught exception, unhandled rejection and console.error with the control that triggered it, plus screenshots before and after.",
-		func(ctx context.Context, a PlayArgs) (tools.Result, error) {
+		func(ctx context.Context, call tools.Call, a PlayArgs) (tools.Result, error) {
 			if pool == nil {
 				return tools.Result{}, errors.New("play_test needs the Docker sandbox: pages run in Chromium in a container of the browser image, never on the worker's host (sandbox.kind docker, and `make images`)")
 			}
 			if a.TimeoutSeconds < 0 {
 				return tools.Result{}, fmt.Errorf("play_test: timeout_seconds %d: want a positive number", a.TimeoutSeconds)
 			}
-			s := tools.SessionFrom(ctx)
-			if s == nil || s.Workspace == "" || s.RunID == "" {
-				return tools.Result{}, errors.New("play_test: this session has no run workspace")
+			if _, err := call.RunWorkspace(); err != nil {
+				return tools.Result{}, fmt.Errorf("play_test: %w", err)
 			}
+			s := call.Session
 			ans, err := play(ctx, pool, cfg, s, a)
 			if err != nil {
 				return tools.Result{}, fmt.Errorf("play_test %s: %w", a.Page, err)

@@ -53,9 +53,9 @@ func TestPlayTest(t *testing.T) {
 	router := tools.NewRouter(reg)
 	call := func(page string) (research.PlayAnswer, error) {
 		raw, _ := json.Marshal(research.PlayArgs{Page: page})
-		ctx := tools.WithSession(context.Background(), &tools.Session{RunID: run, SessionID: "s", Agent: "qa", Workspace: e.ws,
-			Access: tools.Access{Tools: []string{"play_test"}}, AllowedDomains: []string{"fixture.test"}})
-		res, err := router.Dispatch(ctx, tools.Call{ID: "c", Name: "play_test", Args: raw})
+		ctx, caller := context.Background(), &tools.Session{RunID: run, SessionID: "s", Agent: "qa", Workspace: e.ws,
+			Access: tools.Access{Tools: []string{"play_test"}}, AllowedDomains: []string{"fixture.test"}}
+		res, err := router.Dispatch(ctx, tools.Call{Session: caller, ID: "c", Name: "play_test", Args: raw})
 		if err != nil {
 			return research.PlayAnswer{}, err
 		}

@@ -48,7 +48,7 @@ func Register(reg *tools.Registry, eg *egress.Egress, cfg Config, run Runner) *B
 		return min(time.Duration(sec)*time.Second, cfg.MaxTimeout)
 	}
 	tools.Register(reg, "http_request", "Issue an HTTP request (GET, POST, PUT, DELETE, PATCH, HEAD) to an allowed domain; returns status, headers and a capped body.",
-		func(ctx context.Context, a RequestArgs) (tools.Result, error) {
+		func(ctx context.Context, call tools.Call, a RequestArgs) (tools.Result, error) {
 			if eg == nil {
 				return tools.Result{}, errors.New("http_request: no egress client configured")
 			}
@@ -56,7 +56,7 @@ func Register(reg *tools.Registry, eg *egress.Egress, cfg Config, run Runner) *B
 			if !methods[m] {
 				return tools.Result{}, fmt.Errorf("http_request: method %q is not one of GET, POST, PUT, DELETE, PATCH, HEAD", a.Method)
 			}
-			s := tools.SessionFrom(ctx)
+			s := call.Session
 			ctx, cancel := context.WithTimeout(ctx, timeout(a.TimeoutSeconds, 30*time.Second))
 			defer cancel()
 			var body io.Reader
@@ -97,11 +97,11 @@ func Register(reg *tools.Registry, eg *egress.Egress, cfg Config, run Runner) *B
 			})
 		}, tools.Outbound(), tools.InGroup("research"), tools.WithTier(tools.Elevated))
 	tools.Register(reg, "http_health_check", "Ping an endpoint (GET) and return its status and latency.",
-		func(ctx context.Context, a HealthArgs) (tools.Result, error) {
+		func(ctx context.Context, call tools.Call, a HealthArgs) (tools.Result, error) {
 			if eg == nil {
 				return tools.Result{}, errors.New("http_health_check: no egress client configured")
 			}
-			s := tools.SessionFrom(ctx)
+			s := call.Session
 			ctx, cancel := context.WithTimeout(ctx, timeout(a.TimeoutSeconds, 10*time.Second))
 			defer cancel()
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.URL, nil)

@@ -52,7 +52,7 @@ var timeRanges = map[string]bool{"": true, "day": true, "week": true, "month": t
 
 func registerSearch(reg *tools.Registry, eg *egress.Egress, cfg Config) {
 	tools.Register(reg, "web_search", "Search the web (SearXNG, with a DuckDuckGo fallback); returns ranked results with title, url, snippet and engine.",
-		func(ctx context.Context, a SearchArgs) (tools.Result, error) {
+		func(ctx context.Context, call tools.Call, a SearchArgs) (tools.Result, error) {
 			if eg == nil {
 				return tools.Result{}, errors.New("web_search: no egress client configured")
 			}
@@ -69,7 +69,7 @@ func registerSearch(reg *tools.Registry, eg *egress.Egress, cfg Config) {
 			if !timeRanges[a.TimeRange] {
 				return tools.Result{}, fmt.Errorf("web_search: time_range %q: want day, week, month or year", a.TimeRange)
 			}
-			s := tools.SessionFrom(ctx)
+			s := call.Session
 			sr := searcher{client: eg.ClientFor(s.AllowedDomains, s.EgressDenyPrivate), cfg: cfg}
 			ans, err := sr.search(ctx, a)
 			if err != nil {

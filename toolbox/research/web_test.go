@@ -31,9 +31,9 @@ func webTools(t *testing.T, cfg research.Config) func(tool string, args any, out
 	return func(tool string, args any, out any) error {
 		raw, err := json.Marshal(args)
 		require.NoError(t, err)
-		ctx := tools.WithSession(context.Background(), &tools.Session{RunID: "r", SessionID: "s", Agent: "a",
-			Access: tools.Access{Tools: []string{"web_search", "web_fetch"}}})
-		res, err := router.Dispatch(ctx, tools.Call{ID: "c", Name: tool, Args: raw})
+		ctx, caller := context.Background(), &tools.Session{RunID: "r", SessionID: "s", Agent: "a",
+			Access: tools.Access{Tools: []string{"web_search", "web_fetch"}}}
+		res, err := router.Dispatch(ctx, tools.Call{Session: caller, ID: "c", Name: tool, Args: raw})
 		if err != nil {
 			return err
 		}

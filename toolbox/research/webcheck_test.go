@@ -67,9 +67,9 @@ func TestValidateWebAppBrowserChecks(t *testing.T) {
 	validate := func(checks ...map[string]any) quality.WebAppReport {
 		t.Helper()
 		raw, _ := json.Marshal(map[string]any{"url": "http://localhost:8000", "checks": checks})
-		sctx := tools.WithSession(ctx, &tools.Session{RunID: run, SessionID: "s", Agent: "qa", Workspace: ws,
-			Access: tools.Access{Tools: []string{"validate_web_app"}}, AllowedDomains: []string{"fixture.test"}})
-		out, err := router.Dispatch(sctx, tools.Call{ID: "c", Name: "validate_web_app", Args: raw})
+		sctx, sCaller := ctx, &tools.Session{RunID: run, SessionID: "s", Agent: "qa", Workspace: ws,
+			Access: tools.Access{Tools: []string{"validate_web_app"}}, AllowedDomains: []string{"fixture.test"}}
+		out, err := router.Dispatch(sctx, tools.Call{Session: sCaller, ID: "c", Name: "validate_web_app", Args: raw})
 		require.NoError(t, err)
 		var rep quality.WebAppReport
 		require.NoError(t, json.NewDecoder(strings.NewReader(out.Content)).Decode(&rep), out.Content)

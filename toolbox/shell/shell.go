@@ -105,11 +105,11 @@ type server struct {
 	cfg  Config
 }
 
-func (s *server) run(ctx context.Context, a RunArgs) (tools.Result, error) {
-	sess := tools.SessionFrom(ctx)
-	if sess == nil || sess.Workspace == "" || sess.RunID == "" {
-		return tools.Result{}, errors.New("run_shell: no run workspace for this session")
+func (s *server) run(ctx context.Context, call tools.Call, a RunArgs) (tools.Result, error) {
+	if _, err := call.RunWorkspace(); err != nil {
+		return tools.Result{}, fmt.Errorf("run_shell: %w", err)
 	}
+	sess := call.Session
 	if s.deps.Executor == nil {
 		return tools.Result{}, errors.New("run_shell: no command executor is configured (sandbox)")
 	}
@@ -193,8 +193,8 @@ func format(r sandbox.Result) string {
 
 var unitRE = regexp.MustCompile(`^[A-Za-z0-9@._:\\-]+$`)
 
-func (s *server) logs(ctx context.Context, a LogArgs) (tools.Result, error) {
-	sess := tools.SessionFrom(ctx)
+func (s *server) logs(ctx context.Context, call tools.Call, a LogArgs) (tools.Result, error) {
+	sess := call.Session
 	if sess == nil {
 		return tools.Result{}, errors.New("read_logs: no session")
 	}

@@ -48,11 +48,11 @@ func setup(t *testing.T, x sandbox.Executor, sh shell.Config) *env {
 func (e *env) call(tool string, args any) (string, error) {
 	raw, err := json.Marshal(args)
 	require.NoError(e.t, err)
-	ctx := tools.WithSession(context.Background(), &tools.Session{
+	ctx, caller := context.Background(), &tools.Session{
 		RunID: e.runID, SessionID: "s1", Agent: "builder", Role: "worker", Workspace: e.ws, AllowedDomains: e.domain,
 		Access: tools.Access{Tools: []string{"run_shell", "read_logs", "write_file", "edit_file", "read_file"}},
-	})
-	res, err := e.router.Dispatch(ctx, tools.Call{ID: "c", Name: tool, Args: raw})
+	}
+	res, err := e.router.Dispatch(ctx, tools.Call{Session: caller, ID: "c", Name: tool, Args: raw})
 	return res.Content, err
 }
 
@@ -183,13 +183,13 @@ func TestMissingDependenciesFailAtCallTime(t *testing.T) {
 	spec, ok = reg.Spec("read_logs")
 	require.True(t, ok)
 	require.Equal(t, tools.Elevated, spec.Tier)
-	ctx := tools.WithSession(context.Background(), &tools.Session{
+	ctx, caller := context.Background(), &tools.Session{
 		RunID: uuid.NewString(), Workspace: t.TempDir(), Access: tools.Access{Tools: []string{"run_shell", "read_logs"}},
-	})
+	}
 	r := tools.NewRouter(reg)
-	_, err = r.Dispatch(ctx, tools.Call{Name: "run_shell", Args: json.RawMessage(`{"command":"true"}`)})
+	_, err = r.Dispatch(ctx, tools.Call{Session: caller, Name: "run_shell", Args: json.RawMessage(`{"command":"true"}`)})
 	require.ErrorContains(t, err, "no command executor")
-	_, err = r.Dispatch(ctx, tools.Call{Name: "read_logs", Args: json.RawMessage(`{"source":"docker"}`)})
+	_, err = r.Dispatch(ctx, tools.Call{Session: caller, Name: "read_logs", Args: json.RawMessage(`{"source":"docker"}`)})
 	require.ErrorContains(t, err, "no sandbox executor")
 
 	// An executor without a command log: commands never run unrecorded.
@@ -198,7 +198,7 @@ func TestMissingDependenciesFailAtCallTime(t *testing.T) {
 	reg, err = toolbox.New(toolbox.Deps{Executor: x})
 	require.NoError(t, err)
 	marker := filepath.Join(t.TempDir(), "ran")
-	_, err = tools.NewRouter(reg).Dispatch(ctx, tools.Call{Name: "run_shell", Args: json.RawMessage(fmt.Sprintf(`{"command":"touch %s"}`, marker))})
+	_, err = tools.NewRouter(reg).Dispatch(ctx, tools.Call{Session: caller, Name: "run_shell", Args: json.RawMessage(fmt.Sprintf(`{"command":"touch %s"}`, marker))})
 	require.ErrorContains(t, err, "no command log")
 	require.NoFileExists(t, marker)
 }

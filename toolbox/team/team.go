@@ -17,9 +17,9 @@ import (
 	"github.com/aetherium-engine/aetherium/tools"
 )
 
-// Roster returns the agent names of the calling session's run (from
-// tools.SessionFrom(ctx)): the only valid targets of a message.
-type Roster func(ctx context.Context) ([]string, error)
+// Roster returns the agent names of the run of s, the calling session: the only
+// valid targets of a message.
+type Roster func(ctx context.Context, s *tools.Session) ([]string, error)
 
 // SendArgs are send_message_to's arguments.
 type SendArgs struct {
@@ -42,11 +42,11 @@ var ErrUnknownAgent = errors.New("send_message_to: unknown agent")
 func Register(reg *tools.Registry, mb *mailbox.Mailbox, roster Roster) {
 	tools.Register(reg, "send_message_to",
 		"Send a direct message to a teammate's mailbox. Delivery is asynchronous: they read it at the start of their next turn, with your name and the time.",
-		func(ctx context.Context, a SendArgs) (tools.Result, error) {
+		func(ctx context.Context, call tools.Call, a SendArgs) (tools.Result, error) {
 			if mb == nil || roster == nil {
 				return tools.Result{}, errors.New("send_message_to: team messaging is not configured on this worker")
 			}
-			s := tools.SessionFrom(ctx)
+			s := call.Session
 			if s == nil {
 				return tools.Result{}, errors.New("send_message_to: no session")
 			}
@@ -57,7 +57,7 @@ func Register(reg *tools.Registry, mb *mailbox.Mailbox, roster Roster) {
 			if to == s.Agent {
 				return tools.Result{}, fmt.Errorf("send_message_to: %q is you; message a teammate", to)
 			}
-			agents, err := roster(ctx)
+			agents, err := roster(ctx, s)
 			if err != nil {
 				return tools.Result{}, fmt.Errorf("send_message_to: list the team: %w", err)
 			}
@@ -71,7 +71,7 @@ func Register(reg *tools.Registry, mb *mailbox.Mailbox, roster Roster) {
 				sort.Strings(others)
 				return tools.Result{}, fmt.Errorf("%w %q: your teammates are %s", ErrUnknownAgent, a.To, strings.Join(others, ", "))
 			}
-			res, err := mb.Send(ctx, mailbox.Message{ID: messageID(s, tools.CallID(ctx)), RunID: s.RunID, From: s.Agent, To: to, Body: a.Message})
+			res, err := mb.Send(ctx, mailbox.Message{ID: messageID(s, call.ID), RunID: s.RunID, From: s.Agent, To: to, Body: a.Message})
 			if err != nil {
 				return tools.Result{}, fmt.Errorf("send_message_to: %w", err)
 			}

@@ -32,20 +32,20 @@ func setup(t *testing.T, roster team.Roster) *env {
 	return &env{mb: mb, router: tools.NewRouter(reg)}
 }
 
-func session(agent string) context.Context {
-	return tools.WithSession(context.Background(), &tools.Session{
+func session(agent string) *tools.Session {
+	return &tools.Session{
 		RunID: "run-1", SessionID: "sess-" + agent, Agent: agent, Role: "worker",
 		Access: tools.Access{Groups: []string{"team"}, Tools: []string{"send_message_to"}},
-	})
+	}
 }
 
-func call(ctx context.Context, e *env, id string, args map[string]any) (tools.Result, error) {
+func call(s *tools.Session, e *env, id string, args map[string]any) (tools.Result, error) {
 	raw, _ := json.Marshal(args)
-	return e.router.Dispatch(ctx, tools.Call{ID: id, Name: "send_message_to", Args: raw})
+	return e.router.Dispatch(context.Background(), tools.Call{ID: id, Name: "send_message_to", Args: raw, Session: s})
 }
 
 func roster(names ...string) team.Roster {
-	return func(context.Context) ([]string, error) { return names, nil }
+	return func(context.Context, *tools.Session) ([]string, error) { return names, nil }
 }
 
 func TestSendMessageLandsInTargetMailbox(t *testing.T) {
@@ -106,10 +106,10 @@ func TestSendMessageFailsAtCallTimeWithoutDeps(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "team", spec.Group)
 	require.Equal(t, tools.Standard, spec.Tier)
-	_, err := tools.NewRouter(reg).Dispatch(session("frontend"), tools.Call{ID: "1", Name: "send_message_to", Args: json.RawMessage(`{"to":"b","message":"m"}`)})
+	_, err := tools.NewRouter(reg).Dispatch(context.Background(), tools.Call{ID: "1", Name: "send_message_to", Args: json.RawMessage(`{"to":"b","message":"m"}`), Session: session("frontend")})
 	require.ErrorContains(t, err, "not configured")
 
-	e := setup(t, func(context.Context) ([]string, error) { return nil, errors.New("store down") })
+	e := setup(t, func(context.Context, *tools.Session) ([]string, error) { return nil, errors.New("store down") })
 	_, err = call(session("frontend"), e, "c", map[string]any{"to": "backend", "message": "hi"})
 	require.ErrorContains(t, err, "list the team: store down")
 }

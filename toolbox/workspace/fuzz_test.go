@@ -124,11 +124,11 @@ func FuzzEditFileArgs(f *testing.F) {
 		const limit = 4096
 		reg := tools.NewRegistry()
 		Register(reg, Config{MaxFileBytes: limit})
-		ctx := tools.WithSession(context.Background(), &tools.Session{
+		ctx, caller := context.Background(), &tools.Session{
 			RunID: "run-1", SessionID: "s1", Agent: "writer", Role: "worker", Workspace: ws,
 			Access: tools.Access{Groups: []string{"workspace"}, Tools: []string{"edit_file"}},
-		})
-		res, err := tools.NewRouter(reg).Dispatch(ctx, tools.Call{ID: "c1", Name: "edit_file", Args: json.RawMessage(raw)})
+		}
+		res, err := tools.NewRouter(reg).Dispatch(ctx, tools.Call{Session: caller, ID: "c1", Name: "edit_file", Args: json.RawMessage(raw)})
 		if err != nil {
 			require.Empty(t, res.Content)
 		} else {

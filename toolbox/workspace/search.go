@@ -38,7 +38,7 @@ const (
 	maxLineShown    = 300
 )
 
-func (s *server) list(ctx context.Context, a ListArgs) (tools.Result, error) {
+func (s *server) list(ctx context.Context, call tools.Call, a ListArgs) (tools.Result, error) {
 	base := "."
 	if a.Path != "" {
 		var err error
@@ -51,7 +51,7 @@ func (s *server) list(ctx context.Context, a ListArgs) (tools.Result, error) {
 		depth = 4
 	}
 	depth = min(depth, 20)
-	d, _, err := s.open(ctx)
+	d, _, err := s.open(call)
 	if err != nil {
 		return tools.Result{}, err
 	}
@@ -128,7 +128,7 @@ func (s *server) list(ctx context.Context, a ListArgs) (tools.Result, error) {
 	return tools.Text("%s", b.String()), nil
 }
 
-func (s *server) search(ctx context.Context, a SearchArgs) (tools.Result, error) {
+func (s *server) search(ctx context.Context, call tools.Call, a SearchArgs) (tools.Result, error) {
 	if a.Pattern == "" && a.Query == "" {
 		return tools.Result{}, errors.New("search_files: give pattern (file names), query (lines), or both")
 	}
@@ -152,7 +152,7 @@ func (s *server) search(ctx context.Context, a SearchArgs) (tools.Result, error)
 		limit = 100
 	}
 	limit = min(limit, s.cfg.MaxSearchResults)
-	d, _, err := s.open(ctx)
+	d, _, err := s.open(call)
 	if err != nil {
 		return tools.Result{}, err
 	}

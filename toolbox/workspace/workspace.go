@@ -118,37 +118,37 @@ func Register(reg *tools.Registry, cfg Config) {
 // quota wraps a tool that writes: a write that did not fit the workspace's quota
 // (ENOSPC in a quota workspace) fails with "workspace quota exceeded: 1.0 GiB of
 // 1.0 GiB (…)" instead of the bare "no space left on device".
-func quota[A any](h func(context.Context, A) (tools.Result, error)) func(context.Context, A) (tools.Result, error) {
-	return func(ctx context.Context, a A) (tools.Result, error) {
-		res, err := h(ctx, a)
+func quota[A any](h func(context.Context, tools.Call, A) (tools.Result, error)) func(context.Context, tools.Call, A) (tools.Result, error) {
+	return func(ctx context.Context, call tools.Call, a A) (tools.Result, error) {
+		res, err := h(ctx, call, a)
 		if err != nil {
-			if sess := tools.SessionFrom(ctx); sess != nil && sess.Workspace != "" {
-				err = wsquota.Explain(sess.Workspace, err)
+			if ws, werr := call.Workspace(); werr == nil {
+				err = wsquota.Explain(ws, err)
 			}
 		}
 		return res, err
 	}
 }
 
-// open returns the session's workspace and its id.
-func (s *server) open(ctx context.Context) (*dir, *tools.Session, error) {
-	sess := tools.SessionFrom(ctx)
-	if sess == nil || sess.Workspace == "" {
-		return nil, nil, errors.New("no workspace for this session")
-	}
-	d, err := openDir(sess.Workspace, s.cfg)
+// open returns the session's workspace and its session.
+func (s *server) open(call tools.Call) (*dir, *tools.Session, error) {
+	ws, err := call.Workspace()
 	if err != nil {
 		return nil, nil, err
 	}
-	return d, sess, nil
+	d, err := openDir(ws, s.cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, call.Session, nil
 }
 
-func (s *server) read(ctx context.Context, a ReadArgs) (tools.Result, error) {
+func (s *server) read(ctx context.Context, call tools.Call, a ReadArgs) (tools.Result, error) {
 	rel, err := Clean(a.Path)
 	if err != nil {
 		return tools.Result{}, fmt.Errorf("read_file: %w", err)
 	}
-	d, _, err := s.open(ctx)
+	d, _, err := s.open(call)
 	if err != nil {
 		return tools.Result{}, err
 	}
@@ -173,7 +173,7 @@ func (s *server) read(ctx context.Context, a ReadArgs) (tools.Result, error) {
 	return tools.Result{Content: content[from:to]}, nil
 }
 
-func (s *server) write(ctx context.Context, a WriteArgs) (tools.Result, error) {
+func (s *server) write(ctx context.Context, call tools.Call, a WriteArgs) (tools.Result, error) {
 	rel, err := Clean(a.Path)
 	if err != nil {
 		return tools.Result{}, fmt.Errorf("write_file: %w", err)
@@ -184,7 +184,7 @@ func (s *server) write(ctx context.Context, a WriteArgs) (tools.Result, error) {
 	if int64(len(a.Content)) > s.cfg.MaxFileBytes {
 		return tools.Result{}, fmt.Errorf("write_file: %w: %d bytes for %s, the limit is %d", ErrTooLarge, len(a.Content), rel, s.cfg.MaxFileBytes)
 	}
-	d, sess, err := s.open(ctx)
+	d, sess, err := s.open(call)
 	if err != nil {
 		return tools.Result{}, err
 	}
@@ -218,7 +218,7 @@ func (s *server) write(ctx context.Context, a WriteArgs) (tools.Result, error) {
 	return tools.Text("%s %s (%s)", verb, rel, size(a.Content)), nil
 }
 
-func (s *server) edit(ctx context.Context, a EditArgs) (tools.Result, error) {
+func (s *server) edit(ctx context.Context, call tools.Call, a EditArgs) (tools.Result, error) {
 	rel, err := Clean(a.Path)
 	if err != nil {
 		return tools.Result{}, fmt.Errorf("edit_file: %w", err)
@@ -226,7 +226,7 @@ func (s *server) edit(ctx context.Context, a EditArgs) (tools.Result, error) {
 	if rel == "." {
 		return tools.Result{}, errors.New("edit_file: the path names the workspace itself, not a file")
 	}
-	d, sess, err := s.open(ctx)
+	d, sess, err := s.open(call)
 	if err != nil {
 		return tools.Result{}, err
 	}
@@ -260,12 +260,12 @@ func (s *server) edit(ctx context.Context, a EditArgs) (tools.Result, error) {
 	return tools.Text("%s; the file now has %s", summary, size(updated)), nil
 }
 
-func (s *server) revert(ctx context.Context, a PathArgs) (tools.Result, error) {
+func (s *server) revert(ctx context.Context, call tools.Call, a PathArgs) (tools.Result, error) {
 	rel, err := Clean(a.Path)
 	if err != nil {
 		return tools.Result{}, fmt.Errorf("revert_file: %w", err)
 	}
-	d, sess, err := s.open(ctx)
+	d, sess, err := s.open(call)
 	if err != nil {
 		return tools.Result{}, err
 	}

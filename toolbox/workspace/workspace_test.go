@@ -51,11 +51,12 @@ func newRouter(c workspace.Config) *tools.Router {
 	return tools.NewRouter(reg)
 }
 
-func (e *env) ctx(session string) context.Context {
-	return tools.WithSession(context.Background(), &tools.Session{
+// caller is the writer agent in the session with id session.
+func (e *env) caller(session string) *tools.Session {
+	return &tools.Session{
 		RunID: "run-1", SessionID: session, Agent: "writer", Role: "worker", Workspace: e.ws,
 		Access: tools.Access{Groups: []string{"workspace"}, Tools: []string{"read_file", "write_file", "edit_file", "list_files", "search_files", "revert_file"}},
-	})
+	}
 }
 
 // call runs a tool in the default session.
@@ -66,7 +67,7 @@ func (e *env) call(tool string, args any) (string, error) {
 func (e *env) callIn(session, tool string, args any) (string, error) {
 	raw, err := json.Marshal(args)
 	require.NoError(e.t, err)
-	res, err := e.router.Dispatch(e.ctx(session), tools.Call{ID: "c1", Name: tool, Args: raw})
+	res, err := e.router.Dispatch(context.Background(), tools.Call{ID: "c1", Name: tool, Args: raw, Session: e.caller(session)})
 	return res.Content, err
 }
 
@@ -497,7 +498,7 @@ func TestNoSession(t *testing.T) {
 	spec, ok := reg.Spec("read_file")
 	require.True(t, ok)
 	require.Equal(t, tools.Standard, spec.Tier)
-	ctx := tools.WithSession(context.Background(), &tools.Session{Access: tools.Access{Tools: []string{"read_file"}}})
-	_, err := tools.NewRouter(reg).Dispatch(ctx, tools.Call{Name: "read_file", Args: json.RawMessage(`{"path":"a"}`)})
+	ctx, caller := context.Background(), &tools.Session{Access: tools.Access{Tools: []string{"read_file"}}}
+	_, err := tools.NewRouter(reg).Dispatch(ctx, tools.Call{Session: caller, Name: "read_file", Args: json.RawMessage(`{"path":"a"}`)})
 	require.ErrorContains(t, err, "no workspace")
 }
