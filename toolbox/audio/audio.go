@@ -89,11 +89,12 @@ func (s *server) backend(sess *tools.Session) voice.Backend {
 }
 
 // ws is the session's workspace opened as a root (symlinks resolved first).
-func ws(sess *tools.Session) (*os.Root, error) {
-	if sess == nil || sess.Workspace == "" {
-		return nil, errors.New("the session has no workspace")
+func ws(call tools.Call) (*os.Root, error) {
+	w, err := call.Workspace()
+	if err != nil {
+		return nil, err
 	}
-	dir, err := filepath.EvalSymlinks(sess.Workspace)
+	dir, err := filepath.EvalSymlinks(w)
 	if err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
@@ -246,7 +247,7 @@ func (s *server) status(ctx context.Context, call tools.Call, _ StatusArgs) (too
 			}
 		}
 	}
-	if root, err := ws(sess); err == nil {
+	if root, err := ws(call); err == nil {
 		defer root.Close()
 		if ents, err := fs.ReadDir(root.FS(), DesignDir); err == nil {
 			for _, e := range ents {

@@ -59,7 +59,7 @@ func (s *server) render(ctx context.Context, call tools.Call, a RenderArgs) (too
 			return tools.Result{}, fmt.Errorf("tts_render speaks on the %s GPU service, which this run does not hold: its template must declare gpu_services: [%s]", s.cfg.Service, s.cfg.Service)
 		}
 	}
-	root, err := ws(sess)
+	root, err := ws(call)
 	if err != nil {
 		return tools.Result{}, err
 	}

@@ -172,7 +172,7 @@ func (s *server) analyze(ctx context.Context, call tools.Call, a AnalyzeArgs) (t
 	if a.Linter != "" && a.Linter != "flake8" && a.Linter != "pylint" {
 		return tools.Result{}, fmt.Errorf("analyze_code: linter %q: the choice is flake8 or pylint (Python); other languages have one linter each", a.Linter)
 	}
-	t, err := resolve(sess, a.Path)
+	t, err := resolve(call, a.Path)
 	if err != nil {
 		return tools.Result{}, fmt.Errorf("analyze_code: %w", err)
 	}

@@ -159,9 +159,10 @@ type target struct {
 	dir  bool
 }
 
-func resolve(s *tools.Session, p string) (target, error) {
-	if s == nil || s.Workspace == "" {
-		return target{}, errors.New("the session has no workspace")
+func resolve(call tools.Call, p string) (target, error) {
+	ws, err := call.Workspace()
+	if err != nil {
+		return target{}, err
 	}
 	if p == "" {
 		p = "."
@@ -170,11 +171,11 @@ func resolve(s *tools.Session, p string) (target, error) {
 	if err != nil {
 		return target{}, err
 	}
-	abs, err := workspace.Resolve(s.Workspace, rel)
+	abs, err := workspace.Resolve(ws, rel)
 	if err != nil {
 		return target{}, err
 	}
-	root, err := filepath.EvalSymlinks(s.Workspace)
+	root, err := filepath.EvalSymlinks(ws)
 	if err != nil {
 		return target{}, fmt.Errorf("workspace root: %w", err)
 	}

@@ -114,7 +114,7 @@ func (s *server) runTests(ctx context.Context, call tools.Call, a TestArgs) (too
 	if a.Filter != "" && (!filterRE.MatchString(a.Filter) || strings.HasPrefix(a.Filter, "-")) {
 		return tools.Result{}, fmt.Errorf("run_tests: filter %q: up to 200 characters of letters, digits, spaces and . / : [ ] ( ) | ^ $ * + ? - = , quotes, not starting with -", a.Filter)
 	}
-	t, err := resolve(sess, a.Path)
+	t, err := resolve(call, a.Path)
 	if err != nil {
 		return tools.Result{}, fmt.Errorf("run_tests: %w", err)
 	}
