@@ -14,7 +14,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/confine"
 	"github.com/aetherium-engine/aetherium/store"
-	"github.com/aetherium-engine/aetherium/tools/workspace"
+	"github.com/aetherium-engine/aetherium/toolbox/workspace"
 )
 
 // MaxListedFiles caps GET /api/runs/:id/files: a workspace can hold a

@@ -7,8 +7,8 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/aetherium-engine/aetherium/toolbox"
 	"github.com/aetherium-engine/aetherium/tools"
-	"github.com/aetherium-engine/aetherium/tools/toolset"
 )
 
 // toolsCmd prints the catalog this binary registers (no server needed).
@@ -18,7 +18,7 @@ func toolsCmd(args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	reg, err := toolset.New(toolset.Deps{})
+	reg, err := toolbox.New(toolbox.Deps{})
 	if err != nil {
 		return err
 	}

@@ -36,10 +36,10 @@ import (
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/scheduler"
 	"github.com/aetherium-engine/aetherium/security"
-	"github.com/aetherium-engine/aetherium/tools/audio"
-	comfyuitools "github.com/aetherium-engine/aetherium/tools/comfyui"
-	"github.com/aetherium-engine/aetherium/tools/quality"
-	"github.com/aetherium-engine/aetherium/tools/research"
+	"github.com/aetherium-engine/aetherium/toolbox/audio"
+	comfyuitools "github.com/aetherium-engine/aetherium/toolbox/comfyui"
+	"github.com/aetherium-engine/aetherium/toolbox/quality"
+	"github.com/aetherium-engine/aetherium/toolbox/research"
 	"github.com/aetherium-engine/aetherium/webhook"
 	"github.com/aetherium-engine/aetherium/worker"
 	"github.com/aetherium-engine/aetherium/wsquota"
@@ -99,7 +99,7 @@ type Config struct {
 	Audio audio.Config `yaml:"audio"`
 	// ComfyUI bounds comfyui_generate and comfyui_status (max_count, max_side,
 	// wait_timeout, progress_every, max_ref_bytes, client.request_timeout); see
-	// package tools/comfyui. The services themselves (image, url, fence) are
+	// package toolbox/comfyui. The services themselves (image, url, fence) are
 	// streams.leases.services. Zero values take its defaults.
 	ComfyUI comfyuitools.Config `yaml:"comfyui"`
 	// Knowledge configures the knowledge base (search_knowledge, write_knowledge,

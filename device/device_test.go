@@ -27,7 +27,7 @@ import (
 	"github.com/aetherium-engine/aetherium/device/steam-frame/sim"
 	"github.com/aetherium-engine/aetherium/internal/testdb"
 
-	"github.com/aetherium-engine/aetherium/tools/workspace"
+	"github.com/aetherium-engine/aetherium/toolbox/workspace"
 )
 
 func redisClient(t *testing.T) *redis.Client {

@@ -22,7 +22,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/confine"
 	"github.com/aetherium-engine/aetherium/device/fps"
-	"github.com/aetherium-engine/aetherium/tools/workspace"
+	"github.com/aetherium-engine/aetherium/toolbox/workspace"
 )
 
 // FrameDir is the workspace directory everything captured lands in. Knowledge

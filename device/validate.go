@@ -10,7 +10,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/confine"
 	"github.com/aetherium-engine/aetherium/device/apk"
-	"github.com/aetherium-engine/aetherium/tools/workspace"
+	"github.com/aetherium-engine/aetherium/toolbox/workspace"
 )
 
 // ErrInvalidArg wraps every refused agent-supplied value.

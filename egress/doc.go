@@ -13,6 +13,6 @@
 //     commands, Destructive decides whether it needs a human.
 //
 // It imports no package of this module (internal/archtest says so): the tools
-// (tools/research, tools/quality), the sandboxes' egress proxy, the store's
+// (toolbox/research, toolbox/quality), the sandboxes' egress proxy, the store's
 // egress rows and the permission gate (package security) all import it.
 package egress

@@ -1,4 +1,4 @@
-// Package finishimage is finish_image's post-run work (tools/comfyui/finish.go),
+// Package finishimage is finish_image's post-run work (toolbox/comfyui/finish.go),
 // registered with the worker as a hook.PostRun by the composition root: the 2K
 // upscale of a completed run's pictures, which starts only once the run has
 // ended.
@@ -37,7 +37,7 @@ import (
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
-	comfyuitools "github.com/aetherium-engine/aetherium/tools/comfyui"
+	comfyuitools "github.com/aetherium-engine/aetherium/toolbox/comfyui"
 	"github.com/aetherium-engine/aetherium/worker/hook"
 )
 

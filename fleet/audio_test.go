@@ -24,7 +24,7 @@ import (
 	"github.com/aetherium-engine/aetherium/media/voice/ttssim"
 	"github.com/aetherium-engine/aetherium/media/voice/ttssim/simimage"
 	"github.com/aetherium-engine/aetherium/sandbox/sandboxtest"
-	"github.com/aetherium-engine/aetherium/tools/audio"
+	"github.com/aetherium-engine/aetherium/toolbox/audio"
 )
 
 // A voice-over node through a running fleet (script model, real Docker, the

@@ -17,7 +17,7 @@ import (
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/sandbox/sandboxtest"
-	"github.com/aetherium-engine/aetherium/tools/research"
+	"github.com/aetherium-engine/aetherium/toolbox/research"
 )
 
 // An agent's capture_reference through a running fleet (script model, real Docker,
@@ -44,9 +44,9 @@ func TestCaptureReferenceEndToEnd(t *testing.T) {
 	// The API's port is known once the fleet listens; the fixture pages are
 	// written before, so the API gets a name whose port the page learns from
 	// its own query string.
-	pal, err := os.ReadFile(fleettest.RepoPath(t, "tools/research/testdata/capture/palette.html"))
+	pal, err := os.ReadFile(fleettest.RepoPath(t, "toolbox/research/testdata/capture/palette.html"))
 	require.NoError(t, err)
-	probe, err := os.ReadFile(fleettest.RepoPath(t, "tools/research/testdata/capture/probe.html"))
+	probe, err := os.ReadFile(fleettest.RepoPath(t, "toolbox/research/testdata/capture/probe.html"))
 	require.NoError(t, err)
 	standURL := "http://standin.test:" + strconv.Itoa(standPort)
 	probePage := strings.NewReplacer(

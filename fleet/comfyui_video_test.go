@@ -26,7 +26,7 @@ import (
 	"github.com/aetherium-engine/aetherium/media"
 	"github.com/aetherium-engine/aetherium/media/comfyui/comfysim"
 	"github.com/aetherium-engine/aetherium/sandbox/sandboxtest"
-	comfyuitools "github.com/aetherium-engine/aetherium/tools/comfyui"
+	comfyuitools "github.com/aetherium-engine/aetherium/toolbox/comfyui"
 )
 
 // videoFleet starts a fleet whose comfyui-video service is the simulator in an

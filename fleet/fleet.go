@@ -43,9 +43,9 @@ import (
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/toolbox"
+	comfyuitools "github.com/aetherium-engine/aetherium/toolbox/comfyui"
 	"github.com/aetherium-engine/aetherium/tools"
-	comfyuitools "github.com/aetherium-engine/aetherium/tools/comfyui"
-	"github.com/aetherium-engine/aetherium/tools/toolset"
 	"github.com/aetherium-engine/aetherium/webhook"
 	"github.com/aetherium-engine/aetherium/worker"
 	"github.com/aetherium-engine/aetherium/worker/hook"
@@ -277,7 +277,7 @@ func (f *Fleet) openAPI(opts Options) error {
 		return nil
 	}
 	// The catalog only: the API lists and checks tools, it never dispatches one.
-	reg, err := toolset.New(toolset.Deps{Research: f.Cfg.Research})
+	reg, err := toolbox.New(toolbox.Deps{Research: f.Cfg.Research})
 	if err != nil {
 		return err
 	}
@@ -304,14 +304,14 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 	}
 	f.Egress = egress.NewEgress(egress.EgressConfig{MaxRedirects: sec.MaxRedirects, Timeout: sec.EgressTimeout,
 		Resolver: opts.EgressResolver, Secrets: f.Secrets, Policy: f.Policy})
-	roster := func(ctx context.Context) ([]string, error) {
-		if s := tools.SessionFrom(ctx); s != nil {
+	roster := func(_ context.Context, s *tools.Session) ([]string, error) {
+		if s != nil {
 			return s.Peers, nil
 		}
 		return nil, errors.New("no session")
 	}
 	kb := f.knowledgeBase()
-	if f.Registry, err = toolset.New(toolset.Deps{Store: f.Store, Egress: f.Egress, Executor: f.Executor,
+	if f.Registry, err = toolbox.New(toolbox.Deps{Store: f.Store, Egress: f.Egress, Executor: f.Executor,
 		Mailbox: f.Mailbox, Roster: roster, Device: f.Device, Research: cfg.Research, Quality: cfg.Quality,
 		Knowledge: kb, KnowledgeConfig: cfg.Knowledge, Audio: cfg.Audio, GPU: f.GPU, Leases: f.Leases, ComfyUI: cfg.ComfyUI}); err != nil {
 		return err

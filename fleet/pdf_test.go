@@ -16,8 +16,8 @@ import (
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/sandbox/sandboxtest"
-	"github.com/aetherium-engine/aetherium/tools/research"
-	"github.com/aetherium-engine/aetherium/tools/research/pdftest"
+	"github.com/aetherium-engine/aetherium/toolbox/research"
+	"github.com/aetherium-engine/aetherium/toolbox/research/pdftest"
 )
 
 // An agent's download_pdf waits for a human, then the fixture PDF's text comes back

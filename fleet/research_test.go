@@ -14,7 +14,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleettest"
-	"github.com/aetherium-engine/aetherium/tools/research"
+	"github.com/aetherium-engine/aetherium/toolbox/research"
 )
 
 // An agent searches (a dead SearXNG, then the DuckDuckGo fixture) and reads an
@@ -24,7 +24,7 @@ import (
 func TestResearchToolsEndToEnd(t *testing.T) {
 	t.Parallel()
 	page := func(name, ctype string) http.HandlerFunc {
-		body, err := os.ReadFile(fleettest.RepoPath(t, "tools/research/testdata/"+name))
+		body, err := os.ReadFile(fleettest.RepoPath(t, "toolbox/research/testdata/"+name))
 		require.NoError(t, err)
 		return func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", ctype)

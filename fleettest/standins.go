@@ -16,7 +16,7 @@ type PDFArgs struct {
 // gate and the approvals around it, not of the tool (fleet.Options.ExtraTools).
 func StandInPDF(reg *tools.Registry) {
 	reg.Unregister("download_pdf")
-	tools.Register(reg, "download_pdf", "stand-in", func(ctx context.Context, a PDFArgs) (tools.Result, error) {
+	tools.Register(reg, "download_pdf", "stand-in", func(ctx context.Context, call tools.Call, a PDFArgs) (tools.Result, error) {
 		return tools.Text("downloaded %s", a.URL), nil
 	}, tools.Outbound(), tools.InGroup("research"), tools.WithTier(tools.Restricted))
 }

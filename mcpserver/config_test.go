@@ -12,8 +12,8 @@ import (
 
 	"github.com/aetherium-engine/aetherium/mcpserver"
 	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/toolbox"
 	"github.com/aetherium-engine/aetherium/tools"
-	"github.com/aetherium-engine/aetherium/tools/toolset"
 )
 
 // hub is an events hub on the test Redis (New requires one: waiting calls are
@@ -64,7 +64,7 @@ func TestConfigEnabledAndCheckAuth(t *testing.T) {
 
 func TestNewRefusesProfilesTheCatalogCannotServe(t *testing.T) {
 	t.Parallel()
-	reg, err := toolset.New(toolset.Deps{})
+	reg, err := toolbox.New(toolbox.Deps{})
 	require.NoError(t, err)
 	h := hub(t)
 	for _, c := range []struct {

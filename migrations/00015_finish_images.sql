@@ -1,5 +1,5 @@
 -- +goose Up
--- finish_image's post-run upscales (tools/comfyui, worker/postrun.go): one row
+-- finish_image's post-run upscales (toolbox/comfyui, worker/postrun.go): one row
 -- per picture a run asked to finish. The tool inserts the rows (a repeated call
 -- names the same pictures, so ON CONFLICT leaves one request); run:cleanup,
 -- after it released the run's leases, enqueues run:finish-image when a

@@ -22,8 +22,8 @@ import (
 	"github.com/aetherium-engine/aetherium/confine"
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/toolbox/workspace"
 	"github.com/aetherium-engine/aetherium/tools"
-	"github.com/aetherium-engine/aetherium/tools/workspace"
 	"github.com/aetherium-engine/aetherium/worker/hook"
 )
 
@@ -39,7 +39,7 @@ func Check(_ context.Context, r hook.Reply) error {
 	return nil
 }
 
-// playTest is the tool whose plays the rule reads (tools/research registers
+// playTest is the tool whose plays the rule reads (toolbox/research registers
 // it; this package does not link the browser tools).
 const playTest = "play_test"
 

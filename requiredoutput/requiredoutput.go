@@ -15,7 +15,7 @@ import (
 	"github.com/aetherium-engine/aetherium/confine"
 	mediascript "github.com/aetherium-engine/aetherium/media/script"
 	"github.com/aetherium-engine/aetherium/templates"
-	"github.com/aetherium-engine/aetherium/tools/workspace"
+	"github.com/aetherium-engine/aetherium/toolbox/workspace"
 	"github.com/aetherium-engine/aetherium/worker/hook"
 )
 

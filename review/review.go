@@ -1,6 +1,6 @@
 // Package review is the contract between code_review and its reviewer: the
 // system prompt that demands a JSON answer, and the schema the answer is
-// validated against before the calling agent sees it. The tool (tools/quality)
+// validated against before the calling agent sees it. The tool (toolbox/quality)
 // builds the reviewer's task; the worker runs the reviewer as a durable
 // delegation and validates its final answer here, asking once more with the
 // validation error when it does not conform.

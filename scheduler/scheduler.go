@@ -183,7 +183,7 @@ type MaintenanceDeps struct {
 	// Ran, when set, is told each task that ran: its type and task id (tests).
 	Ran func(typ, taskID string)
 	// CancelWork stops a finished run's work on GPU services (ComfyUI prompts:
-	// tools/comfyui.Canceler). run:cleanup calls it before releasing the run's
+	// toolbox/comfyui.Canceler). run:cleanup calls it before releasing the run's
 	// leases, so its requests still carry a live grant.
 	CancelWork func(ctx context.Context, runID string) error
 	// AfterRelease schedules a finished run's post-run work (the worker's

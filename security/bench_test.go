@@ -49,7 +49,7 @@ func BenchmarkGateDecision(b *testing.B) {
 		b.Fatal(err)
 	}
 	reg := tools.NewRegistry()
-	tools.Register(reg, "read_file", "read", func(_ context.Context, a struct {
+	tools.Register(reg, "read_file", "read", func(_ context.Context, _ tools.Call, a struct {
 		Path string `json:"path"`
 	}) (tools.Result, error) {
 		return tools.Result{Content: "package main"}, nil
@@ -57,8 +57,9 @@ func BenchmarkGateDecision(b *testing.B) {
 	g := NewGate(GateDeps{Registry: reg, Rules: rules, DLP: dlp})
 	router := tools.NewRouter(reg, g.Middleware)
 	access := tools.Access{Tools: []string{"create_plan", "edit_file", "list_files", "read_file", "run_shell", "search_files", "write_file"}}
-	ctx := tools.WithSession(context.Background(), &tools.Session{RunID: "r", SessionID: "s", Team: "web", Agent: "coder", Role: "worker", Access: access})
-	call := tools.Call{ID: "c1", Name: "read_file", Args: json.RawMessage(`{"path":"src/internal/server/handler.go"}`)}
+	ctx := context.Background()
+	call := tools.Call{ID: "c1", Name: "read_file", Args: json.RawMessage(`{"path":"src/internal/server/handler.go"}`),
+		Session: &tools.Session{RunID: "r", SessionID: "s", Team: "web", Agent: "coder", Role: "worker", Access: access}}
 
 	b.Run("standard allowed, through the middleware", func(b *testing.B) {
 		b.ReportAllocs()

@@ -66,7 +66,7 @@ const (
 // so a crash can lose neither without the other.
 func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 	return tools.HandlerFunc(func(ctx context.Context, call tools.Call) (res tools.Result, err error) {
-		s := tools.SessionFrom(ctx)
+		s := call.Session
 		if s == nil {
 			return tools.Result{}, errors.New("gate: call without a session context")
 		}

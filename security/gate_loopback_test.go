@@ -41,15 +41,15 @@ func loopbackGate(t *testing.T, inSandbox bool) (*tools.Router, *atomic.Int64) {
 	require.NoError(t, err)
 	var ran atomic.Int64
 	reg := tools.NewRegistry()
-	tools.Register(reg, "validate_web_app", "stand-in", func(context.Context, webAppArgs) (tools.Result, error) {
+	tools.Register(reg, "validate_web_app", "stand-in", func(context.Context, tools.Call, webAppArgs) (tools.Result, error) {
 		ran.Add(1)
 		return tools.Text("ran"), nil
 	}, tools.Outbound(), tools.LoopbackInSandbox(inSandbox), tools.InGroup("quality"))
-	tools.Register(reg, "play_test", "stand-in", func(context.Context, playArgs) (tools.Result, error) {
+	tools.Register(reg, "play_test", "stand-in", func(context.Context, tools.Call, playArgs) (tools.Result, error) {
 		ran.Add(1)
 		return tools.Text("ran"), nil
 	}, tools.Outbound(), tools.LoopbackInSandbox(inSandbox), tools.InGroup("quality"))
-	tools.Register(reg, "http_health_check", "stand-in", func(context.Context, webAppArgs) (tools.Result, error) {
+	tools.Register(reg, "http_health_check", "stand-in", func(context.Context, tools.Call, webAppArgs) (tools.Result, error) {
 		ran.Add(1)
 		return tools.Text("ran"), nil
 	}, tools.Outbound(), tools.InGroup("research"), tools.WithTier(tools.Elevated))
@@ -73,7 +73,7 @@ func TestGateLoopbackInSandbox(t *testing.T) {
 		Access: tools.Access{Tools: []string{"validate_web_app", "play_test", "http_health_check"}}, AllowedDomains: []string{"api.example.com"}, EgressDenyPrivate: true}
 	dispatch := func(r *tools.Router, tool string, args any) error {
 		raw, _ := json.Marshal(args)
-		_, err := r.Dispatch(tools.WithSession(context.Background(), s), tools.Call{ID: "c", Name: tool, Args: raw})
+		_, err := r.Dispatch(context.Background(), tools.Call{ID: "c", Name: tool, Args: raw, Session: s})
 		return err
 	}
 	for _, tc := range []struct {

@@ -33,9 +33,9 @@ import (
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/toolbox/research"
+	"github.com/aetherium-engine/aetherium/toolbox/shell"
 	"github.com/aetherium-engine/aetherium/tools"
-	"github.com/aetherium-engine/aetherium/tools/research"
-	"github.com/aetherium-engine/aetherium/tools/shell"
 )
 
 type pathArgs struct {
@@ -147,15 +147,15 @@ rules:
 		return c
 	}
 	readN, writeN, shellN, pdfN := counter("read_file"), counter("write_file"), counter("run_shell"), counter("download_pdf")
-	tools.Register(reg, "read_file", "read", func(_ context.Context, a pathArgs) (tools.Result, error) {
+	tools.Register(reg, "read_file", "read", func(_ context.Context, call tools.Call, a pathArgs) (tools.Result, error) {
 		readN.Add(1)
 		return tools.Text("contents of %s", a.Path), nil
 	}, tools.Idempotent(), tools.InGroup("workspace"))
-	tools.Register(reg, "write_file", "write", func(_ context.Context, a pathArgs) (tools.Result, error) {
+	tools.Register(reg, "write_file", "write", func(_ context.Context, call tools.Call, a pathArgs) (tools.Result, error) {
 		writeN.Add(1)
 		return tools.Text("wrote %d bytes to %s", len(a.Content), a.Path), nil
 	}, tools.InGroup("workspace"))
-	tools.Register(reg, "run_shell", "shell", func(_ context.Context, a shellArgs) (tools.Result, error) {
+	tools.Register(reg, "run_shell", "shell", func(_ context.Context, call tools.Call, a shellArgs) (tools.Result, error) {
 		shellN.Add(1)
 		if a.Command == "infra-down" {
 			return tools.Result{}, tools.Infrastructure(errors.New("queue unreachable"))
@@ -166,11 +166,11 @@ rules:
 		return tools.Text("$ %s\nok", a.Command), nil
 	}, tools.InGroup("shell"), tools.WithTier(tools.Elevated), tools.Escalates(shell.Destructive))
 	reg.Unregister("download_pdf") // the real one parses in the Docker sandbox
-	tools.Register(reg, "download_pdf", "pdf", func(_ context.Context, a urlArgs) (tools.Result, error) {
+	tools.Register(reg, "download_pdf", "pdf", func(_ context.Context, call tools.Call, a urlArgs) (tools.Result, error) {
 		pdfN.Add(1)
 		return tools.Text("saved %s", a.URL), nil
 	}, tools.Outbound(), tools.InGroup("research"), tools.WithTier(tools.Restricted))
-	tools.Register(reg, "list_files", "list", func(_ context.Context, _ pathArgs) (tools.Result, error) {
+	tools.Register(reg, "list_files", "list", func(_ context.Context, _ tools.Call, _ pathArgs) (tools.Result, error) {
 		panic("list_files exploded")
 	}, tools.InGroup("workspace"))
 
@@ -202,7 +202,7 @@ func (e *gateEnv) dispatch(s *tools.Session, id, tool string, args any) (tools.R
 		b, _ := json.Marshal(args)
 		raw = string(b)
 	}
-	res, err := e.router.Dispatch(tools.WithSession(context.Background(), s), tools.Call{ID: id, Name: tool, Args: json.RawMessage(raw)})
+	res, err := e.router.Dispatch(context.Background(), tools.Call{ID: id, Name: tool, Args: json.RawMessage(raw), Session: s})
 	if res.Audit != nil {
 		// What the agent loop does with the row: saved (here alone, there with the
 		// session), a repeated call key skipped.
@@ -466,18 +466,17 @@ func TestGateAllowed(t *testing.T) {
 	t.Run("every answered attempt returns its audit row, refusals included", func(t *testing.T) {
 		t.Parallel()
 		s := e.session(t)
-		ctx := tools.WithSession(context.Background(), s)
-		res, err := e.router.Dispatch(ctx, tools.Call{ID: "c1", Name: "read_file", Args: json.RawMessage(`{"path":"a.txt"}`)})
+		res, err := e.router.Dispatch(ctx, tools.Call{ID: "c1", Name: "read_file", Args: json.RawMessage(`{"path":"a.txt"}`), Session: s})
 		require.NoError(t, err)
 		require.NotNil(t, res.Audit)
 		require.Equal(t, s.SessionID+":c1", res.Audit.CallKey)
 		require.Equal(t, "allowed", res.Audit.Decision)
-		res, err = e.router.Dispatch(ctx, tools.Call{ID: "c2", Name: "http_request", Args: json.RawMessage(`{"method":"GET","url":"http://169.254.169.254/"}`)})
+		res, err = e.router.Dispatch(ctx, tools.Call{ID: "c2", Name: "http_request", Args: json.RawMessage(`{"method":"GET","url":"http://169.254.169.254/"}`), Session: s})
 		require.Error(t, err)
 		require.NotNil(t, res.Audit)
 		require.Equal(t, "denied", res.Audit.Decision)
 		require.Equal(t, "egress", res.Audit.DenyLayer)
-		res, err = e.router.Dispatch(ctx, tools.Call{ID: "c3", Name: "no_such_tool", Args: json.RawMessage(`{}`)})
+		res, err = e.router.Dispatch(ctx, tools.Call{ID: "c3", Name: "no_such_tool", Args: json.RawMessage(`{}`), Session: s})
 		require.ErrorIs(t, err, tools.ErrUnknownTool)
 		require.NotNil(t, res.Audit, "a capability refusal is audited by the gate")
 		require.Equal(t, "capability", res.Audit.DenyLayer)
@@ -700,7 +699,7 @@ func TestAThrowawayToolIsGatedByItsRegistration(t *testing.T) {
 	e := setupGate(t)
 	ctx := context.Background()
 	var brewed atomic.Int64
-	tools.Register(e.router.Registry(), "brew_coffee", "Brew a coffee.", func(context.Context, struct{}) (tools.Result, error) {
+	tools.Register(e.router.Registry(), "brew_coffee", "Brew a coffee.", func(context.Context, tools.Call, struct{}) (tools.Result, error) {
 		brewed.Add(1)
 		return tools.Text("brewed"), nil
 	}, tools.InGroup("device"), tools.WithTier(tools.Restricted))

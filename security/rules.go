@@ -271,7 +271,7 @@ func collect(key string, v any, strs, paths, urls *[]string) {
 }
 
 // isDestinationKey tells the argument names that hold a URL or a workspace
-// path (tools/toolset's outbound test derives the outbound set from the same
+// path (toolbox's outbound test derives the outbound set from the same
 // names).
 func isDestinationKey(k string) bool {
 	switch strings.TrimSuffix(k, "s") {

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/toolbox"
 	"github.com/aetherium-engine/aetherium/tools"
-	"github.com/aetherium-engine/aetherium/tools/toolset"
 )
 
 // shipped returns the repository's template files (seeds).
@@ -108,7 +108,7 @@ func FuzzParseJSON(f *testing.F) {
 
 // registry is setup for fuzz targets: the registry this build ships.
 func registry(tb testing.TB) *tools.Registry {
-	reg, err := toolset.New(toolset.Deps{})
+	reg, err := toolbox.New(toolbox.Deps{})
 	require.NoError(tb, err)
 	return reg
 }

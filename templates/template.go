@@ -23,8 +23,8 @@ import (
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/llm/script"
 	"github.com/aetherium-engine/aetherium/review"
+	"github.com/aetherium-engine/aetherium/toolbox/workspace"
 	"github.com/aetherium-engine/aetherium/tools"
-	"github.com/aetherium-engine/aetherium/tools/workspace"
 )
 
 // Template is a team.
@@ -55,7 +55,7 @@ type Template struct {
 }
 
 // ImageModels are the known image_model values and the GPU service each renders
-// on (tools/comfyui keeps the workflows; a test checks the two agree).
+// on (toolbox/comfyui keeps the workflows; a test checks the two agree).
 var ImageModels = map[string]string{"sd": "comfyui", "qwen": "comfyui-qwen"}
 
 // Knowledge names a team's knowledge packs.

@@ -12,14 +12,14 @@ import (
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/llm/script"
 	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/toolbox"
 	"github.com/aetherium-engine/aetherium/tools"
-	"github.com/aetherium-engine/aetherium/tools/toolset"
 )
 
 // setup returns the registry this build ships (catalog only, no store).
 func setup(t *testing.T) *tools.Registry {
 	t.Helper()
-	reg, err := toolset.New(toolset.Deps{})
+	reg, err := toolbox.New(toolbox.Deps{})
 	require.NoError(t, err)
 	return reg
 }

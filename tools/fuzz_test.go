@@ -10,19 +10,19 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/toolbox/comms"
+	"github.com/aetherium-engine/aetherium/toolbox/device"
+	"github.com/aetherium-engine/aetherium/toolbox/orchestration"
+	"github.com/aetherium-engine/aetherium/toolbox/planning"
+	"github.com/aetherium-engine/aetherium/toolbox/workspace"
 	"github.com/aetherium-engine/aetherium/tools"
-	"github.com/aetherium-engine/aetherium/tools/comms"
-	"github.com/aetherium-engine/aetherium/tools/device"
-	"github.com/aetherium-engine/aetherium/tools/orchestration"
-	"github.com/aetherium-engine/aetherium/tools/planning"
-	"github.com/aetherium-engine/aetherium/tools/workspace"
 )
 
 // probe registers name with the real argument type A of the shipped tool and a
 // handler that records the decoded arguments.
 func probe[A any](reg *tools.Registry, name string, got *any) {
 	group, _ := tools.GroupOf(name)
-	tools.Register(reg, name, "fuzz probe", func(_ context.Context, a A) (tools.Result, error) {
+	tools.Register(reg, name, "fuzz probe", func(_ context.Context, call tools.Call, a A) (tools.Result, error) {
 		*got = a
 		return tools.Text("ok"), nil
 	}, tools.InGroup(group))
@@ -76,13 +76,13 @@ func FuzzDispatchArgs(f *testing.F) {
 		if json.Unmarshal(defaults, &defs) != nil {
 			defs = nil
 		}
-		ctx := tools.WithSession(context.Background(), &tools.Session{
+		sess := &tools.Session{
 			RunID: "r", SessionID: "s", Agent: "a", Role: "worker",
 			Access:       tools.Access{Tools: names},
 			ToolDefaults: map[string]map[string]any{name: defs},
-		})
+		}
 		got = nil
-		res, err := router.Dispatch(ctx, tools.Call{ID: "c", Name: name, Args: raw})
+		res, err := router.Dispatch(context.Background(), tools.Call{ID: "c", Name: name, Args: raw, Session: sess})
 		if err != nil {
 			require.ErrorIs(t, err, tools.ErrInvalidArgs, "a refused call names the invalid arguments")
 			require.Nil(t, got, "the handler ran although the call failed")
@@ -94,9 +94,9 @@ func FuzzDispatchArgs(f *testing.F) {
 		// decodes strictly into the same type again.
 		enc, err := json.Marshal(got)
 		require.NoError(t, err)
-		again, err := router.Dispatch(tools.WithSession(context.Background(), &tools.Session{
+		again, err := router.Dispatch(context.Background(), tools.Call{ID: "c2", Name: name, Args: enc, Session: &tools.Session{
 			RunID: "r", SessionID: "s", Agent: "a", Role: "worker", Access: tools.Access{Tools: names},
-		}), tools.Call{ID: "c2", Name: name, Args: enc})
+		}})
 		if err != nil && errors.Is(err, tools.ErrInvalidArgs) {
 			// A required field decoded to its zero value is omitted by omitempty
 			// (e.g. an empty string): the re-encoding may then lack it.

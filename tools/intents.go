@@ -32,7 +32,7 @@ type IntentStore interface {
 func (in *Intents) Middleware(next Handler) Handler {
 	return HandlerFunc(func(ctx context.Context, call Call) (Result, error) {
 		spec, ok := in.Reg.Spec(call.Name)
-		s := SessionFrom(ctx)
+		s := call.Session
 		if !ok || spec.Idempotent || s == nil {
 			return next.Handle(ctx, call)
 		}

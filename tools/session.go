@@ -2,8 +2,8 @@ package tools
 
 import "context"
 
-// Session is the ambient context of one tool call: who calls, for which run, with
-// what rights. It rides the call's context.Context so no tool threads it by hand.
+// Session is who makes a tool call, for which run, with what rights. It rides
+// the call itself (Call.Session), set once where the call is built.
 type Session struct {
 	RunID     string
 	SessionID string
@@ -80,31 +80,4 @@ type DelegateRequest struct {
 	// Review makes the delegation code_review's reviewer: no tools, the review
 	// prompt, and a final answer validated against package review's schema.
 	Review bool
-}
-
-type sessionKey struct{}
-
-// WithSession returns ctx carrying s.
-func WithSession(ctx context.Context, s *Session) context.Context {
-	return context.WithValue(ctx, sessionKey{}, s)
-}
-
-// SessionFrom returns the session of ctx, or nil outside a tool call.
-func SessionFrom(ctx context.Context) *Session {
-	s, _ := ctx.Value(sessionKey{}).(*Session)
-	return s
-}
-
-type callKey struct{}
-
-// WithCallID returns ctx carrying the id of the tool call being dispatched.
-func WithCallID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, callKey{}, id)
-}
-
-// CallID returns the id of the tool call being dispatched ("" outside one). Tools use
-// it to make their effects idempotent under redelivery.
-func CallID(ctx context.Context) string {
-	s, _ := ctx.Value(callKey{}).(string)
-	return s
 }

@@ -1,6 +1,7 @@
 // Package tools is the tool router: typed registration (args struct → JSON schema), the
 // catalog, the connection and capability filters, and dispatch through middleware.
-// The server classes live in sub-packages and register themselves on a Registry.
+// The server classes live under toolbox/ (a floor above this one) and register
+// themselves on a Registry.
 package tools
 
 import (
@@ -19,11 +20,43 @@ import (
 	"github.com/aetherium-engine/aetherium/store"
 )
 
-// Call is one tool invocation as the model asked for it.
+// Call is one tool invocation as the model asked for it, with the session that
+// makes it: a handler's inputs are all in its signature, so a tool (and a test of
+// one) cannot run without a caller by forgetting to put one on a context.
 type Call struct {
+	// ID is the model's id of the call; tools key their effects on it so a
+	// redelivered step does not repeat them.
 	ID   string
 	Name string
 	Args json.RawMessage
+	// Session is who calls, for which run, with what rights: the worker and the
+	// MCP server's runner set it where they build the call. Nil is a call from
+	// outside any session, which the capability layer and the gate refuse.
+	Session *Session
+}
+
+// ErrNoWorkspace is a call whose session has no workspace directory (no session,
+// or one outside a run).
+var ErrNoWorkspace = errors.New("no workspace for this session")
+
+// Workspace is the calling session's workspace directory, the root every tool
+// that reads or writes the run's files confines itself to (through confine or
+// os.OpenRoot); ErrNoWorkspace when there is none.
+func (c Call) Workspace() (string, error) {
+	if c.Session == nil || c.Session.Workspace == "" {
+		return "", ErrNoWorkspace
+	}
+	return c.Session.Workspace, nil
+}
+
+// RunWorkspace is Workspace for the tools that also act on the run itself (its
+// sandbox, its command log, its browser): a session with a workspace but no run
+// is refused with ErrNoWorkspace too.
+func (c Call) RunWorkspace() (string, error) {
+	if c.Session == nil || c.Session.RunID == "" {
+		return "", ErrNoWorkspace
+	}
+	return c.Workspace()
 }
 
 // Result is what goes back to the model.
@@ -44,7 +77,7 @@ type Result struct {
 // The loop-control tools: calls the durable agent loop itself knows. The
 // worker answers delegate, spawn_subagents and code_review from the
 // delegations they record, and reply ends the run; their registrations
-// (tools/orchestration, tools/quality) and the worker name them by these.
+// (toolbox/orchestration, toolbox/quality) and the worker name them by these.
 const (
 	Reply          = "reply"
 	Delegate       = "delegate"
@@ -235,7 +268,7 @@ var reflector = jsonschema.Reflector{DoNotReference: true, ExpandedStruct: true,
 // (WithTier; Standard otherwise) and its gate options. tools/catalog.yaml documents
 // it, and CheckCatalog fails a process whose registrations and catalog differ, so
 // a tool cannot land in another group or tier by accident.
-func Register[A any](r *Registry, name, description string, fn func(ctx context.Context, args A) (Result, error), opts ...Option) {
+func Register[A any](r *Registry, name, description string, fn func(ctx context.Context, call Call, args A) (Result, error), opts ...Option) {
 	if _, dup := r.specs[name]; dup {
 		panic("tools: duplicate registration of " + name)
 	}
@@ -251,7 +284,7 @@ func Register[A any](r *Registry, name, description string, fn func(ctx context.
 		if err := decodeArgs(call.Args, s.schema, &a); err != nil {
 			return Result{}, fmt.Errorf("%s: %w: %v", name, ErrInvalidArgs, err)
 		}
-		return fn(ctx, a)
+		return fn(ctx, call, a)
 	})
 	for _, o := range opts {
 		o(s)
@@ -482,9 +515,9 @@ func newRouter(reg *Registry, innermost Middleware, mw []Middleware) *Router {
 // Registry returns the router's registry.
 func (r *Router) Registry() *Registry { return r.reg }
 
-// Dispatch runs one call with the session already on ctx.
+// Dispatch runs one call; its Session says who calls.
 func (r *Router) Dispatch(ctx context.Context, call Call) (Result, error) {
-	return r.handler.Handle(WithCallID(ctx, call.ID), call)
+	return r.handler.Handle(ctx, call)
 }
 
 // capability refuses tools that are unregistered or outside the caller's catalog:
@@ -492,7 +525,7 @@ func (r *Router) Dispatch(ctx context.Context, call Call) (Result, error) {
 func capability(reg *Registry) Middleware {
 	return func(next Handler) Handler {
 		return HandlerFunc(func(ctx context.Context, call Call) (Result, error) {
-			s := SessionFrom(ctx)
+			s := call.Session
 			if s == nil {
 				return Result{}, errors.New("tools: call without a session context")
 			}
@@ -519,7 +552,7 @@ func CheckCapability(reg *Registry, a Access, agent, tool string) error {
 // mergeDefaults lays the team's tool_defaults under the model's arguments.
 func mergeDefaults(next Handler) Handler {
 	return HandlerFunc(func(ctx context.Context, call Call) (Result, error) {
-		s := SessionFrom(ctx)
+		s := call.Session
 		if s == nil || len(s.ToolDefaults[call.Name]) == 0 {
 			return next.Handle(ctx, call)
 		}

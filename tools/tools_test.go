@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/toolbox"
 	"github.com/aetherium-engine/aetherium/tools"
-	"github.com/aetherium-engine/aetherium/tools/toolset"
 )
 
 // Tiny argument structs standing in for the real server classes.
@@ -46,7 +46,9 @@ type fetchArgs struct {
 
 // echo returns its decoded arguments (%+v, zero values included), so a test sees
 // exactly what the tool received.
-func echo[A any](_ context.Context, a A) (tools.Result, error) { return tools.Text("%+v", a), nil }
+func echo[A any](_ context.Context, _ tools.Call, a A) (tools.Result, error) {
+	return tools.Text("%+v", a), nil
+}
 
 // setup registers a small set of real tool names: two workspace tools, three
 // orchestration tools, two planning tools and one outbound research tool.
@@ -56,7 +58,7 @@ func setup(t *testing.T) *tools.Registry {
 	tools.Register(reg, "read_file", "read", echo[pathArgs], tools.Idempotent(), tools.InGroup("workspace"))
 	tools.Register(reg, "write_file", "write", echo[writeArgs], tools.InGroup("workspace"))
 	tools.Register(reg, "delegate", "delegate", echo[delegateArgs], tools.InGroup("orchestration"))
-	tools.Register(reg, "reply", "reply", func(_ context.Context, a replyArgs) (tools.Result, error) {
+	tools.Register(reg, "reply", "reply", func(_ context.Context, call tools.Call, a replyArgs) (tools.Result, error) {
 		return tools.Result{Content: a.Message, Final: true}, nil
 	}, tools.InGroup("orchestration"))
 	tools.Register(reg, "spawn_subagents", "spawn", echo[struct{}], tools.InGroup("orchestration"), tools.WithTier(tools.Elevated))
@@ -66,12 +68,18 @@ func setup(t *testing.T) *tools.Registry {
 	return reg
 }
 
-// session puts a session allowed to use allowed on ctx.
-func session(allowed []string, defaults map[string]map[string]any) context.Context {
-	return tools.WithSession(context.Background(), &tools.Session{
+// session is a session allowed to use allowed.
+func session(allowed []string, defaults map[string]map[string]any) *tools.Session {
+	return &tools.Session{
 		RunID: "run-1", SessionID: "sess-1", Agent: "writer", Role: "worker",
 		Access: tools.Access{Tools: allowed}, ToolDefaults: defaults,
-	})
+	}
+}
+
+// dispatch runs call through r as made by s.
+func dispatch(r *tools.Router, s *tools.Session, call tools.Call) (tools.Result, error) {
+	call.Session = s
+	return r.Dispatch(context.Background(), call)
 }
 
 func TestResolve(t *testing.T) {
@@ -307,60 +315,60 @@ func TestDispatch(t *testing.T) {
 	all := []string{"read_file", "write_file", "delegate", "reply", "todo", "create_plan"}
 	tests := []struct {
 		name     string
-		ctx      context.Context
+		sess     *tools.Session
 		call     tools.Call
 		wantErr  error
 		wantMsg  []string
 		wantBody string
 		final    bool
 	}{
-		{name: "valid call", ctx: session(all, nil), call: tools.Call{Name: "read_file", Args: json.RawMessage(`{"path":"a.txt"}`)}, wantBody: `{Path:a.txt}`},
-		{name: "optional fields may be omitted", ctx: session(all, nil), call: tools.Call{Name: "write_file", Args: json.RawMessage(`{"path":"a"}`)}, wantBody: `{Path:a Content: Mode:0}`},
-		{name: "empty args mean an empty object", ctx: session(all, nil), call: tools.Call{Name: "todo"}, wantBody: `{Action:}`},
-		{name: "null args mean an empty object", ctx: session(all, nil), call: tools.Call{Name: "todo", Args: json.RawMessage(" null ")}, wantBody: `{Action:}`},
-		{name: "result flags pass through", ctx: session(all, nil), call: tools.Call{Name: "reply", Args: json.RawMessage(`{"message":"bye"}`)}, wantBody: "bye", final: true},
+		{name: "valid call", sess: session(all, nil), call: tools.Call{Name: "read_file", Args: json.RawMessage(`{"path":"a.txt"}`)}, wantBody: `{Path:a.txt}`},
+		{name: "optional fields may be omitted", sess: session(all, nil), call: tools.Call{Name: "write_file", Args: json.RawMessage(`{"path":"a"}`)}, wantBody: `{Path:a Content: Mode:0}`},
+		{name: "empty args mean an empty object", sess: session(all, nil), call: tools.Call{Name: "todo"}, wantBody: `{Action:}`},
+		{name: "null args mean an empty object", sess: session(all, nil), call: tools.Call{Name: "todo", Args: json.RawMessage(" null ")}, wantBody: `{Action:}`},
+		{name: "result flags pass through", sess: session(all, nil), call: tools.Call{Name: "reply", Args: json.RawMessage(`{"message":"bye"}`)}, wantBody: "bye", final: true},
 		{
-			name: "unknown tool", ctx: session(all, nil), call: tools.Call{Name: "make_coffee"},
+			name: "unknown tool", sess: session(all, nil), call: tools.Call{Name: "make_coffee"},
 			wantErr: tools.ErrUnknownTool, wantMsg: []string{`"make_coffee"`, "does not exist"},
 		},
 		{
-			name: "design tool not registered", ctx: session(append(all, "comfyui_generate"), nil), call: tools.Call{Name: "comfyui_generate"},
+			name: "design tool not registered", sess: session(append(all, "comfyui_generate"), nil), call: tools.Call{Name: "comfyui_generate"},
 			wantErr: tools.ErrUnknownTool, wantMsg: []string{`"comfyui_generate"`},
 		},
 		{
-			name: "registered tool outside the catalog", ctx: session([]string{"read_file"}, nil), call: tools.Call{Name: "write_file", Args: json.RawMessage(`{"path":"x"}`)},
+			name: "registered tool outside the catalog", sess: session([]string{"read_file"}, nil), call: tools.Call{Name: "write_file", Args: json.RawMessage(`{"path":"x"}`)},
 			wantErr: tools.ErrNotInCatalog, wantMsg: []string{`"write_file" is not available to writer`},
 		},
 		{
-			name: "wrong type", ctx: session(all, nil), call: tools.Call{Name: "read_file", Args: json.RawMessage(`{"path":5}`)},
+			name: "wrong type", sess: session(all, nil), call: tools.Call{Name: "read_file", Args: json.RawMessage(`{"path":5}`)},
 			wantErr: tools.ErrInvalidArgs, wantMsg: []string{"read_file:", "cannot unmarshal number", "path"},
 		},
 		{
-			name: "missing required field", ctx: session(all, nil), call: tools.Call{Name: "delegate", Args: json.RawMessage(`{}`)},
+			name: "missing required field", sess: session(all, nil), call: tools.Call{Name: "delegate", Args: json.RawMessage(`{}`)},
 			wantErr: tools.ErrInvalidArgs, wantMsg: []string{"delegate:", "missing required field(s): agent, task"},
 		},
 		{
-			name: "one missing required field", ctx: session(all, nil), call: tools.Call{Name: "delegate", Args: json.RawMessage(`{"agent":"w"}`)},
+			name: "one missing required field", sess: session(all, nil), call: tools.Call{Name: "delegate", Args: json.RawMessage(`{"agent":"w"}`)},
 			wantErr: tools.ErrInvalidArgs, wantMsg: []string{"missing required field(s): task"},
 		},
 		{
-			name: "null args still need required fields", ctx: session(all, nil), call: tools.Call{Name: "read_file", Args: json.RawMessage(`null`)},
+			name: "null args still need required fields", sess: session(all, nil), call: tools.Call{Name: "read_file", Args: json.RawMessage(`null`)},
 			wantErr: tools.ErrInvalidArgs, wantMsg: []string{"missing required field(s): path"},
 		},
 		{
-			name: "unknown field", ctx: session(all, nil), call: tools.Call{Name: "read_file", Args: json.RawMessage(`{"path":"a","pth":"b"}`)},
+			name: "unknown field", sess: session(all, nil), call: tools.Call{Name: "read_file", Args: json.RawMessage(`{"path":"a","pth":"b"}`)},
 			wantErr: tools.ErrInvalidArgs, wantMsg: []string{"read_file:", `unknown field "pth"`},
 		},
 		{
-			name: "array instead of object", ctx: session(all, nil), call: tools.Call{Name: "read_file", Args: json.RawMessage(`["a.txt"]`)},
+			name: "array instead of object", sess: session(all, nil), call: tools.Call{Name: "read_file", Args: json.RawMessage(`["a.txt"]`)},
 			wantErr: tools.ErrInvalidArgs, wantMsg: []string{"arguments must be a JSON object"},
 		},
 		{
-			name: "string instead of object", ctx: session(all, nil), call: tools.Call{Name: "read_file", Args: json.RawMessage(`"a.txt"`)},
+			name: "string instead of object", sess: session(all, nil), call: tools.Call{Name: "read_file", Args: json.RawMessage(`"a.txt"`)},
 			wantErr: tools.ErrInvalidArgs, wantMsg: []string{"arguments must be a JSON object"},
 		},
 		{
-			name: "garbage", ctx: session(all, nil), call: tools.Call{Name: "read_file", Args: json.RawMessage(`{path:`)},
+			name: "garbage", sess: session(all, nil), call: tools.Call{Name: "read_file", Args: json.RawMessage(`{path:`)},
 			wantErr: tools.ErrInvalidArgs, wantMsg: []string{"arguments must be a JSON object"},
 		},
 	}
@@ -368,7 +376,7 @@ func TestDispatch(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			res, err := r.Dispatch(tc.ctx, tc.call)
+			res, err := dispatch(r, tc.sess, tc.call)
 			if tc.wantErr != nil {
 				require.ErrorIs(t, err, tc.wantErr)
 				for _, m := range tc.wantMsg {
@@ -388,8 +396,6 @@ func TestDispatchWithoutSession(t *testing.T) {
 	r := tools.NewRouter(setup(t))
 	_, err := r.Dispatch(context.Background(), tools.Call{Name: "read_file", Args: json.RawMessage(`{"path":"a"}`)})
 	require.ErrorContains(t, err, "without a session")
-	require.Nil(t, tools.SessionFrom(context.Background()))
-	require.Empty(t, tools.CallID(context.Background()))
 }
 
 func TestToolDefaults(t *testing.T) {
@@ -418,7 +424,7 @@ func TestToolDefaults(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			res, err := r.Dispatch(session(all, defaults), tc.call)
+			res, err := dispatch(r, session(all, defaults), tc.call)
 			if tc.wantErr != nil {
 				require.ErrorIs(t, err, tools.ErrInvalidArgs)
 				for _, m := range tc.wantErr {
@@ -447,7 +453,7 @@ func (rec *recorder) add(s string) {
 func (rec *recorder) mw(name string) tools.Middleware {
 	return func(next tools.Handler) tools.Handler {
 		return tools.HandlerFunc(func(ctx context.Context, call tools.Call) (tools.Result, error) {
-			rec.add(name + ">" + call.Name + "#" + tools.CallID(ctx))
+			rec.add(name + ">" + call.Name + "#" + call.ID)
 			res, err := next.Handle(ctx, call)
 			rec.add("<" + name)
 			return res, err
@@ -472,7 +478,7 @@ func TestMiddlewareOrder(t *testing.T) {
 			t.Parallel()
 			rec := &recorder{}
 			r := tools.NewRouter(setup(t), rec.mw("outer"), rec.mw("middle"), rec.mw("inner"))
-			_, err := r.Dispatch(session([]string{"read_file"}, nil), tc.call)
+			_, err := dispatch(r, session([]string{"read_file"}, nil), tc.call)
 			if tc.wantErr != nil {
 				require.ErrorIs(t, err, tc.wantErr)
 			} else {
@@ -489,7 +495,7 @@ func TestMiddlewareCanShortCircuit(t *testing.T) {
 	deny := errors.New("denied by policy")
 	called := false
 	reg := tools.NewRegistry()
-	tools.Register(reg, "todo", "", func(context.Context, todoArgs) (tools.Result, error) {
+	tools.Register(reg, "todo", "", func(context.Context, tools.Call, todoArgs) (tools.Result, error) {
 		called = true
 		return tools.Text("ran"), nil
 	}, tools.InGroup("planning"))
@@ -498,7 +504,7 @@ func TestMiddlewareCanShortCircuit(t *testing.T) {
 	}
 	r := tools.NewRouter(reg, block)
 	require.Same(t, reg, r.Registry())
-	_, err := r.Dispatch(session([]string{"todo"}, nil), tools.Call{Name: "todo"})
+	_, err := dispatch(r, session([]string{"todo"}, nil), tools.Call{Name: "todo"})
 	require.ErrorIs(t, err, deny)
 	require.False(t, called)
 }
@@ -507,11 +513,11 @@ func TestHandlerErrorsPassThrough(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("boom")
 	reg := tools.NewRegistry()
-	tools.Register(reg, "todo", "", func(ctx context.Context, _ todoArgs) (tools.Result, error) {
-		s := tools.SessionFrom(ctx)
-		return tools.Result{}, fmt.Errorf("%s/%s: %w", s.Agent, tools.CallID(ctx), boom)
+	tools.Register(reg, "todo", "", func(_ context.Context, call tools.Call, _ todoArgs) (tools.Result, error) {
+		s := call.Session
+		return tools.Result{}, fmt.Errorf("%s/%s: %w", s.Agent, call.ID, boom)
 	}, tools.InGroup("planning"))
-	_, err := tools.NewRouter(reg).Dispatch(session([]string{"todo"}, nil), tools.Call{ID: "call_9", Name: "todo"})
+	_, err := dispatch(tools.NewRouter(reg), session([]string{"todo"}, nil), tools.Call{ID: "call_9", Name: "todo"})
 	require.ErrorIs(t, err, boom)
 	require.EqualError(t, err, "writer/call_9: boom")
 	require.NotErrorIs(t, err, tools.ErrInvalidArgs)
@@ -686,7 +692,7 @@ func TestCheckCatalog(t *testing.T) {
 
 func TestToolsetPassesCatalogCheck(t *testing.T) {
 	t.Parallel()
-	reg, err := toolset.New(toolset.Deps{})
+	reg, err := toolbox.New(toolbox.Deps{})
 	require.NoError(t, err)
 	require.NoError(t, tools.CheckCatalog(reg))
 	docs, err := tools.Catalog()
@@ -724,7 +730,7 @@ func TestDefaultsMergedBeforeMiddleware(t *testing.T) {
 				}
 			}
 			r := tools.NewRouter(setup(t), spy(&seenOuter), spy(&seenInner))
-			_, _ = r.Dispatch(session([]string{"write_file"}, defaults), tools.Call{ID: "c1", Name: "write_file", Args: json.RawMessage(tc.args)})
+			_, _ = dispatch(r, session([]string{"write_file"}, defaults), tools.Call{ID: "c1", Name: "write_file", Args: json.RawMessage(tc.args)})
 			mu.Lock()
 			defer mu.Unlock()
 			require.JSONEq(t, tc.want, seenOuter)

@@ -26,7 +26,7 @@ const (
 // delegations, or by dispatching it through the router (gate included). A call that
 // must wait (delegations, an approval) yields callWaiting and no message; its
 // tool.call event is recorded once, when its outcome is known.
-func (w *Worker) resolveCall(ctx context.Context, in stepInput, sess *store.Session, call llm.ToolCall) (llm.Message, callState, error) {
+func (w *Worker) resolveCall(ctx context.Context, tsess *tools.Session, in stepInput, sess *store.Session, call llm.ToolCall) (llm.Message, callState, error) {
 	start := time.Now()
 	// The call's delegations as the step's lease was taken: those made since are
 	// this step's own (enqueued after its next save), not yet running.
@@ -42,7 +42,7 @@ func (w *Worker) resolveCall(ctx context.Context, in stepInput, sess *store.Sess
 		}
 		return w.delegationAnswer(in, sess, call, ds, start)
 	}
-	res, err := w.router.Dispatch(logctx.Tool(ctx, call.Name), tools.Call{ID: call.ID, Name: call.Name, Args: call.Args})
+	res, err := w.router.Dispatch(logctx.Tool(ctx, call.Name), tools.Call{ID: call.ID, Name: call.Name, Args: call.Args, Session: tsess})
 	if ctx.Err() != nil {
 		return llm.Message{}, callDone, ctx.Err()
 	}

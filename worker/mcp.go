@@ -99,9 +99,9 @@ func (m *mcpCall) run(ctx context.Context) error {
 		KnowledgePacks: team.Knowledge.Packs, Project: run.ProjectID, ImageModel: team.ImageModel,
 		Coordinator: mcpCoordinator{w: w, runID: run.ID, agent: call.Principal},
 	}
-	tctx := logctx.Tool(tools.WithSession(sandbox.WithCaller(ctx, sandbox.Caller{Run: run.ID, Principal: call.Principal}), tsess), call.Tool)
+	tctx := logctx.Tool(sandbox.WithCaller(ctx, sandbox.Caller{Run: run.ID, Principal: call.Principal}), call.Tool)
 	stopRenew := m.keepClaim(ctx)
-	res, err := w.router.Dispatch(tctx, tools.Call{ID: call.ID, Name: call.Tool, Args: json.RawMessage(call.Args)})
+	res, err := w.router.Dispatch(tctx, tools.Call{ID: call.ID, Name: call.Tool, Args: json.RawMessage(call.Args), Session: tsess})
 	stopRenew()
 	switch {
 	case ctx.Err() != nil:

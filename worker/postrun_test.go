@@ -24,8 +24,8 @@ import (
 	"github.com/aetherium-engine/aetherium/media/comfyui/comfysim"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
+	comfyuitools "github.com/aetherium-engine/aetherium/toolbox/comfyui"
 	"github.com/aetherium-engine/aetherium/tools"
-	comfyuitools "github.com/aetherium-engine/aetherium/tools/comfyui"
 	"github.com/aetherium-engine/aetherium/worker/hook"
 )
 

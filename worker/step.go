@@ -60,8 +60,10 @@ type stepRun struct {
 	// read again before a model call when older than runFresh.
 	run   store.Run
 	runAt time.Time
-	// tctx carries the tool session for dispatch.
+	// tctx is the context of the session's tool calls (the sandbox caller);
+	// tsess is who makes them (tools.Call.Session).
 	tctx     context.Context
+	tsess    *tools.Session
 	provider llm.Provider
 	model    llm.ModelConfig
 	defs     []llm.ToolDef
@@ -234,7 +236,7 @@ func (s *stepRun) prepare(ctx context.Context) error {
 		KnowledgePacks: in.team.Knowledge.Packs, Project: in.run.ProjectID, ImageModel: in.team.ImageModel,
 	}
 	// One-shot containers the calls start count against the run and its owner.
-	s.tctx = tools.WithSession(sandbox.WithCaller(ctx, sandbox.Caller{Run: in.run.ID, Principal: in.run.Owner}), tsess)
+	s.tctx, s.tsess = sandbox.WithCaller(ctx, sandbox.Caller{Run: in.run.ID, Principal: in.run.Owner}), tsess
 	s.workspace = workspace
 	s.mailRead = w.mailbox == nil || in.role == "subagent" || in.role == "reviewer"
 	if s.provider, s.model, err = w.models.For(in.team, in.node); err != nil {
@@ -270,7 +272,7 @@ func (s *stepRun) resolvePending(ctx context.Context, pending []llm.ToolCall) er
 			}
 			continue
 		}
-		msg, state, err := s.w.resolveCall(s.tctx, s.in, &s.sess, call)
+		msg, state, err := s.w.resolveCall(s.tctx, s.tsess, s.in, &s.sess, call)
 		if err != nil {
 			return err
 		}

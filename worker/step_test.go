@@ -25,8 +25,8 @@ import (
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/toolbox/orchestration"
 	"github.com/aetherium-engine/aetherium/tools"
-	"github.com/aetherium-engine/aetherium/tools/orchestration"
 	"github.com/aetherium-engine/aetherium/worker/hook"
 )
 
@@ -84,7 +84,7 @@ func setup(t *testing.T, mw ...tools.Middleware) (*Worker, *testBundle) {
 
 	reg := tools.NewRegistry()
 	orchestration.Register(reg)
-	tools.Register(reg, "read_file", "stands in for read_file", func(_ context.Context, a struct {
+	tools.Register(reg, "read_file", "stands in for read_file", func(_ context.Context, _ tools.Call, a struct {
 		Path string `json:"path"`
 	}) (tools.Result, error) {
 		if a.Path == "fail" {
@@ -246,7 +246,7 @@ func TestStepSavesAuditRowsFromResults(t *testing.T) {
 	auditing := func(next tools.Handler) tools.Handler {
 		return tools.HandlerFunc(func(ctx context.Context, c tools.Call) (tools.Result, error) {
 			res, err := next.Handle(ctx, c)
-			s := tools.SessionFrom(ctx)
+			s := c.Session
 			outcome, layer := tools.Classify(err)
 			res.Audit = &store.AuditRow{CallKey: s.SessionID + ":" + c.ID, At: time.Now(), RunID: s.RunID, Team: s.Team, Agent: s.Agent,
 				Role: s.Role, Tool: c.Name, Tier: "standard", Allowed: outcome != tools.OutcomeDenied, Decision: string(outcome), DenyLayer: layer}
@@ -284,10 +284,10 @@ func TestStepQASupervisorReply(t *testing.T) {
 	t.Parallel()
 	w, b := setup(t)
 	w.cfg.ReplyChecks = []hook.ReplyCheck{qa.Check} // the QA rule, as the fleet registers it
-	tools.Register(b.reg, "play_test", "stands in for play_test", func(ctx context.Context, a struct {
+	tools.Register(b.reg, "play_test", "stands in for play_test", func(ctx context.Context, call tools.Call, a struct {
 		Page string `json:"page"`
 	}) (tools.Result, error) {
-		ws := tools.SessionFrom(ctx).Workspace
+		ws := call.Session.Workspace
 		body := []byte("<button>Go</button>")
 		if err := os.WriteFile(filepath.Join(ws, a.Page), body, 0o644); err != nil {
 			return tools.Result{}, err

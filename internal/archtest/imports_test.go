@@ -110,6 +110,32 @@ var rules = []rule{
 		},
 	},
 	{
+		// The router core is the floor the server classes register on: importing
+		// one of them back would make every tool a dependency of the router and of
+		// everything that only needs the catalog (templates, config, the gate).
+		// Its external tests may build the whole toolbox (the catalog check).
+		name: "the router core (tools) imports no toolbox package",
+		forbids: func(from pkg, to string) bool {
+			return from.Path == "tools" && isToolbox(to)
+		},
+	},
+	{
+		// A tool sits under the gate and the agent loop that run it: it reaches the
+		// network through egress and the workspace through confine, and learns its
+		// caller from its tools.Call, so it has no use for the layers above it; a
+		// test of a tool that needs them runs a whole fleet. fleet itself is the
+		// rule above's: end-to-end tests (toolbox/shell's) build one.
+		name:  "no toolbox package imports security, worker, api or mcpserver, tests included",
+		tests: true,
+		forbids: func(from pkg, to string) bool {
+			switch to {
+			case "security", "worker", "api", "mcpserver":
+				return isToolbox(from.Path)
+			}
+			return false
+		},
+	},
+	{
 		name: "egressproxy imports neither store nor queue (it records through an interface)",
 		forbids: func(from pkg, to string) bool {
 			return from.Path == "egressproxy" && (to == "store" || to == "queue")
@@ -126,7 +152,7 @@ var rules = []rule{
 		tests: true,
 		forbids: func(from pkg, to string) bool {
 			switch from.Path {
-			case "api", "cli", "dashboards", "fleet", "studio", "webhook", "tools/research", "tools/shell":
+			case "api", "cli", "dashboards", "fleet", "studio", "webhook", "toolbox/research", "toolbox/shell":
 				return false
 			}
 			return to == "fleettest" && from.Name != "main"
@@ -153,6 +179,9 @@ func testHelper(path string) bool {
 // testSupport are packages that serve tests only without a …test name, so they
 // may import test helpers: simimage builds the TTS simulator's image for tests.
 var testSupport = map[string]bool{"media/voice/ttssim/simimage": true}
+
+// isToolbox reports whether path is package toolbox or one of its server classes.
+func isToolbox(path string) bool { return path == "toolbox" || strings.HasPrefix(path, "toolbox/") }
 
 // exceptions are known violations of the rules, each with the follow-up that
 // removes it: "from -> to" → why. A violation listed here does not fail the test;
@@ -216,7 +245,7 @@ func TestImportRules(t *testing.T) {
 	for _, p := range pkgs {
 		names = append(names, p.Path)
 	}
-	for _, want := range []string{"api", "confine", "egress", "egressproxy", "fleet", "queue", "scheduler", "security", "webhook", "worker"} {
+	for _, want := range []string{"api", "confine", "egress", "egressproxy", "fleet", "queue", "scheduler", "security", "toolbox", "toolbox/workspace", "tools", "webhook", "worker"} {
 		if !slices.Contains(names, want) {
 			t.Fatalf("go list did not report package %s (got %v): the rules would pass vacuously", want, names)
 		}
@@ -271,15 +300,31 @@ func TestImportRulesCatchViolations(t *testing.T) {
 			want: []string{`scheduler -> fleet breaks "no package imports fleet but commands (package main), cli and test helpers (fleettest)"`}},
 		{name: "queue imports the store", pkgs: with(pkg{Path: "queue", Name: "queue", Imports: []string{"store"}}),
 			want: []string{`queue -> store breaks "queue imports no package of the module (everything that enqueues imports it)"`}},
-		{name: "confine imports a tool", pkgs: with(pkg{Path: "confine", Name: "confine", Imports: []string{"tools/workspace"}}),
-			want: []string{`confine -> tools/workspace breaks "confine imports no package of the module (workspace confinement is the lowest floor)"`}},
+		{name: "confine imports a tool", pkgs: with(pkg{Path: "confine", Name: "confine", Imports: []string{"toolbox/workspace"}}),
+			want: []string{`confine -> toolbox/workspace breaks "confine imports no package of the module (workspace confinement is the lowest floor)"`}},
 		{name: "egress imports the gate", pkgs: with(pkg{Path: "egress", Name: "egress", Imports: []string{"security"}}),
 			want: []string{
 				`egress -> security breaks "egress imports no package of the module (destination policy and DLP are a floor below the tools and the gate)"`,
 				`egress -> security breaks "only the composition root (fleet, config) and the gate's runners (worker, mcpserver) import security"`,
 			}},
-		{name: "a tool imports the gate", pkgs: with(pkg{Path: "tools/research", Name: "research", Imports: []string{"egress", "security", "tools"}}),
-			want: []string{`tools/research -> security breaks "only the composition root (fleet, config) and the gate's runners (worker, mcpserver) import security"`}},
+		{name: "a tool imports the gate", pkgs: with(pkg{Path: "toolbox/research", Name: "research", Imports: []string{"egress", "security", "tools"}}),
+			want: []string{
+				`toolbox/research -> security breaks "no toolbox package imports security, worker, api or mcpserver, tests included"`,
+				`toolbox/research -> security breaks "only the composition root (fleet, config) and the gate's runners (worker, mcpserver) import security"`,
+			}},
+		{name: "a tool's test reaches into the gate and a tool serves MCP", pkgs: with(
+			pkg{Path: "toolbox/shell", Name: "shell", Imports: []string{"tools", "mcpserver"}, TestImports: []string{"security", "fleet", "fleettest"}}),
+			want: []string{
+				`toolbox/shell -> mcpserver breaks "no toolbox package imports security, worker, api or mcpserver, tests included"`,
+				`toolbox/shell -> security (in its tests) breaks "no toolbox package imports security, worker, api or mcpserver, tests included"`,
+			}},
+		{name: "the router imports the toolbox", pkgs: with(
+			pkg{Path: "tools", Name: "tools", Imports: []string{"llm", "toolbox/workspace", "toolbox"}, TestImports: []string{"toolbox"}},
+			pkg{Path: "toolbox", Name: "toolbox", Imports: []string{"tools", "toolbox/workspace"}}),
+			want: []string{
+				`tools -> toolbox breaks "the router core (tools) imports no toolbox package"`,
+				`tools -> toolbox/workspace breaks "the router core (tools) imports no toolbox package"`,
+			}},
 		{name: "the sandboxes' proxy links the store", pkgs: with(pkg{Path: "egressproxy", Name: "egressproxy", Imports: []string{"egress", "store"}}),
 			want: []string{`egressproxy -> store breaks "egressproxy imports neither store nor queue (it records through an interface)"`}},
 		{name: "a store test links the fleet for a database", pkgs: with(pkg{Path: "store", Name: "store", TestImports: []string{"fleettest"}}),

@@ -9,12 +9,12 @@ import (
 	"github.com/aetherium-engine/aetherium/tools"
 	// The one import of the package that assembles the server classes: when it
 	// moves, this line and registry below are the whole change.
-	"github.com/aetherium-engine/aetherium/tools/toolset"
+	"github.com/aetherium-engine/aetherium/toolbox"
 )
 
 // registry is every tool this build registers, as the fleet's router and the
 // API's catalog see them (a catalog-only registry: no store, executor or device).
-func registry() (*tools.Registry, error) { return toolset.New(toolset.Deps{}) }
+func registry() (*tools.Registry, error) { return toolbox.New(toolbox.Deps{}) }
 
 // toolCatalog renders docs/reference/tool-catalog.md from the registrations: each
 // tool's server group, tier, gate flags, description and the arguments of the JSON

@@ -15,12 +15,12 @@ import (
 	"github.com/aetherium-engine/aetherium/internal/testdb"
 	"github.com/aetherium-engine/aetherium/internal/testinfra"
 	"github.com/aetherium-engine/aetherium/templates"
-	"github.com/aetherium-engine/aetherium/tools/toolset"
+	"github.com/aetherium-engine/aetherium/toolbox"
 )
 
 func TestTeamsAreValidAndCounted(t *testing.T) {
 	t.Parallel()
-	reg, err := toolset.New(toolset.Deps{})
+	reg, err := toolbox.New(toolbox.Deps{})
 	require.NoError(t, err)
 	tests := []struct {
 		name string

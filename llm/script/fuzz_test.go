@@ -15,7 +15,7 @@ import (
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/llm/script"
 	"github.com/aetherium-engine/aetherium/templates"
-	"github.com/aetherium-engine/aetherium/tools/toolset"
+	"github.com/aetherium-engine/aetherium/toolbox"
 )
 
 // FuzzScriptReplay parses screenplays the way they arrive — in a template file
@@ -34,7 +34,7 @@ func FuzzScriptReplay(f *testing.F) {
 	f.Add([]byte(`{"name":"t","model":{"provider":"script"},"supervisor":{"name":"s"},"script":{"agents":{"s":[{"calls":[{"tool":"reply"},{"tool":"todo","args":{"action":"read"}}]},{"say":"bye"}]}}}`), true)
 	f.Add([]byte(`{"name":"t","model":{"provider":"script"},"supervisor":{"name":"s"},"script":{"agents":{"s":[{"say":"x","calls":[{"tool":"reply"}]}]}}}`), true)
 	f.Add([]byte(`{"script":{"agents":{"s":[{"calls":[{"tool":""}]}]}}}`), true)
-	reg, err := toolset.New(toolset.Deps{})
+	reg, err := toolbox.New(toolbox.Deps{})
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, raw []byte, asJSON bool) {
 		parse := templates.ParseYAML
