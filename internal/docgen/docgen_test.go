@@ -37,11 +37,11 @@ func TestGeneratedPagesAreCurrent(t *testing.T) {
 // TestAnchor pins GitHub's heading anchors for the shapes the pages use.
 func TestAnchor(t *testing.T) {
 	for heading, want := range map[string]string{
-		"GET /api/runs/{id}/events":            "get-apirunsidevents",
-		"Group `workspace`":                    "group-workspace",
-		"read_file":                            "read_file",
-		"Projects and agent memory":            "projects-and-agent-memory",
-		"CI under load":                        "ci-under-load",
+		"GET /api/runs/{id}/events":           "get-apirunsidevents",
+		"Group `workspace`":                   "group-workspace",
+		"read_file":                           "read_file",
+		"Projects and agent memory":           "projects-and-agent-memory",
+		"CI under load":                       "ci-under-load",
 		"The [gate](x.md): tiers & approvals": "the-gate-tiers--approvals",
 	} {
 		if got := anchor(heading); got != want {
