@@ -6,6 +6,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 )
 
 // SandboxWorkspace is where the sandbox mounts a run's workspace (sandbox/docker.go);
@@ -70,6 +71,12 @@ func hostRoot(workspace string) string {
 func NormalizeURL(raw string) (norm string, ok bool) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme == "" || u.Opaque != "" {
+		return raw, false
+	}
+	// A host that is not UTF-8 (an IPv6 zone may hold any byte) is no name any
+	// resolver answers, and ToLower would turn its bytes into U+FFFD, a different
+	// host whose escaped form does not parse.
+	if !utf8.ValidString(u.Hostname()) {
 		return raw, false
 	}
 	host := strings.ToLower(u.Hostname())
