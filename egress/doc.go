@@ -9,10 +9,11 @@
 //   - secrets: a team's secret sources (LoadSecrets), scrubbed from every result;
 //   - normalization: NormalizeURL, NormalizePath, Canonicalize and ArgsHash (the
 //     hash an approval binds);
-//   - the shell: ShellCommands splits a run_shell command line into its simple
-//     commands, Destructive decides whether it needs a human.
+//   - the shell parse lives in egress/shell (ShellCommands, Destructive); the
+//     approval view shows a command line's simple commands through it.
 //
-// It imports no package of this module (internal/archtest says so): the tools
+// It imports no package of this module but egress/shell (internal/archtest says
+// so): the tools
 // (toolbox/research, toolbox/quality), the sandboxes' egress proxy, the store's
 // egress rows and the permission gate (package security) all import it.
 package egress

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"regexp"
 	"strings"
+
+	"github.com/aetherium-engine/aetherium/egress/shell"
 )
 
 // ApprovalView is what a human decides on: for a shell tool the simple commands
@@ -36,7 +38,7 @@ func (d *DLP) ApproverView(args json.RawMessage) (ApprovalView, json.RawMessage)
 	masked := d.maskValue(decoded)
 	if obj, ok := decoded.(map[string]any); ok {
 		if cmd, ok := obj["command"].(string); ok {
-			cmds, err := ShellCommands(cmd)
+			cmds, err := shell.ShellCommands(cmd)
 			if err != nil {
 				v.ParseError = d.MaskSecrets(err.Error())
 				cmds = []string{cmd}

@@ -14,6 +14,7 @@ import (
 	"github.com/aetherium-engine/aetherium/cli"
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/egress"
+	"github.com/aetherium-engine/aetherium/egress/shell"
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/llm"
@@ -63,7 +64,7 @@ func TestApprovalViewAndBindingEndToEnd(t *testing.T) {
 	code, raw := f.Do("GET", "/api/approvals/"+a.ID, nil, &got)
 	require.Equal(t, http.StatusOK, code, string(raw))
 	require.NotContains(t, string(raw), pat, "the secret never reaches the approver")
-	parsed, err := egress.ShellCommands(cmd)
+	parsed, err := shell.ShellCommands(cmd)
 	require.NoError(t, err)
 	var want []string
 	for _, c := range parsed {

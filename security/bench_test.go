@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/aetherium-engine/aetherium/egress"
+	"github.com/aetherium-engine/aetherium/egress/shell"
 	"github.com/aetherium-engine/aetherium/tools"
 )
 
@@ -86,7 +87,7 @@ func BenchmarkGateDecision(b *testing.B) {
 	})
 	b.Run("Destructive", func(b *testing.B) {
 		for b.Loop() {
-			if ok, _ := egress.Destructive("cd /srv/app && go test ./... 2>&1 | tee test.log"); ok {
+			if ok, _ := shell.Destructive("cd /srv/app && go test ./... 2>&1 | tee test.log"); ok {
 				b.Fatal("destructive")
 			}
 		}

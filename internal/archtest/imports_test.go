@@ -90,11 +90,20 @@ var rules = []rule{
 	},
 	{
 		// The egress floor (destination policy, DLP, secrets, URL normalization,
-		// canonical JSON, the shell parse): tools, the gate, the sandboxes' proxy
-		// and the store all import it.
+		// canonical JSON): tools, the gate, the sandboxes' proxy and the store
+		// all import it. Below it only the shell parse, which its approval view
+		// shows an approver.
 		name: "egress imports no package of the module (destination policy and DLP are a floor below the tools and the gate)",
+		forbids: func(from pkg, to string) bool {
+			return from.Path == "egress" && to != "egress/shell"
+		},
+	},
+	{
+		// The shell parse judges run_shell's command lines for the gate
+		// (tools.Escalates) and for the approver's view; it reads text only.
+		name: "egress/shell imports no package of the module (the shell parse is the floor under egress)",
 		forbids: func(from pkg, _ string) bool {
-			return from.Path == "egress"
+			return from.Path == "egress/shell"
 		},
 	},
 	{
@@ -302,6 +311,9 @@ func TestImportRulesCatchViolations(t *testing.T) {
 			want: []string{`queue -> store breaks "queue imports no package of the module (everything that enqueues imports it)"`}},
 		{name: "confine imports a tool", pkgs: with(pkg{Path: "confine", Name: "confine", Imports: []string{"toolbox/workspace"}}),
 			want: []string{`confine -> toolbox/workspace breaks "confine imports no package of the module (workspace confinement is the lowest floor)"`}},
+		{name: "the shell parse imports egress", pkgs: with(pkg{Path: "egress/shell", Name: "shell", Imports: []string{"egress"}}),
+			want: []string{`egress/shell -> egress breaks "egress/shell imports no package of the module (the shell parse is the floor under egress)"`}},
+		{name: "egress imports the shell parse", pkgs: with(pkg{Path: "egress", Name: "egress", Imports: []string{"egress/shell"}})},
 		{name: "egress imports the gate", pkgs: with(pkg{Path: "egress", Name: "egress", Imports: []string{"security"}}),
 			want: []string{
 				`egress -> security breaks "egress imports no package of the module (destination policy and DLP are a floor below the tools and the gate)"`,

@@ -22,7 +22,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aetherium-engine/aetherium/egress"
+	cmdline "github.com/aetherium-engine/aetherium/egress/shell"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/toolbox/workspace"
@@ -373,7 +373,7 @@ func Destructive(args json.RawMessage) string {
 		Command string `json:"command"`
 	}
 	_ = json.Unmarshal(args, &a)
-	if ok, pattern := egress.Destructive(a.Command); ok {
+	if ok, pattern := cmdline.Destructive(a.Command); ok {
 		return "destructive command (" + pattern + ")"
 	}
 	return ""

@@ -1,4 +1,4 @@
-package egress_test
+package shell_test
 
 import (
 	"encoding/base64"
@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"mvdan.cc/sh/v3/syntax"
 
-	"github.com/aetherium-engine/aetherium/egress"
+	"github.com/aetherium-engine/aetherium/egress/shell"
 )
 
 // Reasons changed on purpose by the shell parse: dd escalates whatever its
@@ -154,7 +154,7 @@ func TestDestructiveEscalates(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.command, func(t *testing.T) {
 			t.Parallel()
-			ok, pattern := egress.Destructive(tc.command)
+			ok, pattern := shell.Destructive(tc.command)
 			require.True(t, ok, "must escalate: %s", tc.command)
 			require.Equal(t, tc.pattern, pattern)
 		})
@@ -184,7 +184,7 @@ func TestDestructiveIssue13(t *testing.T) {
 	} {
 		t.Run(command, func(t *testing.T) {
 			t.Parallel()
-			ok, pattern := egress.Destructive(command)
+			ok, pattern := shell.Destructive(command)
 			require.True(t, ok, "must escalate: %s", command)
 			require.NotEmpty(t, pattern)
 		})
@@ -204,13 +204,13 @@ func TestDestructiveForkBombSpacings(t *testing.T) {
 	} {
 		t.Run(command, func(t *testing.T) {
 			t.Parallel()
-			ok, pattern := egress.Destructive(command)
+			ok, pattern := shell.Destructive(command)
 			require.True(t, ok)
 			require.Equal(t, "fork bomb", pattern)
 		})
 	}
 	// Recursion alone does not multiply.
-	ok, pattern := egress.Destructive("f() { f; }; echo hi")
+	ok, pattern := shell.Destructive("f() { f; }; echo hi")
 	require.False(t, ok, pattern)
 }
 
@@ -338,7 +338,7 @@ func TestDestructiveCorpus(t *testing.T) {
 			for _, full := range destructiveTable {
 				n, r, _ := strings.Cut(full, " ")
 				command := fm.f(t, n, r, full)
-				if ok, _ := egress.Destructive(command); !ok {
+				if ok, _ := shell.Destructive(command); !ok {
 					missed = append(missed, command)
 				}
 			}
@@ -447,7 +447,7 @@ func TestDestructiveLetsEverydayCommandsThrough(t *testing.T) {
 	for _, command := range everyday {
 		t.Run(command, func(t *testing.T) {
 			t.Parallel()
-			ok, pattern := egress.Destructive(command)
+			ok, pattern := shell.Destructive(command)
 			require.False(t, ok, "must not escalate: %s (matched %s)", command, pattern)
 		})
 	}
@@ -470,7 +470,7 @@ func TestShellCommands(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.command, func(t *testing.T) {
 			t.Parallel()
-			got, err := egress.ShellCommands(tc.command)
+			got, err := shell.ShellCommands(tc.command)
 			require.NoError(t, err)
 			require.Equal(t, tc.want, got)
 		})
@@ -479,17 +479,17 @@ func TestShellCommands(t *testing.T) {
 
 func TestShellCommandsErrors(t *testing.T) {
 	t.Parallel()
-	_, err := egress.ShellCommands("echo 'unterminated")
+	_, err := shell.ShellCommands("echo 'unterminated")
 	require.ErrorContains(t, err, "parse shell command")
 
-	_, err = egress.ShellCommands(strings.Repeat("a", egress.MaxCommandBytes+1))
-	require.ErrorIs(t, err, egress.ErrCommandTooLong)
+	_, err = shell.ShellCommands(strings.Repeat("a", shell.MaxCommandBytes+1))
+	require.ErrorIs(t, err, shell.ErrCommandTooLong)
 
 	// watch re-parses its joined arguments: one level per watch, no quoting growth.
-	deep := strings.Repeat("watch ", egress.MaxNestingDepth+2) + "ls"
-	_, err = egress.ShellCommands(deep)
-	require.ErrorIs(t, err, egress.ErrCommandTooComplex)
-	ok, reason := egress.Destructive(deep)
+	deep := strings.Repeat("watch ", shell.MaxNestingDepth+2) + "ls"
+	_, err = shell.ShellCommands(deep)
+	require.ErrorIs(t, err, shell.ErrCommandTooComplex)
+	ok, reason := shell.Destructive(deep)
 	require.True(t, ok)
 	require.Equal(t, "command too complex to check", reason)
 }
@@ -498,26 +498,26 @@ func TestShellCommandsErrors(t *testing.T) {
 // shapes under them finish quickly.
 func TestDestructiveBoundedOnHostileInput(t *testing.T) {
 	t.Parallel()
-	n := egress.MaxCommandBytes / 10
+	n := shell.MaxCommandBytes / 10
 	cases := []struct {
 		name, command, reason string
 	}{
-		{"too long", strings.Repeat("ls;", egress.MaxCommandBytes/3+1), "command too long to check"},
-		{"too many commands", strings.Repeat("ls;", egress.MaxSimpleCommands+1), "command too complex to check"},
-		{"nested substitutions", strings.Repeat("echo $(", egress.MaxSimpleCommands-1) + "ls" + strings.Repeat(")", egress.MaxSimpleCommands-1), ""},
+		{"too long", strings.Repeat("ls;", shell.MaxCommandBytes/3+1), "command too long to check"},
+		{"too many commands", strings.Repeat("ls;", shell.MaxSimpleCommands+1), "command too complex to check"},
+		{"nested substitutions", strings.Repeat("echo $(", shell.MaxSimpleCommands-1) + "ls" + strings.Repeat(")", shell.MaxSimpleCommands-1), ""},
 		{"too deeply nested substitutions", strings.Repeat("echo $(", n) + "ls" + strings.Repeat(")", n), "command too complex to check"},
 		{"nested subshells", strings.Repeat("(", n) + "ls" + strings.Repeat(")", n), ""},
 		{"nested functions", strings.Repeat("f(){ ", 60) + ":" + strings.Repeat("; }", 60), ""},
-		{"too many functions", strings.Repeat("f(){ :; };", egress.MaxFunctions+1), "command too complex to check"},
+		{"too many functions", strings.Repeat("f(){ :; };", shell.MaxFunctions+1), "command too complex to check"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			start := time.Now()
-			ok, reason := egress.Destructive(tc.command)
+			ok, reason := shell.Destructive(tc.command)
 			require.Equal(t, tc.reason != "", ok, reason)
 			require.Equal(t, tc.reason, reason)
-			_, _ = egress.ShellCommands(tc.command)
+			_, _ = shell.ShellCommands(tc.command)
 			require.Less(t, time.Since(start), 10*time.Second)
 		})
 	}
@@ -548,15 +548,15 @@ func FuzzDestructive(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, command string) {
 		start := time.Now()
-		ok, reason := egress.Destructive(command)
+		ok, reason := shell.Destructive(command)
 		if ok != (reason != "") {
 			t.Fatalf("Destructive(%q) = %v, %q", command, ok, reason)
 		}
-		cmds, err := egress.ShellCommands(command)
+		cmds, err := shell.ShellCommands(command)
 		if err != nil && !ok {
 			t.Fatalf("ShellCommands(%q) failed (%v) but Destructive let it through", command, err)
 		}
-		if err == nil && len(cmds) > egress.MaxSimpleCommands {
+		if err == nil && len(cmds) > shell.MaxSimpleCommands {
 			t.Fatalf("%d commands listed", len(cmds))
 		}
 		if d := time.Since(start); d > 2*time.Second {

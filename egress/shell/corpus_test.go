@@ -1,4 +1,4 @@
-package egress_test
+package shell_test
 
 import (
 	"bufio"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/aetherium-engine/aetherium/egress"
+	"github.com/aetherium-engine/aetherium/egress/shell"
 )
 
 // corpusCase is one line of testdata/destructive_corpus.txt.
@@ -65,7 +65,7 @@ func TestDestructiveCorpusFile(t *testing.T) {
 
 	var wrong []string
 	for _, c := range cases {
-		ok, reason := egress.Destructive(c.command)
+		ok, reason := shell.Destructive(c.command)
 		if ok != c.escalate {
 			want := "allow"
 			if c.escalate {
