@@ -87,13 +87,7 @@ func DesignTools() []string {
 	return out
 }
 
-// NeverFallsBack reports whether a tool always needs a human decision: its expiring
-// approval times out whatever the supervisor fallback lists (the seed's
-// download_pdf, and the headset tools, which act on a device a person wears).
-func NeverFallsBack(tool string) bool {
-	switch tool {
-	case "download_pdf", "frame_status", "frame_install", "frame_run", "frame_grab":
-		return true
-	}
-	return false
-}
+// NeverFallsBack reports whether a documented tool always needs a human decision
+// (its registration's AlwaysHuman, tools/catalog.yaml's always_human): its
+// expiring approval times out whatever the supervisor fallback lists.
+func NeverFallsBack(tool string) bool { return documented()[tool].AlwaysHuman }

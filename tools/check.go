@@ -20,6 +20,9 @@ type Documented struct {
 	Purpose string `yaml:"purpose" json:"purpose"`
 	// AgentOnly marks a tool that only a team's agents can use (AgentOnly).
 	AgentOnly bool `yaml:"agent_only" json:"agent_only,omitempty"`
+	// AlwaysHuman marks a tool only a person may approve; its registration says
+	// so too (tools.AlwaysHuman), and CheckCatalog compares the two.
+	AlwaysHuman bool `yaml:"always_human" json:"always_human,omitempty"`
 }
 
 // documented is the catalog by name, parsed once. A catalog that does not parse
@@ -49,7 +52,7 @@ func Catalog() ([]Documented, error) {
 }
 
 // CheckCatalog fails when the registered tools and the documented catalog differ in
-// membership, group or tier. Every process runs it at boot.
+// membership, group, tier or always_human. Every process runs it at boot.
 func CheckCatalog(reg *Registry) error {
 	docs, err := Catalog()
 	if err != nil {
@@ -73,6 +76,9 @@ func checkCatalog(reg *Registry, docs []Documented) error {
 		}
 		if s.Tier.String() != d.Tier {
 			errs = append(errs, fmt.Errorf("catalog: %s has tier %s, documented as %s", d.Name, s.Tier, d.Tier))
+		}
+		if s.AlwaysHuman != d.AlwaysHuman {
+			errs = append(errs, fmt.Errorf("catalog: %s is registered with AlwaysHuman %t, documented with always_human %t", d.Name, s.AlwaysHuman, d.AlwaysHuman))
 		}
 	}
 	for _, n := range reg.Names() {

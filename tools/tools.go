@@ -202,7 +202,9 @@ type Spec struct {
 	// Escalate, when set, says why a call needs a human approval although its
 	// tier does not ("" when it does not): see Escalates.
 	Escalate func(args json.RawMessage) string
-	Schema   json.RawMessage
+	// AlwaysHuman marks a tool only a person may approve: see AlwaysHuman.
+	AlwaysHuman bool
+	Schema      json.RawMessage
 	// schema is the reflected schema of the arguments: its required fields are
 	// checked at every depth before decoding.
 	schema  *jsonschema.Schema
@@ -225,6 +227,12 @@ func WithTier(t Tier) Option { return func(s *Spec) { s.Tier = t } }
 func Escalates(why func(args json.RawMessage) string) Option {
 	return func(s *Spec) { s.Escalate = why }
 }
+
+// AlwaysHuman marks a tool whose approval only a person can give: its expiring
+// approval times out whatever security.supervisor_fallback lists, and listing it
+// there is a configuration error (NeverFallsBack). download_pdf carries it (the
+// seed's rule), and the headset tools, which act on a device a person wears.
+func AlwaysHuman() Option { return func(s *Spec) { s.AlwaysHuman = true } }
 
 // Outbound flags a tool as reaching the network.
 func Outbound() Option { return func(s *Spec) { s.Outbound = true } }

@@ -626,7 +626,11 @@ func documentedRegistry(t *testing.T, skip string) *tools.Registry {
 		if d.Name != skip {
 			tier, err := tools.ParseTier(d.Tier)
 			require.NoError(t, err)
-			tools.Register(reg, d.Name, d.Purpose, echo[struct{}], tools.InGroup(d.Group), tools.WithTier(tier))
+			opts := []tools.Option{tools.InGroup(d.Group), tools.WithTier(tier)}
+			if d.AlwaysHuman {
+				opts = append(opts, tools.AlwaysHuman())
+			}
+			tools.Register(reg, d.Name, d.Purpose, echo[struct{}], opts...)
 		}
 	}
 	return reg
@@ -645,6 +649,40 @@ func catalogWithout(t *testing.T, names ...string) []tools.Documented {
 	}
 	require.Len(t, out, len(docs)-len(names))
 	return out
+}
+
+// catalogFlipped is the documented catalog with the named tools' always_human
+// inverted.
+func catalogFlipped(t *testing.T, names ...string) []tools.Documented {
+	t.Helper()
+	docs, err := tools.Catalog()
+	require.NoError(t, err)
+	for i := range docs {
+		if slices.Contains(names, docs[i].Name) {
+			docs[i].AlwaysHuman = !docs[i].AlwaysHuman
+		}
+	}
+	return docs
+}
+
+// The tools only a person may approve are those the catalog and their
+// registrations say: supervisor_fallback never approves them.
+func TestNeverFallsBack(t *testing.T) {
+	t.Parallel()
+	reg, err := toolbox.New(toolbox.Deps{})
+	require.NoError(t, err)
+	var human []string
+	for _, n := range reg.Names() {
+		s, ok := reg.Spec(n)
+		require.True(t, ok)
+		require.Equal(t, s.AlwaysHuman, tools.NeverFallsBack(n), n)
+		if s.AlwaysHuman {
+			human = append(human, n)
+		}
+	}
+	slices.Sort(human)
+	require.Equal(t, []string{"download_pdf", "frame_grab", "frame_install", "frame_run", "frame_status"}, human)
+	require.False(t, tools.NeverFallsBack("no_such_tool"))
 }
 
 func TestCheckCatalog(t *testing.T) {
@@ -667,6 +705,15 @@ func TestCheckCatalog(t *testing.T) {
 			reg:  func(t *testing.T) *tools.Registry { return documentedRegistry(t, "reply") },
 			docs: func(t *testing.T) []tools.Documented { return catalogWithout(t, "web_search") },
 			want: []string{"reply is documented but not registered", "web_search is registered but not documented"},
+		},
+		{
+			name: "always_human documented, not registered",
+			reg:  func(t *testing.T) *tools.Registry { return documentedRegistry(t, "") },
+			docs: func(t *testing.T) []tools.Documented { return catalogFlipped(t, "web_fetch", "frame_run") },
+			want: []string{
+				"web_fetch is registered with AlwaysHuman false, documented with always_human true",
+				"frame_run is registered with AlwaysHuman true, documented with always_human false",
+			},
 		},
 		{name: "empty registry", reg: func(*testing.T) *tools.Registry { return tools.NewRegistry() }, want: []string{"read_file is documented", "spawn_subagents is documented"}},
 	}

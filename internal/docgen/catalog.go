@@ -36,7 +36,8 @@ func toolCatalog(string) ([]byte, error) {
 		"*standard* tool at once, audits an *elevated* one in full, and holds a *restricted* one for a\n"+
 		"human ([the gate](../explanation/the-gate.md)). *outbound* tools pass the egress policy and DLP;\n"+
 		"*idempotent* ones are safe to re-run after a crash; *escalates* tools may ask a human for some\n"+
-		"arguments although their tier does not. `aetherium tools` prints the same catalog from a binary,\n"+
+		"arguments although their tier does not; an *always human* tool's approval never falls back to\n"+
+		"`security.supervisor_fallback`. `aetherium tools` prints the same catalog from a binary,\n"+
 		"`GET /api/tools/mcp-schemas` serves it.\n\n", len(reg.Names()), len(byGroup))
 	b.WriteString("| tool | group | tier | flags | description |\n| --- | --- | --- | --- | --- |\n")
 	for _, g := range tools.Groups {
@@ -92,6 +93,9 @@ func flags(s *tools.Spec) string {
 	}
 	if s.Escalate != nil {
 		f = append(f, "escalates")
+	}
+	if s.AlwaysHuman {
+		f = append(f, "always human")
 	}
 	return strings.Join(f, ", ")
 }

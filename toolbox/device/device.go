@@ -54,7 +54,7 @@ func Register(reg *tools.Registry, d *hw.Driver) {
 				return tools.Result{}, fmt.Errorf("frame_status: %w", err)
 			}
 			return tools.JSON(st)
-		}, tools.Idempotent(), tools.InGroup("device"))
+		}, tools.Idempotent(), tools.InGroup("device"), tools.AlwaysHuman())
 
 	tools.Register(reg, "frame_install",
 		"Install an APK from the workspace on the Steam Frame headset (validated first: a zip with AndroidManifest.xml, arm64-v8a native code or none, size-limited). Starts the Android container and reconnects adb when needed, and restores the app's saves after a container restart. Needs human approval.",
@@ -68,7 +68,7 @@ func Register(reg *tools.Registry, d *hw.Driver) {
 				return tools.Result{}, fmt.Errorf("frame_install: %w", err)
 			}
 			return tools.JSON(res)
-		}, tools.InGroup("device"), tools.WithTier(tools.Restricted))
+		}, tools.InGroup("device"), tools.WithTier(tools.Restricted), tools.AlwaysHuman())
 
 	tools.Register(reg, "frame_run",
 		"Run the installed app with someone wearing the headset: capture the view every few seconds, wait until the wearer exits (or max_seconds), then bring back the log, the performance recording, the saves and a contact sheet under .frame/, with how the run ended (exited, crashed, timed_out) and the frame rate against the 72 fps bar. Needs human approval.",
@@ -91,7 +91,7 @@ func Register(reg *tools.Registry, d *hw.Driver) {
 				return tools.Result{}, fmt.Errorf("frame_run: %w", err)
 			}
 			return tools.JSON(res)
-		}, tools.InGroup("device"), tools.WithTier(tools.Restricted))
+		}, tools.InGroup("device"), tools.WithTier(tools.Restricted), tools.AlwaysHuman())
 
 	tools.Register(reg, "frame_grab",
 		"Save one picture of what the Steam Frame headset shows right now under .frame/grabs/. Needs human approval.",
@@ -105,7 +105,7 @@ func Register(reg *tools.Registry, d *hw.Driver) {
 				return tools.Result{}, fmt.Errorf("frame_grab: %w", err)
 			}
 			return tools.JSON(res)
-		}, tools.InGroup("device"), tools.WithTier(tools.Restricted))
+		}, tools.InGroup("device"), tools.WithTier(tools.Restricted), tools.AlwaysHuman())
 }
 
 func caller(call tools.Call, d *hw.Driver, tool string) (hw.Caller, string, error) {
