@@ -125,18 +125,10 @@ func (s *Store) ListApprovals(ctx context.Context, status, runID string, limit i
 // ListApprovalsOf is ListApprovals restricted to the runs of one owner ("" for
 // every owner).
 func (s *Store) ListApprovalsOf(ctx context.Context, owner, status, runID string, limit int) ([]Approval, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+apprCols+` FROM approvals
+	return queryRows(ctx, s.db, "list approvals", []Approval{}, rowsOf(scanApproval), `SELECT `+apprCols+` FROM approvals
 		WHERE ($1 = '' OR status = $1) AND ($2 = '' OR run_id::text = $2)
 		AND ($4 = '' OR run_id IN (SELECT id FROM runs WHERE owner = $4))
 		ORDER BY created_at, id LIMIT $3`, status, runID, limit, owner)
-	if err != nil {
-		return nil, fmt.Errorf("list approvals: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, rowsOf(scanApproval))
-	if err != nil {
-		return nil, fmt.Errorf("list approvals: %w", err)
-	}
-	return out, nil
 }
 
 // DecideApproval records a human decision on a pending approval whose window is

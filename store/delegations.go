@@ -188,15 +188,7 @@ func (s *Store) RunDelegations(ctx context.Context, runID string) ([]Delegation,
 }
 
 func (s *Store) queryDelegations(ctx context.Context, q string, args ...any) ([]Delegation, error) {
-	rows, err := s.db.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("delegations: %w", err)
-	}
-	out, err := pgx.AppendRows([]Delegation(nil), rows, rowsOf(scanDelegation))
-	if err != nil {
-		return nil, fmt.Errorf("delegations: %w", err)
-	}
-	return out, nil
+	return queryRows(ctx, s.db, "delegations", []Delegation(nil), rowsOf(scanDelegation), q, args...)
 }
 
 // MarkDelegationRunning moves pending → running and counts the attempt.

@@ -198,15 +198,7 @@ func (s *Store) FindRuns(ctx context.Context, f RunFilter, limit int, cursor str
 		args = append(args, cursor)
 	}
 	q += ` ORDER BY created_at DESC, id DESC LIMIT $3`
-	rows, err := s.db.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
-	}
-	out, err := pgx.AppendRows([]Run(nil), rows, rowsOf(scanRun))
-	if err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
-	}
-	return out, nil
+	return queryRows(ctx, s.db, "list runs", []Run(nil), rowsOf(scanRun), q, args...)
 }
 
 // StartRun moves a queued run to running; false when it was not queued.
