@@ -171,10 +171,7 @@ func (s *Store) InsertDelegation(ctx context.Context, d Delegation) (created boo
 // GetDelegation loads one delegation.
 func (s *Store) GetDelegation(ctx context.Context, id string) (Delegation, error) {
 	d, err := scanDelegation(s.db.QueryRow(ctx, `SELECT `+delCols+` FROM delegations WHERE id = $1`, id))
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		err = fmt.Errorf("get delegation %s: %w", id, err)
-	}
-	return d, err
+	return d, lookupErr(err, "get delegation "+id)
 }
 
 // DelegationsForCall returns the delegations one tool call created, in creation order.

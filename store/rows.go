@@ -2,10 +2,20 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 )
+
+// lookupErr gives a one-row lookup's error its context (what). ErrNotFound is
+// returned as it is: an answer the caller checks for, not a failure to explain.
+func lookupErr(err error, what string) error {
+	if err == nil || errors.Is(err, ErrNotFound) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
 
 // queryRows runs q on db and appends its rows, scanned by scan, to dst; what
 // names the listing in errors ("list runs: …"). A nil dst leaves an empty

@@ -159,10 +159,7 @@ func (s *Store) CreateRunLimited(ctx context.Context, r Run, maxInFlight int) er
 // GetRun loads a run.
 func (s *Store) GetRun(ctx context.Context, id string) (Run, error) {
 	r, err := scanRun(s.db.QueryRow(ctx, `SELECT `+runCols+` FROM runs WHERE id = $1`, id))
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return r, fmt.Errorf("get run %s: %w", id, err)
-	}
-	return r, err
+	return r, lookupErr(err, "get run "+id)
 }
 
 // ListRuns pages runs newest first. cursor is the id of the last run of the previous
