@@ -323,6 +323,19 @@ func badRequest(field, format string, a ...any) *Error {
 	return &Error{Status: http.StatusBadRequest, Field: field, Message: fmt.Sprintf(format, a...)}
 }
 
+// queryLimit is the request's ?limit=, from 1 to most; def when it names none.
+func queryLimit(c *fiber.Ctx, def, most int) (int, error) {
+	l := c.Query("limit")
+	if l == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(l)
+	if err != nil || n < 1 || n > most {
+		return 0, badRequest("limit", "limit must be an integer from 1 to %d", most)
+	}
+	return n, nil
+}
+
 func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	status, body := http.StatusInternalServerError, errorResponse{Error: "internal error"}
 	var ae *Error

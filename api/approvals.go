@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -21,13 +20,9 @@ func (s *Server) listApprovals(c *fiber.Ctx) error {
 		return badRequest("status", "status %q is not one of pending, approved, denied, timed_out, cancelled", status)
 	}
 	runID := c.Query("run_id")
-	limit := 100
-	if l := c.Query("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > 1000 {
-			return badRequest("limit", "limit must be an integer from 1 to 1000")
-		}
-		limit = n
+	limit, err := queryLimit(c, 100, 1000)
+	if err != nil {
+		return err
 	}
 	// The on-call approver decides approvals of any run, so it lists them all.
 	owner := ownerScope(c)

@@ -37,13 +37,11 @@ func (s *Server) listAudit(c *fiber.Ctx) error {
 	if f.Tier != "" && !auditTiers[f.Tier] {
 		return badRequest("tier", "tier %q is not one of standard, elevated, restricted", f.Tier)
 	}
-	if l := c.Query("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > 1000 {
-			return badRequest("limit", "limit must be an integer from 1 to 1000")
-		}
-		f.Limit = n
+	limit, err := queryLimit(c, f.Limit, 1000)
+	if err != nil {
+		return err
 	}
+	f.Limit = limit
 	if b := c.Query("before"); b != "" {
 		n, err := strconv.ParseInt(b, 10, 64)
 		if err != nil || n < 1 {

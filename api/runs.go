@@ -343,13 +343,9 @@ func (s *Server) listRuns(c *fiber.Ctx) error {
 	if status != "" && !statuses[status] {
 		return badRequest("status", "status %q is not one of queued, running, waiting, completed, failed, cancelled", status)
 	}
-	limit := 50
-	if l := c.Query("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > 500 {
-			return badRequest("limit", "limit must be an integer from 1 to 500")
-		}
-		limit = n
+	limit, err := queryLimit(c, 50, 500)
+	if err != nil {
+		return err
 	}
 	cursor := c.Query("cursor")
 	if cursor != "" {

@@ -32,28 +32,27 @@ func (f *ModelFactory) For(team templates.Template, node templates.Node) (llm.Pr
 	case "script":
 		return script.New(team.Script, f.ScriptLatency), mc, nil
 	case "openai":
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if f.openai == nil {
-			p, err := openai.New(f.LLM.OpenAI)
-			if err != nil {
-				return nil, mc, fmt.Errorf("openai provider: %w", err)
-			}
-			f.openai = p
-		}
-		return f.openai, mc, nil
+		p, err := f.shared(&f.openai, "openai", func() (llm.Provider, error) { return openai.New(f.LLM.OpenAI) })
+		return p, mc, err
 	case "anthropic":
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if f.anthropic == nil {
-			p, err := anthropic.New(f.LLM.Anthropic)
-			if err != nil {
-				return nil, mc, fmt.Errorf("anthropic provider: %w", err)
-			}
-			f.anthropic = p
-		}
-		return f.anthropic, mc, nil
+		p, err := f.shared(&f.anthropic, "anthropic", func() (llm.Provider, error) { return anthropic.New(f.LLM.Anthropic) })
+		return p, mc, err
 	default:
 		return nil, mc, fmt.Errorf("unknown model provider %q", mc.Provider)
 	}
+}
+
+// shared is the process's provider in slot, built on the first call that needs
+// it (a fleet without that provider's config never builds it).
+func (f *ModelFactory) shared(slot *llm.Provider, name string, build func() (llm.Provider, error)) (llm.Provider, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if *slot == nil {
+		p, err := build()
+		if err != nil {
+			return nil, fmt.Errorf("%s provider: %w", name, err)
+		}
+		*slot = p
+	}
+	return *slot, nil
 }

@@ -38,10 +38,16 @@ type QueueCollector struct {
 	in  QueueInspector
 	cfg QueueConfig
 
-	size, tasks, latency, memory, paused, processed, failed *prometheus.Desc
+	own queueSeries
 	// asynqmon's names (nil unless AsynqmonNames).
-	aSize, aEnqueued, aLatency, aMemory, aPaused, aProcessed, aFailed *prometheus.Desc
-	errors                                                            prometheus.Counter
+	asynqmon *queueSeries
+	errors   prometheus.Counter
+}
+
+// queueSeries are the series of a queue under one naming: aetherium's, or
+// asynqmon's for the same values.
+type queueSeries struct {
+	size, tasks, latency, memory, paused, processed, failed *prometheus.Desc
 }
 
 // NewQueueCollector builds the collector; it queries Redis only when scraped.
@@ -54,34 +60,42 @@ func NewQueueCollector(in QueueInspector, cfg QueueConfig) *QueueCollector {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	c := &QueueCollector{in: in, cfg: cfg,
-		size:      d("aetherium_queue_size", "Tasks in the queue in any state but completed (asynq's queue size).", q),
-		tasks:     d("aetherium_queue_tasks", "Tasks in the queue by state (pending, active, scheduled, retry, archived, completed, aggregating).", []string{"queue", "state"}),
-		latency:   d("aetherium_queue_latency_seconds", "Age of the oldest pending task (0 when none is pending).", q),
-		memory:    d("aetherium_queue_memory_bytes", "Approximate Redis memory the queue and its tasks use (sampled).", q),
-		paused:    d("aetherium_queue_paused", "1 while the queue is paused.", q),
-		processed: d("aetherium_queue_processed_total", "Tasks processed from the queue, succeeded or failed, by every worker (kept in Redis).", q),
-		failed:    d("aetherium_queue_failed_total", "Tasks whose processing failed, by every worker (kept in Redis).", q),
+		own: queueSeries{
+			size:      d("aetherium_queue_size", "Tasks in the queue in any state but completed (asynq's queue size).", q),
+			tasks:     d("aetherium_queue_tasks", "Tasks in the queue by state (pending, active, scheduled, retry, archived, completed, aggregating).", []string{"queue", "state"}),
+			latency:   d("aetherium_queue_latency_seconds", "Age of the oldest pending task (0 when none is pending).", q),
+			memory:    d("aetherium_queue_memory_bytes", "Approximate Redis memory the queue and its tasks use (sampled).", q),
+			paused:    d("aetherium_queue_paused", "1 while the queue is paused.", q),
+			processed: d("aetherium_queue_processed_total", "Tasks processed from the queue, succeeded or failed, by every worker (kept in Redis).", q),
+			failed:    d("aetherium_queue_failed_total", "Tasks whose processing failed, by every worker (kept in Redis).", q),
+		},
 		errors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "aetherium", Name: "queue_inspect_errors_total",
 			Help: "Scrapes whose queue inspection failed (the queue series are missing from that scrape)."}),
 	}
 	if cfg.AsynqmonNames {
-		c.aSize = d("asynq_queue_size", "Number of tasks in a queue (for asynqmon's charts).", q)
-		c.aEnqueued = d("asynq_tasks_enqueued_total", "Number of tasks enqueued, by state (for asynqmon's charts).", []string{"queue", "state"})
-		c.aLatency = d("asynq_queue_latency_seconds", "Queue latency in seconds (for asynqmon's charts).", q)
-		c.aMemory = d("asynq_queue_memory_usage_approx_bytes", "Approximate memory usage of a queue in bytes (for asynqmon's charts).", q)
-		c.aPaused = d("asynq_queue_paused_total", "1 while the queue is paused (for asynqmon's charts).", q)
-		c.aProcessed = d("asynq_tasks_processed_total", "Tasks processed, succeeded or failed (for asynqmon's charts).", q)
-		c.aFailed = d("asynq_tasks_failed_total", "Tasks failed (for asynqmon's charts).", q)
+		c.asynqmon = &queueSeries{
+			size:      d("asynq_queue_size", "Number of tasks in a queue (for asynqmon's charts).", q),
+			tasks:     d("asynq_tasks_enqueued_total", "Number of tasks enqueued, by state (for asynqmon's charts).", []string{"queue", "state"}),
+			latency:   d("asynq_queue_latency_seconds", "Queue latency in seconds (for asynqmon's charts).", q),
+			memory:    d("asynq_queue_memory_usage_approx_bytes", "Approximate memory usage of a queue in bytes (for asynqmon's charts).", q),
+			paused:    d("asynq_queue_paused_total", "1 while the queue is paused (for asynqmon's charts).", q),
+			processed: d("asynq_tasks_processed_total", "Tasks processed, succeeded or failed (for asynqmon's charts).", q),
+			failed:    d("asynq_tasks_failed_total", "Tasks failed (for asynqmon's charts).", q),
+		}
 	}
 	return c
 }
 
 func (c *QueueCollector) descs() []*prometheus.Desc {
-	out := []*prometheus.Desc{c.size, c.tasks, c.latency, c.memory, c.paused, c.processed, c.failed}
-	if c.cfg.AsynqmonNames {
-		out = append(out, c.aSize, c.aEnqueued, c.aLatency, c.aMemory, c.aPaused, c.aProcessed, c.aFailed)
+	out := c.own.descs()
+	if c.asynqmon != nil {
+		out = append(out, c.asynqmon.descs()...)
 	}
 	return out
+}
+
+func (s *queueSeries) descs() []*prometheus.Desc {
+	return []*prometheus.Desc{s.size, s.tasks, s.latency, s.memory, s.paused, s.processed, s.failed}
 }
 
 // Describe implements prometheus.Collector.
@@ -124,6 +138,13 @@ func (c *QueueCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (c *QueueCollector) collect(ch chan<- prometheus.Metric, i *asynq.QueueInfo) {
+	c.own.collect(ch, i)
+	if c.asynqmon != nil {
+		c.asynqmon.collect(ch, i)
+	}
+}
+
+func (s *queueSeries) collect(ch chan<- prometheus.Metric, i *asynq.QueueInfo) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
@@ -136,27 +157,15 @@ func (c *QueueCollector) collect(ch chan<- prometheus.Metric, i *asynq.QueueInfo
 		paused = 1
 	}
 	byState := []int{i.Pending, i.Active, i.Scheduled, i.Retry, i.Archived, i.Completed, i.Aggregating}
-	gauge(c.size, float64(i.Size), q)
-	for k, s := range QueueStates {
-		gauge(c.tasks, float64(byState[k]), q, s)
+	gauge(s.size, float64(i.Size), q)
+	for k, state := range QueueStates {
+		gauge(s.tasks, float64(byState[k]), q, state)
 	}
-	gauge(c.latency, i.Latency.Seconds(), q)
-	gauge(c.memory, float64(i.MemoryUsage), q)
-	gauge(c.paused, paused, q)
-	counter(c.processed, float64(i.ProcessedTotal), q)
-	counter(c.failed, float64(i.FailedTotal), q)
-	if !c.cfg.AsynqmonNames {
-		return
-	}
-	gauge(c.aSize, float64(i.Size), q)
-	for k, s := range QueueStates {
-		gauge(c.aEnqueued, float64(byState[k]), q, s)
-	}
-	gauge(c.aLatency, i.Latency.Seconds(), q)
-	gauge(c.aMemory, float64(i.MemoryUsage), q)
-	gauge(c.aPaused, paused, q)
-	counter(c.aProcessed, float64(i.ProcessedTotal), q)
-	counter(c.aFailed, float64(i.FailedTotal), q)
+	gauge(s.latency, i.Latency.Seconds(), q)
+	gauge(s.memory, float64(i.MemoryUsage), q)
+	gauge(s.paused, paused, q)
+	counter(s.processed, float64(i.ProcessedTotal), q)
+	counter(s.failed, float64(i.FailedTotal), q)
 }
 
 // queueOnce guards WatchQueues: the api may be built more than once per process.

@@ -220,27 +220,9 @@ func (m *Maintenance) Register(mux *asynq.ServeMux) {
 	tick(queue.TypeRequeueQueued, m.requeueQueued)
 	tick(queue.TypeStuckRuns, m.stuckRuns)
 	tick(queue.TypeAuditPurge, m.auditPurge)
-	tick(queue.TypeLeaseReap, func(ctx context.Context) error {
-		if d.Leases == nil {
-			return nil
-		}
-		_, err := d.Leases.Reap(ctx)
-		return err
-	})
-	tick(queue.TypeMailboxReclaim, func(ctx context.Context) error {
-		if d.Mailbox == nil {
-			return nil
-		}
-		_, err := d.Mailbox.Reclaim(ctx)
-		return err
-	})
-	tick(queue.TypeMailboxTrim, func(ctx context.Context) error {
-		if d.Mailbox == nil {
-			return nil
-		}
-		_, err := d.Mailbox.Trim(ctx)
-		return err
-	})
+	tick(queue.TypeLeaseReap, sweep(d.Leases != nil, d.Leases.Reap))
+	tick(queue.TypeMailboxReclaim, sweep(d.Mailbox != nil, d.Mailbox.Reclaim))
+	tick(queue.TypeMailboxTrim, sweep(d.Mailbox != nil, d.Mailbox.Trim))
 	tick(queue.TypeGPUStopIdle, func(ctx context.Context) error {
 		if d.GPU == nil {
 			return nil
@@ -253,6 +235,18 @@ func (m *Maintenance) Register(mux *asynq.ServeMux) {
 	})
 	tick(queue.TypeSandboxOrphans, m.cleanupOrphans)
 	tick(queue.TypeWorkspaceSweep, m.sweepWorkspaces)
+}
+
+// sweep is the tick of a component's own sweep; a fleet without the component
+// (present false) has nothing to sweep. What the sweep did is not reported.
+func sweep[S any](present bool, fn func(context.Context) (S, error)) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if !present {
+			return nil
+		}
+		_, err := fn(ctx)
+		return err
+	}
 }
 
 // OnEvent enqueues the cleanup of a run when its terminal event is stored (an

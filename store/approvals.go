@@ -102,19 +102,13 @@ func (s *Store) RequestApproval(ctx context.Context, a Approval, window time.Dur
 // ApprovalForCall loads the approval of one call.
 func (s *Store) ApprovalForCall(ctx context.Context, sessionID, callID string) (Approval, error) {
 	a, err := scanApproval(s.db.QueryRow(ctx, `SELECT `+apprCols+` FROM approvals WHERE session_id = $1 AND call_id = $2`, sessionID, callID))
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		err = fmt.Errorf("approval for call: %w", err)
-	}
-	return a, err
+	return a, lookupErr(err, "approval for call")
 }
 
 // GetApproval loads one approval.
 func (s *Store) GetApproval(ctx context.Context, id string) (Approval, error) {
 	a, err := scanApproval(s.db.QueryRow(ctx, `SELECT `+apprCols+` FROM approvals WHERE id = $1`, id))
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		err = fmt.Errorf("get approval: %w", err)
-	}
-	return a, err
+	return a, lookupErr(err, "get approval")
 }
 
 // ListApprovals lists approvals, optionally by status and run, oldest first.
@@ -125,18 +119,10 @@ func (s *Store) ListApprovals(ctx context.Context, status, runID string, limit i
 // ListApprovalsOf is ListApprovals restricted to the runs of one owner ("" for
 // every owner).
 func (s *Store) ListApprovalsOf(ctx context.Context, owner, status, runID string, limit int) ([]Approval, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+apprCols+` FROM approvals
+	return queryRows(ctx, s.db, "list approvals", []Approval{}, rowsOf(scanApproval), `SELECT `+apprCols+` FROM approvals
 		WHERE ($1 = '' OR status = $1) AND ($2 = '' OR run_id::text = $2)
 		AND ($4 = '' OR run_id IN (SELECT id FROM runs WHERE owner = $4))
 		ORDER BY created_at, id LIMIT $3`, status, runID, limit, owner)
-	if err != nil {
-		return nil, fmt.Errorf("list approvals: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, rowsOf(scanApproval))
-	if err != nil {
-		return nil, fmt.Errorf("list approvals: %w", err)
-	}
-	return out, nil
 }
 
 // DecideApproval records a human decision on a pending approval whose window is
@@ -164,10 +150,7 @@ func (s *Store) DecideApproval(ctx context.Context, id, status, by, reason strin
 func (s *Store) closeApproval(ctx context.Context, id, status, by, reason, cond string) (Approval, error) {
 	a, err := scanApproval(s.db.QueryRow(ctx, `UPDATE approvals SET status = $2, decided_by = $3, decision_reason = $4, decided_at = now()
 		WHERE id = $1 AND status = 'pending' AND `+cond+` RETURNING `+apprCols, id, status, by, reason))
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		err = fmt.Errorf("decide approval %s: %w", id, err)
-	}
-	return a, err
+	return a, lookupErr(err, "decide approval "+id)
 }
 
 // TimeOutApproval closes a pending approval at (or after) its expiry with status

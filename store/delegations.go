@@ -171,10 +171,7 @@ func (s *Store) InsertDelegation(ctx context.Context, d Delegation) (created boo
 // GetDelegation loads one delegation.
 func (s *Store) GetDelegation(ctx context.Context, id string) (Delegation, error) {
 	d, err := scanDelegation(s.db.QueryRow(ctx, `SELECT `+delCols+` FROM delegations WHERE id = $1`, id))
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		err = fmt.Errorf("get delegation %s: %w", id, err)
-	}
-	return d, err
+	return d, lookupErr(err, "get delegation "+id)
 }
 
 // DelegationsForCall returns the delegations one tool call created, in creation order.
@@ -188,15 +185,7 @@ func (s *Store) RunDelegations(ctx context.Context, runID string) ([]Delegation,
 }
 
 func (s *Store) queryDelegations(ctx context.Context, q string, args ...any) ([]Delegation, error) {
-	rows, err := s.db.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("delegations: %w", err)
-	}
-	out, err := pgx.AppendRows([]Delegation(nil), rows, rowsOf(scanDelegation))
-	if err != nil {
-		return nil, fmt.Errorf("delegations: %w", err)
-	}
-	return out, nil
+	return queryRows(ctx, s.db, "delegations", []Delegation(nil), rowsOf(scanDelegation), q, args...)
 }
 
 // MarkDelegationRunning moves pending → running and counts the attempt.

@@ -39,20 +39,13 @@ func (s *Store) AppendEvent(ctx context.Context, runID, key, typ, agent string, 
 
 // EventsAfter returns up to limit events of a run with id > after, in order.
 func (s *Store) EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]Event, error) {
-	rows, err := s.db.Query(ctx, `SELECT id, run_id::text, type, agent, data, created_at FROM run_events
-		WHERE run_id = $1 AND id > $2 ORDER BY id LIMIT $3`, runID, after, limit)
-	if err != nil {
-		return nil, fmt.Errorf("events: %w", err)
-	}
-	out, err := pgx.AppendRows([]Event(nil), rows, func(r pgx.CollectableRow) (Event, error) {
+	scan := func(r pgx.CollectableRow) (Event, error) {
 		var e Event
 		err := r.Scan(&e.ID, &e.RunID, &e.Type, &e.Agent, &e.Data, &e.CreatedAt)
 		return e, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("events: %w", err)
 	}
-	return out, nil
+	return queryRows(ctx, s.db, "events", []Event(nil), scan, `SELECT id, run_id::text, type, agent, data, created_at FROM run_events
+		WHERE run_id = $1 AND id > $2 ORDER BY id LIMIT $3`, runID, after, limit)
 }
 
 // TerminalEventID returns the id of a run's terminal event, if it is stored.
@@ -107,13 +100,5 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, evs []NewEvent) 
 		args = append(args, e.Key, e.Type, e.Agent, raw)
 	}
 	b.WriteString(` ON CONFLICT (run_id, key) DO NOTHING RETURNING id, type`)
-	rows, err := s.db.Query(ctx, b.String(), args...)
-	if err != nil {
-		return nil, fmt.Errorf("append events: %w", err)
-	}
-	out, err := pgx.AppendRows([]Event(nil), rows, insertedEvent(runID))
-	if err != nil {
-		return nil, fmt.Errorf("append events: %w", err)
-	}
-	return out, nil
+	return queryRows(ctx, s.db, "append events", []Event(nil), insertedEvent(runID), b.String(), args...)
 }

@@ -107,20 +107,13 @@ var ErrFinishLimit = errors.New("too many pictures to finish")
 
 // FinishImages lists a run's finish requests in the order they were made.
 func (s *Store) FinishImages(ctx context.Context, runID string) ([]FinishImage, error) {
-	rows, err := s.db.Query(ctx, `SELECT path, output, status, width, height, error, created_at, finished_at
-		FROM finish_images WHERE run_id = $1 ORDER BY seq`, runID)
-	if err != nil {
-		return nil, fmt.Errorf("finish images: %w", err)
-	}
-	out, err := pgx.AppendRows([]FinishImage(nil), rows, func(r pgx.CollectableRow) (FinishImage, error) {
+	scan := func(r pgx.CollectableRow) (FinishImage, error) {
 		f := FinishImage{RunID: runID}
 		err := r.Scan(&f.Path, &f.Output, &f.Status, &f.Width, &f.Height, &f.Error, &f.CreatedAt, &f.FinishedAt)
 		return f, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("finish images: %w", err)
 	}
-	return out, nil
+	return queryRows(ctx, s.db, "finish images", []FinishImage(nil), scan, `SELECT path, output, status, width, height, error, created_at, finished_at
+		FROM finish_images WHERE run_id = $1 ORDER BY seq`, runID)
 }
 
 // SettleFinishImage moves one pending request to status (done, failed or

@@ -158,10 +158,7 @@ func (s *Store) CreateMCPCall(ctx context.Context, c MCPCall, maxInFlight int) e
 // GetMCPCall loads a call.
 func (s *Store) GetMCPCall(ctx context.Context, id string) (MCPCall, error) {
 	c, err := scanMCPCall(s.db.QueryRow(ctx, `SELECT `+mcpCols+` FROM mcp_calls WHERE id = $1`, id))
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return c, fmt.Errorf("get mcp call %s: %w", id, err)
-	}
-	return c, err
+	return c, lookupErr(err, "get mcp call "+id)
 }
 
 // ClaimMCPCall takes a call for one delivery under token: a queued or waiting

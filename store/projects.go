@@ -98,16 +98,8 @@ func scanProject(row pgx.Row) (Project, error) {
 
 // ListProjects lists one owner's projects ("" for everyone's), newest first.
 func (s *Store) ListProjects(ctx context.Context, owner string, limit int) ([]Project, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+projectCols+` FROM projects
+	return queryRows(ctx, s.db, "projects", []Project{}, rowsOf(scanProject), `SELECT `+projectCols+` FROM projects
 		WHERE $1 = '' OR owner = $1 ORDER BY created_at DESC, slug LIMIT $2`, owner, limit)
-	if err != nil {
-		return nil, fmt.Errorf("projects: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, rowsOf(scanProject))
-	if err != nil {
-		return nil, fmt.Errorf("projects: %w", err)
-	}
-	return out, nil
 }
 
 // DeleteProject removes project p (by its id) and its memory in one

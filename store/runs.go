@@ -159,10 +159,7 @@ func (s *Store) CreateRunLimited(ctx context.Context, r Run, maxInFlight int) er
 // GetRun loads a run.
 func (s *Store) GetRun(ctx context.Context, id string) (Run, error) {
 	r, err := scanRun(s.db.QueryRow(ctx, `SELECT `+runCols+` FROM runs WHERE id = $1`, id))
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return r, fmt.Errorf("get run %s: %w", id, err)
-	}
-	return r, err
+	return r, lookupErr(err, "get run "+id)
 }
 
 // ListRuns pages runs newest first. cursor is the id of the last run of the previous
@@ -198,15 +195,7 @@ func (s *Store) FindRuns(ctx context.Context, f RunFilter, limit int, cursor str
 		args = append(args, cursor)
 	}
 	q += ` ORDER BY created_at DESC, id DESC LIMIT $3`
-	rows, err := s.db.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
-	}
-	out, err := pgx.AppendRows([]Run(nil), rows, rowsOf(scanRun))
-	if err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
-	}
-	return out, nil
+	return queryRows(ctx, s.db, "list runs", []Run(nil), rowsOf(scanRun), q, args...)
 }
 
 // StartRun moves a queued run to running; false when it was not queued.

@@ -35,24 +35,11 @@ func benchAsynq(ctx context.Context, e *env, res *Result) error {
 	payload := []byte(`{"run_id":"00000000-0000-0000-0000-000000000000"}`)
 
 	start := time.Now()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, enqueuers)
-	for range enqueuers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(n) {
-				if _, err := client.EnqueueContext(ctx, asynq.NewTask("bench:noop", payload), asynq.Queue("bench")); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	err := concurrently(n, enqueuers, func() error {
+		_, err := client.EnqueueContext(ctx, asynq.NewTask("bench:noop", payload), asynq.Queue("bench"))
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("enqueue: %w", err)
 	}
 	enq := time.Since(start)
@@ -91,4 +78,27 @@ func benchAsynq(ctx context.Context, e *env, res *Result) error {
 	res.Asynq = AsynqResult{Tasks: n, Concurrency: e.o.concurrency, EnqueuePerS: float64(n) / enq.Seconds(), ProcessPerS: float64(n) / proc.Seconds(), CPU: cpu}
 	progress("asynq: processed %d no-op tasks in %.2fs (%.0f/s, concurrency %d); CPU: %s", n, proc.Seconds(), res.Asynq.ProcessPerS, e.o.concurrency, cpu)
 	return e.rdb.FlushDB(ctx).Err()
+}
+
+// concurrently calls enqueue n times in all from workers goroutines, one call
+// at a time each, as a fleet's producers do, and returns the first error.
+func concurrently(n, workers int, enqueue func() error) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) {
+				if err := enqueue(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
 }

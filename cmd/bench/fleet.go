@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -101,28 +102,20 @@ func fleetWorkload(ctx context.Context, e *env, fl *fleet.Fleet, team templates.
 		return w, err
 	}
 	if profile != "" {
-		f, err := os.Create(profile)
+		stop, err := recordTo(profile, pprof.StartCPUProfile, pprof.StopCPUProfile)
 		if err != nil {
 			return w, err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return w, err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	// A runtime trace shows where handlers wait off the CPU (go tool trace
 	// -pprof=sync|net|syscall), which a CPU profile cannot: it found the pool waits.
 	if e.o.trace != "" && len(rec) > 0 {
-		tf, err := os.Create(e.o.trace)
+		stop, err := recordTo(e.o.trace, trace.Start, trace.Stop)
 		if err != nil {
 			return w, err
 		}
-		defer tf.Close()
-		if err := trace.Start(tf); err != nil {
-			return w, err
-		}
-		defer trace.Stop()
+		defer stop()
 	}
 	meter := e.cpu()
 	srv, mux, cancel := fl.WorkerServer()
@@ -340,4 +333,21 @@ func writeTop(ctx context.Context, profile string) {
 		_ = os.WriteFile(top, out, 0o644)
 		progress("CPU profile %s (top: %s)", profile, top)
 	}
+}
+
+// recordTo starts a CPU profile or runtime trace (start, stop) into a new file
+// at path; the returned func stops it and closes the file.
+func recordTo(path string, start func(io.Writer) error, stop func()) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		stop()
+		f.Close()
+	}, nil
 }

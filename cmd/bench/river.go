@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -74,24 +72,11 @@ func benchRiver(ctx context.Context, e *env, res *Result) error {
 	}
 	// Insert one at a time from several goroutines, as the asynq enqueue does.
 	start := time.Now()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, enqueuers)
-	for range enqueuers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(n) {
-				if _, err := client.Insert(ctx, noopArgs{}, nil); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	err = concurrently(n, enqueuers, func() error {
+		_, err := client.Insert(ctx, noopArgs{}, nil)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("river insert: %w", err)
 	}
 	r.InsertPerS = float64(n) / time.Since(start).Seconds()

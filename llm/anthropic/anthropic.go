@@ -2,8 +2,6 @@
 package anthropic
 
 import (
-	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -57,9 +55,7 @@ type Config struct {
 
 // Provider calls the Messages API.
 type Provider struct {
-	settings wire.Settings
-	header   http.Header
-	model    string
+	client wire.Client
 }
 
 var _ llm.Provider = (*Provider)(nil)
@@ -82,7 +78,10 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.APIKey != "" {
 		h.Set("X-Api-Key", cfg.APIKey)
 	}
-	return &Provider{settings: s, header: h, model: strings.TrimSpace(cfg.Model)}, nil
+	return &Provider{client: wire.Client{
+		Provider: providerName, Op: "anthropic: messages", Path: "v1/messages",
+		Settings: s, Header: h, Model: strings.TrimSpace(cfg.Model),
+	}}, nil
 }
 
 // Name implements llm.Provider.
@@ -90,28 +89,7 @@ func (p *Provider) Name() string { return providerName }
 
 // Complete implements llm.Provider.
 func (p *Provider) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
-	model := cmp.Or(strings.TrimSpace(req.Model), p.model)
-	if model == "" {
-		return llm.Response{}, errors.New("anthropic: no model: set Config.Model or Request.Model")
-	}
-	params, err := buildParams(model, req)
-	if err != nil {
-		return llm.Response{}, fmt.Errorf("anthropic: build request: %w", err)
-	}
-
-	raw, err := wire.Post(ctx, p.settings, wire.Call{
-		Provider: providerName, Op: "anthropic: messages",
-		URL: p.settings.Endpoint("v1/messages"), Header: p.header, Body: params,
-	})
-	if err != nil {
-		return llm.Response{}, err
-	}
-	resp, err := parseMessage(raw)
-	if err != nil {
-		return llm.Response{}, err
-	}
-	resp.Model = cmp.Or(resp.Model, model)
-	return resp, nil
+	return wire.Complete(ctx, p.client, req, buildParams, parseMessage)
 }
 
 // The request body of the Messages API, as much of it as the loop uses.
@@ -190,10 +168,7 @@ func buildParams(model string, req llm.Request) (messagesRequest, error) {
 				blocks = append(blocks, block{Type: "text", Text: m.Content})
 			}
 			for _, tc := range m.ToolCalls {
-				args := bytes.TrimSpace(tc.Args)
-				if len(args) == 0 {
-					args = []byte("{}")
-				}
+				args := wire.Args(tc.Args)
 				if !json.Valid(args) {
 					return params, fmt.Errorf("message %d: tool call %q: arguments are not JSON", i, tc.ID)
 				}
@@ -217,14 +192,11 @@ func buildParams(model string, req llm.Request) (messagesRequest, error) {
 			return params, fmt.Errorf("message %d: unknown role %q", i, m.Role)
 		}
 	}
-	for _, t := range req.Tools {
-		tool, err := convertTool(t)
-		if err != nil {
-			return params, err
-		}
-		params.Tools = append(params.Tools, tool)
-	}
-	return params, nil
+	tools, err := wire.Tools(req.Tools, func(t llm.ToolDef, schema json.RawMessage) toolParam {
+		return toolParam{Name: t.Name, Description: t.Description, InputSchema: schema}
+	})
+	params.Tools = tools
+	return params, err
 }
 
 // appendUser adds blocks to a trailing user message instead of starting a new
@@ -238,30 +210,7 @@ func appendUser(msgs []message, blocks ...block) []message {
 	return append(msgs, message{Role: "user", Content: blocks})
 }
 
-func convertTool(t llm.ToolDef) (toolParam, error) {
-	if t.Name == "" {
-		return toolParam{}, errors.New("tool without a name")
-	}
-	schema := json.RawMessage(`{"type":"object","properties":{}}`)
-	if raw := bytes.TrimSpace(t.Parameters); len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
-		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-			return toolParam{}, fmt.Errorf("tool %q: parameters must be a JSON schema object", t.Name)
-		}
-		schema = json.RawMessage(raw)
-	}
-	return toolParam{Name: t.Name, Description: t.Description, InputSchema: schema}, nil
-}
-
-func parseMessage(raw []byte) (llm.Response, error) {
-	raw, err := wire.Object(providerName, raw)
-	if err != nil {
-		return llm.Response{}, err
-	}
-	var m answer
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return llm.Response{}, fmt.Errorf("anthropic: decode answer: %v: %w", err, llm.ErrMalformed)
-	}
+func parseMessage(m answer) (llm.Response, error) {
 	msg := llm.Message{Role: llm.RoleAssistant}
 	var text strings.Builder
 	for i, b := range m.Content {
@@ -273,15 +222,11 @@ func parseMessage(raw []byte) (llm.Response, error) {
 			if b.ID == "" || b.Name == "" {
 				return llm.Response{}, fmt.Errorf("anthropic: content block %d: tool_use block without id or name: %w", i, llm.ErrMalformed)
 			}
-			args := bytes.TrimSpace(b.Input)
-			if len(args) == 0 {
-				args = []byte("{}")
-			}
-			var obj map[string]json.RawMessage
-			if err := json.Unmarshal(args, &obj); err != nil || obj == nil {
+			args := wire.Args(b.Input)
+			if !wire.IsObject(args) {
 				return llm.Response{}, fmt.Errorf("anthropic: content block %d: %s: input is not a JSON object: %q: %w", i, b.Name, wire.Snippet(args), llm.ErrMalformed)
 			}
-			msg.ToolCalls = append(msg.ToolCalls, llm.ToolCall{ID: b.ID, Name: b.Name, Args: json.RawMessage(bytes.Clone(args))})
+			msg.ToolCalls = append(msg.ToolCalls, llm.ToolCall{ID: b.ID, Name: b.Name, Args: json.RawMessage(args)})
 		default:
 			// Thinking and server-side tool blocks are not part of the
 			// conversation the agent loop keeps.

@@ -3,7 +3,6 @@
 package openai
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -53,9 +52,7 @@ type Config struct {
 
 // Provider calls a Chat Completions endpoint.
 type Provider struct {
-	settings wire.Settings
-	header   http.Header
-	model    string
+	client wire.Client
 }
 
 var _ llm.Provider = (*Provider)(nil)
@@ -71,7 +68,10 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.APIKey != "" {
 		h.Set("Authorization", "Bearer "+cfg.APIKey)
 	}
-	return &Provider{settings: s, header: h, model: strings.TrimSpace(cfg.Model)}, nil
+	return &Provider{client: wire.Client{
+		Provider: providerName, Op: "openai: chat completion", Path: "chat/completions",
+		Settings: s, Header: h, Model: strings.TrimSpace(cfg.Model),
+	}}, nil
 }
 
 // Name implements llm.Provider.
@@ -79,28 +79,7 @@ func (p *Provider) Name() string { return providerName }
 
 // Complete implements llm.Provider.
 func (p *Provider) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
-	model := cmp.Or(strings.TrimSpace(req.Model), p.model)
-	if model == "" {
-		return llm.Response{}, errors.New("openai: no model: set Config.Model or Request.Model")
-	}
-	params, err := buildParams(model, req)
-	if err != nil {
-		return llm.Response{}, fmt.Errorf("openai: build request: %w", err)
-	}
-
-	raw, err := wire.Post(ctx, p.settings, wire.Call{
-		Provider: providerName, Op: "openai: chat completion",
-		URL: p.settings.Endpoint("chat/completions"), Header: p.header, Body: params,
-	})
-	if err != nil {
-		return llm.Response{}, err
-	}
-	resp, err := parseCompletion(raw)
-	if err != nil {
-		return llm.Response{}, err
-	}
-	resp.Model = cmp.Or(resp.Model, model)
-	return resp, nil
+	return wire.Complete(ctx, p.client, req, buildParams, parseCompletion)
 }
 
 // The request body of Chat Completions, as much of it as the loop uses.
@@ -169,14 +148,11 @@ func buildParams(model string, req llm.Request) (chatRequest, error) {
 		}
 		params.Messages = append(params.Messages, msg)
 	}
-	for _, t := range req.Tools {
-		tool, err := convertTool(t)
-		if err != nil {
-			return params, err
-		}
-		params.Tools = append(params.Tools, tool)
-	}
-	return params, nil
+	tools, err := wire.Tools(req.Tools, func(t llm.ToolDef, schema json.RawMessage) chatTool {
+		return chatTool{Type: "function", Function: function{Name: t.Name, Description: t.Description, Parameters: schema}}
+	})
+	params.Tools = tools
+	return params, err
 }
 
 func convertMessage(m llm.Message) (chatMessage, error) {
@@ -191,12 +167,8 @@ func convertMessage(m llm.Message) (chatMessage, error) {
 			asst.Content = &m.Content
 		}
 		for _, tc := range m.ToolCalls {
-			args := bytes.TrimSpace(tc.Args)
-			if len(args) == 0 {
-				args = []byte("{}")
-			}
 			call := toolCall{ID: tc.ID, Type: "function"}
-			call.Function.Name, call.Function.Arguments = tc.Name, string(args)
+			call.Function.Name, call.Function.Arguments = tc.Name, string(wire.Args(tc.Args))
 			asst.ToolCalls = append(asst.ToolCalls, call)
 		}
 		return asst, nil
@@ -212,31 +184,7 @@ func convertMessage(m llm.Message) (chatMessage, error) {
 	}
 }
 
-func convertTool(t llm.ToolDef) (chatTool, error) {
-	if t.Name == "" {
-		return chatTool{}, errors.New("tool without a name")
-	}
-	schema := json.RawMessage(`{"type":"object","properties":{}}`)
-	if raw := bytes.TrimSpace(t.Parameters); len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
-		// Sent byte for byte: decoding the schema would turn numbers into float64.
-		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-			return chatTool{}, fmt.Errorf("tool %q: parameters must be a JSON schema object", t.Name)
-		}
-		schema = json.RawMessage(raw)
-	}
-	return chatTool{Type: "function", Function: function{Name: t.Name, Description: t.Description, Parameters: schema}}, nil
-}
-
-func parseCompletion(raw []byte) (llm.Response, error) {
-	raw, err := wire.Object(providerName, raw)
-	if err != nil {
-		return llm.Response{}, err
-	}
-	var cc chatCompletion
-	if err := json.Unmarshal(raw, &cc); err != nil {
-		return llm.Response{}, fmt.Errorf("openai: decode answer: %v: %w", err, llm.ErrMalformed)
-	}
+func parseCompletion(cc chatCompletion) (llm.Response, error) {
 	if len(cc.Choices) == 0 {
 		return llm.Response{}, fmt.Errorf("openai: answer has no choices: %w", llm.ErrMalformed)
 	}
@@ -274,14 +222,9 @@ func convertToolCall(i int, tc toolCall) (llm.ToolCall, error) {
 	if tc.Function.Name == "" {
 		return llm.ToolCall{}, errors.New("tool call without a function name")
 	}
-	args := strings.TrimSpace(tc.Function.Arguments)
-	if args == "" {
-		// Some servers send "" for a call without parameters.
-		args = "{}"
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(args), &obj); err != nil || obj == nil {
-		return llm.ToolCall{}, fmt.Errorf("%s: arguments are not a JSON object: %q", tc.Function.Name, wire.Snippet([]byte(args)))
+	args := wire.Args([]byte(tc.Function.Arguments))
+	if !wire.IsObject(args) {
+		return llm.ToolCall{}, fmt.Errorf("%s: arguments are not a JSON object: %q", tc.Function.Name, wire.Snippet(args))
 	}
 	// Some OpenAI-compatible servers omit ids; the agent loop still needs one to
 	// pair the result with the call.

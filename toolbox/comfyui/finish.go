@@ -22,6 +22,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"image"
 	"image/png"
 	"io/fs"
 	"log/slog"
@@ -393,26 +394,27 @@ func FinishedUpscale(root *os.Root, src, dst string) (int, int, bool) {
 		return 0, 0, false
 	}
 	defer ws.Close()
-	sf, err := ws.Open(src)
+	sc, err := pngConfig(ws, src)
 	if err != nil {
 		return 0, 0, false
 	}
-	sc, err := png.DecodeConfig(sf)
-	sf.Close()
-	if err != nil {
-		return 0, 0, false
-	}
-	df, err := ws.Open(dst)
-	if err != nil {
-		return 0, 0, false
-	}
-	defer df.Close()
-	dc, err := png.DecodeConfig(df)
+	dc, err := pngConfig(ws, dst)
 	if err != nil {
 		return 0, 0, false
 	}
 	w, h := FinishSize(sc.Width, sc.Height)
 	return dc.Width, dc.Height, dc.Width == w && dc.Height == h
+}
+
+// pngConfig is the size and colour model of the PNG name in ws, read from its
+// header alone.
+func pngConfig(ws *confine.Root, name string) (image.Config, error) {
+	f, err := ws.Open(name)
+	if err != nil {
+		return image.Config{}, err
+	}
+	defer f.Close()
+	return png.DecodeConfig(f)
 }
 
 // readPicture reads the agent's picture src through confine (no FIFO opened,

@@ -44,68 +44,52 @@ type GrabArgs struct{}
 func Register(reg *tools.Registry, d *hw.Driver) {
 	tools.Register(reg, "frame_status",
 		"Read the Steam Frame headset's state without changing anything: reachable and paired, Android container up, adb connected, the installed build (version name/code) and how many saves it has.",
-		func(ctx context.Context, call tools.Call, a StatusArgs) (tools.Result, error) {
-			c, ws, err := caller(call, d, "frame_status")
-			if err != nil {
-				return tools.Result{}, err
-			}
-			st, err := d.Status(ctx, c, ws, strings.TrimSpace(a.Package))
-			if err != nil {
-				return tools.Result{}, fmt.Errorf("frame_status: %w", err)
-			}
-			return tools.JSON(st)
-		}, tools.Idempotent(), tools.InGroup("device"), tools.AlwaysHuman())
+		handler(d, "frame_status", func(ctx context.Context, c hw.Caller, ws string, a StatusArgs) (hw.Status, error) {
+			return d.Status(ctx, c, ws, strings.TrimSpace(a.Package))
+		}), tools.Idempotent(), tools.InGroup("device"), tools.AlwaysHuman())
 
 	tools.Register(reg, "frame_install",
 		"Install an APK from the workspace on the Steam Frame headset (validated first: a zip with AndroidManifest.xml, arm64-v8a native code or none, size-limited). Starts the Android container and reconnects adb when needed, and restores the app's saves after a container restart. Needs human approval.",
-		func(ctx context.Context, call tools.Call, a InstallArgs) (tools.Result, error) {
-			c, ws, err := caller(call, d, "frame_install")
-			if err != nil {
-				return tools.Result{}, err
-			}
-			res, err := d.Install(ctx, c, ws, a.APK, strings.TrimSpace(a.Package))
-			if err != nil {
-				return tools.Result{}, fmt.Errorf("frame_install: %w", err)
-			}
-			return tools.JSON(res)
-		}, tools.InGroup("device"), tools.WithTier(tools.Restricted), tools.AlwaysHuman())
+		handler(d, "frame_install", func(ctx context.Context, c hw.Caller, ws string, a InstallArgs) (hw.InstallResult, error) {
+			return d.Install(ctx, c, ws, a.APK, strings.TrimSpace(a.Package))
+		}), tools.InGroup("device"), tools.WithTier(tools.Restricted), tools.AlwaysHuman())
 
 	tools.Register(reg, "frame_run",
 		"Run the installed app with someone wearing the headset: capture the view every few seconds, wait until the wearer exits (or max_seconds), then bring back the log, the performance recording, the saves and a contact sheet under .frame/, with how the run ended (exited, crashed, timed_out) and the frame rate against the 72 fps bar. Needs human approval.",
-		func(ctx context.Context, call tools.Call, a RunArgs) (tools.Result, error) {
-			c, ws, err := caller(call, d, "frame_run")
-			if err != nil {
-				return tools.Result{}, err
-			}
+		handler(d, "frame_run", func(ctx context.Context, c hw.Caller, ws string, a RunArgs) (hw.RunResult, error) {
 			cfg := d.Config()
 			maxDur, err := hw.BoundSeconds("max_seconds", a.MaxSeconds, cfg.DefaultRunDuration, hw.MinRunDuration, cfg.MaxRunDuration)
 			if err != nil {
-				return tools.Result{}, fmt.Errorf("frame_run: %w", err)
+				return hw.RunResult{}, err
 			}
 			every, err := hw.BoundSeconds("capture_interval_seconds", a.CaptureIntervalSeconds, cfg.CaptureInterval, hw.MinCaptureEvery, hw.MaxCaptureEvery)
 			if err != nil {
-				return tools.Result{}, fmt.Errorf("frame_run: %w", err)
+				return hw.RunResult{}, err
 			}
-			res, err := d.Run(ctx, c, ws, hw.RunOptions{Package: strings.TrimSpace(a.Package), MaxDuration: maxDur, CaptureInterval: every})
-			if err != nil {
-				return tools.Result{}, fmt.Errorf("frame_run: %w", err)
-			}
-			return tools.JSON(res)
-		}, tools.InGroup("device"), tools.WithTier(tools.Restricted), tools.AlwaysHuman())
+			return d.Run(ctx, c, ws, hw.RunOptions{Package: strings.TrimSpace(a.Package), MaxDuration: maxDur, CaptureInterval: every})
+		}), tools.InGroup("device"), tools.WithTier(tools.Restricted), tools.AlwaysHuman())
 
 	tools.Register(reg, "frame_grab",
 		"Save one picture of what the Steam Frame headset shows right now under .frame/grabs/. Needs human approval.",
-		func(ctx context.Context, call tools.Call, _ GrabArgs) (tools.Result, error) {
-			c, ws, err := caller(call, d, "frame_grab")
-			if err != nil {
-				return tools.Result{}, err
-			}
-			res, err := d.Grab(ctx, c, ws)
-			if err != nil {
-				return tools.Result{}, fmt.Errorf("frame_grab: %w", err)
-			}
-			return tools.JSON(res)
-		}, tools.InGroup("device"), tools.WithTier(tools.Restricted), tools.AlwaysHuman())
+		handler(d, "frame_grab", func(ctx context.Context, c hw.Caller, ws string, _ GrabArgs) (hw.GrabResult, error) {
+			return d.Grab(ctx, c, ws)
+		}), tools.InGroup("device"), tools.WithTier(tools.Restricted), tools.AlwaysHuman())
+}
+
+// handler is the handler of a device tool: the caller named for the headset
+// lock, then do, whose answer is the tool's result; errors name the tool.
+func handler[A, R any](d *hw.Driver, tool string, do func(ctx context.Context, c hw.Caller, ws string, a A) (R, error)) func(context.Context, tools.Call, A) (tools.Result, error) {
+	return func(ctx context.Context, call tools.Call, a A) (tools.Result, error) {
+		c, ws, err := caller(call, d, tool)
+		if err != nil {
+			return tools.Result{}, err
+		}
+		res, err := do(ctx, c, ws, a)
+		if err != nil {
+			return tools.Result{}, fmt.Errorf("%s: %w", tool, err)
+		}
+		return tools.JSON(res)
+	}
 }
 
 func caller(call tools.Call, d *hw.Driver, tool string) (hw.Caller, string, error) {

@@ -512,6 +512,17 @@ func parseFlake8(out string) []Finding {
 	return fs
 }
 
+// decodeOutput decodes a tool's machine-readable report (b) into v with
+// unmarshal. ok is false when the tool printed nothing: no findings or results,
+// not a malformed report.
+func decodeOutput(b []byte, v any, unmarshal func([]byte, any) error) (ok bool, err error) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return false, nil
+	}
+	return true, unmarshal(b, v)
+}
+
 // parsePylint reads pylint's JSON reporter (a list of messages).
 func parsePylint(out []byte) ([]Finding, error) {
 	var msgs []struct {
@@ -523,11 +534,7 @@ func parsePylint(out []byte) ([]Finding, error) {
 		Message   string `json:"message"`
 		MessageID string `json:"message-id"`
 	}
-	out = bytes.TrimSpace(out)
-	if len(out) == 0 {
-		return nil, nil
-	}
-	if err := json.Unmarshal(out, &msgs); err != nil {
+	if ok, err := decodeOutput(out, &msgs, json.Unmarshal); !ok || err != nil {
 		return nil, err
 	}
 	fs := make([]Finding, 0, len(msgs))
@@ -564,11 +571,7 @@ func parseESLint(out []byte) ([]Finding, []string, error) {
 			Fatal    bool    `json:"fatal"`
 		} `json:"messages"`
 	}
-	out = bytes.TrimSpace(out)
-	if len(out) == 0 {
-		return nil, nil, nil
-	}
-	if err := json.Unmarshal(out, &files); err != nil {
+	if ok, err := decodeOutput(out, &files, json.Unmarshal); !ok || err != nil {
 		return nil, nil, err
 	}
 	var fs []Finding
@@ -602,11 +605,7 @@ func parseShellcheck(out []byte) ([]Finding, error) {
 			Message string `json:"message"`
 		} `json:"comments"`
 	}
-	out = bytes.TrimSpace(out)
-	if len(out) == 0 {
-		return nil, nil
-	}
-	if err := json.Unmarshal(out, &doc); err != nil {
+	if ok, err := decodeOutput(out, &doc, json.Unmarshal); !ok || err != nil {
 		return nil, err
 	}
 	fs := make([]Finding, 0, len(doc.Comments))

@@ -1,6 +1,7 @@
 package quality
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -28,20 +29,28 @@ func RegisterFinishing(reg *tools.Registry, ws workspace.Config) {
 		"every HTML page links a favicon that exists; no leftover scaffold markers (TODO/FIXME in shipped code, lorem ipsum, default framework titles and logos, placeholder images); "+
 		"every image the README references exists; the manifest version matches the CHANGELOG head; every list screen has an empty state. "+
 		"Reads only files that ship: .gitignore is honoured; dependencies, tests, build output and dot directories are skipped.",
-		func(ctx context.Context, call tools.Call, a FinishingArgs) (tools.Result, error) {
-			rep, err := checkFinishing(ctx, call, a, ws.MaxFileBytes)
-			if err != nil {
-				return tools.Result{}, fmt.Errorf("check_finishing: %w", err)
-			}
-			// Not HTML-escaped: details quote markup (<ul id="list">) for a reader.
-			var b strings.Builder
-			enc := json.NewEncoder(&b)
-			enc.SetEscapeHTML(false)
-			if err := enc.Encode(rep); err != nil {
-				return tools.Result{}, fmt.Errorf("check_finishing: %w", err)
-			}
-			return tools.Result{Content: b.String() + "\n" + rep.Table()}, nil
-		}, tools.Idempotent(), tools.InGroup("quality"))
+		tabled("check_finishing", func(ctx context.Context, call tools.Call, a FinishingArgs) (FinishingReport, error) {
+			return checkFinishing(ctx, call, a, ws.MaxFileBytes)
+		}), tools.Idempotent(), tools.InGroup("quality"))
+}
+
+// tabled is the handler of a tool (name) whose answer is its report as JSON and
+// then as the report's table. The JSON is not HTML-escaped: details and
+// evidence quote markup (<ul id="list">) for a reader.
+func tabled[A any, R interface{ Table() string }](name string, run func(context.Context, tools.Call, A) (R, error)) func(context.Context, tools.Call, A) (tools.Result, error) {
+	return func(ctx context.Context, call tools.Call, a A) (tools.Result, error) {
+		rep, err := run(ctx, call, a)
+		if err != nil {
+			return tools.Result{}, fmt.Errorf("%s: %w", name, err)
+		}
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(rep); err != nil {
+			return tools.Result{}, fmt.Errorf("%s: %w", name, err)
+		}
+		return tools.Result{Content: b.String() + "\n" + rep.Table()}, nil
+	}
 }
 
 // FinishingArgs are check_finishing's arguments.
@@ -243,11 +252,7 @@ func (p *shippedProject) rootFile(names ...string) string {
 }
 
 func checkFinishing(ctx context.Context, call tools.Call, a FinishingArgs, limit int64) (FinishingReport, error) {
-	dir := a.Path
-	if dir == "" {
-		dir = "."
-	}
-	rel, err := cleanPathArg(dir)
+	rel, err := cleanPathArg(cmp.Or(a.Path, "."))
 	if err != nil {
 		return FinishingReport{}, fmt.Errorf("path: %w", err)
 	}

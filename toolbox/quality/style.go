@@ -60,13 +60,20 @@ func registerStyle(reg *tools.Registry, ws workspace.Config) {
 		func(ctx context.Context, call tools.Call, a StyleArgs) (tools.Result, error) {
 			res, err := recordStyle(ctx, call, a, ws)
 			if err != nil {
-				if s := call.Session; s != nil && s.Workspace != "" {
-					err = wsquota.Explain(s.Workspace, err)
-				}
-				return tools.Result{}, fmt.Errorf("record_style: %w", err)
+				return tools.Result{}, fmt.Errorf("record_style: %w", explainQuota(call, err))
 			}
 			return res, nil
 		}, tools.Idempotent(), tools.InGroup("quality"))
+}
+
+// explainQuota turns a write that did not fit the workspace's quota (ENOSPC in
+// a quota workspace) into "workspace quota exceeded: …" instead of the bare
+// "no space left on device".
+func explainQuota(call tools.Call, err error) error {
+	if s := call.Session; s != nil && s.Workspace != "" {
+		return wsquota.Explain(s.Workspace, err)
+	}
+	return err
 }
 
 func recordStyle(ctx context.Context, call tools.Call, a StyleArgs, ws workspace.Config) (tools.Result, error) {

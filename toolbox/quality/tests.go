@@ -2,7 +2,6 @@ package quality
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"encoding/xml"
@@ -201,10 +200,6 @@ func (s *server) runTests(ctx context.Context, call tools.Call, a TestArgs) (too
 // parseJUnit reads pytest's --junitxml: <testsuites><testsuite><testcase> with
 // <failure>, <error> or <skipped> children.
 func parseJUnit(b []byte, rep *TestReport) error {
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 {
-		return nil
-	}
 	type msg struct {
 		Message string `xml:"message,attr"`
 		Text    string `xml:",chardata"`
@@ -224,7 +219,7 @@ func parseJUnit(b []byte, rep *TestReport) error {
 		Suites  []suite    `xml:"testsuite"`
 		Cases   []testcase `xml:"testcase"`
 	}
-	if err := xml.Unmarshal(b, &doc); err != nil {
+	if ok, err := decodeOutput(b, &doc, xml.Unmarshal); !ok || err != nil {
 		return err
 	}
 	cases := doc.Cases
@@ -371,10 +366,6 @@ func goFailMessage(s string) string {
 
 // parseJest reads jest's --json result.
 func parseJest(b []byte, rep *TestReport) error {
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 {
-		return nil
-	}
 	var doc struct {
 		NumPassedTests  int `json:"numPassedTests"`
 		NumFailedTests  int `json:"numFailedTests"`
@@ -391,7 +382,7 @@ func parseJest(b []byte, rep *TestReport) error {
 			} `json:"assertionResults"`
 		} `json:"testResults"`
 	}
-	if err := json.Unmarshal(b, &doc); err != nil {
+	if ok, err := decodeOutput(b, &doc, json.Unmarshal); !ok || err != nil {
 		return err
 	}
 	rep.Passed, rep.Failed, rep.Skipped = doc.NumPassedTests, doc.NumFailedTests, doc.NumPendingTests+doc.NumTodoTests

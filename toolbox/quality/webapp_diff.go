@@ -137,17 +137,28 @@ func (w *diffWalk) first(o, n *openapi3.Schema) bool {
 	return true
 }
 
+// enter reports whether the walk compares what lies below o and n: not past
+// maxDiffDepth, not a second time, and not below a changed type, which it
+// records as the break at field. fits says whether o's type still fits n's in
+// the direction the walk's values flow.
+func (w *diffWalk) enter(op, field string, o, n *openapi3.Schema, depth int, fits func(o, n *openapi3.Schema) bool) bool {
+	if depth > maxDiffDepth || o == nil || n == nil || !w.first(o, n) {
+		return false
+	}
+	if to, tn := typeText(o), typeText(n); to != "" && tn != "" && !fits(o, n) {
+		w.out = append(w.out, APIBreak{Kind: BreakChangedType, Path: op, Field: field, Was: to, Now: tn})
+		return false
+	}
+	return true
+}
+
 // responseBreaks walks an old response schema: every property it promised must
 // still be there with the same type.
 func (w *diffWalk) responseBreaks(op, field string, o, n *openapi3.Schema, depth int) {
-	if depth > maxDiffDepth || o == nil || n == nil || !w.first(o, n) {
+	if !w.enter(op, field, o, n, depth, typeCompatible) {
 		return
 	}
 	out := &w.out
-	if to, tn := typeText(o), typeText(n); to != "" && tn != "" && !typeCompatible(o, n) {
-		*out = append(*out, APIBreak{Kind: BreakChangedType, Path: op, Field: field, Was: to, Now: tn})
-		return
-	}
 	for _, k := range sortedKeys(o.Properties) {
 		op2 := o.Properties[k]
 		np, ok := n.Properties[k]
@@ -169,14 +180,11 @@ func (w *diffWalk) responseBreaks(op, field string, o, n *openapi3.Schema, depth
 
 // requestBreaks reports request fields required now that were not before.
 func (w *diffWalk) requestBreaks(op, field string, o, n *openapi3.Schema, depth int) {
-	if depth > maxDiffDepth || o == nil || n == nil || !w.first(o, n) {
+	newFitsOld := func(o, n *openapi3.Schema) bool { return typeCompatible(n, o) }
+	if !w.enter(op, field, o, n, depth, newFitsOld) {
 		return
 	}
 	out := &w.out
-	if to, tn := typeText(o), typeText(n); to != "" && tn != "" && !typeCompatible(n, o) {
-		*out = append(*out, APIBreak{Kind: BreakChangedType, Path: op, Field: field, Was: to, Now: tn})
-		return
-	}
 	for _, r := range n.Required {
 		if inStrings(o.Required, r) {
 			continue

@@ -1,6 +1,7 @@
 package quality
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,7 +20,6 @@ import (
 	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/toolbox/workspace"
 	"github.com/aetherium-engine/aetherium/tools"
-	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
 // APISchemaArgs are capture_api_schema's arguments.
@@ -81,10 +81,7 @@ func registerAPISchema(reg *tools.Registry, d WebAppDeps, cfg WebAppConfig) {
 		func(ctx context.Context, call tools.Call, a APISchemaArgs) (tools.Result, error) {
 			rep, err := captureAPISchema(ctx, call, d, cfg, a)
 			if err != nil {
-				if s := call.Session; s != nil && s.Workspace != "" {
-					err = wsquota.Explain(s.Workspace, err)
-				}
-				return tools.Result{}, fmt.Errorf("capture_api_schema: %w", err)
+				return tools.Result{}, fmt.Errorf("capture_api_schema: %w", explainQuota(call, err))
 			}
 			b, err := json.MarshalIndent(rep, "", "  ")
 			if err != nil {
@@ -109,10 +106,7 @@ func captureAPISchema(ctx context.Context, call tools.Call, d WebAppDeps, cfg We
 			return APISchemaReport{}, fmt.Errorf("paths: %w", err)
 		}
 	}
-	out := a.Out
-	if out == "" {
-		out = "api-schema.json"
-	}
+	out := cmp.Or(a.Out, "api-schema.json")
 	outRel, err := cleanPathArg(out)
 	if err != nil {
 		return APISchemaReport{}, fmt.Errorf("out: %w", err)

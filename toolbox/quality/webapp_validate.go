@@ -110,19 +110,9 @@ func registerValidateWebApp(reg *tools.Registry, d WebAppDeps, cfg WebAppConfig)
 		"status (a path answers the expected status and content type), max_ms (a path answers within a time bound), "+
 		"json_schema (a JSON endpoint's body validates against an inline JSON Schema); and in headless Chromium, after the page's scripts ran: "+
 		"selector (a CSS selector matches), text (the rendered page contains a text), no_console_errors, no_failed_requests (every sub-request answered below 400). Redirects off the app's origin are refused.",
-		func(ctx context.Context, call tools.Call, a ValidateWebAppArgs) (tools.Result, error) {
-			rep, err := validateWebApp(ctx, call, d, cfg, a)
-			if err != nil {
-				return tools.Result{}, fmt.Errorf("validate_web_app: %w", err)
-			}
-			var b strings.Builder
-			enc := json.NewEncoder(&b)
-			enc.SetEscapeHTML(false)
-			if err := enc.Encode(rep); err != nil {
-				return tools.Result{}, fmt.Errorf("validate_web_app: %w", err)
-			}
-			return tools.Result{Content: b.String() + "\n" + rep.Table()}, nil
-		}, tools.Outbound(), tools.Idempotent(), tools.LoopbackInSandbox(d.Sandbox != nil), tools.InGroup("quality"))
+		tabled("validate_web_app", func(ctx context.Context, call tools.Call, a ValidateWebAppArgs) (WebAppReport, error) {
+			return validateWebApp(ctx, call, d, cfg, a)
+		}), tools.Outbound(), tools.Idempotent(), tools.LoopbackInSandbox(d.Sandbox != nil), tools.InGroup("quality"))
 }
 
 // preparedCheck is a check whose arguments were validated, schema compiled.

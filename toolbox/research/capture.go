@@ -124,11 +124,8 @@ func registerCapture(reg *tools.Registry, host BrowserHost, cfg Config) *Browser
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				return tools.Result{}, fmt.Errorf("capture_reference: %q is not an http(s) URL", a.URL)
 			}
-			if a.TimeoutSeconds < 0 {
-				return tools.Result{}, fmt.Errorf("capture_reference: timeout_seconds %d: want a positive number", a.TimeoutSeconds)
-			}
-			if _, err := call.RunWorkspace(); err != nil {
-				return tools.Result{}, fmt.Errorf("capture_reference: %w", err)
+			if err := checkBrowserCall("capture_reference", call, a.TimeoutSeconds); err != nil {
+				return tools.Result{}, err
 			}
 			s := call.Session
 			ans, err := capture(ctx, pool, cfg, s, a)

@@ -56,11 +56,9 @@ func registerFetch(reg *tools.Registry, eg *egress.Egress, cfg Config) {
 			if eg == nil {
 				return tools.Result{}, errors.New("web_fetch: no egress client configured")
 			}
-			if a.MaxChars == 0 {
-				a.MaxChars = DefaultMaxChars
-			}
-			if a.MaxChars < 100 || a.MaxChars > MaxFetchChars {
-				return tools.Result{}, fmt.Errorf("web_fetch: max_chars %d: want 100-%d", a.MaxChars, MaxFetchChars)
+			var err error
+			if a.MaxChars, err = maxChars("web_fetch", a.MaxChars); err != nil {
+				return tools.Result{}, err
 			}
 			timeout := cfg.FetchTimeout
 			if a.TimeoutSeconds > 0 {
@@ -75,18 +73,39 @@ func registerFetch(reg *tools.Registry, eg *egress.Egress, cfg Config) {
 		}, tools.Outbound(), tools.Idempotent(), tools.InGroup("research"), tools.WithTier(tools.Elevated))
 }
 
+// maxChars is a max_chars argument checked, with its default for 0; tool names
+// the tool in the error.
+func maxChars(tool string, n int) (int, error) {
+	if n == 0 {
+		n = DefaultMaxChars
+	}
+	if n < 100 || n > MaxFetchChars {
+		return 0, fmt.Errorf("%s: max_chars %d: want 100-%d", tool, n, MaxFetchChars)
+	}
+	return n, nil
+}
+
+// newGet is a GET of a URL the model gave, which must be http(s).
+func newGet(ctx context.Context, rawURL, userAgent, accept string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+		return nil, fmt.Errorf("%q is not an http(s) URL", rawURL)
+	}
+	req.Header.Set("User-Agent", userAgent)
+	req.Header.Set("Accept", accept)
+	return req, nil
+}
+
 func fetch(ctx context.Context, client *http.Client, cfg Config, a FetchArgs, timeout time.Duration) (FetchAnswer, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.URL, nil)
+	req, err := newGet(ctx, a.URL, cfg.UserAgent, "text/html,application/xhtml+xml,application/json,text/plain;q=0.9,*/*;q=0.1")
 	if err != nil {
 		return FetchAnswer{}, err
 	}
-	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
-		return FetchAnswer{}, fmt.Errorf("%q is not an http(s) URL", a.URL)
-	}
-	req.Header.Set("User-Agent", cfg.UserAgent)
-	req.Header.Set("Accept", "text/html,application/xhtml+xml,application/json,text/plain;q=0.9,*/*;q=0.1")
 	resp, err := client.Do(req)
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {

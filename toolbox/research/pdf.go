@@ -82,11 +82,9 @@ func registerPDF(reg *tools.Registry, eg *egress.Egress, run Runner, cfg Config)
 			if run == nil {
 				return tools.Result{}, errors.New("download_pdf needs the Docker sandbox: PDFs are parsed in a container of the browser image, never on the worker's host (sandbox.kind docker, and `make images`)")
 			}
-			if a.MaxChars == 0 {
-				a.MaxChars = DefaultMaxChars
-			}
-			if a.MaxChars < 100 || a.MaxChars > MaxFetchChars {
-				return tools.Result{}, fmt.Errorf("download_pdf: max_chars %d: want 100-%d", a.MaxChars, MaxFetchChars)
+			var err error
+			if a.MaxChars, err = maxChars("download_pdf", a.MaxChars); err != nil {
+				return tools.Result{}, err
 			}
 			if _, err := call.Workspace(); err != nil {
 				return tools.Result{}, fmt.Errorf("download_pdf: %w", err)
@@ -103,15 +101,10 @@ func registerPDF(reg *tools.Registry, eg *egress.Egress, run Runner, cfg Config)
 func downloadPDF(ctx context.Context, client *http.Client, run Runner, cfg Config, s *tools.Session, a PDFArgs) (PDFAnswer, error) {
 	dctx, cancel := context.WithTimeout(ctx, cfg.PDFTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(dctx, http.MethodGet, a.URL, nil)
+	req, err := newGet(dctx, a.URL, cfg.UserAgent, "application/pdf,*/*;q=0.1")
 	if err != nil {
 		return PDFAnswer{}, err
 	}
-	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
-		return PDFAnswer{}, fmt.Errorf("%q is not an http(s) URL", a.URL)
-	}
-	req.Header.Set("User-Agent", cfg.UserAgent)
-	req.Header.Set("Accept", "application/pdf,*/*;q=0.1")
 	// Two clocks bound the download: research.pdf_timeout, and the egress client's
 	// own per-request timeout (security.egress_timeout), whichever ends first.
 	timedOut := func(err error, what string) error {

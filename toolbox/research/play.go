@@ -102,11 +102,8 @@ func registerPlay(reg *tools.Registry, pool *browsers, cfg Config) {
 			if pool == nil {
 				return tools.Result{}, errors.New("play_test needs the Docker sandbox: pages run in Chromium in a container of the browser image, never on the worker's host (sandbox.kind docker, and `make images`)")
 			}
-			if a.TimeoutSeconds < 0 {
-				return tools.Result{}, fmt.Errorf("play_test: timeout_seconds %d: want a positive number", a.TimeoutSeconds)
-			}
-			if _, err := call.RunWorkspace(); err != nil {
-				return tools.Result{}, fmt.Errorf("play_test: %w", err)
+			if err := checkBrowserCall("play_test", call, a.TimeoutSeconds); err != nil {
+				return tools.Result{}, err
 			}
 			s := call.Session
 			ans, err := play(ctx, pool, cfg, s, a)
@@ -115,6 +112,19 @@ func registerPlay(reg *tools.Registry, pool *browsers, cfg Config) {
 			}
 			return tools.JSON(ans)
 		}, tools.Outbound(), tools.LoopbackInSandbox(pool != nil && canDialApps(pool.host)), tools.InGroup("quality"))
+}
+
+// checkBrowserCall checks what capture_reference and play_test (tool) both
+// need before a browser starts: a timeout_seconds that is not negative, and the
+// run's workspace.
+func checkBrowserCall(tool string, call tools.Call, timeoutSeconds int) error {
+	if timeoutSeconds < 0 {
+		return fmt.Errorf("%s: timeout_seconds %d: want a positive number", tool, timeoutSeconds)
+	}
+	if _, err := call.RunWorkspace(); err != nil {
+		return fmt.Errorf("%s: %w", tool, err)
+	}
+	return nil
 }
 
 // playTarget resolves the page: an http(s) URL as it is, or a workspace HTML

@@ -7,7 +7,6 @@ package workspace
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/aetherium-engine/aetherium/tools"
@@ -143,12 +142,41 @@ func (s *server) open(call tools.Call) (*dir, *tools.Session, error) {
 	return d, call.Session, nil
 }
 
-func (s *server) read(ctx context.Context, call tools.Call, a ReadArgs) (tools.Result, error) {
-	rel, err := Clean(a.Path)
+// openFile is the start of a tool that names one file: the path cleaned (its
+// error names the tool, op), then the session's workspace opened.
+func (s *server) openFile(call tools.Call, op, path string) (string, *dir, *tools.Session, error) {
+	rel, err := Clean(path)
 	if err != nil {
-		return tools.Result{}, fmt.Errorf("read_file: %w", err)
+		return "", nil, nil, fmt.Errorf("%s: %w", op, err)
 	}
-	d, _, err := s.open(call)
+	d, sess, err := s.open(call)
+	return rel, d, sess, err
+}
+
+// cleanFile is Clean for a tool that writes a file, which the workspace itself
+// is not; op names the tool in the error.
+func cleanFile(op, path string) (string, error) {
+	rel, err := Clean(path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", op, err)
+	}
+	if rel == "." {
+		return "", fmt.Errorf("%s: the path names the workspace itself, not a file", op)
+	}
+	return rel, nil
+}
+
+// replace writes content to rel after keeping the file as it was before the
+// session first changed it, for revert_file.
+func (d *dir) replace(sessionID, rel string, content []byte) error {
+	if err := d.snapshot(sessionID, rel); err != nil {
+		return err
+	}
+	return d.writeFile(rel, content, 0o644, true)
+}
+
+func (s *server) read(ctx context.Context, call tools.Call, a ReadArgs) (tools.Result, error) {
+	rel, d, _, err := s.openFile(call, "read_file", a.Path)
 	if err != nil {
 		return tools.Result{}, err
 	}
@@ -174,12 +202,9 @@ func (s *server) read(ctx context.Context, call tools.Call, a ReadArgs) (tools.R
 }
 
 func (s *server) write(ctx context.Context, call tools.Call, a WriteArgs) (tools.Result, error) {
-	rel, err := Clean(a.Path)
+	rel, err := cleanFile("write_file", a.Path)
 	if err != nil {
-		return tools.Result{}, fmt.Errorf("write_file: %w", err)
-	}
-	if rel == "." {
-		return tools.Result{}, errors.New("write_file: the path names the workspace itself, not a file")
+		return tools.Result{}, err
 	}
 	if int64(len(a.Content)) > s.cfg.MaxFileBytes {
 		return tools.Result{}, fmt.Errorf("write_file: %w: %d bytes for %s, the limit is %d", ErrTooLarge, len(a.Content), rel, s.cfg.MaxFileBytes)
@@ -205,10 +230,7 @@ func (s *server) write(ctx context.Context, call tools.Call, a WriteArgs) (tools
 				rel, len(old), len(a.Content), splitLines(string(old)).n())
 		}
 	}
-	if err := d.snapshot(sess.SessionID, rel); err != nil {
-		return tools.Result{}, fmt.Errorf("write_file: %w", err)
-	}
-	if err := d.writeFile(rel, []byte(a.Content), 0o644, true); err != nil {
+	if err := d.replace(sess.SessionID, rel, []byte(a.Content)); err != nil {
 		return tools.Result{}, fmt.Errorf("write_file: %w", err)
 	}
 	verb := "created"
@@ -219,12 +241,9 @@ func (s *server) write(ctx context.Context, call tools.Call, a WriteArgs) (tools
 }
 
 func (s *server) edit(ctx context.Context, call tools.Call, a EditArgs) (tools.Result, error) {
-	rel, err := Clean(a.Path)
+	rel, err := cleanFile("edit_file", a.Path)
 	if err != nil {
-		return tools.Result{}, fmt.Errorf("edit_file: %w", err)
-	}
-	if rel == "." {
-		return tools.Result{}, errors.New("edit_file: the path names the workspace itself, not a file")
+		return tools.Result{}, err
 	}
 	d, sess, err := s.open(call)
 	if err != nil {
@@ -251,21 +270,14 @@ func (s *server) edit(ctx context.Context, call tools.Call, a EditArgs) (tools.R
 	if int64(len(updated)) > s.cfg.MaxFileBytes {
 		return tools.Result{}, fmt.Errorf("edit_file: %w: the result would be %d bytes, the limit is %d", ErrTooLarge, len(updated), s.cfg.MaxFileBytes)
 	}
-	if err := d.snapshot(sess.SessionID, rel); err != nil {
-		return tools.Result{}, fmt.Errorf("edit_file: %w", err)
-	}
-	if err := d.writeFile(rel, []byte(updated), 0o644, true); err != nil {
+	if err := d.replace(sess.SessionID, rel, []byte(updated)); err != nil {
 		return tools.Result{}, fmt.Errorf("edit_file: %w", err)
 	}
 	return tools.Text("%s; the file now has %s", summary, size(updated)), nil
 }
 
 func (s *server) revert(ctx context.Context, call tools.Call, a PathArgs) (tools.Result, error) {
-	rel, err := Clean(a.Path)
-	if err != nil {
-		return tools.Result{}, fmt.Errorf("revert_file: %w", err)
-	}
-	d, sess, err := s.open(call)
+	rel, d, sess, err := s.openFile(call, "revert_file", a.Path)
 	if err != nil {
 		return tools.Result{}, err
 	}

@@ -1,6 +1,7 @@
 // Package wire is what the HTTP providers (openai, anthropic) share: their
-// configuration's checks and one JSON POST with the retry policy the vendors'
-// own SDKs apply, written against the wire rather than linked from the SDKs.
+// configuration's checks, one JSON POST with the retry policy the vendors' own
+// SDKs apply, written against the wire rather than linked from the SDKs, and
+// the steps of a completion that do not depend on the vendor's format.
 // The two SDKs were a third of the module's compile time (generated types for
 // every endpoint) for one endpoint each.
 package wire
@@ -241,4 +242,93 @@ func Snippet(b []byte) string {
 		return string(b[:limit]) + "…"
 	}
 	return string(b)
+}
+
+// Client is what a provider keeps between calls. The providers differ only in
+// the body they send and the answer they read, which Complete takes as
+// functions.
+type Client struct {
+	// Provider prefixes errors ("openai"); Op names the call in them ("openai:
+	// chat completion"); Path is the endpoint below the base URL.
+	Provider, Op, Path string
+	Settings           Settings
+	// Header carries the credentials and API version of every request.
+	Header http.Header
+	// Model is the default for a Request that names none.
+	Model string
+}
+
+// Complete is llm.Provider.Complete for c: build writes the request body for the
+// model to ask (the Request's, else c.Model), parse reads the decoded answer.
+// An answer that is not a JSON object, or does not decode into A, is
+// llm.ErrMalformed; one that names no model is credited to the model asked.
+func Complete[B, A any](ctx context.Context, c Client, req llm.Request, build func(model string, req llm.Request) (B, error), parse func(answer A) (llm.Response, error)) (llm.Response, error) {
+	model := cmp.Or(strings.TrimSpace(req.Model), c.Model)
+	if model == "" {
+		return llm.Response{}, fmt.Errorf("%s: no model: set Config.Model or Request.Model", c.Provider)
+	}
+	params, err := build(model, req)
+	if err != nil {
+		return llm.Response{}, fmt.Errorf("%s: build request: %w", c.Provider, err)
+	}
+	raw, err := Post(ctx, c.Settings, Call{
+		Provider: c.Provider, Op: c.Op,
+		URL: c.Settings.Endpoint(c.Path), Header: c.Header, Body: params,
+	})
+	if err != nil {
+		return llm.Response{}, err
+	}
+	raw, err = Object(c.Provider, raw)
+	if err != nil {
+		return llm.Response{}, err
+	}
+	var answer A
+	if err := json.Unmarshal(raw, &answer); err != nil {
+		return llm.Response{}, fmt.Errorf("%s: decode answer: %v: %w", c.Provider, err, llm.ErrMalformed)
+	}
+	resp, err := parse(answer)
+	if err != nil {
+		return llm.Response{}, err
+	}
+	resp.Model = cmp.Or(resp.Model, model)
+	return resp, nil
+}
+
+// Tools converts a Request's tools with convert, after checking each one's name
+// and parameters. A tool without parameters gets the empty object schema both
+// APIs require; parameters are sent byte for byte, since decoding the schema
+// would turn its numbers into float64.
+func Tools[T any](defs []llm.ToolDef, convert func(t llm.ToolDef, schema json.RawMessage) T) ([]T, error) {
+	var tools []T
+	for _, t := range defs {
+		if t.Name == "" {
+			return nil, errors.New("tool without a name")
+		}
+		schema := json.RawMessage(`{"type":"object","properties":{}}`)
+		if raw := bytes.TrimSpace(t.Parameters); len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
+			if !IsObject(raw) {
+				return nil, fmt.Errorf("tool %q: parameters must be a JSON schema object", t.Name)
+			}
+			schema = json.RawMessage(raw)
+		}
+		tools = append(tools, convert(t, schema))
+	}
+	return tools, nil
+}
+
+// Args are a tool call's arguments with "{}" for none: some servers send "" for
+// a call without parameters, and neither API accepts an empty value.
+func Args(b []byte) []byte {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return []byte("{}")
+	}
+	return b
+}
+
+// IsObject reports whether b is one JSON object, what tool arguments and
+// parameter schemas must be ("null" decodes without error but is not one).
+func IsObject(b []byte) bool {
+	var obj map[string]json.RawMessage
+	return json.Unmarshal(b, &obj) == nil && obj != nil
 }
