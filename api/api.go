@@ -144,15 +144,10 @@ func (c Config) Validate() error {
 	if c.MaxRunsInFlight < 0 {
 		errs = append(errs, fmt.Errorf("api.max_runs_in_flight: must be 0 (unlimited) or positive, got %d", c.MaxRunsInFlight))
 	}
-	if c.MaxStreamsPerPrincipal < 0 {
-		errs = append(errs, fmt.Errorf("api.max_streams_per_principal: must not be negative (0 takes the default), got %d", c.MaxStreamsPerPrincipal))
-	}
-	if c.MaxStreams < 0 {
-		errs = append(errs, fmt.Errorf("api.max_streams: must not be negative (0 takes the default), got %d", c.MaxStreams))
-	}
-	if c.SSEPoll < 0 {
-		errs = append(errs, fmt.Errorf("api.sse_poll: must not be negative (0 takes the default), got %s", c.SSEPoll))
-	}
+	errs = append(errs,
+		defaults.NotNegative("api.max_streams_per_principal", c.MaxStreamsPerPrincipal),
+		defaults.NotNegative("api.max_streams", c.MaxStreams),
+		defaults.NotNegative("api.sse_poll", c.SSEPoll))
 	if c.BodyLimit <= 0 {
 		errs = append(errs, fmt.Errorf("api.body_limit (AETHERIUM_API_BODY_LIMIT): must be positive, got %d", c.BodyLimit))
 	}

@@ -139,9 +139,7 @@ func (c Config) Validate() error {
 	if c.CallTimeout < 0 || c.Poll < 0 || c.ProgressEvery < 0 || c.SessionTimeout < 0 {
 		errs = append(errs, errors.New("mcp.call_timeout, mcp.poll, mcp.progress_every, mcp.session_timeout: must not be negative"))
 	}
-	if c.MaxCallsInFlight < 0 {
-		errs = append(errs, fmt.Errorf("mcp.max_calls_in_flight: must not be negative (0 takes the default), got %d", c.MaxCallsInFlight))
-	}
+	errs = append(errs, defaults.NotNegative("mcp.max_calls_in_flight", c.MaxCallsInFlight))
 	names := make([]string, 0, len(c.Profiles))
 	for name := range c.Profiles {
 		names = append(names, name)

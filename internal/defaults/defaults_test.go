@@ -36,3 +36,31 @@ func TestPositive(t *testing.T) {
 		})
 	}
 }
+
+func TestNotNegative(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{name: "int zero", err: NotNegative("api.max_streams", 0)},
+		{name: "int positive", err: NotNegative("api.max_streams", 3)},
+		{name: "int negative", err: NotNegative("api.max_streams", -1),
+			want: "api.max_streams: must not be negative (0 takes the default), got -1"},
+		{name: "duration zero", err: NotNegative("api.sse_poll", time.Duration(0))},
+		{name: "duration negative", err: NotNegative("api.sse_poll", -1500*time.Millisecond),
+			want: "api.sse_poll: must not be negative (0 takes the default), got -1.5s"},
+		{name: "float negative", err: NotNegative("x.weight", -0.5),
+			want: "x.weight: must not be negative (0 takes the default), got -0.5"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			if c.want == "" {
+				require.NoError(t, c.err)
+				return
+			}
+			require.EqualError(t, c.err, c.want)
+		})
+	}
+}
