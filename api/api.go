@@ -12,6 +12,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +30,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/metrics"
 	"github.com/aetherium-engine/aetherium/queue"
@@ -120,28 +122,16 @@ type Config struct {
 // WithDefaults returns c with every zero field filled in (a fresh
 // MonitoringReadOnly each call: configurations never share it).
 func (c Config) WithDefaults() Config {
-	if c.Addr == "" {
-		c.Addr = DefaultAddr
-	}
-	if c.BodyLimit <= 0 {
-		c.BodyLimit = DefaultBodyLimit
-	}
+	c.Addr = cmp.Or(c.Addr, DefaultAddr)
+	c.BodyLimit = defaults.Positive(c.BodyLimit, DefaultBodyLimit)
 	if c.MonitoringReadOnly == nil {
 		ro := DefaultMonitoringReadOnly
 		c.MonitoringReadOnly = &ro
 	}
-	if c.SSEPoll <= 0 {
-		c.SSEPoll = DefaultSSEPoll
-	}
-	if c.SSEHeartbeat <= 0 {
-		c.SSEHeartbeat = DefaultSSEHeartbeat
-	}
-	if c.MaxStreamsPerPrincipal == 0 {
-		c.MaxStreamsPerPrincipal = DefaultMaxStreamsPerPrincipal
-	}
-	if c.MaxStreams == 0 {
-		c.MaxStreams = DefaultMaxStreams
-	}
+	c.SSEPoll = defaults.Positive(c.SSEPoll, DefaultSSEPoll)
+	c.SSEHeartbeat = defaults.Positive(c.SSEHeartbeat, DefaultSSEHeartbeat)
+	c.MaxStreamsPerPrincipal = cmp.Or(c.MaxStreamsPerPrincipal, DefaultMaxStreamsPerPrincipal)
+	c.MaxStreams = cmp.Or(c.MaxStreams, DefaultMaxStreams)
 	return c
 }
 
@@ -154,15 +144,10 @@ func (c Config) Validate() error {
 	if c.MaxRunsInFlight < 0 {
 		errs = append(errs, fmt.Errorf("api.max_runs_in_flight: must be 0 (unlimited) or positive, got %d", c.MaxRunsInFlight))
 	}
-	if c.MaxStreamsPerPrincipal < 0 {
-		errs = append(errs, fmt.Errorf("api.max_streams_per_principal: must not be negative (0 takes the default), got %d", c.MaxStreamsPerPrincipal))
-	}
-	if c.MaxStreams < 0 {
-		errs = append(errs, fmt.Errorf("api.max_streams: must not be negative (0 takes the default), got %d", c.MaxStreams))
-	}
-	if c.SSEPoll < 0 {
-		errs = append(errs, fmt.Errorf("api.sse_poll: must not be negative (0 takes the default), got %s", c.SSEPoll))
-	}
+	errs = append(errs,
+		defaults.NotNegative("api.max_streams_per_principal", c.MaxStreamsPerPrincipal),
+		defaults.NotNegative("api.max_streams", c.MaxStreams),
+		defaults.NotNegative("api.sse_poll", c.SSEPoll))
 	if c.BodyLimit <= 0 {
 		errs = append(errs, fmt.Errorf("api.body_limit (AETHERIUM_API_BODY_LIMIT): must be positive, got %d", c.BodyLimit))
 	}

@@ -21,6 +21,7 @@
 package confine
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -90,9 +91,7 @@ type Config struct {
 
 // WithDefaults fills the zero fields.
 func (c Config) WithDefaults() Config {
-	if c.MaxBytes == 0 {
-		c.MaxBytes = DefaultMaxBytes
-	}
+	c.MaxBytes = cmp.Or(c.MaxBytes, DefaultMaxBytes)
 	return c
 }
 

@@ -7,6 +7,7 @@
 package device
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/device/apk"
 	"github.com/aetherium-engine/aetherium/device/fps"
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 )
 
 // Config is the headset connection and the bounds of what agents may ask for (the
@@ -104,50 +106,31 @@ const (
 
 // WithDefaults returns c with every zero field filled in.
 func (c Config) WithDefaults() Config {
-	def := func(s *string, v string) {
-		if *s == "" {
-			*s = v
-		}
-	}
-	defInt := func(n *int, v int) {
-		if *n <= 0 {
-			*n = v
-		}
-	}
-	defDur := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	def(&c.Host, DefaultHost)
-	def(&c.User, DefaultUser)
-	defInt(&c.SSHPort, DefaultSSHPort)
-	defInt(&c.ADBPort, DefaultADBPort)
-	def(&c.ScriptsDir, DefaultScripts)
-	def(&c.LockKey, DefaultLockKey)
+	c.Host = cmp.Or(c.Host, DefaultHost)
+	c.User = cmp.Or(c.User, DefaultUser)
+	c.SSHPort = defaults.Positive(c.SSHPort, DefaultSSHPort)
+	c.ADBPort = defaults.Positive(c.ADBPort, DefaultADBPort)
+	c.ScriptsDir = cmp.Or(c.ScriptsDir, DefaultScripts)
+	c.LockKey = cmp.Or(c.LockKey, DefaultLockKey)
 	if c.SimScenario != "" {
-		def(&c.SimBin, filepath.Join(c.ScriptsDir, "sim", "bin"))
-		def(&c.SimState, c.SimScenario+".state")
+		c.SimBin = cmp.Or(c.SimBin, filepath.Join(c.ScriptsDir, "sim", "bin"))
+		c.SimState = cmp.Or(c.SimState, c.SimScenario+".state")
 	}
-	if c.MaxAPKBytes <= 0 {
-		c.MaxAPKBytes = 512 << 20
-	}
-	if c.MaxUncompressedBytes <= 0 {
-		c.MaxUncompressedBytes = 2 << 30
-	}
-	defInt(&c.AndroidAPI, 30)
-	defDur(&c.MaxRunDuration, 20*time.Minute)
-	defDur(&c.DefaultRunDuration, 10*time.Minute)
+	c.MaxAPKBytes = defaults.Positive(c.MaxAPKBytes, 512<<20)
+	c.MaxUncompressedBytes = defaults.Positive(c.MaxUncompressedBytes, 2<<30)
+	c.AndroidAPI = defaults.Positive(c.AndroidAPI, 30)
+	c.MaxRunDuration = defaults.Positive(c.MaxRunDuration, 20*time.Minute)
+	c.DefaultRunDuration = defaults.Positive(c.DefaultRunDuration, 10*time.Minute)
 	c.DefaultRunDuration = min(c.DefaultRunDuration, c.MaxRunDuration)
-	defDur(&c.CaptureInterval, 5*time.Second)
-	defInt(&c.MaxCaptures, 360)
-	defDur(&c.PollInterval, time.Second)
+	c.CaptureInterval = defaults.Positive(c.CaptureInterval, 5*time.Second)
+	c.MaxCaptures = defaults.Positive(c.MaxCaptures, 360)
+	c.PollInterval = defaults.Positive(c.PollInterval, time.Second)
 	c.PollInterval = min(c.PollInterval, c.CaptureInterval)
-	defDur(&c.WarmUp, 5*time.Second)
-	defDur(&c.MinSteady, 5*time.Second)
-	defDur(&c.LockTTL, 30*time.Second)
-	defDur(&c.ScriptTimeout, 2*time.Minute)
-	defDur(&c.InstallTimeout, 10*time.Minute)
+	c.WarmUp = defaults.Positive(c.WarmUp, 5*time.Second)
+	c.MinSteady = defaults.Positive(c.MinSteady, 5*time.Second)
+	c.LockTTL = defaults.Positive(c.LockTTL, 30*time.Second)
+	c.ScriptTimeout = defaults.Positive(c.ScriptTimeout, 2*time.Minute)
+	c.InstallTimeout = defaults.Positive(c.InstallTimeout, 10*time.Minute)
 	return c
 }
 

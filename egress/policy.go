@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 )
 
 // Private-range modes of the egress policy (security.egress.private and a team's
@@ -94,24 +97,12 @@ type EgressPolicyConfig struct {
 
 // WithDefaults fills the zero fields.
 func (c EgressPolicyConfig) WithDefaults() EgressPolicyConfig {
-	if c.Private == "" {
-		c.Private = PrivateAllow
-	}
-	if c.Key == "" {
-		c.Key = DefaultEndpointKey
-	}
-	if c.Refresh <= 0 {
-		c.Refresh = DefaultEndpointRefresh
-	}
-	if c.TTL <= 0 {
-		c.TTL = DefaultEndpointTTL
-	}
-	if c.Resolver == nil {
-		c.Resolver = net.DefaultResolver
-	}
-	if c.Log == nil {
-		c.Log = slog.Default()
-	}
+	c.Private = cmp.Or(c.Private, PrivateAllow)
+	c.Key = cmp.Or(c.Key, DefaultEndpointKey)
+	c.Refresh = defaults.Positive(c.Refresh, DefaultEndpointRefresh)
+	c.TTL = defaults.Positive(c.TTL, DefaultEndpointTTL)
+	c.Resolver = cmp.Or(c.Resolver, net.DefaultResolver)
+	c.Log = cmp.Or(c.Log, slog.Default())
 	return c
 }
 

@@ -9,6 +9,7 @@
 package egressproxy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -68,30 +69,16 @@ type Config struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	if c.Port == 0 {
-		c.Port = DefaultPort
-	}
-	if c.SubnetPool == "" {
-		c.SubnetPool = DefaultSubnetPool
-	}
-	if c.SubnetBits == 0 {
-		c.SubnetBits = DefaultSubnetBits
-	}
+	c.Port = cmp.Or(c.Port, DefaultPort)
+	c.SubnetPool = cmp.Or(c.SubnetPool, DefaultSubnetPool)
+	c.SubnetBits = cmp.Or(c.SubnetBits, DefaultSubnetBits)
 	if len(c.Ports) == 0 {
 		c.Ports = append([]int(nil), DefaultPorts...)
 	}
-	if c.MaxScanBytes == 0 {
-		c.MaxScanBytes = DefaultMaxScanBytes
-	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = DefaultDialTimeout
-	}
-	if c.IPTables == "" {
-		c.IPTables = DefaultIPTables
-	}
-	if c.IP6Tables == "" {
-		c.IP6Tables = DefaultIP6Tables
-	}
+	c.MaxScanBytes = cmp.Or(c.MaxScanBytes, DefaultMaxScanBytes)
+	c.DialTimeout = cmp.Or(c.DialTimeout, DefaultDialTimeout)
+	c.IPTables = cmp.Or(c.IPTables, DefaultIPTables)
+	c.IP6Tables = cmp.Or(c.IP6Tables, DefaultIP6Tables)
 	return c
 }
 

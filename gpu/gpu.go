@@ -38,6 +38,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/aetherium-engine/aetherium/gpu/fenceproxy"
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 	"github.com/aetherium-engine/aetherium/internal/tick"
 	"github.com/aetherium-engine/aetherium/lease"
 )
@@ -108,15 +109,9 @@ type Config struct {
 
 // WithDefaults returns c with every zero field filled in.
 func (c Config) WithDefaults() Config {
-	if c.HealthPoll <= 0 {
-		c.HealthPoll = DefaultHealthPoll
-	}
-	if c.StopTimeout <= 0 {
-		c.StopTimeout = DefaultStopTimeout
-	}
-	if c.StoppingWait <= 0 {
-		c.StoppingWait = DefaultStoppingWait
-	}
+	c.HealthPoll = defaults.Positive(c.HealthPoll, DefaultHealthPoll)
+	c.StopTimeout = defaults.Positive(c.StopTimeout, DefaultStopTimeout)
+	c.StoppingWait = defaults.Positive(c.StoppingWait, DefaultStoppingWait)
 	return c
 }
 

@@ -1,6 +1,7 @@
 package knowledge
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/url"
@@ -75,33 +76,15 @@ type EmbeddingsConfig struct {
 
 // WithDefaults fills the zero fields.
 func (c Config) WithDefaults() Config {
-	if c.ScoreFloor == 0 {
-		c.ScoreFloor = DefaultScoreFloor
-	}
-	if c.PacksDir == "" {
-		c.PacksDir = DefaultPacksDir
-	}
-	if c.Language == "" {
-		c.Language = DefaultLanguage
-	}
-	if c.ChunkSize == 0 {
-		c.ChunkSize = DefaultChunkSize
-	}
-	if c.Candidates == 0 {
-		c.Candidates = DefaultCandidates
-	}
-	if c.IndexTimeout == 0 {
-		c.IndexTimeout = DefaultIndexTimeout
-	}
-	if c.Embeddings.Timeout == 0 {
-		c.Embeddings.Timeout = DefaultEmbedTimeout
-	}
-	if c.Embeddings.BatchSize == 0 {
-		c.Embeddings.BatchSize = DefaultEmbedBatch
-	}
-	if c.Embeddings.Weight == 0 {
-		c.Embeddings.Weight = DefaultSemantic
-	}
+	c.ScoreFloor = cmp.Or(c.ScoreFloor, DefaultScoreFloor)
+	c.PacksDir = cmp.Or(c.PacksDir, DefaultPacksDir)
+	c.Language = cmp.Or(c.Language, DefaultLanguage)
+	c.ChunkSize = cmp.Or(c.ChunkSize, DefaultChunkSize)
+	c.Candidates = cmp.Or(c.Candidates, DefaultCandidates)
+	c.IndexTimeout = cmp.Or(c.IndexTimeout, DefaultIndexTimeout)
+	c.Embeddings.Timeout = cmp.Or(c.Embeddings.Timeout, DefaultEmbedTimeout)
+	c.Embeddings.BatchSize = cmp.Or(c.Embeddings.BatchSize, DefaultEmbedBatch)
+	c.Embeddings.Weight = cmp.Or(c.Embeddings.Weight, DefaultSemantic)
 	return c
 }
 

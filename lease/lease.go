@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 	"github.com/aetherium-engine/aetherium/internal/tick"
 )
 
@@ -143,30 +145,20 @@ func (s *Service) defaults() error {
 	if !nameRE.MatchString(s.Name) {
 		return fmt.Errorf("lease: service name %q: want lowercase letters, digits, '.', '_' or '-'", s.Name)
 	}
-	if s.Capacity <= 0 {
-		s.Capacity = 1
-	}
-	if s.TTL <= 0 {
-		s.TTL = 2 * time.Minute
-	}
+	s.Capacity = defaults.Positive(s.Capacity, 1)
+	s.TTL = defaults.Positive(s.TTL, 2*time.Minute)
 	if s.TTL < 10*time.Millisecond {
 		return fmt.Errorf("lease: service %s: ttl %v is too short", s.Name, s.TTL)
 	}
-	if s.Container == "" {
-		s.Container = "aetherium-gpu-" + s.Name
-	}
+	s.Container = cmp.Or(s.Container, "aetherium-gpu-"+s.Name)
 	switch s.Network {
 	case "":
 		s.Network = DefaultNetwork
 	case "bridge", "default":
 		return fmt.Errorf("lease: service %s: network %q is the engine's default bridge, which every container shares; leave it empty for %s", s.Name, s.Network, DefaultNetwork)
 	}
-	if s.StartTimeout <= 0 {
-		s.StartTimeout = 2 * time.Minute
-	}
-	if s.IdleStop <= 0 {
-		s.IdleStop = 5 * time.Minute
-	}
+	s.StartTimeout = defaults.Positive(s.StartTimeout, 2*time.Minute)
+	s.IdleStop = defaults.Positive(s.IdleStop, 5*time.Minute)
 	if f := s.Fence; f != nil {
 		if f.Image == "" || f.Listen == "" || f.Upstream == "" || f.Redis == "" {
 			return fmt.Errorf("lease: service %s: fence needs image, listen, upstream and redis", s.Name)
@@ -174,15 +166,9 @@ func (s *Service) defaults() error {
 		if s.Image == "" {
 			return fmt.Errorf("lease: service %s: a fence is started with the service's container: set image", s.Name)
 		}
-		if f.Network == "" {
-			f.Network = "host"
-		}
-		if f.Container == "" {
-			f.Container = s.Container + "-fence"
-		}
-		if s.URL == "" {
-			s.URL = "http://" + dialable(f.Listen)
-		}
+		f.Network = cmp.Or(f.Network, "host")
+		f.Container = cmp.Or(f.Container, s.Container+"-fence")
+		s.URL = cmp.Or(s.URL, "http://"+dialable(f.Listen))
 	}
 	return nil
 }
@@ -232,28 +218,16 @@ type Manager struct {
 
 // New validates cfg and returns a manager on rdb.
 func New(rdb redis.UniversalClient, cfg Config, opts Options) (*Manager, error) {
-	if cfg.Prefix == "" {
-		cfg.Prefix = "aeth:lease"
-	}
+	cfg.Prefix = cmp.Or(cfg.Prefix, "aeth:lease")
 	if strings.ContainsAny(cfg.Prefix, "{}") {
 		// A brace would end the hash tag early and scatter the family's keys.
 		return nil, fmt.Errorf("lease: prefix %q must not contain { or }", cfg.Prefix)
 	}
-	if cfg.WaiterTTL <= 0 {
-		cfg.WaiterTTL = 30 * time.Second
-	}
-	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = 250 * time.Millisecond
-	}
-	if cfg.EventsMaxLen <= 0 {
-		cfg.EventsMaxLen = 10000
-	}
-	if opts.Log == nil {
-		opts.Log = slog.Default()
-	}
-	if opts.EpochCheck <= 0 {
-		opts.EpochCheck = DefaultEpochCheck
-	}
+	cfg.WaiterTTL = defaults.Positive(cfg.WaiterTTL, 30*time.Second)
+	cfg.PollInterval = defaults.Positive(cfg.PollInterval, 250*time.Millisecond)
+	cfg.EventsMaxLen = defaults.Positive(cfg.EventsMaxLen, 10000)
+	opts.Log = cmp.Or(opts.Log, slog.Default())
+	opts.EpochCheck = defaults.Positive(opts.EpochCheck, DefaultEpochCheck)
 	m := &Manager{rdb: rdb, cfg: cfg, services: map[string]Service{}, opts: opts}
 	for i := range cfg.Services {
 		s := cfg.Services[i]

@@ -53,6 +53,7 @@
 package mailbox
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -65,6 +66,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 )
 
 // Group is the consumer group every agent stream is read through.
@@ -116,36 +119,18 @@ type Config struct {
 }
 
 func (c *Config) defaults() {
-	if c.Prefix == "" {
-		c.Prefix = "aeth:mbox"
-	}
-	if c.MaxLen <= 0 {
-		c.MaxLen = 10000
-	}
-	if c.MaxAge <= 0 {
-		c.MaxAge = 24 * time.Hour
-	}
-	if c.MaxBody <= 0 {
-		c.MaxBody = 64 << 10
-	}
-	if c.MaxDeliveries <= 0 {
-		c.MaxDeliveries = 5
-	}
-	if c.ReadLimit <= 0 {
-		c.ReadLimit = 100
-	}
+	c.Prefix = cmp.Or(c.Prefix, "aeth:mbox")
+	c.MaxLen = defaults.Positive(c.MaxLen, 10000)
+	c.MaxAge = defaults.Positive(c.MaxAge, 24*time.Hour)
+	c.MaxBody = defaults.Positive(c.MaxBody, 64<<10)
+	c.MaxDeliveries = defaults.Positive(c.MaxDeliveries, 5)
+	c.ReadLimit = defaults.Positive(c.ReadLimit, 100)
 	if c.ClaimIdle < 0 {
 		c.ClaimIdle = 0
 	}
-	if c.ReclaimIdle <= 0 {
-		c.ReclaimIdle = 10 * time.Minute
-	}
-	if c.DeadMaxLen <= 0 {
-		c.DeadMaxLen = 10000
-	}
-	if c.ClosedTTL <= 0 {
-		c.ClosedTTL = c.MaxAge
-	}
+	c.ReclaimIdle = defaults.Positive(c.ReclaimIdle, 10*time.Minute)
+	c.DeadMaxLen = defaults.Positive(c.DeadMaxLen, 10000)
+	c.ClosedTTL = defaults.Positive(c.ClosedTTL, c.MaxAge)
 }
 
 // Options are the mailbox's optional collaborators.

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aetherium-engine/aetherium/api"
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -105,29 +107,15 @@ type Profile struct {
 
 // WithDefaults returns c with every zero field filled in.
 func (c Config) WithDefaults() Config {
-	if c.CallTimeout <= 0 {
-		c.CallTimeout = DefaultCallTimeout
-	}
-	if c.Poll <= 0 {
-		c.Poll = DefaultPoll
-	}
-	if c.ProgressEvery <= 0 {
-		c.ProgressEvery = DefaultProgressEvery
-	}
-	if c.MaxCallsInFlight == 0 {
-		c.MaxCallsInFlight = DefaultMaxCallsInFlight
-	}
-	if c.SessionTimeout <= 0 {
-		c.SessionTimeout = DefaultSessionTimeout
-	}
+	c.CallTimeout = defaults.Positive(c.CallTimeout, DefaultCallTimeout)
+	c.Poll = defaults.Positive(c.Poll, DefaultPoll)
+	c.ProgressEvery = defaults.Positive(c.ProgressEvery, DefaultProgressEvery)
+	c.MaxCallsInFlight = cmp.Or(c.MaxCallsInFlight, DefaultMaxCallsInFlight)
+	c.SessionTimeout = defaults.Positive(c.SessionTimeout, DefaultSessionTimeout)
 	profiles := make(map[string]Profile, len(c.Profiles))
 	for name, p := range c.Profiles {
-		if p.ListRole == "" {
-			p.ListRole = DefaultListRole
-		}
-		if p.CallRole == "" {
-			p.CallRole = DefaultCallRole
-		}
+		p.ListRole = cmp.Or(p.ListRole, DefaultListRole)
+		p.CallRole = cmp.Or(p.CallRole, DefaultCallRole)
 		p.Name = name
 		profiles[name] = p
 	}
@@ -151,9 +139,7 @@ func (c Config) Validate() error {
 	if c.CallTimeout < 0 || c.Poll < 0 || c.ProgressEvery < 0 || c.SessionTimeout < 0 {
 		errs = append(errs, errors.New("mcp.call_timeout, mcp.poll, mcp.progress_every, mcp.session_timeout: must not be negative"))
 	}
-	if c.MaxCallsInFlight < 0 {
-		errs = append(errs, fmt.Errorf("mcp.max_calls_in_flight: must not be negative (0 takes the default), got %d", c.MaxCallsInFlight))
-	}
+	errs = append(errs, defaults.NotNegative("mcp.max_calls_in_flight", c.MaxCallsInFlight))
 	names := make([]string, 0, len(c.Profiles))
 	for name := range c.Profiles {
 		names = append(names, name)

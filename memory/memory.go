@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,21 +39,11 @@ type Config struct {
 
 // WithDefaults fills the zero fields.
 func (c Config) WithDefaults() Config {
-	if c.TokenBudget == 0 {
-		c.TokenBudget = DefaultTokenBudget
-	}
-	if c.HalfLife == 0 {
-		c.HalfLife = DefaultHalfLife
-	}
-	if c.RecencyWeight == 0 {
-		c.RecencyWeight = DefaultRecencyWeight
-	}
-	if c.EntryChars == 0 {
-		c.EntryChars = DefaultEntryChars
-	}
-	if c.Candidates == 0 {
-		c.Candidates = DefaultCandidates
-	}
+	c.TokenBudget = cmp.Or(c.TokenBudget, DefaultTokenBudget)
+	c.HalfLife = cmp.Or(c.HalfLife, DefaultHalfLife)
+	c.RecencyWeight = cmp.Or(c.RecencyWeight, DefaultRecencyWeight)
+	c.EntryChars = cmp.Or(c.EntryChars, DefaultEntryChars)
+	c.Candidates = cmp.Or(c.Candidates, DefaultCandidates)
 	return c
 }
 

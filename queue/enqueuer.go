@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,9 +48,7 @@ type Config struct {
 
 // WithDefaults returns c with every unset field at its default.
 func (c Config) WithDefaults() Config {
-	if c.Retention == 0 {
-		c.Retention = DefaultRetention
-	}
+	c.Retention = cmp.Or(c.Retention, DefaultRetention)
 	return c
 }
 

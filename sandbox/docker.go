@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -26,6 +27,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/aetherium-engine/aetherium/egressproxy"
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 )
 
 // DockerConfig configures the container executor.
@@ -71,24 +73,12 @@ func (c *DockerConfig) defaults() {
 			c.User = "10001:10001"
 		}
 	}
-	if c.MemoryBytes <= 0 {
-		c.MemoryBytes = 512 << 20
-	}
-	if c.CPUs <= 0 {
-		c.CPUs = 1
-	}
-	if c.PidsLimit <= 0 {
-		c.PidsLimit = 256
-	}
-	if c.TmpfsBytes <= 0 {
-		c.TmpfsBytes = 64 << 20
-	}
-	if c.EgressNetwork == "" {
-		c.EgressNetwork = "bridge"
-	}
-	if c.Scope == "" {
-		c.Scope = "default"
-	}
+	c.MemoryBytes = defaults.Positive(c.MemoryBytes, 512<<20)
+	c.CPUs = defaults.Positive(c.CPUs, 1)
+	c.PidsLimit = defaults.Positive(c.PidsLimit, 256)
+	c.TmpfsBytes = defaults.Positive(c.TmpfsBytes, 64<<20)
+	c.EgressNetwork = cmp.Or(c.EgressNetwork, "bridge")
+	c.Scope = cmp.Or(c.Scope, "default")
 }
 
 // Container labels: every sandbox carries them, so cleanup finds its own.

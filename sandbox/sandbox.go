@@ -5,6 +5,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aetherium-engine/aetherium/egressproxy"
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 )
 
 // Executor runs shell commands in a project's sandbox.
@@ -152,24 +154,14 @@ type LocalConfig struct {
 }
 
 func (c *Config) defaults() {
-	if c.Kind == "" {
-		c.Kind = "auto"
-	}
-	if c.Timeout <= 0 {
-		c.Timeout = 60 * time.Second
-	}
-	if c.MaxTimeout <= 0 {
-		c.MaxTimeout = 10 * time.Minute
-	}
+	c.Kind = cmp.Or(c.Kind, "auto")
+	c.Timeout = defaults.Positive(c.Timeout, 60*time.Second)
+	c.MaxTimeout = defaults.Positive(c.MaxTimeout, 10*time.Minute)
 	if c.Timeout > c.MaxTimeout {
 		c.Timeout = c.MaxTimeout
 	}
-	if c.MaxOutputBytes <= 0 {
-		c.MaxOutputBytes = 64 << 10
-	}
-	if c.Local.Path == "" {
-		c.Local.Path = "/usr/local/bin:/usr/bin:/bin"
-	}
+	c.MaxOutputBytes = defaults.Positive(c.MaxOutputBytes, 64<<10)
+	c.Local.Path = cmp.Or(c.Local.Path, "/usr/local/bin:/usr/bin:/bin")
 	c.Docker.defaults()
 	c.OneShot = c.OneShot.WithDefaults()
 	c.EgressProxy = c.EgressProxy.WithDefaults()

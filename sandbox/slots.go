@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 )
 
 // Defaults of OneShotConfig.
@@ -51,15 +53,9 @@ type OneShotConfig struct {
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c OneShotConfig) WithDefaults() OneShotConfig {
-	if c.MaxPerRun <= 0 {
-		c.MaxPerRun = DefaultOneShotsPerRun
-	}
-	if c.MaxPerPrincipal <= 0 {
-		c.MaxPerPrincipal = DefaultOneShotsPerPrincipal
-	}
-	if c.Wait <= 0 {
-		c.Wait = DefaultOneShotWait
-	}
+	c.MaxPerRun = defaults.Positive(c.MaxPerRun, DefaultOneShotsPerRun)
+	c.MaxPerPrincipal = defaults.Positive(c.MaxPerPrincipal, DefaultOneShotsPerPrincipal)
+	c.Wait = defaults.Positive(c.Wait, DefaultOneShotWait)
 	return c
 }
 

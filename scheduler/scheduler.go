@@ -21,6 +21,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/gpu"
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/queue"
@@ -69,18 +70,10 @@ func Defaults() Config {
 
 // WithDefaults returns c with every zero field whose zero means "unset" filled in.
 func (c Config) WithDefaults() Config {
-	if c.Period <= 0 {
-		c.Period = DefaultPeriod
-	}
-	if c.QueuedAfter <= 0 {
-		c.QueuedAfter = DefaultQueuedAfter
-	}
-	if c.StuckAfter <= 0 {
-		c.StuckAfter = DefaultStuckAfter
-	}
-	if c.AuditRetention <= 0 {
-		c.AuditRetention = DefaultAuditRetention
-	}
+	c.Period = defaults.Positive(c.Period, DefaultPeriod)
+	c.QueuedAfter = defaults.Positive(c.QueuedAfter, DefaultQueuedAfter)
+	c.StuckAfter = defaults.Positive(c.StuckAfter, DefaultStuckAfter)
+	c.AuditRetention = defaults.Positive(c.AuditRetention, DefaultAuditRetention)
 	return c
 }
 

@@ -1,6 +1,7 @@
 package security
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -12,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/aetherium-engine/aetherium/egress"
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
 )
@@ -86,27 +88,13 @@ type EgressRules struct {
 
 // WithDefaults returns c with every zero field filled in.
 func (c Config) WithDefaults() Config {
-	if c.PermissionsFile == "" {
-		c.PermissionsFile = DefaultPermissionsFile
-	}
-	if c.ApprovalWindow <= 0 {
-		c.ApprovalWindow = DefaultApprovalWindow
-	}
-	if c.AuditRetention <= 0 {
-		c.AuditRetention = DefaultAuditRetention
-	}
-	if c.MaxRedirects <= 0 {
-		c.MaxRedirects = DefaultMaxRedirects
-	}
-	if c.EgressTimeout <= 0 {
-		c.EgressTimeout = DefaultEgressTimeout
-	}
-	if c.Egress.Private == "" {
-		c.Egress.Private = egress.PrivateAllow
-	}
-	if c.Egress.Refresh <= 0 {
-		c.Egress.Refresh = egress.DefaultEndpointRefresh
-	}
+	c.PermissionsFile = cmp.Or(c.PermissionsFile, DefaultPermissionsFile)
+	c.ApprovalWindow = defaults.Positive(c.ApprovalWindow, DefaultApprovalWindow)
+	c.AuditRetention = defaults.Positive(c.AuditRetention, DefaultAuditRetention)
+	c.MaxRedirects = defaults.Positive(c.MaxRedirects, DefaultMaxRedirects)
+	c.EgressTimeout = defaults.Positive(c.EgressTimeout, DefaultEgressTimeout)
+	c.Egress.Private = cmp.Or(c.Egress.Private, egress.PrivateAllow)
+	c.Egress.Refresh = defaults.Positive(c.Egress.Refresh, egress.DefaultEndpointRefresh)
 	return c
 }
 

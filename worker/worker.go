@@ -17,6 +17,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/gpu"
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 	"github.com/aetherium-engine/aetherium/knowledge"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/llm"
@@ -156,33 +157,15 @@ func Defaults() Config {
 
 // WithDefaults returns c with every zero field whose zero means "unset" filled in.
 func (c Config) WithDefaults() Config {
-	if c.Concurrency <= 0 {
-		c.Concurrency = DefaultConcurrency
-	}
-	if c.ShutdownTimeout <= 0 {
-		c.ShutdownTimeout = DefaultShutdownTimeout
-	}
-	if c.TaskCheckInterval <= 0 {
-		c.TaskCheckInterval = DefaultTaskCheckInterval
-	}
-	if c.StepLease <= 0 {
-		c.StepLease = DefaultStepLease
-	}
-	if c.CircuitBreaker <= 0 {
-		c.CircuitBreaker = DefaultCircuitBreaker
-	}
-	if c.MaxSteps <= 0 {
-		c.MaxSteps = DefaultMaxSteps
-	}
-	if c.MaxCallsPerMessage <= 0 {
-		c.MaxCallsPerMessage = DefaultMaxCallsPerMessage
-	}
-	if c.MaxDelegationsPerSession <= 0 {
-		c.MaxDelegationsPerSession = DefaultMaxDelegationsPerSession
-	}
-	if c.MaxDelegationsPerRun <= 0 {
-		c.MaxDelegationsPerRun = DefaultMaxDelegationsPerRun
-	}
+	c.Concurrency = defaults.Positive(c.Concurrency, DefaultConcurrency)
+	c.ShutdownTimeout = defaults.Positive(c.ShutdownTimeout, DefaultShutdownTimeout)
+	c.TaskCheckInterval = defaults.Positive(c.TaskCheckInterval, DefaultTaskCheckInterval)
+	c.StepLease = defaults.Positive(c.StepLease, DefaultStepLease)
+	c.CircuitBreaker = defaults.Positive(c.CircuitBreaker, DefaultCircuitBreaker)
+	c.MaxSteps = defaults.Positive(c.MaxSteps, DefaultMaxSteps)
+	c.MaxCallsPerMessage = defaults.Positive(c.MaxCallsPerMessage, DefaultMaxCallsPerMessage)
+	c.MaxDelegationsPerSession = defaults.Positive(c.MaxDelegationsPerSession, DefaultMaxDelegationsPerSession)
+	c.MaxDelegationsPerRun = defaults.Positive(c.MaxDelegationsPerRun, DefaultMaxDelegationsPerRun)
 	return c
 }
 

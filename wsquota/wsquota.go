@@ -26,6 +26,7 @@
 package wsquota
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -101,12 +102,8 @@ func Defaults() Config {
 // WithDefaults returns c with every zero field whose zero means nothing filled in
 // (Quota 0 and MinFree 0 mean "off" and are kept).
 func (c Config) WithDefaults() Config {
-	if c.UnmountAfter == 0 {
-		c.UnmountAfter = DefaultUnmountAfter
-	}
-	if c.Mkfs == "" {
-		c.Mkfs = DefaultMkfs
-	}
+	c.UnmountAfter = cmp.Or(c.UnmountAfter, DefaultUnmountAfter)
+	c.Mkfs = cmp.Or(c.Mkfs, DefaultMkfs)
 	return c
 }
 

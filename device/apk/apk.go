@@ -18,6 +18,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 )
 
 // ErrInvalid wraps every reason an APK is refused.
@@ -44,21 +46,11 @@ type Limits struct {
 }
 
 func (l Limits) withDefaults() Limits {
-	if l.MaxBytes <= 0 {
-		l.MaxBytes = 512 << 20
-	}
-	if l.MaxUncompressed <= 0 {
-		l.MaxUncompressed = 2 << 30
-	}
-	if l.MaxRatio <= 0 {
-		l.MaxRatio = 100
-	}
-	if l.MaxEntries <= 0 {
-		l.MaxEntries = 65535
-	}
-	if l.APILevel <= 0 {
-		l.APILevel = 30
-	}
+	l.MaxBytes = defaults.Positive(l.MaxBytes, 512<<20)
+	l.MaxUncompressed = defaults.Positive(l.MaxUncompressed, 2<<30)
+	l.MaxRatio = defaults.Positive(l.MaxRatio, 100)
+	l.MaxEntries = defaults.Positive(l.MaxEntries, 65535)
+	l.APILevel = defaults.Positive(l.APILevel, 30)
 	return l
 }
 

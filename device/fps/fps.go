@@ -44,6 +44,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 )
 
 // Header is the recording's column line.
@@ -153,17 +155,13 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.TargetFPS <= 0 {
-		o.TargetFPS = 72
-	}
+	o.TargetFPS = defaults.Positive(o.TargetFPS, 72)
 	if o.WarmUp < 0 {
 		o.WarmUp = 0
 	} else if o.WarmUp == 0 {
 		o.WarmUp = 5 * time.Second
 	}
-	if o.MinSteady <= 0 {
-		o.MinSteady = 5 * time.Second
-	}
+	o.MinSteady = defaults.Positive(o.MinSteady, 5*time.Second)
 	return o
 }
 

@@ -24,6 +24,7 @@
 package fenceproxy
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,6 +39,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 	"github.com/aetherium-engine/aetherium/internal/tick"
 	"github.com/aetherium-engine/aetherium/lease"
 )
@@ -95,24 +97,12 @@ type Config struct {
 
 // WithDefaults fills zero fields.
 func (c Config) WithDefaults() Config {
-	if c.Listen == "" {
-		c.Listen = DefaultListen
-	}
-	if c.Prefix == "" {
-		c.Prefix = DefaultPrefix
-	}
-	if c.Capacity <= 0 {
-		c.Capacity = DefaultCapacity
-	}
-	if c.TTL <= 0 {
-		c.TTL = DefaultTTL
-	}
-	if c.ValidateTimeout <= 0 {
-		c.ValidateTimeout = DefaultValidateTimeout
-	}
-	if c.Revalidate <= 0 {
-		c.Revalidate = DefaultRevalidate
-	}
+	c.Listen = cmp.Or(c.Listen, DefaultListen)
+	c.Prefix = cmp.Or(c.Prefix, DefaultPrefix)
+	c.Capacity = defaults.Positive(c.Capacity, DefaultCapacity)
+	c.TTL = defaults.Positive(c.TTL, DefaultTTL)
+	c.ValidateTimeout = defaults.Positive(c.ValidateTimeout, DefaultValidateTimeout)
+	c.Revalidate = defaults.Positive(c.Revalidate, DefaultRevalidate)
 	return c
 }
 

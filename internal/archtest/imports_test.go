@@ -75,17 +75,26 @@ var rules = []rule{
 		},
 	},
 	{
-		name: "queue imports no package of the module (everything that enqueues imports it)",
+		// Below every floor: a leaf serves all packages, the floors included
+		// (the floors' rules let them import it), so it imports nothing of the module.
+		name:  "a leaf (internal/defaults) imports no package of the module",
+		tests: true,
 		forbids: func(from pkg, _ string) bool {
-			return from.Path == "queue"
+			return leaves[from.Path]
+		},
+	},
+	{
+		name: "queue imports no package of the module (everything that enqueues imports it)",
+		forbids: func(from pkg, to string) bool {
+			return from.Path == "queue" && !leaves[to]
 		},
 	},
 	{
 		// The lowest floor: every host-side reader of workspace data (tools,
 		// device, api, worker, knowledge) imports it, so it can import none of them.
 		name: "confine imports no package of the module (workspace confinement is the lowest floor)",
-		forbids: func(from pkg, _ string) bool {
-			return from.Path == "confine"
+		forbids: func(from pkg, to string) bool {
+			return from.Path == "confine" && !leaves[to]
 		},
 	},
 	{
@@ -95,15 +104,15 @@ var rules = []rule{
 		// shows an approver.
 		name: "egress imports no package of the module (destination policy and DLP are a floor below the tools and the gate)",
 		forbids: func(from pkg, to string) bool {
-			return from.Path == "egress" && to != "egress/shell"
+			return from.Path == "egress" && to != "egress/shell" && !leaves[to]
 		},
 	},
 	{
 		// The shell parse judges run_shell's command lines for the gate
 		// (tools.Escalates) and for the approver's view; it reads text only.
 		name: "egress/shell imports no package of the module (the shell parse is the floor under egress)",
-		forbids: func(from pkg, _ string) bool {
-			return from.Path == "egress/shell"
+		forbids: func(from pkg, to string) bool {
+			return from.Path == "egress/shell" && !leaves[to]
 		},
 	},
 	{
@@ -188,6 +197,11 @@ func testHelper(path string) bool {
 // testSupport are packages that serve tests only without a …test name, so they
 // may import test helpers: simimage builds the TTS simulator's image for tests.
 var testSupport = map[string]bool{"media/voice/ttssim/simimage": true}
+
+// leaves are the packages below the lowest floor: they import only the standard
+// library, so queue, confine and egress may import them (the floors' rules speak
+// of the module's other packages). internal/defaults fills the Configs' defaults.
+var leaves = map[string]bool{"internal/defaults": true}
 
 // isToolbox reports whether path is package toolbox or one of its server classes.
 func isToolbox(path string) bool { return path == "toolbox" || strings.HasPrefix(path, "toolbox/") }
@@ -314,6 +328,13 @@ func TestImportRulesCatchViolations(t *testing.T) {
 		{name: "the shell parse imports egress", pkgs: with(pkg{Path: "egress/shell", Name: "shell", Imports: []string{"egress"}}),
 			want: []string{`egress/shell -> egress breaks "egress/shell imports no package of the module (the shell parse is the floor under egress)"`}},
 		{name: "egress imports the shell parse", pkgs: with(pkg{Path: "egress", Name: "egress", Imports: []string{"egress/shell"}})},
+		{name: "the floors import a leaf", pkgs: with(
+			pkg{Path: "queue", Name: "queue", Imports: []string{"internal/defaults"}},
+			pkg{Path: "confine", Name: "confine", Imports: []string{"internal/defaults"}},
+			pkg{Path: "egress", Name: "egress", Imports: []string{"internal/defaults"}},
+			pkg{Path: "internal/defaults", Name: "defaults"})},
+		{name: "a leaf imports the egress floor", pkgs: with(pkg{Path: "internal/defaults", Name: "defaults", TestImports: []string{"egress"}}),
+			want: []string{`internal/defaults -> egress (in its tests) breaks "a leaf (internal/defaults) imports no package of the module"`}},
 		{name: "egress imports the gate", pkgs: with(pkg{Path: "egress", Name: "egress", Imports: []string{"security"}}),
 			want: []string{
 				`egress -> security breaks "egress imports no package of the module (destination policy and DLP are a floor below the tools and the gate)"`,

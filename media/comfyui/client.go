@@ -22,6 +22,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/aetherium-engine/aetherium/gpu/fenceproxy"
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/media/workflows"
 )
@@ -43,12 +44,8 @@ type Config struct {
 
 // WithDefaults fills zero fields.
 func (c Config) WithDefaults() Config {
-	if c.RequestTimeout <= 0 {
-		c.RequestTimeout = DefaultRequestTimeout
-	}
-	if c.MaxImageBytes <= 0 {
-		c.MaxImageBytes = DefaultMaxImageBytes
-	}
+	c.RequestTimeout = defaults.Positive(c.RequestTimeout, DefaultRequestTimeout)
+	c.MaxImageBytes = defaults.Positive(c.MaxImageBytes, DefaultMaxImageBytes)
 	return c
 }
 

@@ -1,11 +1,13 @@
 package audio
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"regexp"
 	"time"
 
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 	"github.com/aetherium-engine/aetherium/media/voice"
 )
 
@@ -76,39 +78,22 @@ type Config struct {
 
 // WithDefaults fills the zero fields.
 func (c Config) WithDefaults() Config {
-	set := func(s *string, d string) {
-		if *s == "" {
-			*s = d
-		}
-	}
-	set(&c.Backend, DefaultBackend)
-	set(&c.Service, DefaultService)
-	set(&c.URL, DefaultURL)
-	set(&c.Model, DefaultModel)
-	set(&c.Language, DefaultLanguage)
-	set(&c.Bitrate, DefaultBitrate)
-	set(&c.DesignSample, DefaultDesignSample)
+	c.Backend = cmp.Or(c.Backend, DefaultBackend)
+	c.Service = cmp.Or(c.Service, DefaultService)
+	c.URL = cmp.Or(c.URL, DefaultURL)
+	c.Model = cmp.Or(c.Model, DefaultModel)
+	c.Language = cmp.Or(c.Language, DefaultLanguage)
+	c.Bitrate = cmp.Or(c.Bitrate, DefaultBitrate)
+	c.DesignSample = cmp.Or(c.DesignSample, DefaultDesignSample)
 	if len(c.Voices) == 0 {
 		c.Voices = append([]string(nil), DefaultVoices...)
 	}
-	if c.Gap == 0 {
-		c.Gap = DefaultGap
-	}
-	if c.RequestTimeout <= 0 {
-		c.RequestTimeout = DefaultRequestTimeout
-	}
-	if c.RenderTimeout <= 0 {
-		c.RenderTimeout = DefaultRenderTimeout
-	}
-	if c.MaxScriptBytes <= 0 {
-		c.MaxScriptBytes = DefaultMaxScriptBytes
-	}
-	if c.MaxLines <= 0 {
-		c.MaxLines = DefaultMaxLines
-	}
-	if c.MaxClipBytes <= 0 {
-		c.MaxClipBytes = DefaultMaxClipBytes
-	}
+	c.Gap = cmp.Or(c.Gap, DefaultGap)
+	c.RequestTimeout = defaults.Positive(c.RequestTimeout, DefaultRequestTimeout)
+	c.RenderTimeout = defaults.Positive(c.RenderTimeout, DefaultRenderTimeout)
+	c.MaxScriptBytes = defaults.Positive(c.MaxScriptBytes, DefaultMaxScriptBytes)
+	c.MaxLines = defaults.Positive(c.MaxLines, DefaultMaxLines)
+	c.MaxClipBytes = defaults.Positive(c.MaxClipBytes, DefaultMaxClipBytes)
 	return c
 }
 

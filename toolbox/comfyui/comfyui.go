@@ -15,6 +15,7 @@ package comfyui
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -32,6 +33,7 @@ import (
 	"time"
 
 	"github.com/aetherium-engine/aetherium/confine"
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/media"
 	"github.com/aetherium-engine/aetherium/media/comfyui"
@@ -87,30 +89,16 @@ type Config struct {
 
 // WithDefaults fills zero fields.
 func (c Config) WithDefaults() Config {
-	if c.MaxCount <= 0 {
-		c.MaxCount = DefaultMaxCount
-	}
-	if c.MaxSide <= 0 {
-		c.MaxSide = DefaultMaxSide
-	}
-	if c.WaitTimeout <= 0 {
-		c.WaitTimeout = DefaultWaitTimeout
-	}
+	c.MaxCount = defaults.Positive(c.MaxCount, DefaultMaxCount)
+	c.MaxSide = defaults.Positive(c.MaxSide, DefaultMaxSide)
+	c.WaitTimeout = defaults.Positive(c.WaitTimeout, DefaultWaitTimeout)
 	if c.ProgressEvery <= 0 || c.ProgressEvery > 100 {
 		c.ProgressEvery = DefaultProgressEvery
 	}
-	if c.MaxRefBytes <= 0 {
-		c.MaxRefBytes = DefaultMaxRefBytes
-	}
-	if c.VideoService == "" {
-		c.VideoService = DefaultVideoService
-	}
-	if c.VideoWidth <= 0 {
-		c.VideoWidth = DefaultVideoWidth
-	}
-	if c.VideoHeight <= 0 {
-		c.VideoHeight = DefaultVideoHeight
-	}
+	c.MaxRefBytes = defaults.Positive(c.MaxRefBytes, DefaultMaxRefBytes)
+	c.VideoService = cmp.Or(c.VideoService, DefaultVideoService)
+	c.VideoWidth = defaults.Positive(c.VideoWidth, DefaultVideoWidth)
+	c.VideoHeight = defaults.Positive(c.VideoHeight, DefaultVideoHeight)
 	c.Client = c.Client.WithDefaults()
 	return c
 }

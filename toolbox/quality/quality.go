@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/aetherium-engine/aetherium/confine"
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/toolbox/workspace"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -76,36 +77,16 @@ type Config struct {
 
 // WithDefaults fills the zero fields.
 func (c Config) WithDefaults() Config {
-	if c.AnalyzeTimeout <= 0 {
-		c.AnalyzeTimeout = DefaultAnalyzeTimeout
-	}
-	if c.TestTimeout <= 0 {
-		c.TestTimeout = DefaultTestTimeout
-	}
-	if c.MaxTimeout <= 0 {
-		c.MaxTimeout = DefaultMaxTimeout
-	}
-	if c.MaxFindings <= 0 {
-		c.MaxFindings = DefaultMaxFindings
-	}
-	if c.MaxFiles <= 0 {
-		c.MaxFiles = DefaultMaxFiles
-	}
-	if c.MemoryBytes <= 0 {
-		c.MemoryBytes = DefaultMemoryBytes
-	}
-	if c.CPUs <= 0 {
-		c.CPUs = DefaultCPUs
-	}
-	if c.PidsLimit <= 0 {
-		c.PidsLimit = DefaultPidsLimit
-	}
-	if c.TmpfsBytes <= 0 {
-		c.TmpfsBytes = DefaultTmpfsBytes
-	}
-	if c.TailBytes <= 0 {
-		c.TailBytes = DefaultTailBytes
-	}
+	c.AnalyzeTimeout = defaults.Positive(c.AnalyzeTimeout, DefaultAnalyzeTimeout)
+	c.TestTimeout = defaults.Positive(c.TestTimeout, DefaultTestTimeout)
+	c.MaxTimeout = defaults.Positive(c.MaxTimeout, DefaultMaxTimeout)
+	c.MaxFindings = defaults.Positive(c.MaxFindings, DefaultMaxFindings)
+	c.MaxFiles = defaults.Positive(c.MaxFiles, DefaultMaxFiles)
+	c.MemoryBytes = defaults.Positive(c.MemoryBytes, DefaultMemoryBytes)
+	c.CPUs = defaults.Positive(c.CPUs, DefaultCPUs)
+	c.PidsLimit = defaults.Positive(c.PidsLimit, DefaultPidsLimit)
+	c.TmpfsBytes = defaults.Positive(c.TmpfsBytes, DefaultTmpfsBytes)
+	c.TailBytes = defaults.Positive(c.TailBytes, DefaultTailBytes)
 	return c
 }
 

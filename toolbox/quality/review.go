@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aetherium-engine/aetherium/confine"
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 	"github.com/aetherium-engine/aetherium/review"
 	"github.com/aetherium-engine/aetherium/toolbox/workspace"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -43,12 +44,8 @@ type ReviewConfig struct {
 
 // WithDefaults fills the zero fields.
 func (c ReviewConfig) WithDefaults() ReviewConfig {
-	if c.MaxBytes <= 0 {
-		c.MaxBytes = DefaultReviewMaxBytes
-	}
-	if c.MaxFiles <= 0 {
-		c.MaxFiles = DefaultReviewMaxFiles
-	}
+	c.MaxBytes = defaults.Positive(c.MaxBytes, DefaultReviewMaxBytes)
+	c.MaxFiles = defaults.Positive(c.MaxFiles, DefaultReviewMaxFiles)
 	return c
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aetherium-engine/aetherium/egress"
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 	"github.com/aetherium-engine/aetherium/toolbox/workspace"
 	"github.com/aetherium-engine/aetherium/tools"
 )
@@ -50,24 +51,12 @@ type WebAppConfig struct {
 
 // WithDefaults fills the zero fields.
 func (c WebAppConfig) WithDefaults() WebAppConfig {
-	if c.MaxBodyBytes <= 0 {
-		c.MaxBodyBytes = DefaultWebAppMaxBodyBytes
-	}
-	if c.RequestTimeout <= 0 {
-		c.RequestTimeout = DefaultWebAppRequestTimeout
-	}
-	if c.CallTimeout <= 0 {
-		c.CallTimeout = DefaultWebAppCallTimeout
-	}
-	if c.MaxPaths <= 0 {
-		c.MaxPaths = DefaultWebAppMaxPaths
-	}
-	if c.MaxChecks <= 0 {
-		c.MaxChecks = DefaultWebAppMaxChecks
-	}
-	if c.MaxSchemaBytes <= 0 {
-		c.MaxSchemaBytes = DefaultWebAppMaxSchemaBytes
-	}
+	c.MaxBodyBytes = defaults.Positive(c.MaxBodyBytes, DefaultWebAppMaxBodyBytes)
+	c.RequestTimeout = defaults.Positive(c.RequestTimeout, DefaultWebAppRequestTimeout)
+	c.CallTimeout = defaults.Positive(c.CallTimeout, DefaultWebAppCallTimeout)
+	c.MaxPaths = defaults.Positive(c.MaxPaths, DefaultWebAppMaxPaths)
+	c.MaxChecks = defaults.Positive(c.MaxChecks, DefaultWebAppMaxChecks)
+	c.MaxSchemaBytes = defaults.Positive(c.MaxSchemaBytes, DefaultWebAppMaxSchemaBytes)
 	return c
 }
 

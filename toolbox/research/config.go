@@ -1,10 +1,13 @@
 package research
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/url"
 	"time"
+
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 )
 
 // Defaults of Config.
@@ -106,63 +109,25 @@ type Config struct {
 
 // WithDefaults fills the zero fields.
 func (c Config) WithDefaults() Config {
-	if c.MaxBodyBytes <= 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.MaxTimeout <= 0 {
-		c.MaxTimeout = DefaultMaxTimeout
-	}
-	if c.DuckDuckGo == "" {
-		c.DuckDuckGo = DefaultDuckDuckGo
-	}
-	if c.SearchTimeout <= 0 {
-		c.SearchTimeout = DefaultSearchTimeout
-	}
-	if c.FetchTimeout <= 0 {
-		c.FetchTimeout = DefaultFetchTimeout
-	}
-	if c.MaxFetchBytes <= 0 {
-		c.MaxFetchBytes = DefaultMaxFetchBytes
-	}
-	if c.UserAgent == "" {
-		c.UserAgent = DefaultUserAgent
-	}
-	if c.MaxPDFBytes <= 0 {
-		c.MaxPDFBytes = DefaultMaxPDFBytes
-	}
-	if c.PDFTimeout <= 0 {
-		c.PDFTimeout = DefaultPDFTimeout
-	}
-	if c.PDFExtractTimeout <= 0 {
-		c.PDFExtractTimeout = DefaultPDFExtract
-	}
-	if c.PDFMemoryBytes <= 0 {
-		c.PDFMemoryBytes = DefaultPDFMemoryBytes
-	}
-	if c.PDFImage == "" {
-		c.PDFImage = DefaultPDFImage
-	}
-	if c.CaptureImage == "" {
-		c.CaptureImage = DefaultCaptureImage
-	}
-	if c.CaptureTimeout <= 0 {
-		c.CaptureTimeout = DefaultCaptureTimeout
-	}
-	if c.CaptureMaxPages <= 0 {
-		c.CaptureMaxPages = DefaultCaptureMaxPages
-	}
-	if c.CaptureIdleTimeout <= 0 {
-		c.CaptureIdleTimeout = DefaultCaptureIdle
-	}
-	if c.CaptureMemoryBytes <= 0 {
-		c.CaptureMemoryBytes = DefaultCaptureMemory
-	}
-	if c.CaptureTmpfsBytes <= 0 {
-		c.CaptureTmpfsBytes = DefaultCaptureTmpfs
-	}
-	if c.CaptureMaxHeight <= 0 {
-		c.CaptureMaxHeight = DefaultCaptureHeight
-	}
+	c.MaxBodyBytes = defaults.Positive(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	c.MaxTimeout = defaults.Positive(c.MaxTimeout, DefaultMaxTimeout)
+	c.DuckDuckGo = cmp.Or(c.DuckDuckGo, DefaultDuckDuckGo)
+	c.SearchTimeout = defaults.Positive(c.SearchTimeout, DefaultSearchTimeout)
+	c.FetchTimeout = defaults.Positive(c.FetchTimeout, DefaultFetchTimeout)
+	c.MaxFetchBytes = defaults.Positive(c.MaxFetchBytes, DefaultMaxFetchBytes)
+	c.UserAgent = cmp.Or(c.UserAgent, DefaultUserAgent)
+	c.MaxPDFBytes = defaults.Positive(c.MaxPDFBytes, DefaultMaxPDFBytes)
+	c.PDFTimeout = defaults.Positive(c.PDFTimeout, DefaultPDFTimeout)
+	c.PDFExtractTimeout = defaults.Positive(c.PDFExtractTimeout, DefaultPDFExtract)
+	c.PDFMemoryBytes = defaults.Positive(c.PDFMemoryBytes, DefaultPDFMemoryBytes)
+	c.PDFImage = cmp.Or(c.PDFImage, DefaultPDFImage)
+	c.CaptureImage = cmp.Or(c.CaptureImage, DefaultCaptureImage)
+	c.CaptureTimeout = defaults.Positive(c.CaptureTimeout, DefaultCaptureTimeout)
+	c.CaptureMaxPages = defaults.Positive(c.CaptureMaxPages, DefaultCaptureMaxPages)
+	c.CaptureIdleTimeout = defaults.Positive(c.CaptureIdleTimeout, DefaultCaptureIdle)
+	c.CaptureMemoryBytes = defaults.Positive(c.CaptureMemoryBytes, DefaultCaptureMemory)
+	c.CaptureTmpfsBytes = defaults.Positive(c.CaptureTmpfsBytes, DefaultCaptureTmpfs)
+	c.CaptureMaxHeight = defaults.Positive(c.CaptureMaxHeight, DefaultCaptureHeight)
 	return c
 }
 

@@ -8,6 +8,7 @@ package shell
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	cmdline "github.com/aetherium-engine/aetherium/egress/shell"
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/toolbox/workspace"
@@ -46,18 +48,10 @@ type Config struct {
 }
 
 func (c *Config) defaults() {
-	if c.MaxCommandBytes <= 0 {
-		c.MaxCommandBytes = 16 << 10
-	}
-	if c.MaxLogBytes <= 0 {
-		c.MaxLogBytes = 64 << 10
-	}
-	if c.MaxLogLines <= 0 {
-		c.MaxLogLines = 2000
-	}
-	if c.Journalctl == "" {
-		c.Journalctl = "journalctl"
-	}
+	c.MaxCommandBytes = defaults.Positive(c.MaxCommandBytes, 16<<10)
+	c.MaxLogBytes = defaults.Positive(c.MaxLogBytes, 64<<10)
+	c.MaxLogLines = defaults.Positive(c.MaxLogLines, 2000)
+	c.Journalctl = cmp.Or(c.Journalctl, "journalctl")
 }
 
 // CommandLog records run_shell invocations (store.Store implements it).

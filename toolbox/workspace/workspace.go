@@ -6,9 +6,11 @@
 package workspace
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/wsquota"
 )
@@ -42,21 +44,11 @@ type Owner struct {
 }
 
 func (c *Config) defaults() {
-	if c.MaxFileBytes <= 0 {
-		c.MaxFileBytes = 1 << 20
-	}
-	if c.MaxOutputBytes <= 0 {
-		c.MaxOutputBytes = 64 << 10
-	}
-	if c.MaxListEntries <= 0 {
-		c.MaxListEntries = 500
-	}
-	if c.MaxSearchResults <= 0 {
-		c.MaxSearchResults = 200
-	}
-	if c.ShrinkGuardBytes == 0 {
-		c.ShrinkGuardBytes = 1 << 10
-	}
+	c.MaxFileBytes = defaults.Positive(c.MaxFileBytes, 1<<20)
+	c.MaxOutputBytes = defaults.Positive(c.MaxOutputBytes, 64<<10)
+	c.MaxListEntries = defaults.Positive(c.MaxListEntries, 500)
+	c.MaxSearchResults = defaults.Positive(c.MaxSearchResults, 200)
+	c.ShrinkGuardBytes = cmp.Or(c.ShrinkGuardBytes, 1<<10)
 }
 
 // ReadArgs are read_file's arguments.

@@ -13,6 +13,7 @@ package sim
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 )
 
 // Scenario describes the simulated headset. Zero values are the healthy defaults:
@@ -95,24 +98,14 @@ type Profile struct {
 }
 
 func (s Scenario) withDefaults() Scenario {
-	if s.Host == "" {
-		s.Host = "127.0.0.1"
-	}
-	if s.User == "" {
-		s.User = "deck"
-	}
-	if s.SSHPort == 0 {
-		s.SSHPort = 22
-	}
-	if s.ADBPort == 0 {
-		s.ADBPort = 5555
-	}
+	s.Host = cmp.Or(s.Host, "127.0.0.1")
+	s.User = cmp.Or(s.User, "deck")
+	s.SSHPort = cmp.Or(s.SSHPort, 22)
+	s.ADBPort = cmp.Or(s.ADBPort, 5555)
 	if s.CaptureWidth <= 0 || s.CaptureHeight <= 0 {
 		s.CaptureWidth, s.CaptureHeight = 640, 360
 	}
-	if s.App.Frames.FPS <= 0 {
-		s.App.Frames.FPS = 72
-	}
+	s.App.Frames.FPS = defaults.Positive(s.App.Frames.FPS, 72)
 	return s
 }
 

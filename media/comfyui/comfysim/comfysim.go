@@ -56,6 +56,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/aetherium-engine/aetherium/internal/defaults"
 	"github.com/aetherium-engine/aetherium/lease"
 )
 
@@ -128,15 +129,9 @@ func FFmpeg(bin string) func(VideoSpec) ([]byte, error) {
 
 // WithDefaults fills zero fields.
 func (c Config) WithDefaults() Config {
-	if c.StepDelay <= 0 {
-		c.StepDelay = DefaultStepDelay
-	}
-	if c.NodeDelay <= 0 {
-		c.NodeDelay = DefaultNodeDelay
-	}
-	if c.MaxSide <= 0 {
-		c.MaxSide = DefaultMaxSide
-	}
+	c.StepDelay = defaults.Positive(c.StepDelay, DefaultStepDelay)
+	c.NodeDelay = defaults.Positive(c.NodeDelay, DefaultNodeDelay)
+	c.MaxSide = defaults.Positive(c.MaxSide, DefaultMaxSide)
 	if c.EncodeVideo == nil {
 		c.EncodeVideo = FFmpeg("ffmpeg")
 	}
