@@ -18,5 +18,5 @@ func StandInPDF(reg *tools.Registry) {
 	reg.Unregister("download_pdf")
 	tools.Register(reg, "download_pdf", "stand-in", func(ctx context.Context, call tools.Call, a PDFArgs) (tools.Result, error) {
 		return tools.Text("downloaded %s", a.URL), nil
-	}, tools.Outbound(), tools.InGroup("research"), tools.WithTier(tools.Restricted), tools.AlwaysHuman())
+	}, tools.Outbound(), tools.Reads(tools.Untrusted), tools.InGroup("research"), tools.WithTier(tools.Restricted), tools.AlwaysHuman())
 }

@@ -35,6 +35,18 @@ const (
 	MinApprovalWindow = time.Second
 	// MinEndpointRefresh is the shortest security.egress.refresh accepted.
 	MinEndpointRefresh = 100 * time.Millisecond
+	// DefaultFlow is security.flow's default: the flow rules ask.
+	DefaultFlow = FlowAsk
+)
+
+// The values of security.flow.
+const (
+	// FlowAsk holds for a human the calls the flow rules name (Gate, docs/flow.md):
+	// what a session that read untrusted content does with private data, with
+	// the knowledge base, and with its Elevated tools.
+	FlowAsk = "ask"
+	// FlowOff judges each call on its own, as before the flow rules.
+	FlowOff = "off"
 )
 
 // Config is the permission gate and the egress policy (the `security` section of
@@ -64,6 +76,10 @@ type Config struct {
 	Secrets map[string]egress.SecretSource `yaml:"secrets"`
 	// Egress is the destination policy beyond the teams' allowlists.
 	Egress EgressRules `yaml:"egress"`
+	// Flow is what the flow rules do with a call of a session that has read
+	// untrusted content: FlowAsk (a human decides, shown the sources) or FlowOff.
+	// Default DefaultFlow.
+	Flow string `yaml:"flow"`
 }
 
 // EgressRules is security.egress: the destination policy shared by the outbound
@@ -95,6 +111,7 @@ func (c Config) WithDefaults() Config {
 	c.EgressTimeout = defaults.Positive(c.EgressTimeout, DefaultEgressTimeout)
 	c.Egress.Private = cmp.Or(c.Egress.Private, egress.PrivateAllow)
 	c.Egress.Refresh = defaults.Positive(c.Egress.Refresh, egress.DefaultEndpointRefresh)
+	c.Flow = cmp.Or(c.Flow, DefaultFlow)
 	return c
 }
 
@@ -113,6 +130,9 @@ func (c Config) Validate() error {
 		} else if tools.NeverFallsBack(name) {
 			bad("security.supervisor_fallback", "%s always needs a human decision and never falls back", name)
 		}
+	}
+	if c.Flow != FlowAsk && c.Flow != FlowOff {
+		bad("security.flow", "%q is neither %s nor %s", c.Flow, FlowAsk, FlowOff)
 	}
 	if c.MaxRedirects < 0 {
 		bad("security.max_redirects", "must not be negative")

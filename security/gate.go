@@ -1,6 +1,7 @@
 package security
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +28,7 @@ type Gate struct {
 	log       *slog.Logger
 	secrets   *egress.Secrets
 	policy    *egress.EgressPolicy
+	flow      string
 }
 
 // GateDeps are the gate's collaborators; Rules, DLP and Approvals are required.
@@ -43,6 +45,8 @@ type GateDeps struct {
 	// Policy adds the fleet's own endpoints and the private switch to the egress
 	// layer. Optional: nil checks URLs with the package-level CheckURL.
 	Policy *egress.EgressPolicy
+	// Flow is security.flow (FlowAsk or FlowOff). Empty: DefaultFlow.
+	Flow string
 }
 
 // NewGate returns the gate.
@@ -50,7 +54,8 @@ func NewGate(d GateDeps) *Gate {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	return &Gate{reg: d.Registry, rules: d.Rules, dlp: d.DLP, approvals: d.Approvals, metrics: d.Metrics, log: d.Log, secrets: d.Secrets, policy: d.Policy}
+	return &Gate{reg: d.Registry, rules: d.Rules, dlp: d.DLP, approvals: d.Approvals, metrics: d.Metrics, log: d.Log, secrets: d.Secrets, policy: d.Policy,
+		flow: cmp.Or(d.Flow, DefaultFlow)}
 }
 
 // summaryBytes bounds what a Standard call keeps in its audit row; summaryScanBytes
@@ -138,6 +143,15 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 				why = w
 			}
 		}
+		// 3b. flow: what the session has read (the model obeys it). A call the
+		// tier already holds names the untrusted sources too.
+		if g.flow == FlowAsk && s.Label.Untrusted() {
+			if flow := flowReason(spec, tier, s.Label); flow != "" {
+				why = strings.TrimPrefix(why+"; "+flow, "; ")
+			} else if why != "" {
+				why += "; the session read untrusted content: " + s.Label.UntrustedSources()
+			}
+		}
 
 		// 4. egress + DLP on outbound tools
 		if spec.Outbound {
@@ -214,6 +228,24 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 		}
 		return res, err
 	})
+}
+
+// flowReason is why a call of a session that read untrusted content needs a human
+// ("" when the flow rules let it run): an outbound call once the session also
+// read private data (the lethal trifecta: it may carry the data out), a write
+// where later runs will read it, and any other Elevated or Restricted call (a
+// shell, a subagent) that the injected content may be steering.
+func flowReason(spec *tools.Spec, tier tools.Tier, l *tools.Label) string {
+	from := "the session read untrusted content (" + l.UntrustedSources() + ")"
+	switch {
+	case spec.Outbound && l.Private():
+		return "flow: " + from + " and private data (" + l.PrivateSources() + "); this outbound call may carry the private data out"
+	case spec.Persists:
+		return "flow: " + from + "; this writes where later runs will read it"
+	case tier >= tools.Elevated && !spec.Outbound:
+		return "flow: " + from + "; it may be steering this " + tier.String() + " call"
+	}
+	return ""
 }
 
 func (g *Gate) checkURL(u string, s *tools.Session) error {

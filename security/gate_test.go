@@ -85,11 +85,13 @@ type gateEnv struct {
 	approvals *security.Approvals
 	audit     *security.Auditor
 	router    *tools.Router
-	metrics   *metrics.Metrics
-	resumes   *resumes
-	calls     map[string]*atomic.Int64 // executions per stand-in tool
-	upstream  *httptest.Server
-	hits      *atomic.Int64
+	// flowOff is the same registry behind a gate with security.flow: off.
+	flowOff  *tools.Router
+	metrics  *metrics.Metrics
+	resumes  *resumes
+	calls    map[string]*atomic.Int64 // executions per stand-in tool
+	upstream *httptest.Server
+	hits     *atomic.Int64
 }
 
 const ruleReason = "CI workflows are owned by the platform team"
@@ -176,6 +178,8 @@ rules:
 
 	gate := security.NewGate(security.GateDeps{Registry: reg, Rules: rules, DLP: dlp, Approvals: e.approvals, Metrics: m, Log: log})
 	e.router = tools.NewGatedRouter(reg, gate.Middleware)
+	off := security.NewGate(security.GateDeps{Registry: reg, Rules: rules, DLP: dlp, Approvals: e.approvals, Metrics: m, Log: log, Flow: security.FlowOff})
+	e.flowOff = tools.NewGatedRouter(reg, off.Middleware)
 	return e
 }
 

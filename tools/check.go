@@ -23,6 +23,9 @@ type Documented struct {
 	// AlwaysHuman marks a tool only a person may approve; its registration says
 	// so too (tools.AlwaysHuman), and CheckCatalog compares the two.
 	AlwaysHuman bool `yaml:"always_human" json:"always_human,omitempty"`
+	// Reads is the provenance of what the tool returns (private, untrusted; empty
+	// is trusted), as its registration declares (tools.Reads).
+	Reads string `yaml:"reads" json:"reads,omitempty"`
 }
 
 // documented is the catalog by name, parsed once. A catalog that does not parse
@@ -52,7 +55,7 @@ func Catalog() ([]Documented, error) {
 }
 
 // CheckCatalog fails when the registered tools and the documented catalog differ in
-// membership, group, tier or always_human. Every process runs it at boot.
+// membership, group, tier, always_human or reads. Every process runs it at boot.
 func CheckCatalog(reg *Registry) error {
 	docs, err := Catalog()
 	if err != nil {
@@ -76,6 +79,11 @@ func checkCatalog(reg *Registry, docs []Documented) error {
 		}
 		if s.Tier.String() != d.Tier {
 			errs = append(errs, fmt.Errorf("catalog: %s has tier %s, documented as %s", d.Name, s.Tier, d.Tier))
+		}
+		if p, err := ParseProvenance(d.Reads); err != nil {
+			errs = append(errs, fmt.Errorf("catalog: %s: %w", d.Name, err))
+		} else if s.Reads != p {
+			errs = append(errs, fmt.Errorf("catalog: %s reads %s, documented as reading %s", d.Name, s.Reads, p))
 		}
 		if s.AlwaysHuman != d.AlwaysHuman {
 			errs = append(errs, fmt.Errorf("catalog: %s is registered with AlwaysHuman %t, documented with always_human %t", d.Name, s.AlwaysHuman, d.AlwaysHuman))

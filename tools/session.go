@@ -43,6 +43,9 @@ type Session struct {
 	ImageModel string
 	// Coordinator carries the run-level effects orchestration and comms tools need.
 	Coordinator Coordinator
+	// Label is what the session has read so far (private and untrusted sources):
+	// the gate's flow rules judge a call by it. The worker keeps it current.
+	Label *Label
 }
 
 // Team sources (Session.TeamSource).

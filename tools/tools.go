@@ -204,7 +204,13 @@ type Spec struct {
 	Escalate func(args json.RawMessage) string
 	// AlwaysHuman marks a tool only a person may approve: see AlwaysHuman.
 	AlwaysHuman bool
-	Schema      json.RawMessage
+	// Reads is the provenance of what the tool returns (see Reads): the session
+	// that reads it carries it in its Label.
+	Reads Provenance
+	// Persists marks a tool that writes where later runs read and obey (see
+	// Persists).
+	Persists bool
+	Schema   json.RawMessage
 	// schema is the reflected schema of the arguments: its required fields are
 	// checked at every depth before decoding.
 	schema  *jsonschema.Schema

@@ -630,6 +630,9 @@ func documentedRegistry(t *testing.T, skip string) *tools.Registry {
 			if d.AlwaysHuman {
 				opts = append(opts, tools.AlwaysHuman())
 			}
+			reads, err := tools.ParseProvenance(d.Reads)
+			require.NoError(t, err)
+			opts = append(opts, tools.Reads(reads))
 			tools.Register(reg, d.Name, d.Purpose, echo[struct{}], opts...)
 		}
 	}
@@ -713,6 +716,29 @@ func TestCheckCatalog(t *testing.T) {
 			want: []string{
 				"web_fetch is registered with AlwaysHuman false, documented with always_human true",
 				"frame_run is registered with AlwaysHuman true, documented with always_human false",
+			},
+		},
+		{
+			name: "reads documented otherwise",
+			reg:  func(t *testing.T) *tools.Registry { return documentedRegistry(t, "") },
+			docs: func(t *testing.T) []tools.Documented {
+				docs := catalogWithout(t)
+				for i := range docs {
+					switch docs[i].Name {
+					case "web_fetch":
+						docs[i].Reads = ""
+					case "write_file":
+						docs[i].Reads = "private"
+					case "todo":
+						docs[i].Reads = "secret"
+					}
+				}
+				return docs
+			},
+			want: []string{
+				"web_fetch reads untrusted, documented as reading trusted",
+				"write_file reads trusted, documented as reading private",
+				`todo: tools: unknown provenance "secret"`,
 			},
 		},
 		{name: "empty registry", reg: func(*testing.T) *tools.Registry { return tools.NewRegistry() }, want: []string{"read_file is documented", "spawn_subagents is documented"}},

@@ -245,7 +245,11 @@ func (s *stepRun) prepare(ctx context.Context) error {
 	}
 	s.defs = w.router.Registry().Definitions(in.access)
 	s.indexProjectFolder(ctx, workspace)
-	return s.injectMemory(ctx)
+	if err := s.injectMemory(ctx); err != nil {
+		return err
+	}
+	tsess.Label = labelOf(w.router.Registry(), s.sess.Messages)
+	return nil
 }
 
 // resolvePending answers the pending calls in the order the model gave them. It
@@ -285,6 +289,8 @@ func (s *stepRun) resolvePending(ctx context.Context, pending []llm.ToolCall) er
 			return s.end(ctx, saveOpts{})
 		}
 		s.sess.Messages = append(s.sess.Messages, msg)
+		// The next call is judged by what this one read (the flow rules).
+		s.tsess.Label = labelOf(s.w.router.Registry(), s.sess.Messages)
 		if msg.IsError {
 			s.sess.Failures++
 		} else {

@@ -37,7 +37,9 @@ func toolCatalog(string) ([]byte, error) {
 		"human ([the gate](../explanation/the-gate.md)). *outbound* tools pass the egress policy and DLP;\n"+
 		"*idempotent* ones are safe to re-run after a crash; *escalates* tools may ask a human for some\n"+
 		"arguments although their tier does not; an *always human* tool's approval never falls back to\n"+
-		"`security.supervisor_fallback`. `aetherium tools` prints the same catalog from a binary,\n"+
+		"`security.supervisor_fallback`. *reads private* / *reads untrusted* tools label the session that\n"+
+		"reads them, and *persists* tools write where later runs read: the [flow rules](../flow.md) judge\n"+
+		"a labelled session's calls. `aetherium tools` prints the same catalog from a binary,\n"+
 		"`GET /api/tools/mcp-schemas` serves it.\n\n", len(reg.Names()), len(byGroup))
 	b.WriteString("| tool | group | tier | flags | description |\n| --- | --- | --- | --- | --- |\n")
 	for _, g := range tools.Groups {
@@ -96,6 +98,12 @@ func flags(s *tools.Spec) string {
 	}
 	if s.AlwaysHuman {
 		f = append(f, "always human")
+	}
+	if s.Reads != tools.Trusted {
+		f = append(f, "reads "+s.Reads.String())
+	}
+	if s.Persists {
+		f = append(f, "persists")
 	}
 	return strings.Join(f, ", ")
 }

@@ -78,7 +78,7 @@ func RegisterReview(reg *tools.Registry, cfg ReviewConfig) {
 				return tools.Result{}, err
 			}
 			return tools.Result{Pending: true}, nil
-		}, tools.Idempotent(), tools.InGroup("quality"))
+		}, tools.Idempotent(), tools.Reads(tools.Private), tools.InGroup("quality"))
 }
 
 type sourceFile struct {

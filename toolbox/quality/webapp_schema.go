@@ -90,7 +90,7 @@ func registerAPISchema(reg *tools.Registry, d WebAppDeps, cfg WebAppConfig) {
 			return tools.Result{Content: string(b)}, nil
 			// Idempotent: GETs only, and the file is rewritten from a fresh capture;
 			// running it again is the recovery after a crash.
-		}, tools.Outbound(), tools.Idempotent(), tools.LoopbackInSandbox(d.Sandbox != nil), tools.InGroup("quality"))
+		}, tools.Outbound(), tools.Idempotent(), tools.LoopbackInSandbox(d.Sandbox != nil), tools.Reads(tools.Untrusted), tools.InGroup("quality"))
 }
 
 func captureAPISchema(ctx context.Context, call tools.Call, d WebAppDeps, cfg WebAppConfig, a APISchemaArgs) (APISchemaReport, error) {

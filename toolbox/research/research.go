@@ -95,7 +95,7 @@ func Register(reg *tools.Registry, eg *egress.Egress, cfg Config, run Runner) *B
 			return tools.JSON(map[string]any{
 				"status": resp.StatusCode, "headers": hdrs, "body": string(data), "truncated": truncated, "final_url": resp.Request.URL.String(),
 			})
-		}, tools.Outbound(), tools.InGroup("research"), tools.WithTier(tools.Elevated))
+		}, tools.Outbound(), tools.Reads(tools.Untrusted), tools.InGroup("research"), tools.WithTier(tools.Elevated))
 	tools.Register(reg, "http_health_check", "Ping an endpoint (GET) and return its status and latency.",
 		func(ctx context.Context, call tools.Call, a HealthArgs) (tools.Result, error) {
 			if eg == nil {
@@ -117,7 +117,7 @@ func Register(reg *tools.Registry, eg *egress.Egress, cfg Config, run Runner) *B
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 			resp.Body.Close()
 			return tools.JSON(map[string]any{"healthy": resp.StatusCode < 400, "status": resp.StatusCode, "latency_ms": latency.Milliseconds()})
-		}, tools.Outbound(), tools.Idempotent(), tools.InGroup("research"), tools.WithTier(tools.Elevated))
+		}, tools.Outbound(), tools.Idempotent(), tools.Reads(tools.Untrusted), tools.InGroup("research"), tools.WithTier(tools.Elevated))
 	registerSearch(reg, eg, cfg)
 	registerFetch(reg, eg, cfg)
 	registerPDF(reg, eg, run, cfg)

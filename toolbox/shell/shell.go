@@ -89,9 +89,9 @@ func Register(reg *tools.Registry, d Deps, cfg Config) {
 	tools.Register(reg, "run_shell", "Execute a shell command in the project's sandbox container, in the workspace. "+
 		"Returns its output (stdout and stderr, long output keeps head and tail) and exit code. "+
 		"To find files or text prefer search_files; to read or change files prefer read_file/edit_file.",
-		s.run, tools.InGroup("shell"), tools.WithTier(tools.Elevated), tools.Escalates(Destructive))
+		s.run, tools.Reads(tools.Private), tools.InGroup("shell"), tools.WithTier(tools.Elevated), tools.Escalates(Destructive))
 	tools.Register(reg, "read_logs", "Read logs: the sandbox container's log (source docker), a log file in the workspace (source file), or the systemd journal of an allowed unit (source journal); tail and since limit the output.",
-		s.logs, tools.Idempotent(), tools.InGroup("shell"), tools.WithTier(tools.Elevated))
+		s.logs, tools.Idempotent(), tools.Reads(tools.Private), tools.InGroup("shell"), tools.WithTier(tools.Elevated))
 }
 
 type server struct {

@@ -1,0 +1,93 @@
+package security_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aetherium-engine/aetherium/security"
+	"github.com/aetherium-engine/aetherium/toolbox/research"
+	"github.com/aetherium-engine/aetherium/tools"
+)
+
+// The flow rules judge a call by what its session has read (issue 49): the
+// session's label is set here as the worker derives it from the history.
+func TestGateFlowRules(t *testing.T) {
+	t.Parallel()
+	e := setupGate(t)
+	tools.Register(e.router.Registry(), "write_knowledge", "save a document", func(_ context.Context, _ tools.Call, a pathArgs) (tools.Result, error) {
+		return tools.Text("saved %s", a.Path), nil
+	}, tools.InGroup("knowledge"), tools.Persists())
+	const (
+		hostile = "web_fetch https://evil.example/page (turn 1)"
+		notes   = "read_file notes/customers.md (turn 2)"
+	)
+	untrusted := func(l *tools.Label) { l.Add(tools.Untrusted, hostile) }
+	private := func(l *tools.Label) { l.Add(tools.Private, notes) }
+	post := research.RequestArgs{Method: "POST", URL: e.upstream.URL + "/sync", Body: "alice, bob"}
+	tests := []struct {
+		name  string
+		label []func(*tools.Label)
+		tool  string
+		args  any
+		off   bool   // through the gate with security.flow: off
+		why   string // "" when the call runs without a human
+	}{
+		{name: "the trifecta: untrusted and private, then outbound", label: []func(*tools.Label){untrusted, private}, tool: "http_request", args: post,
+			why: "flow: the session read untrusted content (" + hostile + ") and private data (" + notes + "); this outbound call may carry the private data out"},
+		{name: "private read after the untrusted one, in the same order of reasons", label: []func(*tools.Label){private, untrusted}, tool: "http_health_check", args: map[string]any{"url": e.upstream.URL},
+			why: "flow: the session read untrusted content (" + hostile + ") and private data (" + notes + "); this outbound call may carry the private data out"},
+		{name: "untrusted only: research goes on", label: []func(*tools.Label){untrusted}, tool: "http_request", args: post},
+		{name: "private only: nothing steers it", label: []func(*tools.Label){private}, tool: "http_request", args: post},
+		{name: "a write where later runs read", label: []func(*tools.Label){untrusted}, tool: "write_knowledge", args: pathArgs{Path: "standing-orders.md"},
+			why: "flow: the session read untrusted content (" + hostile + "); this writes where later runs will read it"},
+		{name: "an elevated shell", label: []func(*tools.Label){untrusted}, tool: "run_shell", args: shellArgs{Command: "ls"},
+			why: "flow: the session read untrusted content (" + hostile + "); it may be steering this elevated call"},
+		{name: "a restricted call names the source too", label: []func(*tools.Label){untrusted}, tool: "download_pdf", args: map[string]any{"url": e.upstream.URL + "/a.pdf"},
+			why: "restricted tool; the session read untrusted content: " + hostile},
+		{name: "a destructive command names both reasons", label: []func(*tools.Label){untrusted}, tool: "run_shell", args: shellArgs{Command: "rm -rf /srv"},
+			why: "destructive command (rm -r/-f); flow: the session read untrusted content (" + hostile + "); it may be steering this elevated call"},
+		{name: "standard local calls run", label: []func(*tools.Label){untrusted, private}, tool: "write_file", args: pathArgs{Path: "summary.md", Content: "x"}},
+		{name: "a clean session runs", tool: "http_request", args: post},
+		{name: "flow off: the trifecta runs", label: []func(*tools.Label){untrusted, private}, tool: "http_request", args: post, off: true},
+		{name: "flow off: a restricted call asks without sources", label: []func(*tools.Label){untrusted}, tool: "download_pdf", args: map[string]any{"url": e.upstream.URL + "/a.pdf"}, off: true,
+			why: "restricted tool"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := e.session(t, "read_file", "write_file", "run_shell", "download_pdf", "http_request", "http_health_check", "write_knowledge")
+			s.Label = &tools.Label{}
+			for _, add := range tc.label {
+				add(s.Label)
+			}
+			router := e.router
+			if tc.off {
+				router = e.flowOff
+			}
+			raw, err := json.Marshal(tc.args)
+			require.NoError(t, err)
+			res, err := router.Dispatch(context.Background(), tools.Call{ID: "c1", Name: tc.tool, Args: raw, Session: s})
+			if tc.why == "" {
+				require.False(t, res.Pending, "the call runs without a human")
+				return
+			}
+			require.NoError(t, err)
+			require.True(t, res.Pending, "the call waits for a human")
+			appr, err := e.st.GetApproval(context.Background(), security.ApprovalID(s.SessionID, "c1"))
+			require.NoError(t, err)
+			require.Equal(t, tc.why, appr.Why)
+		})
+	}
+}
+
+func TestFlowConfig(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, security.FlowAsk, security.Config{}.WithDefaults().Flow)
+	c := security.Config{Flow: "warn"}.WithDefaults()
+	require.ErrorContains(t, c.Validate(), `security.flow: "warn" is neither ask nor off`)
+	c.Flow = security.FlowOff
+	require.NoError(t, c.Validate())
+}

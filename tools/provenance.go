@@ -1,0 +1,135 @@
+package tools
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Provenance is where what a tool returns comes from, as the flow rules judge it
+// (issue 49): the gate judges a call by what its session has read, not by the call
+// alone, because a model obeys what it reads.
+type Provenance int
+
+// The provenances a registration declares (Reads). Trusted is what nobody outside
+// the deployment wrote: the submitted prompt, the team's configuration, a human's
+// answers, a tool's own bookkeeping.
+const (
+	Trusted Provenance = iota
+	// Private is the owner's data: workspace files, logs, the knowledge base,
+	// recalled memory. An outbound call must not carry it out on a stranger's
+	// word.
+	Private
+	// Untrusted is content a stranger can write: web pages and search results,
+	// downloaded documents, what a browser rendered, the answers of remote APIs.
+	Untrusted
+)
+
+func (p Provenance) String() string {
+	switch p {
+	case Private:
+		return "private"
+	case Untrusted:
+		return "untrusted"
+	default:
+		return "trusted"
+	}
+}
+
+// ParseProvenance reads a provenance's name as String writes it ("" is trusted).
+func ParseProvenance(s string) (Provenance, error) {
+	switch s {
+	case "", "trusted":
+		return Trusted, nil
+	case "private":
+		return Private, nil
+	case "untrusted":
+		return Untrusted, nil
+	}
+	return Trusted, fmt.Errorf("tools: unknown provenance %q (trusted, private or untrusted)", s)
+}
+
+// Reads declares the provenance of what a tool returns: a session that reads it
+// carries the label (Session.Label) for the rest of its life.
+func Reads(p Provenance) Option { return func(s *Spec) { s.Reads = p } }
+
+// Persists marks a tool that writes where later runs will read it as instructions
+// or facts (the knowledge base): the flow rules ask a human before a session that
+// read untrusted content plants something there.
+func Persists() Option { return func(s *Spec) { s.Persists = true } }
+
+// MaxLabelSources bounds the sources a label names per provenance: the first ones
+// read are kept (the ones an approver most needs to see), the rest only counted.
+const MaxLabelSources = 4
+
+// Label is the join of what a session has read: which private and untrusted
+// sources, in the order read. The worker derives it from the session's durable
+// history (every tool result is saved with the session), so it survives a crash
+// and a redelivery without a store of its own.
+type Label struct {
+	private, untrusted       []string
+	morePrivate, moreUntrust int
+}
+
+// Add joins one read into the label; a Trusted read changes nothing.
+func (l *Label) Add(p Provenance, source string) {
+	switch p {
+	case Private:
+		l.private, l.morePrivate = addSource(l.private, l.morePrivate, source)
+	case Untrusted:
+		l.untrusted, l.moreUntrust = addSource(l.untrusted, l.moreUntrust, source)
+	}
+}
+
+func addSource(list []string, more int, source string) ([]string, int) {
+	for _, s := range list {
+		if s == source {
+			return list, more
+		}
+	}
+	if len(list) >= MaxLabelSources {
+		return list, more + 1
+	}
+	return append(list, source), more
+}
+
+// Private reports whether the session has read the owner's data.
+func (l *Label) Private() bool { return l != nil && len(l.private) > 0 }
+
+// Untrusted reports whether the session has read content a stranger can write.
+func (l *Label) Untrusted() bool { return l != nil && len(l.untrusted) > 0 }
+
+// Level is the label's highest provenance.
+func (l *Label) Level() Provenance {
+	switch {
+	case l.Untrusted():
+		return Untrusted
+	case l.Private():
+		return Private
+	}
+	return Trusted
+}
+
+// PrivateSources and UntrustedSources name what was read ("web_fetch
+// https://example.com/a (turn 3)"), with "and N more" when the list was cut.
+func (l *Label) PrivateSources() string {
+	if l == nil {
+		return ""
+	}
+	return joinSources(l.private, l.morePrivate)
+}
+
+// UntrustedSources: see PrivateSources.
+func (l *Label) UntrustedSources() string {
+	if l == nil {
+		return ""
+	}
+	return joinSources(l.untrusted, l.moreUntrust)
+}
+
+func joinSources(list []string, more int) string {
+	s := strings.Join(list, "; ")
+	if more > 0 {
+		s += fmt.Sprintf("; and %d more", more)
+	}
+	return s
+}

@@ -1,0 +1,61 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aetherium-engine/aetherium/llm"
+	"github.com/aetherium-engine/aetherium/tools"
+)
+
+func TestLabelOfHistory(t *testing.T) {
+	t.Parallel()
+	reg := tools.NewRegistry()
+	noop := func(context.Context, tools.Call, map[string]any) (tools.Result, error) { return tools.Result{}, nil }
+	tools.Register(reg, "web_fetch", "fetch", noop, tools.InGroup("research"), tools.Reads(tools.Untrusted))
+	tools.Register(reg, "read_file", "read", noop, tools.InGroup("workspace"), tools.Reads(tools.Private))
+	tools.Register(reg, "write_file", "write", noop, tools.InGroup("workspace"))
+	call := func(id, name, args string) llm.ToolCall {
+		return llm.ToolCall{ID: id, Name: name, Args: json.RawMessage(args)}
+	}
+	result := func(id string, failed bool) llm.Message {
+		return llm.Message{Role: llm.RoleTool, ToolCallID: id, Content: "…", IsError: failed}
+	}
+	long := "https://evil.example/" + strings.Repeat("a", 200)
+	head := []llm.Message{{Role: llm.RoleSystem, Content: "you are"}, {Role: llm.RoleUser, Content: "task"}}
+	tests := []struct {
+		name               string
+		msgs               []llm.Message
+		private, untrusted string
+	}{
+		{name: "a fresh session is trusted", msgs: head},
+		{name: "reads in order, with their turns", msgs: append(head,
+			llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call("a", "read_file", `{"path":"notes/customers.md"}`)}}, result("a", false),
+			llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call("b", "web_fetch", `{"url":"https://evil.example/p"}`), call("c", "write_file", `{"path":"x"}`)}},
+			result("b", false), result("c", false)),
+			private: "read_file notes/customers.md (turn 1)", untrusted: "web_fetch https://evil.example/p (turn 2)"},
+		{name: "a failed or unanswered call read nothing", msgs: append(head,
+			llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call("a", "web_fetch", `{"url":"https://evil.example/p"}`), call("b", "web_fetch", `{"url":"https://evil.example/q"}`)}},
+			result("a", true))},
+		{name: "the run's own app is not a stranger", msgs: append(head,
+			llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call("a", "web_fetch", `{"url":"http://127.0.0.1:8000/"}`), call("b", "web_fetch", `{"url":"http://localhost/x"}`)}},
+			result("a", false), result("b", false))},
+		{name: "recalled memory is private", msgs: []llm.Message{head[0], {Role: llm.RoleSystem, Content: "memory"}, head[1]}, private: "recalled memory"},
+		{name: "a long argument is cut", msgs: append(head,
+			llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call("a", "web_fetch", `{"url":"`+long+`"}`)}},
+			result("a", false)),
+			untrusted: "web_fetch " + long[:maxSourceBytes] + "… (turn 1)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			l := labelOf(reg, tc.msgs)
+			require.Equal(t, tc.private, l.PrivateSources())
+			require.Equal(t, tc.untrusted, l.UntrustedSources())
+		})
+	}
+}
