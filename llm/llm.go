@@ -32,6 +32,17 @@ type Message struct {
 	Name       string `json:"name,omitempty"`
 	// IsError marks a tool message that reports a failed or refused call.
 	IsError bool `json:"is_error,omitempty"`
+	// Provenance is what the content carries from elsewhere: a delegation's task
+	// or result, a teammate's message, recalled memory. The worker sets it, never
+	// the model, and no provider sees it; it is saved with the history, from which
+	// the session's label is derived (the flow rules).
+	Provenance *Provenance `json:"provenance,omitempty"`
+}
+
+// Provenance names the private and untrusted sources behind a message's content.
+type Provenance struct {
+	Private   []string `json:"private,omitempty"`
+	Untrusted []string `json:"untrusted,omitempty"`
 }
 
 // ToolCall is one function call requested by the model.

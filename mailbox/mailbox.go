@@ -157,6 +157,9 @@ type Message struct {
 	To     string    `json:"to"`
 	Body   string    `json:"body"`
 	SentAt time.Time `json:"sent_at"`
+	// Provenance is what the sender had read when it wrote (the worker's flow
+	// label, JSON), opaque here: the recipient's session inherits it.
+	Provenance json.RawMessage `json:"provenance,omitempty"`
 	// EntryID is the Redis stream entry id (set by Send and Read).
 	EntryID string `json:"entry_id,omitempty"`
 	// Deliveries is how often the message has been shown, this time included;
@@ -215,7 +218,7 @@ if redis.call('EXISTS', KEYS[4]) == 1 then return {-1, ''} end
 if redis.call('SADD', KEYS[2], ARGV[1]) == 0 then return {0, ''} end
 redis.call('PEXPIRE', KEYS[2], ARGV[7])
 local eid = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[6], '*',
-  'id', ARGV[1], 'from', ARGV[2], 'to', ARGV[3], 'body', ARGV[4], 'sent_at', ARGV[5])
+  'id', ARGV[1], 'from', ARGV[2], 'to', ARGV[3], 'body', ARGV[4], 'sent_at', ARGV[5], 'provenance', ARGV[11])
 -- The group starts at 0 so the first message, appended just above, is delivered.
 pcall(redis.call, 'XGROUP', 'CREATE', KEYS[1], ARGV[10], '0')
 -- Expiry is a safety net for when no scheduler runs Trim; Trim and DeleteRun
@@ -264,7 +267,7 @@ func (mb *Mailbox) Send(ctx context.Context, m Message) (SendResult, error) {
 	}
 	keys := []string{mb.streamKey(m.RunID, m.To), mb.idsKey(m.RunID), mb.agentsKey(m.RunID), mb.closedKey(m.RunID)}
 	res, err := sendScript.Run(ctx, mb.rdb, keys, m.ID, m.From, m.To, m.Body, sent.UnixMilli(),
-		mb.cfg.MaxLen, ttl.Milliseconds(), m.RunID, m.To, Group).Slice()
+		mb.cfg.MaxLen, ttl.Milliseconds(), m.RunID, m.To, Group, string(m.Provenance)).Slice()
 	if err != nil {
 		return SendResult{}, fmt.Errorf("mailbox: send to %s: %w", m.To, err)
 	}
@@ -467,7 +470,7 @@ return 1
 
 func (mb *Mailbox) deadLetter(ctx context.Context, key string, m Message, reason string) (bool, error) {
 	did, err := mb.rdb.XAdd(ctx, &redis.XAddArgs{Stream: mb.DeadKey(), MaxLen: mb.cfg.DeadMaxLen, Approx: true, Values: []any{
-		"run_id", m.RunID, "id", m.ID, "from", m.From, "to", m.To, "body", m.Body,
+		"run_id", m.RunID, "id", m.ID, "from", m.From, "to", m.To, "body", m.Body, "provenance", string(m.Provenance),
 		"sent_at", m.SentAt.UnixMilli(), "entry_id", m.EntryID, "deliveries", m.Deliveries, "reason", reason,
 	}}).Result()
 	if err != nil {
@@ -559,6 +562,9 @@ func decode(runID string, x redis.XMessage) Message {
 	}
 	if ms, err := strconv.ParseInt(str(x.Values["sent_at"]), 10, 64); err == nil {
 		m.SentAt = time.UnixMilli(ms).UTC()
+	}
+	if p := str(x.Values["provenance"]); p != "" {
+		m.Provenance = json.RawMessage(p)
 	}
 	return m
 }

@@ -416,3 +416,31 @@ func TestFormatBodyCannotForgeAMessage(t *testing.T) {
 		})
 	}
 }
+
+// What the sender had read travels with its message, to the reader and to the
+// dead-letter stream; the model's view (Format) does not show it.
+func TestProvenanceTravelsWithTheMessage(t *testing.T) {
+	t.Parallel()
+	matrix(t, mailbox.Config{MaxDeliveries: 1}, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		label := json.RawMessage(`{"untrusted":["web_fetch https://evil.example/ (turn 1)"]}`)
+		_, err := e.mb.Send(ctx, mailbox.Message{ID: "m1", RunID: "r1", From: "alice", To: "bob", Body: "post the notes", Provenance: label})
+		require.NoError(t, err)
+		send(t, e.mb, "r1", "carol", "bob", "plain", "m2")
+		msgs, _, err := e.mb.Read(ctx, "r1", "bob", "w1")
+		require.NoError(t, err)
+		require.Len(t, msgs, 2)
+		require.JSONEq(t, string(label), string(msgs[0].Provenance))
+		require.Empty(t, msgs[1].Provenance, "a message sent without one has none")
+		require.NotContains(t, mailbox.Format(msgs), "evil.example")
+
+		msgs, _, err = e.mb.Read(ctx, "r1", "bob", "w2")
+		require.NoError(t, err)
+		require.Empty(t, msgs, "shown once without an ack: dead-lettered")
+		stored, err := e.mb.DeadLetters(ctx, "", 10)
+		require.NoError(t, err)
+		require.NotEmpty(t, stored)
+		require.Equal(t, "m1", stored[0].ID)
+		require.JSONEq(t, string(label), string(stored[0].Provenance))
+	})
+}

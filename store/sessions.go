@@ -60,3 +60,17 @@ func (s *Store) SessionStatus(ctx context.Context, id string) (string, error) {
 	}
 	return st, err
 }
+
+// SessionMessages reads a session's saved history without taking the lease: the
+// flow rules derive what a delegation's parent or child has read from it.
+func (s *Store) SessionMessages(ctx context.Context, id string) ([]llm.Message, error) {
+	var msgs []llm.Message
+	err := s.db.QueryRow(ctx, `SELECT messages FROM sessions WHERE id = $1`, id).Scan(&msgs)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session %s messages: %w", id, err)
+	}
+	return msgs, nil
+}

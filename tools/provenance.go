@@ -2,7 +2,10 @@ package tools
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/aetherium-engine/aetherium/llm"
 )
 
 // Provenance is where what a tool returns comes from, as the flow rules judge it
@@ -90,6 +93,37 @@ func addSource(list []string, more int, source string) ([]string, int) {
 		return list, more + 1
 	}
 	return append(list, source), more
+}
+
+// Record is the label as a message carries it onward (llm.Provenance): nil when
+// the session read nothing private or untrusted.
+func (l *Label) Record() *llm.Provenance {
+	if l == nil || (len(l.private) == 0 && len(l.untrusted) == 0) {
+		return nil
+	}
+	return &llm.Provenance{Private: record(l.private, l.morePrivate), Untrusted: record(l.untrusted, l.moreUntrust)}
+}
+
+func record(list []string, more int) []string {
+	out := slices.Clone(list)
+	if more > 0 {
+		out = append(out, fmt.Sprintf("and %d more", more))
+	}
+	return out
+}
+
+// AddRecord joins what a message carries (Record's output, saved with it), each
+// source prefixed with where it came through ("via writer: web_fetch …").
+func (l *Label) AddRecord(p *llm.Provenance, via string) {
+	if p == nil {
+		return
+	}
+	for _, s := range p.Private {
+		l.Add(Private, via+s)
+	}
+	for _, s := range p.Untrusted {
+		l.Add(Untrusted, via+s)
+	}
 }
 
 // Private reports whether the session has read the owner's data.

@@ -40,7 +40,7 @@ func (w *Worker) resolveCall(ctx context.Context, tsess *tools.Session, in stepI
 		if err := w.requeuePending(ctx, ds); err != nil {
 			return llm.Message{}, callDone, err
 		}
-		return w.delegationAnswer(in, sess, call, ds, start)
+		return w.delegationAnswer(ctx, in, sess, call, ds, start)
 	}
 	res, err := w.router.Dispatch(logctx.Tool(ctx, call.Name), tools.Call{ID: call.ID, Name: call.Name, Args: call.Args, Session: tsess})
 	if ctx.Err() != nil {
@@ -54,7 +54,7 @@ func (w *Worker) resolveCall(ctx context.Context, tsess *tools.Session, in stepI
 			// Redispatched after a crash: the delegations are done already, and
 			// nothing would resume the session again.
 			in.out.dropDelegations(call.ID)
-			return w.delegationAnswer(in, sess, call, ds, start)
+			return w.delegationAnswer(ctx, in, sess, call, ds, start)
 		}
 		return llm.Message{}, callWaiting, nil
 	}
@@ -133,10 +133,13 @@ func delegating(tool string) bool {
 
 // delegationAnswer is the tool message of a delegate / spawn_subagents call whose
 // delegations are recorded: their results once all are finished, else callWaiting.
-func (w *Worker) delegationAnswer(in stepInput, sess *store.Session, call llm.ToolCall, ds []store.Delegation, start time.Time) (llm.Message, callState, error) {
+func (w *Worker) delegationAnswer(ctx context.Context, in stepInput, sess *store.Session, call llm.ToolCall, ds []store.Delegation, start time.Time) (llm.Message, callState, error) {
 	msg, state, err := delegationResult(call, ds)
 	if err != nil || state == callWaiting {
 		return msg, state, err
+	}
+	if msg.Provenance, err = w.resultProvenance(ctx, ds); err != nil {
+		return llm.Message{}, callDone, err
 	}
 	outcome := tools.OutcomeAllowed
 	if msg.IsError {

@@ -130,6 +130,13 @@ func (w *Worker) handleTurn(ctx context.Context, t *asynq.Task) error {
 		ID: queue.DelegationSession(d.ID).String(), RunID: run.ID, Agent: d.Agent, Role: role, DelegationID: d.ID,
 		Messages: []llm.Message{{Role: llm.RoleSystem, Content: node.Prompt}, {Role: llm.RoleUser, Content: d.Task}},
 	}
+	if d.Status == store.DelegationPending {
+		// The session is created by this turn (a running delegation has one):
+		// its task carries what the delegating session had read (the flow rules).
+		if sess.Messages[1].Provenance, err = w.taskProvenance(ctx, d); err != nil {
+			return err
+		}
+	}
 	// The delegation is marked running and its turn announced with the lease, in
 	// one transaction.
 	start := store.Acquire{StartDelegation: d.ID, Events: []store.NewEvent{{

@@ -1,12 +1,18 @@
 package worker
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/aetherium-engine/aetherium/llm"
+	"github.com/aetherium-engine/aetherium/mailbox"
+	"github.com/aetherium-engine/aetherium/queue"
+	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
 )
 
@@ -24,6 +30,7 @@ func labelOf(reg *tools.Registry, msgs []llm.Message) *tools.Label {
 	calls := map[string]llm.ToolCall{}
 	turn := 0
 	for i, m := range msgs {
+		l.AddRecord(m.Provenance, via(i, m))
 		switch m.Role {
 		case llm.RoleSystem:
 			if i > 0 {
@@ -56,6 +63,19 @@ func labelOf(reg *tools.Registry, msgs []llm.Message) *tools.Label {
 	return l
 }
 
+// via names where a message's carried provenance came from, for the approver.
+func via(i int, m llm.Message) string {
+	switch {
+	case m.Role == llm.RoleTool && m.Name != "":
+		return "via " + m.Name + " from "
+	case m.Role == llm.RoleSystem:
+		return "via recalled memory: "
+	case i == 1:
+		return "via the delegated task: "
+	}
+	return "via a teammate's message: "
+}
+
 // readTarget is what a call read: its url, path, query or command argument,
 // bounded, so an approver sees "web_fetch https://…" rather than a tool name.
 func readTarget(args json.RawMessage) string {
@@ -81,4 +101,59 @@ func ownApp(target string) bool {
 		return false
 	}
 	return tools.IsLoopbackHost(u.Hostname())
+}
+
+// taskProvenance is what a delegation's task carries: the label of the session
+// that delegated, from its history as saved before the delegation's turn was
+// enqueued. A delegated agent is steered by its task, so it inherits it.
+func (w *Worker) taskProvenance(ctx context.Context, d store.Delegation) (*llm.Provenance, error) {
+	msgs, err := w.store.SessionMessages(ctx, d.ParentSession)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil // the parent's session is gone with its run
+	}
+	if err != nil {
+		return nil, err
+	}
+	return labelOf(w.router.Registry(), msgs).Record(), nil
+}
+
+// resultProvenance is what delegations' results carry back to the session that
+// asked: what each delegated session read itself (not what it inherited with its
+// task, which the parent has already), named by agent.
+func (w *Worker) resultProvenance(ctx context.Context, ds []store.Delegation) (*llm.Provenance, error) {
+	l := &tools.Label{}
+	for _, d := range ds {
+		msgs, err := w.store.SessionMessages(ctx, queue.DelegationSession(d.ID).String())
+		if errors.Is(err, store.ErrNotFound) {
+			continue // failed before its session began: it read nothing
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(msgs) > 1 {
+			msgs = slices.Clone(msgs)
+			msgs[1].Provenance = nil
+		}
+		l.AddRecord(labelOf(w.router.Registry(), msgs).Record(), d.Agent+": ")
+	}
+	return l.Record(), nil
+}
+
+// mailProvenance joins what the senders of these messages had read, each source
+// named with its sender. A message whose provenance does not parse is taken as
+// untrusted: the label must never get cleaner by a corrupt field.
+func mailProvenance(msgs []mailbox.Message) *llm.Provenance {
+	l := &tools.Label{}
+	for _, m := range msgs {
+		if len(m.Provenance) == 0 {
+			continue
+		}
+		var p llm.Provenance
+		if err := json.Unmarshal(m.Provenance, &p); err != nil {
+			l.Add(tools.Untrusted, m.From+": a message whose provenance did not parse")
+			continue
+		}
+		l.AddRecord(&p, m.From+": ")
+	}
+	return l.Record()
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/llm"
+	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/tools"
 )
 
@@ -58,4 +59,17 @@ func TestLabelOfHistory(t *testing.T) {
 			require.Equal(t, tc.untrusted, l.UntrustedSources())
 		})
 	}
+}
+
+func TestMailProvenance(t *testing.T) {
+	t.Parallel()
+	require.Nil(t, mailProvenance([]mailbox.Message{{From: "alice", Body: "hi"}}), "plain messages carry nothing")
+	p := mailProvenance([]mailbox.Message{
+		{From: "alice", Provenance: json.RawMessage(`{"untrusted":["web_fetch https://evil.example/ (turn 1)"],"private":["read_file a.md (turn 2)"]}`)},
+		{From: "carol", Provenance: json.RawMessage(`{not json`)},
+	})
+	require.Equal(t, &llm.Provenance{
+		Private:   []string{"alice: read_file a.md (turn 2)"},
+		Untrusted: []string{"alice: web_fetch https://evil.example/ (turn 1)", "carol: a message whose provenance did not parse"},
+	}, p)
 }

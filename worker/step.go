@@ -341,7 +341,8 @@ func (s *stepRun) readMail(ctx context.Context) error {
 	}
 	s.ackMail = ack
 	if len(msgs) > 0 {
-		s.sess.Messages = append(s.sess.Messages, llm.Message{Role: llm.RoleUser, Content: mailbox.Format(msgs)})
+		s.sess.Messages = append(s.sess.Messages, llm.Message{Role: llm.RoleUser, Content: mailbox.Format(msgs), Provenance: mailProvenance(msgs)})
+		s.tsess.Label = labelOf(s.w.router.Registry(), s.sess.Messages)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/store"
 )
 
@@ -16,6 +17,8 @@ type Store interface {
 	FinishRun(ctx context.Context, id, status, result, errMsg, reason string) (bool, error)
 
 	AcquireStep(ctx context.Context, a store.Acquire) (store.Acquired, error)
+	// SessionMessages reads a session's saved history (the flow rules' labels).
+	SessionMessages(ctx context.Context, id string) ([]llm.Message, error)
 	SaveStep(ctx context.Context, sess *store.Session, token string, lease time.Duration, w store.StepWrite) (store.StepSaved, error)
 	ReleaseSession(ctx context.Context, id, token string) error
 

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -71,7 +72,15 @@ func Register(reg *tools.Registry, mb *mailbox.Mailbox, roster Roster) {
 				sort.Strings(others)
 				return tools.Result{}, fmt.Errorf("%w %q: your teammates are %s", ErrUnknownAgent, a.To, strings.Join(others, ", "))
 			}
-			res, err := mb.Send(ctx, mailbox.Message{ID: messageID(s, call.ID), RunID: s.RunID, From: s.Agent, To: to, Body: a.Message})
+			msg := mailbox.Message{ID: messageID(s, call.ID), RunID: s.RunID, From: s.Agent, To: to, Body: a.Message}
+			if rec := s.Label.Record(); rec != nil {
+				// The recipient inherits what the sender had read (the flow rules):
+				// a message is no way to launder a hostile page.
+				if msg.Provenance, err = json.Marshal(rec); err != nil {
+					return tools.Result{}, fmt.Errorf("send_message_to: %w", err)
+				}
+			}
+			res, err := mb.Send(ctx, msg)
 			if err != nil {
 				return tools.Result{}, fmt.Errorf("send_message_to: %w", err)
 			}
