@@ -54,8 +54,16 @@ func (s *stepRun) injectMemory(ctx context.Context) error {
 	if block == "" {
 		return nil
 	}
+	sessions := make(map[int64]string, len(cands))
+	for _, c := range cands {
+		sessions[c.ID] = c.SessionID
+	}
+	prov, err := s.w.memoryProvenance(ctx, ranked, sessions)
+	if err != nil {
+		return err
+	}
 	msgs := make([]llm.Message, 0, 3)
-	msgs = append(msgs, s.sess.Messages[0], llm.Message{Role: llm.RoleSystem, Content: block}, s.sess.Messages[1])
+	msgs = append(msgs, s.sess.Messages[0], llm.Message{Role: llm.RoleSystem, Content: block, Provenance: prov}, s.sess.Messages[1])
 	s.sess.Messages = msgs
 	picked := make([]map[string]any, len(ranked))
 	for i, r := range ranked {

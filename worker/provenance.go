@@ -11,6 +11,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/mailbox"
+	"github.com/aetherium-engine/aetherium/memory"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -156,4 +157,28 @@ func mailProvenance(msgs []mailbox.Message) *llm.Provenance {
 		l.AddRecord(&p, m.From+": ")
 	}
 	return l.Record()
+}
+
+// memoryProvenance is what recalled entries carry: each entry a session wrote
+// (its final answer) has that session's label, read from its saved history, so
+// an instruction a hostile page planted in one run's answer comes back untrusted
+// in the next. An entry a person added, or whose session is gone, adds nothing
+// beyond recalled memory's own private label.
+func (w *Worker) memoryProvenance(ctx context.Context, entries []memory.Scored, sessions map[int64]string) (*llm.Provenance, error) {
+	l := &tools.Label{}
+	for _, e := range entries {
+		id := sessions[e.ID]
+		if id == "" {
+			continue
+		}
+		msgs, err := w.store.SessionMessages(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		l.AddRecord(labelOf(w.router.Registry(), msgs).Record(), fmt.Sprintf("entry %d: ", e.ID))
+	}
+	return l.Record(), nil
 }
