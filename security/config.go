@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -38,6 +39,16 @@ const (
 	// DefaultFlow is security.flow's default: the flow rules ask.
 	DefaultFlow = FlowAsk
 )
+
+// DefaultInstructionFiles are the workspace files later runs, agents and CI read
+// as instructions (security.flow_instruction_files): a name matches the file in
+// any folder, a name ending in / every file below such a folder. Case does not
+// matter.
+var DefaultInstructionFiles = []string{
+	"AGENTS.md", "CLAUDE.md", "GEMINI.md", "STYLE.md", ".cursorrules", ".windsurfrules",
+	".cursor/", ".github/", ".gitlab-ci.yml", ".circleci/", "Jenkinsfile", ".pre-commit-config.yaml",
+	".gitattributes", ".envrc", "knowledge/",
+}
 
 // The values of security.flow.
 const (
@@ -80,6 +91,10 @@ type Config struct {
 	// untrusted content: FlowAsk (a human decides, shown the sources) or FlowOff.
 	// Default DefaultFlow.
 	Flow string `yaml:"flow"`
+	// FlowInstructionFiles are the files a session that read untrusted content
+	// may not write without a human (names, or folders ending in /). Default
+	// DefaultInstructionFiles.
+	FlowInstructionFiles []string `yaml:"flow_instruction_files"`
 }
 
 // EgressRules is security.egress: the destination policy shared by the outbound
@@ -112,6 +127,9 @@ func (c Config) WithDefaults() Config {
 	c.Egress.Private = cmp.Or(c.Egress.Private, egress.PrivateAllow)
 	c.Egress.Refresh = defaults.Positive(c.Egress.Refresh, egress.DefaultEndpointRefresh)
 	c.Flow = cmp.Or(c.Flow, DefaultFlow)
+	if c.FlowInstructionFiles == nil {
+		c.FlowInstructionFiles = slices.Clone(DefaultInstructionFiles)
+	}
 	return c
 }
 
@@ -133,6 +151,11 @@ func (c Config) Validate() error {
 	}
 	if c.Flow != FlowAsk && c.Flow != FlowOff {
 		bad("security.flow", "%q is neither %s nor %s", c.Flow, FlowAsk, FlowOff)
+	}
+	for _, f := range c.FlowInstructionFiles {
+		if strings.Trim(f, "/ ") == "" || strings.Contains(f, "..") {
+			bad("security.flow_instruction_files", "%q is not a file or folder name", f)
+		}
 	}
 	if c.MaxRedirects < 0 {
 		bad("security.max_redirects", "must not be negative")

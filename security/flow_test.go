@@ -20,6 +20,9 @@ func TestGateFlowRules(t *testing.T) {
 	tools.Register(e.router.Registry(), "write_knowledge", "save a document", func(_ context.Context, _ tools.Call, a pathArgs) (tools.Result, error) {
 		return tools.Text("saved %s", a.Path), nil
 	}, tools.InGroup("knowledge"), tools.Persists())
+	tools.Register(e.router.Registry(), "save_file", "write a file", func(_ context.Context, _ tools.Call, a pathArgs) (tools.Result, error) {
+		return tools.Text("wrote %s", a.Path), nil
+	}, tools.InGroup("workspace"), tools.WritesPath("path", "STYLE.md"))
 	const (
 		hostile = "web_fetch https://evil.example/page (turn 1)"
 		notes   = "read_file notes/customers.md (turn 2)"
@@ -49,6 +52,18 @@ func TestGateFlowRules(t *testing.T) {
 			why: "restricted tool; the session read untrusted content: " + hostile},
 		{name: "a destructive command names both reasons", label: []func(*tools.Label){untrusted}, tool: "run_shell", args: shellArgs{Command: "rm -rf /srv"},
 			why: "destructive command (rm -r/-f); flow: the session read untrusted content (" + hostile + "); it may be steering this elevated call"},
+		{name: "an instruction file", label: []func(*tools.Label){untrusted}, tool: "save_file", args: pathArgs{Path: "AGENTS.md"},
+			why: "flow: the session read untrusted content (" + hostile + "); this writes AGENTS.md, which later runs read as instructions"},
+		{name: "a CI workflow, spelled around", label: []func(*tools.Label){untrusted}, tool: "save_file", args: pathArgs{Path: "./src/../.GitHub//workflows/ci.yml"},
+			why: "flow: the session read untrusted content (" + hostile + "); this writes ./src/../.GitHub//workflows/ci.yml, which later runs read as instructions"},
+		{name: "the knowledge folder", label: []func(*tools.Label){untrusted}, tool: "save_file", args: pathArgs{Path: "knowledge/standing-orders.md"},
+			why: "flow: the session read untrusted content (" + hostile + "); this writes knowledge/standing-orders.md, which later runs read as instructions"},
+		{name: "a nested AGENTS.md", label: []func(*tools.Label){untrusted}, tool: "save_file", args: pathArgs{Path: "pkg/api/agents.MD"},
+			why: "flow: the session read untrusted content (" + hostile + "); this writes pkg/api/agents.MD, which later runs read as instructions"},
+		{name: "the default path when none is given", label: []func(*tools.Label){untrusted}, tool: "save_file", args: map[string]any{},
+			why: "flow: the session read untrusted content (" + hostile + "); this writes STYLE.md, which later runs read as instructions"},
+		{name: "an ordinary file", label: []func(*tools.Label){untrusted}, tool: "save_file", args: pathArgs{Path: "docs/knowledge-base.md"}},
+		{name: "an instruction file, clean session", tool: "save_file", args: pathArgs{Path: "AGENTS.md"}},
 		{name: "standard local calls run", label: []func(*tools.Label){untrusted, private}, tool: "write_file", args: pathArgs{Path: "summary.md", Content: "x"}},
 		{name: "a clean session runs", tool: "http_request", args: post},
 		{name: "flow off: the trifecta runs", label: []func(*tools.Label){untrusted, private}, tool: "http_request", args: post, off: true},
@@ -58,7 +73,7 @@ func TestGateFlowRules(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := e.session(t, "read_file", "write_file", "run_shell", "download_pdf", "http_request", "http_health_check", "write_knowledge")
+			s := e.session(t, "read_file", "write_file", "run_shell", "download_pdf", "http_request", "http_health_check", "write_knowledge", "save_file")
 			s.Label = &tools.Label{}
 			for _, add := range tc.label {
 				add(s.Label)
@@ -90,4 +105,8 @@ func TestFlowConfig(t *testing.T) {
 	require.ErrorContains(t, c.Validate(), `security.flow: "warn" is neither ask nor off`)
 	c.Flow = security.FlowOff
 	require.NoError(t, c.Validate())
+	c.FlowInstructionFiles = []string{"AGENTS.md", "../etc/", " / "}
+	err := c.Validate()
+	require.ErrorContains(t, err, `security.flow_instruction_files: "../etc/" is not a file or folder name`)
+	require.ErrorContains(t, err, `security.flow_instruction_files: " / " is not a file or folder name`)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -29,6 +30,8 @@ type Gate struct {
 	secrets   *egress.Secrets
 	policy    *egress.EgressPolicy
 	flow      string
+	// instructions are the instruction files' names and folders, lowercased.
+	instructions []string
 }
 
 // GateDeps are the gate's collaborators; Rules, DLP and Approvals are required.
@@ -47,6 +50,9 @@ type GateDeps struct {
 	Policy *egress.EgressPolicy
 	// Flow is security.flow (FlowAsk or FlowOff). Empty: DefaultFlow.
 	Flow string
+	// InstructionFiles is security.flow_instruction_files. Nil:
+	// DefaultInstructionFiles.
+	InstructionFiles []string
 }
 
 // NewGate returns the gate.
@@ -55,7 +61,7 @@ func NewGate(d GateDeps) *Gate {
 		d.Log = slog.Default()
 	}
 	return &Gate{reg: d.Registry, rules: d.Rules, dlp: d.DLP, approvals: d.Approvals, metrics: d.Metrics, log: d.Log, secrets: d.Secrets, policy: d.Policy,
-		flow: cmp.Or(d.Flow, DefaultFlow)}
+		flow: cmp.Or(d.Flow, DefaultFlow), instructions: lowered(d.InstructionFiles)}
 }
 
 // summaryBytes bounds what a Standard call keeps in its audit row; summaryScanBytes
@@ -146,7 +152,7 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 		// 3b. flow: what the session has read (the model obeys it). A call the
 		// tier already holds names the untrusted sources too.
 		if g.flow == FlowAsk && s.Label.Untrusted() {
-			if flow := flowReason(spec, tier, s.Label); flow != "" {
+			if flow := g.flowReason(spec, tier, call.Args, s.Label); flow != "" {
 				why = strings.TrimPrefix(why+"; "+flow, "; ")
 			} else if why != "" {
 				why += "; the session read untrusted content: " + s.Label.UntrustedSources()
@@ -235,8 +241,11 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 // read private data (the lethal trifecta: it may carry the data out), a write
 // where later runs will read it, and any other Elevated or Restricted call (a
 // shell, a subagent) that the injected content may be steering.
-func flowReason(spec *tools.Spec, tier tools.Tier, l *tools.Label) string {
+func (g *Gate) flowReason(spec *tools.Spec, tier tools.Tier, args json.RawMessage, l *tools.Label) string {
 	from := "the session read untrusted content (" + l.UntrustedSources() + ")"
+	if p := spec.WrittenPath(args); p != "" && isInstructionFile(p, g.instructions) {
+		return "flow: " + from + "; this writes " + p + ", which later runs read as instructions"
+	}
 	switch {
 	case spec.Outbound && l.Private():
 		return "flow: " + from + " and private data (" + l.PrivateSources() + "); this outbound call may carry the private data out"
@@ -346,4 +355,37 @@ func truncateBytes(s string, n int) string {
 // the rest of the batch).
 func pgText(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+func lowered(list []string) []string {
+	if list == nil {
+		list = DefaultInstructionFiles
+	}
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[i] = strings.ToLower(strings.TrimPrefix(strings.TrimSpace(s), "/"))
+	}
+	return out
+}
+
+// isInstructionFile reports whether the workspace path p names an instruction
+// file: its base name is one of the names, or one of its folders is one of the
+// folders (the entries ending in /). The path is cleaned first, so ./, // and
+// .. spell no way around it; case is folded.
+func isInstructionFile(p string, entries []string) bool {
+	clean := strings.ToLower(path.Clean("/" + strings.ReplaceAll(p, "\\", "/")))
+	parts := strings.Split(strings.TrimPrefix(clean, "/"), "/")
+	base := parts[len(parts)-1]
+	for _, e := range entries {
+		if dir, ok := strings.CutSuffix(e, "/"); ok {
+			if strings.Contains(clean+"/", "/"+dir+"/") && clean != "/"+dir {
+				return true
+			}
+			continue
+		}
+		if base == e {
+			return true
+		}
+	}
+	return false
 }

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -59,6 +60,30 @@ func Reads(p Provenance) Option { return func(s *Spec) { s.Reads = p } }
 // or facts (the knowledge base): the flow rules ask a human before a session that
 // read untrusted content plants something there.
 func Persists() Option { return func(s *Spec) { s.Persists = true } }
+
+// WritesPath declares that the tool writes the workspace path in argument arg
+// (def when the argument is empty): the flow rules ask before a session that
+// read untrusted content writes a file later runs read as instructions
+// (AGENTS.md, a CI workflow, the knowledge folder; security.flow_instruction_files).
+func WritesPath(arg, def string) Option {
+	return func(s *Spec) { s.WritesPath, s.WritesDefault = arg, def }
+}
+
+// WrittenPath is the workspace path a call of a WritesPath tool writes ("" for
+// another tool, or arguments that do not parse: the tool refuses those itself).
+func (s *Spec) WrittenPath(args json.RawMessage) string {
+	if s.WritesPath == "" {
+		return ""
+	}
+	var a map[string]any
+	if json.Unmarshal(args, &a) != nil {
+		return ""
+	}
+	if p, ok := a[s.WritesPath].(string); ok && p != "" {
+		return p
+	}
+	return s.WritesDefault
+}
 
 // MaxLabelSources bounds the sources a label names per provenance: the first ones
 // read are kept (the ones an approver most needs to see), the rest only counted.

@@ -210,7 +210,10 @@ type Spec struct {
 	// Persists marks a tool that writes where later runs read and obey (see
 	// Persists).
 	Persists bool
-	Schema   json.RawMessage
+	// WritesPath names the argument holding the workspace path the tool writes,
+	// and the path it writes without one (see WritesPath).
+	WritesPath, WritesDefault string
+	Schema                    json.RawMessage
 	// schema is the reflected schema of the arguments: its required fields are
 	// checked at every depth before decoding.
 	schema  *jsonschema.Schema

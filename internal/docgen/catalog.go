@@ -38,7 +38,8 @@ func toolCatalog(string) ([]byte, error) {
 		"*idempotent* ones are safe to re-run after a crash; *escalates* tools may ask a human for some\n"+
 		"arguments although their tier does not; an *always human* tool's approval never falls back to\n"+
 		"`security.supervisor_fallback`. *reads private* / *reads untrusted* tools label the session that\n"+
-		"reads them, and *persists* tools write where later runs read: the [flow rules](../flow.md) judge\n"+
+		"reads them, *persists* tools write where later runs read, and *writes* names the argument holding\n"+
+		"the workspace path a tool writes: the [flow rules](../flow.md) judge\n"+
 		"a labelled session's calls. `aetherium tools` prints the same catalog from a binary,\n"+
 		"`GET /api/tools/mcp-schemas` serves it.\n\n", len(reg.Names()), len(byGroup))
 	b.WriteString("| tool | group | tier | flags | description |\n| --- | --- | --- | --- | --- |\n")
@@ -104,6 +105,9 @@ func flags(s *tools.Spec) string {
 	}
 	if s.Persists {
 		f = append(f, "persists")
+	}
+	if s.WritesPath != "" {
+		f = append(f, "writes `"+s.WritesPath+"`")
 	}
 	return strings.Join(f, ", ")
 }

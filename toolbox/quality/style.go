@@ -47,6 +47,8 @@ type StyleSummary struct {
 
 // Limits of record_style.
 const (
+	// StyleRecord is where record_style writes without an out argument.
+	StyleRecord      = "STYLE.md"
 	maxStylesheets   = 16
 	maxStylesheetLen = 1 << 20 // per stylesheet
 	maxProseLen      = 32 << 10
@@ -63,7 +65,7 @@ func registerStyle(reg *tools.Registry, ws workspace.Config) {
 				return tools.Result{}, fmt.Errorf("record_style: %w", explainQuota(call, err))
 			}
 			return res, nil
-		}, tools.Idempotent(), tools.InGroup("quality"))
+		}, tools.Idempotent(), tools.WritesPath("out", StyleRecord), tools.InGroup("quality"))
 }
 
 // explainQuota turns a write that did not fit the workspace's quota (ENOSPC in
@@ -86,7 +88,7 @@ func recordStyle(ctx context.Context, call tools.Call, a StyleArgs, ws workspace
 	}
 	out := a.Out
 	if out == "" {
-		out = "STYLE.md"
+		out = StyleRecord
 	}
 	outRel, err := cleanPathArg(out)
 	if err != nil {

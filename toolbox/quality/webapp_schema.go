@@ -73,6 +73,9 @@ var openAPICandidates = []string{
 	"/swagger.yaml", "/api/openapi.json", "/swagger/v1/swagger.json", "/v2/api-docs", "/api/schema/",
 }
 
+// SchemaOut is where capture_api_schema saves without an out argument.
+const SchemaOut = "api-schema.json"
+
 func registerAPISchema(reg *tools.Registry, d WebAppDeps, cfg WebAppConfig) {
 	tools.Register(reg, "capture_api_schema", "Capture a running app's API schema: fetch its published OpenAPI/Swagger document (/openapi.json, /swagger.json, /api-docs, …) and validate it, "+
 		"or else GET the given paths and infer JSON Schemas from their JSON responses (types; required = present and not null). "+
@@ -90,7 +93,7 @@ func registerAPISchema(reg *tools.Registry, d WebAppDeps, cfg WebAppConfig) {
 			return tools.Result{Content: string(b)}, nil
 			// Idempotent: GETs only, and the file is rewritten from a fresh capture;
 			// running it again is the recovery after a crash.
-		}, tools.Outbound(), tools.Idempotent(), tools.LoopbackInSandbox(d.Sandbox != nil), tools.Reads(tools.Untrusted), tools.InGroup("quality"))
+		}, tools.Outbound(), tools.Idempotent(), tools.LoopbackInSandbox(d.Sandbox != nil), tools.Reads(tools.Untrusted), tools.WritesPath("out", SchemaOut), tools.InGroup("quality"))
 }
 
 func captureAPISchema(ctx context.Context, call tools.Call, d WebAppDeps, cfg WebAppConfig, a APISchemaArgs) (APISchemaReport, error) {
@@ -106,7 +109,7 @@ func captureAPISchema(ctx context.Context, call tools.Call, d WebAppDeps, cfg We
 			return APISchemaReport{}, fmt.Errorf("paths: %w", err)
 		}
 	}
-	out := cmp.Or(a.Out, "api-schema.json")
+	out := cmp.Or(a.Out, SchemaOut)
 	outRel, err := cleanPathArg(out)
 	if err != nil {
 		return APISchemaReport{}, fmt.Errorf("out: %w", err)

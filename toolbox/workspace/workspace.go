@@ -92,18 +92,18 @@ func Register(reg *tools.Registry, cfg Config) {
 		s.read, tools.Idempotent(), tools.Reads(tools.Private), tools.InGroup("workspace"))
 	tools.Register(reg, "write_file", "Create or overwrite a file in the workspace with the given content. "+
 		"Replacing a file with much less content is refused: to really rewrite it, use edit_file with an empty search and start_line 1, end_line = the last line.",
-		quota(s.write), tools.Idempotent(), tools.InGroup("workspace"))
+		quota(s.write), tools.Idempotent(), tools.WritesPath("path", ""), tools.InGroup("workspace"))
 	tools.Register(reg, "edit_file", "Replace a search string with new text in place. Exact match first, then a whitespace-tolerant match when it lands in exactly one place; "+
 		"several exact matches are all replaced. An empty search creates a missing file. start_line/end_line confine the search, or with an empty search replace those lines "+
 		"(start_line 1 to the last line rewrites the whole file). A miss reports the nearest line.",
-		quota(s.edit), tools.InGroup("workspace"))
+		quota(s.edit), tools.WritesPath("path", ""), tools.InGroup("workspace"))
 	tools.Register(reg, "list_files", "List the workspace (or a directory in it) as a tree with file sizes; capped.",
 		s.list, tools.Idempotent(), tools.Reads(tools.Private), tools.InGroup("workspace"))
 	tools.Register(reg, "search_files", "Find files by name (glob: *.go, src/**/*.ts) and lines by content (text or regex), read-only, output capped. "+
 		"Use it instead of ls, find or grep in run_shell. Dot directories are skipped.",
 		s.search, tools.Idempotent(), tools.Reads(tools.Private), tools.InGroup("workspace"))
 	tools.Register(reg, "revert_file", "Undo this session's edits to a file: restore it as it was before the session first changed it (a file the session created is removed).",
-		quota(s.revert), tools.InGroup("workspace"))
+		quota(s.revert), tools.WritesPath("path", ""), tools.InGroup("workspace"))
 }
 
 // quota wraps a tool that writes: a write that did not fit the workspace's quota
