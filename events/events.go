@@ -29,6 +29,9 @@ const (
 	Notification       = "notification"
 	// MemoryInjected records which memory entries a session was given, and why.
 	MemoryInjected = "memory.injected"
+	// FlowLabelled records that a session read (or inherited) more untrusted
+	// content, naming the sources: the flow rules now judge its calls by them.
+	FlowLabelled = "flow.labelled"
 	// PostRunFinishImage is the outcome of a run's post-run finish_image
 	// upscale (done, partial, failed or skipped, per picture), recorded after
 	// the run's terminal event: the run's live stream has ended, so a client

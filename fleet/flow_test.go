@@ -1,6 +1,7 @@
 package fleet_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -138,6 +139,15 @@ func TestFlowRulesEndToEnd(t *testing.T) {
 
 	for i, a := range attacks {
 		appr := pendingApproval(t, f, ids[i])
+		evs, err := f.Store.EventsAfter(context.Background(), ids[i], 0, 1000)
+		require.NoError(t, err)
+		labelled := false
+		for _, e := range evs {
+			if e.Type == "flow.labelled" && strings.Contains(string(e.Data), page) {
+				labelled = true
+			}
+		}
+		require.True(t, labelled, "%s: a flow.labelled event names the page", a.name)
 		require.Contains(t, appr.Why, "the session read untrusted content ("+hostile, a.name)
 		require.Contains(t, appr.Why, a.why, a.name)
 		if strings.Contains(a.why, "private data") {

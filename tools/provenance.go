@@ -157,6 +157,15 @@ func (l *Label) Private() bool { return l != nil && len(l.private) > 0 }
 // Untrusted reports whether the session has read content a stranger can write.
 func (l *Label) Untrusted() bool { return l != nil && len(l.untrusted) > 0 }
 
+// UntrustedCount is how many untrusted sources the label holds, counted ones
+// included.
+func (l *Label) UntrustedCount() int {
+	if l == nil {
+		return 0
+	}
+	return len(l.untrusted) + l.moreUntrust
+}
+
 // Level is the label's highest provenance.
 func (l *Label) Level() Provenance {
 	switch {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/memory"
@@ -181,4 +182,22 @@ func (w *Worker) memoryProvenance(ctx context.Context, entries []memory.Scored, 
 		l.AddRecord(labelOf(w.router.Registry(), msgs).Record(), fmt.Sprintf("entry %d: ", e.ID))
 	}
 	return l.Record(), nil
+}
+
+// relabel derives the session's label from its history (the flow rules judge
+// the next call by it) and records a flow.labelled event when it holds more
+// untrusted sources than the last one named. The key counts the sources, so a
+// redelivered step records nothing twice.
+func (s *stepRun) relabel(ctx context.Context) error {
+	l := labelOf(s.w.router.Registry(), s.sess.Messages)
+	s.tsess.Label = l
+	n := l.UntrustedCount()
+	if n <= s.labelled {
+		return nil
+	}
+	s.labelled = n
+	rec := l.Record()
+	return s.w.events.Emit(ctx, s.in.run.ID, fmt.Sprintf("label:%s:%d", s.sess.ID, n), events.FlowLabelled, s.in.node.Name, map[string]any{
+		"untrusted": rec.Untrusted, "private": rec.Private,
+	})
 }

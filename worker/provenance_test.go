@@ -73,3 +73,30 @@ func TestMailProvenance(t *testing.T) {
 		Untrusted: []string{"alice: web_fetch https://evil.example/ (turn 1)", "carol: a message whose provenance did not parse"},
 	}, p)
 }
+
+// The label is derived from the history as saved: a step redelivered after a
+// kill -9 reads the same messages back and finds the same label, carried
+// provenance included.
+func TestLabelSurvivesTheSavedHistory(t *testing.T) {
+	t.Parallel()
+	reg := tools.NewRegistry()
+	tools.Register(reg, "web_fetch", "fetch", func(context.Context, tools.Call, map[string]any) (tools.Result, error) { return tools.Result{}, nil },
+		tools.InGroup("research"), tools.Reads(tools.Untrusted))
+	msgs := []llm.Message{
+		{Role: llm.RoleSystem, Content: "you are"},
+		{Role: llm.RoleUser, Content: "task", Provenance: &llm.Provenance{Private: []string{"read_file a.md (turn 1)"}}},
+		{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "a", Name: "web_fetch", Args: json.RawMessage(`{"url":"https://evil.example/"}`)}}},
+		{Role: llm.RoleTool, ToolCallID: "a", Name: "web_fetch", Content: "page"},
+		{Role: llm.RoleUser, Content: "mail", Provenance: &llm.Provenance{Untrusted: []string{"bob: http_request https://x.example/ (turn 4)"}}},
+	}
+	raw, err := json.Marshal(msgs)
+	require.NoError(t, err)
+	var saved []llm.Message
+	require.NoError(t, json.Unmarshal(raw, &saved))
+	before, after := labelOf(reg, msgs), labelOf(reg, saved)
+	require.Equal(t, before.Record(), after.Record())
+	require.Equal(t, &llm.Provenance{
+		Private:   []string{"via the delegated task: read_file a.md (turn 1)"},
+		Untrusted: []string{"web_fetch https://evil.example/ (turn 1)", "via a teammate's message: bob: http_request https://x.example/ (turn 4)"},
+	}, after.Record())
+}

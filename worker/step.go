@@ -68,6 +68,8 @@ type stepRun struct {
 	model    llm.ModelConfig
 	defs     []llm.ToolDef
 	mailRead bool
+	// labelled is how many untrusted sources the last flow.labelled event named.
+	labelled int
 	ackMail  mailbox.Ack
 	// workspace is the run's workspace directory (reply checks read it).
 	workspace string
@@ -248,8 +250,7 @@ func (s *stepRun) prepare(ctx context.Context) error {
 	if err := s.injectMemory(ctx); err != nil {
 		return err
 	}
-	tsess.Label = labelOf(w.router.Registry(), s.sess.Messages)
-	return nil
+	return s.relabel(ctx)
 }
 
 // resolvePending answers the pending calls in the order the model gave them. It
@@ -290,7 +291,9 @@ func (s *stepRun) resolvePending(ctx context.Context, pending []llm.ToolCall) er
 		}
 		s.sess.Messages = append(s.sess.Messages, msg)
 		// The next call is judged by what this one read (the flow rules).
-		s.tsess.Label = labelOf(s.w.router.Registry(), s.sess.Messages)
+		if err := s.relabel(ctx); err != nil {
+			return err
+		}
 		if msg.IsError {
 			s.sess.Failures++
 		} else {
@@ -342,7 +345,7 @@ func (s *stepRun) readMail(ctx context.Context) error {
 	s.ackMail = ack
 	if len(msgs) > 0 {
 		s.sess.Messages = append(s.sess.Messages, llm.Message{Role: llm.RoleUser, Content: mailbox.Format(msgs), Provenance: mailProvenance(msgs)})
-		s.tsess.Label = labelOf(s.w.router.Registry(), s.sess.Messages)
+		return s.relabel(ctx)
 	}
 	return nil
 }
