@@ -246,6 +246,11 @@ func (g *Gate) flowReason(spec *tools.Spec, tier tools.Tier, args json.RawMessag
 	if p := spec.WrittenPath(args); p != "" && isInstructionFile(p, g.instructions) {
 		return "flow: " + from + "; this writes " + p + ", which later runs read as instructions"
 	}
+	if spec.ChangesRemote != nil {
+		if change := spec.ChangesRemote(args); change != "" {
+			return "flow: " + from + "; this " + change + " changes state on a remote service"
+		}
+	}
 	switch {
 	case spec.Outbound && l.Private():
 		return "flow: " + from + " and private data (" + l.PrivateSources() + "); this outbound call may carry the private data out"

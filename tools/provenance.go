@@ -85,6 +85,13 @@ func (s *Spec) WrittenPath(args json.RawMessage) string {
 	return s.WritesDefault
 }
 
+// ChangesRemote declares how to tell a call that changes or destroys state on a
+// remote service (an HTTP DELETE, PUT or PATCH, however spelled): the flow rules
+// ask before a session that read untrusted content makes one.
+func ChangesRemote(change func(args json.RawMessage) string) Option {
+	return func(s *Spec) { s.ChangesRemote = change }
+}
+
 // MaxLabelSources bounds the sources a label names per provenance: the first ones
 // read are kept (the ones an approver most needs to see), the rest only counted.
 const MaxLabelSources = 4

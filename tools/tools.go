@@ -210,6 +210,9 @@ type Spec struct {
 	// Persists marks a tool that writes where later runs read and obey (see
 	// Persists).
 	Persists bool
+	// ChangesRemote, when set, names the change a call makes on a remote service
+	// ("DELETE"; "" for a read): see ChangesRemote.
+	ChangesRemote func(args json.RawMessage) string
 	// WritesPath names the argument holding the workspace path the tool writes,
 	// and the path it writes without one (see WritesPath).
 	WritesPath, WritesDefault string

@@ -38,7 +38,8 @@ func toolCatalog(string) ([]byte, error) {
 		"*idempotent* ones are safe to re-run after a crash; *escalates* tools may ask a human for some\n"+
 		"arguments although their tier does not; an *always human* tool's approval never falls back to\n"+
 		"`security.supervisor_fallback`. *reads private* / *reads untrusted* tools label the session that\n"+
-		"reads them, *persists* tools write where later runs read, and *writes* names the argument holding\n"+
+		"reads them, *persists* tools write where later runs read, *changes remote* tools can change or\n"+
+		"destroy a remote service's state, and *writes* names the argument holding\n"+
 		"the workspace path a tool writes: the [flow rules](../flow.md) judge\n"+
 		"a labelled session's calls. `aetherium tools` prints the same catalog from a binary,\n"+
 		"`GET /api/tools/mcp-schemas` serves it.\n\n", len(reg.Names()), len(byGroup))
@@ -105,6 +106,9 @@ func flags(s *tools.Spec) string {
 	}
 	if s.Persists {
 		f = append(f, "persists")
+	}
+	if s.ChangesRemote != nil {
+		f = append(f, "changes remote")
 	}
 	if s.WritesPath != "" {
 		f = append(f, "writes `"+s.WritesPath+"`")

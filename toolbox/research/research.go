@@ -6,10 +6,13 @@ package research
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -95,7 +98,7 @@ func Register(reg *tools.Registry, eg *egress.Egress, cfg Config, run Runner) *B
 			return tools.JSON(map[string]any{
 				"status": resp.StatusCode, "headers": hdrs, "body": string(data), "truncated": truncated, "final_url": resp.Request.URL.String(),
 			})
-		}, tools.Outbound(), tools.Reads(tools.Untrusted), tools.InGroup("research"), tools.WithTier(tools.Elevated))
+		}, tools.Outbound(), tools.Reads(tools.Untrusted), tools.ChangesRemote(RemoteChange), tools.InGroup("research"), tools.WithTier(tools.Elevated))
 	tools.Register(reg, "http_health_check", "Ping an endpoint (GET) and return its status and latency.",
 		func(ctx context.Context, call tools.Call, a HealthArgs) (tools.Result, error) {
 			if eg == nil {
@@ -131,4 +134,51 @@ func browserHost(run Runner) BrowserHost {
 		return h
 	}
 	return nil
+}
+
+// changing are the HTTP methods that change or destroy a remote resource.
+var changing = map[string]bool{"DELETE": true, "PUT": true, "PATCH": true}
+
+// methodOverrides are the headers and parameters servers read as the real
+// method of a POST (Rails, Laravel, Google APIs, many proxies).
+var methodOverrides = []string{"x-http-method-override", "x-http-method", "x-method-override"}
+
+// RemoteChange is http_request's tools.ChangesRemote: the method of a call that
+// changes or destroys a remote resource, spelled directly, in a method-override
+// header, or as a _method parameter of the URL or a form body ("" otherwise).
+func RemoteChange(raw json.RawMessage) string {
+	var a RequestArgs
+	if json.Unmarshal(raw, &a) != nil {
+		return ""
+	}
+	if m := strings.ToUpper(strings.TrimSpace(a.Method)); changing[m] {
+		return m
+	}
+	for k, v := range a.Headers {
+		if slices.Contains(methodOverrides, strings.ToLower(strings.TrimSpace(k))) {
+			if m := strings.ToUpper(strings.TrimSpace(v)); changing[m] {
+				return strings.ToUpper(a.Method) + " overridden to " + m
+			}
+		}
+	}
+	var params []url.Values
+	if u, err := url.Parse(a.URL); err == nil {
+		params = append(params, u.Query())
+	}
+	if q, err := url.ParseQuery(a.Body); err == nil {
+		params = append(params, q)
+	}
+	for _, q := range params {
+		for k, vs := range q {
+			if !strings.EqualFold(k, "_method") {
+				continue
+			}
+			for _, v := range vs {
+				if m := strings.ToUpper(strings.TrimSpace(v)); changing[m] {
+					return strings.ToUpper(a.Method) + " with _method=" + m
+				}
+			}
+		}
+	}
+	return ""
 }
