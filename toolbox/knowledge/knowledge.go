@@ -10,6 +10,7 @@
 package knowledge
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -21,6 +22,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aetherium-engine/aetherium/confine"
 	kb "github.com/aetherium-engine/aetherium/knowledge"
@@ -52,6 +54,10 @@ type Receipt struct {
 	Indexed bool   `json:"indexed"`
 	// Updated is true when the call replaced the document of the same title.
 	Updated bool `json:"updated"`
+	// Previous is where the replaced version is kept (knowledge/.versions/…,
+	// never indexed): an update never silently destroys what another session or
+	// a person wrote under the title. Empty when nothing changed.
+	Previous string `json:"previous,omitempty"`
 	// Reason says why the saved file is not indexed (indexed: false).
 	Reason string `json:"reason,omitempty"`
 }
@@ -148,11 +154,11 @@ func (s *server) write(ctx context.Context, call tools.Call, a WriteArgs) (tools
 		return tools.Result{}, fmt.Errorf("write_knowledge: content is %d bytes, over the %d byte limit", len(a.Content), kb.MaxDocumentBytes)
 	}
 	data := kb.RenderMarkdown(title, a.Tags, a.Content)
-	rel, updated, err := s.save(sess.Workspace, title, data)
+	rel, updated, previous, err := s.save(sess.Workspace, title, data)
 	if err != nil {
 		return tools.Result{}, fmt.Errorf("write_knowledge: %w", wsquota.Explain(sess.Workspace, err))
 	}
-	rc := Receipt{ID: kb.DocID(kb.Project(sess.Project), rel), Path: rel, Updated: updated}
+	rc := Receipt{ID: kb.DocID(kb.Project(sess.Project), rel), Path: rel, Updated: updated, Previous: previous}
 	switch {
 	case s.d.Backend == nil:
 		rc.Reason = "the knowledge index is not configured in this deployment; the file is saved"
@@ -181,15 +187,15 @@ func (s *server) write(ctx context.Context, call tools.Call, a WriteArgs) (tools
 // file a person wrote — is never overwritten. New files are linked into place
 // (failing if the name was taken meanwhile), replacements renamed over: both
 // atomic, so a reader never sees half a document.
-func (s *server) save(workspace, title string, data []byte) (rel string, updated bool, err error) {
+func (s *server) save(workspace, title string, data []byte) (rel string, updated bool, previous string, err error) {
 	// The folder may be a link, but only to a real directory of the workspace
 	// outside dot directories: a knowledge/ → .frame link writes nothing.
 	if _, err := kb.FolderOf(workspace); err != nil {
-		return "", false, err
+		return "", false, "", err
 	}
 	root, err := os.OpenRoot(workspace)
 	if err != nil {
-		return "", false, fmt.Errorf("open workspace: %w", err)
+		return "", false, "", fmt.Errorf("open workspace: %w", err)
 	}
 	defer root.Close()
 	// Existing documents are the agent's files: read through confine, so a FIFO
@@ -197,11 +203,11 @@ func (s *server) save(workspace, title string, data []byte) (rel string, updated
 	// open, and nothing over MaxDocumentBytes is read.
 	conf, err := confine.OpenRoot(workspace, confine.Config{MaxBytes: kb.MaxDocumentBytes})
 	if err != nil {
-		return "", false, fmt.Errorf("open workspace: %w", err)
+		return "", false, "", fmt.Errorf("open workspace: %w", err)
 	}
 	defer conf.Close()
 	if err := root.MkdirAll(kb.FolderName, 0o755); err != nil {
-		return "", false, err
+		return "", false, "", err
 	}
 	s.chown(root, kb.FolderName)
 	slug := kb.Slug(title)
@@ -210,7 +216,7 @@ func (s *server) save(workspace, title string, data []byte) (rel string, updated
 	// A dot name: IndexFolder never reads it, even if a crash leaves it behind.
 	tmp := path.Join(kb.FolderName, ".write-"+rand.Text()+".tmp")
 	if err := root.WriteFile(tmp, data, 0o644); err != nil {
-		return "", false, err
+		return "", false, "", err
 	}
 	defer func() { _ = root.Remove(tmp) }()
 	s.chown(root, tmp)
@@ -229,19 +235,46 @@ func (s *server) save(workspace, title string, data []byte) (rel string, updated
 			if err := root.Link(tmp, rel); errors.Is(err, fs.ErrExist) {
 				continue // taken meanwhile (another worker): look again
 			} else if err != nil {
-				return "", false, err
+				return "", false, "", err
 			}
-			return rel, false, nil
+			return rel, false, "", nil
 		case err != nil:
-			return "", false, err
+			return "", false, "", err
 		case sameTitle(kb.ParseMarkdown(rel, old).Title, title) && hasFrontMatter(old):
-			if err := root.Rename(tmp, rel); err != nil {
-				return "", false, err
+			if bytes.Equal(old, data) {
+				return rel, true, "", nil // a retried call: nothing changes, nothing to keep
 			}
-			return rel, true, nil
+			kept, err := s.keep(root, name, old)
+			if err != nil {
+				return "", false, "", err
+			}
+			if err := root.Rename(tmp, rel); err != nil {
+				return "", false, "", err
+			}
+			return rel, true, kept, nil
 		}
 	}
-	return "", false, fmt.Errorf("%d documents already take the name %s: choose another title", MaxVariants, slug)
+	return "", false, "", fmt.Errorf("%d documents already take the name %s: choose another title", MaxVariants, slug)
+}
+
+// VersionsFolder keeps the versions write_knowledge replaced, below the
+// knowledge folder: a dot folder, which the index never reads.
+const VersionsFolder = ".versions"
+
+// keep writes the version a replacement is about to overwrite to
+// knowledge/.versions/<name without .md>.<UTC time>.<random>.md.
+func (s *server) keep(root *os.Root, name string, old []byte) (string, error) {
+	dir := path.Join(kb.FolderName, VersionsFolder)
+	if err := root.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	s.chown(root, dir)
+	rel := path.Join(dir, fmt.Sprintf("%s.%s.%s.md", strings.TrimSuffix(name, ".md"), time.Now().UTC().Format("20060102T150405Z"), rand.Text()[:6]))
+	if err := root.WriteFile(rel, old, 0o644); err != nil {
+		return "", fmt.Errorf("keep the previous version: %w", err)
+	}
+	s.chown(root, rel)
+	return rel, nil
 }
 
 func hasFrontMatter(b []byte) bool { return strings.HasPrefix(string(b), "---\n") }

@@ -136,6 +136,9 @@ func TestWriteNeverOverwritesAnotherDocument(t *testing.T) {
 	entries, err := os.ReadDir(filepath.Join(ws, "knowledge"))
 	require.NoError(t, err)
 	for _, e := range entries {
+		if e.Name() == knowledge.VersionsFolder {
+			continue // the replaced versions, kept on purpose (TestUpdateKeepsThePreviousVersion)
+		}
 		require.False(t, strings.HasPrefix(e.Name(), "."), "no temporary file is left: %s", e.Name())
 	}
 	_, err = os.Stat(filepath.Join(ws, ".frame"))
@@ -267,4 +270,33 @@ func TestSearchSeesTheTeamsPacksAndPeoplesFiles(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"pack:ops pager.md", "project:p knowledge/people/oncall.md"}, sources)
 	require.Len(t, f.search(t, session(ws, "p"), "pager").Results, 1, "without the pack in the team, only the project")
+}
+
+// An update never silently destroys the version it replaces (issue 49): the old
+// file is kept under knowledge/.versions (never indexed) and the receipt names
+// it; a retried identical call keeps nothing new.
+func TestUpdateKeepsThePreviousVersion(t *testing.T) {
+	t.Parallel()
+	f := setup(t, kb.Config{}, nil)
+	ws := t.TempDir()
+	s := session(ws, "p")
+	first := f.write(t, s, "Deploy policy", "Deploys need two reviewers.")
+	require.Empty(t, first.Previous)
+	second := f.write(t, s, "Deploy policy", "Deploys need no review.")
+	require.True(t, second.Updated)
+	require.True(t, strings.HasPrefix(second.Previous, "knowledge/.versions/deploy-policy."), second.Previous)
+	kept, err := os.ReadFile(filepath.Join(ws, second.Previous))
+	require.NoError(t, err)
+	require.Contains(t, string(kept), "Deploys need two reviewers.")
+	again := f.write(t, s, "Deploy policy", "Deploys need no review.")
+	require.True(t, again.Updated)
+	require.Empty(t, again.Previous, "an identical write changes nothing")
+	versions, err := os.ReadDir(filepath.Join(ws, "knowledge", knowledge.VersionsFolder))
+	require.NoError(t, err)
+	require.Len(t, versions, 1)
+	h := f.search(t, s, "two reviewers")
+	for _, r := range h.Results {
+		require.NotContains(t, r.Path, knowledge.VersionsFolder, "the kept version is not in the index")
+		require.NotContains(t, r.Snippet, "two", "the index holds the new version only")
+	}
 }
