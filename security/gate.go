@@ -159,7 +159,25 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 			}
 		}
 
-		// 4. egress + DLP on outbound tools
+		// 4. egress + DLP on outbound tools; DLP alone on a tool that reaches the
+		// network in this session only (its destinations are the proxy's).
+		scan := func() error {
+			var serr error
+			if findings, serr = g.dlp.ScanArgs(call.Args); serr != nil {
+				_, err := deny("dlp", serr.Error(), egress.ErrDLPTooLarge)
+				return err
+			} else if len(findings) > 0 {
+				ids := egress.RuleIDs(findings)
+				if g.metrics != nil {
+					for _, id := range ids {
+						g.metrics.DLPHits.WithLabelValues(id).Inc()
+					}
+				}
+				_, err := deny("dlp", "outgoing arguments carry a credential (gitleaks rule "+strings.Join(ids, ", ")+"); remove it", nil)
+				return err
+			}
+			return nil
+		}
 		if spec.Outbound {
 			var strs, paths, urls []string
 			var args map[string]any
@@ -173,17 +191,12 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 					return deny("egress", egressReason(err), egress.ErrEgressDenied)
 				}
 			}
-			var serr error
-			if findings, serr = g.dlp.ScanArgs(call.Args); serr != nil {
-				return deny("dlp", serr.Error(), egress.ErrDLPTooLarge)
-			} else if len(findings) > 0 {
-				ids := egress.RuleIDs(findings)
-				if g.metrics != nil {
-					for _, id := range ids {
-						g.metrics.DLPHits.WithLabelValues(id).Inc()
-					}
-				}
-				return deny("dlp", "outgoing arguments carry a credential (gitleaks rule "+strings.Join(ids, ", ")+"); remove it", nil)
+			if err := scan(); err != nil {
+				return tools.Result{}, err
+			}
+		} else if spec.OutboundWhen != nil && spec.OutboundWhen(s) {
+			if err := scan(); err != nil {
+				return tools.Result{}, err
 			}
 		}
 

@@ -189,6 +189,9 @@ type Spec struct {
 	Tier        Tier
 	// Outbound marks tools that reach the network (egress + DLP gate).
 	Outbound bool
+	// OutboundWhen, when set, tells the sessions in which the tool reaches the
+	// network (see OutboundWhen).
+	OutboundWhen func(s *Session) bool
 	// LoopbackInSandbox marks outbound tools that carry a loopback URL
 	// (IsLoopbackHost) into the calling run's own sandbox, where the run's app
 	// listens, instead of dialing it from the worker: the gate does not judge
@@ -245,6 +248,15 @@ func Escalates(why func(args json.RawMessage) string) Option {
 // there is a configuration error (NeverFallsBack). download_pdf carries it (the
 // seed's rule), and the headset tools, which act on a device a person wears.
 func AlwaysHuman() Option { return func(s *Spec) { s.AlwaysHuman = true } }
+
+// OutboundWhen flags a tool that reaches the network in some sessions only
+// (run_shell, when the team's allowlist gives its sandbox a network): in those,
+// the DLP layer scans its arguments as an outbound tool's, since a credential
+// written into a command line leaves with it. Its destinations are the egress
+// proxy's to judge, not the gate's.
+func OutboundWhen(when func(s *Session) bool) Option {
+	return func(s *Spec) { s.OutboundWhen = when }
+}
 
 // Outbound flags a tool as reaching the network.
 func Outbound() Option { return func(s *Spec) { s.Outbound = true } }

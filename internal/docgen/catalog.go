@@ -92,6 +92,9 @@ func flags(s *tools.Spec) string {
 	if s.Outbound {
 		f = append(f, "outbound")
 	}
+	if s.OutboundWhen != nil {
+		f = append(f, "outbound when networked")
+	}
 	if s.Idempotent {
 		f = append(f, "idempotent")
 	}

@@ -89,7 +89,7 @@ func Register(reg *tools.Registry, d Deps, cfg Config) {
 	tools.Register(reg, "run_shell", "Execute a shell command in the project's sandbox container, in the workspace. "+
 		"Returns its output (stdout and stderr, long output keeps head and tail) and exit code. "+
 		"To find files or text prefer search_files; to read or change files prefer read_file/edit_file.",
-		s.run, tools.Reads(tools.Private), tools.InGroup("shell"), tools.WithTier(tools.Elevated), tools.Escalates(Destructive))
+		s.run, tools.Reads(tools.Private), tools.InGroup("shell"), tools.WithTier(tools.Elevated), tools.Escalates(Destructive), tools.OutboundWhen(HasNetwork))
 	tools.Register(reg, "read_logs", "Read logs: the sandbox container's log (source docker), a log file in the workspace (source file), or the systemd journal of an allowed unit (source journal); tail and since limit the output.",
 		s.logs, tools.Idempotent(), tools.Reads(tools.Private), tools.InGroup("shell"), tools.WithTier(tools.Elevated))
 }
@@ -134,7 +134,7 @@ func (s *server) run(ctx context.Context, call tools.Call, a RunArgs) (tools.Res
 		Timeout: time.Duration(a.Timeout) * time.Second,
 		// The team's egress allowlist decides whether the container gets a network
 		// at all; the egress proxy, its only way out, applies the allowlist.
-		Network: len(sess.AllowedDomains) > 0,
+		Network: HasNetwork(sess),
 		Agent:   sess.Agent, Allowlist: sess.AllowedDomains, EgressPorts: sess.EgressPorts,
 		EgressDenyPrivate: sess.EgressDenyPrivate,
 	}
@@ -359,6 +359,12 @@ func capText(s string, limit int) string {
 	}
 	return fmt.Sprintf("[... %d older bytes omitted ...]\n", cut) + strings.ToValidUTF8(s[cut:], "\uFFFD")
 }
+
+// HasNetwork reports whether a session's sandbox has a network: the team's
+// egress allowlist names a destination (the egress proxy, its only way out,
+// applies it). run_shell's arguments then pass the DLP layer
+// (tools.OutboundWhen).
+func HasNetwork(s *tools.Session) bool { return len(s.AllowedDomains) > 0 }
 
 // Destructive is run_shell's escalation (tools.Escalates): a command line the
 // shell parse finds destructive waits for a human whatever the tool's tier.
