@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/llm"
@@ -87,6 +89,7 @@ func readTarget(args json.RawMessage) string {
 	}
 	for _, k := range []string{"url", "base_url", "path", "query", "command", "source"} {
 		if v, ok := a[k].(string); ok && v != "" {
+			v = printable(v)
 			if len(v) > maxSourceBytes {
 				v = strings.ToValidUTF8(v[:maxSourceBytes], "") + "…"
 			}
@@ -94,6 +97,23 @@ func readTarget(args json.RawMessage) string {
 		}
 	}
 	return ""
+}
+
+// printable is what an approver may be shown of an argument the model (and so the
+// page it read) chose: white space folded to single spaces, control and
+// formatting characters (NUL, bidi overrides, zero-width) dropped, so a source
+// cannot forge lines or reorder the text of the approval card.
+func printable(s string) string {
+	s = strings.Map(func(r rune) rune {
+		switch {
+		case unicode.IsSpace(r):
+			return ' '
+		case unicode.IsControl(r), unicode.Is(unicode.Cf, r), r == utf8.RuneError:
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(s, ""))
+	return strings.Join(strings.Fields(s), " ")
 }
 
 // ownApp tells a loopback http(s) URL: the run's app in its own sandbox.
