@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -37,9 +38,12 @@ type ApprovalsConfig struct {
 	FallbackTools []string
 }
 
-// fallsBack reports whether an expiring approval of tool is approved by fallback.
-func (c ApprovalsConfig) fallsBack(tool string) bool {
-	if tools.NeverFallsBack(tool) {
+// fallsBack reports whether an expiring approval of tool, asked for why, is
+// approved by fallback. An ask of the flow rules never is: the session read
+// untrusted content, and the supervisor that would stand in for the human is a
+// model too.
+func (c ApprovalsConfig) fallsBack(tool, why string) bool {
+	if tools.NeverFallsBack(tool) || strings.Contains(why, untrustedRead) {
 		return false
 	}
 	for _, t := range c.FallbackTools {
@@ -180,7 +184,7 @@ func (a *Approvals) Expire(ctx context.Context, t *asynq.Task) error {
 		return err
 	}
 	status, by, reason := store.ApprovalTimedOut, "system", "no decision within "+a.cfg.Window.String()
-	if a.cfg.fallsBack(cur.Tool) {
+	if a.cfg.fallsBack(cur.Tool, cur.Why) {
 		status, by, reason = store.ApprovalApproved, "supervisor-fallback", "approved by fallback after "+a.cfg.Window.String()
 	}
 	appr, err := a.store.TimeOutApproval(ctx, p.ApprovalID, status, by, reason)

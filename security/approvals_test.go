@@ -139,6 +139,17 @@ func TestExpireFallbackPerTool(t *testing.T) {
 			require.Equal(t, "supervisor-fallback", got.DecidedBy)
 		}
 	}
+	// An ask of the flow rules never falls back, even for a listed tool: the
+	// supervisor that would stand in is a model too.
+	s := e.session(t)
+	appr, _, err := st.RequestApproval(ctx, store.Approval{ID: security.ApprovalID(s.SessionID, "c1"), RunID: s.RunID,
+		SessionID: s.SessionID, CallID: "c1", Agent: "a", Tool: "run_shell", Tier: "elevated",
+		Why: "flow: the session read untrusted content (web_fetch https://evil.example/ (turn 1)); it may be steering this elevated call"}, time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, a.Expire(ctx, queue.ApprovalExpireTask(appr.ID)))
+	got, err := st.GetApproval(ctx, appr.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.ApprovalTimedOut, got.Status)
 }
 
 // The approver sees every argument; only the secret itself is masked, where it

@@ -155,7 +155,7 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 			if flow := g.flowReason(spec, tier, call.Args, s.Label); flow != "" {
 				why = strings.TrimPrefix(why+"; "+flow, "; ")
 			} else if why != "" {
-				why += "; the session read untrusted content: " + s.Label.UntrustedSources()
+				why += "; " + untrustedRead + ": " + s.Label.UntrustedSources()
 			}
 		}
 
@@ -249,13 +249,17 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 	})
 }
 
+// untrustedRead opens every reason the flow rules give: the approvals' expiry
+// reads it too (an ask of the flow rules never falls back to the supervisor).
+const untrustedRead = "the session read untrusted content"
+
 // flowReason is why a call of a session that read untrusted content needs a human
 // ("" when the flow rules let it run): an outbound call once the session also
 // read private data (the lethal trifecta: it may carry the data out), a write
 // where later runs will read it, and any other Elevated or Restricted call (a
 // shell, a subagent) that the injected content may be steering.
 func (g *Gate) flowReason(spec *tools.Spec, tier tools.Tier, args json.RawMessage, l *tools.Label) string {
-	from := "the session read untrusted content (" + l.UntrustedSources() + ")"
+	from := untrustedRead + " (" + l.UntrustedSources() + ")"
 	if p := spec.WrittenPath(args); p != "" && isInstructionFile(p, g.instructions) {
 		return "flow: " + from + "; this writes " + p + ", which later runs read as instructions"
 	}
