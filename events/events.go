@@ -32,6 +32,10 @@ const (
 	// FlowLabelled records that a session read (or inherited) more untrusted
 	// content, naming the sources: the flow rules now judge its calls by them.
 	FlowLabelled = "flow.labelled"
+	// FlowUntrustedWrite marks a workspace file written by a session that had
+	// read untrusted content, for a person to review (the session's edits stay
+	// revertible, revert_file).
+	FlowUntrustedWrite = "flow.untrusted_write"
 	// PostRunFinishImage is the outcome of a run's post-run finish_image
 	// upscale (done, partial, failed or skipped, per picture), recorded after
 	// the run's terminal event: the run's live stream has ended, so a client

@@ -174,6 +174,17 @@ func TestFlowRulesEndToEnd(t *testing.T) {
 			}
 		}
 	}
+	// The benign summary was written after the page was read: marked for review.
+	summary := benignIDs["read the web, then write a summary file"]
+	evs, err := f.Store.EventsAfter(context.Background(), summary, 0, 1000)
+	require.NoError(t, err)
+	marked := false
+	for _, e := range evs {
+		if e.Type == "flow.untrusted_write" && strings.Contains(string(e.Data), "summary.md") && strings.Contains(string(e.Data), page) {
+			marked = true
+		}
+	}
+	require.True(t, marked, "the file written after the page was read is marked for review")
 	t.Logf("flow corpus: %d attacks and %d laundering attempts stopped at a human; benign: %d runs, %d asks", len(attacks), len(launder), len(benign), asks)
 	require.Zero(t, asks, "the benign runs asked a human")
 	// The sync run posted once; no attack reached the collector.

@@ -221,3 +221,24 @@ func (s *stepRun) relabel(ctx context.Context) error {
 		"untrusted": rec.Untrusted, "private": rec.Private,
 	})
 }
+
+// markUntrustedWrite records a flow.untrusted_write event for a file a session
+// that had read untrusted content wrote (a tools.WritesPath call that did not
+// fail): what it wrote may carry the page's instructions, so it is marked for a
+// person's review. The key is the call's, so a redelivered step records it once.
+func (s *stepRun) markUntrustedWrite(ctx context.Context, call llm.ToolCall, msg llm.Message) error {
+	if msg.IsError || !s.tsess.Label.Untrusted() {
+		return nil
+	}
+	spec, ok := s.w.router.Registry().Spec(call.Name)
+	if !ok {
+		return nil
+	}
+	p := spec.WrittenPath(call.Args)
+	if p == "" {
+		return nil
+	}
+	return s.w.events.Emit(ctx, s.in.run.ID, "untrusted-write:"+s.sess.ID+":"+call.ID, events.FlowUntrustedWrite, s.in.node.Name, map[string]any{
+		"tool": call.Name, "path": printable(p), "untrusted": s.tsess.Label.Record().Untrusted,
+	})
+}

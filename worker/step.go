@@ -290,6 +290,9 @@ func (s *stepRun) resolvePending(ctx context.Context, pending []llm.ToolCall) er
 			return s.end(ctx, saveOpts{})
 		}
 		s.sess.Messages = append(s.sess.Messages, msg)
+		if err := s.markUntrustedWrite(ctx, call, msg); err != nil {
+			return err
+		}
 		// The next call is judged by what this one read (the flow rules).
 		if err := s.relabel(ctx); err != nil {
 			return err
