@@ -82,6 +82,13 @@ func TestDLPOrdinaryTextIsClean(t *testing.T) {
 			s := fmt.Sprintf(u, port)
 			require.Empty(t, d.Scan(s+"\nUser-Agent: Wget\n"), "false positive in %s", s)
 			require.Empty(t, d.Scan(requestArgs(t, s, nil, "")), "false positive in %s", s)
+			// Inside a shell command line (run_shell's arguments, JSON-escaped):
+			// the match ends at an escaped line end, a quote or a space.
+			for _, cmd := range []string{"probe api " + s + "\nprobe other", "wget -q -O- '" + s + "'; echo done", "curl " + s + "\tx"} {
+				raw, err := json.Marshal(map[string]any{"command": cmd})
+				require.NoError(t, err)
+				require.Empty(t, d.Scan(string(raw)), "false positive in %s", raw)
+			}
 		}
 	}
 	// The exception is that shape only: a key after a port-like prefix is still found.
