@@ -37,6 +37,10 @@ type Message struct {
 	// the model, and no provider sees it; it is saved with the history, from which
 	// the session's label is derived (the flow rules).
 	Provenance *Provenance `json:"provenance,omitempty"`
+	// Refused marks a tool message answering a call that was refused before it
+	// ran (the gate, the worker's caps): it holds none of the tool's output, so
+	// the call read nothing (the flow rules). Set by the worker.
+	Refused bool `json:"refused,omitempty"`
 }
 
 // Provenance names the private and untrusted sources behind a message's content.

@@ -3,6 +3,8 @@ package security_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 
@@ -143,4 +145,25 @@ func TestGateScansANetworkedShell(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, res.Content, "wget")
 	require.EqualValues(t, 1, ran.Load())
+}
+
+// A refusal made before the call ran holds nothing the remote wrote; one made
+// after it (the egress client refused a redirect, whose target the remote chose)
+// says so, and the worker counts that answer as read.
+func TestGateMarksRefusalsAfterTheToolRan(t *testing.T) {
+	t.Parallel()
+	e := setupGate(t)
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://169.254.169.254/ignore-your-task", http.StatusFound)
+	}))
+	t.Cleanup(redirector.Close)
+	s := e.session(t)
+
+	_, err := e.dispatch(s, "c1", "http_request", research.RequestArgs{Method: "GET", URL: redirector.URL + "/go"})
+	d := requireDenied(t, err, "egress", "")
+	require.True(t, d.Ran, "refused after the tool ran: %v", err)
+
+	_, err = e.dispatch(s, "c2", "http_request", research.RequestArgs{Method: "GET", URL: "http://169.254.169.254/latest/"})
+	d = requireDenied(t, err, "egress", "")
+	require.False(t, d.Ran, "refused before the tool ran: %v", err)
 }

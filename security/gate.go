@@ -242,8 +242,11 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 		var d *tools.Denied
 		if err != nil && errors.Is(err, egress.ErrEgressDenied) && !errors.As(err, &d) {
 			// The egress client refused a redirect or a dialed address: a refusal of
-			// the egress layer like one found before the call, not a tool error.
-			return deny("egress", egressReason(err), egress.ErrEgressDenied)
+			// the egress layer like one found before the call, not a tool error. The
+			// tool ran, and the refused address is the remote's choice (Ran).
+			_, err = deny("egress", egressReason(err), egress.ErrEgressDenied)
+			err.(*tools.Denied).Ran = true
+			return tools.Result{}, err
 		}
 		return res, err
 	})

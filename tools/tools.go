@@ -174,6 +174,9 @@ type Denied struct {
 	Reason string
 	// Err is a sentinel the refusal also matches (ErrUnknownTool, ErrNotInCatalog).
 	Err error
+	// Ran marks a refusal made after the tool ran (the egress client refused a
+	// redirect): its reason may quote what the remote chose.
+	Ran bool
 }
 
 func (d *Denied) Error() string { return "denied by " + d.Layer + ": " + d.Reason }

@@ -67,6 +67,8 @@ func (w *Worker) resolveCall(ctx context.Context, tsess *tools.Session, in stepI
 	msg := llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: strings.ReplaceAll(res.Content, "\x00", "\uFFFD")}
 	if err != nil {
 		msg.Content, msg.IsError = "error: "+err.Error(), true
+		var d *tools.Denied
+		msg.Refused = errors.As(err, &d) && !d.Ran
 	}
 	w.recordCall(in, sess, call, outcome, layer, errString(err), msg.Content, start, res.Audit)
 	if err == nil && res.Final {
@@ -120,7 +122,7 @@ func (w *Worker) refuseOverCap(in stepInput, sess *store.Session, call llm.ToolC
 		Tool: call.Name, Tier: tier, Decision: string(tools.OutcomeDenied), DenyLayer: CapLayer, DenyReason: reason,
 		Summary: "not run: past the per-message call cap",
 	}
-	msg := llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: "error: " + denied.Error(), IsError: true}
+	msg := llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: "error: " + denied.Error(), IsError: true, Refused: true}
 	w.recordCall(in, sess, call, tools.OutcomeDenied, CapLayer, denied.Error(), msg.Content, start, row)
 	return msg
 }

@@ -23,9 +23,12 @@ import (
 // maxSourceBytes bounds the argument a label's source quotes.
 const maxSourceBytes = 120
 
-// labelOf derives what a session has read from its durable history: the result
-// of every call that did not fail, of a tool whose registration declares what it
-// reads (tools.Reads), and the recalled memory injected before its first turn.
+// labelOf derives what a session has read from its durable history: the answer to
+// every call of a tool whose registration declares what it reads (tools.Reads),
+// and the recalled memory injected before its first turn. A failed call counts
+// too: its error may quote what the remote chose (a status line, a content type);
+// only a call refused before it ran (llm.Message.Refused) or not answered yet has
+// read nothing.
 // Derived, not stored: the history is saved with every turn, so the label
 // survives a crash and a redelivery exactly as the history does, and a replayed
 // call cannot be counted twice.
@@ -48,7 +51,7 @@ func labelOf(reg *tools.Registry, msgs []llm.Message) *tools.Label {
 			}
 		case llm.RoleTool:
 			c, ok := calls[m.ToolCallID]
-			if !ok || m.IsError {
+			if !ok || m.Refused {
 				continue
 			}
 			spec, ok := reg.Spec(c.Name)
