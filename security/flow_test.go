@@ -3,10 +3,13 @@ package security_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -166,4 +169,105 @@ func TestGateMarksRefusalsAfterTheToolRan(t *testing.T) {
 	_, err = e.dispatch(s, "c2", "http_request", research.RequestArgs{Method: "GET", URL: "http://169.254.169.254/latest/"})
 	d = requireDenied(t, err, "egress", "")
 	require.False(t, d.Ran, "refused before the tool ran: %v", err)
+}
+
+func TestRuleSetFlow(t *testing.T) {
+	t.Parallel()
+	const file = `
+flow:
+  mode: off
+  instruction_files: [deploy.yaml]
+  teams:
+    - {team: web, mode: ask, instruction_files: [ops/]}
+    - {source: inline, mode: ask}
+`
+	rs, err := security.ParseRules([]byte(file))
+	require.NoError(t, err)
+	tests := []struct {
+		name, team, source, def string
+		mode                    string
+		extra                   []string
+	}{
+		{name: "a template team without an override takes the file's mode", team: "docs", source: "template", def: "ask", mode: "off", extra: []string{"deploy.yaml"}},
+		{name: "the template team's override", team: "web", source: "template", def: "off", mode: "ask", extra: []string{"deploy.yaml", "ops/"}},
+		{name: "an inline team named like the template team gets the inline entry", team: "web", source: "inline", def: "off", mode: "ask", extra: []string{"deploy.yaml"}},
+		{name: "no source counts as inline", team: "docs", def: "off", mode: "ask", extra: []string{"deploy.yaml"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			mode, extra := rs.Flow(tc.team, tc.source, tc.def)
+			require.Equal(t, tc.mode, mode)
+			require.Equal(t, tc.extra, extra)
+		})
+	}
+	empty, err := security.ParseRules([]byte("rules: []\n"))
+	require.NoError(t, err)
+	mode, extra := empty.Flow("web", "template", "ask")
+	require.Equal(t, "ask", mode, "no flow: section leaves security.flow in force")
+	require.Nil(t, extra)
+
+	_, err = security.ParseRules([]byte(`
+flow:
+  mode: warn
+  instruction_files: ["../etc/"]
+  teams:
+    - {mode: off}
+    - {team: web, source: cli, mode: off}
+    - {team: docs}
+`))
+	require.ErrorContains(t, err, `flow.mode: "warn" is neither ask nor off`)
+	require.ErrorContains(t, err, `flow.instruction_files: "../etc/" is not a file or folder name`)
+	require.ErrorContains(t, err, `flow.teams[0]: names no team`)
+	require.ErrorContains(t, err, `flow.teams[1].source: "cli" is not template or inline`)
+	require.ErrorContains(t, err, `flow.teams[2]: overrides nothing`)
+}
+
+// The flow: section of the permissions file is hot-reloaded with the rules: a
+// team's override takes effect without a restart, binds the template team only,
+// and a broken file keeps the last good section.
+func TestGateFlowFromThePermissionsFile(t *testing.T) {
+	t.Parallel()
+	e := setupGate(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	require.NoError(t, e.rules.Watch(ctx, 20*time.Millisecond))
+	tools.Register(e.router.Registry(), "save_file", "write a file", func(_ context.Context, _ tools.Call, a pathArgs) (tools.Result, error) {
+		return tools.Text("wrote %s", a.Path), nil
+	}, tools.InGroup("workspace"), tools.WritesPath("path", ""))
+
+	session := func(source string) *tools.Session {
+		s := e.session(t, "http_request", "save_file")
+		s.TeamSource = source
+		s.Label = &tools.Label{}
+		s.Label.Add(tools.Untrusted, "web_fetch https://evil.example/page (turn 1)")
+		s.Label.Add(tools.Private, "read_file notes.md (turn 2)")
+		return s
+	}
+	post := research.RequestArgs{Method: "POST", URL: e.upstream.URL + "/sync", Body: "alice, bob"}
+	var n atomic.Int64
+	pending := func(s *tools.Session, tool string, args any) bool {
+		res, err := e.dispatch(s, fmt.Sprintf("c%d", n.Add(1)), tool, args)
+		require.NoError(t, err)
+		return res.Pending
+	}
+	template, inline := session(tools.TeamSourceTemplate), session(tools.TeamSourceInline)
+	require.True(t, pending(template, "http_request", post), "security.flow: ask is the default")
+
+	write := func(flow string) {
+		t.Helper()
+		require.NoError(t, os.WriteFile(e.rulesPath, []byte("rules: []\n"+flow), 0o644))
+	}
+	write("flow:\n  teams:\n    - {team: web, mode: off}\n  instruction_files: [deploy.yaml]\n")
+	require.Eventually(t, func() bool { return !pending(template, "http_request", post) }, 10*time.Second, 20*time.Millisecond,
+		"the template team's override takes effect on reload")
+	require.True(t, pending(inline, "http_request", post), "an inline team named web is not the template team")
+	require.True(t, pending(inline, "save_file", pathArgs{Path: "ops/Deploy.YAML"}), "the file adds an instruction file")
+	require.False(t, pending(inline, "save_file", pathArgs{Path: "ops/run.yaml"}))
+
+	write("flow:\n  mode: sometimes\n")
+	require.Eventually(t, func() bool { return e.rules.LastError() != "" }, 10*time.Second, 20*time.Millisecond)
+	require.Contains(t, e.rules.LastError(), `flow.mode: "sometimes"`)
+	require.False(t, pending(template, "http_request", post), "a broken file keeps the last good flow section")
+	require.True(t, pending(inline, "http_request", post))
 }

@@ -151,8 +151,8 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 		}
 		// 3b. flow: what the session has read (the model obeys it). A call the
 		// tier already holds names the untrusted sources too.
-		if g.flow == FlowAsk && s.Label.Untrusted() {
-			if flow := g.flowReason(spec, tier, call.Args, s.Label); flow != "" {
+		if mode, extra := g.rules.Current().Flow(s.Team, s.TeamSource, g.flow); mode == FlowAsk && s.Label.Untrusted() {
+			if flow := g.flowReason(spec, tier, call.Args, s.Label, extra); flow != "" {
 				why = strings.TrimPrefix(why+"; "+flow, "; ")
 			} else if why != "" {
 				why += "; " + untrustedRead + ": " + s.Label.UntrustedSources()
@@ -261,9 +261,9 @@ const untrustedRead = "the session read untrusted content"
 // read private data (the lethal trifecta: it may carry the data out), a write
 // where later runs will read it, and any other Elevated or Restricted call (a
 // shell, a subagent) that the injected content may be steering.
-func (g *Gate) flowReason(spec *tools.Spec, tier tools.Tier, args json.RawMessage, l *tools.Label) string {
+func (g *Gate) flowReason(spec *tools.Spec, tier tools.Tier, args json.RawMessage, l *tools.Label, extraInstructions []string) string {
 	from := untrustedRead + " (" + l.UntrustedSources() + ")"
-	if p := spec.WrittenPath(args); p != "" && isInstructionFile(p, g.instructions) {
+	if p := spec.WrittenPath(args); p != "" && (isInstructionFile(p, g.instructions) || isInstructionFile(p, extraInstructions)) {
 		return "flow: " + from + "; this writes " + p + ", which later runs read as instructions"
 	}
 	if spec.ChangesRemote != nil {

@@ -92,6 +92,9 @@ type gateEnv struct {
 	calls    map[string]*atomic.Int64 // executions per stand-in tool
 	upstream *httptest.Server
 	hits     *atomic.Int64
+	// rulesPath is the permissions file behind rules (a test may rewrite it).
+	rulesPath string
+	rules     *security.Rules
 }
 
 const ruleReason = "CI workflows are owned by the platform team"
@@ -129,6 +132,7 @@ rules:
 `), 0o644))
 	rules, err := security.LoadRules(path, log)
 	require.NoError(t, err)
+	e.rulesPath, e.rules = path, rules
 	dlp := egresstest.NewDLP(t)
 
 	var hits atomic.Int64

@@ -65,6 +65,8 @@ type compiledRule struct {
 // RuleSet is an immutable, compiled rules file.
 type RuleSet struct {
 	rules []compiledRule
+	// flow is the file's flow: section (nil: the fleet's security.flow settings).
+	flow *FlowPolicy
 }
 
 // Len is the number of rules.
@@ -78,7 +80,8 @@ func (rs *RuleSet) Len() int {
 // ParseRules parses and compiles a permissions file, reporting every problem.
 func ParseRules(raw []byte) (*RuleSet, error) {
 	var doc struct {
-		Rules []Rule `yaml:"rules"`
+		Rules []Rule      `yaml:"rules"`
+		Flow  *FlowPolicy `yaml:"flow"`
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
@@ -86,7 +89,10 @@ func ParseRules(raw []byte) (*RuleSet, error) {
 		return nil, fmt.Errorf("permissions: %w", err)
 	}
 	var errs []error
-	rs := &RuleSet{}
+	if err := doc.Flow.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	rs := &RuleSet{flow: doc.Flow}
 	for i, r := range doc.Rules {
 		c := compiledRule{Rule: r}
 		switch r.Action {
