@@ -241,7 +241,36 @@ func (s *stepRun) markUntrustedWrite(ctx context.Context, call llm.ToolCall, msg
 	if p == "" {
 		return nil
 	}
+	if rel := workspaceRel(s.tsess.Workspace, p); rel != "" && s.tsess.Workspace != "" {
+		if err := labelFile(s.tsess.Workspace, rel, s.tsess.Label.Record().Untrusted); err != nil {
+			return err
+		}
+	}
 	return s.w.events.Emit(ctx, s.in.run.ID, "untrusted-write:"+s.sess.ID+":"+call.ID, events.FlowUntrustedWrite, s.in.node.Name, map[string]any{
 		"tool": call.Name, "path": printable(p), "untrusted": s.tsess.Label.Record().Untrusted,
 	})
+}
+
+// inheritFileLabels adds to a private read's answer the labels of the labelled
+// workspace files it read (filelabels.go): saved with the history, so labelOf
+// counts them like any carried provenance. A call refused before it ran read
+// nothing.
+func (s *stepRun) inheritFileLabels(call llm.ToolCall, msg *llm.Message) error {
+	if msg.Refused {
+		return nil
+	}
+	spec, ok := s.w.router.Registry().Spec(call.Name)
+	if !ok {
+		return nil
+	}
+	p, err := fileProvenance(s.tsess.Workspace, spec, call, msg.Content)
+	if err != nil || p == nil {
+		return err
+	}
+	if msg.Provenance == nil {
+		msg.Provenance = p
+		return nil
+	}
+	msg.Provenance.Untrusted = append(msg.Provenance.Untrusted, p.Untrusted...)
+	return nil
 }

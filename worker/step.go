@@ -289,6 +289,9 @@ func (s *stepRun) resolvePending(ctx context.Context, pending []llm.ToolCall) er
 			s.sess.Messages = append(s.sess.Messages, msg)
 			return s.end(ctx, saveOpts{})
 		}
+		if err := s.inheritFileLabels(call, &msg); err != nil {
+			return err
+		}
 		s.sess.Messages = append(s.sess.Messages, msg)
 		if err := s.markUntrustedWrite(ctx, call, msg); err != nil {
 			return err
