@@ -232,7 +232,7 @@ func gateTeam(targetURL string) map[string]any {
 		call("http_request", map[string]any{"method": "GET", "url": targetURL, "headers": map[string]string{"Authorization": "token " + pat}}),
 		call("frame_grab", map[string]any{}),
 		{"say": "done trying"},
-	}, nil)
+	}, map[string]any{"allowed_domains": []string{"127.0.0.1"}}) // the target is loopback: named, or egress refuses before DLP
 }
 
 // approve approves the run's first approval request as soon as it appears.

@@ -96,6 +96,13 @@ func DomainAllowed(host string, allowlist []string) bool {
 // host must be allowlisted, or an IP literal in loopback / private ranges, or
 // localhost. Link-local and metadata addresses are denied whatever the allowlist says.
 func CheckURL(raw string, allowlist []string) error {
+	return checkURL(raw, allowlist, false)
+}
+
+// checkURL is CheckURL; freePrivate lets a loopback or private-range address
+// literal (and localhost) through without an allowlist entry, as
+// security.egress.private: allow does.
+func checkURL(raw string, allowlist []string, freePrivate bool) error {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return fmt.Errorf("%w: unparsable URL: %v", ErrEgressDenied, err)
@@ -115,17 +122,34 @@ func CheckURL(raw string, allowlist []string) error {
 		switch {
 		case denied:
 			return fmt.Errorf("%w: %s is a link-local or metadata address", ErrEgressDenied, host)
+		case private && freePrivate:
+			return nil
+		case AddrAllowed(a, allowlist):
+			return nil
 		case private:
-			return nil
-		case DomainAllowed(host, allowlist):
-			return nil
+			return fmt.Errorf("%w: %s is a loopback or private address the team's allowed_domains do not name", ErrEgressDenied, host)
 		}
 		return fmt.Errorf("%w: %s is not in the team's allowed_domains", ErrEgressDenied, host)
 	}
-	if strings.EqualFold(host, "localhost") || DomainAllowed(host, allowlist) {
+	if (freePrivate && strings.EqualFold(host, "localhost")) || DomainAllowed(host, allowlist) {
 		return nil
 	}
 	return fmt.Errorf("%w: %s is not in the team's allowed_domains", ErrEgressDenied, host)
+}
+
+// AddrAllowed reports whether an allowlist names the address: an entry that is
+// the address itself, or a network prefix (10.0.0.0/8) holding it.
+func AddrAllowed(a netip.Addr, allowlist []string) bool {
+	a = a.Unmap().WithZone("")
+	for _, d := range allowlist {
+		if b, err := netip.ParseAddr(strings.Trim(d, "[]")); err == nil && b.Unmap() == a {
+			return true
+		}
+		if p, err := netip.ParsePrefix(d); err == nil && p.Masked().Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // EgressConfig tunes the outbound client.
@@ -205,7 +229,7 @@ func (e *Egress) ClientFor(allowlist []string, denyPrivate bool) *http.Client {
 	return &http.Client{
 		// Every request (not only redirects) is checked here too, so the policy
 		// does not depend on the gate finding the URL among a tool's arguments.
-		Transport: checked{base: base, allowlist: allowlist, secrets: e.cfg.Secrets},
+		Transport: checked{base: base, allowlist: allowlist, secrets: e.cfg.Secrets, freePrivate: e.cfg.Policy.freePrivate(denyPrivate)},
 		Timeout:   e.cfg.Timeout,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			// via holds the requests made so far: the first redirect sees one.
@@ -228,10 +252,12 @@ type checked struct {
 	base      http.RoundTripper
 	allowlist []string
 	secrets   *Secrets
+	// freePrivate is security.egress.private: allow (and not the team's deny).
+	freePrivate bool
 }
 
 func (c checked) RoundTrip(req *http.Request) (*http.Response, error) {
-	if err := CheckURL(req.URL.String(), c.allowlist); err != nil {
+	if err := checkURL(req.URL.String(), c.allowlist, c.freePrivate); err != nil {
 		if req.Body != nil {
 			_ = req.Body.Close()
 		}

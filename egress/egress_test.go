@@ -23,7 +23,7 @@ import (
 
 func TestCheckURL(t *testing.T) {
 	t.Parallel()
-	allow := []string{"api.example.com", "*.corp.example", "169.254.169.254", "fd00:ec2::254", "8.8.8.8"}
+	allow := []string{"api.example.com", "*.corp.example", "169.254.169.254", "fd00:ec2::254", "8.8.8.8", "10.20.0.0/16", "[fd99::7]", "192.168.7.7"}
 	cases := []struct {
 		url  string
 		deny string // substring of the refusal; "" when allowed
@@ -38,14 +38,21 @@ func TestCheckURL(t *testing.T) {
 		{"https://a.b.corp.example/", ""},
 		{"https://corp.example/", "not in the team's allowed_domains"},
 		{"https://notcorp.example/", "not in the team's allowed_domains"},
-		{"http://127.0.0.1:8080/health", ""},
-		{"http://localhost:3000/", ""},
-		{"http://10.1.2.3/", ""},
-		{"http://192.168.0.10/", ""},
-		{"http://172.16.5.4/", ""},
-		{"http://[::1]:9000/", ""},
-		{"http://[fd12:3456::1]/", ""},
-		{"http://[::ffff:127.0.0.1]/", ""},
+		// Private destinations need the allowlist too (security.egress.private:
+		// allowlist, the default): an address, or a prefix holding it.
+		{"http://127.0.0.1:8080/health", "loopback or private address the team's allowed_domains do not name"},
+		{"http://localhost:3000/", "not in the team's allowed_domains"},
+		{"http://10.1.2.3/", "loopback or private address"},
+		{"http://192.168.0.10/", "loopback or private address"},
+		{"http://172.16.5.4/", "loopback or private address"},
+		{"http://[::1]:9000/", "loopback or private address"},
+		{"http://[fd12:3456::1]/", "loopback or private address"},
+		{"http://[::ffff:127.0.0.1]/", "loopback or private address"},
+		{"http://[::ffff:192.168.7.7]/", ""},
+		{"http://192.168.7.7:81/", ""},
+		{"http://10.20.3.4/", ""},
+		{"http://10.21.3.4/", "loopback or private address"},
+		{"http://[fd99::7]/", ""},
 		{"http://8.8.8.8/", ""},
 		{"http://1.1.1.1/", "not in the team's allowed_domains"},
 		{"http://[2606:4700::1111]/", "not in the team's allowed_domains"},
@@ -261,7 +268,7 @@ func TestEgressClientRedirects(t *testing.T) {
 		http.Redirect(w, r, fmt.Sprintf("/chain/%d", n-1), http.StatusFound)
 	})
 	srv, _ := countingServer(t, mux.ServeHTTP)
-	client := eg.Client([]string{"rebind.fleet.test"})
+	client := eg.Client([]string{"rebind.fleet.test", "127.0.0.1"})
 
 	for _, path := range []string{"/to-metadata", "/to-mapped", "/to-rebound-name", "/to-public"} {
 		t.Run(path, func(t *testing.T) {

@@ -25,8 +25,14 @@ import (
 // Private-range modes of the egress policy (security.egress.private and a team's
 // egress.private).
 const (
-	// PrivateAllow lets loopback and private-range destinations through without an
-	// allowlist entry (the seed's behaviour), the fleet's own endpoints excepted.
+	// PrivateAllowlist (the default) reaches a loopback or private-range
+	// destination only when the team's allowed_domains name it: the host name,
+	// the address, or a network prefix holding it (10.0.0.0/8). With an empty
+	// allowlist a team reaches no private address.
+	PrivateAllowlist = "allowlist"
+	// PrivateAllow lets loopback and private-range address literals (and
+	// localhost) through without an allowlist entry (the seed's behaviour), the
+	// fleet's own endpoints excepted.
 	PrivateAllow = "allow"
 	// PrivateDeny refuses every loopback and private-range destination.
 	PrivateDeny = "deny"
@@ -74,7 +80,8 @@ type Endpoint struct {
 
 // EgressPolicyConfig configures the destination policy.
 type EgressPolicyConfig struct {
-	// Private is PrivateAllow (default) or PrivateDeny, for the whole deployment.
+	// Private is PrivateAllowlist (default), PrivateAllow or PrivateDeny, for the
+	// whole deployment.
 	Private string
 	// Endpoints are the configured endpoints of the fleet (Redis, PostgreSQL,
 	// Docker, GPU services, headset, extra denials).
@@ -97,7 +104,7 @@ type EgressPolicyConfig struct {
 
 // WithDefaults fills the zero fields.
 func (c EgressPolicyConfig) WithDefaults() EgressPolicyConfig {
-	c.Private = cmp.Or(c.Private, PrivateAllow)
+	c.Private = cmp.Or(c.Private, PrivateAllowlist)
 	c.Key = cmp.Or(c.Key, DefaultEndpointKey)
 	c.Refresh = defaults.Positive(c.Refresh, DefaultEndpointRefresh)
 	c.TTL = defaults.Positive(c.TTL, DefaultEndpointTTL)
@@ -107,8 +114,8 @@ func (c EgressPolicyConfig) WithDefaults() EgressPolicyConfig {
 }
 
 func (c EgressPolicyConfig) validate() error {
-	if c.Private != PrivateAllow && c.Private != PrivateDeny {
-		return fmt.Errorf("egress policy: private must be %q or %q, got %q", PrivateAllow, PrivateDeny, c.Private)
+	if !ValidPrivate(c.Private) {
+		return fmt.Errorf("egress policy: private must be %q, %q or %q, got %q", PrivateAllowlist, PrivateAllow, PrivateDeny, c.Private)
 	}
 	if c.TTL <= c.Refresh {
 		return fmt.Errorf("egress policy: ttl %s must exceed refresh %s, or live registrations expire", c.TTL, c.Refresh)
@@ -166,6 +173,18 @@ func NewEgressPolicy(cfg EgressPolicyConfig) (*EgressPolicy, error) {
 	p := &EgressPolicy{cfg: cfg, id: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano()), resolved: map[string][]netip.Addr{}}
 	p.rebuild()
 	return p, nil
+}
+
+// ValidPrivate reports whether s is a mode of security.egress.private.
+func ValidPrivate(s string) bool {
+	return s == PrivateAllowlist || s == PrivateAllow || s == PrivateDeny
+}
+
+// freePrivate reports whether private address literals pass without an
+// allowlist entry: the deployment's allow, unless the team denies them. A nil
+// policy (no endpoints known) is the default, PrivateAllowlist.
+func (p *EgressPolicy) freePrivate(denyPrivate bool) bool {
+	return p != nil && p.cfg.Private == PrivateAllow && !denyPrivate
 }
 
 // DenyPrivate reports whether the deployment refuses private ranges.
@@ -489,10 +508,10 @@ func (p *EgressPolicy) CheckURLFor(raw string, allowlist []string, denyPrivate b
 			}
 		}
 	}
-	if err := CheckURL(raw, allowlist); err != nil {
+	if err := checkURL(raw, allowlist, p.freePrivate(denyPrivate)); err != nil {
 		return err
 	}
-	u, _ := url.Parse(raw) // CheckURL parsed it
+	u, _ := url.Parse(raw) // checkURL parsed it
 	if _, err := urlPort(u); err != nil {
 		return err
 	}

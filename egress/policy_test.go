@@ -83,7 +83,9 @@ func TestEgressPolicyCheckURL(t *testing.T) {
 	require.NoError(t, err)
 	deny, err := egress.NewEgressPolicy(egress.EgressPolicyConfig{Private: egress.PrivateDeny})
 	require.NoError(t, err)
-	allow := []string{"api.example.com", "10.0.0.7"}
+	seed, err := egress.NewEgressPolicy(egress.EgressPolicyConfig{Private: egress.PrivateAllow, Endpoints: []egress.Endpoint{{Name: egress.EndpointAPI, Addr: "127.0.0.1:8080"}}})
+	require.NoError(t, err)
+	allow := []string{"api.example.com", "10.0.0.7", "127.0.0.1"}
 	cases := []struct {
 		name        string
 		policy      *egress.EgressPolicy
@@ -95,8 +97,15 @@ func TestEgressPolicyCheckURL(t *testing.T) {
 		{"api other loopback", p, "http://127.0.0.9:8080/", false, egress.EndpointAPI},
 		{"api by localhost", p, "http://localhost:8080/metrics", false, egress.EndpointAPI},
 		{"api whatever the allowlist", p, "http://[::1]:8080/", false, egress.EndpointAPI},
-		{"other local port", p, "http://127.0.0.1:3000/", false, ""},
+		{"other local port, allowlisted", p, "http://127.0.0.1:3000/", false, ""},
 		{"default port", p, "http://127.0.0.1/", false, ""},
+		{"a private address the allowlist does not name", p, "http://10.0.0.5/", false, "the team's allowed_domains do not name"},
+		{"localhost is a name like any other", p, "http://localhost:3000/", false, "not in the team's allowed_domains"},
+		{"another loopback address", p, "http://127.0.0.2:3000/", false, "the team's allowed_domains do not name"},
+		{"the seed's allow: a private literal without an entry", seed, "http://10.0.0.5/", false, ""},
+		{"the seed's allow: localhost", seed, "http://localhost:3000/", false, ""},
+		{"the seed's allow, the team tightens", seed, "http://10.0.0.5/", true, "egress.private is deny"},
+		{"the seed's allow keeps the fleet's own endpoints", seed, "http://127.0.0.1:8080/", false, egress.EndpointAPI},
 		{"team tightens", p, "http://10.0.0.5/", true, "egress.private is deny"},
 		{"team tightens localhost", p, "http://localhost:3000/", true, "egress.private is deny"},
 		{"allowlisted name", p, "https://api.example.com/", true, ""},
@@ -193,7 +202,8 @@ func TestEgressClientRefusesControlPlane(t *testing.T) {
 	t.Cleanup(redirect.Close)
 	dns := startDNS(t, map[string]string{"api.example.com": "127.0.0.1"})
 	eg := egress.NewEgress(egress.EgressConfig{Policy: p, Resolver: dns.resolver()})
-	c := eg.Client([]string{"api.example.com"})
+	// Allowlisted, and still refused: no allowlist opens the fleet's own.
+	c := eg.Client([]string{"api.example.com", "localhost", "127.0.0.1"})
 	for _, u := range []string{
 		"http://api.example.com:" + port + "/metrics",
 		"http://localhost:" + port + "/metrics",

@@ -103,8 +103,8 @@ func (e *env) runAs(t *testing.T, project, ws, cmd string, denyPrivate bool) san
 		EgressDenyPrivate: denyPrivate,
 		Project:           project, Workspace: ws, Command: cmd, Timeout: 20 * time.Second,
 		Network: true, Agent: "alice",
-		// meta.test and loop.test are allowlisted: the dial check must refuse them.
-		Allowlist: []string{"allowed.test", "meta.test", "loop.test"},
+		// meta.test, loop.test and the loopback and private ranges are allowlisted: the dial check must refuse them.
+		Allowlist: []string{"allowed.test", "meta.test", "loop.test", "127.0.0.1", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"},
 		// Open ports, so the host and sandbox refusals are what is tested.
 		EgressPorts: []int{e.hostPort, 8080},
 	})

@@ -42,7 +42,7 @@ func setupApprovals(t *testing.T) *fleettest.Fleet {
 
 func submitWriter(t *testing.T, f *fleettest.Fleet, calls ...map[string]any) string {
 	t.Helper()
-	tm := team(append(calls, map[string]any{"say": "done"}), nil)
+	tm := team(append(calls, map[string]any{"say": "done"}), loopback)
 	tm["workers"] = []map[string]any{{"name": "writer", "prompt": "w", "mcp_servers": []string{"workspace", "shell", "research"}}}
 	return f.SubmitTeam(tm, "ask a human")
 }

@@ -132,7 +132,7 @@ func TestAgentsCannotReachTheControlPlane(t *testing.T) {
 	t.Cleanup(ok.Close)
 
 	// A run waiting for a human's approval.
-	waiting := team([]map[string]any{call("download_pdf", map[string]any{"url": ok.URL + "/a.pdf"}), {"say": "done"}}, nil)
+	waiting := team([]map[string]any{call("download_pdf", map[string]any{"url": ok.URL + "/a.pdf"}), {"say": "done"}}, loopback)
 	waiting["workers"] = []map[string]any{{"name": "writer", "prompt": "w", "mcp_servers": []string{"research"}}}
 	waitingID := f.SubmitTeam(waiting, "wait for approval")
 	appr := pendingApproval(t, f, waitingID)
@@ -163,7 +163,7 @@ func TestAgentsCannotReachTheControlPlane(t *testing.T) {
 		script = append(script, call("http_request", map[string]any{"method": a.method, "url": a.url, "body": "x"}))
 	}
 	script = append(script, call("http_request", map[string]any{"method": "GET", "url": ok.URL + "/fine"}), map[string]any{"say": "done trying"})
-	tm := team(script, nil)
+	tm := team(script, privateOpen)
 	tm["workers"] = []map[string]any{{"name": "writer", "prompt": "w", "mcp_servers": []string{"research"}}}
 	id := f.SubmitTeam(tm, "reach the control plane")
 	evs := f.Follow(id, 0, 90*time.Second)
@@ -242,7 +242,7 @@ func TestAgentsCannotReachAGPUService(t *testing.T) {
 	}
 	script = append(script, call("web_fetch", map[string]any{"url": "http://" + fence.addr + "/history"}),
 		call("web_fetch", map[string]any{"url": "http://" + svcURL.addr + "/history"}), map[string]any{"say": "done trying"})
-	tm := team(script, nil)
+	tm := team(script, privateOpen)
 	tm["workers"] = []map[string]any{{"name": "writer", "prompt": "w", "mcp_servers": []string{"research"}}}
 	id := f.SubmitTeam(tm, "reach the GPU service")
 	evs := f.Follow(id, 0, 90*time.Second)

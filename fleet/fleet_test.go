@@ -240,6 +240,14 @@ func TestWorkerStoppedMidTurnRunStillCompletes(t *testing.T) {
 }
 
 // team builds an inline team whose writer plays the given script.
+// loopback is a team's allowlist entry for the test's fake sites on 127.0.0.1:
+// private destinations need the allowlist (security.egress.private: allowlist).
+var loopback = map[string]any{"allowed_domains": []string{"127.0.0.1"}}
+
+// privateOpen allowlists every loopback and private address: what a test of the
+// fleet's own endpoints needs to show that no allowlist opens them.
+var privateOpen = map[string]any{"allowed_domains": []string{"localhost", "127.0.0.0/8", "::1", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"}}
+
 func team(writer []map[string]any, extra map[string]any) map[string]any {
 	t := map[string]any{
 		"name":  "inline",

@@ -70,7 +70,7 @@ rules:
 		call("download_pdf", map[string]any{"url": target.URL + "/c.pdf"}),                                                                      // timed out
 		{"say": "done trying"},
 	}
-	tm := team(writer, nil)
+	tm := team(writer, loopback)
 	tm["workers"] = []map[string]any{{"name": "writer", "prompt": "w", "mcp_servers": []string{"workspace", "research"}}}
 	id := f.SubmitTeam(tm, "exercise the gate")
 
@@ -165,7 +165,7 @@ func TestApprovalRequestKeepsTheCallOrder(t *testing.T) {
 		}},
 		{"say": "done"},
 	}
-	tm := team(writer, nil)
+	tm := team(writer, loopback)
 	tm["workers"] = []map[string]any{{"name": "writer", "prompt": "w", "mcp_servers": []string{"workspace", "research"}}}
 	id := f.SubmitTeam(tm, "write, then ask")
 	a := pendingApproval(t, f, id)

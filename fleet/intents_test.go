@@ -37,7 +37,7 @@ func TestInterruptedNonIdempotentCallIsOutcomeUnknown(t *testing.T) {
 	tm := team([]map[string]any{
 		call("http_request", map[string]any{"method": "POST", "url": srv.URL + "/charge", "body": "once"}),
 		{"say": "done"},
-	}, nil)
+	}, loopback)
 	tm["workers"] = []map[string]any{{"name": "writer", "prompt": "w", "mcp_servers": []string{"research"}}}
 	id := f.SubmitTeam(tm, "charge once")
 

@@ -94,6 +94,8 @@ rules:
 				Node:         templates.Node{Tools: mcpCatalog},
 				Project:      mcpProject,
 				ProjectOwner: "alice",
+				// The stood-in download_pdf's URLs are loopback.
+				AllowedDomains: []string{"127.0.0.1"},
 			}}
 			c.MCP.ProgressEvery = 100 * time.Millisecond
 			for _, f := range configure {

@@ -64,7 +64,7 @@ func TestDownloadPDFEndToEnd(t *testing.T) {
 	for _, p := range calls {
 		script = append(script, call("download_pdf", map[string]any{"url": web.URL + p}))
 	}
-	tm := team(append(script, map[string]any{"say": "read"}), nil)
+	tm := team(append(script, map[string]any{"say": "read"}), loopback)
 	tm["workers"] = []map[string]any{{"name": "writer", "prompt": "read the report", "mcp_servers": []string{"research"}}}
 	id := f.SubmitTeam(tm, "read the report")
 

@@ -49,7 +49,7 @@ func TestResearchToolsEndToEnd(t *testing.T) {
 		call("web_search", map[string]any{"query": "fleet tuning", "max_results": 2}),
 		call("web_fetch", map[string]any{"url": web.URL + "/article"}),
 		{"say": "read"},
-	}, nil)
+	}, loopback)
 	tm["workers"] = []map[string]any{{"name": "writer", "prompt": "research", "mcp_servers": []string{"research"}}}
 	id := f.SubmitTeam(tm, "research fleet tuning")
 	run := f.WaitTerminal(id, 60*time.Second)

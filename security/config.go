@@ -102,10 +102,11 @@ type Config struct {
 // listeners, Redis, PostgreSQL, Docker over TCP, GPU services, the headset) are
 // always refused.
 type EgressRules struct {
-	// Private is allow (loopback and private ranges reachable without an
-	// allowlist entry, the seed's behaviour) or deny. A team's egress.private may
-	// tighten it, never loosen it. Env AETHERIUM_EGRESS_PRIVATE. Default
-	// PrivateAllow.
+	// Private is allowlist (a loopback or private-range destination only when
+	// the team's allowed_domains name it: name, address or prefix), allow
+	// (address literals and localhost reachable without an entry, the seed's
+	// behaviour) or deny. A team's egress.private may tighten it, never loosen
+	// it. Env AETHERIUM_EGRESS_PRIVATE. Default PrivateAllowlist.
 	Private string `yaml:"private"`
 	// Deny lists more host:port endpoints agents may never reach (internal
 	// services); a host of "" or 0.0.0.0 means that port on every local address.
@@ -124,7 +125,7 @@ func (c Config) WithDefaults() Config {
 	c.AuditRetention = defaults.Positive(c.AuditRetention, DefaultAuditRetention)
 	c.MaxRedirects = defaults.Positive(c.MaxRedirects, DefaultMaxRedirects)
 	c.EgressTimeout = defaults.Positive(c.EgressTimeout, DefaultEgressTimeout)
-	c.Egress.Private = cmp.Or(c.Egress.Private, egress.PrivateAllow)
+	c.Egress.Private = cmp.Or(c.Egress.Private, egress.PrivateAllowlist)
 	c.Egress.Refresh = defaults.Positive(c.Egress.Refresh, egress.DefaultEndpointRefresh)
 	c.Flow = cmp.Or(c.Flow, DefaultFlow)
 	if c.FlowInstructionFiles == nil {
@@ -165,8 +166,8 @@ func (c Config) Validate() error {
 			bad("security.secrets."+name, "%v", err)
 		}
 	}
-	if p := c.Egress.Private; p != egress.PrivateAllow && p != egress.PrivateDeny {
-		bad("security.egress.private (AETHERIUM_EGRESS_PRIVATE)", "want %s or %s, got %q", egress.PrivateAllow, egress.PrivateDeny, p)
+	if p := c.Egress.Private; !egress.ValidPrivate(p) {
+		bad("security.egress.private (AETHERIUM_EGRESS_PRIVATE)", "want %s, %s or %s, got %q", egress.PrivateAllowlist, egress.PrivateAllow, egress.PrivateDeny, p)
 	}
 	for i, d := range c.Egress.Deny {
 		if _, port, err := net.SplitHostPort(d); err != nil || port == "" {

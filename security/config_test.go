@@ -15,7 +15,7 @@ func TestConfigWithDefaultsAndValidate(t *testing.T) {
 	d := security.Config{}.WithDefaults()
 	require.Equal(t, security.Config{PermissionsFile: security.DefaultPermissionsFile, ApprovalWindow: security.DefaultApprovalWindow,
 		AuditRetention: security.DefaultAuditRetention, MaxRedirects: security.DefaultMaxRedirects, EgressTimeout: security.DefaultEgressTimeout,
-		Egress: security.EgressRules{Private: egress.PrivateAllow, Refresh: egress.DefaultEndpointRefresh}, Flow: security.DefaultFlow, FlowInstructionFiles: security.DefaultInstructionFiles}, d)
+		Egress: security.EgressRules{Private: egress.PrivateAllowlist, Refresh: egress.DefaultEndpointRefresh}, Flow: security.DefaultFlow, FlowInstructionFiles: security.DefaultInstructionFiles}, d)
 	require.NoError(t, d.Validate())
 	for _, tc := range []struct {
 		name string

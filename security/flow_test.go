@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -270,4 +271,27 @@ func TestGateFlowFromThePermissionsFile(t *testing.T) {
 	require.Contains(t, e.rules.LastError(), `flow.mode: "sometimes"`)
 	require.False(t, pending(template, "http_request", post), "a broken file keeps the last good flow section")
 	require.True(t, pending(inline, "http_request", post))
+}
+
+// Private destinations are denied unless the team's allowlist names them
+// (security.egress.private: allowlist, the default): with allowed_domains: []
+// a team reaches no loopback or private address.
+func TestGatePrivateDestinationsNeedTheAllowlist(t *testing.T) {
+	t.Parallel()
+	e := setupGate(t)
+	for _, allowed := range [][]string{nil, {"api.example.com"}, {"127.0.0.2", "10.0.0.0/8"}} {
+		s := e.session(t, "http_request", "http_health_check")
+		s.AllowedDomains = allowed
+		before := e.hits.Load()
+		_, err := e.dispatch(s, "c1", "http_request", research.RequestArgs{Method: "GET", URL: e.upstream.URL + "/internal"})
+		requireDenied(t, err, "egress", "127.0.0.1 is a loopback or private address the team's allowed_domains do not name")
+		_, err = e.dispatch(s, "c2", "http_health_check", map[string]any{"url": strings.Replace(e.upstream.URL, "127.0.0.1", "[::ffff:127.0.0.1]", 1)})
+		requireDenied(t, err, "egress", "do not name")
+		require.Equal(t, before, e.hits.Load(), "allowlist %v: nothing reached the private address", allowed)
+	}
+	s := e.session(t, "http_request")
+	s.AllowedDomains = []string{"127.0.0.0/8"}
+	res, err := e.dispatch(s, "c1", "http_request", research.RequestArgs{Method: "GET", URL: e.upstream.URL + "/internal"})
+	require.NoError(t, err)
+	require.Contains(t, res.Content, "upstream saw GET /internal", "a prefix in the allowlist opens the address")
 }

@@ -201,7 +201,7 @@ func (e *gateEnv) session(t *testing.T, allowed ...string) *tools.Session {
 		allowed = []string{"read_file", "write_file", "run_shell", "download_pdf", "list_files", "http_request", "http_health_check"}
 	}
 	return &tools.Session{RunID: runID, SessionID: queue.SupervisorSession(runID).String(), Team: "web", Agent: "researcher", Role: "worker",
-		Access: tools.Access{Tools: allowed}, AllowedDomains: []string{"api.example.com"}}
+		Access: tools.Access{Tools: allowed}, AllowedDomains: []string{"api.example.com", "127.0.0.1"}}
 }
 
 func (e *gateEnv) dispatch(s *tools.Session, id, tool string, args any) (tools.Result, error) {

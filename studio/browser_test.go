@@ -327,7 +327,7 @@ func TestStudioInTheBrowser(t *testing.T) {
 	alice.screenshot("leases")
 
 	// A run that waits for a human: its writer downloads a PDF (Restricted).
-	waiting := submitTeam(t, f, "alice", scriptTeam("needs-approval", []string{"workspace", "research"},
+	needsApproval := scriptTeam("needs-approval", []string{"workspace", "research"},
 		[]map[string]any{
 			calls(call("delegate", map[string]any{"agent": "writer", "task": "fetch the paper"})),
 			calls(call("reply", map[string]any{"message": "the paper is fetched"})),
@@ -335,7 +335,9 @@ func TestStudioInTheBrowser(t *testing.T) {
 		[]map[string]any{
 			calls(call("download_pdf", map[string]any{"url": "http://127.0.0.1:1/paper.pdf"})),
 			{"say": "fetched"},
-		}), "fetch a paper (needs approval)")
+		})
+	needsApproval["allowed_domains"] = []string{"127.0.0.1"} // private destinations need the allowlist
+	waiting := submitTeam(t, f, "alice", needsApproval, "fetch a paper (needs approval)")
 	alice.open("/app/runs", `#runs tr[data-run="`+waiting+`"]`)
 	alice.run("open the waiting run",
 		chromedp.Click(css(`#runs tr[data-run="`+waiting+`"] a`)),

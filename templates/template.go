@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -72,6 +73,16 @@ type Egress struct {
 	// team. "allow" or empty keep the deployment's security.egress.private: a team
 	// can tighten it, never loosen it.
 	Private string `yaml:"private,omitempty" json:"private,omitempty"`
+}
+
+// isAddrEntry tells an allowed_domains entry that names an address or a network
+// prefix rather than a host name.
+func isAddrEntry(d string) bool {
+	if _, err := netip.ParseAddr(strings.Trim(d, "[]")); err == nil {
+		return true
+	}
+	_, err := netip.ParsePrefix(d)
+	return err == nil
 }
 
 // DenyPrivate reports whether the team refuses private ranges.
@@ -279,8 +290,11 @@ func (t *Template) Validate(reg *tools.Registry) error {
 		}
 	}
 	for _, d := range t.AllowedDomains {
+		if isAddrEntry(d) {
+			continue // an address or a network prefix (a private destination)
+		}
 		if strings.TrimPrefix(d, "*.") == "" || strings.ContainsAny(d, "/: ") || strings.Count(d, "*") > 1 || (strings.Contains(d, "*") && !strings.HasPrefix(d, "*.")) {
-			add("allowed_domains: %q must be a host name or *.example.com", d)
+			add("allowed_domains: %q must be a host name, *.example.com, an IP address or a prefix (10.0.0.0/8)", d)
 		}
 	}
 	for _, p := range t.EgressPorts {

@@ -239,7 +239,8 @@ func TestValidateSingleProblems(t *testing.T) {
 			tpl.Workers[1].Model = &llm.ModelConfig{Provider: "script"}
 			tpl.Script = script.Script{}
 		}, want: []string{"script: provider script needs script.agents"}},
-		{name: "domain with scheme", mutate: func(tpl *templates.Template) { tpl.AllowedDomains = []string{"http://example.com"} }, want: []string{`allowed_domains: "http://example.com" must be a host name or *.example.com`}},
+		{name: "domain with scheme", mutate: func(tpl *templates.Template) { tpl.AllowedDomains = []string{"http://example.com"} }, want: []string{`allowed_domains: "http://example.com" must be a host name, *.example.com, an IP address or a prefix (10.0.0.0/8)`}},
+		{name: "a bad prefix", mutate: func(tpl *templates.Template) { tpl.AllowedDomains = []string{"10.0.0.0/33"} }, want: []string{`allowed_domains: "10.0.0.0/33" must be a host name`}},
 		{name: "domain with inner wildcard", mutate: func(tpl *templates.Template) { tpl.AllowedDomains = []string{"api.*.example.com"} }, want: []string{`allowed_domains: "api.*.example.com"`}},
 		{name: "unknown tool default", mutate: func(tpl *templates.Template) { tpl.ToolDefaults["fly"] = map[string]any{} }, want: []string{`tool_defaults: unknown tool "fly"`}},
 		{name: "huge model name", mutate: func(tpl *templates.Template) { tpl.Model.Model = strings.Repeat("m", 2000) }, want: []string{"model.model: \"mmmm"}},
@@ -506,4 +507,14 @@ func TestValidateRequiredOutput(t *testing.T) {
 	require.Equal(t, &templates.RequiredOutput{File: "script.md", MinSpokenWords: 120}, tpl.Workers[0].RequiredOutput)
 	_, err = templates.ParseYAML([]byte(strings.Replace(raw, "min_spoken_words", "min_words", 1)))
 	require.ErrorContains(t, err, "field min_words not found")
+}
+
+// Private destinations are reached only when the allowlist names them
+// (security.egress.private: allowlist), so an entry may be an address or a
+// network prefix.
+func TestAllowedDomainsTakeAddressesAndPrefixes(t *testing.T) {
+	t.Parallel()
+	tpl := valid()
+	tpl.AllowedDomains = []string{"api.example.com", "*.corp.example", "127.0.0.1", "10.0.0.0/8", "::1", "[fd00::1]", "fc00::/7"}
+	require.NoError(t, tpl.Validate(setup(t)))
 }
