@@ -239,7 +239,9 @@ func (c *checker) redirect(r *syntax.Redirect) {
 		c.escalate("redirect to a target that is not a literal")
 	case isConfigPath(t.val):
 		c.escalate("truncating redirect into a config file")
-	default:
+	}
+	// Literal targets only: the cases above escalate the others.
+	if t.lit && !t.glob {
 		c.written(t.val)
 	}
 }

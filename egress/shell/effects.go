@@ -315,10 +315,8 @@ func (c *checker) container(verb string, args []arg, depth int) {
 	for ; i < len(args); i++ {
 		a := args[i]
 		if !a.lit {
-			if i > 0 || verb == "exec" {
-				// Could be --privileged as well as the image.
-				esc("with an option that is not a literal")
-			}
+			// Could be --privileged as well as the image.
+			esc("with an option or image that is not a literal")
 			break
 		}
 		v := a.val
@@ -664,6 +662,14 @@ func (c *checker) secrets(base string, rest []arg) {
 				c.secretSource = "printenv " + o.val
 			}
 		}
+	case "env":
+		_, _, first := parseOpts(rest, envArgs, false)
+		for _, a := range rest[first:] {
+			if !a.lit || !strings.Contains(a.val, "=") {
+				return // env runs a command
+			}
+		}
+		c.secretSource = "env (the environment)"
 	case "set", "export", "declare", "typeset":
 		if len(rest) == 0 || (rest[0].lit && (rest[0].val == "-p" || rest[0].val == "-x" || rest[0].val == "-v")) {
 			c.secretSource = base + " (the environment)"
@@ -717,6 +723,9 @@ func (c *checker) declClause(d *syntax.DeclClause) {
 var reasonsFromStdin = set(reasonShellStdin, reasonShellCode, reasonEval, "interpreter reads code from stdin, a pipe or a here-document",
 	"interpreter option or code that is not a literal", "interpreter code is not a literal")
 
+var configWrites = set("copy/move/link onto a config file", "truncating redirect into a config file",
+	"write to a config file")
+
 // effects judges what only the whole command line shows.
 func (c *checker) effects() {
 	if c.ranDownload != "" {
@@ -726,6 +735,10 @@ func (c *checker) effects() {
 		c.reason = because(classDownload, "runs downloaded code the check cannot see ("+c.reason+")")
 	}
 	if c.secretSource != "" && c.servedWrite != "" {
+		// More telling than the config-file rule a copied .env also trips.
+		if configWrites[c.reason] {
+			c.reason = ""
+		}
 		c.escalate(because(classSecrets, c.secretSource+" with a write to "+c.servedWrite))
 	}
 }

@@ -850,7 +850,9 @@ func (c *checker) target(t arg, reason string) {
 		c.escalate("write to a target that is not a literal")
 	case isConfigPath(t.val):
 		c.escalate(reason)
-	default:
+	}
+	// Literal targets only: the cases above escalate the others.
+	if t.lit && !t.glob {
 		c.written(t.val)
 	}
 }
