@@ -1,8 +1,6 @@
 package shell_test
 
 import (
-	"bufio"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,18 +20,8 @@ type effectCase struct {
 // <command>" or "allow <command>", the command optionally Go-quoted q:"…".
 func loadEffectCorpus(t testing.TB) []effectCase {
 	t.Helper()
-	f, err := os.Open("testdata/effect_corpus.txt")
-	require.NoError(t, err)
-	defer func() { _ = f.Close() }()
 	var out []effectCase
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		verdict, rest, ok := strings.Cut(line, " ")
-		require.True(t, ok, "line %d", n)
+	scanCorpus(t, "testdata/effect_corpus.txt", func(n int, verdict, rest string) {
 		c := effectCase{line: n}
 		switch verdict {
 		case "escalate":
@@ -44,14 +32,9 @@ func loadEffectCorpus(t testing.TB) []effectCase {
 		default:
 			require.Failf(t, "bad verdict", "line %d: %q", n, verdict)
 		}
-		if q, isQuoted := strings.CutPrefix(rest, "q:"); isQuoted {
-			rest, err = strconv.Unquote(q)
-			require.NoError(t, err, "line %d", n)
-		}
-		c.command = rest
+		c.command = unquoteCommand(t, n, rest)
 		out = append(out, c)
-	}
-	require.NoError(t, sc.Err())
+	})
 	return out
 }
 

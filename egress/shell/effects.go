@@ -2,6 +2,7 @@ package shell
 
 import (
 	"path"
+	"slices"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -82,23 +83,28 @@ var pkgArgs = set("-o", "--option", "-c", "--config-file", "-t", "--target-relea
 	"--workspace", "-w", "--registry", "--cache", "-n", "--name", "-p", "--prefix-dir", "--root", "--index-url",
 	"-i", "--installroot", "--releasever", "--repo", "--enablerepo", "--disablerepo", "-X", "--exclude")
 
+// removeFlags: managers whose removal is an option, not a verb.
+var removeFlags = map[string][]string{
+	"dpkg":    {"-r", "-P", "--remove", "--purge"},
+	"rpm":     {"-e", "--erase"},
+	"nix-env": {"-e", "--uninstall"},
+	"emerge":  {"-C", "--unmerge", "--depclean", "-c", "--prune", "-P"},
+}
+
 // packages escalates what uninstalls software; installing does not.
 func (c *checker) packages(base string, rest []arg) {
 	opts, ops, _ := parseOpts(rest, pkgArgs, true)
 	shape := func(verb string) string { return because(classRemoves, base+" "+verb) }
-	switch base {
-	case "dpkg":
+	if flags, ok := removeFlags[base]; ok {
 		for _, o := range opts {
-			if o.name == "-r" || o.name == "-P" || o.name == "--remove" || o.name == "--purge" {
+			if slices.Contains(flags, o.name) {
 				c.escalate(shape(o.name))
+				return
 			}
 		}
 		return
-	case "rpm":
-		if hasOpt(opts, "-e", "--erase") {
-			c.escalate(shape("-e"))
-		}
-		return
+	}
+	switch base {
 	case "pacman":
 		// -R, -Rs, -Rns: the operation letter leads the cluster.
 		for _, a := range rest {
@@ -106,16 +112,6 @@ func (c *checker) packages(base string, rest []arg) {
 				c.escalate(shape("-R"))
 				return
 			}
-		}
-		return
-	case "nix-env":
-		if hasOpt(opts, "-e", "--uninstall") {
-			c.escalate(shape("-e"))
-		}
-		return
-	case "emerge":
-		if hasOpt(opts, "-C", "--unmerge", "--depclean", "-c", "--prune", "-P") {
-			c.escalate(shape("--unmerge"))
 		}
 		return
 	case "dotnet":
