@@ -242,7 +242,7 @@ func (c *checker) firewall(base string, rest []arg) {
 				}
 				continue
 			}
-			if strings.HasPrefix(v, "-") && len(v) >= 2 && strings.ContainsAny(v[1:2], "AIDRFXPNEZ") {
+			if strings.HasPrefix(v, "-") && strings.ContainsAny(v[1:], "AIDRFXPNEZ") {
 				c.escalate(because(classFirewall, base+" "+v))
 				return
 			}
@@ -293,7 +293,7 @@ var (
 	dockerRunBool = set("--rm", "--init", "--privileged", "--detach", "--interactive", "--tty", "--publish-all",
 		"--read-only", "--sig-proxy", "--no-healthcheck", "--oom-kill-disable", "--disable-content-trust",
 		"--quiet", "--help", "--use-api-socket", "--no-deps", "--service-ports", "--build", "--remove-orphans",
-		"--no-TTY")
+		"--no-TTY", "--use-aliases", "--quiet-pull")
 	dockerRunShortBool = "ditPqT"
 	// hostNamespaces: =host shares the host's namespace with the container.
 	hostNamespaces = set("--pid", "--ipc", "--uts", "--userns", "--network", "--net", "--cgroupns")
@@ -365,7 +365,7 @@ func (c *checker) containerOpt(name string, va arg, hasVal bool, esc func(string
 		if !va.lit || va.val == "host" || strings.HasPrefix(va.val, "container:") || strings.HasPrefix(va.val, "ns:") {
 			esc(name + "=host")
 		}
-	case name == "--cap-add", name == "--device", name == "--device-cgroup-rule", name == "--gpus":
+	case name == "--cap-add", name == "--device", name == "--device-cgroup-rule":
 		esc(name)
 	case name == "--security-opt":
 		if v := strings.ToLower(va.val); !va.lit || strings.Contains(v, "unconfined") || strings.Contains(v, "disable") ||
@@ -375,7 +375,7 @@ func (c *checker) containerOpt(name string, va arg, hasVal bool, esc func(string
 	case name == "-v" || name == "--volume":
 		c.bindMount(va, esc, "-v")
 	case name == "--mount":
-		if !va.lit {
+		if !va.lit && (!va.pwd || c.cwdOutside) {
 			esc("--mount that is not a literal")
 			return
 		}
@@ -390,7 +390,7 @@ func (c *checker) containerOpt(name string, va arg, hasVal bool, esc func(string
 			}
 		}
 		if kind == "bind" {
-			c.bindMount(arg{val: src + ":", lit: true}, esc, "--mount")
+			c.bindMount(arg{val: src + ":", lit: va.lit, pwd: va.pwd}, esc, "--mount")
 		}
 	}
 }
@@ -400,11 +400,11 @@ func (c *checker) containerOpt(name string, va arg, hasVal bool, esc func(string
 // anonymous volume and $(pwd)/… pass.
 func (c *checker) bindMount(va arg, esc func(string), opt string) {
 	if !va.lit {
-		if va.pwd && !strings.Contains(va.val, "..") && !c.cwdOutside {
+		if !va.pwd || c.cwdOutside {
+			esc(opt + " with a host path that is not a literal")
 			return
 		}
-		esc(opt + " with a host path that is not a literal")
-		return
+		va = arg{val: strings.ReplaceAll(va.val, pwdMark, workspaceDir), lit: true}
 	}
 	src, _, hasColon := strings.Cut(va.val, ":")
 	if !hasColon || src == "" {
@@ -538,8 +538,13 @@ func (c *checker) ran(file arg, how string) {
 	}
 }
 
-// unpacked: an archive that was downloaded yields files of unknown names.
+// unpacked: an archive that was downloaded (or piped from a download) yields
+// files of unknown names.
 func (c *checker) unpacked(rest []arg) {
+	if c.piped && c.sawDownload {
+		c.downloadAny = true // wget -O- … | tar xz
+		return
+	}
 	for _, a := range rest {
 		if !a.lit || c.downloaded[baseName(a.val)] {
 			c.downloadAny = true

@@ -14,8 +14,8 @@ type arg struct {
 	val  string
 	lit  bool // false: a parameter, substitution, arithmetic or data-provided ({} of find, xargs input)
 	glob bool // unquoted *, ?, […], {a,b}, {1..3}: the shell expands it
-	// pwd: the word is $PWD, ${PWD} or $(pwd) followed by literal text (val):
-	// the working directory, which a docker bind mount may name.
+	// pwd: the word is literal but for $PWD, ${PWD} or $(pwd), which val
+	// spells pwdMark: the working directory, which a docker bind mount names.
 	pwd bool
 	// secret: the word expands a variable whose name says it holds a secret.
 	secret bool
@@ -42,8 +42,9 @@ func wordValue(w *syntax.Word) arg {
 	var b strings.Builder
 	a := arg{lit: true}
 	pwd := false
-	for i, p := range w.Parts {
-		if i == 0 && isPWD(p) {
+	for _, p := range w.Parts {
+		if isPWD(p) {
+			b.WriteString(pwdMark)
 			pwd = true
 			continue
 		}
@@ -60,6 +61,11 @@ func wordValue(w *syntax.Word) arg {
 		case *syntax.DblQuoted:
 			for _, q := range x.Parts {
 				l, ok := q.(*syntax.Lit)
+				if !ok && isPWD(q) {
+					b.WriteString(pwdMark)
+					pwd = true
+					continue
+				}
 				if !ok {
 					a.lit = false
 					a.secret = a.secret || secretParam(q)
@@ -79,6 +85,9 @@ func wordValue(w *syntax.Word) arg {
 	}
 	return a
 }
+
+// pwdMark stands for the working directory in the value of a pwd word.
+const pwdMark = "$PWD"
 
 // isPWD reports $PWD, ${PWD}, $(pwd) or `pwd`, alone or double-quoted.
 func isPWD(p syntax.WordPart) bool {
