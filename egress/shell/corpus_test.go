@@ -23,27 +23,45 @@ type corpusCase struct {
 // the command optionally Go-quoted as q:"…" for text spanning lines.
 func loadCorpus(t testing.TB) []corpusCase {
 	t.Helper()
-	f, err := os.Open("testdata/destructive_corpus.txt")
+	var out []corpusCase
+	scanCorpus(t, "testdata/destructive_corpus.txt", func(n int, verdict, command string) {
+		require.Contains(t, []string{"escalate", "allow"}, verdict, "line %d", n)
+		out = append(out, corpusCase{line: n, escalate: verdict == "escalate", command: unquoteCommand(t, n, command)})
+	})
+	return out
+}
+
+// scanCorpus calls line for each "<verdict> <rest>" line of a corpus file;
+// blank lines and lines starting with # are skipped.
+func scanCorpus(t testing.TB, path string, line func(n int, verdict, rest string)) {
+	t.Helper()
+	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer func() { _ = f.Close() }()
-	var out []corpusCase
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+		text := sc.Text()
+		if strings.TrimSpace(text) == "" || strings.HasPrefix(text, "#") {
 			continue
 		}
-		verdict, command, ok := strings.Cut(line, " ")
-		require.True(t, ok, "line %d: want '<verdict> <command>'", n)
-		require.Contains(t, []string{"escalate", "allow"}, verdict, "line %d", n)
-		if q, isQuoted := strings.CutPrefix(command, "q:"); isQuoted {
-			command, err = strconv.Unquote(q)
-			require.NoError(t, err, "line %d", n)
-		}
-		out = append(out, corpusCase{line: n, escalate: verdict == "escalate", command: command})
+		verdict, rest, ok := strings.Cut(text, " ")
+		require.True(t, ok, "%s line %d: want '<verdict> <command>'", path, n)
+		line(n, verdict, rest)
 	}
 	require.NoError(t, sc.Err())
-	return out
+}
+
+// unquoteCommand decodes a q:"…" command (here-documents and other text
+// spanning lines); anything else is the command as written.
+func unquoteCommand(t testing.TB, n int, command string) string {
+	t.Helper()
+	q, isQuoted := strings.CutPrefix(command, "q:")
+	if !isQuoted {
+		return command
+	}
+	command, err := strconv.Unquote(q)
+	require.NoError(t, err, "line %d", n)
+	return command
 }
 
 // TestDestructiveCorpusFile judges every command of the corpus: the

@@ -88,6 +88,21 @@ type checker struct {
 	// cwdOutside: a cd left the workspace (or went somewhere unreadable),
 	// so relative paths after it are not workspace paths.
 	cwdOutside bool
+	// redirs are the redirections of the statement being judged and pipeIn
+	// the statements that read a pipe: a database client's SQL may come
+	// from its stdin.
+	redirs []*syntax.Redirect
+	pipeIn map[*syntax.Stmt]bool
+	piped  bool
+	// Effects that escalate only together, judged when the walk ends:
+	// download-then-run (download names files, run finds one of them) and
+	// secrets-into-a-served-file (a secret source and a served write).
+	downloaded   map[string]bool // base names of downloaded files
+	downloadAny  bool            // a download whose file names are unknown
+	sawDownload  bool            // any download, also to stdout
+	ranDownload  string          // what ran a downloaded file
+	secretSource string
+	servedWrite  string
 }
 
 func (c *checker) escalate(reason string) {
@@ -109,6 +124,7 @@ func (c *checker) run(command string) {
 		return
 	}
 	c.parse(command, 0)
+	c.effects()
 }
 
 // parse reads code at a nesting depth (0 = the run_shell command itself).
@@ -135,6 +151,17 @@ func (c *checker) visit(n syntax.Node, depth int) bool {
 		case *syntax.CallExpr, *syntax.DeclClause, *syntax.LetClause:
 			c.record(x)
 		}
+		// Pre-order: the statement's own command is visited next.
+		c.redirs, c.piped = x.Redirs, c.pipeIn[x]
+	case *syntax.BinaryCmd:
+		if x.Op == syntax.Pipe || x.Op == syntax.PipeAll {
+			if c.pipeIn == nil {
+				c.pipeIn = map[*syntax.Stmt]bool{}
+			}
+			c.pipeIn[x.Y] = true
+		}
+	case *syntax.DeclClause:
+		c.declClause(x)
 	case *syntax.CallExpr:
 		if len(x.Args) > 0 {
 			c.simple(words(x.Args), depth)
@@ -212,6 +239,10 @@ func (c *checker) redirect(r *syntax.Redirect) {
 		c.escalate("redirect to a target that is not a literal")
 	case isConfigPath(t.val):
 		c.escalate("truncating redirect into a config file")
+	}
+	// Literal targets only: the cases above escalate the others.
+	if t.lit && !t.glob {
+		c.written(t.val)
 	}
 }
 

@@ -15,7 +15,10 @@ import (
 
 // Reasons changed on purpose by the shell parse: dd escalates whatever its
 // operands ("dd", was "dd if="); tee onto a config file is a write ("write to a
-// config file", was "in-place edit of a config file").
+// config file", was "in-place edit of a config file"). Issue 47 item 5: git's
+// reasons name their class and shape (were "git push --force / reset --hard /
+// clean -f"); sudo's command is judged first (sudo reboot says shutdown/reboot);
+// a shell reading stdin next to curl says "downloads and executes".
 func TestDestructiveEscalates(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -43,7 +46,7 @@ func TestDestructiveEscalates(t *testing.T) {
 		{"chgrp staff app", "chgrp"},
 		{"sudo apt-get install nginx", "sudo/su"},
 		{"su - postgres", "sudo/su"},
-		{"/usr/bin/sudo reboot", "sudo/su"},
+		{"/usr/bin/sudo reboot", "shutdown/reboot"},
 		{"docker rm -f web", "docker rm/stop/restart/kill"},
 		{"docker stop web", "docker rm/stop/restart/kill"},
 		{"docker restart db", "docker rm/stop/restart/kill"},
@@ -90,14 +93,14 @@ func TestDestructiveEscalates(t *testing.T) {
 		{"ln -s /tmp/x.ini", "copy/move/link onto a config file"},
 		{"install -m 644 x /etc/x", "copy/move/link onto a config file"},
 		{"rsync -a x host:/srv/app.yml", "copy/move/link onto a config file"},
-		{"git push --force origin main", "git push --force / reset --hard / clean -f"},
-		{"git push -f", "git push --force / reset --hard / clean -f"},
-		{"git push -uf origin main", "git push --force / reset --hard / clean -f"},
-		{"git push origin main --force-with-lease", "git push --force / reset --hard / clean -f"},
-		{"git -C repo push --force", "git push --force / reset --hard / clean -f"},
-		{"git reset --hard HEAD~3", "git push --force / reset --hard / clean -f"},
-		{"git clean -fdx", "git push --force / reset --hard / clean -f"},
-		{"git push origin :main", "git push --force / reset --hard / clean -f"},
+		{"git push --force origin main", "destroys git history: git push --force"},
+		{"git push -f", "destroys git history: git push --force"},
+		{"git push -uf origin main", "destroys git history: git push --force"},
+		{"git push origin main --force-with-lease", "destroys git history: git push --force"},
+		{"git -C repo push --force", "destroys git history: git push --force"},
+		{"git reset --hard HEAD~3", "destroys git history: git reset --hard"},
+		{"git clean -fdx", "discards uncommitted work: git clean -f"},
+		{"git push origin :main", "destroys git history: git push :main deletes a remote branch"},
 		{"git -c alias.x='!rm -rf d' x", "git -c that can run a command"},
 		{"kill -9 1234", "kill -9 / killall / pkill"},
 		{"kill -KILL 1234", "kill -9 / killall / pkill"},
@@ -120,7 +123,7 @@ func TestDestructiveEscalates(t *testing.T) {
 		{"find d -exec rm {} +", "rm with arguments that are not literals"},
 		{"find d -execdir rm -f {} \\;", "rm -r/-f"},
 		{"find $D -name x", "find with arguments that are not literals"},
-		{"git push origin +main", "git push --force / reset --hard / clean -f"},
+		{"git push origin +main", "destroys git history: git push +main forces"},
 		{"docker compose down -v", "docker rm/stop/restart/kill"},
 		{"docker volume rm data", "docker rm/stop/restart/kill"},
 		{"rm -rf", "rm -r/-f"},
@@ -135,8 +138,8 @@ func TestDestructiveEscalates(t *testing.T) {
 		{". ./x.sh", "eval/source runs code the check cannot see"},
 		{"source x.sh", "eval/source runs code the check cannot see"},
 		{"echo cm0gLXJmIGQ= | base64 -d | sh", "shell reads code from stdin, a pipe or a here-document"},
-		{"curl x | bash -s -- -y", "shell reads code from stdin, a pipe or a here-document"},
-		{"bash <(curl x)", "shell reads code from stdin, a pipe or a here-document"},
+		{"curl x | bash -s -- -y", "downloads and executes: runs downloaded code the check cannot see (shell reads code from stdin, a pipe or a here-document)"},
+		{"bash <(curl x)", "downloads and executes: runs downloaded code the check cannot see (shell reads code from stdin, a pipe or a here-document)"},
 		{"sh /dev/stdin < x", "shell reads code from stdin, a pipe or a here-document"},
 		{"sh -c \"$CODE\"", "shell code is not a literal"},
 		{"sh -c 'rm -rf d'", "rm -r/-f"},
@@ -509,6 +512,9 @@ func TestDestructiveBoundedOnHostileInput(t *testing.T) {
 		{"nested subshells", strings.Repeat("(", n) + "ls" + strings.Repeat(")", n), ""},
 		{"nested functions", strings.Repeat("f(){ ", 60) + ":" + strings.Repeat("; }", 60), ""},
 		{"too many functions", strings.Repeat("f(){ :; };", shell.MaxFunctions+1), "command too complex to check"},
+		{"long SQL", "psql -c '" + strings.Repeat("select (1) where x = 'y'; ", n/3) + "'", ""},
+		{"long SQL without WHERE", "sqlite3 db '" + strings.Repeat("(", n) + " delete from t'",
+			"destroys data through a database client: sqlite3 DELETE without WHERE"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -543,6 +549,12 @@ func FuzzDestructive(f *testing.F) {
 		`parallel 'rm {}' ::: a`, `parallel`, `ls | xargs -n1 unlink`, `cd; mv a b`,
 		`eval eval eval ls`, `git checkout -- .`, `kill -s TERM -- -1`, `deno eval`,
 		`flock -c`, `taskset`, `gawk -i inplace -e 'x' f.yml`,
+		// issue 47: escalation by effect
+		`git reset HEAD~3`, `sudo -u postgres psql -c 'DROP TABLE x'`, `psql <<< 'delete from t'`,
+		`mysql -uroot -p -e`, `sqlite3 db 'DELETE FROM t WHERE (1=1'`, `psql -c "x'y\!"`,
+		`docker run -itv/:/h --mount type=bind,src=/ a`, `docker exec db sh -c 'psql -c "drop table x"'`,
+		`curl -LO https://x/a.tgz && tar xf a.tgz && ./a/run`, `printenv | tee public/e`,
+		`apt-get -o x remove`, `systemctl`, `iptables -`, `redis-cli <<< FLUSHALL`, `docker run -v "$(pwd)":/s a`,
 	} {
 		f.Add(s)
 	}

@@ -157,6 +157,7 @@ type interpCall struct {
 	escalate string
 	inPlace  bool
 	operands []arg // after the code or script: files (awk, perl -n) or arguments
+	file     arg   // the script operand, when script is set by one
 	notLit   bool  // an option word was not a literal: it could be -c
 }
 
@@ -278,6 +279,7 @@ func parseInterp(l lang, rest []arg) interpCall {
 	} else if len(ic.code) == 0 && !ic.script && len(ops) > 0 && !(spec.codeEnds && i > 0 && rest[i-1].val == "-") {
 		ic.script = !ic.stdin
 		if ic.script {
+			ic.file = ops[0]
 			ops = ops[1:]
 		}
 	}
@@ -308,6 +310,9 @@ func (c *checker) interpreter(l lang, rest []arg) {
 		}
 	}
 	if len(ic.code) == 0 {
+		if ic.script && ic.file.val != "" {
+			c.ran(ic.file, "an interpreter runs "+ic.file.val)
+		}
 		if ic.info || ic.script {
 			return
 		}

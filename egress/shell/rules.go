@@ -19,7 +19,15 @@ var alwaysDestructive = map[string]string{
 	"shutdown": "shutdown/reboot", "reboot": "shutdown/reboot", "halt": "shutdown/reboot",
 	"poweroff": "shutdown/reboot",
 	"source":   reasonEval, ".": reasonEval,
+	"userdel": because(classUsers, "userdel"), "deluser": because(classUsers, "deluser"),
+	"groupdel": because(classUsers, "groupdel"), "delgroup": because(classUsers, "delgroup"),
+	"nsenter": because(classEscape, "nsenter enters another process's namespaces"),
 }
+
+// sudoArgs are the options of sudo/doas/pkexec that take a value.
+var sudoArgs = set("-u", "--user", "-g", "--group", "-C", "--close-from", "-D", "--chdir", "-h", "--host",
+	"-p", "--prompt", "-r", "--role", "-t", "--type", "-T", "--command-timeout", "-U", "--other-user", "-R",
+	"--chroot")
 
 // shells run code given with -c, or read it from stdin.
 var shells = map[string]bool{
@@ -32,7 +40,7 @@ const (
 	reasonKill    = "kill -9 / killall / pkill"
 	reasonKillAll = "kill -1: every process"
 	reasonDocker  = "docker rm/stop/restart/kill"
-	reasonGit     = "git push --force / reset --hard / clean -f"
+	reasonSudo    = "sudo/su"
 )
 
 // opt is one parsed option: its name ("-f", "--force") and its value if the
@@ -181,6 +189,43 @@ func (c *checker) simple(args []arg, depth int) {
 	// /bin/rm and ./rm are rm: a local script named rm is judged as rm too.
 	base := name.val[strings.LastIndexByte(name.val, '/')+1:]
 	rest := args[1:]
+	c.secrets(base, rest)
+	if strings.Contains(name.val, "/") && !isSystemPath(name.val) {
+		c.ran(name, name.val)
+	}
+	switch base {
+	case "sudo", "doas", "pkexec":
+		// The command it runs is judged first: its reason says what it does.
+		_, _, first := parseOpts(rest, sudoArgs, false)
+		i := first
+		for i < len(rest) && rest[i].lit && strings.Contains(rest[i].val, "=") && !strings.HasPrefix(rest[i].val, "=") {
+			i++ // sudo VAR=value cmd
+		}
+		c.simple(rest[i:], depth)
+		c.escalate(reasonSudo)
+		return
+	case "su":
+		for i, a := range rest {
+			if a.lit && (a.val == "-c" || a.val == "--command") && i+1 < len(rest) {
+				c.nested(rest[i+1], depth)
+			}
+		}
+		c.escalate(reasonSudo)
+		return
+	}
+	if _, ok := removeVerbs[base]; ok {
+		c.packages(base, rest)
+		if base != "dotnet" {
+			return
+		}
+	}
+	if c.services(name.val, base, rest) && base != "systemctl" {
+		return
+	}
+	if dbClients[base] {
+		c.database(base, rest)
+		return
+	}
 	if r, ok := alwaysDestructive[base]; ok {
 		c.escalate(r)
 		return
@@ -270,7 +315,23 @@ func (c *checker) simple(args []arg, depth int) {
 	case "cd", "pushd", "popd":
 		c.cd(rest)
 	case "tar", "bsdtar":
+		c.unpacked(rest)
 		c.tar(rest, depth)
+	case "unzip", "7z", "7za", "gunzip", "bunzip2", "unxz", "unzstd", "xz", "zstd", "cpio", "dpkg-deb", "rpm2cpio":
+		c.unpacked(rest)
+	case "curl", "wget":
+		c.download(base, rest)
+	case "iptables", "ip6tables", "iptables-legacy", "iptables-nft", "ip6tables-legacy", "ip6tables-nft",
+		"ebtables", "arptables", "iptables-restore", "ip6tables-restore", "nft", "ufw", "firewall-cmd":
+		c.firewall(base, rest)
+	case "kubectl", "oc":
+		// kubectl exec POD -- psql …: a database client's data is the project's.
+		for i, a := range rest {
+			if a.val == "--" && len(rest) > 0 && rest[0].val == "exec" {
+				c.dbInside(rest[i+1:], depth)
+				break
+			}
+		}
 	case "unlink":
 		c.unlink(rest)
 	case "busybox", "toybox":
@@ -307,10 +368,10 @@ func (c *checker) simple(args []arg, depth int) {
 		c.rm(rest)
 	case "kill":
 		c.kill(rest)
-	case "docker", "podman":
-		c.docker(rest, false)
+	case "docker", "podman", "nerdctl":
+		c.docker(rest, false, depth)
 	case "docker-compose", "podman-compose":
-		c.docker(rest, true)
+		c.docker(rest, true, depth)
 	case "git":
 		c.git(rest)
 	case "dotnet":
@@ -326,7 +387,8 @@ func (c *checker) simple(args []arg, depth int) {
 		_, ops, _ := parseOpts(rest, set("-H", "--host", "-M", "--machine", "-t", "--type", "-s", "--signal"), true)
 		if len(ops) > 0 {
 			switch ops[0].val {
-			case "poweroff", "reboot", "halt", "kexec", "emergency", "rescue", "default", "isolate":
+			case "poweroff", "reboot", "halt", "kexec", "emergency", "rescue", "default", "isolate", "suspend",
+				"hibernate", "hybrid-sleep":
 				c.escalate("shutdown/reboot")
 			}
 		}
@@ -426,7 +488,8 @@ func (c *checker) shell(rest []arg, depth int) {
 			c.escalate(reasonShellStdin)
 		}
 		// A script file is an interpreter running a program: the sandbox,
-		// not this check, bounds what it does.
+		// not this check, bounds what it does — unless it was just downloaded.
+		c.ran(*operand, "a shell runs "+operand.val)
 	}
 }
 
@@ -529,7 +592,7 @@ func isSigKill(s string) bool {
 
 // docker escalates rm|rmi|stop|restart|kill|prune|down, directly or under a
 // management command (container, image, volume, network, system, compose, …).
-func (c *checker) docker(rest []arg, compose bool) {
+func (c *checker) docker(rest []arg, compose bool, depth int) {
 	globals := dockerGlobals
 	if compose {
 		globals = composeGlobals
@@ -538,19 +601,19 @@ func (c *checker) docker(rest []arg, compose bool) {
 	if len(ops) == 0 {
 		return
 	}
-	verb := ops[0]
+	verb, after := ops[0], ops[1:]
 	if !compose {
 		switch verb.val {
 		case "compose":
-			c.docker(ops[1:], true)
+			c.docker(ops[1:], true, depth)
 			return
 		case "container", "image", "volume", "network", "system", "builder", "buildx",
 			"service", "stack", "secret", "config", "node", "plugin", "context", "swarm", "pod":
-			_, sub, _ := parseOpts(ops[1:], nil, false)
+			_, sub, first := parseOpts(ops[1:], nil, false)
 			if len(sub) == 0 {
 				return
 			}
-			verb = sub[0]
+			verb, after = sub[0], ops[1:][first+1:]
 		}
 	}
 	if !verb.lit {
@@ -560,11 +623,16 @@ func (c *checker) docker(rest []arg, compose bool) {
 	switch verb.val {
 	case "rm", "rmi", "stop", "restart", "kill", "prune", "down", "remove", "leave":
 		c.escalate(reasonDocker)
+	case "run", "create", "exec":
+		// compose run SERVICE takes the same -v options as docker run IMAGE.
+		c.container(verb.val, after, depth)
 	}
 }
 
-// git escalates push --force/-f/+ref/--force-with-lease/--mirror/--delete/:ref,
-// reset --hard, clean -f, and a -c setting that names a command to run.
+// git escalates what destroys history — push --force/-f/+ref/--mirror/
+// --delete/:ref, reset --hard, a reset that moves HEAD to another commit —
+// and what discards uncommitted work (clean -f, gitWork), and a -c setting
+// that names a command to run.
 func (c *checker) git(rest []arg) {
 	opts, ops, _ := parseOpts(rest, gitGlobals, false)
 	for _, o := range opts {
@@ -585,15 +653,15 @@ func (c *checker) git(rest []arg) {
 	}
 	sub, args := ops[0], ops[1:]
 	if !sub.lit {
-		c.escalate(reasonGit)
+		c.escalate(because(classGitHistory, "git subcommand that is not a literal"))
 		return
 	}
 	switch sub.val {
 	case "push", "reset", "clean":
 	case "checkout", "switch", "restore", "branch", "stash", "rm", "update-ref", "reflog", "gc",
-		"filter-branch", "filter-repo", "worktree":
+		"filter-branch", "filter-repo", "worktree", "tag":
 		if anyNotLit(args) {
-			c.escalate(reasonGitWork)
+			c.escalate(because(classGitHistory, "git "+sub.val+" with arguments that are not literals"))
 			return
 		}
 		c.gitWork(sub.val, args)
@@ -602,39 +670,109 @@ func (c *checker) git(rest []arg) {
 		return
 	}
 	if anyNotLit(args) {
-		c.escalate(reasonGit)
+		c.escalate(because(classGitHistory, "git "+sub.val+" with arguments that are not literals"))
 		return
 	}
-	sopts, sops, _ := parseOpts(args, set("-o", "--push-option", "--repo", "--receive-pack", "--exec", "-e", "--exclude"), true)
+	sopts, sops, _ := parseOpts(args, set("-o", "--push-option", "--repo", "--receive-pack", "--exec", "-e", "--exclude",
+		"--pathspec-from-file"), true)
 	for _, o := range sopts {
 		switch sub.val {
 		case "push":
-			if o.name == "-f" || o.name == "-d" || longPrefix(o, "force", 2) ||
-				longPrefix(o, "mirror", 1) || longPrefix(o, "delete", 2) {
-				c.escalate(reasonGit)
+			switch {
+			case o.name == "-f" || longPrefix(o, "force", 2):
+				c.escalate(because(classGitHistory, "git push --force"))
+				return
+			case longPrefix(o, "mirror", 1):
+				c.escalate(because(classGitHistory, "git push --mirror"))
+				return
+			case o.name == "-d" || longPrefix(o, "delete", 2):
+				c.escalate(because(classGitHistory, "git push --delete"))
 				return
 			}
 		case "reset":
 			if longPrefix(o, "hard", 1) {
-				c.escalate(reasonGit)
+				c.escalate(because(classGitHistory, "git reset --hard"))
 				return
 			}
 		case "clean":
 			if o.name == "-f" || longPrefix(o, "force", 1) {
-				c.escalate(reasonGit)
+				c.escalate(because(classGitWork, "git clean -f"))
 				return
 			}
 		}
 	}
-	if sub.val == "push" {
+	switch sub.val {
+	case "push":
 		for i, a := range sops {
 			// +ref forces; :ref (and src-less refspecs) delete the remote ref.
-			if i > 0 && (strings.HasPrefix(a.val, "+") || strings.HasPrefix(a.val, ":")) {
-				c.escalate(reasonGit)
+			if i > 0 && strings.HasPrefix(a.val, "+") {
+				c.escalate(because(classGitHistory, "git push +"+strings.TrimPrefix(a.val, "+")+" forces"))
+				return
+			}
+			if i > 0 && strings.HasPrefix(a.val, ":") {
+				c.escalate(because(classGitHistory, "git push "+a.val+" deletes a remote branch"))
 				return
 			}
 		}
+	case "reset":
+		c.gitReset(sopts, args)
 	}
+}
+
+// gitReset escalates a reset that moves HEAD (and the branch) to another
+// commit: the commits after it leave the branch, and a mixed reset (the
+// default) also drops what was staged. --soft passes: index and work tree
+// stay, the dropped commits' changes stay staged, so nothing is lost that a
+// commit would not restore. A reset of paths (git reset HEAD f.go, git reset
+// -- f.go, git reset f.go) only unstages and passes. One operand is a
+// commit unless it looks like a file (has an extension, ends in /, is .).
+func (c *checker) gitReset(opts []opt, args []arg) {
+	if hasOpt(opts, "--soft") {
+		return
+	}
+	for _, o := range opts {
+		if o.name == "-p" || longPrefix(o, "patch", 2) || longPrefix(o, "pathspec-from-file", 3) {
+			return
+		}
+	}
+	var before, after []arg
+	dashdash := false
+	for _, a := range args {
+		switch {
+		case a.val == "--" && !dashdash:
+			dashdash = true
+		case dashdash:
+			after = append(after, a)
+		case !strings.HasPrefix(a.val, "-"):
+			before = append(before, a)
+		}
+	}
+	if len(after) > 0 || len(before) != 1 {
+		return // paths, or no commit: HEAD stays
+	}
+	rev := before[0].val
+	switch {
+	case rev == "HEAD" || rev == "@":
+		return
+	case !dashdash && looksLikePath(rev):
+		return
+	}
+	c.escalate(because(classGitHistory, "git reset "+rev+" moves HEAD to another commit"))
+}
+
+// looksLikePath tells a file operand from a revision for a lone git reset
+// operand: a revision has ~ ^ @ or no extension (v1.2.0's last part is
+// digits); a file has an extension, ends in / or is . or ./x.
+func looksLikePath(s string) bool {
+	if strings.ContainsAny(s, "~^@:") {
+		return false
+	}
+	if s == "." || strings.HasPrefix(s, "./") || strings.HasSuffix(s, "/") {
+		return true
+	}
+	b := baseName(s)
+	i := strings.LastIndexByte(b, '.')
+	return i > 0 && i < len(b)-1 && !isDigits(b[i+1:])
 }
 
 // xargs runs its command with words read from stdin: appended at the end, or
@@ -712,6 +850,10 @@ func (c *checker) target(t arg, reason string) {
 		c.escalate("write to a target that is not a literal")
 	case isConfigPath(t.val):
 		c.escalate(reason)
+	}
+	// Literal targets only: the cases above escalate the others.
+	if t.lit && !t.glob {
+		c.written(t.val)
 	}
 }
 

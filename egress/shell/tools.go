@@ -11,10 +11,7 @@ import (
 // The check has no file system to look at: it judges paths against this.
 const workspaceDir = "/workspace"
 
-const (
-	reasonMv      = "mv out of or over the workspace"
-	reasonGitWork = "git discards work (checkout --, restore, branch -D, stash drop, rm -r, …)"
-)
+const reasonMv = "mv out of or over the workspace"
 
 // outsideWorkspace reports whether p names something outside the workspace:
 // an absolute path elsewhere, ~, a relative path escaping through .., or any
@@ -355,12 +352,13 @@ func (c *checker) otherInterpreter(rest []arg) {
 	}
 }
 
-// gitWork escalates the git subcommands that throw away uncommitted or
-// unmerged work: checkout of paths (after --, ., ./x, a glob) or with
-// --force/-B/--ours/--theirs; switch --force/--discard-changes/-C; restore
-// of the work tree; branch -D / -d --force / -M / -C; stash drop/clear;
-// rm -r/-f or a glob; update-ref -d; reflog expire/delete; gc --prune;
-// filter-branch/filter-repo; worktree remove --force.
+// gitWork escalates the git subcommands that throw away uncommitted work
+// (checkout of paths — after --, ., ./x, a glob — or with
+// --force/--ours/--theirs; switch --force/--discard-changes; restore of the
+// work tree; rm -r/-f or a glob; worktree remove --force) or history
+// (checkout -B, switch -C; branch -D / -d --force / -M / -C / -f; stash
+// drop/clear; update-ref -d; reflog expire/delete; gc --prune;
+// filter-branch/filter-repo; tag -d/-f).
 func (c *checker) gitWork(sub string, args []arg) {
 	dashdash := false
 	for _, a := range args {
@@ -374,45 +372,85 @@ func (c *checker) gitWork(sub string, args []arg) {
 	if len(ops) > 0 {
 		first = ops[0].val
 	}
-	bad := false
+	history := func(shape string) { c.escalate(because(classGitHistory, "git "+shape)) }
+	work := func(shape string) { c.escalate(because(classGitWork, "git "+shape)) }
 	switch sub {
 	case "filter-branch", "filter-repo":
-		bad = true
+		history(sub + " rewrites every commit")
 	case "checkout":
-		bad = dashdash || hasOpt(opts, "-f", "--force", "-B", "--ours", "--theirs", "--pathspec-from-file")
+		if hasOpt(opts, "-B") {
+			history("checkout -B resets a branch")
+			return
+		}
+		bad := dashdash || hasOpt(opts, "-f", "--force", "--ours", "--theirs", "--pathspec-from-file")
 		for _, o := range ops {
 			cl := path.Clean(o.val)
 			if cl == "." || strings.HasPrefix(o.val, "./") || strings.HasPrefix(o.val, ":/") || o.glob {
 				bad = true
 			}
 		}
+		if bad {
+			work("checkout of paths or --force overwrites changes")
+		}
 	case "switch":
-		bad = hasOpt(opts, "-f", "--force", "--discard-changes", "-C", "--force-create")
+		switch {
+		case hasOpt(opts, "-C", "--force-create"):
+			history("switch -C resets a branch")
+		case hasOpt(opts, "-f", "--force", "--discard-changes"):
+			work("switch --discard-changes")
+		}
 	case "restore":
-		staged := hasOpt(opts, "-S", "--staged")
-		bad = !staged || hasOpt(opts, "-W", "--worktree")
+		if !hasOpt(opts, "-S", "--staged") || hasOpt(opts, "-W", "--worktree") {
+			work("restore overwrites changes in the work tree")
+		}
 	case "branch":
+		// -d refuses a branch that is not merged: only -D (or -d --force)
+		// loses commits. -f moves an existing branch; -M/-C overwrite one.
 		del := hasOpt(opts, "-d", "--delete")
-		bad = hasOpt(opts, "-D", "-M", "-C") || (del && hasOpt(opts, "-f", "--force"))
+		switch {
+		case hasOpt(opts, "-D") || del && hasOpt(opts, "-f", "--force"):
+			history("branch -D deletes an unmerged branch")
+		case hasOpt(opts, "-M", "-C"):
+			history("branch -M/-C overwrites a branch")
+		case hasOpt(opts, "-f", "--force") && len(ops) > 0:
+			history("branch --force moves a branch")
+		}
 	case "stash":
-		bad = first == "drop" || first == "clear"
+		if first == "drop" || first == "clear" {
+			history("stash " + first)
+		}
 	case "rm":
-		bad = hasOpt(opts, "-r", "-f", "--force")
+		bad := hasOpt(opts, "-r", "-f", "--force")
 		for _, o := range ops {
 			bad = bad || o.glob
 		}
+		if bad {
+			work("rm -r/-f deletes files")
+		}
 	case "update-ref":
-		bad = hasOpt(opts, "-d")
+		if hasOpt(opts, "-d") {
+			history("update-ref -d")
+		}
 	case "reflog":
-		bad = first == "expire" || first == "delete"
+		if first == "expire" || first == "delete" {
+			history("reflog " + first)
+		}
 	case "gc":
 		for _, o := range opts {
-			bad = bad || strings.HasPrefix(o.name, "--prune")
+			if strings.HasPrefix(o.name, "--prune") {
+				history("gc --prune")
+				return
+			}
 		}
 	case "worktree":
-		bad = first == "remove" && hasOpt(opts, "-f", "--force")
-	}
-	if bad {
-		c.escalate(reasonGitWork)
+		if first == "remove" && hasOpt(opts, "-f", "--force") {
+			work("worktree remove --force")
+		}
+	case "tag":
+		if hasOpt(opts, "-d", "--delete") {
+			history("tag -d")
+		} else if hasOpt(opts, "-f", "--force") {
+			history("tag --force moves a tag")
+		}
 	}
 }

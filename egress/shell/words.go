@@ -14,6 +14,11 @@ type arg struct {
 	val  string
 	lit  bool // false: a parameter, substitution, arithmetic or data-provided ({} of find, xargs input)
 	glob bool // unquoted *, ?, […], {a,b}, {1..3}: the shell expands it
+	// pwd: the word is literal but for $PWD, ${PWD} or $(pwd), which val
+	// spells pwdMark: the working directory, which a docker bind mount names.
+	pwd bool
+	// secret: the word expands a variable whose name says it holds a secret.
+	secret bool
 }
 
 // unknownArg stands for words the check cannot see: file names find -exec
@@ -36,7 +41,13 @@ func wordValue(w *syntax.Word) arg {
 	}
 	var b strings.Builder
 	a := arg{lit: true}
+	pwd := false
 	for _, p := range w.Parts {
+		if isPWD(p) {
+			b.WriteString(pwdMark)
+			pwd = true
+			continue
+		}
 		switch x := p.(type) {
 		case *syntax.Lit:
 			v, glob := unquoteLit(x.Value)
@@ -50,18 +61,75 @@ func wordValue(w *syntax.Word) arg {
 		case *syntax.DblQuoted:
 			for _, q := range x.Parts {
 				l, ok := q.(*syntax.Lit)
+				if !ok && isPWD(q) {
+					b.WriteString(pwdMark)
+					pwd = true
+					continue
+				}
 				if !ok {
 					a.lit = false
+					a.secret = a.secret || secretParam(q)
 					continue
 				}
 				b.WriteString(unquoteDbl(l.Value))
 			}
 		default:
 			a.lit = false
+			a.secret = a.secret || secretParam(p)
 		}
 	}
 	a.val = b.String()
+	if pwd {
+		a.pwd = a.lit
+		a.lit = false
+	}
 	return a
+}
+
+// pwdMark stands for the working directory in the value of a pwd word.
+const pwdMark = "$PWD"
+
+// isPWD reports $PWD, ${PWD}, $(pwd) or `pwd`, alone or double-quoted.
+func isPWD(p syntax.WordPart) bool {
+	switch x := p.(type) {
+	case *syntax.DblQuoted:
+		return len(x.Parts) == 1 && isPWD(x.Parts[0])
+	case *syntax.ParamExp:
+		return x.Param != nil && x.Param.Value == "PWD" && x.Exp == nil && x.Repl == nil &&
+			x.Slice == nil && x.Index == nil && !x.Length && !x.Excl && !x.Width
+	case *syntax.CmdSubst:
+		if len(x.Stmts) != 1 || len(x.Stmts[0].Redirs) > 0 {
+			return false
+		}
+		call, ok := x.Stmts[0].Cmd.(*syntax.CallExpr)
+		if !ok || len(call.Args) != 1 || len(call.Assigns) > 0 {
+			return false
+		}
+		v := wordValue(call.Args[0])
+		return v.lit && v.val == "pwd"
+	}
+	return false
+}
+
+// secretParam reports $NAME whose name says it holds a secret ($API_TOKEN,
+// ${DB_PASSWORD}): echoing it into a served file publishes it.
+func secretParam(p syntax.WordPart) bool {
+	x, ok := p.(*syntax.ParamExp)
+	if !ok || x.Param == nil {
+		return false
+	}
+	return isSecretName(x.Param.Value)
+}
+
+func isSecretName(name string) bool {
+	n := strings.ToUpper(name)
+	for _, s := range []string{"SECRET", "TOKEN", "PASSWORD", "PASSWD", "API_KEY", "APIKEY", "PRIVATE_KEY",
+		"ACCESS_KEY", "CREDENTIAL"} {
+		if strings.Contains(n, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // unquoteLit removes backslash escapes from an unquoted literal and reports
