@@ -1,0 +1,119 @@
+package fingerprint
+
+import (
+	"unicode"
+	"unicode/utf8"
+)
+
+// appendNorm appends the normalized form of s to dst: ASCII letters and digits
+// lower-cased, other letters and digits simply folded (unicode.ToLower, and the
+// fullwidth forms U+FF10–FF5A mapped to ASCII), everything else dropped —
+// whitespace, punctuation, symbols, control and format characters (a zero-width
+// space hides nothing). A run of backslashes with the escape after it is dropped
+// as a whole (\n, \t, \", \/, \\\" …) and \uXXXX becomes its character, at any
+// nesting depth of JSON or source-code strings, so a JSON argument normalizes as
+// the text it encodes. Both sides, the private text and the outbound one, go
+// through it, so a literal "\n" in a private source file matches its JSON form.
+func appendNorm(dst []byte, s string) []byte {
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
+			dst = append(dst, c)
+			i++
+		case c >= 'A' && c <= 'Z':
+			dst = append(dst, c+('a'-'A'))
+			i++
+		case c == '\\':
+			j := i
+			for j < len(s) && s[j] == '\\' {
+				j++
+			}
+			i = j
+			if j == len(s) {
+				break
+			}
+			switch s[j] {
+			case 'n', 't', 'r', 'b', 'f', 'v', '"', '\'', '/':
+				i = j + 1
+			case 'u':
+				if r, ok := hex4(s, j+1); ok {
+					dst = appendRune(dst, r)
+					i = j + 5
+				}
+			}
+		case c < utf8.RuneSelf:
+			i++
+		default:
+			r, n := utf8.DecodeRuneInString(s[i:])
+			dst = appendRune(dst, r)
+			i += n
+		}
+	}
+	return dst
+}
+
+// appendRune appends the normalized form of one character (nothing when it is
+// neither a letter nor a digit).
+func appendRune(dst []byte, r rune) []byte {
+	switch {
+	case r < utf8.RuneSelf:
+		c := byte(r)
+		switch {
+		case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
+			return append(dst, c)
+		case c >= 'A' && c <= 'Z':
+			return append(dst, c+('a'-'A'))
+		}
+		return dst
+	case r >= 0xFF10 && r <= 0xFF5A: // fullwidth digits and letters: the cheap part of NFKC
+		return appendRune(dst, r-0xFEE0)
+	case unicode.IsLetter(r) || unicode.IsDigit(r):
+		return utf8.AppendRune(dst, unicode.ToLower(r))
+	}
+	return dst
+}
+
+// hex4 reads four hex digits of s at i.
+func hex4(s string, i int) (rune, bool) {
+	if i+4 > len(s) {
+		return 0, false
+	}
+	var r rune
+	for k := i; k < i+4; k++ {
+		v := unhex(s[k])
+		if v < 0 {
+			return 0, false
+		}
+		r = r<<4 | rune(v)
+	}
+	return r, true
+}
+
+func unhex(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c - 'a' + 10)
+	case c >= 'A' && c <= 'F':
+		return int(c - 'A' + 10)
+	}
+	return -1
+}
+
+// reverseRunes returns b with its characters (not its bytes) in reverse order.
+func reverseRunes(dst, b []byte) []byte {
+	dst = dst[:0]
+	for i := len(b); i > 0; {
+		if b[i-1] < utf8.RuneSelf {
+			dst = append(dst, b[i-1])
+			i--
+			continue
+		}
+		_, n := utf8.DecodeLastRune(b[:i])
+		dst = append(dst, b[i-n:i]...)
+		i -= n
+	}
+	return dst
+}
