@@ -1,7 +1,7 @@
 package fingerprint
 
 import (
-	"math/bits"
+	"hash/maphash"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -47,6 +47,7 @@ func (s *Set) Carried(text string, prior ...string) (Match, bool) {
 	}
 	sc := scanner{s: s}
 	sc.scan(text, true)
+	s.remember(text, sc.ivs)
 	if len(sc.ivs) == 0 {
 		return Match{}, false
 	}
@@ -57,9 +58,45 @@ func (s *Set) Carried(text string, prior ...string) (Match, bool) {
 			p = p[len(p)-budget:]
 		}
 		budget -= len(p)
+		if ivs, ok := s.recall(p); ok {
+			sc.ivs = append(sc.ivs, ivs...)
+			continue
+		}
+		from := len(sc.ivs)
 		sc.scan(p, false)
+		s.remember(p, sc.ivs[from:])
 	}
 	return s.decide(sc.ivs)
+}
+
+// maxRemembered caps the texts whose runs a Set remembers.
+const maxRemembered = 1024
+
+// remember keeps the runs a text carries, so that it costs nothing when it
+// comes back as a prior text of later calls (a session's history is passed
+// again with every call). Add forgets them all: a text may carry what was
+// read after it.
+func (s *Set) remember(text string, ivs []interval) {
+	key := maphash.String(s.seed, text)
+	kept := make([]interval, len(ivs))
+	for i, iv := range ivs {
+		iv.cur = false
+		kept[i] = iv
+	}
+	s.memo.Lock()
+	defer s.memo.Unlock()
+	if s.runs == nil || len(s.runs) >= maxRemembered {
+		s.runs = make(map[uint64][]interval)
+	}
+	s.runs[key] = kept
+}
+
+func (s *Set) recall(text string) ([]interval, bool) {
+	key := maphash.String(s.seed, text)
+	s.memo.Lock()
+	defer s.memo.Unlock()
+	ivs, ok := s.runs[key]
+	return ivs, ok
 }
 
 // interval is a run of the Set's text that a text carries, in s.text positions.
@@ -74,8 +111,8 @@ type scanner struct {
 	s      *Set
 	ivs    []interval
 	cur    bool
-	budget int    // bytes the decodings of the text may still produce
-	ring   []gram // match's winnowing queue
+	budget int      // bytes the decodings of the text may still produce
+	chains [8]chain // match's chains of common grams
 }
 
 func (sc *scanner) scan(text string, cur bool) {
@@ -98,7 +135,7 @@ func (sc *scanner) forms(text string, chain []string, depth int) {
 		raw = jsonUnescape(text)
 	}
 	minB64, minHex := (sc.s.cfg.K*4+2)/3, 2*sc.s.cfg.K
-	eachRun(raw, isB64, minB64, func(run string) bool {
+	eachRun(raw, &isB64, minB64, func(run string) bool {
 		for _, d := range decodeBase64(run) {
 			if !sc.decoded(d, chain, "base64", depth) {
 				return false
@@ -106,7 +143,7 @@ func (sc *scanner) forms(text string, chain []string, depth int) {
 		}
 		return true
 	})
-	eachRun(raw, isHex, minHex, func(run string) bool {
+	eachRun(raw, &isHex, minHex, func(run string) bool {
 		for _, d := range decodeHex(run) {
 			if !sc.decoded(d, chain, "hex", depth) {
 				return false
@@ -119,10 +156,14 @@ func (sc *scanner) forms(text string, chain []string, depth int) {
 	}
 }
 
-// decoded spends the budget on d and matches it; false when the budget is spent.
+// decoded spends the budget on d and matches it, when it is text; false when
+// the budget is spent.
 func (sc *scanner) decoded(d string, chain []string, name string, depth int) bool {
 	if sc.budget <= 0 {
 		return false
+	}
+	if !looksText(d) {
+		return true
 	}
 	sc.budget -= len(d)
 	sc.forms(d, append(chain[:len(chain):len(chain)], name), depth+1)
@@ -148,16 +189,12 @@ func formName(chain []string, reversed bool) string {
 // count, outside secret-like tokens, are not kept.
 func (sc *scanner) match(q []byte, form string) {
 	s := sc.s
-	k, w := s.cfg.K, s.window
+	k := s.cfg.K
 	if len(q) < k {
 		return
 	}
-	if len(sc.ring) < w+1 {
-		sc.ring = make([]gram, 1<<bits.Len(uint(w)))
-	}
-	ring, mask := sc.ring, len(sc.ring)-1
-	head, tail := 0, 0      // the winnowing queue is ring[head&mask : tail&mask]
-	reach, lastSel := 0, -1 // reach: the end in q of the runs found so far
+	sc.chains = [len(sc.chains)]chain{}
+	reach := 0 // the end in q of the runs found so far
 	secrets := s.sec.n > 0
 	outPow := s.outPow1
 	var h uint64
@@ -168,45 +205,61 @@ func (sc *scanner) match(q []byte, form string) {
 		h = h*hashBase + uint64(q[i])
 		at, m := i-k+1, mix(h)
 		h -= uint64(q[at]) * outPow
+		if i < reach {
+			continue
+		}
+		if s.win.mayHold(uint32(m)) {
+			reach = max(reach, sc.seed(&s.win, q, at, m, form, true))
+		}
 		if secrets && i >= reach && s.sec.mayHold(uint32(m)) {
-			reach = max(reach, sc.seed(&s.sec, q, at, m, form))
-		}
-		for tail > head && ring[(tail-1)&mask].h >= m {
-			tail--
-		}
-		ring[tail&mask] = gram{at, m}
-		tail++
-		if ring[head&mask].at <= at-w {
-			head++
-		}
-		if at >= w-1 {
-			if g := ring[head&mask]; g.at != lastSel {
-				lastSel = g.at
-				if g.at+k > reach && s.win.mayHold(uint32(g.h)) {
-					reach = max(reach, sc.seed(&s.win, q, g.at, g.h, form))
-				}
-			}
+			reach = max(reach, sc.seed(&s.sec, q, at, m, form, false))
 		}
 	}
 }
 
-// gram is a gram's start and mixed hash, in a winnowing queue.
-type gram struct {
-	at int
-	h  uint64
+// chain is a run of common grams found along one diagonal (the same offset
+// between q and the private text), not yet verified.
+type chain struct {
+	diag, startQ, startP, lastQ int
+	used                        bool
 }
 
 // seed looks the gram of q at qs up in tab and keeps the runs it starts; it
 // returns how far in q they reach.
-func (sc *scanner) seed(tab *table, q []byte, qs int, m uint64, form string) int {
+//
+// A gram the private text repeats (common: in prose and code most hits are
+// such grams, "ofthe", "iferrnil") counts only in a run of MinRun, and most
+// hits of them are chance: when lazy is set, such a hit only extends a chain
+// of hits on its diagonal, and the text is read (a cache miss each) once the
+// chain is long enough to lie in a run of MinRun — every window of
+// MinPiece-K+1 grams of a run holds a gram the private side selected, so the
+// selected grams of a run of MinRun span at least MinRun-2·(MinPiece-K).
+func (sc *scanner) seed(tab *table, q []byte, qs int, m uint64, form string, lazy bool) int {
 	s := sc.s
 	k, t := s.cfg.K, s.text
+	tag := uint32(m)
 	reach := 0
-	tab.lookup(uint32(m), func(p int, common bool) bool {
-		if string(t[p:p+k]) != string(q[qs:qs+k]) {
-			return true
+	mask := len(tab.slots) - 1
+	for i := int(tag >> tab.shift); ; i = (i + 1) & mask {
+		slot := tab.slots[i]
+		if slot == 0 {
+			return reach
 		}
-		a, b, pa, pb := qs, qs+k, p, p+k
+		if uint32(slot>>32) != tag {
+			continue
+		}
+		sq, p := qs, slotPos(slot)
+		common := slot&commonBit != 0
+		if lazy && common {
+			var ok bool
+			if sq, p, ok = sc.chain(qs, p); !ok {
+				continue
+			}
+		}
+		if string(t[p:p+k]) != string(q[sq:sq+k]) {
+			continue
+		}
+		a, b, pa, pb := sq, sq+k, p, p+k
 		for a > 0 && pa > 0 && q[a-1] == t[pa-1] {
 			a--
 			pa--
@@ -216,12 +269,35 @@ func (sc *scanner) seed(tab *table, q []byte, qs int, m uint64, form string) int
 			pb++
 		}
 		reach = max(reach, b)
-		if pb-pa >= s.cfg.MinPiece || s.inSecret(pa, pb) {
+		if pb-pa >= s.cfg.MinPiece || len(s.secrets) > 0 && s.inSecret(pa, pb) {
 			sc.ivs = append(sc.ivs, interval{pa, pb, sc.cur, common, form})
 		}
-		return true
-	})
-	return reach
+	}
+}
+
+// chain adds a hit of a common gram (q position qs, private position p) to
+// the chain of its diagonal; ok when the chain is now long enough to verify,
+// with the positions of its first hit.
+func (sc *scanner) chain(qs, p int) (int, int, bool) {
+	w := sc.s.window
+	need := sc.s.cfg.MinRun - 2*(w-1) - sc.s.cfg.K
+	d, oldest := qs-p, 0
+	for i := range sc.chains {
+		c := &sc.chains[i]
+		if c.used && c.diag == d && qs-c.lastQ <= w {
+			c.lastQ = qs
+			if qs-c.startQ >= need {
+				c.used = false
+				return c.startQ, c.startP, true
+			}
+			return 0, 0, false
+		}
+		if !c.used || c.lastQ < sc.chains[oldest].lastQ {
+			oldest = i
+		}
+	}
+	sc.chains[oldest] = chain{diag: d, startQ: qs, startP: p, lastQ: qs, used: true}
+	return 0, 0, need <= 0
 }
 
 // firstSecret is the index of the first secret-like token ending after p.
@@ -298,4 +374,22 @@ func (s *Set) decide(ivs []interval) (Match, bool) {
 	}
 	consider(secret, s.cfg.SecretRun)
 	return best, found
+}
+
+// looksText reports whether decoded bytes are text: valid UTF-8 with few
+// control characters. Private reads are text, so their encodings decode to
+// text; an identifier or a word read as base64 decodes to bytes that are not
+// (an 8-byte decoding passes by chance about once in 2,000), and is dropped
+// before it costs a normalization and a lookup.
+func looksText(d string) bool {
+	if !utf8.ValidString(d) {
+		return false
+	}
+	ctl := 0
+	for i := 0; i < len(d); i++ {
+		if c := d[i]; c < 0x20 && c != '\n' && c != '\r' && c != '\t' || c == 0x7f {
+			ctl++
+		}
+	}
+	return ctl*20 <= len(d)
 }

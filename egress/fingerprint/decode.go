@@ -5,21 +5,30 @@ import (
 	"unicode/utf8"
 )
 
-func isB64(c byte) bool { return tokenByte(c) }
+// The byte classes of eachRun.
+var (
+	isB64 = class(tokenByte)
+	isHex = class(func(c byte) bool { return unhex(c) >= 0 })
+)
 
-func isHex(c byte) bool { return unhex(c) >= 0 }
+func class(in func(byte) bool) (t [256]bool) {
+	for c := range 256 {
+		t[c] = in(byte(c))
+	}
+	return t
+}
 
 // eachRun calls f with each maximal run of bytes in the class of at least min
 // bytes (base64's trailing '=' padding is not part of a run), until f returns
 // false.
-func eachRun(s string, in func(byte) bool, min int, f func(string) bool) {
+func eachRun(s string, in *[256]bool, min int, f func(string) bool) {
 	for i := 0; i < len(s); {
-		if !in(s[i]) {
+		if !in[s[i]] {
 			i++
 			continue
 		}
 		j := i + 1
-		for j < len(s) && in(s[j]) {
+		for j < len(s) && in[s[j]] {
 			j++
 		}
 		if j-i >= min && !f(s[i:j]) {

@@ -3,6 +3,7 @@ package fingerprint
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"sort"
 	"sync"
@@ -113,6 +114,11 @@ type Set struct {
 	sec     table  // every gram of the secret-like tokens
 	raw     int    // private bytes folded in
 	dropped int    // private bytes past MaxBytes
+
+	// The runs of the texts Carried has read, by their hash (see remember).
+	seed maphash.Seed
+	memo sync.Mutex
+	runs map[uint64][]interval
 }
 
 type source struct {
@@ -128,7 +134,7 @@ func New(cfg Config) (*Set, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Set{cfg: cfg, window: cfg.MinPiece - cfg.K + 1, outPow: pow(cfg.K), outPow1: pow(cfg.K - 1)}
+	s := &Set{seed: maphash.MakeSeed(), cfg: cfg, window: cfg.MinPiece - cfg.K + 1, outPow: pow(cfg.K), outPow1: pow(cfg.K - 1)}
 	s.win.init()
 	s.sec.init()
 	return s, nil
@@ -149,6 +155,9 @@ func (s *Set) Add(name, text string) {
 		return
 	}
 	s.raw += len(text)
+	s.memo.Lock()
+	s.runs = nil
+	s.memo.Unlock()
 	start := len(s.text)
 	secrets := s.appendText(text)
 	end := len(s.text)
@@ -357,4 +366,10 @@ func (s *Set) Dropped() int {
 // sourceAt returns the index of the source holding text position p.
 func (s *Set) sourceAt(p int) int {
 	return sort.Search(len(s.sources), func(i int) bool { return s.sources[i].end > p })
+}
+
+// gram is a gram's start and mixed hash, in a winnowing queue.
+type gram struct {
+	at int
+	h  uint64
 }

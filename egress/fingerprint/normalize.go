@@ -17,13 +17,15 @@ import (
 func appendNorm(dst []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
+		if f := fold[c]; f > 1 {
+			dst = append(dst, f)
+			i++
+			continue
+		} else if f == 0 {
+			i++
+			continue
+		}
 		switch {
-		case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
-			dst = append(dst, c)
-			i++
-		case c >= 'A' && c <= 'Z':
-			dst = append(dst, c+('a'-'A'))
-			i++
 		case c == '\\':
 			j := i
 			for j < len(s) && s[j] == '\\' {
@@ -42,8 +44,6 @@ func appendNorm(dst []byte, s string) []byte {
 					i = j + 5
 				}
 			}
-		case c < utf8.RuneSelf:
-			i++
 		default:
 			r, n := utf8.DecodeRuneInString(s[i:])
 			dst = appendRune(dst, r)
@@ -52,6 +52,23 @@ func appendNorm(dst []byte, s string) []byte {
 	}
 	return dst
 }
+
+// fold maps an ASCII byte to its normalized form: the lower-case letter or
+// digit, 0 to drop it; 1 for the bytes appendNorm reads further (a backslash,
+// the first byte of a multi-byte character).
+var fold = func() (t [256]byte) {
+	for c := range 256 {
+		switch {
+		case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
+			t[c] = byte(c)
+		case c >= 'A' && c <= 'Z':
+			t[c] = byte(c) + 'a' - 'A'
+		case c == '\\' || c >= utf8.RuneSelf:
+			t[c] = 1
+		}
+	}
+	return t
+}()
 
 // appendRune appends the normalized form of one character (nothing when it is
 // neither a letter nor a digit).
