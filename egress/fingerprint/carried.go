@@ -21,6 +21,12 @@ type Match struct {
 	// alphabet, padded or not), "hex", "url" (percent-encoding), "url+url",
 	// "url+base64", "base64+reversed" ….
 	Form string
+	// Boilerplate is set for ordinary content every sampled gram of which
+	// the private reads hold more than once: an import block, a license
+	// header, a signature or a doc comment repeated across files. A caller
+	// may ask rather than refuse for it. A file read twice is boilerplate
+	// too, so it is a hint, never a reason to let the call go unasked.
+	Boilerplate bool
 }
 
 // maxDepth caps the chain of decodings tried on one text.
@@ -217,8 +223,8 @@ func (sc *scanner) match(q []byte, form string) {
 	}
 }
 
-// chain is a run of common grams found along one diagonal (the same offset
-// between q and the private text), not yet verified.
+// chain is hits of common grams along one diagonal (the same offset between
+// q and the private text), not yet verified.
 type chain struct {
 	diag, startQ, startP, lastQ int
 	used                        bool
@@ -229,11 +235,12 @@ type chain struct {
 //
 // A gram the private text repeats (common: in prose and code most hits are
 // such grams, "ofthe", "iferrnil") counts only in a run of MinRun, and most
-// hits of them are chance: when lazy is set, such a hit only extends a chain
-// of hits on its diagonal, and the text is read (a cache miss each) once the
-// chain is long enough to lie in a run of MinRun — every window of
-// MinPiece-K+1 grams of a run holds a gram the private side selected, so the
-// selected grams of a run of MinRun span at least MinRun-2·(MinPiece-K).
+// hits of them are chance, each mapped to the gram's first place in the
+// private text. When lazy is set, such a hit waits for a second on its
+// diagonal (the same offset between q and the private text) within MinRun
+// before the text is read (a cache miss each): a run of MinRun holds a
+// selected gram in every window of MinPiece-K+1 grams, so at least two, and
+// in a file read twice (every gram common) they share the diagonal.
 func (sc *scanner) seed(tab *table, q []byte, qs int, m uint64, form string, lazy bool) int {
 	s := sc.s
 	k, t := s.cfg.K, s.text
@@ -276,28 +283,24 @@ func (sc *scanner) seed(tab *table, q []byte, qs int, m uint64, form string, laz
 }
 
 // chain adds a hit of a common gram (q position qs, private position p) to
-// the chain of its diagonal; ok when the chain is now long enough to verify,
-// with the positions of its first hit.
+// the chain of its diagonal; ok when the chain now has two hits, with the
+// positions of its first.
 func (sc *scanner) chain(qs, p int) (int, int, bool) {
-	w := sc.s.window
-	need := sc.s.cfg.MinRun - 2*(w-1) - sc.s.cfg.K
+	minRun := sc.s.cfg.MinRun
 	d, oldest := qs-p, 0
 	for i := range sc.chains {
 		c := &sc.chains[i]
-		if c.used && c.diag == d && qs-c.lastQ <= w {
-			c.lastQ = qs
-			if qs-c.startQ >= need {
-				c.used = false
-				return c.startQ, c.startP, true
-			}
-			return 0, 0, false
+		// Hits of a run lie within MinRun of each other.
+		if c.used && c.diag == d && qs-c.lastQ < minRun {
+			c.used = false
+			return c.startQ, c.startP, true
 		}
 		if !c.used || c.lastQ < sc.chains[oldest].lastQ {
 			oldest = i
 		}
 	}
 	sc.chains[oldest] = chain{diag: d, startQ: qs, startP: p, lastQ: qs, used: true}
-	return 0, 0, need <= 0
+	return 0, 0, false
 }
 
 // firstSecret is the index of the first secret-like token ending after p.
@@ -329,7 +332,19 @@ func (s *Set) inSecret(a, b int) bool {
 func (s *Set) decide(ivs []interval) (Match, bool) {
 	var best Match
 	found := false
-	consider := func(pieces []interval, need int) {
+	// rank orders the candidates: a secret-like token first, then
+	// ordinary content that is not boilerplate, then the longest.
+	rank := func(m Match, secret bool) int {
+		switch {
+		case secret:
+			return 2
+		case !m.Boilerplate:
+			return 1
+		}
+		return 0
+	}
+	bestRank := -1
+	consider := func(pieces []interval, need int, secret bool) {
 		slices.SortFunc(pieces, func(a, b interval) int { return a.start - b.start })
 		for i := 0; i < len(pieces); {
 			start, end := pieces[i].start, pieces[i].end
@@ -342,9 +357,10 @@ func (s *Set) decide(ivs []interval) (Match, bool) {
 				}
 			}
 			if cur && end-start >= need {
-				if n := utf8.RuneCount(s.text[start:end]); !found || n > best.Chars {
-					best = Match{Source: s.sources[s.sourceAt(start)].name, Chars: n, Form: form}
-					found = true
+				m := Match{Source: s.sources[s.sourceAt(start)].name, Chars: utf8.RuneCount(s.text[start:end]), Form: form,
+					Boilerplate: !secret && s.allCommon(start, end)}
+				if r := rank(m, secret); r > bestRank || r == bestRank && m.Chars > best.Chars {
+					best, bestRank, found = m, r, true
 				}
 			}
 			i = j
@@ -361,7 +377,7 @@ func (s *Set) decide(ivs []interval) (Match, bool) {
 			plain = append(plain, iv)
 		}
 	}
-	consider(plain, s.cfg.MinRun)
+	consider(plain, s.cfg.MinRun, false)
 	// Secret-like tokens: pieces of K inside the token, a run of SecretRun.
 	var secret []interval
 	for _, iv := range ivs {
@@ -372,7 +388,7 @@ func (s *Set) decide(ivs []interval) (Match, bool) {
 			}
 		}
 	}
-	consider(secret, s.cfg.SecretRun)
+	consider(secret, s.cfg.SecretRun, true)
 	return best, found
 }
 
@@ -392,4 +408,28 @@ func looksText(d string) bool {
 		}
 	}
 	return ctl*20 <= len(d)
+}
+
+// allCommon reports whether every gram of s.text[start:end] that the
+// winnowed table holds is common (held more than once: boilerplate), reading
+// until it finds one that is not.
+func (s *Set) allCommon(start, end int) bool {
+	k, t, seen := s.cfg.K, s.text, false
+	all := true
+	forGrams(t[start:end], k, s.outPow, func(i int, h uint64) bool {
+		if !s.win.mayHold(uint32(h)) {
+			return true
+		}
+		at := start + i
+		s.win.lookup(uint32(h), func(p int, common bool) bool {
+			if string(t[p:p+k]) != string(t[at:at+k]) {
+				return true
+			}
+			seen = true
+			all = all && common
+			return false
+		})
+		return all
+	})
+	return seen && all
 }

@@ -289,3 +289,25 @@ func TestAddAndCarriedConcurrently(t *testing.T) {
 	_, ok := f.set.Carried(args(texts[7][100:300]))
 	require.True(t, ok)
 }
+
+// TestCarriedFindsRepeatedContent: a file read twice holds every gram twice
+// (common, so its hits are chained before they are verified) and is still found
+// whole, as is boilerplate copied in a run of MinRun; a piece of it alone is not.
+func TestCarriedFindsRepeatedContent(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(11, 11))
+	words := vocab(r, 300)
+	doc := prose(r, words, 4000)
+	s, err := New(Config{})
+	require.NoError(t, err)
+	s.Add("read_file doc.md (turn 1)", doc)
+	s.Add("read_file doc.md (turn 4)", doc)
+	s.Add("read_file doc.md (turn 6)", doc[1000:3000])
+	for at := 0; at+100 <= len(doc); at += 37 {
+		m, ok := s.Carried(args(doc[at : at+100]))
+		require.True(t, ok, "at %d", at)
+		require.Equal(t, "read_file doc.md (turn 1)", m.Source)
+	}
+	_, ok := s.Carried(args(doc[700:720]))
+	require.False(t, ok)
+}
