@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -51,7 +52,12 @@ func (s *Set) Carried(text string, prior ...string) (Match, bool) {
 	if s.win.n+s.sec.n == 0 {
 		return Match{}, false
 	}
-	sc := scanner{s: s}
+	sc := scanners.Get().(*scanner)
+	defer func() {
+		*sc = scanner{norm: sc.norm, rev: sc.rev[:0], ivs: sc.ivs[:0]}
+		scanners.Put(sc)
+	}()
+	sc.s = s
 	sc.scan(text, true)
 	s.remember(text, sc.ivs)
 	if len(sc.ivs) == 0 {
@@ -74,6 +80,9 @@ func (s *Set) Carried(text string, prior ...string) (Match, bool) {
 	}
 	return s.decide(sc.ivs)
 }
+
+// scanners keep Carried's buffers between calls.
+var scanners = sync.Pool{New: func() any { return new(scanner) }}
 
 // maxRemembered caps the texts whose runs a Set remembers.
 const maxRemembered = 1024
@@ -118,7 +127,10 @@ type scanner struct {
 	ivs    []interval
 	cur    bool
 	budget int      // bytes the decodings of the text may still produce
-	chains [8]chain // match's chains of common grams
+	chains [8]chain // match's chains of common grams, by diagonal mod 8
+	// Normalized forms, one a decoding depth, and the reversed one: reused.
+	norm [maxDepth + 1][]byte
+	rev  []byte
 }
 
 func (sc *scanner) scan(text string, cur bool) {
@@ -130,9 +142,11 @@ func (sc *scanner) scan(text string, cur bool) {
 // forms matches text normalized and reversed, and the decodings of its
 // encoded runs. chain is the decodings that produced text.
 func (sc *scanner) forms(text string, chain []string, depth int) {
-	norm := appendNorm(nil, text)
+	norm := appendNorm(sc.norm[depth][:0], text)
+	sc.norm[depth] = norm
 	sc.match(norm, formName(chain, false))
-	sc.match(reverseRunes(nil, norm), formName(chain, true))
+	sc.rev = reverseRunes(sc.rev, norm)
+	sc.match(sc.rev, formName(chain, true))
 	if depth == maxDepth || sc.budget <= 0 {
 		return
 	}
@@ -187,12 +201,13 @@ func formName(chain []string, reversed bool) string {
 }
 
 // match finds the runs of the Set's text that q (a normalized text) holds.
-// It winnows q as Add winnows the private text, so that every piece of
-// MinPiece characters they share has a gram both select, and asks the
-// winnowed table for those; it asks the secret table (small, so its filter
-// stays in cache) for every gram. A gram found seeds an exact comparison,
-// extended both ways as far as q and the source agree. Runs too short to
-// count, outside secret-like tokens, are not kept.
+// It asks both tables' filters for every gram of q (cheaper than winnowing q
+// too: the probes mostly hit the cache, a winnowing queue's branches do not
+// predict), so every piece of MinPiece characters q shares with the private
+// text is found by the gram Add selected in it. A gram found seeds an exact
+// comparison, extended both ways as far as q and the source agree; grams
+// inside a run found are not asked again. Runs too short to count, outside
+// secret-like tokens, are not kept.
 func (sc *scanner) match(q []byte, form string) {
 	s := sc.s
 	k := s.cfg.K
@@ -284,22 +299,17 @@ func (sc *scanner) seed(tab *table, q []byte, qs int, m uint64, form string, laz
 
 // chain adds a hit of a common gram (q position qs, private position p) to
 // the chain of its diagonal; ok when the chain now has two hits, with the
-// positions of its first.
+// positions of its first. The chains are kept by diagonal mod 8: a chain
+// another diagonal overwrote waits for two hits again.
 func (sc *scanner) chain(qs, p int) (int, int, bool) {
-	minRun := sc.s.cfg.MinRun
-	d, oldest := qs-p, 0
-	for i := range sc.chains {
-		c := &sc.chains[i]
-		// Hits of a run lie within MinRun of each other.
-		if c.used && c.diag == d && qs-c.lastQ < minRun {
-			c.used = false
-			return c.startQ, c.startP, true
-		}
-		if !c.used || c.lastQ < sc.chains[oldest].lastQ {
-			oldest = i
-		}
+	d := qs - p
+	c := &sc.chains[d&(len(sc.chains)-1)]
+	// Hits of a run lie within MinRun of each other.
+	if c.used && c.diag == d && qs-c.lastQ < sc.s.cfg.MinRun {
+		c.used = false
+		return c.startQ, c.startP, true
 	}
-	sc.chains[oldest] = chain{diag: d, startQ: qs, startP: p, lastQ: qs, used: true}
+	*c = chain{diag: d, startQ: qs, startP: p, lastQ: qs, used: true}
 	return 0, 0, false
 }
 
