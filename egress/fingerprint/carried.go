@@ -16,8 +16,9 @@ type Match struct {
 	// characters (letters and digits), the pieces of earlier texts included.
 	Chars int
 	// Form is how the current text carries it: "plain" (which includes
-	// changed case, spacing, punctuation between the characters and JSON or
-	// source escaping: normalization removes them), "reversed", or the decodings
+	// changed case, punctuation and JSON or source escaping: normalization
+	// removes them), "spaced" (plain with a separator between most
+	// characters: "s p a c e d", "s-p-a-c-e-d"), "reversed", or the decodings
 	// applied, outermost first, joined by "+": "base64" (standard or URL
 	// alphabet, padded or not), "hex", "url" (percent-encoding), "url+url",
 	// "url+base64", "base64+reversed" ….
@@ -78,7 +79,7 @@ func (s *Set) Carried(text string, prior ...string) (Match, bool) {
 		sc.scan(p, false)
 		s.remember(p, sc.ivs[from:])
 	}
-	return s.decide(sc.ivs)
+	return s.decide(text, sc.ivs)
 }
 
 // scanners keep Carried's buffers between calls.
@@ -120,6 +121,7 @@ type interval struct {
 	cur        bool // carried by the current text
 	common     bool // found by a gram the private text holds more than once
 	form       string
+	qa, qb     int // where in the normalized form it was found
 }
 
 type scanner struct {
@@ -292,7 +294,7 @@ func (sc *scanner) seed(tab *table, q []byte, qs int, m uint64, form string, laz
 		}
 		reach = max(reach, b)
 		if pb-pa >= s.cfg.MinPiece || len(s.secrets) > 0 && s.inSecret(pa, pb) {
-			sc.ivs = append(sc.ivs, interval{pa, pb, sc.cur, common, form})
+			sc.ivs = append(sc.ivs, interval{pa, pb, sc.cur, common, form, a, b})
 		}
 	}
 }
@@ -339,7 +341,7 @@ func (s *Set) inSecret(a, b int) bool {
 
 // decide joins the intervals into runs and returns the longest run that
 // counts and that the current text adds to.
-func (s *Set) decide(ivs []interval) (Match, bool) {
+func (s *Set) decide(text string, ivs []interval) (Match, bool) {
 	var best Match
 	found := false
 	// rank orders the candidates: a secret-like token first, then
@@ -353,24 +355,24 @@ func (s *Set) decide(ivs []interval) (Match, bool) {
 		}
 		return 0
 	}
-	bestRank := -1
+	bestRank, bestQ := -1, [2]int{}
 	consider := func(pieces []interval, need int, secret bool) {
 		slices.SortFunc(pieces, func(a, b interval) int { return a.start - b.start })
 		for i := 0; i < len(pieces); {
 			start, end := pieces[i].start, pieces[i].end
-			cur, curLen, form := false, 0, ""
+			cur, curLen, form, qa, qb := false, 0, "", 0, 0
 			j := i
 			for ; j < len(pieces) && pieces[j].start <= end; j++ {
 				end = max(end, pieces[j].end)
 				if p := pieces[j]; p.cur && p.end-p.start > curLen {
-					cur, curLen, form = true, p.end-p.start, p.form
+					cur, curLen, form, qa, qb = true, p.end-p.start, p.form, p.qa, p.qb
 				}
 			}
 			if cur && end-start >= need {
 				m := Match{Source: s.sources[s.sourceAt(start)].name, Chars: utf8.RuneCount(s.text[start:end]), Form: form,
 					Boilerplate: !secret && s.allCommon(start, end)}
 				if r := rank(m, secret); r > bestRank || r == bestRank && m.Chars > best.Chars {
-					best, bestRank, found = m, r, true
+					best, bestRank, found, bestQ = m, r, true, [2]int{qa, qb}
 				}
 			}
 			i = j
@@ -393,12 +395,20 @@ func (s *Set) decide(ivs []interval) (Match, bool) {
 	for _, iv := range ivs {
 		for i := s.firstSecret(iv.start); i < len(s.secrets) && s.secrets[i].start < iv.end; i++ {
 			sp := s.secrets[i]
-			if c := (interval{max(iv.start, sp.start), min(iv.end, sp.end), iv.cur, false, iv.form}); c.end-c.start >= s.cfg.K {
+			c := interval{max(iv.start, sp.start), min(iv.end, sp.end), iv.cur, false, iv.form, 0, 0}
+			c.qa = iv.qa + c.start - iv.start
+			c.qb = c.qa + c.end - c.start
+			if c.end-c.start >= s.cfg.K {
 				secret = append(secret, c)
 			}
 		}
 	}
 	consider(secret, s.cfg.SecretRun, true)
+	if found && best.Form == "plain" {
+		if from, to := rawSpan(text, bestQ[0], bestQ[1]); spaced(text[from:to], bestQ[1]-bestQ[0]) {
+			best.Form = "spaced"
+		}
+	}
 	return best, found
 }
 

@@ -16,41 +16,79 @@ import (
 // through it, so a literal "\n" in a private source file matches its JSON form.
 func appendNorm(dst []byte, s string) []byte {
 	for i := 0; i < len(s); {
-		c := s[i]
-		if f := fold[c]; f > 1 {
+		if f := fold[s[i]]; f > 1 {
 			dst = append(dst, f)
 			i++
-			continue
 		} else if f == 0 {
 			i++
-			continue
-		}
-		switch {
-		case c == '\\':
-			j := i
-			for j < len(s) && s[j] == '\\' {
-				j++
-			}
-			i = j
-			if j == len(s) {
-				break
-			}
-			switch s[j] {
-			case 'n', 't', 'r', 'b', 'f', 'v', '"', '\'', '/':
-				i = j + 1
-			case 'u':
-				if r, ok := hex4(s, j+1); ok {
-					dst = appendRune(dst, r)
-					i = j + 5
-				}
-			}
-		default:
-			r, n := utf8.DecodeRuneInString(s[i:])
-			dst = appendRune(dst, r)
-			i += n
+		} else {
+			dst, i = normSlow(dst, s, i)
 		}
 	}
 	return dst
+}
+
+// normSlow normalizes the backslash escape or the multi-byte character at
+// s[i] and returns where the next one starts.
+func normSlow(dst []byte, s string, i int) ([]byte, int) {
+	if s[i] != '\\' {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		return appendRune(dst, r), i + n
+	}
+	j := i
+	for j < len(s) && s[j] == '\\' {
+		j++
+	}
+	if j == len(s) {
+		return dst, j
+	}
+	switch s[j] {
+	case 'n', 't', 'r', 'b', 'f', 'v', '"', '\'', '/':
+		return dst, j + 1
+	case 'u':
+		if r, ok := hex4(s, j+1); ok {
+			return appendRune(dst, r), j + 5
+		}
+	}
+	return dst, j
+}
+
+// rawSpan returns the bytes of s whose normalized form is the normalized
+// form's [qa, qb).
+func rawSpan(s string, qa, qb int) (from, to int) {
+	n, from := 0, -1
+	var buf [8]byte
+	for i := 0; i < len(s); {
+		out, j := buf[:0], i+1
+		if f := fold[s[i]]; f > 1 {
+			out = append(out, f)
+		} else if f == 1 {
+			out, j = normSlow(out, s, i)
+		}
+		if len(out) > 0 {
+			if from < 0 && n+len(out) > qa {
+				from = i
+			}
+			if n += len(out); n >= qb {
+				return from, j
+			}
+		}
+		i = j
+	}
+	return max(from, 0), len(s)
+}
+
+// spaced reports whether the characters of s[from:to] are spread out: a
+// separator (whitespace or punctuation, not an escape's backslash) between
+// most of its n normalized characters.
+func spaced(s string, n int) bool {
+	seps := 0
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; fold[c] == 0 && c != '\\' {
+			seps++
+		}
+	}
+	return n > 1 && seps*3 >= (n-1)*2
 }
 
 // fold maps an ASCII byte to its normalized form: the lower-case letter or
