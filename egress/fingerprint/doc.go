@@ -83,13 +83,16 @@
 //
 // # Cost
 //
-// Measured on a shared 2-core machine (load 5 to 8, so the wall times are 1.5
-// to 3 times the CPU times): Add 30–40 ns a byte and 1.1 MiB of heap a MiB of
-// private text (BenchmarkAdd10MiB); Carried on a 64 KiB argument against a
-// 10 MiB Set 1.3 ms of CPU without shared content, 2.6–2.9 ms for code and
-// prose sharing a vocabulary with the private text (a third of their grams
-// hit), 4.4 ms for a percent-encoded text (read plain and decoded), and the
-// same with 256 KiB of prior texts already seen (BenchmarkCarried64KiB).
+// Measured on a shared 2-core machine (load 5 to 9, so the wall times are up
+// to 3 times the CPU times, which are given): Add 25–55 ns a byte and 1.1 to
+// 1.25 MiB of heap a MiB of private text (BenchmarkAdd10MiB; this module's
+// own 4.9 MB of text: 1.24). Carried on a 64 KiB argument against a 10 MiB
+// Set (BenchmarkCarried64KiB): 1.2 ms without shared content or with a copy
+// of private text, 2.2–2.4 ms for code and prose that share a vocabulary
+// with the private text (a third of their grams hit), 3.8 ms for a
+// percent-encoded text (read plain and decoded), 2.3 ms with 256 KiB of
+// prior texts already seen; 3.0 ms for this module's code against a Set of
+// its other files.
 // Carried is linear in the text: normalization, the lookups of the plain and
 // reversed forms and of the decoded runs (at most 4 decoded bytes a byte of
 // text, decodings two deep, a decoded run that is not text dropped), and the
