@@ -93,6 +93,7 @@
 // percent-encoded text (read plain and decoded), 2.3 ms with 256 KiB of
 // prior texts already seen; 3.0 ms for this module's code against a Set of
 // its other files.
+//
 // Carried is linear in the text: normalization, the lookups of the plain and
 // reversed forms and of the decoded runs (at most 4 decoded bytes a byte of
 // text, decodings two deep, a decoded run that is not text dropped), and the

@@ -91,8 +91,10 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("fingerprint: need K ≤ MinPiece ≤ MinRun and K ≤ SecretRun, got K %d, MinPiece %d, MinRun %d, SecretRun %d",
 			c.K, c.MinPiece, c.MinRun, c.SecretRun))
 	}
-	if c.MaxBytes >= math.MaxUint32/2 {
-		errs = append(errs, fmt.Errorf("fingerprint.MaxBytes: must be below 2 GiB, got %d", c.MaxBytes))
+	// A slot holds a position in 31 bits, and the kept text is at most twice
+	// the private text (a 0 byte ends each read).
+	if c.MaxBytes > 1<<30 {
+		errs = append(errs, fmt.Errorf("fingerprint.MaxBytes: must be at most 1 GiB, got %d", c.MaxBytes))
 	}
 	return errors.Join(errs...)
 }

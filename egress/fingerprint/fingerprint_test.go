@@ -226,7 +226,7 @@ func TestConfig(t *testing.T) {
 	c := Config{}.WithDefaults()
 	require.NoError(t, c.Validate())
 	require.Equal(t, DefaultK, c.K)
-	for _, bad := range []Config{{K: 2}, {MinRun: 10}, {SecretRun: 4}, {MaxBytes: -1}, {MaxBytes: 3 << 30}} {
+	for _, bad := range []Config{{K: 2}, {MinRun: 10}, {SecretRun: 4}, {MaxBytes: -1}, {MaxBytes: 1<<30 + 1}} {
 		_, err := New(bad)
 		require.Error(t, err, "%+v", bad)
 	}
