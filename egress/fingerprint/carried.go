@@ -55,7 +55,7 @@ func (s *Set) Carried(text string, prior ...string) (Match, bool) {
 	}
 	sc := scanners.Get().(*scanner)
 	defer func() {
-		*sc = scanner{norm: sc.norm, rev: sc.rev[:0], ivs: sc.ivs[:0]}
+		*sc = scanner{norm: sc.norm, rev: sc.rev[:0], dec: sc.dec[:0], ivs: sc.ivs[:0]}
 		scanners.Put(sc)
 	}()
 	sc.s = s
@@ -133,6 +133,7 @@ type scanner struct {
 	// Normalized forms, one a decoding depth, and the reversed one: reused.
 	norm [maxDepth + 1][]byte
 	rev  []byte
+	dec  []byte // a decoding, before it is known to be text
 }
 
 func (sc *scanner) scan(text string, cur bool) {
@@ -156,31 +157,36 @@ func (sc *scanner) forms(text string, chain []string, depth int) {
 	if strings.IndexByte(text, '\\') >= 0 {
 		raw = jsonUnescape(text)
 	}
+	// One pass over the runs of the base64 alphabets; the hex runs lie in them.
 	minB64, minHex := (sc.s.cfg.K*4+2)/3, 2*sc.s.cfg.K
-	eachRun(raw, &isB64, minB64, func(run string) bool {
-		for _, d := range decodeBase64(run) {
-			if !sc.decoded(d, chain, "base64", depth) {
+	eachRun(raw, &isB64, min(minB64, minHex), func(run string) bool {
+		if len(run) >= minB64 {
+			if !sc.decoded(b64(sc.dec[:0], run), chain, "base64", depth) {
+				return false
+			}
+			if r := len(run) % 4; r != 0 && !sc.decoded(b64(sc.dec[:0], run[r:]), chain, "base64", depth) {
 				return false
 			}
 		}
-		return true
-	})
-	eachRun(raw, &isHex, minHex, func(run string) bool {
-		for _, d := range decodeHex(run) {
-			if !sc.decoded(d, chain, "hex", depth) {
-				return false
-			}
-		}
-		return true
+		ok := true
+		eachRun(run, &isHex, minHex, func(run string) bool {
+			ok = sc.decoded(hexPairs(sc.dec[:0], run), chain, "hex", depth) &&
+				(len(run)%2 == 0 || sc.decoded(hexPairs(sc.dec[:0], run[1:]), chain, "hex", depth))
+			return ok
+		})
+		return ok
 	})
 	if d, ok := decodePercent(raw); ok {
-		sc.decoded(d, chain, "url", depth)
+		sc.decoded([]byte(d), chain, "url", depth)
 	}
 }
 
 // decoded spends the budget on d and matches it, when it is text; false when
-// the budget is spent.
-func (sc *scanner) decoded(d string, chain []string, name string, depth int) bool {
+// the budget is spent. d may be sc.dec: it is copied before it is read further.
+func (sc *scanner) decoded(d []byte, chain []string, name string, depth int) bool {
+	if cap(d) > cap(sc.dec) {
+		sc.dec = d[:0] // keep the grown buffer
+	}
 	if sc.budget <= 0 {
 		return false
 	}
@@ -188,7 +194,7 @@ func (sc *scanner) decoded(d string, chain []string, name string, depth int) boo
 		return true
 	}
 	sc.budget -= len(d)
-	sc.forms(d, append(chain[:len(chain):len(chain)], name), depth+1)
+	sc.forms(string(d), append(chain[:len(chain):len(chain)], name), depth+1)
 	return true
 }
 
@@ -417,8 +423,8 @@ func (s *Set) decide(text string, ivs []interval) (Match, bool) {
 // text; an identifier or a word read as base64 decodes to bytes that are not
 // (an 8-byte decoding passes by chance about once in 2,000), and is dropped
 // before it costs a normalization and a lookup.
-func looksText(d string) bool {
-	if !utf8.ValidString(d) {
+func looksText(d []byte) bool {
+	if !utf8.Valid(d) {
 		return false
 	}
 	ctl := 0

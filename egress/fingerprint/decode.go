@@ -50,59 +50,38 @@ var b64val = func() (v [256]int8) {
 	return v
 }()
 
-// decodeBase64 decodes a run of the base64 or base64url alphabet (either, or
-// both mixed) without padding: aligned at its start and, when its length is not
-// a multiple of 4, also at its end (a run whose first characters are not part
-// of the encoding, like a "sk_" prefix).
-func decodeBase64(run string) []string {
-	out := []string{b64(run)}
-	if r := len(run) % 4; r != 0 {
-		out = append(out, b64(run[r:]))
-	}
-	return out
-}
-
-func b64(s string) string {
-	var b strings.Builder
-	b.Grow(len(s) * 3 / 4)
+// b64 appends to dst the decoding of a run of the base64 or base64url
+// alphabet (either, or both mixed) without padding. Carried decodes a run
+// aligned at its start and, when its length is not a multiple of 4, also at
+// its end (a run whose first characters are not part of the encoding, like a
+// "sk_" prefix).
+func b64(dst []byte, s string) []byte {
 	var acc uint32
 	n := 0
 	for i := 0; i < len(s); i++ {
 		acc = acc<<6 | uint32(b64val[s[i]])
 		n++
 		if n == 4 {
-			b.WriteByte(byte(acc >> 16))
-			b.WriteByte(byte(acc >> 8))
-			b.WriteByte(byte(acc))
+			dst = append(dst, byte(acc>>16), byte(acc>>8), byte(acc))
 			acc, n = 0, 0
 		}
 	}
 	switch n {
 	case 2:
-		b.WriteByte(byte(acc >> 4))
+		dst = append(dst, byte(acc>>4))
 	case 3:
-		b.WriteByte(byte(acc >> 10))
-		b.WriteByte(byte(acc >> 2))
+		dst = append(dst, byte(acc>>10), byte(acc>>2))
 	}
-	return b.String()
+	return dst
 }
 
-// decodeHex decodes a run of hex digits, at its start and, for an odd length,
-// also one digit in.
-func decodeHex(run string) []string {
-	out := []string{hexPairs(run)}
-	if len(run)%2 == 1 {
-		out = append(out, hexPairs(run[1:]))
+// hexPairs appends to dst the decoding of a run of hex digits (a last odd
+// digit is dropped; Carried decodes an odd run also one digit in).
+func hexPairs(dst []byte, s string) []byte {
+	for i := 0; i+1 < len(s); i += 2 {
+		dst = append(dst, byte(unhex(s[i])<<4|unhex(s[i+1])))
 	}
-	return out
-}
-
-func hexPairs(s string) string {
-	b := make([]byte, len(s)/2)
-	for i := range b {
-		b[i] = byte(unhex(s[2*i])<<4 | unhex(s[2*i+1]))
-	}
-	return string(b)
+	return dst
 }
 
 // decodePercent decodes %XX escapes (and '+' as a space) in s; ok is false
