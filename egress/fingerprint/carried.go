@@ -46,7 +46,10 @@ const maxDepth = 2
 //
 // The cost is linear in the bytes read: text whole (plain and reversed) and its
 // decoded runs (at most 4 bytes decoded for each byte of text, decodings at
-// most two deep), and the newest MaxPrior bytes of prior.
+// most two deep), and the newest MaxPrior bytes of prior. The runs of a text
+// Carried has read (as text or as a prior) are remembered by its hash until
+// the next Add, so passing the whole history with every call costs the new
+// text only.
 func (s *Set) Carried(text string, prior ...string) (Match, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
