@@ -101,10 +101,20 @@ var rules = []rule{
 		// The egress floor (destination policy, DLP, secrets, URL normalization,
 		// canonical JSON): tools, the gate, the sandboxes' proxy and the store
 		// all import it. Below it only the shell parse, which its approval view
-		// shows an approver.
+		// shows an approver, and the private-content fingerprints its DLP may use.
 		name: "egress imports no package of the module (destination policy and DLP are a floor below the tools and the gate)",
 		forbids: func(from pkg, to string) bool {
-			return from.Path == "egress" && to != "egress/shell" && !leaves[to]
+			return from.Path == "egress" && to != "egress/shell" && to != "egress/fingerprint" && !leaves[to]
+		},
+	},
+	{
+		// The fingerprints of a session's private reads (issue 49) match
+		// outbound text for the gate and egress; they read text only, so they
+		// stand on the standard library alone, tests included.
+		name:  "egress/fingerprint imports no package of the module, tests included (the fingerprints are a floor under egress)",
+		tests: true,
+		forbids: func(from pkg, to string) bool {
+			return from.Path == "egress/fingerprint" && to != "egress/fingerprint"
 		},
 	},
 	{
@@ -328,6 +338,14 @@ func TestImportRulesCatchViolations(t *testing.T) {
 		{name: "the shell parse imports egress", pkgs: with(pkg{Path: "egress/shell", Name: "shell", Imports: []string{"egress"}}),
 			want: []string{`egress/shell -> egress breaks "egress/shell imports no package of the module (the shell parse is the floor under egress)"`}},
 		{name: "egress imports the shell parse", pkgs: with(pkg{Path: "egress", Name: "egress", Imports: []string{"egress/shell"}})},
+		{name: "egress imports the fingerprints", pkgs: with(pkg{Path: "egress", Name: "egress", Imports: []string{"egress/shell", "egress/fingerprint"}})},
+		{name: "the fingerprints import egress and a leaf, their tests the DLP helpers", pkgs: with(
+			pkg{Path: "egress/fingerprint", Name: "fingerprint", Imports: []string{"egress", "internal/defaults"}, TestImports: []string{"egress/fingerprint", "egress/egresstest"}}),
+			want: []string{
+				`egress/fingerprint -> egress breaks "egress/fingerprint imports no package of the module, tests included (the fingerprints are a floor under egress)"`,
+				`egress/fingerprint -> egress/egresstest (in its tests) breaks "egress/fingerprint imports no package of the module, tests included (the fingerprints are a floor under egress)"`,
+				`egress/fingerprint -> internal/defaults breaks "egress/fingerprint imports no package of the module, tests included (the fingerprints are a floor under egress)"`,
+			}},
 		{name: "the floors import a leaf", pkgs: with(
 			pkg{Path: "queue", Name: "queue", Imports: []string{"internal/defaults"}},
 			pkg{Path: "confine", Name: "confine", Imports: []string{"internal/defaults"}},
