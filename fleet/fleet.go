@@ -420,7 +420,8 @@ func (f *Fleet) openGate(sec security.Config, opts Options) (*security.Gate, err
 	f.Audit = security.NewAuditor(security.AuditConfig{}, f.Store, f.Log, func(n int) { f.Metrics.AuditBuffer.Set(float64(n)) })
 	f.openApprovals(opts)
 	return security.NewGate(security.GateDeps{Registry: f.Registry, Rules: rules, DLP: dlp, Approvals: f.Approvals, Metrics: f.Metrics, Log: f.Log,
-		Secrets: f.Secrets, Policy: f.Policy, Flow: f.Cfg.Security.Flow, InstructionFiles: f.Cfg.Security.FlowInstructionFiles}), nil
+		Secrets: f.Secrets, Policy: f.Policy, Flow: f.Cfg.Security.Flow, InstructionFiles: f.Cfg.Security.FlowInstructionFiles,
+		PrivateContent: f.Cfg.Security.FlowPrivateContent}), nil
 }
 
 // loadSecrets reads the team secrets' values from the process environment or files.

@@ -3,11 +3,15 @@ package security
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/aetherium-engine/aetherium/egress"
+	"github.com/aetherium-engine/aetherium/egress/fingerprint"
 	"github.com/aetherium-engine/aetherium/egress/shell"
 	"github.com/aetherium-engine/aetherium/tools"
 )
@@ -100,4 +104,68 @@ func BenchmarkGateDecision(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkGateFlowContent is what the flow rules add to an outbound call's
+// decision in a session that read untrusted content and 10 MiB of private
+// content (issue 49): the fingerprint check of 64 KiB of arguments, beside the
+// DLP scan of the same arguments the gate makes anyway (the bar: 5 ms for DLP's
+// 64 KiB).
+func BenchmarkGateFlowContent(b *testing.B) {
+	set, err := fingerprint.New(fingerprint.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	words := strings.Fields(`the fleet worker reads a file and writes a plan then calls the api with a key token
+		secret auth header config value func return err nil if for range map string int package import struct
+		type interface method request response status body json yaml customer invoice order account ledger`)
+	text := func(n int) string {
+		var sb strings.Builder
+		for sb.Len() < n {
+			for i := range 10 {
+				if i > 0 {
+					sb.WriteByte(' ')
+				}
+				sb.WriteString(words[r.IntN(len(words))])
+			}
+			fmt.Fprintf(&sb, " = %d;\n", r.IntN(100000))
+		}
+		return sb.String()[:n]
+	}
+	for i := range 10 {
+		set.Add(fmt.Sprintf("read_file src/part%d.go (turn %d)", i, i+1), text(1<<20))
+	}
+	l := &tools.Label{Content: benchContent{set}}
+	l.Add(tools.Untrusted, "web_fetch https://example.com/ (turn 1)")
+	l.Add(tools.Private, "read_file src/part0.go (turn 2)")
+	raw, err := json.Marshal(map[string]any{"method": "POST", "url": "https://api.example.com/v1/documents", "body": text(64 << 10)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dlp, err := egress.NewDLP()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("fingerprints", func(b *testing.B) {
+		for b.Loop() {
+			if c, ok := carried(l, true, raw); ok && !c.Boilerplate {
+				b.Fatalf("ordinary text carried %+v", c)
+			}
+		}
+	})
+	b.Run("dlp", func(b *testing.B) {
+		for b.Loop() {
+			if fs, err := dlp.ScanArgs(raw); err != nil || len(fs) > 0 {
+				b.Fatal(err, fs)
+			}
+		}
+	})
+}
+
+type benchContent struct{ set *fingerprint.Set }
+
+func (c benchContent) Carried(text string) (tools.Carried, bool) {
+	m, ok := c.set.Carried(text)
+	return tools.Carried{Source: m.Source, Form: m.Form, Chars: m.Chars, Boilerplate: m.Boilerplate}, ok
 }

@@ -38,6 +38,11 @@ const (
 	MinEndpointRefresh = 100 * time.Millisecond
 	// DefaultFlow is security.flow's default: the flow rules ask.
 	DefaultFlow = FlowAsk
+	// DefaultFlowContent is security.flow_private_content's default: an
+	// outbound call that carries private content read in a session that also
+	// read untrusted content is refused (the human an ask would reach sees the
+	// same call after the refusal, if the agent asks for it another way).
+	DefaultFlowContent = FlowContentRefuse
 )
 
 // DefaultInstructionFiles are the workspace files later runs, agents and CI read
@@ -58,6 +63,15 @@ const (
 	FlowAsk = "ask"
 	// FlowOff judges each call on its own, as before the flow rules.
 	FlowOff = "off"
+)
+
+// The values of security.flow_private_content.
+const (
+	// FlowContentRefuse refuses the call (layer flow), naming the private read
+	// and the form it was sent in.
+	FlowContentRefuse = "refuse"
+	// FlowContentAsk holds it for a human, with the same reason.
+	FlowContentAsk = "ask"
 )
 
 // Config is the permission gate and the egress policy (the `security` section of
@@ -95,6 +109,11 @@ type Config struct {
 	// may not write without a human (names, or folders ending in /). Default
 	// DefaultInstructionFiles.
 	FlowInstructionFiles []string `yaml:"flow_instruction_files"`
+	// FlowPrivateContent is what an outbound call of a session that read
+	// untrusted content gets when it carries private content the session read
+	// (whole, split over calls, encoded, reversed or spaced; egress/fingerprint):
+	// FlowContentRefuse or FlowContentAsk. Default DefaultFlowContent.
+	FlowPrivateContent string `yaml:"flow_private_content"`
 }
 
 // EgressRules is security.egress: the destination policy shared by the outbound
@@ -128,6 +147,7 @@ func (c Config) WithDefaults() Config {
 	c.Egress.Private = cmp.Or(c.Egress.Private, egress.PrivateAllowlist)
 	c.Egress.Refresh = defaults.Positive(c.Egress.Refresh, egress.DefaultEndpointRefresh)
 	c.Flow = cmp.Or(c.Flow, DefaultFlow)
+	c.FlowPrivateContent = cmp.Or(c.FlowPrivateContent, DefaultFlowContent)
 	if c.FlowInstructionFiles == nil {
 		c.FlowInstructionFiles = slices.Clone(DefaultInstructionFiles)
 	}
@@ -152,6 +172,9 @@ func (c Config) Validate() error {
 	}
 	if c.Flow != FlowAsk && c.Flow != FlowOff {
 		bad("security.flow", "%q is neither %s nor %s", c.Flow, FlowAsk, FlowOff)
+	}
+	if c.FlowPrivateContent != FlowContentRefuse && c.FlowPrivateContent != FlowContentAsk {
+		bad("security.flow_private_content", "%q is neither %s nor %s", c.FlowPrivateContent, FlowContentRefuse, FlowContentAsk)
 	}
 	for _, f := range c.FlowInstructionFiles {
 		if strings.Trim(f, "/ ") == "" || strings.Contains(f, "..") {

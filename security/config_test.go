@@ -15,7 +15,7 @@ func TestConfigWithDefaultsAndValidate(t *testing.T) {
 	d := security.Config{}.WithDefaults()
 	require.Equal(t, security.Config{PermissionsFile: security.DefaultPermissionsFile, ApprovalWindow: security.DefaultApprovalWindow,
 		AuditRetention: security.DefaultAuditRetention, MaxRedirects: security.DefaultMaxRedirects, EgressTimeout: security.DefaultEgressTimeout,
-		Egress: security.EgressRules{Private: egress.PrivateAllowlist, Refresh: egress.DefaultEndpointRefresh}, Flow: security.DefaultFlow, FlowInstructionFiles: security.DefaultInstructionFiles}, d)
+		Egress: security.EgressRules{Private: egress.PrivateAllowlist, Refresh: egress.DefaultEndpointRefresh}, Flow: security.DefaultFlow, FlowInstructionFiles: security.DefaultInstructionFiles, FlowPrivateContent: security.DefaultFlowContent}, d)
 	require.NoError(t, d.Validate())
 	for _, tc := range []struct {
 		name string
@@ -30,6 +30,7 @@ func TestConfigWithDefaultsAndValidate(t *testing.T) {
 			c.Secrets = map[string]egress.SecretSource{"gh": {Env: "GH"}}
 		}, "security.secrets.gh"},
 		{"private maybe", func(c *security.Config) { c.Egress.Private = "maybe" }, "security.egress.private (AETHERIUM_EGRESS_PRIVATE)"},
+		{"flow content maybe", func(c *security.Config) { c.FlowPrivateContent = "maybe" }, `security.flow_private_content: "maybe" is neither refuse nor ask`},
 		{"deny without port", func(c *security.Config) { c.Egress.Deny = []string{"10.0.0.1"} }, "security.egress.deny[0]"},
 		{"deny port out of range", func(c *security.Config) { c.Egress.Deny = []string{"10.0.0.1:70000"} }, "1-65535"},
 		{"fast refresh", func(c *security.Config) { c.Egress.Refresh = time.Millisecond }, "security.egress.refresh"},

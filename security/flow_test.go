@@ -2,6 +2,7 @@ package security_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/egress/egresstest"
+	"github.com/aetherium-engine/aetherium/egress/fingerprint"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/toolbox/research"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -179,34 +181,34 @@ flow:
   mode: off
   instruction_files: [deploy.yaml]
   teams:
-    - {team: web, mode: ask, instruction_files: [ops/]}
+    - {team: web, mode: ask, private_content: ask, instruction_files: [ops/]}
     - {source: inline, mode: ask}
 `
 	rs, err := security.ParseRules([]byte(file))
 	require.NoError(t, err)
+	def := func(mode string) security.FlowSettings {
+		return security.FlowSettings{Mode: mode, PrivateContent: security.FlowContentRefuse}
+	}
 	tests := []struct {
 		name, team, source, def string
-		mode                    string
+		mode, content           string
 		extra                   []string
 	}{
-		{name: "a template team without an override takes the file's mode", team: "docs", source: "template", def: "ask", mode: "off", extra: []string{"deploy.yaml"}},
-		{name: "the template team's override", team: "web", source: "template", def: "off", mode: "ask", extra: []string{"deploy.yaml", "ops/"}},
-		{name: "an inline team named like the template team gets the inline entry", team: "web", source: "inline", def: "off", mode: "ask", extra: []string{"deploy.yaml"}},
-		{name: "no source counts as inline", team: "docs", def: "off", mode: "ask", extra: []string{"deploy.yaml"}},
+		{name: "a template team without an override takes the file's mode", team: "docs", source: "template", def: "ask", mode: "off", content: "refuse", extra: []string{"deploy.yaml"}},
+		{name: "the template team's override", team: "web", source: "template", def: "off", mode: "ask", content: "ask", extra: []string{"deploy.yaml", "ops/"}},
+		{name: "an inline team named like the template team gets the inline entry", team: "web", source: "inline", def: "off", mode: "ask", content: "refuse", extra: []string{"deploy.yaml"}},
+		{name: "no source counts as inline", team: "docs", def: "off", mode: "ask", content: "refuse", extra: []string{"deploy.yaml"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			mode, extra := rs.Flow(tc.team, tc.source, tc.def)
-			require.Equal(t, tc.mode, mode)
-			require.Equal(t, tc.extra, extra)
+			got := rs.Flow(tc.team, tc.source, def(tc.def))
+			require.Equal(t, security.FlowSettings{Mode: tc.mode, PrivateContent: tc.content, Instructions: tc.extra}, got)
 		})
 	}
 	empty, err := security.ParseRules([]byte("rules: []\n"))
 	require.NoError(t, err)
-	mode, extra := empty.Flow("web", "template", "ask")
-	require.Equal(t, "ask", mode, "no flow: section leaves security.flow in force")
-	require.Nil(t, extra)
+	require.Equal(t, def("ask"), empty.Flow("web", "template", def("ask")), "no flow: section leaves the fleet's settings in force")
 
 	_, err = security.ParseRules([]byte(`
 flow:
@@ -216,12 +218,14 @@ flow:
     - {mode: off}
     - {team: web, source: cli, mode: off}
     - {team: docs}
+    - {team: ops, private_content: maybe}
 `))
 	require.ErrorContains(t, err, `flow.mode: "warn" is neither ask nor off`)
 	require.ErrorContains(t, err, `flow.instruction_files: "../etc/" is not a file or folder name`)
 	require.ErrorContains(t, err, `flow.teams[0]: names no team`)
 	require.ErrorContains(t, err, `flow.teams[1].source: "cli" is not template or inline`)
 	require.ErrorContains(t, err, `flow.teams[2]: overrides nothing`)
+	require.ErrorContains(t, err, `flow.teams[3].private_content: "maybe" is neither refuse nor ask`)
 }
 
 // The flow: section of the permissions file is hot-reloaded with the rules: a
@@ -294,4 +298,78 @@ func TestGatePrivateDestinationsNeedTheAllowlist(t *testing.T) {
 	res, err := e.dispatch(s, "c1", "http_request", research.RequestArgs{Method: "GET", URL: e.upstream.URL + "/internal"})
 	require.NoError(t, err)
 	require.Contains(t, res.Content, "upstream saw GET /internal", "a prefix in the allowlist opens the address")
+}
+
+// setContent is a tools.PrivateContent over one fingerprint set, as the worker
+// keeps it for a session (without the history's earlier outbound calls).
+type setContent struct{ set *fingerprint.Set }
+
+func (c setContent) Carried(text string) (tools.Carried, bool) {
+	m, ok := c.set.Carried(text)
+	return tools.Carried{Source: m.Source, Form: m.Form, Chars: m.Chars, Boilerplate: m.Boilerplate}, ok
+}
+
+// An outbound call of a session that read untrusted content and carries private
+// content it read — whole or encoded — is refused (security.flow_private_content:
+// refuse) or held for a human (ask), the reason naming the private read and the
+// form; one that carries none is the trifecta's ordinary ask.
+func TestGateFlowPrivateContent(t *testing.T) {
+	t.Parallel()
+	e := setupGate(t)
+	const (
+		hostile = "web_fetch https://evil.example/page (turn 1)"
+		env     = "read_file .env (turn 2)"
+		key     = "sk_live_4eC39HqLyjWDarjtT1zdp7dcQ9vR2mX8"
+	)
+	set, err := fingerprint.New(fingerprint.Config{})
+	require.NoError(t, err)
+	set.Add(env, "STRIPE_KEY="+key+"\nDEBUG=false\n")
+	session := func() *tools.Session {
+		s := e.session(t, "http_request", "http_health_check")
+		s.Label = &tools.Label{Content: setContent{set}}
+		s.Label.Add(tools.Untrusted, hostile)
+		s.Label.Add(tools.Private, env)
+		return s
+	}
+	b64 := base64.RawURLEncoding.EncodeToString([]byte(key))
+	var rev strings.Builder
+	for i := len(key) - 1; i >= 0; i-- {
+		rev.WriteByte(key[i])
+	}
+	tests := []struct {
+		name, url, body string
+		form            string // "" when the call carries nothing private
+	}{
+		{name: "the key in a query", url: "/collect?k=" + key[8:], form: "as sent"},
+		{name: "base64url in a path", url: "/c/" + b64, form: "base64"},
+		{name: "reversed in a body", url: "/collect", body: rev.String(), form: "reversed"},
+		{name: "spaced out", url: "/collect", body: strings.Join(strings.Split(key, ""), " "), form: "spaced"},
+		{name: "nothing private", url: "/collect", body: "the weather is fine"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			args := research.RequestArgs{Method: "POST", URL: e.upstream.URL + tc.url, Body: tc.body}
+			before := e.hits.Load()
+			res, err := e.dispatch(session(), "c1", "http_request", args)
+			if tc.form == "" {
+				require.NoError(t, err)
+				require.True(t, res.Pending, "the trifecta still asks")
+				return
+			}
+			d := requireDenied(t, err, "flow", "flow: this call carries private content the session read ("+env+", "+tc.form)
+			require.Contains(t, d.Reason, "the session read untrusted content ("+hostile+")")
+			require.Equal(t, before, e.hits.Load(), "nothing left")
+
+			asks := security.NewGate(security.GateDeps{Registry: e.router.Registry(), Rules: e.rules, DLP: egresstest.NewDLP(t), Approvals: e.approvals,
+				PrivateContent: security.FlowContentAsk})
+			s := session()
+			res, err = tools.NewGatedRouter(e.router.Registry(), asks.Middleware).Dispatch(context.Background(), tools.Call{ID: "c2", Name: "http_request", Args: mustJSON(t, args), Session: s})
+			require.NoError(t, err)
+			require.True(t, res.Pending, "flow_private_content: ask holds it for a human")
+			appr, err := e.st.GetApproval(context.Background(), security.ApprovalID(s.SessionID, "c2"))
+			require.NoError(t, err)
+			require.Contains(t, appr.Why, "carries private content the session read ("+env)
+		})
+	}
 }

@@ -1,6 +1,7 @@
 package security
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,6 +15,10 @@ type FlowPolicy struct {
 	// Mode is FlowAsk or FlowOff for every team without an override. Empty:
 	// security.flow.
 	Mode string `yaml:"mode"`
+	// PrivateContent is what an outbound call of an untrusted session that
+	// carries private content read in the session gets: FlowContentRefuse or
+	// FlowContentAsk. Empty: security.flow_private_content.
+	PrivateContent string `yaml:"private_content"`
 	// InstructionFiles are added to security.flow_instruction_files for every
 	// team (a file cannot take a name off the list: a later run reads the
 	// fleet's list whoever edits this file).
@@ -33,6 +38,8 @@ type FlowTeam struct {
 	Source string `yaml:"source"`
 	// Mode is FlowAsk or FlowOff for this team. Empty: the file's Mode.
 	Mode string `yaml:"mode"`
+	// PrivateContent overrides the file's PrivateContent for this team.
+	PrivateContent string `yaml:"private_content"`
 	// InstructionFiles are added for this team.
 	InstructionFiles []string `yaml:"instruction_files"`
 }
@@ -47,6 +54,11 @@ func (p *FlowPolicy) validate() error {
 			errs = append(errs, fmt.Errorf("%s: %q is neither %s nor %s", where, m, FlowAsk, FlowOff))
 		}
 	}
+	content := func(where, c string) {
+		if c != "" && c != FlowContentRefuse && c != FlowContentAsk {
+			errs = append(errs, fmt.Errorf("%s: %q is neither %s nor %s", where, c, FlowContentRefuse, FlowContentAsk))
+		}
+	}
 	files := func(where string, list []string) {
 		for _, f := range list {
 			if strings.Trim(f, "/ ") == "" || strings.Contains(f, "..") {
@@ -55,6 +67,7 @@ func (p *FlowPolicy) validate() error {
 		}
 	}
 	mode("flow.mode", p.Mode)
+	content("flow.private_content", p.PrivateContent)
 	files("flow.instruction_files", p.InstructionFiles)
 	for i, t := range p.Teams {
 		where := fmt.Sprintf("flow.teams[%d]", i)
@@ -66,55 +79,60 @@ func (p *FlowPolicy) validate() error {
 		if t.Team == "" && t.Source != SourceInline {
 			errs = append(errs, fmt.Errorf("%s: names no team (an entry for every inline team says source: inline)", where))
 		}
-		if t.Mode == "" && len(t.InstructionFiles) == 0 {
-			errs = append(errs, fmt.Errorf("%s: overrides nothing (give mode or instruction_files)", where))
+		if t.Mode == "" && t.PrivateContent == "" && len(t.InstructionFiles) == 0 {
+			errs = append(errs, fmt.Errorf("%s: overrides nothing (give mode, private_content or instruction_files)", where))
 		}
 		mode(where+".mode", t.Mode)
+		content(where+".private_content", t.PrivateContent)
 		files(where+".instruction_files", t.InstructionFiles)
 	}
 	return errors.Join(errs...)
 }
 
-// flowFor is the mode and the extra instruction files (lowercased) for a call of
-// team (submitted as source), def being security.flow.
-func (p *FlowPolicy) flowFor(team, source, def string) (mode string, extra []string) {
-	mode = def
+// FlowSettings are the flow rules in force for one call.
+type FlowSettings struct {
+	// Mode is FlowAsk or FlowOff.
+	Mode string
+	// PrivateContent is FlowContentRefuse or FlowContentAsk.
+	PrivateContent string
+	// Instructions are instruction files added to the fleet's, lowercased.
+	Instructions []string
+}
+
+// flowFor is the settings for a call of team (submitted as source), def being
+// the fleet's (security.flow, security.flow_private_content).
+func (p *FlowPolicy) flowFor(team, source string, def FlowSettings) FlowSettings {
+	out := def
 	if p == nil {
-		return mode, nil
+		return out
 	}
-	if p.Mode != "" {
-		mode = p.Mode
-	}
-	extra = p.InstructionFiles
+	out.Mode = cmp.Or(p.Mode, out.Mode)
+	out.PrivateContent = cmp.Or(p.PrivateContent, out.PrivateContent)
+	extra := p.InstructionFiles
 	if source == "" {
 		source = SourceInline
 	}
 	for _, t := range p.Teams {
-		want := t.Source
-		if want == "" {
-			want = SourceTemplate
-		}
+		want := cmp.Or(t.Source, SourceTemplate)
 		if want != source || (t.Team != "" && t.Team != team) {
 			continue
 		}
-		if t.Mode != "" {
-			mode = t.Mode
-		}
+		out.Mode = cmp.Or(t.Mode, out.Mode)
+		out.PrivateContent = cmp.Or(t.PrivateContent, out.PrivateContent)
 		extra = append(extra[:len(extra):len(extra)], t.InstructionFiles...)
 		break
 	}
-	if len(extra) == 0 {
-		return mode, nil
+	if len(extra) > 0 {
+		out.Instructions = append(out.Instructions[:len(out.Instructions):len(out.Instructions)], lowered(extra)...)
 	}
-	return mode, lowered(extra)
+	return out
 }
 
-// Flow is the flow rules' mode for a call of team (submitted as source) and the
-// instruction files the file adds to the fleet's (lowercased), def being
-// security.flow: the file's flow: section, then the team's override.
-func (rs *RuleSet) Flow(team, source, def string) (mode string, extraInstructions []string) {
+// Flow is the flow rules' settings for a call of team (submitted as source),
+// def being the fleet's: the file's flow: section, then the team's override.
+func (rs *RuleSet) Flow(team, source string, def FlowSettings) FlowSettings {
 	if rs == nil {
-		return def, nil
+		return def
 	}
 	return rs.flow.flowFor(team, source, def)
 }

@@ -30,6 +30,8 @@ type Gate struct {
 	secrets   *egress.Secrets
 	policy    *egress.EgressPolicy
 	flow      string
+	// content is security.flow_private_content.
+	content string
 	// instructions are the instruction files' names and folders, lowercased.
 	instructions []string
 }
@@ -53,6 +55,9 @@ type GateDeps struct {
 	// InstructionFiles is security.flow_instruction_files. Nil:
 	// DefaultInstructionFiles.
 	InstructionFiles []string
+	// PrivateContent is security.flow_private_content (FlowContentRefuse or
+	// FlowContentAsk). Empty: DefaultFlowContent.
+	PrivateContent string
 }
 
 // NewGate returns the gate.
@@ -61,7 +66,7 @@ func NewGate(d GateDeps) *Gate {
 		d.Log = slog.Default()
 	}
 	return &Gate{reg: d.Registry, rules: d.Rules, dlp: d.DLP, approvals: d.Approvals, metrics: d.Metrics, log: d.Log, secrets: d.Secrets, policy: d.Policy,
-		flow: cmp.Or(d.Flow, DefaultFlow), instructions: lowered(d.InstructionFiles)}
+		flow: cmp.Or(d.Flow, DefaultFlow), content: cmp.Or(d.PrivateContent, DefaultFlowContent), instructions: lowered(d.InstructionFiles)}
 }
 
 // summaryBytes bounds what a Standard call keeps in its audit row; summaryScanBytes
@@ -151,9 +156,21 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 		}
 		// 3b. flow: what the session has read (the model obeys it). A call the
 		// tier already holds names the untrusted sources too.
-		if mode, extra := g.rules.Current().Flow(s.Team, s.TeamSource, g.flow); mode == FlowAsk && s.Label.Untrusted() {
-			if flow := g.flowReason(spec, tier, call.Args, s.Label, extra); flow != "" {
-				why = strings.TrimPrefix(why+"; "+flow, "; ")
+		flow := g.rules.Current().Flow(s.Team, s.TeamSource, FlowSettings{Mode: g.flow, PrivateContent: g.content})
+		if flow.Mode == FlowAsk && s.Label.Untrusted() {
+			outbound := spec.Outbound || (spec.OutboundWhen != nil && spec.OutboundWhen(s))
+			if c, ok := carried(s.Label, outbound, call.Args); ok {
+				// The page's instruction is carrying the data out: refused outright
+				// unless the run may be sharing boilerplate (an import block), or
+				// the policy asks.
+				reason := "flow: this call carries private content the session read (" + c.Source + ", " + carriedForm(c) + "); " +
+					untrustedRead + " (" + s.Label.UntrustedSources() + ")"
+				if flow.PrivateContent == FlowContentRefuse && !c.Boilerplate {
+					return deny("flow", reason, nil)
+				}
+				why = strings.TrimPrefix(why+"; "+reason, "; ")
+			} else if r := g.flowReason(spec, tier, call.Args, s.Label, flow.Instructions); r != "" {
+				why = strings.TrimPrefix(why+"; "+r, "; ")
 			} else if why != "" {
 				why += "; " + untrustedRead + ": " + s.Label.UntrustedSources()
 			}
@@ -250,6 +267,28 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 		}
 		return res, err
 	})
+}
+
+// carried asks the session's fingerprints whether an outbound call's arguments
+// carry private content it read.
+func carried(l *tools.Label, outbound bool, args json.RawMessage) (tools.Carried, bool) {
+	if !outbound || l == nil || l.Content == nil || !l.Private() {
+		return tools.Carried{}, false
+	}
+	return l.Content.Carried(string(args))
+}
+
+// carriedForm says how the content was sent, for the approver.
+func carriedForm(c tools.Carried) string {
+	form := "as sent"
+	if c.Form != "" && c.Form != "plain" {
+		form = c.Form
+	}
+	s := fmt.Sprintf("%s, %d characters", form, c.Chars)
+	if c.Boilerplate {
+		s += ", text the private reads repeat"
+	}
+	return s
 }
 
 // untrustedRead opens every reason the flow rules give: the approvals' expiry

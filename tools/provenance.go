@@ -103,6 +103,10 @@ const MaxLabelSources = 4
 type Label struct {
 	private, untrusted       []string
 	morePrivate, moreUntrust int
+	// Content holds the fingerprints of the private content read, when the
+	// flow rules need them (an untrusted session that read private data); nil
+	// otherwise.
+	Content PrivateContent
 }
 
 // Add joins one read into the label; a Trusted read changes nothing.
@@ -207,4 +211,27 @@ func joinSources(list []string, more int) string {
 		s += fmt.Sprintf("; and %d more", more)
 	}
 	return s
+}
+
+// Carried is private content an outbound text carries, as the session's
+// fingerprints found it (egress/fingerprint).
+type Carried struct {
+	// Source names the private read the content came from ("read_file
+	// notes/customers.md (turn 2)").
+	Source string
+	// Form is how it was sent: "plain", "spaced", "reversed", or the decodings
+	// ("base64", "hex", "url", "base64+reversed", …).
+	Form string
+	// Chars is the run's length in normalized characters.
+	Chars int
+	// Boilerplate marks a run the private reads hold in several places (an
+	// import block, a license header): a hint that it may be shared by chance.
+	Boilerplate bool
+}
+
+// PrivateContent finds what of a session's private reads an outbound text
+// carries, whole, split over the session's earlier outbound calls, or encoded.
+// The worker keeps one per session beside its Label (Label.Content).
+type PrivateContent interface {
+	Carried(text string) (Carried, bool)
 }

@@ -34,15 +34,33 @@ const maxSourceBytes = 120
 // call cannot be counted twice.
 func labelOf(reg *tools.Registry, msgs []llm.Message) *tools.Label {
 	l := &tools.Label{}
+	walkReads(reg, msgs, func(_ int, p tools.Provenance, source, _ string) { l.Add(p, source) })
+	return l
+}
+
+// walkReads calls visit for every read the history records, in order: the
+// provenance a message carries (a delegation's task or result, a teammate's
+// message, recalled memory, a labelled file), injected memory, and the answer
+// of every call of a tool whose registration declares what it reads. text is
+// the message that holds what was read.
+func walkReads(reg *tools.Registry, msgs []llm.Message, visit func(i int, p tools.Provenance, source, text string)) {
 	calls := map[string]llm.ToolCall{}
 	turn := 0
 	for i, m := range msgs {
-		l.AddRecord(m.Provenance, via(i, m))
+		if m.Provenance != nil {
+			v := via(i, m)
+			for _, s := range m.Provenance.Private {
+				visit(i, tools.Private, v+s, m.Content)
+			}
+			for _, s := range m.Provenance.Untrusted {
+				visit(i, tools.Untrusted, v+s, m.Content)
+			}
+		}
 		switch m.Role {
 		case llm.RoleSystem:
 			if i > 0 {
 				// injectMemory's block: entries earlier runs of the project wrote.
-				l.Add(tools.Private, "recalled memory")
+				visit(i, tools.Private, "recalled memory", m.Content)
 			}
 		case llm.RoleAssistant:
 			turn++
@@ -64,10 +82,9 @@ func labelOf(reg *tools.Registry, msgs []llm.Message) *tools.Label {
 				// what it serves, so reading it adds nothing the label lacks.
 				continue
 			}
-			l.Add(spec.Reads, fmt.Sprintf("%s %s (turn %d)", c.Name, target, turn))
+			visit(i, spec.Reads, fmt.Sprintf("%s %s (turn %d)", c.Name, target, turn), m.Content)
 		}
 	}
-	return l
 }
 
 // via names where a message's carried provenance came from, for the approver.
@@ -214,6 +231,17 @@ func (w *Worker) memoryProvenance(ctx context.Context, entries []memory.Scored, 
 func (s *stepRun) relabel(ctx context.Context) error {
 	l := labelOf(s.w.router.Registry(), s.sess.Messages)
 	s.tsess.Label = l
+	if l.Untrusted() && l.Private() {
+		if s.content == nil {
+			c, err := newSessionContent()
+			if err != nil {
+				return err
+			}
+			s.content = c
+		}
+		s.content.fold(s.w.router.Registry(), s.sess.Messages)
+		l.Content = s.content
+	}
 	n := l.UntrustedCount()
 	if n <= s.labelled {
 		return nil

@@ -70,6 +70,9 @@ type stepRun struct {
 	mailRead bool
 	// labelled is how many untrusted sources the last flow.labelled event named.
 	labelled int
+	// content fingerprints the private content of the history once the session
+	// has read untrusted content too (the flow rules' content check).
+	content *sessionContent
 	ackMail  mailbox.Ack
 	// workspace is the run's workspace directory (reply checks read it).
 	workspace string

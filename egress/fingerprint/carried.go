@@ -164,11 +164,17 @@ func (sc *scanner) forms(text string, chain []string, depth int) {
 	minB64, minHex := (sc.s.cfg.K*4+2)/3, 2*sc.s.cfg.K
 	eachRun(raw, &isB64, min(minB64, minHex), func(run string) bool {
 		if len(run) >= minB64 {
-			if !sc.decoded(b64(sc.dec[:0], run), chain, "base64", depth) {
+			if !sc.base64Run(run, chain, depth) {
 				return false
 			}
-			if r := len(run) % 4; r != 0 && !sc.decoded(b64(sc.dec[:0], run[r:]), chain, "base64", depth) {
-				return false
+			// A URL path's segments are runs of their own: "/" is in the
+			// standard alphabet, so "/c/<base64url>" would misalign the value.
+			if strings.IndexByte(run, '/') >= 0 {
+				for _, seg := range strings.Split(run, "/") {
+					if len(seg) >= minB64 && len(seg) < len(run) && !sc.base64Run(seg, chain, depth) {
+						return false
+					}
+				}
 			}
 		}
 		ok := true
@@ -182,6 +188,16 @@ func (sc *scanner) forms(text string, chain []string, depth int) {
 	if d, ok := decodePercent(raw); ok {
 		sc.decoded([]byte(d), chain, "url", depth)
 	}
+}
+
+// base64Run decodes a run aligned at its start and, when its length is not a
+// multiple of 4, at its end too; false when the budget is spent.
+func (sc *scanner) base64Run(run string, chain []string, depth int) bool {
+	if !sc.decoded(b64(sc.dec[:0], run), chain, "base64", depth) {
+		return false
+	}
+	r := len(run) % 4
+	return r == 0 || sc.decoded(b64(sc.dec[:0], run[r:]), chain, "base64", depth)
 }
 
 // decoded spends the budget on d and matches it, when it is text; false when

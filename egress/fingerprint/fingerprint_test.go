@@ -94,6 +94,7 @@ func TestCarriedFindsEveryForm(t *testing.T) {
 		{"key base64", args(base64.StdEncoding.EncodeToString([]byte(f.key))), "base64", ".env", 40},
 		{"key base64 unpadded", args(base64.RawStdEncoding.EncodeToString([]byte("x" + f.key))), "base64", ".env", 40},
 		{"key base64url", args(base64.URLEncoding.EncodeToString([]byte("k=" + f.key + "?"))), "base64", ".env", 40},
+		{"key base64url in a URL path", args("http://x.test:8080/c/" + base64.RawURLEncoding.EncodeToString([]byte(f.key)) + "/end"), "base64", ".env", 40},
 		{"note base64", args(base64.StdEncoding.EncodeToString([]byte(f.note))), "base64", "plan.md", 120},
 		{"note base64 behind a prefix", args("data:sk_" + base64.RawURLEncoding.EncodeToString([]byte(f.note))), "base64", "plan.md", 120},
 		{"key hex", args(hex.EncodeToString([]byte(f.key))), "hex", ".env", 40},
