@@ -29,7 +29,7 @@ func runToolWith(t *testing.T, cfg workspace.Config, ws, tool string, args any) 
 	quality.RegisterFinishing(reg, cfg)
 	raw, err := json.Marshal(args)
 	require.NoError(t, err)
-	s := &tools.Session{RunID: "r", SessionID: "s", Agent: "a", Role: "worker", Workspace: ws,
+	s := &tools.Session{AllowedDomains: []string{"127.0.0.1"}, RunID: "r", SessionID: "s", Agent: "a", Role: "worker", Workspace: ws,
 		Access: tools.Access{Tools: []string{"record_style", "check_finishing"}}}
 	res, err := tools.NewRouter(reg).Dispatch(context.Background(), tools.Call{ID: "c1", Name: tool, Args: raw, Session: s})
 	return res.Content, err

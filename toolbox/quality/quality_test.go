@@ -65,7 +65,7 @@ func call(t *testing.T, r *tools.Router, ws, tool string, args any) (string, err
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	caller := &tools.Session{RunID: "run-quality-test", SessionID: "s", Agent: "qa", Workspace: ws,
+	caller := &tools.Session{AllowedDomains: []string{"127.0.0.1"}, RunID: "run-quality-test", SessionID: "s", Agent: "qa", Workspace: ws,
 		Access: tools.Access{Tools: []string{"analyze_code", "run_tests"}}}
 	res, err := r.Dispatch(ctx, tools.Call{Session: caller, ID: "c", Name: tool, Args: raw})
 	return res.Content, err

@@ -37,7 +37,7 @@ func dispatchWebTool(t *testing.T, deps quality.WebAppDeps, cfg quality.WebAppCo
 	quality.RegisterWebApp(reg, deps, cfg)
 	raw, err := json.Marshal(args)
 	require.NoError(t, err)
-	s := &tools.Session{RunID: runID, SessionID: "s", Agent: "qa", Role: "worker", Workspace: ws,
+	s := &tools.Session{AllowedDomains: []string{"127.0.0.1"}, RunID: runID, SessionID: "s", Agent: "qa", Role: "worker", Workspace: ws,
 		Access: tools.Access{Tools: []string{"validate_web_app", "capture_api_schema"}}}
 	res, err := tools.NewRouter(reg).Dispatch(context.Background(), tools.Call{ID: "c1", Name: tool, Args: raw, Session: s})
 	return res.Content, err

@@ -371,7 +371,7 @@ func TestCaptureReferenceRefuses(t *testing.T) {
 	reg := tools.NewRegistry()
 	research.Register(reg, nil, research.Config{}, nil)
 	router := tools.NewRouter(reg)
-	ctx, caller := context.Background(), &tools.Session{RunID: "r", SessionID: "s", Agent: "a", Workspace: t.TempDir(),
+	ctx, caller := context.Background(), &tools.Session{AllowedDomains: []string{"127.0.0.1"}, RunID: "r", SessionID: "s", Agent: "a", Workspace: t.TempDir(),
 		Access: tools.Access{Tools: []string{"capture_reference"}}}
 	_, err := router.Dispatch(ctx, tools.Call{Session: caller, ID: "c", Name: "capture_reference", Args: []byte(`{"url":"http://example.org/"}`)})
 	require.ErrorContains(t, err, "needs the Docker sandbox")

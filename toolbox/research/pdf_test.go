@@ -126,7 +126,7 @@ func pdfTool(t *testing.T, cfg research.Config, run research.Runner, ws string) 
 	return func(args research.PDFArgs) (research.PDFAnswer, error) {
 		raw, err := json.Marshal(args)
 		require.NoError(t, err)
-		ctx, caller := context.Background(), &tools.Session{RunID: "r", SessionID: "s", Agent: "a", Workspace: ws,
+		ctx, caller := context.Background(), &tools.Session{AllowedDomains: []string{"127.0.0.1"}, RunID: "r", SessionID: "s", Agent: "a", Workspace: ws,
 			Access: tools.Access{Tools: []string{"download_pdf"}}}
 		res, err := router.Dispatch(ctx, tools.Call{Session: caller, ID: "c", Name: "download_pdf", Args: raw})
 		if err != nil {

@@ -79,7 +79,7 @@ func (e *env) call(t *testing.T, tool string, args any, out any) error {
 	t.Helper()
 	raw, err := json.Marshal(args)
 	require.NoError(t, err)
-	ctx, caller := context.Background(), &tools.Session{RunID: "r", SessionID: "s", Agent: "a",
+	ctx, caller := context.Background(), &tools.Session{AllowedDomains: []string{"127.0.0.1"}, RunID: "r", SessionID: "s", Agent: "a",
 		Access: tools.Access{Tools: []string{"http_request", "http_health_check"}}}
 	res, err := e.router.Dispatch(ctx, tools.Call{Session: caller, ID: "c", Name: tool, Args: raw})
 	if err != nil {
@@ -100,7 +100,7 @@ func TestRegister(t *testing.T) {
 		require.Equal(t, "research", s.Group)
 		require.Equal(t, tools.Elevated, s.Tier)
 	}
-	ctx, caller := context.Background(), &tools.Session{Access: tools.Access{Tools: []string{"http_request"}}}
+	ctx, caller := context.Background(), &tools.Session{AllowedDomains: []string{"127.0.0.1"}, Access: tools.Access{Tools: []string{"http_request"}}}
 	_, err := tools.NewRouter(reg).Dispatch(ctx, tools.Call{Session: caller, ID: "c", Name: "http_request", Args: json.RawMessage(`{"method":"GET","url":"http://127.0.0.1/"}`)})
 	require.ErrorContains(t, err, "no egress client configured")
 }

@@ -31,7 +31,7 @@ func webTools(t *testing.T, cfg research.Config) func(tool string, args any, out
 	return func(tool string, args any, out any) error {
 		raw, err := json.Marshal(args)
 		require.NoError(t, err)
-		ctx, caller := context.Background(), &tools.Session{RunID: "r", SessionID: "s", Agent: "a",
+		ctx, caller := context.Background(), &tools.Session{AllowedDomains: []string{"127.0.0.1", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"}, RunID: "r", SessionID: "s", Agent: "a",
 			Access: tools.Access{Tools: []string{"web_search", "web_fetch"}}}
 		res, err := router.Dispatch(ctx, tools.Call{Session: caller, ID: "c", Name: tool, Args: raw})
 		if err != nil {
