@@ -20,7 +20,10 @@ var hostPortPath = regexp.MustCompile(`(?i)^[a-z0-9.-]*\.[a-z0-9-]+:[0-9]{1,5}(/
 // ignoredFinding reports a finding that is a known false positive of a default rule.
 func ignoredFinding(f report.Finding) bool {
 	if f.RuleID == "generic-api-key" {
-		return hostPortPath.MatchString(f.Match)
+		// Beside its own allowlist of letters only ("^[a-zA-Z_.-]+$"): words with
+		// short numbers ("min-length-12-with-symbols", "2024-10-01-preview").
+		return hostPortPath.MatchString(f.Match) || secretFreeName.MatchString(snakeName(nameOf(f.Match))) ||
+			looksLikeWords(f.Secret)
 	}
 	return ignoredFleetFinding(f)
 }
@@ -28,8 +31,8 @@ func ignoredFinding(f report.Finding) bool {
 // The fleet's rules whose value is judged here, beyond what a regexp and gitleaks'
 // single entropy floor can say.
 const (
-	keyedSecretRule = "keyed-secret"
-	webhookRule     = "webhook-url-token"
+	keyedSecretRule = "generic-keyed-secret"
+	webhookRule     = "generic-webhook-url-token"
 )
 
 // ignoredFleetFinding reports a finding of a fleet rule whose value is no plausible
@@ -37,25 +40,47 @@ const (
 func ignoredFleetFinding(f report.Finding) bool {
 	switch f.RuleID {
 	case keyedSecretRule:
-		name := f.Match
-		if i := strings.IndexFunc(name, func(r rune) bool { return !isNameChar(r) }); i >= 0 {
-			name = name[:i]
-		}
-		return !plausibleKeyedSecret(name, f.Secret)
+		return !plausibleKeyedSecret(nameOf(f.Match), f.Secret)
 	case webhookRule:
 		return looksLikeWords(f.Secret)
 	}
 	return false
 }
 
+// nameOf returns the name a keyed rule's match starts with.
+func nameOf(match string) string {
+	if i := strings.IndexFunc(match, func(r rune) bool { return !isNameChar(r) }); i >= 0 {
+		return match[:i]
+	}
+	return match
+}
+
 func isNameChar(r rune) bool {
 	return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '_' || r == '.' || r == '-'
 }
 
-// secretFreeName matches the names under which a key or token is no secret: a
-// public half, a database or cache key, a count of model tokens, a pagination
-// cursor. English words that end in "key" are here too; no service name is.
-var secretFreeName = regexp.MustCompile(`(?i)(?:(?:public|publishable|pub|primary|foreign|sort|partition|range|hash|row|idempotency|cache|dedup|page|next|continuation|cursor|sync|max|min|num|total|count|input|output|prompt|completion|cached|reasoning)[_.-]?(?:key|tokens?)|(?:^|[_.-])(?:mon|tur|hoc|don|whis|joc)key|^author|^keys?)s?$`)
+// secretFreeName matches the names (in snake case, see snakeName) under which a
+// key or token is no secret: a public half, a database or cache key, a count of
+// model tokens, a pagination cursor. English words that end in "key" are here too;
+// no service name is.
+var secretFreeName = regexp.MustCompile(`(?:^|[_.-])(?:(?:public|publishable|pub|primary|foreign|sort|partition|range|hash|row|idempotency|cache|dedup|page|next|continuation|cursor|sync|max|min|num|total|count|input|output|prompt|completion|cached|reasoning)[_.-]?(?:key|tokens?)|(?:mon|tur|hoc|don|whis|joc)key)s?$|^authors?$`)
+
+// snakeName lowers a name, with an underscore where camel case starts a word
+// ("nextPageToken" is "next_page_token"), so secretFreeName reads words.
+func snakeName(name string) string {
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if 'A' <= c && c <= 'Z' {
+			if i > 0 && 'a' <= name[i-1] && name[i-1] <= 'z' {
+				b.WriteByte('_')
+			}
+			c += 'a' - 'A'
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
 
 // keyedPasswordName: a password may be short; a key or token is not.
 var keyedPasswordName = regexp.MustCompile(`(?i)(?:passw(?:or)?d|pwd|passphrase)s?$`)
@@ -65,14 +90,14 @@ var keyedPasswordName = regexp.MustCompile(`(?i)(?:passw(?:or)?d|pwd|passphrase)
 // false-negative rate is measured by TestKeyedSecretCalibration) and on ordinary
 // configuration and prose (its false positives).
 func plausibleKeyedSecret(name, value string) bool {
-	if secretFreeName.MatchString(name) {
+	if secretFreeName.MatchString(snakeName(name)) {
 		return false
 	}
-	minLen := 16
 	if keyedPasswordName.MatchString(name) {
-		minLen = 8
+		// A password may be short, and words ("correct-horse-battery-staple").
+		return plausibleValue(value, 8, false)
 	}
-	return plausibleSecretValue(value, minLen)
+	return plausibleSecretValue(value, 16)
 }
 
 // plausibleSecretValue judges a value by its shape alone. gitleaks' generic rule
@@ -81,14 +106,18 @@ func plausibleKeyedSecret(name, value string) bool {
 // length and alphabet instead, and the shapes that carry no secret are told apart by
 // their form: words and numbers, URLs and paths, placeholders.
 func plausibleSecretValue(v string, minLen int) bool {
+	return plausibleValue(v, minLen, true)
+}
+
+func plausibleValue(v string, minLen int, notWords bool) bool {
 	if len(v) < minLen || len(v) > 256 {
 		return false
 	}
 	if strings.Contains(v, "://") || strings.HasPrefix(v, "$") || strings.HasPrefix(v, "%") ||
-		strings.HasPrefix(v, "{{") || strings.HasPrefix(v, "@") {
-		return false // a URL (uri-credentials reads its password) or a reference
+		strings.HasPrefix(v, "{{") || strings.HasPrefix(v, "@") || strings.HasPrefix(v, "[REDACTED:") {
+		return false // a URL (uri-credentials reads its password), a reference, a mask
 	}
-	if looksLikeWords(v) {
+	if notWords && looksLikeWords(v) {
 		return false
 	}
 	distinct := map[rune]bool{}

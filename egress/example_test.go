@@ -56,7 +56,7 @@ func ExampleDLP_ScanArgs() {
 	clean, _ := dlp.ScanArgs([]byte(`{"url":"https://example.com/hook","body":"hello"}`))
 	fmt.Println(len(clean))
 	// Output:
-	// [github-pat github-token-prefix keyed-secret] <nil>
+	// [github-pat github-token-prefix] <nil>
 	// {"url":"https://example.com/hook","body":"token=[REDACTED:github-pat]"}
 	// 0
 }
