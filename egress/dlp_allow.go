@@ -93,11 +93,11 @@ func plausibleKeyedSecret(name, value string) bool {
 	if secretFreeName.MatchString(snakeName(name)) {
 		return false
 	}
+	minLen := 16
 	if keyedPasswordName.MatchString(name) {
-		// A password may be short, and words ("correct-horse-battery-staple").
-		return plausibleValue(value, 8, false)
+		minLen = 8 // a password may be short
 	}
-	return plausibleSecretValue(value, 16)
+	return plausibleSecretValue(value, minLen)
 }
 
 // plausibleSecretValue judges a value by its shape alone. gitleaks' generic rule
@@ -106,10 +106,6 @@ func plausibleKeyedSecret(name, value string) bool {
 // length and alphabet instead, and the shapes that carry no secret are told apart by
 // their form: words and numbers, URLs and paths, placeholders.
 func plausibleSecretValue(v string, minLen int) bool {
-	return plausibleValue(v, minLen, true)
-}
-
-func plausibleValue(v string, minLen int, notWords bool) bool {
 	if len(v) < minLen || len(v) > 256 {
 		return false
 	}
@@ -117,7 +113,7 @@ func plausibleValue(v string, minLen int, notWords bool) bool {
 		strings.HasPrefix(v, "{{") || strings.HasPrefix(v, "@") || strings.HasPrefix(v, "[REDACTED:") {
 		return false // a URL (uri-credentials reads its password), a reference, a mask
 	}
-	if notWords && looksLikeWords(v) {
+	if looksLikeWords(v) {
 		return false
 	}
 	distinct := map[rune]bool{}

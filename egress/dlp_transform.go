@@ -38,39 +38,45 @@ func transformedText(src string) string {
 		if len(line) < minTransformRun {
 			continue
 		}
-		if longestRun(line, isCredChar) >= minTransformRun {
-			decodedRuns(&b, line, 0)
+		everyOther(&b, line)
+		// A reversed, grouped or encoded credential has a part that is no word
+		// (looksLikeWords): random text of 16 characters or more has one but for a
+		// fraction of a percent. Prose and code mostly have none.
+		if looksLikeWords(line) {
+			continue
 		}
-		if longestRun(line, isVisible) >= minTransformRun {
+		// Credential characters are visible ones: no run of the one, no run of the
+		// other.
+		if longestRun(line, &visibleChars) >= minTransformRun {
 			reversed(&b, line)
+			if longestRun(line, &credChars) >= minTransformRun {
+				decodedRuns(&b, line, 0)
+			}
 		}
 		joined(&b, line)
-		everyOther(&b, line)
 	}
 	return b.String()
 }
 
-var credChars, b64Chars [256]bool
+// Byte classes as tables: the transforms look at every byte of the arguments.
+var credChars, b64Chars, visibleChars [256]bool
 
 func init() {
 	for c := 0; c < 256; c++ {
 		b := byte(c)
 		b64Chars[c] = isAlnum(b) || b == '-' || b == '_' || b == '+' || b == '/'
 		credChars[c] = isSegmentChar(b) || b == '.' || b == '~' || b == '$'
+		visibleChars[c] = b > ' ' && b < 0x7f && b != '"' && b != '\'' && b != '\\'
 	}
 }
 
-func isCredChar(c byte) bool { return credChars[c] }
-
 // isVisible: a character a password may hold (printable ASCII but space and quotes).
-func isVisible(c byte) bool { return c > ' ' && c < 0x7f && c != '"' && c != '\'' && c != '\\' }
-
 // reversed writes line backwards when it has a run of visible characters long
 // enough to hold a credential and not spelt in words.
 func reversed(b *strings.Builder, line string) {
 	if len(line) <= maxReversedLine {
 		found := false
-		forRuns(line, isVisible, func(from, to int) { found = found || !looksLikeWords(line[from:to]) })
+		forRuns(line, &visibleChars, func(from, to int) { found = found || !looksLikeWords(line[from:to]) })
 		if found {
 			b.WriteString(reverse(line))
 			b.WriteByte('\n')
@@ -78,7 +84,7 @@ func reversed(b *strings.Builder, line string) {
 		return
 	}
 	// A long line (minified text, a blob): each such run with what precedes it.
-	forRuns(line, isVisible, func(from, to int) {
+	forRuns(line, &visibleChars, func(from, to int) {
 		if !looksLikeWords(line[from:to]) {
 			b.WriteString(reverse(line[max(0, from-nameContext):to]))
 			b.WriteByte('\n')
@@ -97,10 +103,10 @@ func reverse(s string) string {
 	return string(out)
 }
 
-func longestRun(s string, in func(byte) bool) int {
+func longestRun(s string, in *[256]bool) int {
 	best, run := 0, 0
 	for i := 0; i < len(s); i++ {
-		if in(s[i]) {
+		if in[s[i]] {
 			run++
 			best = max(best, run)
 		} else {
@@ -112,14 +118,14 @@ func longestRun(s string, in func(byte) bool) int {
 
 // forRuns calls fn on each run [from, to) of s of at least minTransformRun bytes in
 // the set.
-func forRuns(s string, in func(byte) bool, fn func(from, to int)) {
+func forRuns(s string, in *[256]bool, fn func(from, to int)) {
 	for i := 0; i < len(s); {
-		if !in(s[i]) {
+		if !in[s[i]] {
 			i++
 			continue
 		}
-		j := i
-		for j < len(s) && in(s[j]) {
+		j := i + 1
+		for j < len(s) && in[s[j]] {
 			j++
 		}
 		if j-i >= minTransformRun {
@@ -136,18 +142,21 @@ func forRuns(s string, in func(byte) bool, fn func(from, to int)) {
 // characters are everyOther's.
 func joined(b *strings.Builder, line string) {
 	for _, sep := range [...]byte{' ', '-', '.'} {
-		if strings.IndexByte(line, sep) < 0 {
+		if strings.Count(line, string(sep)) < 3 {
 			continue
 		}
-		// A run: fields [from, at) of the same width, all credential characters.
+		// A run: fields line[from:off) of the same width. Only a run long enough is
+		// checked further, so a line of prose costs its separators' offsets.
 		from, width, count := 0, 0, 0
 		flush := func(end, lastWidth int) {
 			n := width*count + lastWidth
-			if width > 1 && count+min(lastWidth, 1) >= 4 && n >= minTransformRun && mostlyRandom(line[from:end], sep) {
+			run := line[from:end]
+			if width > 1 && count+min(lastWidth, 1) >= 4 && n >= minTransformRun &&
+				allCredOrSep(run, sep) && mostlyRandom(run, sep) {
 				b.WriteString(line[max(0, from-nameContext):from])
-				for i := from; i < end; i++ {
-					if line[i] != sep {
-						b.WriteByte(line[i])
+				for i := 0; i < len(run); i++ {
+					if run[i] != sep {
+						b.WriteByte(run[i])
 					}
 				}
 				b.WriteByte('\n')
@@ -161,11 +170,11 @@ func joined(b *strings.Builder, line string) {
 				end += off
 			}
 			w := end - off
-			ok := w > 0 && w <= 8 && allCred(line[off:end])
+			ok := w > 1 && w <= 8
 			switch {
 			case ok && count > 0 && w == width:
 				count++
-			case ok && count > 0 && w < width:
+			case w > 0 && count > 0 && w < width:
 				// A shorter last group ends the run.
 				flush(end, w)
 				count = 0
@@ -186,6 +195,15 @@ func joined(b *strings.Builder, line string) {
 	}
 }
 
+func allCredOrSep(s string, sep byte) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] != sep && !credChars[s[i]] {
+			return false
+		}
+	}
+	return true
+}
+
 // mostlyRandom tells whether at least half of the groups of a spaced run are no
 // word.
 func mostlyRandom(run string, sep byte) bool {
@@ -200,8 +218,6 @@ func mostlyRandom(run string, sep byte) bool {
 	return random >= 0
 }
 
-func isB64URLChar(c byte) bool { return b64Chars[c] }
-
 // maxDecodeNesting bounds base64 inside base64 (inside hex).
 const maxDecodeNesting = 2
 
@@ -209,7 +225,7 @@ const maxDecodeNesting = 2
 // hex run of line decodes to, when that is text: valid UTF-8 with no control
 // characters but tab and line ends.
 func decodedRuns(b *strings.Builder, line string, depth int) {
-	forRuns(line, isB64URLChar, func(from, to int) {
+	forRuns(line, &b64Chars, func(from, to int) {
 		run := line[from:to]
 		for to < len(line) && line[to] == '=' {
 			to++
@@ -259,41 +275,36 @@ func isText(p []byte) bool {
 	return true
 }
 
-func allCred(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if !isCredChar(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
 // everyOther writes each run of line in which every other byte is one separator
 // (space, dash or dot) with the separators removed: a credential spelt out one
 // character at a time. The characters between may be anything printable, the
 // separator itself included ("s-k---p-r-o-j" is "sk-proj").
 func everyOther(b *strings.Builder, line string) {
-	for _, sep := range [...]byte{' ', '-', '.'} {
-		for i := 0; i+1 < len(line); {
-			j := i
-			for j+1 < len(line) && line[j+1] == sep && line[j] > ' ' && line[j] < 0x7f {
-				j += 2
-			}
-			// line[i], line[i+2], …, line[j-2] are followed by sep; line[j] ends it.
-			n := (j - i) / 2
-			if j < len(line) && line[j] > ' ' && line[j] < 0x7f && (line[j] != sep || n > 0) {
-				n++
-			}
-			if n >= minTransformRun {
-				b.WriteString(line[max(0, i-nameContext):i])
-				for k := i; k < i+2*n-1; k += 2 {
-					b.WriteByte(line[k])
-				}
-				b.WriteByte('\n')
-				i = min(len(line), i+2*n)
-				continue
-			}
-			i++
+	for i := 0; i+5 < len(line); i++ {
+		// Three separators at every other byte start a run; most lines have none.
+		sep := line[i+1]
+		if sep != ' ' && sep != '-' && sep != '.' || line[i+3] != sep || line[i+5] != sep || !isPrintable(line[i]) {
+			continue
 		}
+		j := i
+		for j+1 < len(line) && line[j+1] == sep && isPrintable(line[j]) {
+			j += 2
+		}
+		// line[i], line[i+2], …, line[j-2] are followed by sep; line[j] ends it.
+		n := (j - i) / 2
+		if j < len(line) && isPrintable(line[j]) {
+			n++
+		}
+		if n < minTransformRun {
+			continue
+		}
+		b.WriteString(line[max(0, i-nameContext):i])
+		for k := i; k < i+2*n-1; k += 2 {
+			b.WriteByte(line[k])
+		}
+		b.WriteByte('\n')
+		i += 2*n - 1
 	}
 }
+
+func isPrintable(c byte) bool { return c > ' ' && c < 0x7f }
