@@ -242,7 +242,10 @@ func (p *rulePlan) addAnchor(lit string, rule int) {
 		p.prefix[k] = uint16(len(p.anchors))
 		p.anchors = append(p.anchors, nil)
 	}
-	p.anchors[p.prefix[k]] = append(p.anchors[p.prefix[k]], anchorRef{lit: lit, rule: rule})
+	refs := append(p.anchors[p.prefix[k]], anchorRef{lit: lit, rule: rule})
+	// The same literal's rules next to each other, so mark compares it once.
+	sort.SliceStable(refs, func(i, j int) bool { return refs[i].lit < refs[j].lit })
+	p.anchors[p.prefix[k]] = refs
 }
 
 // neverReports tells whether gitleaks can never report the rule on a fragment
@@ -289,8 +292,15 @@ func (p *rulePlan) mark(text string, lo, hi int, live liveSet) {
 		if a == 0 {
 			continue
 		}
+		lit, at := "", false // a literal shared by several rules is compared once
 		for _, ref := range p.anchors[a] {
-			if live[ref.rule] || !hasPrefixFold(seg[i:], ref.lit) {
+			if live[ref.rule] {
+				continue
+			}
+			if ref.lit != lit {
+				lit, at = ref.lit, hasPrefixFold(seg[i:], ref.lit)
+			}
+			if !at {
 				continue
 			}
 			if ref.rule >= len(p.gated) || p.gated[ref.rule].passes(text, lo+i) {
