@@ -18,7 +18,8 @@ import (
 )
 
 // DLP scans outgoing arguments for credential shapes with gitleaks' default rules
-// (provider API keys, cloud keys, VCS tokens, private keys, JWTs, …).
+// (provider API keys, cloud keys, VCS tokens, private keys, JWTs, …) and the fleet's
+// own (dlp_rules.toml).
 type DLP struct {
 	// plan runs gitleaks with only the rules that can match a text (dlp_plan.go).
 	plan *rulePlan

@@ -183,9 +183,15 @@ func looksLikeWords(v string) bool {
 	return true
 }
 
-func isAlnum(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
-}
+func isAlnum(c byte) bool { return alnumChars[c] }
+
+// alnumChars: looksLikeWords reads every line of the arguments.
+var alnumChars = func() (t [256]bool) {
+	for c := range t {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+	}
+	return t
+}()
 
 func isWordPart(p string) bool {
 	lower, upper, digit := 0, 0, 0

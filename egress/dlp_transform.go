@@ -8,23 +8,23 @@ import (
 )
 
 // Why this file exists: a credential written backwards, spaced out ("g h p _ a b …",
-// "ghp_-a-b-…", groups of four), or inside a base64url run without padding or a hex
-// run that gitleaks' decoder leaves alone (it decodes only text that is all
+// "s-k---p-r-o-j", groups of four), or inside a base64url run without padding or a
+// hex run that gitleaks' decoder leaves alone (it decodes only text that is all
 // printable ASCII: one accented letter in a .env hides every key in it) is still
 // the credential. transformedText renders those forms back, one per line, and Scan
 // runs the same rules over them. The cost is bounded by where a transform can
-// matter: only lines with a run of 16 or more credential characters are reversed,
-// only runs of 16 or more separated characters are joined, only runs of 16 or more
-// base64url or hex characters are decoded. Ordinary prose has none of these, so it
-// costs one pass over the text.
+// matter: a line is reversed, regrouped or decoded only when it has a part that is
+// no word (random text of 16 characters has one, prose and code mostly do not), and
+// only runs of 16 or more characters are; a line spelt out one character at a time
+// is found in one pass. Ordinary prose costs a pass or two over the text.
 
 const (
 	// minTransformRun: no credential shape the rules know is shorter.
 	minTransformRun = 16
 	// maxReversedLine: a longer line is reversed run by run (each run with the
-	// text just before it, where a name stands), not whole.
+	// text just after it, where a reversed name stands), not whole.
 	maxReversedLine = 1024
-	// nameContext is how much of a line before a joined or reversed run is kept,
+	// nameContext is how much of a line around a joined or reversed run is kept,
 	// so a keyed rule still sees the name the value is assigned to.
 	nameContext = 64
 )
@@ -59,18 +59,19 @@ func transformedText(src string) string {
 }
 
 // Byte classes as tables: the transforms look at every byte of the arguments.
+// visibleChars are those a password may hold (printable ASCII but space, quotes and
+// the backslash).
 var credChars, b64Chars, visibleChars [256]bool
 
 func init() {
 	for c := 0; c < 256; c++ {
 		b := byte(c)
-		b64Chars[c] = isAlnum(b) || b == '-' || b == '_' || b == '+' || b == '/'
+		b64Chars[c] = alnumChars[c] || b == '-' || b == '_' || b == '+' || b == '/'
 		credChars[c] = isSegmentChar(b) || b == '.' || b == '~' || b == '$'
 		visibleChars[c] = b > ' ' && b < 0x7f && b != '"' && b != '\'' && b != '\\'
 	}
 }
 
-// isVisible: a character a password may hold (printable ASCII but space and quotes).
 // reversed writes line backwards when it has a run of visible characters long
 // enough to hold a credential and not spelt in words.
 func reversed(b *strings.Builder, line string) {
@@ -83,10 +84,11 @@ func reversed(b *strings.Builder, line string) {
 		}
 		return
 	}
-	// A long line (minified text, a blob): each such run with what precedes it.
+	// A long line (minified text, a blob): each such run with what follows it (a
+	// name assigned to a reversed value stands after it).
 	forRuns(line, &visibleChars, func(from, to int) {
 		if !looksLikeWords(line[from:to]) {
-			b.WriteString(reverse(line[max(0, from-nameContext):to]))
+			b.WriteString(reverse(line[from:min(len(line), to+nameContext)]))
 			b.WriteByte('\n')
 		}
 	})
@@ -226,10 +228,7 @@ const maxDecodeNesting = 2
 // characters but tab and line ends.
 func decodedRuns(b *strings.Builder, line string, depth int) {
 	forRuns(line, &b64Chars, func(from, to int) {
-		run := line[from:to]
-		for to < len(line) && line[to] == '=' {
-			to++
-		}
+		run := line[from:to] // padding, if any, follows the run: it is optional
 		var dec []byte
 		var err error
 		switch {
