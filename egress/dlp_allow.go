@@ -42,7 +42,9 @@ func ignoredFleetFinding(f report.Finding) bool {
 	case keyedSecretRule:
 		return !plausibleKeyedSecret(nameOf(f.Match), f.Secret)
 	case webhookRule:
-		return looksLikeWords(f.Secret)
+		// A token has a digit but for a fraction of a percent of 24 characters or
+		// more; a path of words ("hooks/useAuthStateHandler") has none.
+		return looksLikeWords(f.Secret) || strings.IndexFunc(f.Secret, unicode.IsDigit) < 0
 	}
 	return false
 }
@@ -214,6 +216,29 @@ func isWordPart(p string) bool {
 	case upper == 0 || lower == 0:
 		return len(p) <= 20
 	}
-	// Capitalised ("Bearer"), not camel case with capitals inside (random).
-	return upper == 1 && 'A' <= p[0] && p[0] <= 'Z' && len(p) <= 20
+	// Capitalised ("Bearer") or camel case ("useAuthStateHandler"): every capital
+	// starts a hump of three letters or more, no longer than a word. Random letters
+	// rarely are (a random key of 16 or more characters has a digit, two capitals
+	// side by side or a short hump but for a fraction of a percent:
+	// TestKeyedSecretCalibration).
+	return camelWords(p)
+}
+
+// camelWords tells whether p is words in camel case: an optional lower-case word,
+// then capitalised words of 3 to 20 letters.
+func camelWords(p string) bool {
+	hump := 0
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if 'A' <= c && c <= 'Z' {
+			if i > 0 && hump < 3 {
+				return false
+			}
+			hump = 0
+		}
+		if hump++; hump > 20 {
+			return false
+		}
+	}
+	return hump >= 3 || len(p) == hump
 }

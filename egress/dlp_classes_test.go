@@ -336,6 +336,8 @@ func benignValues(t testing.TB) map[string]string {
 		"key with words":    "cache_key: linux-node-modules-lockfile-hash",
 		"api version":       "api_version: 2024-10-01-preview",
 		"webhook docs url":  "https://docs.example.com/webhooks/order-created-notification-handler",
+		"react hooks path":  "see src/hooks/useAuthenticationStateHandler.ts and https://example.com/hooks/useAuthenticationStateHandler",
+		"camel case value":  "secret_provider_key: getSecretFromVaultStorage",
 		"url with port":     "https://api.example.com:8443/v1/items",
 		"semver and ids":    "release v1.24.3 build 20240611.7 id 3f1c9a2e",
 		"license key words": "ABCD EFGH IJKL MNOP: the groups of a license key in prose",
