@@ -84,6 +84,11 @@ func snakeName(name string) string {
 	return b.String()
 }
 
+// callExpr is a value that is code, a call at its start or after ".", "{" or "[":
+// "hex.EncodeToString(b)", "[]string{mb.streamKey(id)" (the value may end before
+// the call does, at a quote or a comma). A key's alphabet has no "(".
+var callExpr = regexp.MustCompile(`(?:^|[.{\[])[A-Za-z_][A-Za-z0-9_]*\(`)
+
 // keyedPasswordName: a password may be short; a key or token is not.
 var keyedPasswordName = regexp.MustCompile(`(?i)(?:passw(?:or)?d|pwd|passphrase)s?$`)
 
@@ -115,7 +120,7 @@ func plausibleSecretValue(v string, minLen int) bool {
 		strings.HasPrefix(v, "{{") || strings.HasPrefix(v, "@") || strings.HasPrefix(v, "[REDACTED:") {
 		return false // a URL (uri-credentials reads its password), a reference, a mask
 	}
-	if looksLikeWords(v) {
+	if looksLikeWords(v) || callExpr.MatchString(v) {
 		return false
 	}
 	distinct := map[rune]bool{}
