@@ -21,9 +21,11 @@ var hostPortPath = regexp.MustCompile(`(?i)^[a-z0-9.-]*\.[a-z0-9-]+:[0-9]{1,5}(/
 func ignoredFinding(f report.Finding) bool {
 	if f.RuleID == "generic-api-key" {
 		// Beside its own allowlist of letters only ("^[a-zA-Z_.-]+$"): words with
-		// short numbers ("min-length-12-with-symbols", "2024-10-01-preview").
-		return hostPortPath.MatchString(f.Match) || secretFreeName.MatchString(snakeName(nameOf(f.Match))) ||
-			looksLikeWords(f.Secret)
+		// short numbers ("min-length-12-with-symbols", "2024-10-01-preview"),
+		// unless a password is assigned, which may be words ("Summer-Breeze-42").
+		name := nameOf(f.Match)
+		return hostPortPath.MatchString(f.Match) || secretFreeName.MatchString(snakeName(name)) ||
+			looksLikeWords(f.Secret) && !keyedPasswordName.MatchString(name)
 	}
 	return ignoredFleetFinding(f)
 }

@@ -162,6 +162,16 @@ func TestKeyedSecretUnderAnyServiceName(t *testing.T) {
 	t.Logf("%d of %d keyed values found", n-missed, n)
 }
 
+// TestPassphraseUnderAPasswordName: words are no key, but a password may be words;
+// gitleaks' generic rule finds this one and the judgement of words must not drop it.
+func TestPassphraseUnderAPasswordName(t *testing.T) {
+	t.Parallel()
+	d, err := NewDLP()
+	require.NoError(t, err)
+	require.True(t, hasSecret(d.Scan("DB_PASSWORD=Summer-Breeze-Quartz-42"), "Summer-Breeze-Quartz-42"))
+	require.Empty(t, d.Scan("password_policy: min-length-12-with-symbols"))
+}
+
 func hasSecret(fs []Finding, key string) bool {
 	for _, f := range fs {
 		if strings.Contains(f.Secret, key) {
