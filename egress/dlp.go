@@ -1,6 +1,7 @@
 package egress
 
 import (
+	_ "embed" // the fleet's rules file
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,13 +11,15 @@ import (
 	"sync"
 	"unicode"
 
+	"github.com/spf13/viper"
 	"github.com/zricethezav/gitleaks/v8/config"
 	"github.com/zricethezav/gitleaks/v8/detect"
 	"github.com/zricethezav/gitleaks/v8/report"
 )
 
 // DLP scans outgoing arguments for credential shapes with gitleaks' default rules
-// (provider API keys, cloud keys, VCS tokens, private keys, JWTs, …).
+// (provider API keys, cloud keys, VCS tokens, private keys, JWTs, …) and the fleet's
+// own (dlp_rules.toml).
 type DLP struct {
 	// plan runs gitleaks with only the rules that can match a text (dlp_plan.go).
 	plan *rulePlan
@@ -40,9 +43,18 @@ func NewDLP() (*DLP, error) {
 			return
 		}
 		cfg := def.Config
-		for _, r := range extraRules {
-			cfg.Rules[r.RuleID] = r
-			cfg.OrderedRules = append(cfg.OrderedRules, r.RuleID)
+		var fleet config.Config
+		if fleet, dlpErr = loadFleetRules(); dlpErr != nil {
+			return
+		}
+		for _, id := range fleet.OrderedRules {
+			if _, dup := cfg.Rules[id]; dup {
+				dlpErr = fmt.Errorf("dlp_rules.toml: rule %s is also one of gitleaks' defaults", id)
+				return
+			}
+			r := fleet.Rules[id]
+			cfg.Rules[id] = r
+			cfg.OrderedRules = append(cfg.OrderedRules, id)
 			for _, k := range r.Keywords {
 				cfg.Keywords[strings.ToLower(k)] = struct{}{}
 			}
@@ -55,7 +67,7 @@ func NewDLP() (*DLP, error) {
 		dlpDet.IgnoreGitleaksAllow = true
 	})
 	if dlpErr != nil {
-		return nil, fmt.Errorf("dlp: gitleaks config: %w", dlpErr)
+		return nil, fmt.Errorf("dlp: rules: %w", dlpErr)
 	}
 	plan, err := newRulePlan(dlpDet.Config)
 	if err != nil {
@@ -64,49 +76,34 @@ func NewDLP() (*DLP, error) {
 	return &DLP{plan: plan, decodeDepth: dlpDet.MaxDecodeDepth}, nil
 }
 
-// extraRules close gaps in gitleaks' defaults. An AWS secret access key is 40
-// characters of base64 with no prefix of its own: gitleaks only finds the key id
-// (AKIA…), and its generic rule misses secrets that start with "/" or "+". Matched
-// here by the names it travels under.
-var extraRules = []config.Rule{{
-	RuleID:      "aws-secret-access-key",
-	Description: "AWS secret access key, by the name it is assigned to",
-	Regex: regexp.MustCompile(`(?i)(?:aws[_-]?secret[_-]?(?:access[_-]?)?key|secret[_-]?access[_-]?key|aws[_-]?secret)(?:["'\s]*[:=]+[>\s]*|["'\s]+)["']?` +
-		`([A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)`),
-	SecretGroup: 1,
-	Entropy:     3.5,
-	Keywords:    []string{"aws_secret", "awssecret", "aws-secret", "secretaccesskey", "secret_access_key", "secret-access-key"},
-},
-	// Provider keys by their prefix alone. gitleaks' own rules for these demand a
-	// marker inside the key (OpenAI's "T3BlbkFJ", Anthropic's trailing "AA"), an exact
-	// length, or a following quote or space; a key that lacks the marker or is
-	// followed by "&", "," or a backslash got through.
-	prefixRule("openai-api-key-prefix", `sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,250}`, "sk-proj-", "sk-svcacct-", "sk-admin-"),
-	prefixRule("openai-legacy-api-key", `sk-[A-Za-z0-9]{48}`, "sk-"),
-	prefixRule("anthropic-api-key-prefix", `sk-ant-(?:api|admin)[0-9]{2}-[A-Za-z0-9_-]{80,120}`, "sk-ant-"),
-	prefixRule("stripe-key-prefix", `(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{20,247}`, "sk_live_", "rk_live_", "sk_test_", "rk_test_", "sk_prod_", "rk_prod_"),
-	prefixRule("google-api-key-prefix", `AIza[0-9A-Za-z_-]{35}`, "aiza"),
-	prefixRule("github-token-prefix", `(?:gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9_]{60,251})`, "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
-	prefixRule("gitlab-token-prefix", `glpat-[A-Za-z0-9_-]{20,64}`, "glpat-"),
-	prefixRule("slack-token-prefix", `xox[abposre]-[A-Za-z0-9-]{20,250}`, "xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-", "xoxe-"),
-	prefixRule("npm-token-prefix", `npm_[A-Za-z0-9]{36}`, "npm_"),
-	prefixRule("huggingface-token-prefix", `hf_[A-Za-z0-9]{34,40}`, "hf_"),
-	prefixRule("sendgrid-api-key-prefix", `SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}`, "sg."),
-	prefixRule("twilio-api-key-prefix", `SK[0-9a-fA-F]{32}`, "sk"),
-}
+// fleetRules are the fleet's own rules (dlp_rules.toml), in gitleaks' format.
+//
+//go:embed dlp_rules.toml
+var fleetRules string
 
-// prefixRule matches a credential by its own prefix and shape, bounded only by a
-// character its alphabet does not contain: after decoding, a value is followed by
-// whatever its encoding put there. Entropy keeps placeholders ("sk-xxxx…") out.
-func prefixRule(id, shape string, keywords ...string) config.Rule {
-	return config.Rule{
-		RuleID:      id,
-		Description: "credential by its provider prefix (" + keywords[0] + "…)",
-		Regex:       regexp.MustCompile(`(?:^|[^A-Za-z0-9_-])(` + shape + `)(?:[^A-Za-z0-9_-]|$)`),
-		SecretGroup: 1,
-		Entropy:     3,
-		Keywords:    keywords,
+// loadFleetRules parses the fleet's rules with gitleaks' own translation (regexps,
+// allowlists, keywords), through a viper instance of its own: gitleaks' loader
+// goes through the global one.
+func loadFleetRules() (cfg config.Config, err error) {
+	// gitleaks compiles a rule's regexp with MustCompile.
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("translate dlp_rules.toml: %v", r)
+		}
+	}()
+	v := viper.New()
+	v.SetConfigType("toml")
+	if err := v.ReadConfig(strings.NewReader(fleetRules)); err != nil {
+		return config.Config{}, fmt.Errorf("read dlp_rules.toml: %w", err)
 	}
+	var vc config.ViperConfig
+	if err := v.Unmarshal(&vc); err != nil {
+		return config.Config{}, fmt.Errorf("decode dlp_rules.toml: %w", err)
+	}
+	if cfg, err = vc.Translate(); err != nil {
+		return config.Config{}, fmt.Errorf("translate dlp_rules.toml: %w", err)
+	}
+	return cfg, nil
 }
 
 // Finding is one detected secret: the rule and the secret itself (for redaction only;
@@ -173,7 +170,13 @@ func (d *DLP) scan(s string, detect func(string) []report.Finding) []Finding {
 		}
 	}
 	add(s)
-	add(decodedValues(s))
+	values := decodedValues(s)
+	add(values)
+	// The values one per line when s carried any, s itself when it is plain text.
+	if values == "" {
+		values = s
+	}
+	add(transformedText(values))
 	out = withoutSecretRefs(s, out)
 	sort.Slice(out, func(i, j int) bool { return out[i].Rule < out[j].Rule })
 	return out
@@ -365,13 +368,22 @@ func Redact(s string, fs []Finding) string {
 	return s
 }
 
+// maskedWith tells whether secret is (part of) one already masked, also when the
+// two are forms of one value: a rule finds a secret as written ("p%23w", "a\\nb")
+// and again decoded ("p#w", "a\nb"), and masking the one took the other.
 func maskedWith(secret string, masked []string) bool {
+	plain := plainForm(secret)
 	for _, m := range masked {
-		if strings.Contains(m, secret) {
+		if strings.Contains(m, secret) || strings.Contains(plainForm(m), secret) || strings.Contains(plainForm(m), plain) {
 			return true
 		}
 	}
 	return false
+}
+
+// plainForm is a secret with its JSON escapes and percent-encoding decoded.
+func plainForm(s string) string {
+	return queryUnescapeLenient(unescapeJSON(s))
 }
 
 // encodedForm matches secret with any of its characters written as itself, a JSON

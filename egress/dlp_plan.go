@@ -89,6 +89,8 @@ type gatedRule struct {
 	tests []runTest
 	// folded: the anchor is case-insensitive and holds a letter with a non-ASCII fold.
 	folded bool
+	// exact: the anchor is case-sensitive; its strings are kept as written.
+	exact bool
 }
 
 // byteSet is a set of bytes; a character outside ASCII is represented by all of
@@ -173,8 +175,9 @@ type ungatedRule struct {
 }
 
 type anchorRef struct {
-	lit  string // lower case
-	rule int    // index into gated, then into ungated
+	lit   string // lower case
+	exact string // as written when the anchor is case-sensitive, else ""
+	rule  int    // index into gated, then into ungated
 }
 
 // newRulePlan derives the gates of cfg's rules. A rule that cannot report anything
@@ -212,7 +215,7 @@ func newRulePlan(cfg config.Config) (*rulePlan, error) {
 			p.reach = max(p.reach, g.runes*utf8.UTFMax)
 			p.gated = append(p.gated, g)
 			for _, lit := range anchors[i] {
-				p.addAnchor(lit, len(p.gated)-1)
+				p.addAnchor(lit, len(p.gated)-1, g.exact)
 			}
 		}
 	}
@@ -225,7 +228,7 @@ func newRulePlan(cfg config.Config) (*rulePlan, error) {
 				p.lowerAlways = true
 				continue
 			}
-			p.addAnchor(k, len(p.gated)+i)
+			p.addAnchor(k, len(p.gated)+i, false)
 		}
 	}
 	// A keyword reaching into a decoded stretch is found from as far before it.
@@ -233,16 +236,24 @@ func newRulePlan(cfg config.Config) (*rulePlan, error) {
 	return p, nil
 }
 
-// addAnchor files lit (lower case ASCII, two bytes or more, so fewer than 1<<14
+// addAnchor files lit (ASCII, two bytes or more, so fewer than 1<<14
 // prefixes) under its first two bytes; rule indexes gated, then ungated rules.
-func (p *rulePlan) addAnchor(lit string, rule int) {
+func (p *rulePlan) addAnchor(lit string, rule int, exact bool) {
+	ref := anchorRef{lit: asciiLower(lit), rule: rule}
+	if exact {
+		ref.exact = lit
+	}
+	lit = ref.lit
 	p.maxAnchor = max(p.maxAnchor, len(lit))
 	k := uint16(lit[0])<<8 | uint16(lit[1])
 	if p.prefix[k] == 0 {
 		p.prefix[k] = uint16(len(p.anchors))
 		p.anchors = append(p.anchors, nil)
 	}
-	p.anchors[p.prefix[k]] = append(p.anchors[p.prefix[k]], anchorRef{lit: lit, rule: rule})
+	refs := append(p.anchors[p.prefix[k]], ref)
+	// The same literal's rules next to each other, so mark compares it once.
+	sort.SliceStable(refs, func(i, j int) bool { return refs[i].lit < refs[j].lit })
+	p.anchors[p.prefix[k]] = refs
 }
 
 // neverReports tells whether gitleaks can never report the rule on a fragment
@@ -289,8 +300,15 @@ func (p *rulePlan) mark(text string, lo, hi int, live liveSet) {
 		if a == 0 {
 			continue
 		}
+		lit, at := "", false // a literal shared by several rules is compared once
 		for _, ref := range p.anchors[a] {
-			if live[ref.rule] || !hasPrefixFold(seg[i:], ref.lit) {
+			if live[ref.rule] {
+				continue
+			}
+			if ref.lit != lit {
+				lit, at = ref.lit, hasPrefixFold(seg[i:], ref.lit)
+			}
+			if !at || ref.exact != "" && !strings.HasPrefix(seg[i:], ref.exact) {
 				continue
 			}
 			if ref.rule >= len(p.gated) || p.gated[ref.rule].passes(text, lo+i) {
@@ -477,13 +495,51 @@ func gateOf(id string, re *syntax.Regexp) (*gatedRule, []string, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("compile %q: %w", whole.String(), err)
 	}
-	return &gatedRule{
+	g := &gatedRule{
 		id:     id,
 		gate:   gate,
 		runes:  n + 1,
 		tests:  runTests(flatten(rest)),
 		folded: foldsOutsideASCII(elems[from:]),
-	}, lits, nil
+	}
+	// An anchor of a case-sensitive part is compared as written: "Nj" of a
+	// Discord token must not stop at every "nj" of prose. Only when the strings
+	// are the same as the lower-case ones but for their case.
+	if !foldsCase(elems[from:]) {
+		if exact, _ := prefixesIn(concat(elems[from:]), exactCase); sameLowered(exact, lits) {
+			g.exact, lits = true, exact
+		}
+	}
+	return g, lits, nil
+}
+
+func exactCase(s string) string { return s }
+
+// foldsCase tells whether a part of parts is case-insensitive.
+func foldsCase(parts []*syntax.Regexp) bool {
+	for _, p := range parts {
+		if p.Flags&syntax.FoldCase != 0 || foldsCase(p.Sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// sameLowered tells whether exact, lowered, are the strings of lower.
+func sameLowered(exact, lower []string) bool {
+	set := map[string]bool{}
+	for _, e := range exact {
+		set[asciiLower(e)] = true
+	}
+	if len(set) != len(lower) {
+		return false
+	}
+	for _, l := range lower {
+		if !set[l] {
+			return false
+		}
+	}
+	return true
 }
 
 // runTests derives a gate's quick tests from the parts of its sequence past the
@@ -597,7 +653,11 @@ func flatten(re *syntax.Regexp) []*syntax.Regexp {
 // most maxAnchorStrings, ASCII), and whether they are its whole matches. {""} when
 // nothing better is known. An assertion ends the prefix: checked at the start of a
 // gate, it would lack the character before.
-func prefixes(re *syntax.Regexp) ([]string, bool) {
+func prefixes(re *syntax.Regexp) ([]string, bool) { return prefixesIn(re, asciiLower) }
+
+// prefixesIn is prefixes with the strings passed through norm: asciiLower, or
+// keeping their case (exactCase) for an anchor compared as written.
+func prefixesIn(re *syntax.Regexp, norm func(string) string) ([]string, bool) {
 	none := []string{""}
 	switch re.Op {
 	case syntax.OpEmptyMatch:
@@ -608,7 +668,7 @@ func prefixes(re *syntax.Regexp) ([]string, bool) {
 				return none, false
 			}
 		}
-		return []string{asciiLower(string(re.Rune))}, true
+		return []string{norm(string(re.Rune))}, true
 	case syntax.OpCharClass:
 		var out []string
 		for i := 0; i+1 < len(re.Rune); i += 2 {
@@ -617,16 +677,16 @@ func prefixes(re *syntax.Regexp) ([]string, bool) {
 				return none, false
 			}
 			for r := lo; r <= hi; r++ {
-				out = append(out, asciiLower(string(r)))
+				out = append(out, norm(string(r)))
 			}
 		}
 		return dedup(out), true
 	case syntax.OpCapture:
-		return prefixes(re.Sub[0])
+		return prefixesIn(re.Sub[0], norm)
 	case syntax.OpConcat:
 		out := none
 		for _, s := range re.Sub {
-			next, whole := prefixes(s)
+			next, whole := prefixesIn(s, norm)
 			p, ok := product(out, next)
 			if !ok {
 				return out, false
@@ -641,7 +701,7 @@ func prefixes(re *syntax.Regexp) ([]string, bool) {
 		var out []string
 		whole := true
 		for _, s := range re.Sub {
-			next, w := prefixes(s)
+			next, w := prefixesIn(s, norm)
 			out = dedup(append(out, next...))
 			whole = whole && w
 			if len(out) > maxAnchorStrings {
@@ -650,13 +710,13 @@ func prefixes(re *syntax.Regexp) ([]string, bool) {
 		}
 		return out, whole
 	case syntax.OpQuest:
-		sub, whole := prefixes(re.Sub[0])
+		sub, whole := prefixesIn(re.Sub[0], norm)
 		return dedup(append(sub, "")), whole
 	case syntax.OpRepeat:
 		if re.Min == 0 {
 			return none, false
 		}
-		sub, whole := prefixes(re.Sub[0])
+		sub, whole := prefixesIn(re.Sub[0], norm)
 		if !whole {
 			return sub, false // every match starts with its first copy
 		}
@@ -670,7 +730,7 @@ func prefixes(re *syntax.Regexp) ([]string, bool) {
 		}
 		return out, re.Min == re.Max && re.Min <= 4
 	case syntax.OpPlus:
-		sub, _ := prefixes(re.Sub[0])
+		sub, _ := prefixesIn(re.Sub[0], norm)
 		return sub, false
 	}
 	return none, false

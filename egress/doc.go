@@ -4,8 +4,10 @@
 //   - destinations: CheckURL and EgressPolicy (a team's allowlist, the fleet's own
 //     endpoints, private ranges, link-local and metadata addresses never), Egress
 //     (the HTTP client that checks again on the address actually dialed);
-//   - DLP: gitleaks' rules planned by keyword (DLP.Scan, Redact, MaskSecrets) and
-//     the approval view a human decides on (DLP.ApproverView);
+//   - DLP: gitleaks' rules and the fleet's (dlp_rules.toml) planned by keyword,
+//     over the text, its decoded values and their reversed, spaced-out and decoded
+//     forms (DLP.Scan, Redact, MaskSecrets), and the approval view a human decides
+//     on (DLP.ApproverView);
 //   - secrets: a team's secret sources (LoadSecrets), scrubbed from every result;
 //   - normalization: NormalizeURL, NormalizePath, Canonicalize and ArgsHash (the
 //     hash an approval binds);
