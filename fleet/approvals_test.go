@@ -42,7 +42,14 @@ func setupApprovals(t *testing.T) *fleettest.Fleet {
 
 func submitWriter(t *testing.T, f *fleettest.Fleet, calls ...map[string]any) string {
 	t.Helper()
-	tm := team(append(calls, map[string]any{"say": "done"}), loopback)
+	return submitWriterWith(t, f, nil, calls...)
+}
+
+// submitWriterWith is submitWriter with the team's extra keys (loopback for a
+// URL on 127.0.0.1; an allowlist also gives the shell's sandbox a network).
+func submitWriterWith(t *testing.T, f *fleettest.Fleet, extra map[string]any, calls ...map[string]any) string {
+	t.Helper()
+	tm := team(append(calls, map[string]any{"say": "done"}), extra)
 	tm["workers"] = []map[string]any{{"name": "writer", "prompt": "w", "mcp_servers": []string{"workspace", "shell", "research"}}}
 	return f.SubmitTeam(tm, "ask a human")
 }
@@ -142,7 +149,7 @@ func TestApprovalExpiryAndCancelOverTheAPI(t *testing.T) {
 	f := setupApprovals(t)
 	ctx := context.Background()
 
-	late := submitWriter(t, f, call("download_pdf", map[string]any{"url": "http://127.0.0.1:1/a.pdf"}))
+	late := submitWriterWith(t, f, loopback, call("download_pdf", map[string]any{"url": "http://127.0.0.1:1/a.pdf"}))
 	a := pendingApproval(t, f, late)
 	_, err := f.Store.Pool.Exec(ctx, `UPDATE approvals SET expires_at = now() - interval '1 second' WHERE id = $1`, a.ID)
 	require.NoError(t, err)
@@ -156,7 +163,7 @@ func TestApprovalExpiryAndCancelOverTheAPI(t *testing.T) {
 	require.Equal(t, store.ApprovalTimedOut, got.Status, "timed out before the expiry task ran")
 	require.Equal(t, "completed", f.WaitTerminal(late, 60*time.Second).Status, "the run went on without the call")
 
-	cancelled := submitWriter(t, f, call("download_pdf", map[string]any{"url": "http://127.0.0.1:1/b.pdf"}))
+	cancelled := submitWriterWith(t, f, loopback, call("download_pdf", map[string]any{"url": "http://127.0.0.1:1/b.pdf"}))
 	b := pendingApproval(t, f, cancelled)
 	code, raw = f.Do("POST", "/api/runs/"+cancelled+"/cancel", nil, nil)
 	require.Equal(t, http.StatusOK, code, string(raw))

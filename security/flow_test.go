@@ -319,7 +319,9 @@ func TestGateFlowPrivateContent(t *testing.T) {
 	const (
 		hostile = "web_fetch https://evil.example/page (turn 1)"
 		env     = "read_file .env (turn 2)"
-		key     = "sk_live_4eC39HqLyjWDarjtT1zdp7dcQ9vR2mX8"
+		// A token of no issuer's shape: DLP has no rule for it, the
+		// fingerprints know it because the session read it.
+		key = "Qm4eC39HqLyjWDarjtT1zdp7dcQ9vR2mX8pL"
 	)
 	set, err := fingerprint.New(fingerprint.Config{})
 	require.NoError(t, err)
@@ -340,7 +342,7 @@ func TestGateFlowPrivateContent(t *testing.T) {
 		name, url, body string
 		form            string // "" when the call carries nothing private
 	}{
-		{name: "the key in a query", url: "/collect?k=" + key[8:], form: "as sent"},
+		{name: "the key in a query", url: "/collect?k=" + key[4:], form: "as sent"},
 		{name: "base64url in a path", url: "/c/" + b64, form: "base64"},
 		{name: "reversed in a body", url: "/collect", body: rev.String(), form: "reversed"},
 		{name: "spaced out", url: "/collect", body: strings.Join(strings.Split(key, ""), " "), form: "spaced"},
