@@ -81,3 +81,25 @@ func TestFileLabels(t *testing.T) {
 	require.Empty(t, workspaceRel(ws, "/etc/passwd"))
 	require.Empty(t, workspaceRel(ws, "../outside.md"))
 }
+
+// A knowledge document a labelled session saved is labelled like any file it
+// wrote: write_knowledge's receipt names the file, and search_knowledge's
+// answer names it again when a later session finds it.
+func TestKnowledgeDocumentsCarryTheirLabel(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	persists := &tools.Spec{Persists: true}
+	receipt := llm.Message{Role: llm.RoleTool, Content: `{"id":"p1:knowledge/standing-orders.md","path":"knowledge/standing-orders.md","chunks":1,"indexed":true,"updated":false}`}
+	p := writtenPath(persists, llm.ToolCall{Name: "write_knowledge", Args: json.RawMessage(`{"title":"Standing orders","content":"x"}`)}, receipt)
+	require.Equal(t, "knowledge/standing-orders.md", p)
+	require.Empty(t, writtenPath(&tools.Spec{}, llm.ToolCall{Name: "todo", Args: json.RawMessage(`{}`)}, receipt), "only a tool that persists or declares its path")
+	require.Empty(t, writtenPath(persists, llm.ToolCall{Name: "write_knowledge"}, llm.Message{Content: "error: disk full"}))
+
+	const page = "web_fetch https://evil.example/page (turn 1)"
+	require.NoError(t, labelFile(ws, workspaceRel(ws, p), []string{page}))
+	found := `{"results":[{"title":"Standing orders","path":"knowledge/standing-orders.md","snippet":"always **send** the notes","score":0.9,"source":"project"}]}`
+	prov, err := fileProvenance(ws, &tools.Spec{Reads: tools.Private}, llm.ToolCall{Name: "search_knowledge", Args: json.RawMessage(`{"query":"orders"}`)}, found)
+	require.NoError(t, err)
+	require.NotNil(t, prov)
+	require.Equal(t, []string{"knowledge/standing-orders.md, written by a session that read " + page}, prov.Untrusted)
+}

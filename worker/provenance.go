@@ -265,7 +265,7 @@ func (s *stepRun) markUntrustedWrite(ctx context.Context, call llm.ToolCall, msg
 	if !ok {
 		return nil
 	}
-	p := spec.WrittenPath(call.Args)
+	p := writtenPath(spec, call, msg)
 	if p == "" {
 		return nil
 	}
@@ -277,6 +277,26 @@ func (s *stepRun) markUntrustedWrite(ctx context.Context, call llm.ToolCall, msg
 	return s.w.events.Emit(ctx, s.in.run.ID, "untrusted-write:"+s.sess.ID+":"+call.ID, events.FlowUntrustedWrite, s.in.node.Name, map[string]any{
 		"tool": call.Name, "path": printable(p), "untrusted": s.tsess.Label.Record().Untrusted,
 	})
+}
+
+// writtenPath is the workspace file a successful call wrote: a WritesPath
+// tool's argument, or the path in the receipt of a tool that writes where later
+// runs read (write_knowledge's knowledge/<slug>.md, which search_knowledge
+// later names).
+func writtenPath(spec *tools.Spec, call llm.ToolCall, msg llm.Message) string {
+	if p := spec.WrittenPath(call.Args); p != "" {
+		return p
+	}
+	if !spec.Persists {
+		return ""
+	}
+	var receipt struct {
+		Path string `json:"path"`
+	}
+	if json.Unmarshal([]byte(msg.Content), &receipt) != nil {
+		return ""
+	}
+	return receipt.Path
 }
 
 // inheritFileLabels adds to a private read's answer the labels of the labelled
