@@ -77,9 +77,11 @@ func walkReads(reg *tools.Registry, msgs []llm.Message, visit func(i int, p tool
 				continue
 			}
 			target := readTarget(c.Args)
-			if spec.Reads == tools.Untrusted && ownApp(target) {
-				// The run's own app (loopback in its sandbox): the session wrote
-				// what it serves, so reading it adds nothing the label lacks.
+			if spec.Reads == tools.Untrusted && spec.LoopbackInSandbox && ownApp(target) {
+				// The run's own app (a loopback URL a LoopbackInSandbox tool
+				// reaches inside the run's sandbox): the session wrote what it
+				// serves, so reading it adds nothing the label lacks. Another
+				// tool's loopback URL is the worker host's, whoever serves it.
 				continue
 			}
 			visit(i, spec.Reads, fmt.Sprintf("%s %s (turn %d)", c.Name, target, turn), m.Content)

@@ -18,6 +18,7 @@ func TestLabelOfHistory(t *testing.T) {
 	reg := tools.NewRegistry()
 	noop := func(context.Context, tools.Call, map[string]any) (tools.Result, error) { return tools.Result{}, nil }
 	tools.Register(reg, "web_fetch", "fetch", noop, tools.InGroup("research"), tools.Reads(tools.Untrusted))
+	tools.Register(reg, "validate_web_app", "check the run's app", noop, tools.InGroup("quality"), tools.Reads(tools.Untrusted), tools.Outbound(), tools.LoopbackInSandbox(true))
 	tools.Register(reg, "read_file", "read", noop, tools.InGroup("workspace"), tools.Reads(tools.Private))
 	tools.Register(reg, "write_file", "write", noop, tools.InGroup("workspace"))
 	call := func(id, name, args string) llm.ToolCall {
@@ -45,8 +46,12 @@ func TestLabelOfHistory(t *testing.T) {
 			result("a", true), llm.Message{Role: llm.RoleTool, ToolCallID: "b", Content: "error: denied by egress: …", IsError: true, Refused: true}),
 			untrusted: "web_fetch https://evil.example/p (turn 1)"},
 		{name: "the run's own app is not a stranger", msgs: append(head,
-			llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call("a", "web_fetch", `{"url":"http://127.0.0.1:8000/"}`), call("b", "web_fetch", `{"url":"http://localhost/x"}`)}},
+			llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call("a", "validate_web_app", `{"url":"http://127.0.0.1:8000/"}`), call("b", "validate_web_app", `{"url":"http://localhost/x"}`)}},
 			result("a", false), result("b", false))},
+		{name: "a loopback page another tool fetches is the host's, a stranger's", msgs: append(head,
+			llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call("a", "web_fetch", `{"url":"http://127.0.0.1:8000/page"}`)}},
+			result("a", false)),
+			untrusted: "web_fetch http://127.0.0.1:8000/page (turn 1)"},
 		{name: "recalled memory is private", msgs: []llm.Message{head[0], {Role: llm.RoleSystem, Content: "memory"}, head[1]}, private: "recalled memory"},
 		{name: "a long argument is cut", msgs: append(head,
 			llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call("a", "web_fetch", `{"url":"`+long+`"}`)}},
