@@ -153,11 +153,21 @@ func TestFlowRulesEndToEnd(t *testing.T) {
 		"sync a record: private data to the API, nothing untrusted read": {seed, readNotes,
 			call("http_request", map[string]any{"method": "POST", "url": at("api.partner.test", "/collect"), "body": "alice@example.com"})},
 		"read the web, then write a summary file": {readPage, readNotes, call("write_file", map[string]any{"path": "summary.md", "content": "a summary"})},
+		"update code": {call("write_file", map[string]any{"path": "main.go", "content": "package main\n\nfunc main() {}\n"}),
+			call("read_file", map[string]any{"path": "main.go"}), call("edit_file", map[string]any{"path": "main.go", "search": "func main() {}", "replace": "func main() { println(1) }"})},
+		// Saving what a page said where later runs read it asks (once), by design.
+		"read the docs, then save notes to the knowledge base": {call("web_fetch", map[string]any{"url": at("api.partner.test", "/docs")}),
+			call("write_knowledge", map[string]any{"title": "Partner API notes", "content": "How to use the API."})},
 	}
+	// Clean runs: nothing untrusted read, so nothing may ask.
+	clean := map[string]bool{"sync a record: private data to the API, nothing untrusted read": true, "update code": true, "message a teammate": true}
 	benignIDs := map[string]string{}
 	for name, script := range benign {
 		benignIDs[name] = f.SubmitTeam(team(script), "benign: "+name)
 	}
+	benignIDs["message a teammate"] = f.SubmitTeam(relay([]map[string]any{delegateTo("reader"), delegateTo("sender"), reply},
+		[]map[string]any{seed, readNotes, call("send_message_to", map[string]any{"to": "sender", "message": "the notes are up to date"}), done},
+		[]map[string]any{done}), "benign: message a teammate")
 
 	for i, a := range attacks {
 		appr := pendingApproval(t, f, ids[i])
@@ -197,14 +207,25 @@ func TestFlowRulesEndToEnd(t *testing.T) {
 	}
 	require.True(t, refused, "the encoded key was refused by the flow rules")
 	asks := 0
+	// The knowledge note waits for its human; the human approves.
+	kb := pendingApproval(t, f, benignIDs["read the docs, then save notes to the knowledge base"])
+	require.Equal(t, "write_knowledge", kb.Tool)
+	require.Contains(t, kb.Why, "this writes where later runs will read it")
+	code, raw := f.Do("POST", "/api/approvals/"+kb.ID+"/approve", map[string]string{"reason": "the notes are fine"}, nil)
+	require.Equal(t, http.StatusOK, code, string(raw))
 	for name, id := range benignIDs {
 		evs := f.Follow(id, 0, 60*time.Second)
 		require.Equal(t, "run.completed", evs[len(evs)-1].Type, name)
+		n := 0
 		for _, e := range evs {
 			if e.Type == "approval.requested" {
-				asks++
+				n++
 			}
 		}
+		if clean[name] {
+			require.Zero(t, n, "%s read nothing untrusted: it asks nothing", name)
+		}
+		asks += n
 	}
 	// The benign summary was written after the page was read: marked for review.
 	summary := benignIDs["read the web, then write a summary file"]
@@ -217,8 +238,10 @@ func TestFlowRulesEndToEnd(t *testing.T) {
 		}
 	}
 	require.True(t, marked, "the file written after the page was read is marked for review")
-	t.Logf("flow corpus: %d attacks and %d laundering attempts stopped at a human; benign: %d runs, %d asks", len(attacks), len(launder), len(benign), asks)
-	require.Zero(t, asks, "the benign runs asked a human")
+	t.Logf("flow corpus: %d attacks and %d laundering attempts stopped at a human, 1 encoded key refused; benign: %d runs, %d asks (%.2f a run)",
+		len(attacks), len(launder), len(benignIDs), asks, float64(asks)/float64(len(benignIDs)))
+	require.LessOrEqual(t, float64(asks)/float64(len(benignIDs)), 1.0, "benign runs ask at most once on average")
+	require.Equal(t, 1, asks, "only the knowledge note asked")
 	// The sync run posted once; no attack reached the collector.
 	require.EqualValues(t, 1, collected.Load(), "only the benign sync reached /collect")
 }
