@@ -344,6 +344,7 @@ func TestStudioInTheBrowser(t *testing.T) {
 		chromedp.WaitVisible(css(`#timeline li[data-type="approval.requested"]`)),
 	)
 	require.Zero(t, alice.count(`#timeline li[data-type="run.completed"]`), "the run waits")
+	require.Contains(t, alice.text(`#timeline li[data-type="approval.requested"]`), "restricted tool", "the timeline says why it waits")
 	alice.screenshot("run-waiting")
 
 	oncall := b.tab()

@@ -496,7 +496,17 @@ function card(ev, ctx) {
     case 'notification': return cardShell(ev, 'note ' + (d.level === 'error' || d.level === 'warning' ? 'bad' : ''), 'notification' + (d.level ? ' (' + d.level + ')' : ''), el('div', { class: 'pre' }, d.message || ''));
     case 'approval.requested':
       return cardShell(ev, 'approval', 'approval requested: ' + (d.tool || ''),
+        d.why ? el('div', { class: 'reason pre' }, d.why) : null,
         el('div', {}, el('a', { href: '/app/approvals?run=' + encodeURIComponent(ev.run_id) }, 'open the approvals inbox')), genericData(d));
+    // The flow rules (docs/flow.md): when a session became steerable, by what,
+    // and the files it wrote afterwards, for a person to review.
+    case 'flow.labelled':
+      return cardShell(ev, 'note bad', 'read untrusted content',
+        el('ul', { class: 'sources' }, (d.untrusted || []).map((s) => el('li', {}, s))),
+        (d.private || []).length ? el('div', { class: 'muted' }, 'and private data: ' + d.private.join('; ')) : null);
+    case 'flow.untrusted_write':
+      return cardShell(ev, 'note bad', 'marked for review: ' + (d.path || ''),
+        el('div', { class: 'muted' }, (d.tool || '') + ' after reading ' + (d.untrusted || []).join('; ')));
     case 'approval.decided':
       return cardShell(ev, d.approved || d.status === 'approved' ? 'ok' : 'bad', 'approval ' + (d.status || (d.approved ? 'approved' : 'denied')), genericData(d));
     case 'tool.call': return toolCard(ev, ctx);
