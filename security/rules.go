@@ -291,7 +291,10 @@ func isDestinationKey(k string) bool {
 // plural name counts: collect passes each element with the list's key).
 func isPathKey(k string) bool {
 	switch k {
-	case "path", "paths", "file", "files", "dir", "dirs", "workdir", "apk":
+	case "path", "paths", "file", "files", "dir", "dirs", "workdir", "apk",
+		// a non-file tool's output path (capture_api_schema, record_style,
+		// tts_render): a path_pattern rule judges it as it judges write_file's
+		"out":
 		return true
 	}
 	for _, suf := range []string{"_path", "_paths", "_file", "_files", "_dir"} {

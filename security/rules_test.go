@@ -478,3 +478,33 @@ func TestRulesReloadWithBadSourceKeepsLastGood(t *testing.T) {
 	require.NotNil(t, deny)
 	require.Equal(t, "v1", deny.Reason, "the last good rules stay in force")
 }
+
+// A non-file tool's output path is a path: a rule that keeps a folder from
+// write_file keeps it from capture_api_schema's out too (issue 49, item 4).
+func TestEvaluateJudgesOutputPaths(t *testing.T) {
+	t.Parallel()
+	rs, err := security.ParseRules([]byte(`
+rules:
+  - match: {tool: "*", path_pattern: "^config/"}
+    action: always_deny
+    reason: "config/ is the platform team's"
+`))
+	require.NoError(t, err)
+	const ws = "/var/lib/aetherium/workspaces/run-1"
+	for _, tc := range []struct {
+		tool, args, deny string
+	}{
+		{"capture_api_schema", `{"url":"http://127.0.0.1:8080/","out":"./config/../config/app.json"}`, "config/ is the platform team's"},
+		{"record_style", `{"out":"/workspace/config/STYLE.md"}`, "config/ is the platform team's"},
+		{"write_file", `{"path":"config/app.json","content":"x"}`, "config/ is the platform team's"},
+		{"capture_api_schema", `{"url":"http://127.0.0.1:8080/","out":"docs/api.json"}`, ""},
+	} {
+		deny, _ := rs.Evaluate(security.CallFacts{Tool: tc.tool, Workspace: ws, Args: json.RawMessage(tc.args)})
+		if tc.deny == "" {
+			require.Nil(t, deny, tc.args)
+			continue
+		}
+		require.NotNil(t, deny, tc.args)
+		require.Equal(t, tc.deny, deny.Reason)
+	}
+}
