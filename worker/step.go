@@ -73,7 +73,7 @@ type stepRun struct {
 	// content fingerprints the private content of the history once the session
 	// has read untrusted content too (the flow rules' content check).
 	content *sessionContent
-	ackMail  mailbox.Ack
+	ackMail mailbox.Ack
 	// workspace is the run's workspace directory (reply checks read it).
 	workspace string
 	// released: a save gave the lease up (the step's last one).
