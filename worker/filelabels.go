@@ -178,8 +178,10 @@ func fileProvenance(ws string, spec *tools.Spec, call llm.ToolCall, content stri
 		if !hit {
 			continue
 		}
+		// The record is a file in the workspace a sandbox shell can write: what
+		// it says reaches an approval card only as printable text.
 		for _, s := range r.Untrusted {
-			p.Untrusted = append(p.Untrusted, printable(r.Path)+", written by a session that read "+s)
+			p.Untrusted = append(p.Untrusted, printable(r.Path)+", written by a session that read "+printable(s))
 		}
 	}
 	if len(p.Untrusted) == 0 {
