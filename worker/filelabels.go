@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/aetherium-engine/aetherium/confine"
+	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/tools"
 )
@@ -41,27 +42,22 @@ type fileLabel struct {
 	Untrusted []string `json:"untrusted"`
 }
 
-// workspaceRel is the workspace-relative form of a path argument ("/workspace/…"
-// as the sandbox sees it, "./a/../b" and symlinks inside the workspace
-// resolved), or "" for a path outside it.
+// workspaceRel is the workspace-relative form of a path argument as the
+// permission rules read it (egress.NormalizePath: cleaned, the sandbox's
+// /workspace/… and the host's view both relative), with symlinks inside the
+// workspace resolved; "" for a path outside it.
 func workspaceRel(ws, p string) string {
-	p = strings.ReplaceAll(p, "\\", "/")
-	if rest, ok := strings.CutPrefix(p, "/workspace/"); ok {
-		p = rest
-	} else if strings.HasPrefix(p, "/") {
-		return ""
-	}
-	clean := path.Clean(p)
-	if clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
+	rel := egress.NormalizePath(strings.ReplaceAll(p, "\\", "/"), ws)
+	if rel == "" || rel == "." || path.IsAbs(rel) {
 		return ""
 	}
 	if root, err := confine.OpenRoot(ws, confine.Config{}); err == nil {
 		defer root.Close()
-		if r, err := root.Resolve(clean); err == nil {
-			clean = r
+		if r, err := root.Resolve(rel); err == nil {
+			rel = r
 		}
 	}
-	return clean
+	return rel
 }
 
 // labelFile joins sources into the record of the workspace file rel.
