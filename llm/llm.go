@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
 )
 
 // Role of a message in a conversation.
@@ -77,8 +79,17 @@ type Request struct {
 
 // Usage counts tokens of one call.
 type Usage struct {
+	// InputTokens are all the tokens the call sent, cached ones included (OpenAI's
+	// prompt_tokens; Anthropic's input_tokens plus its two cache counts).
 	InputTokens  int `json:"input_tokens"`
 	OutputTokens int `json:"output_tokens"`
+	// CachedInputTokens of InputTokens were read from the provider's prompt cache
+	// (OpenAI prompt_tokens_details.cached_tokens, Anthropic
+	// cache_read_input_tokens): billed at the cached-input price.
+	CachedInputTokens int `json:"cached_input_tokens,omitempty"`
+	// CacheWriteTokens of InputTokens were written to the prompt cache (Anthropic
+	// cache_creation_input_tokens): billed at the cache-write price.
+	CacheWriteTokens int `json:"cache_write_tokens,omitempty"`
 }
 
 // Total is input plus output tokens.
@@ -88,7 +99,25 @@ func (u Usage) Total() int { return u.InputTokens + u.OutputTokens }
 type Response struct {
 	Message Message
 	Usage   Usage
-	Model   string
+	// Model is the model that answered (the server's name for it when it gives
+	// one); Provider the provider it was asked on. A fallback chain sets both
+	// to the link that answered.
+	Model    string
+	Provider string
+	// Limits are the rate-limit headers of the answer, when the provider sent
+	// any: the governor learns the provider's view from them.
+	Limits *RateLimits
+}
+
+// RateLimits is what a provider's rate-limit headers said about a credential's
+// limits (OpenAI x-ratelimit-*, Anthropic anthropic-ratelimit-*). A field the
+// provider did not send (or sent garbled) is -1 for counts and 0 for resets.
+type RateLimits struct {
+	RequestsLimit, RequestsRemaining int
+	// RequestsReset is how long until the request limit is full again.
+	RequestsReset                time.Duration
+	TokensLimit, TokensRemaining int
+	TokensReset                  time.Duration
 }
 
 // Provider is a model API.
@@ -113,11 +142,62 @@ type APIError struct {
 	Provider string
 	Status   int
 	Message  string
+	// RetryAfter is the server's retry-after-ms or Retry-After, when it sent a
+	// valid one; 0 otherwise.
+	RetryAfter time.Duration
+	// Limits are the answer's rate-limit headers, when it had any.
+	Limits *RateLimits
 }
 
 func (e *APIError) Error() string {
 	return fmt.Sprintf("llm %s: HTTP %d: %s", e.Provider, e.Status, e.Message)
 }
+
+// StatusOverloaded is Anthropic's "overloaded" status (529), which OpenAI-
+// compatible gateways also use.
+const StatusOverloaded = 529
+
+// RateLimited reports a provider's "not now" answer: 429 (a rate limit), 503 or
+// 529 (overloaded). The HTTP providers return these at once, without waiting in
+// the caller's goroutine: the agent loop parks the step instead.
+func (e *APIError) RateLimited() bool {
+	return e.Status == http.StatusTooManyRequests || e.Overloaded()
+}
+
+// Overloaded reports a provider-side failure a fallback model may not share:
+// 529, 503 and the other 5xx. A 4xx (the request's fault or the credential's
+// limit) is not one.
+func (e *APIError) Overloaded() bool {
+	return e.Status >= 500
+}
+
+// ErrRateLimited is what a WaitError wraps: matched with errors.Is.
+var ErrRateLimited = errors.New("rate limited")
+
+// WaitError is a model call that was not made, or not answered, because a
+// limit holds it back: the fleet's governor (no slot before After) or the
+// provider (a 429 or an overload, Cause). The agent loop snoozes the step
+// until After; it is never a failure of the step on its own.
+type WaitError struct {
+	// After is how long to wait before asking again.
+	After time.Duration
+	// Limit names what holds the call back ("openai/gpt-4o rpm", "HTTP 429").
+	Limit string
+	// Cause is the provider's answer, when it was one.
+	Cause error
+}
+
+func (e *WaitError) Error() string {
+	if e.Cause != nil {
+		return fmt.Sprintf("rate limited by %s for %s: %v", e.Limit, e.After, e.Cause)
+	}
+	return fmt.Sprintf("rate limited by %s for %s", e.Limit, e.After)
+}
+
+// Is makes every WaitError match ErrRateLimited.
+func (e *WaitError) Is(target error) bool { return target == ErrRateLimited }
+
+func (e *WaitError) Unwrap() error { return e.Cause }
 
 // ModelConfig selects a provider and model for a team or a node.
 type ModelConfig struct {
@@ -125,4 +205,8 @@ type ModelConfig struct {
 	Model    string `yaml:"model,omitempty" json:"model,omitempty"`
 	// MaxTokens caps each answer; 0 means the provider default.
 	MaxTokens int `yaml:"max_tokens,omitempty" json:"max_tokens,omitempty"`
+	// Fallback are asked in order when this model is overloaded or fails with a
+	// 5xx (never on a 4xx): each a provider and model, without fallbacks of its
+	// own.
+	Fallback []ModelConfig `yaml:"fallback,omitempty" json:"fallback,omitempty"`
 }
