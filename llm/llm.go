@@ -75,6 +75,9 @@ type Request struct {
 	Tools    []ToolDef
 	// MaxTokens caps the answer; 0 means the provider default.
 	MaxTokens int
+	// Team and Principal are who the call is made for: the governor gives each
+	// a share of a provider's limits. No provider sends them.
+	Team, Principal string
 }
 
 // Usage counts tokens of one call.
