@@ -110,7 +110,24 @@ type Response struct {
 	// Limits are the rate-limit headers of the answer, when the provider sent
 	// any: the governor learns the provider's view from them.
 	Limits *RateLimits
+	// Cost is what the call cost by the fleet's price table (the metering
+	// middleware sets it); Priced is false when the table has no price for
+	// Model, and Cost is then 0.
+	Cost   Money
+	Priced bool
 }
+
+// Money is an amount in picodollars (10⁻¹² USD). A price per million tokens in
+// microdollars is the price of one token in picodollars, so a call's cost is
+// tokens × price in integers: costs add up without drift. An int64 holds
+// about 9.2 million dollars.
+type Money int64
+
+// Dollars is m in dollars, for display and Prometheus (never for sums).
+func (m Money) Dollars() float64 { return float64(m) / 1e12 }
+
+// String is m in dollars with six decimals ("$0.001234").
+func (m Money) String() string { return fmt.Sprintf("$%.6f", m.Dollars()) }
 
 // RateLimits is what a provider's rate-limit headers said about a credential's
 // limits (OpenAI x-ratelimit-*, Anthropic anthropic-ratelimit-*). A field the
