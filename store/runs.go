@@ -39,9 +39,13 @@ type Run struct {
 	Reason      string          `json:"reason,omitempty"`
 	TokensUsed  int64           `json:"tokens_used"`
 	TokenBudget int64           `json:"token_budget"`
-	CreatedAt   time.Time       `json:"created_at"`
-	UpdatedAt   time.Time       `json:"updated_at"`
-	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+	// Cost is what the run's model calls cost so far, in picodollars
+	// (llm.Money); CostBudget is its money budget (0: none).
+	Cost       int64      `json:"cost"`
+	CostBudget int64      `json:"cost_budget"`
+	CreatedAt  time.Time  `json:"created_at"`
+	UpdatedAt  time.Time  `json:"updated_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	// Owner is the principal that submitted the run (an API token's name, or
 	// LocalOwner without authentication); it decides who may see and cancel it.
 	Owner string `json:"owner"`
@@ -78,12 +82,12 @@ var ErrTooManyRuns = errors.New("too many runs in flight")
 var ErrNoProject = errors.New("no such project")
 
 const runCols = `id::text, status, prompt, template, team, variables, result, error, reason,
-	tokens_used, token_budget, created_at, updated_at, finished_at, owner, project, coalesce(project_id::text, ''), workspace`
+	tokens_used, token_budget, cost, cost_budget, created_at, updated_at, finished_at, owner, project, coalesce(project_id::text, ''), workspace`
 
 func scanRun(row pgx.Row) (Run, error) {
 	var r Run
 	err := row.Scan(&r.ID, &r.Status, &r.Prompt, &r.Template, &r.Team, &r.Variables, &r.Result,
-		&r.Error, &r.Reason, &r.TokensUsed, &r.TokenBudget, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt, &r.Owner, &r.Project, &r.ProjectID, &r.Workspace)
+		&r.Error, &r.Reason, &r.TokensUsed, &r.TokenBudget, &r.Cost, &r.CostBudget, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt, &r.Owner, &r.Project, &r.ProjectID, &r.Workspace)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, ErrNotFound
 	}
@@ -114,12 +118,12 @@ func (s *Store) CreateRunLimited(ctx context.Context, r Run, maxInFlight int) er
 	// use it): the insert takes the project's slug and workspace from that row,
 	// under a share lock, so a project deleted (and its slug re-created by
 	// someone else) meanwhile refuses the run instead of receiving it.
-	const insert = `INSERT INTO runs (id, status, prompt, template, team, variables, token_budget, owner, project, project_id, workspace)
+	const insert = `INSERT INTO runs (id, status, prompt, template, team, variables, token_budget, owner, project, project_id, workspace, cost_budget)
 		SELECT $1::uuid, 'queued', $2::text, $3::text, $4::jsonb, $5::jsonb, $6::bigint, $7::text,
-			coalesce(p.slug, ''), p.id, coalesce(p.workspace, '')
+			coalesce(p.slug, ''), p.id, coalesce(p.workspace, ''), $9::bigint
 		FROM (SELECT 1) one LEFT JOIN (SELECT id, slug, workspace FROM projects WHERE id = nullif($8, '')::uuid FOR SHARE) p ON true
 		WHERE ($8 = '' OR p.id IS NOT NULL)`
-	args := []any{r.ID, r.Prompt, r.Template, r.Team, r.Variables, r.TokenBudget, r.Owner, r.ProjectID}
+	args := []any{r.ID, r.Prompt, r.Template, r.Team, r.Variables, r.TokenBudget, r.Owner, r.ProjectID, r.CostBudget}
 	if maxInFlight == 0 {
 		tag, err := s.db.Exec(ctx, insert, args...)
 		if err != nil {
@@ -135,7 +139,7 @@ func (s *Store) CreateRunLimited(ctx context.Context, r Run, maxInFlight int) er
 			return fmt.Errorf("lock runs in flight of %q: %w", r.Owner, err)
 		}
 		tag, err := tx.Exec(ctx, insert+` AND (SELECT count(*) FROM runs
-			WHERE owner = $7 AND status IN ('queued','running','waiting')) < $9::bigint`, append(args, maxInFlight)...)
+			WHERE owner = $7 AND status IN ('queued','running','waiting')) < $10::bigint`, append(args, maxInFlight)...)
 		if err != nil {
 			return err
 		}

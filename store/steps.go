@@ -15,6 +15,9 @@ import (
 // session now holds.
 type StepWrite struct {
 	Tokens int
+	// Call is the model call whose answer the save holds: its row in llm_calls
+	// and its cost added to the run's, with the tokens.
+	Call   *ModelCall
 	Events []NewEvent
 	Audit  []AuditRow
 	// Memory, when set, is the long-term entry of a session that ends with this
@@ -30,6 +33,17 @@ type StepWrite struct {
 	Finish *DelegationOutcome
 }
 
+// ModelCall is one model call's usage and cost (picodollars, llm.Money).
+type ModelCall struct {
+	Agent, Provider, Model string
+	// Fallback: a fallback model answered, not the team's.
+	Fallback                                                  bool
+	InputTokens, OutputTokens, CachedTokens, CacheWriteTokens int64
+	Cost                                                      int64
+	// Priced is false when the price table had no price for Model (Cost 0).
+	Priced bool
+}
+
 // DelegationOutcome is how a delegation ended.
 type DelegationOutcome struct {
 	ID, Status, Result, Error string
@@ -41,6 +55,9 @@ type StepSaved struct {
 	// added: a step learns of a cancellation from its own saves, without a read.
 	RunStatus               string
 	TokensUsed, TokenBudget int64
+	// Cost and CostBudget are the run's, in picodollars, after the call's cost
+	// was added.
+	Cost, CostBudget int64
 	// Events are those stored now (a redelivery's duplicates are not), in order.
 	Events []Event
 }
@@ -50,12 +67,21 @@ type StepSaved struct {
 const (
 	saveStepSession = `WITH s AS (
 			UPDATE sessions SET messages = $3, status = $4, steps = $5, failures = $6, version = version + 1,
-				lease_until = CASE WHEN $9 THEN 'epoch'::timestamptz ELSE now() + $7::interval END, updated_at = now()
+				lease_until = CASE WHEN $9 THEN 'epoch'::timestamptz ELSE now() + $7::interval END, updated_at = now(),
+				waiting_since = NULL
 			WHERE id = $1 AND lease_token = $2 RETURNING run_id),
-		r AS (UPDATE runs SET tokens_used = tokens_used + $8, updated_at = now()
-			WHERE $8 <> 0 AND id = (SELECT run_id FROM s) RETURNING tokens_used, token_budget)
-		SELECT EXISTS (SELECT 1 FROM s), run.status, COALESCE((SELECT tokens_used FROM r), run.tokens_used), run.token_budget
+		r AS (UPDATE runs SET tokens_used = tokens_used + $8, cost = cost + $10, updated_at = now()
+			WHERE ($8 <> 0 OR $10 <> 0) AND id = (SELECT run_id FROM s) RETURNING tokens_used, cost)
+		SELECT EXISTS (SELECT 1 FROM s), run.status, COALESCE((SELECT tokens_used FROM r), run.tokens_used), run.token_budget,
+			COALESCE((SELECT cost FROM r), run.cost), run.cost_budget
 		FROM (SELECT 1) AS one LEFT JOIN runs AS run ON run.id = (SELECT run_id FROM s)`
+	// The call's row, owner, team and project taken from its run; only when the
+	// session update above found the lease still ours.
+	saveStepCall = `INSERT INTO llm_calls (run_id, session_id, agent, owner, team, project_id, provider, model, fallback,
+			input_tokens, output_tokens, cached_tokens, cache_write_tokens, cost, priced)
+		SELECT r.id, s.id, $3, r.owner, coalesce(r.team->>'name', ''), r.project_id, $4, $5, $6, $7, $8, $9, $10, $11, $12
+		FROM sessions AS s JOIN runs AS r ON r.id = s.run_id
+		WHERE s.id = $1 AND s.lease_token = $2`
 	// The inserts run only when the session update above (same implicit
 	// transaction) found the lease still ours.
 	saveStepEvents = `INSERT INTO run_events (run_id, key, type, agent, data)
@@ -82,7 +108,15 @@ func (s *Store) SaveStep(ctx context.Context, sess *Session, token string, lease
 		return out, err
 	}
 	b := &pgx.Batch{}
-	b.Queue(saveStepSession, sess.ID, token, msgs, sess.Status, sess.Steps, sess.Failures, lease.String(), w.Tokens, w.Release)
+	var cost int64
+	if w.Call != nil {
+		cost = w.Call.Cost
+	}
+	b.Queue(saveStepSession, sess.ID, token, msgs, sess.Status, sess.Steps, sess.Failures, lease.String(), w.Tokens, w.Release, cost)
+	if c := w.Call; c != nil {
+		b.Queue(saveStepCall, sess.ID, token, c.Agent, c.Provider, c.Model, c.Fallback,
+			c.InputTokens, c.OutputTokens, c.CachedTokens, c.CacheWriteTokens, c.Cost, c.Priced)
+	}
 	if w.Finish != nil {
 		f := w.Finish
 		b.Queue(saveStepFinish, sess.ID, token, f.ID, f.Status, f.Result, f.Error)
@@ -103,10 +137,13 @@ func (s *Store) SaveStep(ctx context.Context, sess *Session, token string, lease
 	br := s.db.SendBatch(ctx, b)
 	var saved bool
 	var status *string
-	var used, budget *int64
-	err = br.QueryRow().Scan(&saved, &status, &used, &budget)
+	var used, budget, spent, costBudget *int64
+	err = br.QueryRow().Scan(&saved, &status, &used, &budget, &spent, &costBudget)
 	if err == nil && saved && status != nil {
-		out.RunStatus, out.TokensUsed, out.TokenBudget = *status, *used, *budget
+		out.RunStatus, out.TokensUsed, out.TokenBudget, out.Cost, out.CostBudget = *status, *used, *budget, *spent, *costBudget
+	}
+	if err == nil && w.Call != nil {
+		_, err = br.Exec()
 	}
 	if err == nil && w.Finish != nil {
 		_, err = br.Exec()
