@@ -27,6 +27,10 @@ const (
 	ToolCall           = "tool.call"
 	Progress           = "progress"
 	Notification       = "notification"
+	// ModelWaiting records that an agent's model call was parked by a rate
+	// limit (the fleet's governor or the provider's 429/503/529): which limit,
+	// and how long until it asks again. Once per wait.
+	ModelWaiting = "agent.waiting"
 	// MemoryInjected records which memory entries a session was given, and why.
 	MemoryInjected = "memory.injected"
 	// FlowLabelled records that a session read (or inherited) more untrusted

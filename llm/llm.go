@@ -107,6 +107,9 @@ type Response struct {
 	// to the link that answered.
 	Model    string
 	Provider string
+	// Fallback is set when a fallback of the team's model answered (the
+	// overloaded ones before it are skipped).
+	Fallback bool
 	// Limits are the rate-limit headers of the answer, when the provider sent
 	// any: the governor learns the provider's view from them.
 	Limits *RateLimits

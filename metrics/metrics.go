@@ -38,6 +38,8 @@ type Metrics struct {
 	LLMRequests      *prometheus.CounterVec   // provider, model, outcome
 	LLMLatency       *prometheus.HistogramVec // provider, model
 	LLMTokens        *prometheus.CounterVec   // provider, model, direction
+	LLMCost          *prometheus.CounterVec   // provider, model
+	LLMWaits         *prometheus.CounterVec   // provider, cause
 	DLPHits          *prometheus.CounterVec   // rule
 	ApprovalsDecided *prometheus.CounterVec   // outcome
 	ApprovalWait     prometheus.Histogram     // seconds from request to decision
@@ -86,7 +88,9 @@ func New() *Metrics {
 	m.GateDenials = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "gate_denials_total", Help: "Tool calls refused, by the gate layer that refused them."}, []string{"layer"})
 	m.LLMRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "llm_requests_total", Help: "Model calls by provider, model and outcome."}, []string{"provider", "model", "outcome"})
 	m.LLMLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "llm_request_duration_seconds", Help: "Model call latency.", Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 12)}, []string{"provider", "model"})
-	m.LLMTokens = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "llm_tokens_total", Help: "Tokens used by provider, model and direction (input, output)."}, []string{"provider", "model", "direction"})
+	m.LLMTokens = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "llm_tokens_total", Help: "Tokens used by provider, model and direction (input, output; cached_input and cache_write are parts of input)."}, []string{"provider", "model", "direction"})
+	m.LLMCost = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "llm_cost_total", Help: "What model calls cost, in US dollars, by the fleet's price table (unpriced models add nothing)."}, []string{"provider", "model"})
+	m.LLMWaits = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "llm_waits_total", Help: "Model calls parked instead of made or answered: by the fleet's governor (cause governor) or the provider (cause http_429, http_503, http_529)."}, []string{"provider", "cause"})
 	m.HTTPRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "http_requests_total", Help: "API requests by route, method and status."}, []string{"route", "method", "status"})
 	m.HTTPDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "http_request_duration_seconds", Help: "API request latency.", Buckets: prometheus.DefBuckets}, []string{"route", "method"})
 	m.DLPHits = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "dlp_hits_total", Help: "Outbound calls blocked by DLP, by gitleaks rule."}, []string{"rule"})
@@ -104,7 +108,7 @@ func New() *Metrics {
 	m.RulesValid.Set(1)
 	m.StaleWritesRefused = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "stale_writes_refused_total", Help: "Late writes of a step whose session lease was taken over, refused by the lease token, by kind (save, release)."}, []string{"kind"})
 	m.FirstModelCall = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "step_first_model_call_seconds", Help: "Time from a step's handler start to its first model call, by agent role.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"role"})
-	for _, c := range []prometheus.Collector{m.StaleWritesRefused, m.RunsSubmitted, m.RunsFinished, m.RunDuration, m.TasksProcessed, m.TaskDuration, m.QueueWait, m.FirstModelCall, m.ToolCalls, m.ToolDuration, m.GateDenials, m.LLMRequests, m.LLMLatency, m.LLMTokens, m.HTTPRequests, m.HTTPDuration} {
+	for _, c := range []prometheus.Collector{m.StaleWritesRefused, m.RunsSubmitted, m.RunsFinished, m.RunDuration, m.TasksProcessed, m.TaskDuration, m.QueueWait, m.FirstModelCall, m.ToolCalls, m.ToolDuration, m.GateDenials, m.LLMRequests, m.LLMLatency, m.LLMTokens, m.LLMCost, m.LLMWaits, m.HTTPRequests, m.HTTPDuration} {
 		f(c)
 	}
 	return m

@@ -22,6 +22,11 @@ var ErrSessionBusy = errors.New("session busy")
 // without counting a failure.
 var ErrLeaseWaiting = errors.New("waiting for a GPU lease")
 
+// ErrRateLimitWaiting means a step's model call is held back by a rate limit
+// (the fleet's governor or the provider's 429/503/529): its task is retried
+// after the wait without counting a failure, up to Config.MaxWait.
+var ErrRateLimitWaiting = errors.New("waiting for a model rate limit")
+
 // busyRetry is how soon a busy session (or a shutdown's hand-back) runs again.
 const busyRetry = 200 * time.Millisecond
 
@@ -78,6 +83,8 @@ func outcome(err error) string {
 		return "busy"
 	case errors.Is(err, ErrLeaseWaiting):
 		return "lease_wait"
+	case errors.Is(err, ErrRateLimitWaiting):
+		return "rate_limit_wait"
 	default:
 		return "error"
 	}

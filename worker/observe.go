@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/aetherium-engine/aetherium/metrics"
@@ -21,15 +23,47 @@ func (w *Worker) observeLLM(provider, model string, start time.Time, resp llm.Re
 	// only known ones become label values.
 	model = w.modelLabels.Value(model)
 	outcome := "ok"
-	if err != nil {
+	var wait *llm.WaitError
+	switch {
+	case errors.As(err, &wait):
+		outcome = "rate_limited"
+		w.metrics.LLMWaits.WithLabelValues(provider, waitCause(wait)).Inc()
+	case err != nil:
 		outcome = "error"
 	}
 	w.metrics.LLMRequests.WithLabelValues(provider, model, outcome).Inc()
+	if wait != nil && wait.Cause == nil {
+		return // held back by the governor: no call was made
+	}
 	w.metrics.LLMLatency.WithLabelValues(provider, model).Observe(time.Since(start).Seconds())
 	if err == nil {
-		w.metrics.LLMTokens.WithLabelValues(provider, model, "input").Add(float64(resp.Usage.InputTokens))
-		w.metrics.LLMTokens.WithLabelValues(provider, model, "output").Add(float64(resp.Usage.OutputTokens))
+		u := resp.Usage
+		w.metrics.LLMTokens.WithLabelValues(provider, model, "input").Add(float64(u.InputTokens))
+		w.metrics.LLMTokens.WithLabelValues(provider, model, "output").Add(float64(u.OutputTokens))
+		if u.CachedInputTokens > 0 {
+			w.metrics.LLMTokens.WithLabelValues(provider, model, "cached_input").Add(float64(u.CachedInputTokens))
+		}
+		if u.CacheWriteTokens > 0 {
+			w.metrics.LLMTokens.WithLabelValues(provider, model, "cache_write").Add(float64(u.CacheWriteTokens))
+		}
+		if resp.Cost > 0 {
+			w.metrics.LLMCost.WithLabelValues(provider, model).Add(resp.Cost.Dollars())
+		}
 	}
+}
+
+// waitCause is a bounded label for what parked a call: the governor, or the
+// provider's status.
+func waitCause(w *llm.WaitError) string {
+	var api *llm.APIError
+	if errors.As(w.Cause, &api) {
+		switch api.Status {
+		case 429, 503, llm.StatusOverloaded:
+			return fmt.Sprintf("http_%d", api.Status)
+		}
+		return "http_other"
+	}
+	return "governor"
 }
 
 func (w *Worker) observeTool(tool, decision, layer string, start time.Time) {

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -372,13 +373,21 @@ func (s *stepRun) ask(ctx context.Context) error {
 		s.w.observeFirstModelCall(ctx, s.in.role)
 	}
 	start := time.Now()
-	resp, err := s.provider.Complete(ctx, llm.Request{Model: s.model.Model, Agent: s.in.node.Name, Messages: s.sess.Messages, Tools: s.defs, MaxTokens: s.model.MaxTokens})
-	s.w.observeLLM(s.provider.Name(), s.model.Model, start, resp, err)
+	resp, err := s.provider.Complete(ctx, llm.Request{Model: s.model.Model, Agent: s.in.node.Name, Messages: s.sess.Messages, Tools: s.defs, MaxTokens: s.model.MaxTokens,
+		Team: s.in.team.Name, Principal: s.run.Owner})
+	provider, model := s.provider.Name(), s.model.Model
+	if resp.Provider != "" && (resp.Fallback || model == "") {
+		provider, model = resp.Provider, resp.Model // the link of a fallback chain that answered
+	}
+	s.w.observeLLM(provider, model, start, resp, err)
 	if err == nil {
 		err = checkAnswer(&resp.Message, s.sess.Steps)
 	}
+	var wait *llm.WaitError
 	switch {
 	case err == nil:
+	case errors.As(err, &wait):
+		return s.park(ctx, wait)
 	case errors.Is(err, llm.ErrExhausted):
 		s.fail(ctx, "script_exhausted", fmt.Sprintf("%s: %v", s.in.node.Name, err))
 		return errStop
@@ -435,16 +444,25 @@ func (s *stepRun) ask(ctx context.Context) error {
 			final = false
 		}
 	}
-	answer := store.NewEvent{
-		Key: fmt.Sprintf("msg:%s:%d", s.sess.ID, s.sess.Steps), Type: events.ModelAnswered, Agent: s.in.node.Name,
-		Data: map[string]any{"content": truncate(resp.Message.Content, 2000), "tool_calls": callNames(resp.Message.ToolCalls), "tokens": resp.Usage.Total()},
+	data := map[string]any{"content": truncate(resp.Message.Content, 2000), "tool_calls": callNames(resp.Message.ToolCalls), "tokens": resp.Usage.Total(),
+		"provider": cmp.Or(resp.Provider, s.provider.Name()), "model": cmp.Or(resp.Model, s.model.Model)}
+	if resp.Fallback {
+		data["fallback"] = true
 	}
+	if resp.Priced {
+		data["cost"] = resp.Cost.String()
+	}
+	if c := resp.Usage.CachedInputTokens; c > 0 {
+		data["cached_tokens"] = c
+	}
+	answer := store.NewEvent{Key: fmt.Sprintf("msg:%s:%d", s.sess.ID, s.sess.Steps), Type: events.ModelAnswered, Agent: s.in.node.Name, Data: data}
+	call := s.modelCall(resp)
 	if final {
 		// Saved with the answer: no second write to end the session.
-		return s.end(ctx, saveOpts{tokens: resp.Usage.Total(), extra: []store.NewEvent{answer}})
+		return s.end(ctx, saveOpts{tokens: resp.Usage.Total(), call: call, extra: []store.NewEvent{answer}})
 	}
 	s.lastSave = time.Now()
-	saved, err := s.w.persist(ctx, s.in, &s.sess, s.token, saveOpts{tokens: resp.Usage.Total(), extra: []store.NewEvent{answer}})
+	saved, err := s.w.persist(ctx, s.in, &s.sess, s.token, saveOpts{tokens: resp.Usage.Total(), call: call, extra: []store.NewEvent{answer}})
 	if err != nil {
 		return err
 	}
@@ -455,8 +473,13 @@ func (s *stepRun) ask(ctx context.Context) error {
 // cancellation and of its budget from its own writes, without a read.
 func (s *stepRun) afterSave(ctx context.Context, saved store.StepSaved) error {
 	s.run.Status, s.run.TokensUsed, s.run.TokenBudget, s.runAt = saved.RunStatus, saved.TokensUsed, saved.TokenBudget, time.Now()
+	s.run.Cost, s.run.CostBudget = saved.Cost, saved.CostBudget
 	if saved.TokenBudget > 0 && saved.TokensUsed > saved.TokenBudget {
 		s.fail(ctx, "budget_exceeded", fmt.Sprintf("token budget of %d exceeded (%d used)", saved.TokenBudget, saved.TokensUsed))
+		return errStop
+	}
+	if saved.CostBudget > 0 && saved.Cost > saved.CostBudget {
+		s.fail(ctx, "budget_exceeded", fmt.Sprintf("cost budget of %s exceeded (%s spent)", llm.Money(saved.CostBudget), llm.Money(saved.Cost)))
 		return errStop
 	}
 	return nil
@@ -513,7 +536,58 @@ func (s *stepRun) checkLimits(ctx context.Context) error {
 		s.fail(ctx, "budget_exceeded", fmt.Sprintf("token budget of %d is spent (%d used)", s.run.TokenBudget, s.run.TokensUsed))
 		return errStop
 	}
+	if s.run.CostBudget > 0 && s.run.Cost >= s.run.CostBudget {
+		s.fail(ctx, "budget_exceeded", fmt.Sprintf("cost budget of %s is spent (%s spent)", llm.Money(s.run.CostBudget), llm.Money(s.run.Cost)))
+		return errStop
+	}
+	if daily := s.w.cfg.PrincipalDailyBudget; daily > 0 {
+		spent, err := s.w.store.SpentToday(ctx, s.run.Owner)
+		if err != nil {
+			return err
+		}
+		if llm.Money(spent) >= daily {
+			s.fail(ctx, "budget_exceeded", fmt.Sprintf("%s spent %s today, its daily budget is %s (llm.budgets.principal_daily)", s.run.Owner, llm.Money(spent), daily))
+			return errStop
+		}
+	}
 	return nil
+}
+
+// modelCall is the ledger row of an answered call.
+func (s *stepRun) modelCall(resp llm.Response) *store.ModelCall {
+	u := resp.Usage
+	return &store.ModelCall{Agent: s.in.node.Name, Provider: cmp.Or(resp.Provider, s.provider.Name()), Model: cmp.Or(resp.Model, s.model.Model),
+		Fallback: resp.Fallback, InputTokens: int64(u.InputTokens), OutputTokens: int64(u.OutputTokens),
+		CachedTokens: int64(u.CachedInputTokens), CacheWriteTokens: int64(u.CacheWriteTokens), Cost: int64(resp.Cost), Priced: resp.Priced}
+}
+
+// park snoozes the step while a rate limit holds its model call back: the
+// session is as its last save left it, the task runs again after the wait
+// without counting a failure and without holding a worker slot. The wait is
+// bounded from its first park (the session's waiting_since, which the next
+// save clears): past MaxWait the run fails with reason rate_limited.
+func (s *stepRun) park(ctx context.Context, wait *llm.WaitError) error {
+	since, now, err := s.w.store.MarkWaiting(ctx, s.sess.ID, s.token)
+	if err != nil {
+		return err
+	}
+	after := max(wait.After, busyRetry)
+	if waited := now.Sub(since); waited+after > s.w.cfg.MaxWait {
+		s.fail(ctx, "rate_limited", fmt.Sprintf("%s waited %s for %s, past llm.max_wait (%s): %v", s.in.node.Name,
+			waited.Round(time.Second), wait.Limit, s.w.cfg.MaxWait, wait))
+		return errStop
+	}
+	if now.Sub(since) < time.Second {
+		// Once per wait, not per park: the Studio shows the agent waiting and why.
+		data := map[string]any{"limit": wait.Limit, "retry_after_ms": after.Milliseconds()}
+		if wait.Cause != nil {
+			data["cause"] = truncate(wait.Cause.Error(), 300)
+		}
+		if err := s.w.events.Emit(ctx, s.in.run.ID, fmt.Sprintf("wait:%s:%d:%d", s.sess.ID, s.sess.Steps, since.UnixMilli()), events.ModelWaiting, s.in.node.Name, data); err != nil {
+			return err
+		}
+	}
+	return Snooze(after, fmt.Errorf("%w: %w", ErrRateLimitWaiting, wait))
 }
 
 // save persists the session with the step's results, audit rows and events.

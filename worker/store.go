@@ -21,6 +21,9 @@ type Store interface {
 	SessionMessages(ctx context.Context, id string) ([]llm.Message, error)
 	SaveStep(ctx context.Context, sess *store.Session, token string, lease time.Duration, w store.StepWrite) (store.StepSaved, error)
 	ReleaseSession(ctx context.Context, id, token string) error
+	// A step parked by a rate limit, and a principal's money spent today.
+	MarkWaiting(ctx context.Context, sessionID, token string) (since, now time.Time, err error)
+	SpentToday(ctx context.Context, owner string) (int64, error)
 
 	RecordDelegations(ctx context.Context, session, token string, ds []store.Delegation, lim store.DelegationLimits) error
 	GetDelegation(ctx context.Context, id string) (store.Delegation, error)

@@ -42,6 +42,8 @@ const (
 	DefaultMaxRetry          = 5
 	DefaultCircuitBreaker    = 5
 	DefaultMaxSteps          = 50
+	// DefaultMaxWait is how long a step may wait for model rate limits.
+	DefaultMaxWait = 10 * time.Minute
 	// DefaultMetricsAddr is where a worker process serves /metrics (Defaults sets
 	// it: an empty MetricsAddr disables the listener).
 	DefaultMetricsAddr = "127.0.0.1:9091"
@@ -120,6 +122,15 @@ type Config struct {
 	// screenplay). Empty: the calling agent's own model. Set from the quality
 	// section's review_model, not a key of the worker section.
 	ReviewModel string `yaml:"-"`
+	// MaxWait bounds how long a step may stay parked by model rate limits
+	// (from its first park until a model call goes through) before its run
+	// fails with reason rate_limited. Default DefaultMaxWait. Set from
+	// llm.max_wait, not a key of the worker section.
+	MaxWait time.Duration `yaml:"-"`
+	// PrincipalDailyBudget stops a principal's runs (budget_exceeded) once its
+	// model calls cost this much since midnight UTC; 0 = none. Set from
+	// llm.budgets.principal_daily, not a key of the worker section.
+	PrincipalDailyBudget llm.Money `yaml:"-"`
 
 	// Workspaces is the root of per-run workspace directories; used (with no quota)
 	// only when Deps.Workspaces is nil. Not a key of the worker section (the
@@ -163,6 +174,7 @@ func (c Config) WithDefaults() Config {
 	c.StepLease = defaults.Positive(c.StepLease, DefaultStepLease)
 	c.CircuitBreaker = defaults.Positive(c.CircuitBreaker, DefaultCircuitBreaker)
 	c.MaxSteps = defaults.Positive(c.MaxSteps, DefaultMaxSteps)
+	c.MaxWait = defaults.Positive(c.MaxWait, DefaultMaxWait)
 	c.MaxCallsPerMessage = defaults.Positive(c.MaxCallsPerMessage, DefaultMaxCallsPerMessage)
 	c.MaxDelegationsPerSession = defaults.Positive(c.MaxDelegationsPerSession, DefaultMaxDelegationsPerSession)
 	c.MaxDelegationsPerRun = defaults.Positive(c.MaxDelegationsPerRun, DefaultMaxDelegationsPerRun)
@@ -187,6 +199,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxDelegationsPerSession > c.MaxDelegationsPerRun {
 		errs = append(errs, fmt.Errorf("worker.max_delegations_per_session (%d) must not exceed worker.max_delegations_per_run (%d)", c.MaxDelegationsPerSession, c.MaxDelegationsPerRun))
+	}
+	if c.MaxWait < 0 || c.PrincipalDailyBudget < 0 {
+		errs = append(errs, fmt.Errorf("llm.max_wait and llm.budgets.principal_daily must not be negative, got %s and %s", c.MaxWait, c.PrincipalDailyBudget))
 	}
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {

@@ -81,7 +81,9 @@ func (sw *stepWriter) takeAudit() []store.AuditRow {
 // saveOpts are what a save carries besides the step writer's rows.
 type saveOpts struct {
 	tokens int
-	extra  []store.NewEvent
+	// call is the model call whose answer the save holds (its cost and ledger row).
+	call  *store.ModelCall
+	extra []store.NewEvent
 	// release ends the step's lease with the save (the step's last write).
 	release bool
 	finish  *store.DelegationOutcome
@@ -96,7 +98,7 @@ func (w *Worker) persist(ctx context.Context, in stepInput, sess *store.Session,
 	sw := in.out.write(o.tokens, o.extra...)
 	delegations := in.out.delegations
 	sw.Memory = w.sessionMemory(in, sess) // a session ending with this save is remembered in it
-	sw.Release, sw.Finish = o.release, o.finish
+	sw.Release, sw.Finish, sw.Call = o.release, o.finish, o.call
 	saved, err := w.store.SaveStep(ctx, sess, token, w.cfg.StepLease, sw)
 	if err != nil {
 		w.staleRefused(ctx, "save", sess.ID, err)
