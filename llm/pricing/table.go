@@ -126,12 +126,13 @@ func (s *scalar) UnmarshalYAML(n *yaml.Node) error {
 //	    cached_input: 1.25 # optional; default input
 //	    cache_write: 2.50  # optional; default input
 //	    aliases: [gpt-4o-2024-08-06]  # optional
-//	    match: prefix      # optional: also price dated snapshots of model
+//	    match: prefix      # optional: also price dated snapshots of model;
+//	                       # "exact" (the default) prices the names above only
 //
 // Prices are read exactly (ParsePrice). Refused: unknown fields, a missing
 // required field, a bad price or date, a currency other than USD, no models, two
 // lines for one provider+model, an alias that names another line's model or
-// alias (or its own model), match other than "prefix", more than one YAML
+// alias (or its own model), match other than "prefix" or "exact", more than one YAML
 // document. Errors name the line's index (models[i]), the field and the line of
 // the file.
 func Parse(data []byte) (*Table, error) {
@@ -168,8 +169,9 @@ func Parse(data []byte) (*Table, error) {
 
 	lines := make([]Line, len(f.Models))
 	origin := make([]string, len(f.Models))
+	at := entryLines(data, len(f.Models))
 	for i, m := range f.Models {
-		origin[i] = fmt.Sprintf("models[%d] (line %d)", i, m.line())
+		origin[i] = fmt.Sprintf("models[%d] (line %d)", i, at[i])
 		l, err := m.read(origin[i])
 		if err != nil {
 			return nil, fmt.Errorf("pricing: %w", err)
@@ -184,18 +186,30 @@ func Parse(data []byte) (*Table, error) {
 	return t, nil
 }
 
-// line is the first line the entry is known to span, for errors about the
-// entry as a whole.
-func (m modelLine) line() int {
-	for _, s := range []scalar{m.Provider, m.Model, m.Input, m.Output, m.CachedInput, m.CacheWrite, m.Match} {
-		if s.set {
-			return s.line
+// entryLines are the lines where each entry of models starts, read from the
+// document's node tree (the struct decode keeps no line for a mapping).
+func entryLines(data []byte, n int) []int {
+	lines := make([]int, n)
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil || len(root.Content) == 0 {
+		return lines
+	}
+	doc := root.Content[0]
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		if doc.Content[i].Value != "models" {
+			continue
+		}
+		seq := doc.Content[i+1]
+		if seq.Kind == yaml.AliasNode && seq.Alias != nil {
+			seq = seq.Alias
+		}
+		for j, e := range seq.Content {
+			if j < n {
+				lines[j] = e.Line
+			}
 		}
 	}
-	for _, s := range m.Aliases {
-		return s.line
-	}
-	return 0
+	return lines
 }
 
 func (m modelLine) read(where string) (Line, error) {
@@ -246,7 +260,7 @@ func (m modelLine) read(where string) (Line, error) {
 	case m.Match.text == "prefix":
 		l.Prefix = true
 	default:
-		return l, fmt.Errorf("%s %s/%s: match (line %d): %q: write `match: prefix` or leave it out", where, l.Provider, l.Model, m.Match.line, m.Match.text)
+		return l, fmt.Errorf("%s %s/%s: match (line %d): %q: write `match: prefix`, or `match: exact` (the default)", where, l.Provider, l.Model, m.Match.line, m.Match.text)
 	}
 	return l, nil
 }

@@ -405,6 +405,9 @@ func TestParseRefuses(t *testing.T) {
 		{"alias twice", head + "  - {provider: openai, model: x, input: 1, output: 1, aliases: [a]}\n  - {provider: openai, model: y, input: 1, output: 1, aliases: [a]}\n", `models[1] (line 5) openai/y: aliases[0]: "a" is already an alias of x`},
 		{"alias twice on a line", head + "  - {provider: openai, model: x, input: 1, output: 1, aliases: [a, a]}\n", `aliases[1]: "a" is already an alias of x`},
 		{"alias is own model", head + "  - {provider: openai, model: x, input: 1, output: 1, aliases: [x]}\n", `aliases[0]: "x" is the line's own model`},
+		{"empty entry", head + "  - {}\n", "models[0] (line 4): provider: missing"},
+		{"entry line is its first key's", head + ok + "  - model: x\n    provider: openai\n    output: 1\n", "models[1] (line 5) openai/x: input: missing"},
+		{"key twice", head + "  - {provider: openai, model: x, input: 1, input: 2, output: 1}\n", `mapping key "input" already defined`},
 		{"empty alias", head + "  - {provider: openai, model: x, input: 1, output: 1, aliases: ['']}\n", "aliases[0] (line 4): empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
