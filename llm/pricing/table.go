@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"time"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 
@@ -222,6 +223,9 @@ func (m modelLine) read(where string) (Line, error) {
 		if !f.s.set || f.s.text == "" {
 			return l, fmt.Errorf("%s: %s: missing", where, f.name)
 		}
+		if !clean(f.s.text) {
+			return l, fmt.Errorf("%s: %s (line %d): %q has spaces or control characters: it would never match a server's name", where, f.name, f.s.line, f.s.text)
+		}
 		*f.out = f.s.text
 	}
 	for _, f := range []struct {
@@ -253,6 +257,9 @@ func (m modelLine) read(where string) (Line, error) {
 		if a.text == "" {
 			return l, fmt.Errorf("%s %s/%s: aliases[%d] (line %d): empty", where, l.Provider, l.Model, j, a.line)
 		}
+		if !clean(a.text) {
+			return l, fmt.Errorf("%s %s/%s: aliases[%d] (line %d): %q has spaces or control characters: it would never match a server's name", where, l.Provider, l.Model, j, a.line, a.text)
+		}
 		l.Aliases = append(l.Aliases, a.text)
 	}
 	switch {
@@ -263,6 +270,17 @@ func (m modelLine) read(where string) (Line, error) {
 		return l, fmt.Errorf("%s %s/%s: match (line %d): %q: write `match: prefix`, or `match: exact` (the default)", where, l.Provider, l.Model, m.Match.line, m.Match.text)
 	}
 	return l, nil
+}
+
+// clean is a name with no space or control character, which a quoted YAML
+// string could slip in and no provider answers with.
+func clean(name string) bool {
+	for _, r := range name {
+		if unicode.IsSpace(r) || unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // build indexes lines, refusing any name (model or alias) that would price one

@@ -408,6 +408,8 @@ func TestParseRefuses(t *testing.T) {
 		{"empty entry", head + "  - {}\n", "models[0] (line 4): provider: missing"},
 		{"entry line is its first key's", head + ok + "  - model: x\n    provider: openai\n    output: 1\n", "models[1] (line 5) openai/x: input: missing"},
 		{"key twice", head + "  - {provider: openai, model: x, input: 1, input: 2, output: 1}\n", `mapping key "input" already defined`},
+		{"model with a space", head + "  - {provider: openai, model: 'gpt-4o ', input: 1, output: 1}\n", `models[0] (line 4): model (line 4): "gpt-4o " has spaces`},
+		{"alias with a tab", head + "  - {provider: openai, model: x, input: 1, output: 1, aliases: [\"a\\tb\"]}\n", `aliases[0] (line 4): "a\tb" has spaces`},
 		{"empty alias", head + "  - {provider: openai, model: x, input: 1, output: 1, aliases: ['']}\n", "aliases[0] (line 4): empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
