@@ -125,6 +125,38 @@ type Budget struct {
 	// MaxTokens is the run's token budget (input + output, all agents). 0 means
 	// the default of 200000.
 	MaxTokens int64 `yaml:"max_tokens" json:"max_tokens"`
+	// MaxCost is the run's money budget in US dollars, a decimal such as
+	// "0.50" (all agents, by the fleet's price table; llm.ParseDollars). ""
+	// means none. A run with one is refused at submit when one of its models
+	// has no price.
+	MaxCost string `yaml:"max_cost,omitempty" json:"max_cost,omitempty"`
+}
+
+// CostBudget is the run's money budget (0: none). Validate has checked it.
+func (t Template) CostBudget() llm.Money {
+	m, _ := llm.ParseDollars(t.Budget.MaxCost)
+	return m
+}
+
+// Models lists every model the team may ask: each node's (or the team's) and
+// their fallbacks, once each, in order.
+func (t Template) Models() []llm.ModelConfig {
+	var out []llm.ModelConfig
+	seen := map[[2]string]bool{}
+	add := func(m llm.ModelConfig) {
+		for _, m := range append([]llm.ModelConfig{m}, m.Fallback...) {
+			k := [2]string{m.Provider, m.Model}
+			if !seen[k] {
+				seen[k] = true
+				m.Fallback = nil
+				out = append(out, m)
+			}
+		}
+	}
+	for _, n := range append([]Node{t.Supervisor}, t.Workers...) {
+		add(t.ModelFor(n))
+	}
+	return out
 }
 
 // DefaultMaxTokens applies when a template sets no budget.
@@ -203,6 +235,9 @@ var agentRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 // Providers are the model providers a template may name.
 var Providers = []string{"script", "openai", "anthropic"}
 
+// MaxFallbacks bounds a model's fallback chain.
+const MaxFallbacks = 3
+
 // Validate lists every problem at once, so an author fixes a template in one pass.
 // Limits on names that reach logs, events and (bounded, see metrics.LabelSet)
 // metrics labels.
@@ -221,15 +256,38 @@ func (t *Template) Validate(reg *tools.Registry) error {
 	} else if len(t.Name) > MaxTeamName || strings.ContainsFunc(t.Name, unicode.IsControl) {
 		add("name: %.80q must be at most %d characters, none of them control characters", t.Name, MaxTeamName)
 	}
-	checkModel := func(where string, m llm.ModelConfig) {
+	var checkModel func(where string, m llm.ModelConfig)
+	checkModel = func(where string, m llm.ModelConfig) {
 		if !containsStr(Providers, m.Provider) {
 			add("%s.provider: %q is not one of %s", where, m.Provider, strings.Join(Providers, ", "))
 		}
 		if m.Model != "" && !modelRE.MatchString(m.Model) {
 			add("%s.model: %.80q must be 1-%d letters, digits or . _ - : / @ +", where, m.Model, MaxModelName)
 		}
+		if len(m.Fallback) > MaxFallbacks {
+			add("%s.fallback: %d fallbacks, at most %d", where, len(m.Fallback), MaxFallbacks)
+		}
+		for i, f := range m.Fallback {
+			fw := fmt.Sprintf("%s.fallback[%d]", where, i)
+			switch {
+			case len(f.Fallback) > 0:
+				add("%s.fallback: a fallback has no fallbacks of its own (list them all on the model)", fw)
+			case f.Model == "":
+				add("%s.model: required (a fallback names its model)", fw)
+			case f.Provider == "script" || m.Provider == "script":
+				add("%s: the script model neither falls back nor is a fallback", fw)
+			case f.Provider == m.Provider && f.Model == m.Model:
+				add("%s: falls back to the model itself", fw)
+			}
+			checkModel(fw, llm.ModelConfig{Provider: f.Provider, Model: f.Model, MaxTokens: f.MaxTokens})
+		}
 	}
 	checkModel("model", t.Model)
+	if t.Budget.MaxCost != "" {
+		if _, err := llm.ParseDollars(t.Budget.MaxCost); err != nil {
+			add("budget.max_cost: %v", err)
+		}
+	}
 	if t.ImageModel != "" {
 		if svc, ok := ImageModels[t.ImageModel]; !ok {
 			add("image_model: %.80q is not one of sd, qwen", t.ImageModel)

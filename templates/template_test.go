@@ -216,6 +216,29 @@ func TestValidateSingleProblems(t *testing.T) {
 		{name: "bad team provider", mutate: func(tpl *templates.Template) { tpl.Model.Provider = "bard" }, want: []string{`model.provider: "bard" is not one of script, openai, anthropic`}},
 		{name: "empty team provider", mutate: func(tpl *templates.Template) { tpl.Model.Provider = "" }, want: []string{`model.provider: "" is not one of`}},
 		{name: "bad supervisor model", mutate: func(tpl *templates.Template) { tpl.Supervisor.Model = &llm.ModelConfig{Provider: "x"} }, want: []string{`supervisor.model.provider: "x"`}},
+		{name: "fallback to an unknown provider", mutate: func(tpl *templates.Template) {
+			tpl.Model = llm.ModelConfig{Provider: "openai", Model: "gpt-4o", Fallback: []llm.ModelConfig{{Provider: "gemini", Model: "g"}}}
+		}, want: []string{`model.fallback[0].provider: "gemini" is not one of`}},
+		{name: "fallback without a model", mutate: func(tpl *templates.Template) {
+			tpl.Model = llm.ModelConfig{Provider: "openai", Model: "gpt-4o", Fallback: []llm.ModelConfig{{Provider: "anthropic"}}}
+		}, want: []string{`model.fallback[0].model: required`}},
+		{name: "nested fallback", mutate: func(tpl *templates.Template) {
+			tpl.Workers[0].Model = &llm.ModelConfig{Provider: "openai", Model: "a", Fallback: []llm.ModelConfig{{Provider: "openai", Model: "b", Fallback: []llm.ModelConfig{{Provider: "openai", Model: "c"}}}}}
+		}, want: []string{`workers[0].model.fallback[0].fallback: a fallback has no fallbacks of its own`}},
+		{name: "fallback to itself", mutate: func(tpl *templates.Template) {
+			tpl.Model = llm.ModelConfig{Provider: "openai", Model: "a", Fallback: []llm.ModelConfig{{Provider: "openai", Model: "a"}}}
+		}, want: []string{`model.fallback[0]: falls back to the model itself`}},
+		{name: "script falls back", mutate: func(tpl *templates.Template) {
+			tpl.Model.Fallback = []llm.ModelConfig{{Provider: "openai", Model: "a"}}
+		}, want: []string{`the script model neither falls back nor is a fallback`}},
+		{name: "too many fallbacks", mutate: func(tpl *templates.Template) {
+			tpl.Model = llm.ModelConfig{Provider: "openai", Model: "a", Fallback: []llm.ModelConfig{{Provider: "openai", Model: "b"}, {Provider: "openai", Model: "c"}, {Provider: "openai", Model: "d"}, {Provider: "openai", Model: "e"}}}
+		}, want: []string{`model.fallback: 4 fallbacks, at most 3`}},
+		{name: "hostile fallback model name", mutate: func(tpl *templates.Template) {
+			tpl.Model = llm.ModelConfig{Provider: "openai", Model: "a", Fallback: []llm.ModelConfig{{Provider: "anthropic", Model: "x\u202e|rm -rf"}}}
+		}, want: []string{`model.fallback[0].model: "x\u202e|rm -rf" must be`}},
+		{name: "negative money budget", mutate: func(tpl *templates.Template) { tpl.Budget.MaxCost = "-1" }, want: []string{`budget.max_cost: amount "-1"`}},
+		{name: "money budget in exponent form", mutate: func(tpl *templates.Template) { tpl.Budget.MaxCost = "1e9" }, want: []string{`budget.max_cost: amount "1e9"`}},
 		{name: "unknown group", mutate: func(tpl *templates.Template) { tpl.Workers[0].MCPServers = []string{"workspace", "kitchen"} }, want: []string{`workers[0].mcp_servers: unknown server group "kitchen"`}},
 		{name: "unknown tool", mutate: func(tpl *templates.Template) { tpl.Workers[1].Tools = []string{"todo", "teleport"} }, want: []string{`workers[1].tools: unknown tool "teleport"`}},
 		{name: "design tool missing from build", mutate: func(tpl *templates.Template) { tpl.Supervisor.Tools = []string{"finish_image"} }, want: []string{`supervisor.tools: tool "finish_image" is not available in this build`}},
