@@ -9,16 +9,15 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"gopkg.in/yaml.v3"
 
 	"github.com/aetherium-engine/aetherium/egress"
+	"github.com/aetherium-engine/aetherium/internal/filewatch"
 	"github.com/aetherium-engine/aetherium/tools"
 )
 
@@ -373,66 +372,25 @@ func (r *Rules) reload() error {
 	return nil
 }
 
-// Watch reloads the file on change, debounced, until ctx ends. It watches the
-// directory so editors that replace the file (rename over it) are seen too.
+// Watch reloads the file on change, debounced, until ctx ends (package
+// filewatch: an editor's rename over the file is seen too).
 func (r *Rules) Watch(ctx context.Context, debounce time.Duration) error {
 	if r.path == "" {
 		return nil
 	}
-	if debounce <= 0 {
-		debounce = 200 * time.Millisecond
-	}
-	w, err := fsnotify.NewWatcher()
+	err := filewatch.Watch(ctx, r.log, debounce, func() {
+		if err := r.reload(); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				r.log.Warn("permissions file removed: no rules in force", "path", r.path)
+				return
+			}
+			r.log.Error("permissions reload failed; keeping the last good rules", "path", r.path, "err", err)
+			return
+		}
+		r.log.Info("permissions reloaded", "path", r.path, "rules", r.Current().Len())
+	}, r.path)
 	if err != nil {
 		return fmt.Errorf("watch permissions: %w", err)
 	}
-	dir := filepath.Dir(r.path)
-	if err := w.Add(dir); err != nil {
-		w.Close()
-		return fmt.Errorf("watch permissions dir %s: %w", dir, err)
-	}
-	go func() {
-		defer w.Close()
-		var timer *time.Timer
-		fire := make(chan struct{}, 1)
-		base := filepath.Base(r.path)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-w.Events:
-				if !ok {
-					return
-				}
-				if filepath.Base(ev.Name) != base {
-					continue
-				}
-				if timer != nil {
-					timer.Stop()
-				}
-				timer = time.AfterFunc(debounce, func() {
-					select {
-					case fire <- struct{}{}:
-					default:
-					}
-				})
-			case <-fire:
-				if err := r.reload(); err != nil {
-					if errors.Is(err, os.ErrNotExist) {
-						r.log.Warn("permissions file removed: no rules in force", "path", r.path)
-						continue
-					}
-					r.log.Error("permissions reload failed; keeping the last good rules", "path", r.path, "err", err)
-					continue
-				}
-				r.log.Info("permissions reloaded", "path", r.path, "rules", r.Current().Len())
-			case err, ok := <-w.Errors:
-				if !ok {
-					return
-				}
-				r.log.Warn("permissions watcher", "err", err)
-			}
-		}
-	}()
 	return nil
 }
