@@ -32,6 +32,7 @@ import (
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/internal/defaults"
 	"github.com/aetherium-engine/aetherium/lease"
+	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/metrics"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
@@ -199,6 +200,14 @@ type Deps struct {
 	// WorkspaceDir, when set, is the directory of a workspace by id: the Studio's
 	// read-only workspace browser (GET /api/runs/:id/files). Nil answers 501.
 	WorkspaceDir func(id string) string
+	// CheckModels, when set, checks a submitted team's models against the
+	// deployment (providers configured, fallbacks and money-budgeted models
+	// priced): its error is the submit's 400.
+	CheckModels func(team templates.Template) error
+	// PrincipalDailyBudget refuses a principal's new runs (429 until midnight
+	// UTC) once its model calls cost this much today; 0 = none
+	// (llm.budgets.principal_daily, which the workers enforce on running runs).
+	PrincipalDailyBudget llm.Money
 }
 
 // Server is the API.

@@ -52,6 +52,9 @@ func (s *Server) routes() []route {
 		runParam(get("/api/runs/:id", "A run", s.getRun)).roles(RoleRead, RoleApprove).
 			describe("The approver reads the summary of a run that asked for an approval.").
 			returns(200, runView{}).errors(400, 404),
+		runParam(get("/api/runs/:id/costs", "What a run's model calls cost, by model", s.runCosts)).roles(RoleRead).
+			describe("Calls, tokens (cached and cache-write among the input) and money by provider and model, by the fleet's price table.").
+			returns(200, costReport{}).errors(400, 404),
 		runParam(post("/api/runs/:id/cancel", "Cancel a run", s.cancelRun)).roles(RoleSubmit).
 			returns(200, runView{}).errors(400, 404, 409),
 		runParam(get("/api/runs/:id/events", "A run's events as a server-sent event stream", s.streamEvents)).roles(RoleRead).
@@ -119,6 +122,9 @@ func (s *Server) routes() []route {
 		get("/api/projects", "List projects", s.listProjects).roles(RoleRead).returns(200, projectList{}),
 		get("/api/projects/:slug", "A project", s.getProject).roles(RoleRead).
 			returns(200, store.Project{}).errors(400, 404),
+		get("/api/projects/:slug/costs", "What a project's runs' model calls cost, by model", s.projectCosts).roles(RoleRead).
+			query("since", "Only calls from this day on (YYYY-MM-DD, UTC).", map[string]any{"type": "string", "format": "date"}).
+			returns(200, costReport{}).errors(400, 404),
 		del("/api/projects/:slug", "Delete a project with its workspace, knowledge and memory", s.deleteProject).roles(RoleSubmit).
 			query("confirm", "The project's slug again (required).", stringSchema).
 			returns(204, nil).errors(400, 404, 409),

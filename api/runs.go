@@ -178,9 +178,17 @@ func (s *Server) submit(c *fiber.Ctx, team templates.Template, tmplName, prompt,
 			s.d.Log.Warn("free-disk guard: cannot measure the workspaces' disk", "err", err)
 		}
 	}
+	if s.d.CheckModels != nil {
+		if err := s.d.CheckModels(rendered); err != nil {
+			return badRequest("team", "%v", err)
+		}
+	}
+	if err := s.checkDailyBudget(c); err != nil {
+		return err
+	}
 	teamJSON, _ := json.Marshal(rendered)
 	varsJSON, _ := json.Marshal(vars)
-	run := store.Run{ID: uuid.NewString(), Prompt: prompt, Template: tmplName, Team: teamJSON, Variables: varsJSON, TokenBudget: rendered.TokenBudget(), Owner: principal(c), Project: project, ProjectID: projectID}
+	run := store.Run{ID: uuid.NewString(), Prompt: prompt, Template: tmplName, Team: teamJSON, Variables: varsJSON, TokenBudget: rendered.TokenBudget(), CostBudget: int64(rendered.CostBudget()), Owner: principal(c), Project: project, ProjectID: projectID}
 	ctx := c.UserContext()
 	if err := s.d.Store.CreateRunLimited(ctx, run, s.cfg.MaxRunsInFlight); err != nil {
 		if errors.Is(err, store.ErrNoProject) {
@@ -223,6 +231,10 @@ type runView struct {
 	Reason      string  `json:"reason,omitempty"`
 	TokensUsed  int64   `json:"tokens_used"`
 	TokenBudget int64   `json:"token_budget"`
+	// CostUSD is what the run's model calls cost, in dollars (six decimals, by
+	// the fleet's price table); CostBudgetUSD its money budget, "" for none.
+	CostUSD       string `json:"cost_usd"`
+	CostBudgetUSD string `json:"cost_budget_usd,omitempty"`
 	CreatedAt   string  `json:"created_at" jsonschema:"format=date-time"`
 	UpdatedAt   string  `json:"updated_at" jsonschema:"format=date-time"`
 	FinishedAt  *string `json:"finished_at,omitempty" jsonschema:"format=date-time"`
@@ -244,6 +256,7 @@ func view(r store.Run) runView {
 	_ = json.Unmarshal(r.Team, &team)
 	v := runView{ID: r.ID, Status: r.Status, Prompt: r.Prompt, Template: r.Template, Team: team.Name, Result: r.Result,
 		Error: r.Error, Reason: r.Reason, TokensUsed: r.TokensUsed, TokenBudget: r.TokenBudget, Owner: r.Owner, Project: r.Project,
+		CostUSD: dollars(r.Cost), CostBudgetUSD: dollars(r.CostBudget),
 		CreatedAt: r.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"), UpdatedAt: r.UpdatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")}
 	if r.FinishedAt != nil {
 		f := r.FinishedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")
