@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -14,20 +15,21 @@ import (
 // to produce, until Done corrects it.
 const DefaultOutputEstimate = 1024
 
-// Estimate is a call's token estimate before it is made: ceil(bytes/4) of the
-// JSON of its messages (the system prompt is one), plus ceil(bytes/4) of the
-// JSON of its tool definitions, plus MaxTokens (DefaultOutputEstimate when 0).
-// Four bytes a token over-estimates real tokenizers on English and code,
-// which is the safe side; Done puts the real count in its place.
+// Estimate is a call's token estimate before it is made: for each message
+// (the system prompt is one) and each tool definition, ceil(bytes/4) of its
+// JSON plus 1 (the brackets and commas around it), plus MaxTokens
+// (DefaultOutputEstimate when 0). It is never below ceil(bytes/4) of the JSON
+// of the messages and tools however a counter groups them (all at once, the
+// system prompt apart, one by one). Four bytes a token over-estimates real
+// tokenizers on English and code, the safe side; Done puts the real count in
+// its place.
 func Estimate(req llm.Request) int {
-	n := 0
-	if b, err := json.Marshal(req.Messages); err == nil {
-		n += (len(b) + 3) / 4
+	n := 1 // the list's brackets
+	for _, m := range req.Messages {
+		n += jsonTokens(m)
 	}
-	if len(req.Tools) > 0 {
-		if b, err := json.Marshal(req.Tools); err == nil {
-			n += (len(b) + 3) / 4
-		}
+	for _, t := range req.Tools {
+		n += jsonTokens(t)
 	}
 	if req.MaxTokens > 0 {
 		n += req.MaxTokens
@@ -35,6 +37,16 @@ func Estimate(req llm.Request) int {
 		n += DefaultOutputEstimate
 	}
 	return max(n, 1)
+}
+
+// jsonTokens is ceil(bytes/4)+1 of v's JSON; when v does not marshal (bad
+// raw JSON in tool arguments or a schema), twice its printed length counts.
+func jsonTokens(v any) int {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return (2*len(fmt.Sprint(v))+3)/4 + 1
+	}
+	return (len(b)+3)/4 + 1
 }
 
 // Middleware is Provider as a func, for a chain of provider middlewares.
