@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -96,7 +97,9 @@ func New(rdb redis.UniversalClient, cfg Config) (*Governor, error) {
 }
 
 // SetConfig validates cfg (after WithDefaults) and makes it the current
-// configuration, atomically; on an error the last good one stays.
+// configuration, atomically; on an error the last good one stays. A cfg
+// whose Observer has no funcs (a reload from YAML) keeps the current
+// Observer.
 func (g *Governor) SetConfig(cfg Config) error {
 	c, err := compile(cfg)
 	if err != nil {
@@ -105,8 +108,15 @@ func (g *Governor) SetConfig(cfg Config) error {
 	if c.Enabled && g.rdb == nil {
 		return fmt.Errorf("%w: enabled without a Redis client", ErrInvalidConfig)
 	}
-	g.cfg.Store(c)
-	return nil
+	for {
+		old := g.cfg.Load()
+		if old != nil && c.Observer.OnWait == nil && c.Observer.OnFeedback == nil {
+			c.Observer = old.Observer
+		}
+		if g.cfg.CompareAndSwap(old, c) {
+			return nil
+		}
+	}
 }
 
 // Config is the current configuration (defaults filled in).
@@ -117,7 +127,13 @@ func (g *Governor) MaxWait() time.Duration { return g.cfg.Load().MaxWait }
 
 // tag is the hash tag of every key of provider: one slot per provider, so a
 // script touching the provider-wide and model keys runs on one cluster node.
-func tag(prefix, provider string) string { return "{" + prefix + "gov:" + provider + "}" }
+// A brace in a provider's name (Validate refuses them in llm.limits, but
+// next.Name() is not validated) would end the tag early: it becomes a
+// parenthesis.
+func tag(prefix, provider string) string {
+	provider = strings.ReplaceAll(strings.ReplaceAll(provider, "{", "("), "}", ")")
+	return "{" + prefix + "gov:" + provider + "}"
+}
 
 func scope(l Limit) string {
 	if l.wide() {

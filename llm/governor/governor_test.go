@@ -99,6 +99,10 @@ func TestBurstAdmitsExactlyRPMThenWaitsForTheOldest(t *testing.T) {
 		n, err := e.rdb.ZCard(context.Background(), e.key("p", "*:log")).Result()
 		require.NoError(t, err)
 		require.EqualValues(t, 5, n, "the refused call left no entry")
+		ttl, err := e.rdb.PTTL(context.Background(), e.key("p", "*:log")).Result()
+		require.NoError(t, err)
+		require.Positive(t, ttl, "idle keys vanish")
+		require.LessOrEqual(t, ttl, span+time.Second)
 	})
 }
 
@@ -423,11 +427,14 @@ func TestObserverHearsWaitsAndFeedback(t *testing.T) {
 		g := e.worker(t, cfg)
 		admit(t, g, call("", 1))
 		held(t, g, call("", 1), "p/* rpm")
+		reload := g.Config()
+		reload.Observer = governor.Observer{} // a reload from YAML has none
+		require.NoError(t, g.SetConfig(reload))
 		_, err := g.Feedback(context.Background(), "p", "m", 429, 2*time.Second, nil)
 		require.NoError(t, err)
 		mu.Lock()
 		defer mu.Unlock()
-		require.Equal(t, []string{"wait p/* rpm true", "feedback p/m 429 2s"}, heard)
+		require.Equal(t, []string{"wait p/* rpm true", "feedback p/m 429 2s"}, heard, "the observer outlives a reload")
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/llm"
@@ -262,4 +263,30 @@ func TestEstimateNeverUnderestimatesAByteCounter(t *testing.T) {
 	noMax.MaxTokens = 0
 	require.Equal(t, governor.Estimate(reqs[1])-7+governor.DefaultOutputEstimate, governor.Estimate(noMax))
 	require.Positive(t, governor.Estimate(llm.Request{Messages: []llm.Message{{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{Args: json.RawMessage("{bad")}}}}}))
+}
+
+func TestMiddlewareLetsCallsThroughWhenRedisIsDown(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	t.Cleanup(func() { _ = rdb.Close() })
+	g, err := governor.New(rdb, governor.Config{Enabled: true, Limits: []governor.Limit{{Provider: "p", RPM: 1}}})
+	require.NoError(t, err)
+	f := &fake{name: "p", answer: usage(1, 1)}
+	require.NoError(t, complete(t, g.Provider(f), request("m", 10)))
+	require.NoError(t, complete(t, g.Provider(f), request("m", 10)))
+	require.EqualValues(t, 2, f.calls.Load())
+	_, err = g.Admit(context.Background(), governor.Call{Provider: "p", Tokens: 1})
+	require.Error(t, err, "Admit itself reports the failure")
+	require.NotErrorIs(t, err, llm.ErrRateLimited)
+}
+
+func TestMiddlewareKeepsAProviderWithBracesInOneSlot(t *testing.T) {
+	t.Parallel()
+	setup(t, func(t *testing.T, e *env) {
+		g := e.worker(t, governor.Config{})
+		f := &fake{name: "we}ird{", answer: fails(&llm.APIError{Status: 429, RetryAfter: time.Second})}
+		waitErr(t, complete(t, g.Provider(f), request("m", 10)), "HTTP 429")
+		waitErr(t, complete(t, g.Provider(f), request("m", 10)), "we}ird{/m blocked by the provider")
+		require.EqualValues(t, 1, f.calls.Load())
+	})
 }

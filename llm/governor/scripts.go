@@ -68,7 +68,10 @@ for i = 1, nc do
         local es = redis.call('ZRANGE', log, 0, -1, 'WITHSCORES')
         used = 0
         for j = 1, #es, 2 do used = used + toks(es[j]) end
-        if n > 0 then redis.call('SET', tok, used, 'KEEPTTL') end
+        if n > 0 then
+          redis.call('SET', tok, used, 'KEEPTTL')
+          if redis.call('PTTL', tok) < 0 then redis.call('PEXPIRE', tok, win + 1000) end
+        end
         local need = used + tokens - tpm
         if need > 0 then
           local freed = 0
