@@ -90,7 +90,9 @@ type Config struct {
 	Window time.Duration
 	// Guard is added to Window when computing when an entry leaves it.
 	Guard time.Duration
-	// ConcurrencyTTL is how long a concurrency slot is held at most.
+	// ConcurrencyTTL is how long a concurrency slot is held at most when its
+	// worker dies mid-call; a call whose context has a deadline holds its slot
+	// until that deadline plus Guard, if sooner.
 	ConcurrencyTTL time.Duration
 	// KeyPrefix starts every key (a per-test prefix in tests).
 	KeyPrefix string

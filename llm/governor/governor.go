@@ -224,7 +224,13 @@ func (g *Governor) Admit(ctx context.Context, call Call) (*Reservation, error) {
 	}
 	keys := append([]string(nil), blocks...)
 	r := &Reservation{ticket: newTicket(), tokens: call.Tokens}
-	args := []any{r.ticket, call.Tokens, ms(c.Window + c.Guard), ms(c.ConcurrencyTTL), ms(ConcurrencyPoll), len(blocks), len(cs)}
+	// A slot outlives its call by Guard at most: the call's deadline when ctx
+	// has one, else ConcurrencyTTL.
+	hold := c.ConcurrencyTTL
+	if dl, ok := ctx.Deadline(); ok {
+		hold = max(min(hold, time.Until(dl)+c.Guard), time.Millisecond)
+	}
+	args := []any{r.ticket, call.Tokens, ms(c.Window + c.Guard), ms(hold), ms(ConcurrencyPoll), len(blocks), len(cs)}
 	args = append(args, names...)
 	for _, k := range cs {
 		keys = append(keys, k.log, k.tok, k.conc)

@@ -180,6 +180,21 @@ func TestConcurrencySlotsFreeOnDoneOrExpire(t *testing.T) {
 	})
 }
 
+func TestASlotLivesNoLongerThanItsCallsDeadline(t *testing.T) {
+	t.Parallel()
+	setup(t, func(t *testing.T, e *env) {
+		g := e.worker(t, limits(governor.Limit{Provider: "p", Concurrency: 1})) // slots live 10 minutes
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		_, err := g.Admit(ctx, call("m", 1)) // and its worker dies
+		require.NoError(t, err)
+		after := held(t, g, call("m", 1), "p/* concurrency")
+		require.LessOrEqual(t, after, 120*time.Millisecond, "deadline + guard")
+		time.Sleep(after + 5*time.Millisecond)
+		admit(t, g, call("m", 1))
+	})
+}
+
 func TestAFullConcurrencyLimitWaitsAtMostThePoll(t *testing.T) {
 	t.Parallel()
 	setup(t, func(t *testing.T, e *env) {
@@ -438,9 +453,19 @@ func TestObserverHearsWaitsAndFeedback(t *testing.T) {
 	})
 }
 
+// BenchmarkAdmit is one admission and its Done (two script round trips)
+// against three keys' log, counter and slots; ping is one round trip, for
+// scale.
 func BenchmarkAdmit(b *testing.B) {
 	url := testdb.Redis(b)
 	rdb := testdb.Connect(b, url)
+	b.Run("ping", func(b *testing.B) {
+		for b.Loop() {
+			if err := rdb.Ping(context.Background()).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	g, err := governor.New(rdb, governor.Config{Enabled: true, Window: time.Second, KeyPrefix: "bench:", Limits: []governor.Limit{
 		{Provider: "p", RPM: governor.MaxRPM, TPM: governor.MaxTPM, Concurrency: governor.MaxConcurrency},
 		{Provider: "p", Model: "m", RPM: governor.MaxRPM, TPM: governor.MaxTPM, TeamShare: 100},
@@ -448,14 +473,22 @@ func BenchmarkAdmit(b *testing.B) {
 	require.NoError(b, err)
 	ctx := context.Background()
 	c := governor.Call{Provider: "p", Model: "m", Team: "a", Tokens: 500}
-	b.ResetTimer()
-	for b.Loop() {
-		r, err := g.Admit(ctx, c)
-		if err != nil {
-			b.Fatal(err)
+	b.Run("admit+done", func(b *testing.B) {
+		for b.Loop() {
+			r, err := g.Admit(ctx, c)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := g.Done(ctx, r, 400); err != nil {
+				b.Fatal(err)
+			}
 		}
-		if err := g.Done(ctx, r, 400); err != nil {
-			b.Fatal(err)
+	})
+	b.Run("admit", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := g.Admit(ctx, c); err != nil {
+				b.Fatal(err)
+			}
 		}
-	}
+	})
 }
