@@ -82,20 +82,20 @@ type Observer struct {
 type Config struct {
 	// Enabled turns admission and feedback on. Off, the middleware still turns
 	// a provider's 429/503/529 into a *llm.WaitError.
-	Enabled bool
-	Limits  []Limit
+	Enabled bool    `yaml:"enabled" json:"enabled"`
+	Limits  []Limit `yaml:"limits,omitempty" json:"limits,omitempty"`
 	// MaxWait is how long a step may wait in total (carried for the worker).
-	MaxWait time.Duration
+	MaxWait time.Duration `yaml:"max_wait,omitempty" json:"max_wait,omitempty"`
 	// Window is the length of the sliding window of RPM and TPM.
-	Window time.Duration
+	Window time.Duration `yaml:"window,omitempty" json:"window,omitempty"`
 	// Guard is added to Window when computing when an entry leaves it.
-	Guard time.Duration
+	Guard time.Duration `yaml:"guard,omitempty" json:"guard,omitempty"`
 	// ConcurrencyTTL is how long a concurrency slot is held at most when its
 	// worker dies mid-call; a call whose context has a deadline holds its slot
 	// until that deadline plus Guard, if sooner.
-	ConcurrencyTTL time.Duration
+	ConcurrencyTTL time.Duration `yaml:"concurrency_ttl,omitempty" json:"concurrency_ttl,omitempty"`
 	// KeyPrefix starts every key (a per-test prefix in tests).
-	KeyPrefix string
+	KeyPrefix string `yaml:"key_prefix,omitempty" json:"key_prefix,omitempty"`
 	// Observer receives the hooks; not validated, not part of the YAML.
 	Observer Observer `yaml:"-" json:"-"`
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
 
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/llm/governor"
@@ -101,4 +102,28 @@ func TestPenaltyTakesTheHintClampsGarbageAndDefaults(t *testing.T) {
 			require.Equal(t, tt.want, governor.Penalty(tt.status, tt.after, tt.lim))
 		})
 	}
+}
+
+func TestConfigReadsFromYAML(t *testing.T) {
+	t.Parallel()
+	const doc = `
+enabled: true
+max_wait: 5m
+window: 30s
+limits:
+  - {provider: openai, rpm: 500, tpm: 200000, concurrency: 20}
+  - {provider: openai, model: gpt-4o, tpm: 30000, team_share: 50, principal_share: 10}
+`
+	var c governor.Config
+	require.NoError(t, yaml.Unmarshal([]byte(doc), &c))
+	c = c.WithDefaults()
+	require.NoError(t, c.Validate())
+	require.True(t, c.Enabled)
+	require.Equal(t, 5*time.Minute, c.MaxWait)
+	require.Equal(t, 30*time.Second, c.Window)
+	require.Equal(t, governor.DefaultGuard, c.Guard)
+	require.Equal(t, []governor.Limit{
+		{Provider: "openai", RPM: 500, TPM: 200000, Concurrency: 20},
+		{Provider: "openai", Model: "gpt-4o", TPM: 30000, TeamShare: 50, PrincipalShare: 10},
+	}, c.Limits)
 }

@@ -55,7 +55,9 @@ func (g *Governor) Middleware() func(llm.Provider) llm.Provider { return g.Provi
 // Provider wraps next: each Complete is admitted first (key next.Name() and
 // req.Model, Estimate tokens, req.Team and req.Principal for the shares), and
 // returns at once a *llm.WaitError instead of waiting. After the call, Done
-// corrects the tokens with the real usage and frees the concurrency slot.
+// corrects the tokens with the real usage and frees the concurrency slot; a
+// failed call, or one without usage, keeps its estimate in the window (the
+// provider may well have counted it).
 // A provider's 429/503/529 comes back as a *llm.WaitError (Limit "HTTP 429",
 // Cause the APIError); a 429 also blocks the whole fleet (Feedback). Every
 // other error passes unchanged. Disabled, no admission is made, but the
