@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -80,7 +81,7 @@ func compile(cfg Config) (*compiled, error) {
 		return nil, err
 	}
 	c := &compiled{Config: cfg, byProvider: map[string][]Limit{}}
-	c.Limits = append([]Limit(nil), cfg.Limits...)
+	c.Limits = slices.Clone(cfg.Limits)
 	for _, l := range c.Limits {
 		c.byProvider[l.Provider] = append(c.byProvider[l.Provider], l)
 	}
@@ -119,8 +120,12 @@ func (g *Governor) SetConfig(cfg Config) error {
 	}
 }
 
-// Config is the current configuration (defaults filled in).
-func (g *Governor) Config() Config { return g.cfg.Load().Config }
+// Config is a copy of the current configuration (defaults filled in).
+func (g *Governor) Config() Config {
+	c := g.cfg.Load().Config
+	c.Limits = slices.Clone(c.Limits)
+	return c
+}
 
 // MaxWait is the current MaxWait, for the worker.
 func (g *Governor) MaxWait() time.Duration { return g.cfg.Load().MaxWait }
