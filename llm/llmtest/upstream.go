@@ -312,10 +312,17 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, "", http.StatusMethodNotAllowed, "invalid_request_error", fmt.Sprintf("Invalid method for URL (%s %s)", r.Method, r.URL.Path))
 		return
 	}
+	const tooLarge = "Request exceeds the maximum allowed number of bytes."
+	// A declared length is refused before reading, as the vendors' front ends
+	// do; a chunked body is cut off at the limit.
+	if r.ContentLength > UpstreamMaxBody {
+		u.fail(w, "", http.StatusRequestEntityTooLarge, "request_too_large", tooLarge)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, UpstreamMaxBody))
 	if err != nil {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-			u.fail(w, "", http.StatusRequestEntityTooLarge, "request_too_large", "Request exceeds the maximum allowed number of bytes.")
+			u.fail(w, "", http.StatusRequestEntityTooLarge, "request_too_large", tooLarge)
 			return
 		}
 		u.fail(w, "", http.StatusBadRequest, "invalid_request_error", "could not read the request body: "+err.Error())
