@@ -104,7 +104,9 @@ type UpstreamMessage struct {
 }
 
 // UpstreamAnswer is what the fake answers: Text, a call of Tool with Args (a
-// JSON object; "{}" when empty), or both.
+// JSON object; "{}" when empty), or both. An answer of more output tokens
+// than the request's max_tokens is cut to max_tokens, as the vendors cut it
+// (finish_reason "length", stop_reason "max_tokens").
 type UpstreamAnswer struct {
 	Text string
 	Tool string
@@ -181,10 +183,13 @@ type Upstream struct {
 	mu       sync.Mutex
 	closed   bool
 	inflight int
-	// accepted are the requests accepted within the last Window, oldest first.
+	// accepted are the requests accepted within the last Window, oldest
+	// first. Dropping its head shrinks its capacity, so append moves the live
+	// part to a new array once in a while instead of growing the old one.
 	accepted   []admission
 	windowToks int
 	cache      map[string]map[[sha256.Size]byte]time.Time
+	nextSweep  time.Time
 	seq        int
 	stats      UpstreamStats
 }
@@ -289,9 +294,15 @@ type refusal struct {
 }
 
 func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
+	u.mu.Lock()
+	if u.closed {
+		u.mu.Unlock()
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	// Added under the lock that Close takes first, so no Add races its Wait.
 	u.handlers.Add(1)
 	defer u.handlers.Done()
-	u.mu.Lock()
 	u.inflight++
 	u.stats.PeakConcurrency = max(u.stats.PeakConcurrency, u.inflight)
 	u.mu.Unlock()
@@ -336,6 +347,8 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 	model := call.req.Model
 
 	if status, ok := u.cfg.Overloaded[model]; ok {
+		state, _ := u.admit(0, false)
+		u.limitHeaders(w, state)
 		u.overloaded(w, model, status)
 		return
 	}
@@ -347,7 +360,7 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 		ans = &a
 		admit = call.input + outputTokens(a)
 	}
-	state, refused := u.admit(admit)
+	state, refused := u.admit(admit, true)
 	u.limitHeaders(w, state)
 	if refused != nil {
 		u.rateLimited(w, model, *refused)
@@ -378,8 +391,27 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	usage := u.cached(model, call)
 	usage.OutputTokens = outputTokens(*ans)
+	cut := call.req.MaxTokens > 0 && usage.OutputTokens > call.req.MaxTokens
+	if cut {
+		*ans = cutAnswer(*ans, call.req.MaxTokens*4)
+		usage.OutputTokens = call.req.MaxTokens
+	}
 	u.record(model, http.StatusOK, &usage)
-	u.write(w, http.StatusOK, u.render(model, *ans, usage))
+	u.write(w, http.StatusOK, u.render(model, *ans, usage, cut))
+}
+
+// cutAnswer is a stopped at n bytes, as a vendor stops at max_tokens: the
+// text cut, then the tool arguments (no longer JSON, as the vendors send
+// them).
+func cutAnswer(a UpstreamAnswer, n int) UpstreamAnswer {
+	if len(a.Text) >= n {
+		return UpstreamAnswer{Text: strings.ToValidUTF8(a.Text[:n], "")}
+	}
+	n -= len(a.Text)
+	if a.Tool != "" && len(a.Args) > n {
+		a.Args = strings.ToValidUTF8(a.Args[:n], "")
+	}
+	return a
 }
 
 func (u *Upstream) answer(req UpstreamRequest) UpstreamAnswer {
@@ -399,9 +431,9 @@ func outputTokens(a UpstreamAnswer) int {
 
 func ceilQuarter(n int) int { return (n + 3) / 4 }
 
-// admit checks a request of tokens against the window and, when it fits,
-// counts it in.
-func (u *Upstream) admit(tokens int) (limitState, *refusal) {
+// admit checks a request of tokens against the window and, when it fits and
+// count is set, counts it in.
+func (u *Upstream) admit(tokens int, count bool) (limitState, *refusal) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	now := time.Now()
@@ -415,6 +447,7 @@ func (u *Upstream) admit(tokens int) (limitState, *refusal) {
 
 	var ref *refusal
 	switch n := len(u.accepted); {
+	case !count:
 	case u.cfg.RPM > 0 && n >= u.cfg.RPM:
 		ref = &refusal{used: n, ask: 1, wait: u.accepted[n-u.cfg.RPM].at.Add(window).Sub(now)}
 	case u.cfg.TPM > 0 && u.windowToks+tokens > u.cfg.TPM:
@@ -441,11 +474,6 @@ func (u *Upstream) admit(tokens int) (limitState, *refusal) {
 	st := limitState{requestsRemaining: u.cfg.RPM - len(u.accepted), tokensRemaining: u.cfg.TPM - u.windowToks}
 	if len(u.accepted) > 0 {
 		st.reset = u.accepted[0].at.Add(window).Sub(now)
-	}
-	// The slice only drops its head: copy it now and then so the array does
-	// not grow without end.
-	if cap(u.accepted) > 1024 && len(u.accepted) < cap(u.accepted)/4 {
-		u.accepted = append([]admission(nil), u.accepted...)
 	}
 	return st, ref
 }
@@ -488,6 +516,18 @@ func (u *Upstream) cached(model string, call upstreamCall) llm.Usage {
 	now := time.Now()
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	// Expired entries are also dropped now and then, so a long benchmark of
+	// distinct prompts does not keep them all.
+	if now.After(u.nextSweep) {
+		for _, st := range u.cache {
+			for k, exp := range st {
+				if now.After(exp) {
+					delete(st, k)
+				}
+			}
+		}
+		u.nextSweep = now.Add(upstreamCacheTTL)
+	}
 	store := u.cache[model]
 	if store == nil {
 		store = map[[sha256.Size]byte]time.Time{}
@@ -694,9 +734,13 @@ func (u *Upstream) write(w http.ResponseWriter, status int, body any) {
 	_, _ = w.Write(raw)
 }
 
-// render is the vendor's answer body.
-func (u *Upstream) render(model string, a UpstreamAnswer, usage llm.Usage) any {
+// render is the vendor's answer body; cut is an answer stopped by max_tokens.
+func (u *Upstream) render(model string, a UpstreamAnswer, usage llm.Usage, cut bool) any {
 	args := cmp.Or(strings.TrimSpace(a.Args), "{}")
+	if cut && u.cfg.Wire == WireAnthropic && !json.Valid([]byte(args)) {
+		// Anthropic's input is an object even when the call was cut short.
+		args = "{}"
+	}
 	if u.cfg.Wire == WireOpenAI {
 		msg := map[string]any{"role": "assistant", "content": nil, "refusal": nil}
 		if a.Text != "" || a.Tool == "" {
@@ -705,6 +749,11 @@ func (u *Upstream) render(model string, a UpstreamAnswer, usage llm.Usage) any {
 		finish := "stop"
 		if a.Tool != "" {
 			finish = "tool_calls"
+		}
+		if cut {
+			finish = "length"
+		}
+		if a.Tool != "" {
 			msg["tool_calls"] = []any{map[string]any{
 				"id": u.nextID("call_"), "type": "function",
 				"function": map[string]any{"name": a.Tool, "arguments": args},
@@ -727,6 +776,11 @@ func (u *Upstream) render(model string, a UpstreamAnswer, usage llm.Usage) any {
 	stop := "end_turn"
 	if a.Tool != "" {
 		stop = "tool_use"
+	}
+	if cut {
+		stop = "max_tokens"
+	}
+	if a.Tool != "" {
 		content = append(content, map[string]any{"type": "tool_use", "id": u.nextID("toolu_"), "name": a.Tool, "input": json.RawMessage(args)})
 	}
 	return map[string]any{

@@ -301,6 +301,14 @@ func TestUpstreamOverloaded(t *testing.T) {
 				typ, msg := errorOf(t, tc.wire, a)
 				require.Equal(t, tc.typ, typ)
 				require.Equal(t, tc.msg, msg)
+				l := readLimits(t, tc.wire, a.header)
+				require.Equal(t, 1, l.reqLimit, "an overload carries the limits too")
+				require.Equal(t, 1, l.reqRemaining)
+				id := a.header.Get("x-request-id")
+				if tc.wire == llmtest.WireAnthropic {
+					id = a.header.Get("request-id")
+				}
+				require.True(t, strings.HasPrefix(id, "req_"), "request id %q", id)
 			}
 			// Overloads took no share of the RPM of 1.
 			a := do(t, http.MethodPost, url, request(tc.wire, "small", userMessages("hi"), 10))
@@ -505,6 +513,44 @@ func TestUpstreamAnthropicCache(t *testing.T) {
 				"the stats' input tokens include the cached ones")
 			require.Equal(t, w.read+num(first["cache_read_input_tokens"]), s.CachedInputTokens)
 			require.Equal(t, w.write+num(first["cache_creation_input_tokens"]), s.CacheWriteTokens)
+		})
+	}
+}
+
+func TestUpstreamMaxTokensCutsTheAnswer(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("word ", 80) // 400 bytes: 100 tokens
+	tests := []struct {
+		name, wire, stop, text string
+		maxTokens, output      int
+	}{
+		{name: "openai cut", wire: llmtest.WireOpenAI, maxTokens: 10, output: 10, stop: "length", text: long[:40]},
+		{name: "openai within", wire: llmtest.WireOpenAI, maxTokens: 100, output: 100, stop: "stop", text: long},
+		{name: "anthropic cut", wire: llmtest.WireAnthropic, maxTokens: 10, output: 10, stop: "max_tokens", text: long[:40]},
+		{name: "anthropic within", wire: llmtest.WireAnthropic, maxTokens: 200, output: 100, stop: "end_turn", text: long},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			u := startUpstream(t, llmtest.UpstreamConfig{Wire: tc.wire, Answer: func(llmtest.UpstreamRequest) llmtest.UpstreamAnswer {
+				return llmtest.UpstreamAnswer{Text: long}
+			}})
+			a := do(t, http.MethodPost, endpoint(tc.wire, u), request(tc.wire, "m", userMessages("talk"), tc.maxTokens))
+			usage := usageOf(t, a)
+			var text, stop string
+			if tc.wire == llmtest.WireOpenAI {
+				require.Equal(t, tc.output, num(usage["completion_tokens"]))
+				choice := a.body["choices"].([]any)[0].(map[string]any)
+				stop = choice["finish_reason"].(string)
+				text = choice["message"].(map[string]any)["content"].(string)
+			} else {
+				require.Equal(t, tc.output, num(usage["output_tokens"]))
+				stop = a.body["stop_reason"].(string)
+				text = a.body["content"].([]any)[0].(map[string]any)["text"].(string)
+			}
+			require.Equal(t, tc.stop, stop)
+			require.Equal(t, tc.text, text)
+			require.Equal(t, tc.output, u.Stats().Models["m"].Usage.OutputTokens)
 		})
 	}
 }
