@@ -80,6 +80,10 @@ type UpstreamConfig struct {
 	// CacheMinTokens is the prompt-cache threshold; default
 	// DefaultCacheMinTokens.
 	CacheMinTokens int
+	// Now is the clock of the windows, the cache and the headers; nil is
+	// time.Now. A test that drives it checks the windows exactly, whatever
+	// the machine's load. Latency is slept in real time all the same.
+	Now func() time.Time
 }
 
 // UpstreamRequest is a request as an Answer function sees it.
@@ -126,7 +130,8 @@ type UpstreamStats struct {
 	// PeakWindowRequests and PeakWindowTokens are the most requests, and the
 	// most tokens (as counted for TPM), accepted within any one Window.
 	PeakWindowRequests, PeakWindowTokens int
-	// Log is every request in the order it was answered.
+	// Log is every request in the order it was answered (it grows by one
+	// entry a request, and Stats copies it).
 	Log []UpstreamLogEntry
 }
 
@@ -168,6 +173,16 @@ type UpstreamLogEntry struct {
 // block boundary no more than 20 blocks before one of its breakpoints, and
 // writes the rest up to its last breakpoint. Cache entries expire five minutes
 // after their last use.
+//
+// Every answer to a well-formed request carries the vendor's rate-limit
+// headers for each limit set (none for a limit of 0): the limit, what remains
+// after this request, and the reset, which is when the oldest request in the
+// window leaves it and frees its share (OpenAI: a duration such as "1.2s";
+// Anthropic: an RFC 3339 time with milliseconds). A 429 adds Retry-After, in
+// whole seconds rounded up, and for OpenAI retry-after-ms: how long until the
+// request would fit. Anthropic's separate input- and output-token limits are
+// not simulated, so only its tokens-* headers are sent. Streaming is not
+// simulated either: a request with "stream": true is answered 400.
 type Upstream struct {
 	// URL is the base URL to give the client (…/v1 for OpenAI).
 	URL string
@@ -219,6 +234,9 @@ func StartUpstream(cfg UpstreamConfig) (*Upstream, error) {
 		}
 	}
 	u.cfg.Window = cmp.Or(cfg.Window, DefaultUpstreamWindow)
+	if u.cfg.Now == nil {
+		u.cfg.Now = time.Now
+	}
 	u.cfg.CacheMinTokens = cmp.Or(cfg.CacheMinTokens, DefaultCacheMinTokens)
 	u.stats.Models = map[string]UpstreamModelStats{}
 
@@ -414,6 +432,8 @@ func cutAnswer(a UpstreamAnswer, n int) UpstreamAnswer {
 	return a
 }
 
+func (u *Upstream) now() time.Time { return u.cfg.Now() }
+
 func (u *Upstream) answer(req UpstreamRequest) UpstreamAnswer {
 	if u.cfg.Answer == nil {
 		return UpstreamAnswer{Text: "done."}
@@ -436,7 +456,7 @@ func ceilQuarter(n int) int { return (n + 3) / 4 }
 func (u *Upstream) admit(tokens int, count bool) (limitState, *refusal) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	now := time.Now()
+	now := u.now()
 	window := u.cfg.Window
 	drop := 0
 	for drop < len(u.accepted) && now.Sub(u.accepted[drop].at) >= window {
@@ -483,7 +503,7 @@ func (u *Upstream) record(model string, status int, usage *llm.Usage) {
 	defer u.mu.Unlock()
 	s := &u.stats
 	s.Requests++
-	s.Log = append(s.Log, UpstreamLogEntry{Time: time.Now(), Model: model, Status: status})
+	s.Log = append(s.Log, UpstreamLogEntry{Time: u.now(), Model: model, Status: status})
 	ms := s.Models[model]
 	switch {
 	case status == http.StatusOK:
@@ -513,7 +533,7 @@ func (u *Upstream) record(model string, status int, usage *llm.Usage) {
 func (u *Upstream) cached(model string, call upstreamCall) llm.Usage {
 	usage := llm.Usage{InputTokens: call.input}
 	minBytes := u.cfg.CacheMinTokens * 4
-	now := time.Now()
+	now := u.now()
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	// Expired entries are also dropped now and then, so a long benchmark of
@@ -646,7 +666,7 @@ func (u *Upstream) nextID(prefix string) string {
 func (u *Upstream) limitHeaders(w http.ResponseWriter, st limitState) {
 	h := w.Header()
 	reset := max(st.reset, 0)
-	resetAt := time.Now().Add(reset).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	resetAt := u.now().Add(reset).UTC().Format("2006-01-02T15:04:05.000Z07:00")
 	set := func(kind string, limit, remaining int) {
 		if limit == 0 {
 			return
@@ -760,7 +780,7 @@ func (u *Upstream) render(model string, a UpstreamAnswer, usage llm.Usage, cut b
 			}}
 		}
 		return map[string]any{
-			"id": u.nextID("chatcmpl-"), "object": "chat.completion", "created": time.Now().Unix(), "model": model,
+			"id": u.nextID("chatcmpl-"), "object": "chat.completion", "created": u.now().Unix(), "model": model,
 			"choices": []any{map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish}},
 			"usage": map[string]any{
 				"prompt_tokens": usage.InputTokens, "completion_tokens": usage.OutputTokens,
@@ -820,6 +840,10 @@ func (u *Upstream) parse(body []byte) (upstreamCall, error) {
 	var msgs []json.RawMessage
 	if raw, ok := top["messages"]; !ok || json.Unmarshal(raw, &msgs) != nil || len(msgs) == 0 {
 		return call, errors.New("messages: Field required (a non-empty array of messages)")
+	}
+	var stream bool
+	if raw, ok := top["stream"]; ok && json.Unmarshal(raw, &stream) == nil && stream {
+		return call, errors.New("stream: llmtest.Upstream answers only whole messages")
 	}
 	maxKey := "max_tokens"
 	if u.cfg.Wire == WireOpenAI {

@@ -23,6 +23,27 @@ import (
 
 var wires = []string{llmtest.WireOpenAI, llmtest.WireAnthropic}
 
+// clock is a time the test moves, so windows are checked to the nanosecond
+// however slow the machine.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
 func startUpstream(t *testing.T, cfg llmtest.UpstreamConfig) *llmtest.Upstream {
 	t.Helper()
 	u, err := llmtest.StartUpstream(cfg)
@@ -39,7 +60,7 @@ func endpoint(wire string, u *llmtest.Upstream) string {
 }
 
 type answer struct {
-	// sent is when the request was sent: Anthropic's resets are times.
+	// sent is when the request was sent.
 	sent   time.Time
 	status int
 	header http.Header
@@ -101,15 +122,14 @@ func userMessages(text string) string { return `[{"role":"user","content":"` + t
 
 func tokens(prompt string) int { return (len(prompt) + 3) / 4 }
 
-// limits reads the vendor's rate-limit headers. Resets are durations from
-// the answer (OpenAI) or from when the request was sent (Anthropic): never
-// less than the server meant.
+// limits reads the vendor's rate-limit headers. Resets are durations: OpenAI
+// sends them so, Anthropic sends times, read from now.
 type limits struct {
 	reqLimit, reqRemaining, tokLimit, tokRemaining int
 	reqReset, tokReset                             time.Duration
 }
 
-func readLimits(t *testing.T, wire string, a answer) limits {
+func readLimits(t *testing.T, wire string, a answer, now time.Time) limits {
 	t.Helper()
 	h := a.header
 	num := func(k string) int {
@@ -133,7 +153,7 @@ func readLimits(t *testing.T, wire string, a answer) limits {
 		}
 		at, err := time.Parse(time.RFC3339, v)
 		require.NoError(t, err, k)
-		return at.Sub(a.sent)
+		return at.Sub(now)
 	}
 	if wire == llmtest.WireOpenAI {
 		return limits{
@@ -165,39 +185,41 @@ func errorOf(t *testing.T, wire string, a answer) (typ, msg string) {
 
 func TestUpstreamRPMSlidingWindow(t *testing.T) {
 	t.Parallel()
-	// Half a window is the margin of every step against a slow machine.
-	const window = 2 * time.Second
+	const window = time.Second
 	for _, wire := range wires {
 		t.Run(wire, func(t *testing.T) {
 			t.Parallel()
-			u := startUpstream(t, llmtest.UpstreamConfig{Wire: wire, RPM: 3, Window: window})
+			clk := newClock()
+			u := startUpstream(t, llmtest.UpstreamConfig{Wire: wire, RPM: 3, Window: window, Now: clk.Now})
 			url, body := endpoint(wire, u), request(wire, "m", userMessages("hi"), 10)
-			ok := func(remaining int) {
+			ok := func(remaining int, reset time.Duration) {
 				t.Helper()
 				a := do(t, http.MethodPost, url, body)
 				require.Equal(t, http.StatusOK, a.status, "%s", a.raw)
-				l := readLimits(t, wire, a)
+				l := readLimits(t, wire, a, clk.Now())
 				require.Equal(t, 3, l.reqLimit)
 				require.Equal(t, remaining, l.reqRemaining)
+				require.Equal(t, reset, l.reqReset, "until the oldest request leaves")
 				require.Equal(t, -1, l.tokLimit, "no TPM, no token headers")
 			}
-			refused := func() time.Duration {
+			refused := func(wait time.Duration) {
 				t.Helper()
 				a := do(t, http.MethodPost, url, body)
 				require.Equal(t, http.StatusTooManyRequests, a.status, "%s", a.raw)
-				l := readLimits(t, wire, a)
+				l := readLimits(t, wire, a, clk.Now())
 				require.Equal(t, 0, l.reqRemaining)
-				require.Greater(t, l.reqReset, time.Duration(0))
-				require.LessOrEqual(t, l.reqReset, window)
+				// Headers have millisecond precision.
+				if wire == llmtest.WireOpenAI {
+					require.Equal(t, wait.Round(time.Millisecond), l.reqReset)
+				} else {
+					require.InDelta(t, float64(wait), float64(l.reqReset), float64(time.Millisecond))
+				}
 				after, err := strconv.Atoi(a.header.Get("Retry-After"))
 				require.NoError(t, err)
-				require.GreaterOrEqual(t, time.Duration(after)*time.Second, l.reqReset, "Retry-After is rounded up")
+				require.Equal(t, int((wait+time.Second-1)/time.Second), after, "Retry-After is whole seconds, rounded up")
 				typ, msg := errorOf(t, wire, a)
 				if wire == llmtest.WireOpenAI {
-					ms, err := strconv.Atoi(a.header.Get("Retry-After-Ms"))
-					require.NoError(t, err)
-					require.InDelta(t, l.reqReset.Milliseconds(), ms, 1)
-					require.Equal(t, (ms+999)/1000, after)
+					require.Equal(t, strconv.FormatInt((wait.Nanoseconds()+999_999)/1_000_000, 10), a.header.Get("Retry-After-Ms"))
 					require.Equal(t, "requests", typ)
 					require.Equal(t, "rate_limit_exceeded", a.body["error"].(map[string]any)["code"])
 					require.Contains(t, msg, "Rate limit reached for m ")
@@ -206,32 +228,57 @@ func TestUpstreamRPMSlidingWindow(t *testing.T) {
 					require.Equal(t, "rate_limit_error", typ)
 					require.Contains(t, msg, "3 requests per minute")
 				}
-				return l.reqReset
 			}
 
-			ok(2)
-			time.Sleep(window / 2)
-			ok(1)
-			ok(0)
-			// The wait is until the first request leaves, half a window after
-			// the two others came.
-			wait := refused()
-			require.LessOrEqual(t, wait, window/2)
-			time.Sleep(wait + 20*time.Millisecond)
-			// The window slides: the first request has left and the two others
-			// have not, so one more fits, not three as in a fixed window.
-			ok(0)
-			refused()
+			ok(2, window)
+			clk.Advance(400 * time.Millisecond)
+			ok(1, 600*time.Millisecond)
+			ok(0, 600*time.Millisecond)
+			refused(600 * time.Millisecond)
+			clk.Advance(600*time.Millisecond - time.Nanosecond)
+			refused(time.Nanosecond)
+			// A request leaves the window exactly Window after it was accepted,
+			// and only it: the window slides, it is not reset.
+			clk.Advance(time.Nanosecond)
+			ok(0, 400*time.Millisecond)
+			refused(400 * time.Millisecond)
+			clk.Advance(400 * time.Millisecond)
+			ok(1, 600*time.Millisecond)
+			ok(0, 600*time.Millisecond)
+			refused(600 * time.Millisecond)
 
 			s := u.Stats()
-			require.Equal(t, 6, s.Requests)
-			require.Equal(t, 4, s.Answered)
-			require.Equal(t, 2, s.RateLimited)
+			require.Equal(t, 10, s.Requests)
+			require.Equal(t, 6, s.Answered)
+			require.Equal(t, 4, s.RateLimited)
 			require.Equal(t, 3, s.PeakWindowRequests)
-			require.Equal(t, 4, s.Models["m"].Answered)
-			require.Equal(t, 2, s.Models["m"].RateLimited)
+			require.Equal(t, 6, s.Models["m"].Answered)
+			require.Equal(t, 4, s.Models["m"].RateLimited)
 		})
 	}
+}
+
+// The windows pass in real time too: a refused client that waits as told is
+// accepted.
+func TestUpstreamRPMRealTime(t *testing.T) {
+	t.Parallel()
+	const window = 300 * time.Millisecond
+	u := startUpstream(t, llmtest.UpstreamConfig{Wire: llmtest.WireOpenAI, RPM: 2, Window: window})
+	url, body := endpoint(llmtest.WireOpenAI, u), request(llmtest.WireOpenAI, "m", userMessages("hi"), 10)
+	start := time.Now()
+	require.Equal(t, http.StatusOK, do(t, http.MethodPost, url, body).status)
+	require.Equal(t, http.StatusOK, do(t, http.MethodPost, url, body).status)
+	a := do(t, http.MethodPost, url, body)
+	if time.Since(start) >= window {
+		t.Skipf("the machine took %s for three requests, more than the window", time.Since(start))
+	}
+	require.Equal(t, http.StatusTooManyRequests, a.status, "%s", a.raw)
+	ms, err := strconv.Atoi(a.header.Get("Retry-After-Ms"))
+	require.NoError(t, err)
+	require.Positive(t, ms)
+	require.LessOrEqual(t, time.Duration(ms)*time.Millisecond, window)
+	time.Sleep(time.Duration(ms) * time.Millisecond)
+	require.Equal(t, http.StatusOK, do(t, http.MethodPost, url, body).status)
 }
 
 func TestUpstreamTPM(t *testing.T) {
@@ -254,24 +301,24 @@ func TestUpstreamTPM(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tpm := 2*tc.admit + tc.admit/2
-			u := startUpstream(t, llmtest.UpstreamConfig{Wire: tc.wire, TPM: tpm, Window: time.Minute})
+			clk := newClock()
+			u := startUpstream(t, llmtest.UpstreamConfig{Wire: tc.wire, TPM: tpm, Now: clk.Now})
 			url, body := endpoint(tc.wire, u), request(tc.wire, "m", msgs, tc.maxTokens)
-			var resets []time.Duration
 			for i := 1; i <= 2; i++ {
 				a := do(t, http.MethodPost, url, body)
 				require.Equal(t, http.StatusOK, a.status, "%s", a.raw)
-				l := readLimits(t, tc.wire, a)
+				l := readLimits(t, tc.wire, a, clk.Now())
 				require.Equal(t, tpm, l.tokLimit)
 				require.Equal(t, tpm-i*tc.admit, l.tokRemaining)
+				require.Equal(t, time.Minute-time.Duration(i-1)*10*time.Second, l.tokReset, "the reset counts down to the oldest request leaving")
 				require.Equal(t, -1, l.reqLimit, "no RPM, no request headers")
-				resets = append(resets, l.tokReset)
-				time.Sleep(20 * time.Millisecond)
+				clk.Advance(10 * time.Second)
 			}
-			require.Less(t, resets[1], resets[0], "the reset counts down to the oldest request leaving")
 
+			// The third does not fit until the first has left, 40 s on.
 			a := do(t, http.MethodPost, url, body)
 			require.Equal(t, http.StatusTooManyRequests, a.status, "%s", a.raw)
-			require.NotEmpty(t, a.header.Get("Retry-After"))
+			require.Equal(t, "40", a.header.Get("Retry-After"))
 			typ, msg := errorOf(t, tc.wire, a)
 			if tc.wire == llmtest.WireOpenAI {
 				require.Equal(t, "tokens", typ)
@@ -280,16 +327,21 @@ func TestUpstreamTPM(t *testing.T) {
 				require.Equal(t, "rate_limit_error", typ)
 				require.Contains(t, msg, "tokens per minute")
 			}
+			clk.Advance(40*time.Second - time.Nanosecond)
+			require.Equal(t, http.StatusTooManyRequests, do(t, http.MethodPost, url, body).status)
+			clk.Advance(time.Nanosecond)
+			require.Equal(t, http.StatusOK, do(t, http.MethodPost, url, body).status)
+			clk.Advance(time.Minute)
 
 			s := u.Stats()
-			require.Equal(t, 2, s.Answered)
-			require.Equal(t, 1, s.RateLimited)
+			require.Equal(t, 3, s.Answered)
+			require.Equal(t, 2, s.RateLimited)
 			require.Equal(t, 2*tc.admit, s.PeakWindowTokens)
 			usage := s.Models["m"].Usage
-			require.Equal(t, 2*in, usage.InputTokens)
-			require.Equal(t, 2*2, usage.OutputTokens)
+			require.Equal(t, 3*in, usage.InputTokens)
+			require.Equal(t, 3*2, usage.OutputTokens)
 			if tc.maxTokens == 0 {
-				require.Equal(t, usage.Total(), s.PeakWindowTokens, "without max_tokens the window counts the usage billed")
+				require.Equal(t, usage.Total()*2/3, s.PeakWindowTokens, "without max_tokens the window counts the usage billed")
 			}
 		})
 	}
@@ -324,7 +376,7 @@ func TestUpstreamOverloaded(t *testing.T) {
 				typ, msg := errorOf(t, tc.wire, a)
 				require.Equal(t, tc.typ, typ)
 				require.Equal(t, tc.msg, msg)
-				l := readLimits(t, tc.wire, a)
+				l := readLimits(t, tc.wire, a, time.Now())
 				require.Equal(t, 1, l.reqLimit, "an overload carries the limits too")
 				require.Equal(t, 1, l.reqRemaining)
 				id := a.header.Get("x-request-id")
@@ -580,27 +632,38 @@ func TestUpstreamMaxTokensCutsTheAnswer(t *testing.T) {
 
 func TestUpstreamConcurrency(t *testing.T) {
 	t.Parallel()
-	const clients, latency = 6, 300 * time.Millisecond
-	u := startUpstream(t, llmtest.UpstreamConfig{Wire: llmtest.WireOpenAI, Latency: latency})
-	url, body := endpoint(llmtest.WireOpenAI, u), request(llmtest.WireOpenAI, "m", userMessages("hi"), 10)
+	const clients, latency = 6, 100 * time.Millisecond
+	// Without max_tokens Answer is called before the latency: it holds every
+	// request until all are in flight, however slowly they come.
+	var arrived sync.WaitGroup
+	arrived.Add(clients)
+	all := make(chan struct{})
+	go func() { arrived.Wait(); close(all) }()
+	u := startUpstream(t, llmtest.UpstreamConfig{Wire: llmtest.WireOpenAI, Latency: latency, Answer: func(llmtest.UpstreamRequest) llmtest.UpstreamAnswer {
+		arrived.Done()
+		select {
+		case <-all:
+		case <-time.After(10 * time.Second):
+		}
+		return llmtest.UpstreamAnswer{Text: "done."}
+	}})
+	url, body := endpoint(llmtest.WireOpenAI, u), request(llmtest.WireOpenAI, "m", userMessages("hi"), 0)
 	var wg sync.WaitGroup
-	statuses := make([]int, clients)
-	start := time.Now()
+	answers := make([]answer, clients)
+	errs := make([]error, clients)
 	for i := range clients {
-		wg.Go(func() {
-			resp, err := http.Post(url, "application/json", strings.NewReader(body))
-			if err != nil {
-				return
-			}
-			_ = resp.Body.Close()
-			statuses[i] = resp.StatusCode
-		})
+		wg.Go(func() { answers[i], errs[i] = try(http.MethodPost, url, strings.NewReader(body)) })
 	}
 	wg.Wait()
-	require.GreaterOrEqual(t, time.Since(start), latency)
-	for _, s := range statuses {
-		require.Equal(t, http.StatusOK, s)
+	var released time.Time
+	for i, a := range answers {
+		require.NoError(t, errs[i])
+		require.Equal(t, http.StatusOK, a.status, "%s", a.raw)
+		if a.sent.After(released) {
+			released = a.sent
+		}
 	}
+	require.GreaterOrEqual(t, time.Since(released), latency, "every answer waited the latency after the last request came")
 	s := u.Stats()
 	require.Equal(t, clients, s.PeakConcurrency)
 	require.Equal(t, clients, s.Answered)
@@ -632,36 +695,34 @@ func TestUpstreamCloseCutsLatency(t *testing.T) {
 
 func TestUpstreamPeakWindow(t *testing.T) {
 	t.Parallel()
-	const window = time.Second
-	u := startUpstream(t, llmtest.UpstreamConfig{Wire: llmtest.WireAnthropic, Window: window})
+	clk := newClock()
+	u := startUpstream(t, llmtest.UpstreamConfig{Wire: llmtest.WireAnthropic, Window: time.Second, Now: clk.Now})
 	msgs := userMessages("count me")
 	url, body := endpoint(llmtest.WireAnthropic, u), request(llmtest.WireAnthropic, "m", msgs, 10)
-	// Each burst is sent at once, so it fits in a window on a slow machine.
-	send := func(n int) {
-		var wg sync.WaitGroup
-		answers := make([]answer, n)
-		errs := make([]error, n)
-		for i := range n {
-			wg.Go(func() { answers[i], errs[i] = try(http.MethodPost, url, strings.NewReader(body)) })
-		}
-		wg.Wait()
-		for i, a := range answers {
-			require.NoError(t, errs[i])
-			require.Equal(t, http.StatusOK, a.status, "%s", a.raw)
-			require.Empty(t, a.header.Get("anthropic-ratelimit-requests-limit"), "no limit, no header")
-			require.NotEmpty(t, a.header.Get("request-id"))
-		}
+	send := func() {
+		t.Helper()
+		a := do(t, http.MethodPost, url, body)
+		require.Equal(t, http.StatusOK, a.status, "%s", a.raw)
+		require.Empty(t, a.header.Get("anthropic-ratelimit-requests-limit"), "no limit, no header")
+		require.NotEmpty(t, a.header.Get("request-id"))
 	}
-	start := time.Now()
-	send(4)
-	require.Less(t, time.Since(start), window, "the machine is too slow for this window")
-	time.Sleep(window + 100*time.Millisecond)
-	send(2)
+	// One every 400 ms: a window of one second never holds more than three.
+	for range 5 {
+		send()
+		clk.Advance(400 * time.Millisecond)
+	}
 	s := u.Stats()
-	require.Equal(t, 6, s.Answered)
-	require.Equal(t, 4, s.PeakWindowRequests, "the first burst, not all six")
-	require.Equal(t, 4*(tokens(msgs)+10), s.PeakWindowTokens, "input plus max_tokens each")
-	require.Len(t, s.Log, 6)
+	require.Equal(t, 3, s.PeakWindowRequests)
+	require.Equal(t, 3*(tokens(msgs)+10), s.PeakWindowTokens, "input plus max_tokens each")
+	// At 2.0 s the one of 0.8 s has left, exactly: three again, then four.
+	send()
+	require.Equal(t, 3, u.Stats().PeakWindowRequests)
+	send()
+	s = u.Stats()
+	require.Equal(t, 4, s.PeakWindowRequests)
+	require.Equal(t, 4*(tokens(msgs)+10), s.PeakWindowTokens)
+	require.Equal(t, 7, s.Answered)
+	require.Len(t, s.Log, 7)
 	for i, e := range s.Log {
 		require.Equal(t, "m", e.Model)
 		require.Equal(t, http.StatusOK, e.Status)
@@ -690,6 +751,7 @@ func TestUpstreamMalformed(t *testing.T) {
 		{name: "no messages", method: http.MethodPost, body: `{"model":"m","max_tokens":5}`, status: http.StatusBadRequest},
 		{name: "empty messages", method: http.MethodPost, body: `{"model":"m","max_tokens":5,"messages":[]}`, status: http.StatusBadRequest},
 		{name: "a message without a role", method: http.MethodPost, body: `{"model":"m","max_tokens":5,"messages":[{"content":"hi"}]}`, status: http.StatusBadRequest},
+		{name: "streaming", method: http.MethodPost, body: `{"model":"m","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, status: http.StatusBadRequest},
 		{name: "negative max_tokens", method: http.MethodPost, body: `{"model":"m","max_tokens":-1,"messages":[{"role":"user","content":"hi"}]}`, status: http.StatusBadRequest},
 		{name: "anthropic requires max_tokens", only: llmtest.WireAnthropic, method: http.MethodPost, body: `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, status: http.StatusBadRequest},
 		{name: "too large", method: http.MethodPost, body: huge, status: http.StatusRequestEntityTooLarge},
