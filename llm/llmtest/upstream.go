@@ -426,6 +426,7 @@ func cutAnswer(a UpstreamAnswer, n int) UpstreamAnswer {
 		return UpstreamAnswer{Text: strings.ToValidUTF8(a.Text[:n], "")}
 	}
 	n -= len(a.Text)
+	a.Args = cmp.Or(strings.TrimSpace(a.Args), "{}")
 	if a.Tool != "" && len(a.Args) > n {
 		a.Args = strings.ToValidUTF8(a.Args[:n], "")
 	}
@@ -757,9 +758,13 @@ func (u *Upstream) write(w http.ResponseWriter, status int, body any) {
 // render is the vendor's answer body; cut is an answer stopped by max_tokens.
 func (u *Upstream) render(model string, a UpstreamAnswer, usage llm.Usage, cut bool) any {
 	args := cmp.Or(strings.TrimSpace(a.Args), "{}")
-	if cut && u.cfg.Wire == WireAnthropic && !json.Valid([]byte(args)) {
-		// Anthropic's input is an object even when the call was cut short.
-		args = "{}"
+	if cut {
+		// OpenAI sends the arguments as far as they got; Anthropic's input is
+		// an object even when the call was cut short.
+		args = a.Args
+		if u.cfg.Wire == WireAnthropic && !json.Valid([]byte(args)) {
+			args = "{}"
+		}
 	}
 	if u.cfg.Wire == WireOpenAI {
 		msg := map[string]any{"role": "assistant", "content": nil, "refusal": nil}

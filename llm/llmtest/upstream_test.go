@@ -630,6 +630,33 @@ func TestUpstreamMaxTokensCutsTheAnswer(t *testing.T) {
 	}
 }
 
+func TestUpstreamMaxTokensCutsAToolCall(t *testing.T) {
+	t.Parallel()
+	args := `{"path":"` + strings.Repeat("a", 100) + `"}`
+	answer := func(llmtest.UpstreamRequest) llmtest.UpstreamAnswer {
+		return llmtest.UpstreamAnswer{Text: "ok", Tool: "read", Args: args}
+	}
+	for _, wire := range wires {
+		t.Run(wire, func(t *testing.T) {
+			t.Parallel()
+			u := startUpstream(t, llmtest.UpstreamConfig{Wire: wire, Answer: answer})
+			a := do(t, http.MethodPost, endpoint(wire, u), request(wire, "m", userMessages("read"), 5))
+			require.Equal(t, http.StatusOK, a.status, "%s", a.raw)
+			if wire == llmtest.WireOpenAI {
+				choice := a.body["choices"].([]any)[0].(map[string]any)
+				require.Equal(t, "length", choice["finish_reason"])
+				call := choice["message"].(map[string]any)["tool_calls"].([]any)[0].(map[string]any)
+				require.Equal(t, args[:5*4-len("ok")], call["function"].(map[string]any)["arguments"], "the arguments as far as 5 tokens go")
+				return
+			}
+			require.Equal(t, "max_tokens", a.body["stop_reason"])
+			content := a.body["content"].([]any)
+			require.Len(t, content, 2)
+			require.Equal(t, map[string]any{}, content[1].(map[string]any)["input"])
+		})
+	}
+}
+
 func TestUpstreamConcurrency(t *testing.T) {
 	t.Parallel()
 	const clients, latency = 6, 100 * time.Millisecond
