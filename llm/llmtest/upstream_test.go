@@ -528,6 +528,14 @@ func TestUpstreamAnthropicCache(t *testing.T) {
 			written: sysBlock + `}`,
 		},
 		{
+			name:    "cache_control first in its block",
+			first:   anth(`[{"cache_control":{"type":"ephemeral"},"type":"text","text":"`+long+`"}]`, userMessages("hi")),
+			second:  anth(`[{"cache_control":{"type":"ephemeral"},"type":"text","text":"`+long+`"}]`, userMessages("there")),
+			prompt:  sysBlock + `}]` + userMessages("there"),
+			read:    sysBlock + `}`,
+			written: sysBlock + `}`,
+		},
+		{
 			name:   "a breakpoint before the minimum caches nothing",
 			first:  anth(`[{"type":"text","text":"short"`+cc+`}]`, userMessages("hi")),
 			second: anth(`[{"type":"text","text":"short"`+cc+`}]`, userMessages("hi")),
