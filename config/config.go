@@ -28,8 +28,11 @@ import (
 	"github.com/aetherium-engine/aetherium/internal/redisconn"
 	"github.com/aetherium-engine/aetherium/knowledge"
 	"github.com/aetherium-engine/aetherium/lease"
+	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/llm/anthropic"
+	"github.com/aetherium-engine/aetherium/llm/governor"
 	"github.com/aetherium-engine/aetherium/llm/openai"
+	"github.com/aetherium-engine/aetherium/llm/pricing"
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/mcpserver"
 	"github.com/aetherium-engine/aetherium/memory"
@@ -78,6 +81,9 @@ type Config struct {
 	// scheduler.
 	Scheduler scheduler.Config `yaml:"scheduler"`
 	LLM       LLM              `yaml:"llm"`
+	// Path is the file the configuration was read from ("" for none): the
+	// llm section's limits and prices are reloaded when it changes.
+	Path string `yaml:"-"`
 	// Security configures the permission gate, the team secrets and the egress
 	// policy; see package security.
 	Security security.Config `yaml:"security"`
@@ -173,6 +179,81 @@ type API struct {
 type LLM struct {
 	OpenAI    openai.Config    `yaml:"openai"`
 	Anthropic anthropic.Config `yaml:"anthropic"`
+	// Governor is "on" (the default) or "off" (env AETHERIUM_LLM_GOVERNOR): on,
+	// every model call is admitted against Limits, shared by the whole fleet
+	// through Redis (package llm/governor); off, none is, but a provider's 429,
+	// 503 or 529 still parks the step instead of failing it.
+	Governor string `yaml:"governor"`
+	// Limits are the providers' limits: [{provider, model, rpm, tpm,
+	// concurrency, team_share, principal_share}], model "" or "*" for the
+	// credential's limit across its models. Reloaded when the file changes (a
+	// broken file keeps the last good limits). Default none.
+	Limits []governor.Limit `yaml:"limits"`
+	// MaxWait bounds how long a step may stay parked by rate limits before its
+	// run fails with reason rate_limited. Default worker.DefaultMaxWait.
+	MaxWait time.Duration `yaml:"max_wait"`
+	// Prices is a price file (package llm/pricing's format, dollars per million
+	// tokens) whose lines replace or extend the shipped table's (env
+	// AETHERIUM_LLM_PRICES). Reloaded when it changes. Default: the shipped
+	// table only.
+	Prices string `yaml:"prices"`
+	// Budgets are money budgets beyond a run's own (a template's
+	// budget.max_cost).
+	Budgets Budgets `yaml:"budgets"`
+}
+
+// Budgets is llm.budgets.
+type Budgets struct {
+	// PrincipalDaily, in dollars ("5.00"), stops a principal's runs and
+	// refuses its submits once its model calls cost that much since midnight
+	// UTC. "" = none.
+	PrincipalDaily string `yaml:"principal_daily"`
+}
+
+// GovernorConfig is the governor's configuration from the llm section.
+func (l LLM) GovernorConfig() governor.Config {
+	return governor.Config{Enabled: l.Governor != "off", Limits: l.Limits, MaxWait: l.MaxWait}.WithDefaults()
+}
+
+// PriceTable is the shipped price table with the llm.prices file over it.
+func (l LLM) PriceTable() (*pricing.Table, error) {
+	if l.Prices == "" {
+		return pricing.Default(), nil
+	}
+	over, err := pricing.Load(l.Prices)
+	if err != nil {
+		return nil, err
+	}
+	return pricing.Merge(pricing.Default(), over)
+}
+
+// DailyBudget is llm.budgets.principal_daily (0: none).
+func (l LLM) DailyBudget() (llm.Money, error) {
+	if l.Budgets.PrincipalDaily == "" {
+		return 0, nil
+	}
+	return llm.ParseDollars(l.Budgets.PrincipalDaily)
+}
+
+// validate reports the llm section's problems, naming the keys.
+func (l LLM) validate() []error {
+	var errs []error
+	if l.Governor != "" && l.Governor != "on" && l.Governor != "off" {
+		errs = append(errs, fmt.Errorf("llm.governor (AETHERIUM_LLM_GOVERNOR): want on or off, got %q", l.Governor))
+	}
+	if l.MaxWait < 0 {
+		errs = append(errs, fmt.Errorf("llm.max_wait: must not be negative, got %s", l.MaxWait))
+	}
+	if err := l.GovernorConfig().Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("llm.limits: %w", err))
+	}
+	if _, err := l.PriceTable(); err != nil {
+		errs = append(errs, fmt.Errorf("llm.prices (AETHERIUM_LLM_PRICES): %w", err))
+	}
+	if _, err := l.DailyBudget(); err != nil {
+		errs = append(errs, fmt.Errorf("llm.budgets.principal_daily: %w", err))
+	}
+	return errs
 }
 
 // Default returns the configuration with every default filled in: the packages'
@@ -211,6 +292,7 @@ func LoadFrom(path string, env func(string) (string, bool)) (Config, error) {
 	raw, err := os.ReadFile(path)
 	switch {
 	case err == nil:
+		cfg.Path = path
 		dec := yaml.NewDecoder(bytes.NewReader(raw))
 		dec.KnownFields(true)
 		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
@@ -240,6 +322,8 @@ func applyEnv(c *Config, env func(string) (string, bool)) error {
 		"AETHERIUM_SCHEDULER_METRICS_ADDR": &c.Scheduler.MetricsAddr,
 		"AETHERIUM_EGRESS_PRIVATE":         &c.Security.Egress.Private,
 		"AETHERIUM_OPENAI_BASE_URL":        &c.LLM.OpenAI.BaseURL,
+		"AETHERIUM_LLM_GOVERNOR":           &c.LLM.Governor,
+		"AETHERIUM_LLM_PRICES":             &c.LLM.Prices,
 		"AETHERIUM_ANTHROPIC_BASE_URL":     &c.LLM.Anthropic.BaseURL,
 		"OPENAI_API_KEY":                   &c.LLM.OpenAI.APIKey,
 		"ANTHROPIC_API_KEY":                &c.LLM.Anthropic.APIKey,
@@ -357,6 +441,7 @@ func (c Config) Validate() error {
 		add(err)
 	}
 	add(c.Security.Validate())
+	add(errors.Join(c.LLM.validate()...))
 	add(c.Research.Validate())
 	add(c.Quality.WithDefaults().Validate())
 	add(c.Sandbox.OneShot.WithDefaults().Validate())

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/api"
 	"github.com/aetherium-engine/aetherium/config"
+	"github.com/aetherium-engine/aetherium/llm/governor"
 	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/mcpserver"
 	"github.com/aetherium-engine/aetherium/security"
@@ -91,9 +92,12 @@ func TestLoadFromNoFileGivesDefaults(t *testing.T) {
 
 func TestLoadFromEmptyFileGivesDefaults(t *testing.T) {
 	t.Parallel()
-	c, err := config.LoadFrom(writeFile(t, "# only a comment\n"), envOf(nil))
+	path := writeFile(t, "# only a comment\n")
+	c, err := config.LoadFrom(path, envOf(nil))
 	require.NoError(t, err)
-	require.Equal(t, config.Default(), c)
+	want := config.Default()
+	want.Path = path
+	require.Equal(t, want, c)
 }
 
 func TestLoadFromFileAndEnv(t *testing.T) {
@@ -349,6 +353,18 @@ func TestValidateNamesEachKey(t *testing.T) {
 		{name: "negative body limit", mutate: func(c *config.Config) { c.API.BodyLimit = -5 }, want: "api.body_limit"},
 		{name: "a video width off Wan's grid", mutate: func(c *config.Config) { c.ComfyUI.VideoWidth = 830 }, want: "comfyui.video_width"},
 		{name: "a video service that is no lease name", mutate: func(c *config.Config) { c.ComfyUI.VideoService = "Comfy Video" }, want: "comfyui.video_service"},
+		{name: "limits and a daily budget are fine", mutate: func(c *config.Config) {
+			c.LLM.Limits = []governor.Limit{{Provider: "openai", RPM: 60, TPM: 20000}, {Provider: "openai", Model: "gpt-4o", Concurrency: 4, TeamShare: 50}}
+			c.LLM.Budgets.PrincipalDaily = "5.00"
+		}},
+		{name: "governor neither on nor off", mutate: func(c *config.Config) { c.LLM.Governor = "maybe" }, want: "llm.governor (AETHERIUM_LLM_GOVERNOR): want on or off"},
+		{name: "a negative limit", mutate: func(c *config.Config) { c.LLM.Limits = []governor.Limit{{Provider: "openai", RPM: -5}} }, want: "llm.limits"},
+		{name: "an absurd limit", mutate: func(c *config.Config) { c.LLM.Limits = []governor.Limit{{Provider: "openai", TPM: 1 << 40}} }, want: "llm.limits"},
+		{name: "a limit line that limits nothing", mutate: func(c *config.Config) { c.LLM.Limits = []governor.Limit{{Provider: "openai"}} }, want: "llm.limits"},
+		{name: "a negative max wait", mutate: func(c *config.Config) { c.LLM.MaxWait = -time.Second }, want: "llm.max_wait"},
+		{name: "a missing price file", mutate: func(c *config.Config) { c.LLM.Prices = "/nonexistent/prices.yaml" }, want: "llm.prices (AETHERIUM_LLM_PRICES)"},
+		{name: "a daily budget in exponent form", mutate: func(c *config.Config) { c.LLM.Budgets.PrincipalDaily = "1e3" }, want: "llm.budgets.principal_daily"},
+		{name: "a negative daily budget", mutate: func(c *config.Config) { c.LLM.Budgets.PrincipalDaily = "-5" }, want: "llm.budgets.principal_daily"},
 		{name: "a secret from env bound to domains is fine", mutate: func(c *config.Config) {
 			c.Security.Secrets = map[string]egress.SecretSource{"github": {Env: "GITHUB_TOKEN", Domains: []string{"api.github.com", "*.github.com"}}}
 		}},
