@@ -11,8 +11,8 @@ import (
 
 	"github.com/aetherium-engine/aetherium/api"
 	"github.com/aetherium-engine/aetherium/config"
-	"github.com/aetherium-engine/aetherium/llm/governor"
 	"github.com/aetherium-engine/aetherium/egress"
+	"github.com/aetherium-engine/aetherium/llm/governor"
 	"github.com/aetherium-engine/aetherium/mcpserver"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/wsquota"
