@@ -210,6 +210,18 @@ type Budgets struct {
 	PrincipalDaily string `yaml:"principal_daily"`
 }
 
+// DefaultModel is the model a provider is asked when a team names none ("" for
+// the script model and unknown providers).
+func (l LLM) DefaultModel(provider string) string {
+	switch provider {
+	case "openai":
+		return l.OpenAI.Model
+	case "anthropic":
+		return l.Anthropic.Model
+	}
+	return ""
+}
+
 // GovernorConfig is the governor's configuration from the llm section.
 func (l LLM) GovernorConfig() governor.Config {
 	return governor.Config{Enabled: l.Governor != "off", Limits: l.Limits, MaxWait: l.MaxWait}.WithDefaults()

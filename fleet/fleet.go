@@ -75,6 +75,8 @@ type Fleet struct {
 	Router   *tools.Router
 	Metrics  *metrics.Metrics
 	Worker   *worker.Worker
+	// Traffic is the model-traffic plane: the governor and the price table.
+	Traffic *Traffic
 	// The permission gate's parts (nil with Options.NoGate).
 	Rules     *security.Rules
 	Approvals *security.Approvals
@@ -219,6 +221,9 @@ func (f *Fleet) openCore(ctx context.Context, opts Options) error {
 		hooks = append(hooks, f.Webhooks.OnEvent)
 	}
 	f.Events.OnEvent = events.Fanout(append(hooks, scheduler.OnEvent(f.Queue))...)
+	if f.Traffic, err = newTraffic(cfg, f.Redis, f.Log); err != nil {
+		return err
+	}
 	return f.openPolicy(cfg, opts)
 }
 
@@ -342,7 +347,7 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 	}
 	models := opts.Models
 	if models == nil {
-		models = &ModelFactory{LLM: cfg.LLM, ScriptLatency: cfg.Worker.ScriptLatency}
+		models = &ModelFactory{LLM: cfg.LLM, ScriptLatency: cfg.Worker.ScriptLatency, Traffic: f.Traffic}
 	}
 	var audit worker.AuditWriter
 	if f.Audit != nil {
@@ -351,6 +356,10 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 	wcfg := cfg.Worker
 	wcfg.Workspaces = cfg.Workspaces
 	wcfg.ReviewModel = cfg.Quality.Review.Model
+	wcfg.MaxWait = cfg.LLM.MaxWait
+	if wcfg.PrincipalDailyBudget, err = cfg.LLM.DailyBudget(); err != nil {
+		return fmt.Errorf("llm.budgets.principal_daily: %w", err)
+	}
 	// The product rules plug into the agent loop as hooks.
 	wcfg.ReplyChecks = []hook.ReplyCheck{qa.Check, requiredoutput.Check}
 	wcfg.PostRun = []hook.PostRun{finishimage.New(finishimage.Deps{Store: f.Store, Queue: f.Queue, Events: f.Events,
@@ -487,7 +496,9 @@ func (f *Fleet) API() *api.Server {
 	}
 	deps := api.Deps{Store: f.Store, Redis: f.Redis, RedisOpt: f.RedisOpt, Queue: f.Queue, Events: f.Events, Hub: f.EventsHub(), Registry: f.Registry,
 		Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Leases: f.Leases, Log: f.Log,
-		CheckDisk: f.Workspaces.CheckFree, RemoveProject: f.removeProject, WorkspaceDir: f.Workspaces.Dir}
+		CheckDisk: f.Workspaces.CheckFree, RemoveProject: f.removeProject, WorkspaceDir: f.Workspaces.Dir,
+		CheckModels: f.Traffic.CheckModels}
+	deps.PrincipalDailyBudget, _ = f.Cfg.LLM.DailyBudget() // checked by config.Validate
 	if f.Approvals != nil { // a nil *Approvals in the interface would not read as "no gate"
 		deps.Approvals = f.Approvals
 	}
@@ -595,6 +606,9 @@ func (f *Fleet) RunWorker(ctx context.Context) error {
 	defer cancel()
 	if err := f.WatchRules(ctx); err != nil {
 		return err
+	}
+	if err := f.Traffic.Watch(ctx); err != nil {
+		return fmt.Errorf("worker: llm reload: %w", err)
 	}
 	if err := srv.Start(mux); err != nil {
 		return fmt.Errorf("worker: %w", err)

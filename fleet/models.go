@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"fmt"
 	"sync"
 	"time"
@@ -14,11 +15,16 @@ import (
 )
 
 // ModelFactory is the production worker.Models: script providers are built per team (the
-// screenplay is part of the template); SDK providers are shared per process.
+// screenplay is part of the template); SDK providers are shared per process,
+// each behind the process's Traffic (the governor and the meter), and a model
+// with fallbacks is a chain of them (llm.Chain).
 type ModelFactory struct {
 	LLM config.LLM
 	// ScriptLatency is slept before every script answer (benchmarks). Default 0.
 	ScriptLatency time.Duration
+	// Traffic governs and prices the SDK providers' calls; nil leaves them bare
+	// (tests of other parts).
+	Traffic *Traffic
 
 	mu        sync.Mutex
 	openai    llm.Provider
@@ -28,17 +34,35 @@ type ModelFactory struct {
 // For implements worker.Models.
 func (f *ModelFactory) For(team templates.Template, node templates.Node) (llm.Provider, llm.ModelConfig, error) {
 	mc := team.ModelFor(node)
-	switch mc.Provider {
-	case "script":
+	if mc.Provider == "script" {
 		return script.New(team.Script, f.ScriptLatency), mc, nil
+	}
+	links := make([]llm.Link, 0, 1+len(mc.Fallback))
+	for _, m := range append([]llm.ModelConfig{mc}, mc.Fallback...) {
+		p, err := f.provider(m.Provider)
+		if err != nil {
+			return nil, mc, err
+		}
+		if f.Traffic != nil {
+			p = f.Traffic.Wrap(p)
+		}
+		// The model is named even when it is the provider's default: the
+		// governor's limits and the price table are per model.
+		links = append(links, llm.Link{Provider: p, Model: cmp.Or(m.Model, f.LLM.DefaultModel(m.Provider)), MaxTokens: m.MaxTokens})
+	}
+	mc.Model = links[0].Model
+	return llm.Chain(links...), mc, nil
+}
+
+// provider is the process's shared provider of a name.
+func (f *ModelFactory) provider(name string) (llm.Provider, error) {
+	switch name {
 	case "openai":
-		p, err := f.shared(&f.openai, "openai", func() (llm.Provider, error) { return openai.New(f.LLM.OpenAI) })
-		return p, mc, err
+		return f.shared(&f.openai, "openai", func() (llm.Provider, error) { return openai.New(f.LLM.OpenAI) })
 	case "anthropic":
-		p, err := f.shared(&f.anthropic, "anthropic", func() (llm.Provider, error) { return anthropic.New(f.LLM.Anthropic) })
-		return p, mc, err
+		return f.shared(&f.anthropic, "anthropic", func() (llm.Provider, error) { return anthropic.New(f.LLM.Anthropic) })
 	default:
-		return nil, mc, fmt.Errorf("unknown model provider %q", mc.Provider)
+		return nil, fmt.Errorf("unknown model provider %q", name)
 	}
 }
 
