@@ -20,6 +20,7 @@ func newProvider(t *testing.T, opts llmtest.Options) llm.Provider {
 		Model:      opts.Model,
 		MaxRetries: opts.MaxRetries,
 		Timeout:    10 * time.Second,
+		HTTPClient: opts.HTTPClient,
 	})
 	require.NoError(t, err)
 	return p
@@ -219,9 +220,10 @@ func TestAnswerEdgeCases(t *testing.T) {
 				`{"type":"text","text":"Hello, "},{"type":"text","text":"world."}` +
 				`],"stop_reason":"end_turn","usage":{"input_tokens":10,"cache_creation_input_tokens":100,"cache_read_input_tokens":1000,"output_tokens":7}}`,
 			want: llm.Response{
-				Message: llm.Message{Role: llm.RoleAssistant, Content: "Hello, world."},
-				Usage:   llm.Usage{InputTokens: 1110, OutputTokens: 7},
-				Model:   "claude-x",
+				Message:  llm.Message{Role: llm.RoleAssistant, Content: "Hello, world."},
+				Usage:    llm.Usage{InputTokens: 1110, OutputTokens: 7, CachedInputTokens: 1000, CacheWriteTokens: 100},
+				Model:    "claude-x",
+				Provider: "anthropic",
 			},
 		},
 	}

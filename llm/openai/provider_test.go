@@ -19,6 +19,7 @@ func newProvider(t *testing.T, opts llmtest.Options) llm.Provider {
 		Model:      opts.Model,
 		MaxRetries: opts.MaxRetries,
 		Timeout:    10 * time.Second,
+		HTTPClient: opts.HTTPClient,
 	})
 	require.NoError(t, err)
 	return p
