@@ -1,7 +1,9 @@
 // Package wire is what the HTTP providers (openai, anthropic) share: their
-// configuration's checks, one JSON POST with the retry policy the vendors' own
-// SDKs apply, written against the wire rather than linked from the SDKs, and
-// the steps of a completion that do not depend on the vendor's format.
+// configuration's checks, one JSON POST — retrying blips on the vendors' SDKs'
+// schedule but handing a rate limit or an overload back at once, for the
+// caller to park — written against the wire rather than linked from the SDKs,
+// the reading of both vendors' rate-limit headers, and the steps of a
+// completion that do not depend on the vendor's format.
 // The two SDKs were a third of the module's compile time (generated types for
 // every endpoint) for one endpoint each.
 package wire
