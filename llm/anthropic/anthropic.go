@@ -26,6 +26,11 @@ const (
 	DefaultMaxTokens = 4096
 	// APIVersion is the anthropic-version header every request carries.
 	APIVersion = "2023-06-01"
+	// DefaultPromptCache is Config.PromptCache when left unset: on. An agent's
+	// session resends the same tools, system prompt and growing history every
+	// turn; a cache write costs 1.25× the input price (the 5-minute cache) and
+	// every read of it 0.1×, so a prefix read once more than pays for its write.
+	DefaultPromptCache = true
 )
 
 const providerName = "anthropic"
@@ -42,20 +47,29 @@ type Config struct {
 	APIKey string `yaml:"api_key"`
 	// Model is the default model. Required unless every Request names one.
 	Model string `yaml:"model"`
-	// MaxRetries is how often a connection error, 408, 409, 429 or 5xx is retried
-	// with an exponential backoff that honours Retry-After. 0 means
-	// DefaultMaxRetries (3); a negative value disables retries.
+	// MaxRetries is how often a connection error, 408, 409 or 5xx other than
+	// 503 and 529 is retried with a short exponential backoff that honours
+	// Retry-After. 0 means DefaultMaxRetries (3); a negative value disables
+	// retries. A 429, 503 or 529 is never retried: it is returned at once as an
+	// *llm.APIError with the server's RetryAfter, for the caller to park the
+	// step.
 	MaxRetries int `yaml:"max_retries"`
 	// Timeout bounds each attempt, not the whole call (the context does that).
 	// 0 means DefaultTimeout (120s).
 	Timeout time.Duration `yaml:"timeout"`
 	// HTTPClient replaces http.DefaultClient, e.g. for proxies or tests.
 	HTTPClient *http.Client `yaml:"-"`
+	// PromptCache marks the stable parts of every request as prompt-cache
+	// breakpoints (cache_control "ephemeral"): the tool definitions, the system
+	// prompt and the conversation so far. Unset means DefaultPromptCache (on);
+	// the price of cache writes and reads is documented there.
+	PromptCache *bool `yaml:"prompt_cache"`
 }
 
 // Provider calls the Messages API.
 type Provider struct {
 	client wire.Client
+	cache  bool
 }
 
 var _ llm.Provider = (*Provider)(nil)
@@ -78,10 +92,14 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.APIKey != "" {
 		h.Set("X-Api-Key", cfg.APIKey)
 	}
+	cache := DefaultPromptCache
+	if cfg.PromptCache != nil {
+		cache = *cfg.PromptCache
+	}
 	return &Provider{client: wire.Client{
 		Provider: providerName, Op: "anthropic: messages", Path: "v1/messages",
 		Settings: s, Header: h, Model: strings.TrimSpace(cfg.Model),
-	}}, nil
+	}, cache: cache}, nil
 }
 
 // Name implements llm.Provider.
@@ -89,7 +107,14 @@ func (p *Provider) Name() string { return providerName }
 
 // Complete implements llm.Provider.
 func (p *Provider) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
-	return wire.Complete(ctx, p.client, req, buildParams, parseMessage)
+	build := func(model string, req llm.Request) (messagesRequest, error) {
+		params, err := buildParams(model, req)
+		if err == nil && p.cache {
+			markCache(&params)
+		}
+		return params, err
+	}
+	return wire.Complete(ctx, p.client, req, build, parseMessage)
 }
 
 // The request body of the Messages API, as much of it as the loop uses.
@@ -117,12 +142,56 @@ type block struct {
 	ToolUseID string          `json:"tool_use_id,omitempty"`
 	IsError   bool            `json:"is_error,omitempty"`
 	Content   []block         `json:"content,omitempty"`
+	// CacheControl makes the block a prompt-cache breakpoint.
+	CacheControl *cacheControl `json:"cache_control,omitempty"`
 }
 
 type toolParam struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	InputSchema json.RawMessage `json:"input_schema"`
+	Name         string          `json:"name"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	CacheControl *cacheControl   `json:"cache_control,omitempty"`
+}
+
+type cacheControl struct {
+	Type string `json:"type"`
+}
+
+// ephemeral is the API's one cache type (a 5-minute cache, refreshed by each
+// read).
+var ephemeral = &cacheControl{Type: "ephemeral"}
+
+// markCache sets the prompt-cache breakpoints of a request, at most the four
+// the API allows. A breakpoint caches the whole prompt up to it (tools, then
+// system, then messages), so:
+//   - the last tool caches every tool definition;
+//   - the last system block caches the system prompt;
+//   - the last block of the last user message (the newest text or tool
+//     results) caches the conversation so far, which the next turn resends
+//     unchanged and extends;
+//   - the last block of the user message before it is where the previous turn
+//     put its breakpoint: the API looks for an earlier cache entry only some
+//     twenty blocks back from a breakpoint, and a turn with many parallel tool
+//     calls adds more than that, so this one reads last turn's entry exactly.
+//
+// A prefix shorter than the model's minimum (about a thousand tokens) is not
+// cached, at no cost.
+func markCache(params *messagesRequest) {
+	if n := len(params.Tools); n > 0 {
+		params.Tools[n-1].CacheControl = ephemeral
+	}
+	if n := len(params.System); n > 0 {
+		params.System[n-1].CacheControl = ephemeral
+	}
+	marked := 0
+	for i := len(params.Messages) - 1; i >= 0 && marked < 2; i-- {
+		m := &params.Messages[i]
+		if m.Role != "user" || len(m.Content) == 0 {
+			continue
+		}
+		m.Content[len(m.Content)-1].CacheControl = ephemeral
+		marked++
+	}
 }
 
 // answer is the Messages API's answer, as much of it as the loop reads.
@@ -246,13 +315,19 @@ func parseMessage(m answer) (llm.Response, error) {
 	}
 
 	u := m.Usage
+	// Checked before the sum, which a hostile count could overflow.
+	if err := wire.UsageCounts(u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens, u.OutputTokens); err != nil {
+		return llm.Response{}, fmt.Errorf("anthropic: %w", err)
+	}
 	return llm.Response{
 		Message: msg,
 		Usage: llm.Usage{
 			// input_tokens excludes prompt-cache reads and writes, which are
 			// still tokens the call consumed.
-			InputTokens:  u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens,
-			OutputTokens: u.OutputTokens,
+			InputTokens:       u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens,
+			OutputTokens:      u.OutputTokens,
+			CachedInputTokens: u.CacheReadInputTokens,
+			CacheWriteTokens:  u.CacheCreationInputTokens,
 		},
 		Model: m.Model,
 	}, nil

@@ -3,7 +3,10 @@ package anthropic_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/llm/llmtest"
@@ -17,7 +20,9 @@ var _ llmtest.Fake = fake{}
 
 func (fake) Path() string { return "/v1/messages" }
 
-func message(model string, content []map[string]any, stop string, in, out int) []byte {
+// message renders an answer; in is the uncached input (input_tokens leaves the
+// cache reads and writes out).
+func message(model string, content []map[string]any, stop string, in, cacheRead, cacheWrite, out int) []byte {
 	body, err := json.Marshal(map[string]any{
 		"id":            "msg_test",
 		"type":          "message",
@@ -29,8 +34,8 @@ func message(model string, content []map[string]any, stop string, in, out int) [
 		"usage": map[string]any{
 			"input_tokens":                in,
 			"output_tokens":               out,
-			"cache_creation_input_tokens": 0,
-			"cache_read_input_tokens":     0,
+			"cache_creation_input_tokens": cacheWrite,
+			"cache_read_input_tokens":     cacheRead,
 		},
 	})
 	if err != nil {
@@ -57,11 +62,25 @@ func (fake) Answer(a llmtest.Answer) []byte {
 	if len(a.Calls) > 0 {
 		stop = "tool_use"
 	}
-	return message(a.Model, content, stop, a.InputTokens, a.OutputTokens)
+	return message(a.Model, content, stop, a.InputTokens-a.CachedInputTokens-a.CacheWriteTokens, a.CachedInputTokens, a.CacheWriteTokens, a.OutputTokens)
 }
 
 func (fake) Empty(model string) []byte {
-	return message(model, []map[string]any{}, "end_turn", 5, 0)
+	return message(model, []map[string]any{}, "end_turn", 5, 0, 0, 0)
+}
+
+// Limits renders anthropic-ratelimit-* headers: resets are RFC 3339 instants.
+func (fake) Limits(l llm.RateLimits) http.Header {
+	now := time.Now()
+	at := func(d time.Duration) []string { return []string{now.Add(d).UTC().Format(time.RFC3339)} }
+	return http.Header{
+		"Anthropic-Ratelimit-Requests-Limit":     {strconv.Itoa(l.RequestsLimit)},
+		"Anthropic-Ratelimit-Requests-Remaining": {strconv.Itoa(l.RequestsRemaining)},
+		"Anthropic-Ratelimit-Requests-Reset":     at(l.RequestsReset),
+		"Anthropic-Ratelimit-Tokens-Limit":       {strconv.Itoa(l.TokensLimit)},
+		"Anthropic-Ratelimit-Tokens-Remaining":   {strconv.Itoa(l.TokensRemaining)},
+		"Anthropic-Ratelimit-Tokens-Reset":       at(l.TokensReset),
+	}
 }
 
 func (fake) Error(status int, message string) []byte {

@@ -2,6 +2,7 @@ package anthropic_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ func newProvider(t *testing.T, opts llmtest.Options) llm.Provider {
 		Model:      opts.Model,
 		MaxRetries: opts.MaxRetries,
 		Timeout:    10 * time.Second,
+		HTTPClient: opts.HTTPClient,
 	})
 	require.NoError(t, err)
 	return p
@@ -219,9 +221,10 @@ func TestAnswerEdgeCases(t *testing.T) {
 				`{"type":"text","text":"Hello, "},{"type":"text","text":"world."}` +
 				`],"stop_reason":"end_turn","usage":{"input_tokens":10,"cache_creation_input_tokens":100,"cache_read_input_tokens":1000,"output_tokens":7}}`,
 			want: llm.Response{
-				Message: llm.Message{Role: llm.RoleAssistant, Content: "Hello, world."},
-				Usage:   llm.Usage{InputTokens: 1110, OutputTokens: 7},
-				Model:   "claude-x",
+				Message:  llm.Message{Role: llm.RoleAssistant, Content: "Hello, world."},
+				Usage:    llm.Usage{InputTokens: 1110, OutputTokens: 7, CachedInputTokens: 1000, CacheWriteTokens: 100},
+				Model:    "claude-x",
+				Provider: "anthropic",
 			},
 		},
 	}
@@ -237,6 +240,119 @@ func TestAnswerEdgeCases(t *testing.T) {
 			}
 			require.NoError(t, err)
 			require.Equal(t, tc.want, resp)
+		})
+	}
+}
+
+// breakpoints lists where a request body puts cache_control: "tools[i]",
+// "system[i]", "messages[i][j]".
+func breakpoints(t *testing.T, body []byte) []string {
+	t.Helper()
+	var req struct {
+		Tools    []map[string]any `json:"tools"`
+		System   []map[string]any `json:"system"`
+		Messages []wireMessage    `json:"messages"`
+	}
+	require.NoError(t, json.Unmarshal(body, &req))
+	var at []string
+	mark := func(where string, b map[string]any) {
+		if cc, ok := b["cache_control"]; ok {
+			require.Equal(t, map[string]any{"type": "ephemeral"}, cc, where)
+			at = append(at, where)
+		}
+	}
+	for i, b := range req.Tools {
+		mark(fmt.Sprintf("tools[%d]", i), b)
+	}
+	for i, b := range req.System {
+		mark(fmt.Sprintf("system[%d]", i), b)
+	}
+	for i, m := range req.Messages {
+		for j, b := range m.Content {
+			mark(fmt.Sprintf("messages[%d][%d]", i, j), b)
+		}
+	}
+	return at
+}
+
+func TestPromptCacheBreakpoints(t *testing.T) {
+	t.Parallel()
+	off := false
+	tools := []llm.ToolDef{{Name: "ls"}, {Name: "cat"}, {Name: "grep"}}
+	session := []llm.Message{
+		{Role: llm.RoleSystem, Content: "You are terse."},
+		{Role: llm.RoleSystem, Content: "Work in /src."},
+		{Role: llm.RoleUser, Content: "List and read."},
+		{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "t1", Name: "ls"}}},
+		{Role: llm.RoleTool, ToolCallID: "t1", Content: "a.go"},
+		{Role: llm.RoleAssistant, Content: "Reading.", ToolCalls: []llm.ToolCall{{ID: "t2", Name: "cat"}, {ID: "t3", Name: "cat"}}},
+		{Role: llm.RoleTool, ToolCallID: "t2", Content: "package a"},
+		{Role: llm.RoleTool, ToolCallID: "t3", Content: "", IsError: true},
+	}
+	tests := []struct {
+		name  string
+		cache *bool
+		req   llm.Request
+		want  []string
+	}{
+		{
+			name: "tools, system, the newest message and the previous turn's",
+			req:  llm.Request{Messages: session, Tools: tools},
+			want: []string{"tools[2]", "system[1]", "messages[2][0]", "messages[4][1]"},
+		},
+		{
+			name: "first turn: one message breakpoint",
+			req:  llm.Request{Messages: session[:3], Tools: tools},
+			want: []string{"tools[2]", "system[1]", "messages[0][0]"},
+		},
+		{
+			name: "no tools and no system",
+			req:  llm.Request{Messages: session[2:5]},
+			want: []string{"messages[0][0]", "messages[2][0]"},
+		},
+		{
+			name:  "switched off",
+			cache: &off,
+			req:   llm.Request{Messages: session, Tools: tools},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := llmtest.NewServer(t, fake{}.Path(), llmtest.JSON(fake{}.Answer(llmtest.Answer{Model: "m", Text: "ok"})))
+			p, err := anthropic.New(anthropic.Config{BaseURL: srv.URL, Model: "m", PromptCache: tc.cache})
+			require.NoError(t, err)
+			_, err = p.Complete(t.Context(), tc.req)
+			require.NoError(t, err)
+			got := breakpoints(t, srv.Last(t).Body)
+			require.Equal(t, tc.want, got)
+			require.LessOrEqual(t, len(got), 4, "the API allows four breakpoints")
+			_, err = fake{}.Decode(srv.Last(t).Body)
+			require.NoError(t, err, "the marked request is still a valid one")
+		})
+	}
+}
+
+func TestBadUsageIsMalformed(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		usage string
+	}{
+		{name: "negative input", usage: `{"input_tokens":-1,"output_tokens":1}`},
+		{name: "negative cache read", usage: `{"input_tokens":1,"cache_read_input_tokens":-100,"output_tokens":1}`},
+		{name: "absurd output", usage: `{"input_tokens":1,"output_tokens":1000000000}`},
+		{name: "counts whose sum overflows", usage: `{"input_tokens":4611686018427387904,"cache_read_input_tokens":4611686018427387904,"cache_creation_input_tokens":4611686018427387904,"output_tokens":1}`},
+		{name: "not an integer", usage: `{"input_tokens":1.5,"output_tokens":1}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			body := `{"type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":` + tc.usage + `}`
+			srv := llmtest.NewServer(t, fake{}.Path(), llmtest.JSON([]byte(body)))
+			p := newProvider(t, llmtest.Options{BaseURL: srv.URL, Model: "m", MaxRetries: 1})
+			_, err := p.Complete(t.Context(), llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}})
+			require.ErrorIs(t, err, llm.ErrMalformed)
 		})
 	}
 }

@@ -22,11 +22,19 @@ type Call struct {
 
 // Answer is a successful model reply for a Fake to render.
 type Answer struct {
-	Model        string
-	Text         string
-	Calls        []Call
+	Model string
+	Text  string
+	Calls []Call
+	// InputTokens are all the input tokens, as in llm.Usage: CachedInputTokens
+	// and CacheWriteTokens are parts of them. A Fake renders them the way its
+	// vendor counts (Anthropic's input_tokens leaves the cached parts out).
 	InputTokens  int
 	OutputTokens int
+	// CachedInputTokens were read from the prompt cache.
+	CachedInputTokens int
+	// CacheWriteTokens were written to the prompt cache; a vendor without the
+	// count drops it.
+	CacheWriteTokens int
 }
 
 // ToolResult is a tool result found in a captured request.
@@ -64,6 +72,9 @@ type Fake interface {
 	Error(status int, message string) []byte
 	// Decode reads a request body the provider sent.
 	Decode(body []byte) (Captured, error)
+	// Limits renders the vendor's rate-limit headers for l, its resets counted
+	// from now.
+	Limits(l llm.RateLimits) http.Header
 }
 
 // Options configure the provider under test.
@@ -71,6 +82,9 @@ type Options struct {
 	BaseURL    string
 	Model      string
 	MaxRetries int
+	// HTTPClient is the provider's client when set (it adds headers to the
+	// Server's answers).
+	HTTPClient *http.Client
 }
 
 // NewProvider builds the provider under test. It must honour every field of opts.
@@ -86,6 +100,8 @@ type conformanceCase struct {
 	name    string
 	req     llm.Request
 	replies func(f Fake) []Reply
+	// header is added to every answer when set.
+	header func(f Fake) http.Header
 	// cancelAfter cancels the call's context after this long when set.
 	cancelAfter time.Duration
 	check       func(t *testing.T, c checkCtx)
@@ -117,7 +133,7 @@ func requireMalformed(t *testing.T, c checkCtx) {
 	require.Equal(t, 1, c.srv.Count(), "a malformed answer must not be retried")
 }
 
-func requireAPIError(t *testing.T, c checkCtx, status, attempts int, message string) {
+func requireAPIError(t *testing.T, c checkCtx, status, attempts int, message string) *llm.APIError {
 	t.Helper()
 	require.Error(t, c.err)
 	t.Logf("error: %v", c.err)
@@ -128,6 +144,52 @@ func requireAPIError(t *testing.T, c checkCtx, status, attempts int, message str
 	require.Contains(t, apiErr.Message, message)
 	require.NotErrorIs(t, c.err, llm.ErrMalformed)
 	require.Equal(t, attempts, c.srv.Count())
+	return apiErr
+}
+
+// requireNotNow checks a "not now" answer: returned after one request, without
+// waiting, as an APIError the caller can park on.
+func requireNotNow(t *testing.T, c checkCtx, status int, message string) *llm.APIError {
+	t.Helper()
+	apiErr := requireAPIError(t, c, status, 1, message)
+	require.True(t, apiErr.RateLimited())
+	require.Less(t, c.elapsed, 2*time.Second)
+	return apiErr
+}
+
+// testLimits are the rate limits the cases render; whole seconds, since
+// Anthropic's resets are RFC 3339 instants.
+var testLimits = llm.RateLimits{
+	RequestsLimit: 50, RequestsRemaining: 0, RequestsReset: 30 * time.Second,
+	TokensLimit: 80000, TokensRemaining: 12345, TokensReset: 2 * time.Minute,
+}
+
+// requireLimits compares limits with testLimits, resets to within the
+// seconds a rendering in instants and the call take.
+func requireLimits(t *testing.T, got *llm.RateLimits) {
+	t.Helper()
+	require.NotNil(t, got, "rate-limit headers were sent")
+	want := testLimits
+	require.Equal(t, []int{want.RequestsLimit, want.RequestsRemaining, want.TokensLimit, want.TokensRemaining},
+		[]int{got.RequestsLimit, got.RequestsRemaining, got.TokensLimit, got.TokensRemaining})
+	require.InDelta(t, want.RequestsReset, got.RequestsReset, float64(2*time.Second))
+	require.InDelta(t, want.TokensReset, got.TokensReset, float64(2*time.Second))
+}
+
+// addHeader adds header to every answer of base.
+type addHeader struct {
+	base   http.RoundTripper
+	header http.Header
+}
+
+func (a addHeader) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := a.base.RoundTrip(r)
+	if err == nil {
+		for k, vs := range a.header {
+			resp.Header[http.CanonicalHeaderKey(k)] = vs
+		}
+	}
+	return resp, err
 }
 
 // historyRequest is a conversation in the middle of a tool round trip.
@@ -179,9 +241,10 @@ func conformanceCases() []conformanceCase {
 			check: func(t *testing.T, c checkCtx) {
 				require.NoError(t, c.err)
 				require.Equal(t, llm.Response{
-					Message: llm.Message{Role: llm.RoleAssistant, Content: "Hello there."},
-					Usage:   llm.Usage{InputTokens: 12, OutputTokens: 5},
-					Model:   "served-model",
+					Message:  llm.Message{Role: llm.RoleAssistant, Content: "Hello there."},
+					Usage:    llm.Usage{InputTokens: 12, OutputTokens: 5},
+					Model:    "served-model",
+					Provider: c.provider.Name(),
 				}, c.resp)
 				require.Equal(t, 1, c.srv.Count())
 				got := c.captured(t)
@@ -274,11 +337,83 @@ func conformanceCases() []conformanceCase {
 			},
 		},
 		{
-			name: "429 then 200 is retried",
+			name:    "rate-limit headers are read on a 200",
+			req:     simpleRequest(),
+			replies: textAnswer,
+			header:  func(f Fake) http.Header { return f.Limits(testLimits) },
+			check: func(t *testing.T, c checkCtx) {
+				require.NoError(t, c.err)
+				requireLimits(t, c.resp.Limits)
+			},
+		},
+		{
+			name: "cached input tokens are read",
+			req:  simpleRequest(),
+			replies: func(f Fake) []Reply {
+				return []Reply{JSON(f.Answer(Answer{Model: "served-model", Text: "Hello again.", InputTokens: 2048, CachedInputTokens: 1920, OutputTokens: 6}))}
+			},
+			check: func(t *testing.T, c checkCtx) {
+				require.NoError(t, c.err)
+				require.Equal(t, llm.Usage{InputTokens: 2048, CachedInputTokens: 1920, OutputTokens: 6}, c.resp.Usage)
+			},
+		},
+		{
+			name: "negative usage is malformed",
+			req:  simpleRequest(),
+			replies: func(f Fake) []Reply {
+				return []Reply{JSON(f.Answer(Answer{Model: "served-model", Text: "Hello.", InputTokens: 3, OutputTokens: -4}))}
+			},
+			check: requireMalformed,
+		},
+		{
+			name: "429 is returned at once with its wait and limits",
 			req:  simpleRequest(),
 			replies: func(f Fake) []Reply {
 				return []Reply{
 					Status(http.StatusTooManyRequests, f.Error(http.StatusTooManyRequests, "slow down")),
+					JSON(f.Answer(Answer{Model: "served-model", Text: "Too late.", InputTokens: 3, OutputTokens: 4})),
+				}
+			},
+			header: func(f Fake) http.Header {
+				h := f.Limits(testLimits)
+				h.Set("Retry-After-Ms", "7000")
+				return h
+			},
+			check: func(t *testing.T, c checkCtx) {
+				apiErr := requireNotNow(t, c, http.StatusTooManyRequests, "slow down")
+				require.Equal(t, 7*time.Second, apiErr.RetryAfter)
+				requireLimits(t, apiErr.Limits)
+			},
+		},
+		{
+			name: "529 overloaded is returned at once",
+			req:  simpleRequest(),
+			replies: func(f Fake) []Reply {
+				return []Reply{Status(llm.StatusOverloaded, f.Error(llm.StatusOverloaded, "Overloaded"))}
+			},
+			header: func(Fake) http.Header { return http.Header{"Retry-After": {"3"}, "Retry-After-Ms": {"soon"}} },
+			check: func(t *testing.T, c checkCtx) {
+				apiErr := requireNotNow(t, c, llm.StatusOverloaded, "Overloaded")
+				require.True(t, apiErr.Overloaded())
+				require.Equal(t, 3*time.Second, apiErr.RetryAfter)
+			},
+		},
+		{
+			name: "503 with a non-JSON body is returned at once as an API error",
+			req:  simpleRequest(),
+			replies: func(Fake) []Reply {
+				return []Reply{{Status: http.StatusServiceUnavailable, ContentType: "text/plain", Body: []byte("upstream connect error")}}
+			},
+			check: func(t *testing.T, c checkCtx) {
+				requireNotNow(t, c, http.StatusServiceUnavailable, "upstream connect error")
+			},
+		},
+		{
+			name: "500 then 200 is retried",
+			req:  simpleRequest(),
+			replies: func(f Fake) []Reply {
+				return []Reply{
+					Status(http.StatusInternalServerError, f.Error(http.StatusInternalServerError, "blip")),
 					JSON(f.Answer(Answer{Model: "served-model", Text: "Hello after retry.", InputTokens: 3, OutputTokens: 4})),
 				}
 			},
@@ -296,16 +431,6 @@ func conformanceCases() []conformanceCase {
 			},
 			check: func(t *testing.T, c checkCtx) {
 				requireAPIError(t, c, http.StatusInternalServerError, MaxRetries+1, "the kettle boiled over")
-			},
-		},
-		{
-			name: "503 with a non-JSON body is still an API error",
-			req:  simpleRequest(),
-			replies: func(Fake) []Reply {
-				return []Reply{{Status: http.StatusServiceUnavailable, ContentType: "text/plain", Body: []byte("upstream connect error")}}
-			},
-			check: func(t *testing.T, c checkCtx) {
-				requireAPIError(t, c, http.StatusServiceUnavailable, MaxRetries+1, "")
 			},
 		},
 		{
@@ -387,7 +512,11 @@ func RunConformance(t *testing.T, fake Fake, newProvider NewProvider) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			srv := NewServer(t, fake.Path(), tc.replies(fake)...)
-			p := newProvider(t, Options{BaseURL: srv.URL, Model: DefaultModel, MaxRetries: MaxRetries})
+			opts := Options{BaseURL: srv.URL, Model: DefaultModel, MaxRetries: MaxRetries}
+			if tc.header != nil {
+				opts.HTTPClient = &http.Client{Transport: addHeader{base: http.DefaultTransport, header: tc.header(fake)}}
+			}
+			p := newProvider(t, opts)
 			require.NotEmpty(t, p.Name())
 
 			// The deadline only guards against a hung test; no case should get near it.

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/aetherium-engine/aetherium/llm"
@@ -34,7 +36,7 @@ type wireMessage struct {
 	ToolCallID string          `json:"tool_call_id,omitempty"`
 }
 
-func completion(model string, content any, calls []wireToolCall, finish string, in, out int) []byte {
+func completion(model string, content any, calls []wireToolCall, finish string, in, cached, out int) []byte {
 	msg := map[string]any{"role": "assistant", "content": content, "refusal": nil}
 	if len(calls) > 0 {
 		msg["tool_calls"] = calls
@@ -54,6 +56,9 @@ func completion(model string, content any, calls []wireToolCall, finish string, 
 			"prompt_tokens":     in,
 			"completion_tokens": out,
 			"total_tokens":      in + out,
+			// cached_tokens are part of prompt_tokens.
+			"prompt_tokens_details":     map[string]any{"cached_tokens": cached, "audio_tokens": 0},
+			"completion_tokens_details": map[string]any{"reasoning_tokens": 0},
 		},
 	})
 	if err != nil {
@@ -78,10 +83,23 @@ func (fake) Answer(a llmtest.Answer) []byte {
 	if len(calls) > 0 {
 		finish = "tool_calls"
 	}
-	return completion(a.Model, content, calls, finish, a.InputTokens, a.OutputTokens)
+	// OpenAI has no count of cache writes: CacheWriteTokens is dropped.
+	return completion(a.Model, content, calls, finish, a.InputTokens, a.CachedInputTokens, a.OutputTokens)
 }
 
-func (fake) Empty(model string) []byte { return completion(model, "", nil, "stop", 5, 0) }
+func (fake) Empty(model string) []byte { return completion(model, "", nil, "stop", 5, 0, 0) }
+
+// Limits renders x-ratelimit-* headers: resets are durations ("1m30s").
+func (fake) Limits(l llm.RateLimits) http.Header {
+	return http.Header{
+		"X-Ratelimit-Limit-Requests":     {strconv.Itoa(l.RequestsLimit)},
+		"X-Ratelimit-Remaining-Requests": {strconv.Itoa(l.RequestsRemaining)},
+		"X-Ratelimit-Reset-Requests":     {l.RequestsReset.String()},
+		"X-Ratelimit-Limit-Tokens":       {strconv.Itoa(l.TokensLimit)},
+		"X-Ratelimit-Remaining-Tokens":   {strconv.Itoa(l.TokensRemaining)},
+		"X-Ratelimit-Reset-Tokens":       {l.TokensReset.String()},
+	}
+}
 
 func (fake) Error(status int, message string) []byte {
 	typ := "server_error"

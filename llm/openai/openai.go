@@ -39,9 +39,12 @@ type Config struct {
 	APIKey string `yaml:"api_key"`
 	// Model is the default model. Required unless every Request names one.
 	Model string `yaml:"model"`
-	// MaxRetries is how often a connection error, 408, 409, 429 or 5xx is retried
-	// with an exponential backoff that honours Retry-After. 0 means
-	// DefaultMaxRetries (3); a negative value disables retries.
+	// MaxRetries is how often a connection error, 408, 409 or 5xx other than
+	// 503 and 529 is retried with a short exponential backoff that honours
+	// Retry-After. 0 means DefaultMaxRetries (3); a negative value disables
+	// retries. A 429, 503 or 529 is never retried: it is returned at once as an
+	// *llm.APIError with the server's RetryAfter, for the caller to park the
+	// step.
 	MaxRetries int `yaml:"max_retries"`
 	// Timeout bounds each attempt, not the whole call (the context does that).
 	// 0 means DefaultTimeout (120s).
@@ -83,10 +86,21 @@ func (p *Provider) Complete(ctx context.Context, req llm.Request) (llm.Response,
 }
 
 // The request body of Chat Completions, as much of it as the loop uses.
+//
+// OpenAI caches a prompt's prefix automatically, and only a byte-identical one
+// hits. Its server renders the tools ahead of the messages whatever the JSON
+// says, but gateways and self-hosted servers with prefix caches (vLLM, llama.cpp)
+// may key on the body, so the body is laid out in the order the prompt grows:
+// the fields that stay the same for a whole session (model, tools — in the
+// Request's order, schemas byte for byte) first, then the messages oldest
+// first, and what may change per call after them. Encoding a struct keeps its
+// field order, so turn n+1's body starts with turn n's up to the end of turn
+// n's messages. Nothing per call (a timestamp, a random id) may be added ahead
+// of the messages.
 type chatRequest struct {
 	Model    string        `json:"model"`
-	Messages []chatMessage `json:"messages"`
 	Tools    []chatTool    `json:"tools,omitempty"`
+	Messages []chatMessage `json:"messages"`
 	// max_tokens is rejected by OpenAI's reasoning models; servers that only
 	// know the old field ignore this one, which fails safe (no cap) rather than
 	// failing the call.
@@ -134,8 +148,11 @@ type chatCompletion struct {
 		} `json:"message"`
 	} `json:"choices"`
 	Usage struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
+		PromptTokens        int `json:"prompt_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
+		PromptTokensDetails struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
 	} `json:"usage"`
 }
 
@@ -201,10 +218,17 @@ func parseCompletion(cc chatCompletion) (llm.Response, error) {
 	if strings.TrimSpace(msg.Content) == "" && len(msg.ToolCalls) == 0 {
 		return llm.Response{}, fmt.Errorf("openai: empty answer (finish_reason %q): %w", choice.FinishReason, llm.ErrMalformed)
 	}
+	u := cc.Usage
 	return llm.Response{
 		Message: msg,
-		Usage:   llm.Usage{InputTokens: cc.Usage.PromptTokens, OutputTokens: cc.Usage.CompletionTokens},
-		Model:   cc.Model,
+		// prompt_tokens already counts the cached ones; wire.Complete checks the
+		// counts are sane.
+		Usage: llm.Usage{
+			InputTokens:       u.PromptTokens,
+			OutputTokens:      u.CompletionTokens,
+			CachedInputTokens: u.PromptTokensDetails.CachedTokens,
+		},
+		Model: cc.Model,
 	}, nil
 }
 

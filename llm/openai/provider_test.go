@@ -1,6 +1,7 @@
 package openai_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ func newProvider(t *testing.T, opts llmtest.Options) llm.Provider {
 		Model:      opts.Model,
 		MaxRetries: opts.MaxRetries,
 		Timeout:    10 * time.Second,
+		HTTPClient: opts.HTTPClient,
 	})
 	require.NoError(t, err)
 	return p
@@ -199,4 +201,75 @@ func TestBadToolSchemaIsRejectedBeforeSending(t *testing.T) {
 	})
 	require.ErrorContains(t, err, `tool "bad"`)
 	require.Zero(t, srv.Count())
+}
+
+// OpenAI's automatic prompt cache hits only a byte-identical prefix: the body
+// of a session's turn n+1 must start with turn n's, up to the end of turn n's
+// messages, and the same request must encode to the same bytes.
+func TestSessionRequestsShareAPrefix(t *testing.T) {
+	t.Parallel()
+	tools := []llm.ToolDef{
+		{Name: "read_file", Description: "Read.", Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"limit":{"type":"integer","maximum":100}},"required":["path"]}`)},
+		{Name: "ls"},
+	}
+	turn1 := []llm.Message{
+		{Role: llm.RoleSystem, Content: "You are terse."},
+		{Role: llm.RoleUser, Content: "Read main.go."},
+	}
+	turn2 := append(append([]llm.Message(nil), turn1...),
+		llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "c1", Name: "read_file", Args: json.RawMessage(`{"path": "main.go"}`)}}},
+		llm.Message{Role: llm.RoleTool, ToolCallID: "c1", Content: "package main"},
+	)
+	turn3 := append(append([]llm.Message(nil), turn2...),
+		llm.Message{Role: llm.RoleAssistant, Content: "It is empty."},
+		llm.Message{Role: llm.RoleUser, Content: "Thanks."},
+	)
+	srv := llmtest.NewServer(t, fake{}.Path(), llmtest.JSON(fake{}.Answer(llmtest.Answer{Model: "m", Text: "ok"})))
+	p := newProvider(t, llmtest.Options{BaseURL: srv.URL, Model: "m", MaxRetries: 1})
+	send := func(msgs []llm.Message, maxTokens int) []byte {
+		t.Helper()
+		_, err := p.Complete(t.Context(), llm.Request{Messages: msgs, Tools: tools, MaxTokens: maxTokens})
+		require.NoError(t, err)
+		return srv.Last(t).Body
+	}
+	bodies := [][]byte{send(turn1, 0), send(turn2, 100), send(turn3, 0)}
+	require.Equal(t, bodies[0], send(turn1, 0), "the same request encodes to the same bytes")
+
+	for i := range len(bodies) - 1 {
+		var req struct {
+			Messages json.RawMessage `json:"messages"`
+		}
+		require.NoError(t, json.Unmarshal(bodies[i], &req))
+		at := bytes.Index(bodies[i], req.Messages)
+		require.Positive(t, at)
+		// Up to the messages' closing bracket, which the next turn replaces
+		// with a comma and its new messages.
+		prefix := bodies[i][:at+len(req.Messages)-1]
+		require.True(t, bytes.HasPrefix(bodies[i+1], prefix), "turn %d:\n%s\nturn %d:\n%s", i+1, bodies[i], i+2, bodies[i+1])
+		require.Less(t, bytes.Index(bodies[i], []byte(`"tools"`)), at, "the tools are part of the shared prefix")
+	}
+}
+
+func TestBadUsageIsMalformed(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		usage string
+	}{
+		{name: "negative prompt tokens", usage: `{"prompt_tokens":-1,"completion_tokens":1}`},
+		{name: "negative cached tokens", usage: `{"prompt_tokens":10,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":-2}}`},
+		{name: "more cached than prompt tokens", usage: `{"prompt_tokens":10,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":11}}`},
+		{name: "absurd completion tokens", usage: `{"prompt_tokens":10,"completion_tokens":9000000000000}`},
+		{name: "beyond int64", usage: `{"prompt_tokens":99999999999999999999,"completion_tokens":1}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			body := `{"model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"hi"}}],"usage":` + tc.usage + `}`
+			srv := llmtest.NewServer(t, fake{}.Path(), llmtest.JSON([]byte(body)))
+			p := newProvider(t, llmtest.Options{BaseURL: srv.URL, Model: "m", MaxRetries: 1})
+			_, err := p.Complete(t.Context(), llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}})
+			require.ErrorIs(t, err, llm.ErrMalformed)
+		})
+	}
 }

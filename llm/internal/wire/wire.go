@@ -1,7 +1,9 @@
 // Package wire is what the HTTP providers (openai, anthropic) share: their
-// configuration's checks, one JSON POST with the retry policy the vendors' own
-// SDKs apply, written against the wire rather than linked from the SDKs, and
-// the steps of a completion that do not depend on the vendor's format.
+// configuration's checks, one JSON POST — retrying blips on the vendors' SDKs'
+// schedule but handing a rate limit or an overload back at once, for the
+// caller to park — written against the wire rather than linked from the SDKs,
+// the reading of both vendors' rate-limit headers, and the steps of a
+// completion that do not depend on the vendor's format.
 // The two SDKs were a third of the module's compile time (generated types for
 // every endpoint) for one endpoint each.
 package wire
@@ -34,10 +36,11 @@ const (
 	// maxMessage bounds an APIError's message: an HTML error page from a proxy
 	// must not flood logs and run events.
 	maxMessage = 512
-	// Backoff between attempts without a usable Retry-After: initialRetry
-	// doubled per attempt up to maxRetry, less up to a quarter of jitter (the
-	// vendors' SDKs' schedule). A Retry-After above maxRetryAfter is not waited
-	// for in a worker slot.
+	// Backoff between attempts at a blip (a 5xx other than 503 and 529, a
+	// connection error) without a usable Retry-After: initialRetry doubled per
+	// attempt up to maxRetry, less up to a quarter of jitter (the vendors'
+	// SDKs' schedule). A Retry-After above maxRetryAfter is not waited for in a
+	// worker slot.
 	initialRetry  = 500 * time.Millisecond
 	maxRetry      = 8 * time.Second
 	maxRetryAfter = 60 * time.Second
@@ -95,39 +98,53 @@ type Call struct {
 	Body   any
 }
 
-// Post sends c.Body as JSON and returns the 2xx answer's body. A connection
-// error, 408, 409, 429 or 5xx is tried again up to s.MaxRetries times (the
-// server's x-should-retry overrides that), after its retry-after-ms or
-// Retry-After when it gives one within a minute, else after an exponential
-// backoff. A context that ends first keeps its cause (errors.Is sees
-// context.Canceled); an HTTP failure is an *llm.APIError with a bounded message.
-func Post(ctx context.Context, s Settings, c Call) ([]byte, error) {
+// Post sends c.Body as JSON and returns the 2xx answer's body and headers.
+//
+// A provider's "not now" — 429 (a rate limit), 503 or 529 (overloaded) — is
+// returned at once, never retried or waited for here: the caller parks the
+// agent's step and the task runs again later, so a worker slot is not held
+// asleep for a limit that may last minutes. Its *llm.APIError carries the
+// server's RetryAfter (retry-after-ms, else Retry-After; ignored beyond
+// MaxWait) and the answer's rate-limit headers (Limits), as every APIError
+// does.
+//
+// The other transient failures — a connection error, 408, 409 and the other
+// 5xx — are blips: they are tried again up to s.MaxRetries times (the
+// server's x-should-retry overrides that), after the server's retry-after
+// when it is within a minute, else after a short exponential backoff. A
+// context that ends first keeps its cause (errors.Is sees context.Canceled);
+// an HTTP failure is an *llm.APIError with a bounded message.
+func Post(ctx context.Context, s Settings, c Call) ([]byte, http.Header, error) {
 	body, err := json.Marshal(c.Body)
 	if err != nil {
-		return nil, fmt.Errorf("%s: encode request: %w", c.Op, err)
+		return nil, nil, fmt.Errorf("%s: encode request: %w", c.Op, err)
 	}
 	for attempt := 0; ; attempt++ {
 		raw, status, header, err := s.attempt(ctx, c, body)
 		if err == nil && status < 300 {
-			return raw, nil
+			return raw, header, nil
 		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			if err == nil || !errors.Is(err, ctxErr) {
 				err = fmt.Errorf("%w (%v)", ctxErr, cmp.Or(err, errors.New(http.StatusText(status))))
 			}
-			return nil, fmt.Errorf("%s: %w", c.Op, err)
+			return nil, nil, fmt.Errorf("%s: %w", c.Op, err)
 		}
 		if err == nil {
-			err = newAPIError(c.Provider, status, errorMessage(raw))
+			apiErr := newAPIError(c.Provider, status, errorMessage(raw))
+			now := time.Now()
+			apiErr.RetryAfter = retryAfter(header, now)
+			apiErr.Limits = parseLimits(header, now)
+			err = apiErr
 		}
 		if attempt >= s.MaxRetries || !retryable(status, header) {
-			return nil, fmt.Errorf("%s: %w", c.Op, err)
+			return nil, nil, fmt.Errorf("%s: %w", c.Op, err)
 		}
 		t := time.NewTimer(backoff(attempt, header))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("%s: %w (%w)", c.Op, ctx.Err(), err)
+			return nil, nil, fmt.Errorf("%s: %w (%w)", c.Op, ctx.Err(), err)
 		case <-t.C:
 		}
 	}
@@ -163,37 +180,36 @@ func (s Settings) attempt(ctx context.Context, c Call, body []byte) ([]byte, int
 	return raw, resp.StatusCode, resp.Header, nil
 }
 
-// retryable: a transport failure (status 0) or a status the vendors retry,
-// unless the server says otherwise.
+// notNow reports the statuses that mean "ask again later" rather than "this
+// attempt failed": a rate limit or an overload. They are the caller's to
+// schedule.
+func notNow(status int) bool {
+	return status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable || status == llm.StatusOverloaded
+}
+
+// retryable: a transport failure (status 0) or a blip the vendors retry,
+// unless the server says otherwise. A "not now" never is, even with
+// x-should-retry: true — the vendors' SDKs would sleep on it in the caller's
+// goroutine, but here the caller parks the step and frees the worker slot,
+// which a retry in place would hold for as long as the limit lasts.
 func retryable(status int, h http.Header) bool {
+	if notNow(status) {
+		return false
+	}
 	switch h.Get("X-Should-Retry") {
 	case "true":
 		return true
 	case "false":
 		return false
 	}
-	return status == 0 || status == http.StatusRequestTimeout || status == http.StatusConflict ||
-		status == http.StatusTooManyRequests || status >= 500
+	return status == 0 || status == http.StatusRequestTimeout || status == http.StatusConflict || status >= 500
 }
 
 // backoff is the wait before attempt+1: the server's retry-after-ms or
-// Retry-After (seconds or an HTTP date) when within a minute, else exponential.
+// Retry-After when within maxRetryAfter, else exponential.
 func backoff(attempt int, h http.Header) time.Duration {
-	if ms, err := strconv.ParseFloat(h.Get("Retry-After-Ms"), 64); err == nil {
-		if d := time.Duration(ms * float64(time.Millisecond)); d > 0 && d <= maxRetryAfter {
-			return d
-		}
-	}
-	if v := h.Get("Retry-After"); v != "" {
-		var d time.Duration
-		if s, err := strconv.ParseFloat(v, 64); err == nil {
-			d = time.Duration(s * float64(time.Second))
-		} else if at, err := http.ParseTime(v); err == nil {
-			d = time.Until(at)
-		}
-		if d > 0 && d <= maxRetryAfter {
-			return d
-		}
+	if d := retryAfter(h, time.Now()); d > 0 && d <= maxRetryAfter {
+		return d
 	}
 	d := min(initialRetry<<attempt, maxRetry)
 	return d - time.Duration(rand.Float64()*0.25*float64(d))
@@ -260,8 +276,10 @@ type Client struct {
 
 // Complete is llm.Provider.Complete for c: build writes the request body for the
 // model to ask (the Request's, else c.Model), parse reads the decoded answer.
-// An answer that is not a JSON object, or does not decode into A, is
-// llm.ErrMalformed; one that names no model is credited to the model asked.
+// An answer that is not a JSON object, does not decode into A, or counts
+// negative or absurd usage is llm.ErrMalformed; one that names no model is
+// credited to the model asked. The Response names c.Provider and carries the
+// answer's rate-limit headers (Limits, nil without any).
 func Complete[B, A any](ctx context.Context, c Client, req llm.Request, build func(model string, req llm.Request) (B, error), parse func(answer A) (llm.Response, error)) (llm.Response, error) {
 	model := cmp.Or(strings.TrimSpace(req.Model), c.Model)
 	if model == "" {
@@ -271,7 +289,7 @@ func Complete[B, A any](ctx context.Context, c Client, req llm.Request, build fu
 	if err != nil {
 		return llm.Response{}, fmt.Errorf("%s: build request: %w", c.Provider, err)
 	}
-	raw, err := Post(ctx, c.Settings, Call{
+	raw, header, err := Post(ctx, c.Settings, Call{
 		Provider: c.Provider, Op: c.Op,
 		URL: c.Settings.Endpoint(c.Path), Header: c.Header, Body: params,
 	})
@@ -290,8 +308,45 @@ func Complete[B, A any](ctx context.Context, c Client, req llm.Request, build fu
 	if err != nil {
 		return llm.Response{}, err
 	}
+	if err := checkUsage(resp.Usage); err != nil {
+		return llm.Response{}, fmt.Errorf("%s: %w", c.Provider, err)
+	}
 	resp.Model = cmp.Or(resp.Model, model)
+	resp.Provider = c.Provider
+	// A success's limits matter as much as a refusal's: they let the governor
+	// slow down before the provider says 429.
+	resp.Limits = ParseLimits(header)
 	return resp, nil
+}
+
+// MaxUsageTokens bounds each token count of an answer's usage. No model reads
+// or writes a hundred million tokens in one call; a larger count is a broken
+// server's, and billing it would corrupt the fleet's metering.
+const MaxUsageTokens = 100_000_000
+
+// UsageCounts checks raw token counts of an answer before they are added up:
+// each in [0, MaxUsageTokens], so that a sum cannot overflow.
+func UsageCounts(counts ...int) error {
+	for _, n := range counts {
+		if n < 0 || n > MaxUsageTokens {
+			return fmt.Errorf("usage count %d outside [0, %d]: %w", n, MaxUsageTokens, llm.ErrMalformed)
+		}
+	}
+	return nil
+}
+
+// checkUsage: counts within bounds, and the cached and cache-write parts of
+// the input not more than the input (the price of the rest would be
+// negative).
+func checkUsage(u llm.Usage) error {
+	if err := UsageCounts(u.InputTokens, u.OutputTokens, u.CachedInputTokens, u.CacheWriteTokens); err != nil {
+		return err
+	}
+	if u.CachedInputTokens+u.CacheWriteTokens > u.InputTokens {
+		return fmt.Errorf("usage: %d cached and %d cache-write tokens of %d input tokens: %w",
+			u.CachedInputTokens, u.CacheWriteTokens, u.InputTokens, llm.ErrMalformed)
+	}
+	return nil
 }
 
 // Tools converts a Request's tools with convert, after checking each one's name
