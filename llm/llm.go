@@ -184,7 +184,7 @@ const StatusOverloaded = 529
 // 529 (overloaded). The HTTP providers return these at once, without waiting in
 // the caller's goroutine: the agent loop parks the step instead.
 func (e *APIError) RateLimited() bool {
-	return e.Status == http.StatusTooManyRequests || e.Overloaded()
+	return e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable || e.Status == StatusOverloaded
 }
 
 // Overloaded reports a provider-side failure a fallback model may not share:
