@@ -278,7 +278,8 @@ async function pageRun(id) {
         run.project ? [el('dt', {}, 'project'), el('dd', {}, run.project)] : null,
         el('dt', {}, 'created'), el('dd', {}, fmtTime(run.created_at)),
         el('dt', {}, 'prompt'), el('dd', { class: 'pre' }, run.prompt),
-        el('dt', {}, 'tokens'), el('dd', {}, el('div', { class: 'bar', title: pct + '%' }, el('div', { class: 'fill', style: null, 'data-pct': pct })), ' ', el('span', { id: 'tokens' }, run.tokens_used + ' used of ' + run.token_budget))),
+        el('dt', {}, 'tokens'), el('dd', {}, el('div', { class: 'bar', title: pct + '%' }, el('div', { class: 'fill', style: null, 'data-pct': pct })), ' ', el('span', { id: 'tokens' }, run.tokens_used + ' used of ' + run.token_budget)),
+        el('dt', {}, 'cost'), el('dd', {}, el('span', { id: 'cost' }, '$' + (run.cost_usd || '0') + (run.cost_budget_usd ? ' of $' + run.cost_budget_usd : '')))),
       run.result ? el('div', { class: 'result' }, el('h3', {}, 'Result'), el('pre', { id: 'run-result' }, run.result)) : null,
       run.error ? el('div', { class: 'result bad' }, el('h3', {}, 'Error'), el('pre', { id: 'run-error' }, run.error + (run.reason ? ' (' + run.reason + ')' : ''))) : null,
       el('p', {}, el('a', { href: '/app/runs/' + encodeURIComponent(id) + '/files', id: 'files-link' }, 'Workspace files'), ' · ',
@@ -481,7 +482,14 @@ function card(ev, ctx) {
       return cardShell(ev, 'msg', 'message',
         d.content ? el('pre', { class: 'content' }, d.content) : null,
         (d.tool_calls || []).length ? el('div', { class: 'muted' }, 'calls ', (d.tool_calls || []).join(', ')) : null,
-        d.tokens ? el('div', { class: 'muted' }, d.tokens + ' tokens') : null);
+        d.tokens ? el('div', { class: 'muted' }, d.tokens + ' tokens' + (d.cached_tokens ? ' (' + d.cached_tokens + ' cached)' : '') +
+          (d.model ? ' · ' + (d.provider ? d.provider + '/' : '') + d.model : '') + (d.cost ? ' · ' + d.cost : '')) : null,
+        d.fallback ? el('div', { class: 'note bad' }, 'answered by the fallback ' + (d.provider || '') + '/' + (d.model || '') + ': the team\'s model was overloaded') : null);
+    // A model call parked by a rate limit (docs/model-traffic.md): which limit, until when.
+    case 'agent.waiting':
+      return cardShell(ev, 'note', 'waiting for ' + (d.limit || 'a rate limit'),
+        el('div', { class: 'muted' }, 'asks again in ' + ((Number(d.retry_after_ms) || 0) / 1000).toFixed(1) + ' s; the worker slot is free meanwhile'),
+        d.cause ? el('div', { class: 'muted pre' }, d.cause) : null);
     case 'delegation.created':
       return cardShell(ev, 'deleg', 'delegated to ' + (d.to || ''), el('pre', { class: 'content' }, d.task || ''));
     case 'delegation.finished':
