@@ -34,6 +34,7 @@ bearer token from AETHERIUM_API_TOKEN, else the file AETHERIUM_API_TOKEN_FILE, e
 an API on loopback, the token a local dev wrote to data/dev-token):
   run [flags]              submit a run; --follow streams its events
   events RUN_ID            a run's events, with the post-run ones after its end (postrun.finish_image)
+  runs show RUN_ID         a run's state, tokens and what its model calls cost, by model
   approvals list|show|approve|deny   human decisions on Restricted calls
   memory list|add|delete   a project's long-term agent memory (--project SLUG)
   leases [--events N]      GPU lease holders, waiters, tokens and recent lease events
@@ -70,6 +71,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return runCmd(ctx, args[1:], stdout, stderr)
 	case "events":
 		return eventsCmd(ctx, args[1:], stdout, stderr)
+	case "runs":
+		return runsCmd(ctx, args[1:], stdout, stderr)
 	case "tools":
 		err = toolsCmd(args[1:], stdout)
 	default:

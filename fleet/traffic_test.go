@@ -1,6 +1,7 @@
 package fleet_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/cli"
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/llm"
@@ -124,6 +126,13 @@ func TestModelFallbackAndCost(t *testing.T) {
 	require.Len(t, report.Lines, 1)
 	require.Equal(t, "backup-model", report.Lines[0].Model)
 	require.EqualValues(t, 1, report.Lines[0].Fallbacks)
+
+	// The CLI's view of the same.
+	var out, errOut bytes.Buffer
+	require.Zero(t, cli.Main([]string{"runs", "show", ids[0], "--api", f.URL}, &out, &errOut), "%s", errOut.String())
+	require.Contains(t, out.String(), "completed")
+	require.Contains(t, out.String(), "openai/backup-model")
+	require.Contains(t, out.String(), "1 (1 as fallback)")
 
 	// Cost: the runs' sum is the fake's usage × the prices, to the picodollar.
 	stats := u.Stats()
