@@ -499,7 +499,7 @@ func (f *Fleet) API() *api.Server {
 		CheckDisk: f.Workspaces.CheckFree, RemoveProject: f.removeProject, WorkspaceDir: f.Workspaces.Dir,
 		CheckModels: f.Traffic.CheckModels}
 	deps.PrincipalDailyBudget, _ = f.Cfg.LLM.DailyBudget() // checked by config.Validate
-	if f.Approvals != nil { // a nil *Approvals in the interface would not read as "no gate"
+	if f.Approvals != nil {                                // a nil *Approvals in the interface would not read as "no gate"
 		deps.Approvals = f.Approvals
 	}
 	return api.New(f.Cfg.API.Config, deps)
