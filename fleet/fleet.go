@@ -498,8 +498,9 @@ func (f *Fleet) API() *api.Server {
 		Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Leases: f.Leases, Log: f.Log,
 		CheckDisk: f.Workspaces.CheckFree, RemoveProject: f.removeProject, WorkspaceDir: f.Workspaces.Dir,
 		CheckModels: f.Traffic.CheckModels}
-	deps.PrincipalDailyBudget, _ = f.Cfg.LLM.DailyBudget() // checked by config.Validate
-	if f.Approvals != nil {                                // a nil *Approvals in the interface would not read as "no gate"
+	// config.Validate has checked the budget.
+	deps.PrincipalDailyBudget, _ = f.Cfg.LLM.DailyBudget()
+	if f.Approvals != nil { // a nil *Approvals in the interface would not read as "no gate"
 		deps.Approvals = f.Approvals
 	}
 	return api.New(f.Cfg.API.Config, deps)
