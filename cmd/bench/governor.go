@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -81,6 +82,24 @@ type GovernorMode struct {
 	ActiveMax    int     `json:"active_max"`
 	ActiveMean   float64 `json:"active_mean"`
 	Slots        int     `json:"slots"`
+	// TimedOut: not every run was terminal at the wait's end.
+	TimedOut bool `json:"timed_out,omitempty"`
+}
+
+// keepLogs copies the worker processes' logs to <out>/governor-logs.
+func keepLogs(e *env, procs []*harness.Proc) {
+	dir := filepath.Join(e.o.out, "governor-logs")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return
+	}
+	for _, p := range procs {
+		if p == nil {
+			continue
+		}
+		if raw, err := os.ReadFile(p.Log); err == nil {
+			_ = os.WriteFile(filepath.Join(dir, filepath.Base(p.Log)), raw, 0o644)
+		}
+	}
 }
 
 const (
@@ -147,6 +166,9 @@ func governorMode(ctx context.Context, e *env, r *GovernorResult, mode string) (
 		}()
 	}
 	wg.Wait()
+	// Registered first, so it runs after the workers stopped: their logs outlive
+	// the bench's temporary directory.
+	defer keepLogs(e, procs)
 	defer stopWorkers(procs)
 	for _, err := range errs {
 		if err != nil {
@@ -189,8 +211,8 @@ func governorMode(ctx context.Context, e *env, r *GovernorResult, mode string) (
 		// The limit alone takes Runs/RPM minutes; leave room for a slow drain.
 		expect := time.Duration(float64(r.Runs)/float64(max(r.RPM, 1))*float64(time.Minute)) + time.Minute
 		last := time.Now()
-		counts, err = harness.WaitTerminal(ctx, e.db, ids, 2*expect+2*time.Minute, func(c harness.RunCounts) {
-			if time.Since(last) >= 15*time.Second {
+		counts, err = harness.WaitTerminal(ctx, e.db, ids, expect+expect/2+time.Minute, func(c harness.RunCounts) {
+			if time.Since(last) >= 5*time.Second {
 				last = time.Now()
 				s := up.Stats()
 				progress("  … governor %s: %d/%d runs finished; fake: %d requests, %d answered, %d answered 429", mode, c.Terminal(), len(ids), s.Requests, s.Answered, s.RateLimited)
@@ -199,8 +221,20 @@ func governorMode(ctx context.Context, e *env, r *GovernorResult, mode string) (
 	}
 	close(stopSampling)
 	samples := <-samplesCh
+	if errors.Is(err, harness.ErrTimeout) {
+		// Report what happened rather than nothing: the runs still in flight
+		// are counted as neither completed nor failed.
+		progress("governor %s: %v", mode, err)
+		m.TimedOut = true
+		err = nil
+	}
 	if err != nil {
 		return m, err
+	}
+	if m.TimedOut {
+		if counts, err = harness.CountRuns(ctx, e.db, ids); err != nil {
+			return m, err
+		}
 	}
 	for i, addr := range metricsAddrs {
 		calls, waits, err := scrapeLLM(ctx, addr)
@@ -385,7 +419,7 @@ func (g GovernorResult) markdown() string {
 	row("runs completed / failed", func(m GovernorMode) string {
 		s := fmt.Sprintf("%d / **%d**", m.Completed, m.Failed)
 		if m.Other > 0 {
-			s += fmt.Sprintf(" (%d neither)", m.Other)
+			s += fmt.Sprintf(" (**%d still running at the wait's end**)", m.Other)
 		}
 		if len(m.Reasons) > 0 {
 			s += fmt.Sprintf(" %v", m.Reasons)
