@@ -3,10 +3,15 @@
 // PostgreSQL, I/O-bound scaling over worker processes, demo-run latency with a
 // worker's peak memory, hop latency with the idle cost of workers, and (section 7,
 // from section 2's counts) what one PostgreSQL and one Redis carry per model turn
-// and per delegation. It prints progress on stderr, the result table (markdown) on
+// and per delegation, and (section 8) model traffic against a rate-limited provider:
+// the same burst of runs on four worker processes against a fake OpenAI API limited
+// per minute, with the fleet's governor and without (AETHERIUM_LLM_GOVERNOR=off) —
+// the share of calls answered 429, failed runs, the fake's peak requests and tokens
+// in any window, the wall time and the worker slots held while runs wait. It prints progress on stderr, the result table (markdown) on
 // stdout, and writes cmd/bench/results/latest.{md,json}.
 //
 //	go run ./cmd/bench [-bin bin/aetherium] [-quick] [-sections 2,6]
+//	go run ./cmd/bench -sections 8 [-gov-runs 200 -gov-rpm 60 -gov-tpm 20000]
 package main
 
 import (
@@ -62,7 +67,14 @@ type options struct {
 	trace       string
 	hopRuns     int
 	idleFor     time.Duration
-	sections    map[int]bool
+	// Section 8: the governor.
+	govRuns      int
+	govRPM       int
+	govTPM       int
+	govProcs     int
+	govConc      int
+	govMaxTokens int
+	sections     map[int]bool
 }
 
 func main() {
@@ -94,6 +106,12 @@ func main() {
 	flag.StringVar(&o.trace, "trace", "", "write a runtime trace of section 2's delegation workload to this file (go tool trace -pprof=sync|net|syscall FILE)")
 	flag.IntVar(&o.hopRuns, "hop-runs", 20, "relay runs submitted one at a time in section 6 (idle-fleet hops)")
 	flag.DurationVar(&o.idleFor, "idle-for", time.Minute, "how long section 6 measures idle worker processes, per interval")
+	flag.IntVar(&o.govRuns, "gov-runs", 200, "runs submitted at once in section 8 (one model call each), per mode")
+	flag.IntVar(&o.govRPM, "gov-rpm", 60, "section 8: the fake provider's requests per minute (and the governor's llm.limits rpm)")
+	flag.IntVar(&o.govTPM, "gov-tpm", 20000, "section 8: the fake provider's tokens per minute (and the governor's llm.limits tpm)")
+	flag.IntVar(&o.govProcs, "gov-procs", 4, "section 8: worker processes")
+	flag.IntVar(&o.govConc, "gov-concurrency", 10, "section 8: worker concurrency per process")
+	flag.IntVar(&o.govMaxTokens, "gov-max-tokens", 64, "section 8: the team's model max_tokens (the governor's output estimate)")
 	flag.Parse()
 	o.procs = []int{1, 2, 4}
 	if *only != "" {
@@ -110,6 +128,7 @@ func main() {
 	if *quick {
 		o.asynqTasks, o.riverJobs, o.toolRuns, o.relayRuns, o.scaleRuns, o.seqRuns, o.concRuns = 2000, 1000, 20, 20, 6, 5, 20
 		o.hopRuns, o.idleFor = 5, 5*time.Second
+		o.govRuns, o.govRPM = 40, 30
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -240,6 +259,7 @@ func run(ctx context.Context, o options) error {
 		{4, "4/6 I/O-bound scaling over worker processes", benchScaling},
 		{5, "5/6 demo-run latency and worker memory", benchLatency},
 		{6, "6/6 hop latency and idle cost", benchHops},
+		{8, "8 model traffic: the governor under a rate-limited provider", benchGovernor},
 	}
 	for _, s := range sections {
 		if err := ctx.Err(); err != nil {

@@ -21,6 +21,7 @@ type Result struct {
 	Latency      LatencyResult   `json:"latency"`
 	Hops         HopResult       `json:"hops"`
 	Capacity     Capacity        `json:"capacity"`
+	Governor     GovernorResult  `json:"governor"`
 	TotalSeconds float64         `json:"total_seconds"`
 }
 
@@ -30,6 +31,7 @@ func configOf(o options) map[string]any {
 		"tool_runs": o.toolRuns, "tool_turns": o.toolTurns, "tool_calls_per_turn": o.toolCalls,
 		"hop_runs": o.hopRuns, "idle_for": o.idleFor.String(),
 		"relay_runs": o.relayRuns, "relay_depth": o.relayDepth, "model_latency": o.latency.String(),
+		"gov_runs": o.govRuns, "gov_rpm": o.govRPM, "gov_tpm": o.govTPM, "gov_procs": o.govProcs, "gov_concurrency": o.govConc, "gov_max_tokens": o.govMaxTokens,
 		"scale_concurrency": o.scaleConc, "pool_max_conns": o.poolConns, "scale_runs_per_proc": o.scaleRuns, "latency_runs": o.seqRuns, "concurrent_runs": o.concRuns,
 	}
 }
@@ -85,6 +87,13 @@ func (r Result) Markdown() string {
 			fmt.Sprintf("%d idle worker processes over %.0f s", h.IdleProcs, h.IdleSeconds))
 	}
 	r.Capacity.rows(row)
+	for _, m := range r.Governor.Modes {
+		g := r.Governor
+		row("8", fmt.Sprintf("model traffic, governor %s: %d runs at once vs %d rpm / %d tpm", m.Governor, g.Runs, g.RPM, g.TPM),
+			fmt.Sprintf("**%.2f %% answered 429**, %d runs failed", 100*m.Share429, m.Failed),
+			fmt.Sprintf("peak %d requests and %d tokens in a 60 s window; %.0f s; busy slots median %d, max %d of %d (table below)",
+				m.PeakWindowRequests, m.PeakWindowTokens, m.Seconds, m.ActiveMedian, m.ActiveMax, m.Slots))
+	}
 	fmt.Fprintf(&b, "\nCPU use (cores busy on average; PostgreSQL counts every backend on the machine):\n\n")
 	fmt.Fprintf(&b, "- raw asynq: %s\n- fleet tool calls: %s\n- fleet tool calls, gate off: %s\n- fleet tool calls, one per message: %s\n- fleet delegations: %s\n- River: %s\n", a.CPU, f.ToolCPU, f.UngatedCPU, f.OneCPU, f.RelayCPU, rv.CPU)
 	if f.ToolModelTurns > 0 && f.OneCalls > 0 {
@@ -105,6 +114,7 @@ func (r Result) Markdown() string {
 			per(a.CPU, "bench", a.Tasks), per(a.CPU, "redis", a.Tasks), m.Cores, f.ToolCPU.Machine/max(f.ToolCPU.Wall, 1e-9),
 			cpuVerdict(f.ToolCPU, m.Cores), profileNote(f.ToolProfile))
 	}
+	b.WriteString(r.Governor.markdown())
 	fmt.Fprintf(&b, "\nWhole run: %.0f s.\n", r.TotalSeconds)
 	return b.String()
 }
