@@ -43,7 +43,7 @@ func configKeys(root string) ([]byte, error) {
 		return nil, err
 	}
 	var rows []configKey
-	w := walker{src: src, env: env, rows: &rows}
+	w := walker{src: src, env: env, rows: &rows, inside: map[reflect.Type]bool{}}
 	if err := w.walk(reflect.ValueOf(config.Default()), "", ""); err != nil {
 		return nil, err
 	}
@@ -103,6 +103,9 @@ type walker struct {
 	src  *sources
 	env  map[string]string // Go field path (API.Addr) → environment variables
 	rows *[]configKey
+	// inside are the list and map element types being walked: a type that
+	// holds a list of itself (llm.ModelConfig's fallbacks) is listed once.
+	inside map[reflect.Type]bool
 }
 
 var (
@@ -189,9 +192,11 @@ func (w walker) walkElem(t reflect.Type, key, path string) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t.Kind() != reflect.Struct {
+	if t.Kind() != reflect.Struct || w.inside[t] {
 		return nil
 	}
+	w.inside[t] = true
+	defer delete(w.inside, t)
 	return w.walk(reflect.New(t).Elem(), key, path+"[]")
 }
 
