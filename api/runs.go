@@ -221,25 +221,25 @@ type submitResponse struct {
 }
 
 type runView struct {
-	ID          string  `json:"id" jsonschema:"format=uuid"`
-	Status      string  `json:"status"`
-	Prompt      string  `json:"prompt"`
-	Template    string  `json:"template,omitempty"`
-	Team        string  `json:"team"`
-	Result      string  `json:"result"`
-	Error       string  `json:"error"`
-	Reason      string  `json:"reason,omitempty"`
-	TokensUsed  int64   `json:"tokens_used"`
-	TokenBudget int64   `json:"token_budget"`
+	ID          string `json:"id" jsonschema:"format=uuid"`
+	Status      string `json:"status"`
+	Prompt      string `json:"prompt"`
+	Template    string `json:"template,omitempty"`
+	Team        string `json:"team"`
+	Result      string `json:"result"`
+	Error       string `json:"error"`
+	Reason      string `json:"reason,omitempty"`
+	TokensUsed  int64  `json:"tokens_used"`
+	TokenBudget int64  `json:"token_budget"`
 	// CostUSD is what the run's model calls cost, in dollars (six decimals, by
 	// the fleet's price table); CostBudgetUSD its money budget, "" for none.
-	CostUSD       string `json:"cost_usd"`
-	CostBudgetUSD string `json:"cost_budget_usd,omitempty"`
-	CreatedAt   string  `json:"created_at" jsonschema:"format=date-time"`
-	UpdatedAt   string  `json:"updated_at" jsonschema:"format=date-time"`
-	FinishedAt  *string `json:"finished_at,omitempty" jsonschema:"format=date-time"`
-	Owner       string  `json:"owner"`
-	Project     string  `json:"project,omitempty"`
+	CostUSD       string  `json:"cost_usd"`
+	CostBudgetUSD string  `json:"cost_budget_usd,omitempty"`
+	CreatedAt     string  `json:"created_at" jsonschema:"format=date-time"`
+	UpdatedAt     string  `json:"updated_at" jsonschema:"format=date-time"`
+	FinishedAt    *string `json:"finished_at,omitempty" jsonschema:"format=date-time"`
+	Owner         string  `json:"owner"`
+	Project       string  `json:"project,omitempty"`
 }
 
 // JSONSchemaExtend lists the statuses a run can have, from the set listRuns accepts.
