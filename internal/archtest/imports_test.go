@@ -205,8 +205,10 @@ func testHelper(path string) bool {
 }
 
 // testSupport are packages that serve tests only without a …test name, so they
-// may import test helpers: simimage builds the TTS simulator's image for tests.
-var testSupport = map[string]bool{"media/voice/ttssim/simimage": true}
+// may import test helpers: simimage builds the TTS simulator's image for tests;
+// the bench measures the fleet against fakes of third-party services (llmtest's
+// rate-limited model API) and is never part of a deployment.
+var testSupport = map[string]bool{"media/voice/ttssim/simimage": true, "cmd/bench": true}
 
 // leaves are the packages below the lowest floor: they import only the standard
 // library, so queue, confine and egress may import them (the floors' rules speak
