@@ -16,7 +16,7 @@ func TestConfigDefaults(t *testing.T) {
 	want := Config{Concurrency: DefaultConcurrency, ShutdownTimeout: DefaultShutdownTimeout, TaskCheckInterval: DefaultTaskCheckInterval,
 		StepLease: DefaultStepLease, MaxRetry: DefaultMaxRetry, CircuitBreaker: DefaultCircuitBreaker, MaxSteps: DefaultMaxSteps,
 		MetricsAddr: DefaultMetricsAddr, MaxCallsPerMessage: DefaultMaxCallsPerMessage,
-		MaxDelegationsPerSession: DefaultMaxDelegationsPerSession, MaxDelegationsPerRun: DefaultMaxDelegationsPerRun}
+		MaxDelegationsPerSession: DefaultMaxDelegationsPerSession, MaxDelegationsPerRun: DefaultMaxDelegationsPerRun, MaxWait: DefaultMaxWait}
 	if !reflect.DeepEqual(d, want) { // Config holds the hooks (slices): not comparable
 		t.Fatalf("Defaults() = %+v, want %+v", d, want)
 	}
