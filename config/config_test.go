@@ -56,7 +56,7 @@ func TestDefault(t *testing.T) {
 	require.Equal(t, 2*time.Minute, c.Worker.StepLease)
 	require.Equal(t, 5, c.Worker.MaxRetry)
 	require.Equal(t, 5, c.Worker.CircuitBreaker)
-	require.Equal(t, 50, c.Worker.MaxSteps)
+	require.Equal(t, 500, c.Worker.MaxSteps)
 	require.Equal(t, "127.0.0.1:9091", c.Worker.MetricsAddr)
 	require.Equal(t, time.Hour, c.Scheduler.StuckAfter)
 	require.Equal(t, "127.0.0.1:9092", c.Scheduler.MetricsAddr)

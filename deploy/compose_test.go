@@ -150,7 +150,7 @@ func TestCompose(t *testing.T) {
 	for id, status := range api.waitTerminal(t, ctx, []string{demo, shell}, 2*time.Minute, logf) {
 		require.Equal(t, "completed", status, "run %s", id)
 	}
-	saw := psql(t, ctx, pg, fmt.Sprintf(`SELECT m->>'content' FROM sessions s, jsonb_array_elements(s.messages) m
+	saw := psql(t, ctx, pg, fmt.Sprintf(`SELECT m->>'content' FROM sessions s, jsonb_array_elements(session_history(s.id)) m
 		WHERE s.run_id = '%s' AND m->>'role' = 'tool' AND m->>'name' = 'run_shell'`, shell))
 	require.Contains(t, saw, strings.TrimSpace(noteContent), "run_shell in the sandbox read the file write_file wrote in the worker")
 	logf("demo and write_file → run_shell completed; the sandbox saw %q", strings.TrimSpace(noteContent))
@@ -263,7 +263,7 @@ func TestCompose(t *testing.T) {
 		require.Equal(t, []string{"0", "0", strconv.Itoa(len(all))}, strings.Fields(twice), "delegations finished twice, never, in all")
 		require.Eventually(t, func() bool {
 			out := psql(t, ctx, pg, `WITH msgs AS (SELECT s.id || ':' || (m->>'tool_call_id') AS call_key
-				FROM sessions s, jsonb_array_elements(s.messages) m WHERE s.run_id = ANY(`+arr+`) AND m->>'role' = 'tool')
+				FROM sessions s, jsonb_array_elements(session_history(s.id)) m WHERE s.run_id = ANY(`+arr+`) AND m->>'role' = 'tool')
 				SELECT (SELECT count(*) FROM msgs) || ' ' || (SELECT count(DISTINCT call_key) FROM msgs) || ' ' ||
 					(SELECT count(*) FROM msgs WHERE NOT EXISTS (SELECT 1 FROM tool_audit a WHERE a.call_key = msgs.call_key)) || ' ' ||
 					(SELECT count(*) FROM tool_audit a WHERE a.run_id = ANY(`+arr+`)) || ' ' ||

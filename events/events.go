@@ -31,6 +31,10 @@ const (
 	// limit (the fleet's governor or the provider's 429/503/529): which limit,
 	// and how long until it asks again. Once per wait.
 	ModelWaiting = "agent.waiting"
+	// SessionCompacted records that a session's older turns were summarized to
+	// fit its model's context window: the tokens before and after, the rows the
+	// summary stands for (the full history stays stored).
+	SessionCompacted = "session.compacted"
 	// MemoryInjected records which memory entries a session was given, and why.
 	MemoryInjected = "memory.injected"
 	// FlowLabelled records that a session read (or inherited) more untrusted

@@ -103,23 +103,27 @@ func TestApprovalViewAndBindingEndToEnd(t *testing.T) {
 			WHERE run_id = $1 AND agent = 'writer'`, id).Scan(&idle)
 		return err == nil && idle
 	}, 30*time.Second, 20*time.Millisecond)
-	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT id, messages::text FROM sessions WHERE run_id = $1 AND agent = 'writer'`, id).Scan(&sessID, &msgs))
+	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT id, session_history(id)::text FROM sessions WHERE run_id = $1 AND agent = 'writer'`, id).Scan(&sessID, &msgs))
 	var messages []llm.Message
 	require.NoError(t, json.Unmarshal([]byte(msgs), &messages))
-	altered := 0
+	altered := -1
 	for i := range messages {
 		for j := range messages[i].ToolCalls {
 			if messages[i].ToolCalls[j].Name == "run_shell" {
 				messages[i].ToolCalls[j].Args = json.RawMessage(`{"command":"rm -rf build src"}`)
-				altered++
+				require.Equal(t, -1, altered, "one run_shell call")
+				altered = i
 			}
 		}
 	}
-	require.Equal(t, 1, altered)
-	newMsgs, err := json.Marshal(messages)
+	require.GreaterOrEqual(t, altered, 0)
+	newMsg, err := json.Marshal(messages[altered])
 	require.NoError(t, err)
-	_, err = f.Store.Pool.Exec(ctx, `UPDATE sessions SET messages = $2 WHERE id = $1`, sessID, newMsgs)
+	// The history is append-only: the stored row of the call is altered in place
+	// (no compaction yet: the i-th message is row i).
+	tag, err := f.Store.Pool.Exec(ctx, `UPDATE session_messages SET message = $3 WHERE session_id = $1 AND seq = $2`, sessID, altered, newMsg)
 	require.NoError(t, err)
+	require.EqualValues(t, 1, tag.RowsAffected())
 	code, raw = f.Do("POST", "/api/approvals/"+a.ID+"/approve", map[string]string{"reason": "ok"}, nil)
 	require.Equal(t, http.StatusOK, code, string(raw))
 
@@ -138,7 +142,7 @@ func TestApprovalViewAndBindingEndToEnd(t *testing.T) {
 	require.Equal(t, "approval", shell.DenyLayer)
 	require.Contains(t, shell.DenyReason, "arguments changed since approval")
 	require.Contains(t, shell.DenyReason, hash)
-	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT messages::text FROM sessions WHERE id = $1`, sessID).Scan(&msgs))
+	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT session_history(id)::text FROM sessions WHERE id = $1`, sessID).Scan(&msgs))
 	require.Contains(t, msgs, "arguments changed since approval", "the model hears why")
 }
 

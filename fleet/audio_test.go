@@ -63,7 +63,7 @@ func TestAudioRequiredOutputEndToEnd(t *testing.T) {
 	require.Equal(t, "completed", run.Status, run.Error)
 
 	var raw []byte
-	require.NoError(t, f.Store.Pool.QueryRow(t.Context(), `SELECT messages FROM sessions WHERE run_id = $1 AND agent = 'writer'`, id).Scan(&raw))
+	require.NoError(t, f.Store.Pool.QueryRow(t.Context(), `SELECT session_history(id) FROM sessions WHERE run_id = $1 AND agent = 'writer'`, id).Scan(&raw))
 	var msgs []struct{ Role, Name, Content string }
 	require.NoError(t, json.Unmarshal(raw, &msgs))
 	var sentBack []string

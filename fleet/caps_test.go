@@ -81,7 +81,7 @@ func TestCallsPerMessageCapped(t *testing.T) {
 
 	// Every refused call got a result the model can act on.
 	var refusals int
-	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM sessions s, jsonb_array_elements(s.messages) m
+	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM sessions s, jsonb_array_elements(session_history(s.id)) m
 		WHERE s.run_id = $1 AND s.agent = 'boss' AND m->>'role' = 'tool' AND m->>'content' LIKE '%max_calls_per_message%'`, id).Scan(&refusals))
 	require.Equal(t, calls-capN, refusals)
 }
@@ -108,7 +108,7 @@ func TestDelegationsPerRunCapped(t *testing.T) {
 	require.Equal(t, 2, countCapDenials(t, f, id, "delegations_per_run"))
 
 	var msgs []string
-	rows, err := f.Store.Pool.Query(context.Background(), `SELECT m->>'content' FROM sessions s, jsonb_array_elements(s.messages) m
+	rows, err := f.Store.Pool.Query(context.Background(), `SELECT m->>'content' FROM sessions s, jsonb_array_elements(session_history(s.id)) m
 		WHERE s.run_id = $1 AND s.agent IN ('a', 'b') AND m->>'role' = 'tool'`, id)
 	require.NoError(t, err)
 	for rows.Next() {

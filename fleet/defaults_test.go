@@ -169,7 +169,7 @@ func TestTeamSecretsReachOnlyTheirDomain(t *testing.T) {
 	// What the model saw: the echo with the reference back in place, and the refusals.
 	ctx := context.Background()
 	var msgs string
-	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT messages::text FROM sessions WHERE run_id = $1 AND agent = 'writer'`, id).Scan(&msgs))
+	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT session_history(id)::text FROM sessions WHERE run_id = $1 AND agent = 'writer'`, id).Scan(&msgs))
 	require.Contains(t, msgs, `auth=token {{secret:gh}} key={{secret:gh}}`)
 	require.Contains(t, msgs, `body=payload {{secret:gh}}`)
 	require.Equal(t, 2, strings.Count(msgs, "secret gh may only be sent to api.bound.test, not other.test"), msgs)

@@ -89,7 +89,7 @@ func TestSteamFrameTemplateOnSimulator(t *testing.T) {
 		Role, Name, Content string
 	}
 	var raws string
-	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT messages::text FROM sessions WHERE run_id = $1 AND agent = 'vr-tester'`, id).Scan(&raws))
+	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT session_history(id)::text FROM sessions WHERE run_id = $1 AND agent = 'vr-tester'`, id).Scan(&raws))
 	require.NoError(t, json.Unmarshal([]byte(raws), &msgs))
 	for _, m := range msgs {
 		if m.Role == "tool" && m.Name == "frame_run" {

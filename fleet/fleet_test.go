@@ -145,7 +145,7 @@ func takeSnapshot(t *testing.T, st *store.Store, runID string) snapshot {
 	require.NoError(t, st.Pool.QueryRow(ctx, `SELECT count(*) FROM run_events WHERE run_id = $1`, runID).Scan(&s.events))
 	require.NoError(t, st.Pool.QueryRow(ctx, `SELECT count(*) FROM delegations WHERE run_id = $1`, runID).Scan(&s.delegations))
 	require.NoError(t, st.Pool.QueryRow(ctx, `SELECT tokens_used, status FROM runs WHERE id = $1`, runID).Scan(&s.tokens, &s.status))
-	rows, err := st.Pool.Query(ctx, `SELECT id, jsonb_array_length(messages) FROM sessions WHERE run_id = $1`, runID)
+	rows, err := st.Pool.Query(ctx, `SELECT id, jsonb_array_length(session_history(id)) FROM sessions WHERE run_id = $1`, runID)
 	require.NoError(t, err)
 	defer rows.Close()
 	for rows.Next() {
@@ -232,7 +232,7 @@ func TestWorkerStoppedMidTurnRunStillCompletes(t *testing.T) {
 	require.Equal(t, store.DelegationCompleted, ds[0].Status)
 	// Each tool call of the writer appears once in its conversation.
 	var n int
-	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM sessions s, jsonb_array_elements(s.messages) m
+	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM sessions s, jsonb_array_elements(session_history(s.id)) m
 		WHERE s.run_id = $1 AND s.agent = 'writer' AND m->>'role' = 'tool'`, id).Scan(&n))
 	require.Equal(t, 2, n)
 	_, err = os.Stat(filepath.Join(f.Cfg.Workspaces, id, "hello.txt"))
@@ -311,7 +311,7 @@ func TestModelMistakesGoBackAsToolErrors(t *testing.T) {
 	// The errors went back to the model as tool messages.
 	var msgs string
 	require.NoError(t, f.Store.Pool.QueryRow(context.Background(),
-		`SELECT messages::text FROM sessions WHERE run_id = $1 AND agent = 'writer'`, id).Scan(&msgs))
+		`SELECT session_history(id)::text FROM sessions WHERE run_id = $1 AND agent = 'writer'`, id).Scan(&msgs))
 	require.Contains(t, msgs, "invalid tool arguments")
 	require.Contains(t, msgs, "missing required field(s): content")
 	require.Contains(t, msgs, "escapes the workspace")
@@ -401,7 +401,7 @@ func TestDelegateAuditedAfterCrashMidDispatch(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ds, 1, "redispatching did not delegate twice")
 	var results int
-	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM sessions s, jsonb_array_elements(s.messages) m
+	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM sessions s, jsonb_array_elements(session_history(s.id)) m
 		WHERE s.run_id = $1 AND s.agent = 'supervisor' AND m->>'role' = 'tool' AND m->>'tool_call_id' = $2`, id, ds[0].ToolCallID).Scan(&results))
 	require.Equal(t, 1, results, "the delegate call has one result")
 }

@@ -43,7 +43,7 @@ func TestInfrastructureFailureRetriesTheStep(t *testing.T) {
 	require.Equal(t, "written", ds[0].Result)
 
 	var msgs string
-	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT messages::text FROM sessions WHERE run_id = $1 AND agent = 'boss'`, id).Scan(&msgs))
+	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT session_history(id)::text FROM sessions WHERE run_id = $1 AND agent = 'boss'`, id).Scan(&msgs))
 	require.NotContains(t, msgs, "connection refused", "the model was not told about our outage")
 	require.Contains(t, msgs, "written", "the delegate call's result is the worker's answer")
 

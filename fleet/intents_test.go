@@ -54,7 +54,7 @@ func TestInterruptedNonIdempotentCallIsOutcomeUnknown(t *testing.T) {
 
 	ctx := context.Background()
 	var msgs string
-	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT messages::text FROM sessions WHERE run_id = $1 AND agent = 'writer'`, id).Scan(&msgs))
+	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT session_history(id)::text FROM sessions WHERE run_id = $1 AND agent = 'writer'`, id).Scan(&msgs))
 	require.Contains(t, msgs, "outcome unknown")
 	f.Audit.Flush()
 	rows, err := f.Store.RunAudit(ctx, id, 100)

@@ -120,7 +120,7 @@ func TestDownloadPDFEndToEnd(t *testing.T) {
 // toolResults are the contents of the writer's results of tool, in order.
 func toolResults(t *testing.T, f *fleettest.Fleet, runID, tool string) []string {
 	t.Helper()
-	rows, err := f.Store.Pool.Query(context.Background(), `SELECT m->>'content' FROM sessions s, jsonb_array_elements(s.messages) WITH ORDINALITY AS e(m, n)
+	rows, err := f.Store.Pool.Query(context.Background(), `SELECT m->>'content' FROM sessions s, jsonb_array_elements(session_history(s.id)) WITH ORDINALITY AS e(m, n)
 		WHERE s.run_id = $1 AND s.agent = 'writer' AND m->>'role' = 'tool' AND m->>'name' = $2 ORDER BY n`, runID, tool)
 	require.NoError(t, err)
 	defer rows.Close()

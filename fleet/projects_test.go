@@ -113,7 +113,7 @@ func TestProjectKnowledgeAndMemory(t *testing.T) {
 		Role    string `json:"role"`
 		Content string `json:"content"`
 	}
-	require.NoError(t, f.Store.Pool.QueryRow(t.Context(), `SELECT messages FROM sessions WHERE run_id = $1 AND role = 'supervisor'`, id2).Scan(&sess))
+	require.NoError(t, f.Store.Pool.QueryRow(t.Context(), `SELECT session_history(id) FROM sessions WHERE run_id = $1 AND role = 'supervisor'`, id2).Scan(&sess))
 	require.GreaterOrEqual(t, len(sess), 3)
 	block := sess[1].Content
 	require.Equal(t, "system", sess[1].Role)

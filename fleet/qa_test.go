@@ -115,7 +115,7 @@ func keysOf(m map[string]string) []string {
 func writerSentBack(t *testing.T, f *fleettest.Fleet, id string) (msgs []struct{ Role, Content string }, sentBack []string) {
 	t.Helper()
 	var raw []byte
-	require.NoError(t, f.Store.Pool.QueryRow(t.Context(), `SELECT messages FROM sessions WHERE run_id = $1 AND agent = 'writer'`, id).Scan(&raw))
+	require.NoError(t, f.Store.Pool.QueryRow(t.Context(), `SELECT session_history(id) FROM sessions WHERE run_id = $1 AND agent = 'writer'`, id).Scan(&raw))
 	require.NoError(t, json.Unmarshal(raw, &msgs))
 	for _, m := range msgs[2:] {
 		if m.Role == "user" {

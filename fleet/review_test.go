@@ -95,7 +95,7 @@ func TestCodeReviewScript(t *testing.T) {
 			// retry carries the validation error.
 			var msgs []struct{ Role, Content string }
 			var raw []byte
-			require.NoError(t, f.Store.Pool.QueryRow(t.Context(), `SELECT messages FROM sessions WHERE run_id = $1 AND agent = $2`, id, review.Agent("coder")).Scan(&raw))
+			require.NoError(t, f.Store.Pool.QueryRow(t.Context(), `SELECT session_history(id) FROM sessions WHERE run_id = $1 AND agent = $2`, id, review.Agent("coder")).Scan(&raw))
 			require.NoError(t, json.Unmarshal(raw, &msgs))
 			require.Equal(t, review.SystemPrompt, msgs[0].Content)
 			require.Contains(t, msgs[1].Content, "with this focus: security")

@@ -67,7 +67,7 @@ if nc -w 3 %s %d </dev/null >/dev/null 2>&1; then echo "host: reached"; else ech
 	require.Equal(t, "completed", run.Status, run.Error)
 
 	var out string
-	require.NoError(t, f.Store.Pool.QueryRow(context.Background(), `SELECT m->>'content' FROM sessions s, jsonb_array_elements(s.messages) m
+	require.NoError(t, f.Store.Pool.QueryRow(context.Background(), `SELECT m->>'content' FROM sessions s, jsonb_array_elements(session_history(s.id)) m
 		WHERE s.run_id = $1 AND s.agent = 'writer' AND m->>'role' = 'tool' AND m->>'name' = 'run_shell'`, id).Scan(&out))
 	t.Logf("run_shell output:\n%s", out)
 	require.Contains(t, out, "allowed: ok hello-from-upstream")

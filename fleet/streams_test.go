@@ -120,7 +120,7 @@ func TestMailboxAndGPULeaseEndToEnd(t *testing.T) {
 
 	// Bob's turn saw Alice's message, once, with sender and time.
 	var bobMsgs string
-	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT messages::text FROM sessions WHERE run_id = $1 AND agent = 'bob'`, id).Scan(&bobMsgs))
+	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT session_history(id)::text FROM sessions WHERE run_id = $1 AND agent = 'bob'`, id).Scan(&bobMsgs))
 	require.Contains(t, bobMsgs, "the password is swordfish")
 	require.Contains(t, bobMsgs, `\"from\":\"alice\"`)
 

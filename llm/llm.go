@@ -43,6 +43,32 @@ type Message struct {
 	// ran (the gate, the worker's caps): it holds none of the tool's output, so
 	// the call read nothing (the flow rules). Set by the worker.
 	Refused bool `json:"refused,omitempty"`
+	// Compacted, set by the worker on the summary a compaction put in place of
+	// older turns, tells what the summary stands for. No provider sees it.
+	Compacted *Compacted `json:"compacted,omitempty"`
+}
+
+// Compacted is what a compaction's summary stands for.
+type Compacted struct {
+	// Messages and Answers count the messages, and of them the model's answers,
+	// the summary replaced (those of earlier summaries included).
+	Messages int `json:"messages"`
+	Answers  int `json:"answers"`
+}
+
+// Answers is how many model answers msgs hold, those a compaction summarized
+// included: a replayed model (the script) picks its next turn by it.
+func Answers(msgs []Message) int {
+	n := 0
+	for _, m := range msgs {
+		if m.Role == RoleAssistant {
+			n++
+		}
+		if m.Compacted != nil {
+			n += m.Compacted.Answers
+		}
+	}
+	return n
 }
 
 // Provenance names the private and untrusted sources behind a message's content.
@@ -196,6 +222,10 @@ func (e *APIError) Overloaded() bool {
 
 // ErrRateLimited is what a WaitError wraps: matched with errors.Is.
 var ErrRateLimited = errors.New("rate limited")
+
+// ErrContextLength matches a provider's refusal of a request longer than the
+// model's context window (not retried as is: the session must be compacted).
+var ErrContextLength = errors.New("context length exceeded")
 
 // WaitError is a model call that was not made, or not answered, because a
 // limit holds it back: the fleet's governor (no slot before After) or the

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/aetherium-engine/aetherium/llm"
 )
 
 // Acquire is what a step asks of the database as it starts, in one round trip and
@@ -49,19 +51,34 @@ type Acquired struct {
 }
 
 const (
-	acquireInsert = `INSERT INTO sessions AS s (id, run_id, agent, role, delegation_id, messages, lease_token, lease_until)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + $8::interval)
+	acquireInsert = `INSERT INTO sessions AS s (id, run_id, agent, role, delegation_id, lease_token, lease_until)
+		VALUES ($1, $2, $3, $4, $5, $6, now() + $7::interval)
 		ON CONFLICT (id) DO UPDATE SET lease_token = excluded.lease_token, lease_until = excluded.lease_until
 			WHERE s.lease_until < now() OR s.lease_token = excluded.lease_token
-		RETURNING s.id, s.run_id::text, s.agent, s.role, s.delegation_id, s.messages, s.status, s.steps, s.failures, s.version, true`
+		RETURNING s.id, s.run_id::text, s.agent, s.role, s.delegation_id, s.head, s.context_from, s.summary, s.notes,
+			(SELECT count(*) FROM session_compactions AS c WHERE c.session_id = s.id)::int,
+			s.status, s.steps, s.failures, s.version, true`
+	// A new session's first rows; a session that exists has them already.
+	acquireRows = `INSERT INTO session_messages (session_id, seq, message)
+		SELECT $1, u.n - 1, u.m::jsonb FROM unnest($2::text[]) WITH ORDINALITY AS u(m, n)
+		WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $3)
+			AND NOT EXISTS (SELECT 1 FROM session_messages WHERE session_id = $1)
+		ON CONFLICT (session_id, seq) DO NOTHING`
+	// The context's rows (head and tail), only for the lease's holder.
+	acquireLoad = `SELECT m.seq, m.message FROM sessions AS s
+		JOIN session_messages AS m ON m.session_id = s.id AND (m.seq < s.head OR m.seq >= s.context_from)
+		WHERE s.id = $1 AND s.lease_token = $2 ORDER BY m.seq`
 	// The existing-only form reports a busy session (a row, not leased) apart from
 	// a missing one (no row).
 	acquireExisting = `WITH cur AS (SELECT id FROM sessions WHERE id = $1),
 		up AS (UPDATE sessions AS s SET lease_token = $2, lease_until = now() + $3::interval
 			WHERE s.id = $1 AND (s.lease_until < now() OR s.lease_token = $2)
-			RETURNING s.id, s.run_id::text, s.agent, s.role, s.delegation_id, s.messages, s.status, s.steps, s.failures, s.version)
+			RETURNING s.id, s.run_id::text, s.agent, s.role, s.delegation_id, s.head, s.context_from, s.summary, s.notes,
+				(SELECT count(*) FROM session_compactions AS c WHERE c.session_id = s.id)::int AS compactions,
+				s.status, s.steps, s.failures, s.version)
 		SELECT up.id, COALESCE(up.run_id, ''), COALESCE(up.agent, ''), COALESCE(up.role, ''), up.delegation_id,
-			COALESCE(up.messages, '[]'::jsonb), COALESCE(up.status, ''), COALESCE(up.steps, 0), COALESCE(up.failures, 0),
+			COALESCE(up.head, 0), COALESCE(up.context_from, 0), COALESCE(up.summary, '[]'::jsonb), COALESCE(up.notes, ''),
+			COALESCE(up.compactions, 0), COALESCE(up.status, ''), COALESCE(up.steps, 0), COALESCE(up.failures, 0),
 			COALESCE(up.version, 0), up.id IS NOT NULL
 		FROM cur LEFT JOIN up ON true`
 	acquireDelegations = `SELECT ` + delCols + ` FROM delegations WHERE parent_session = $1 ORDER BY id`
@@ -87,7 +104,7 @@ func (s *Store) AcquireStep(ctx context.Context, a Acquire) (Acquired, error) {
 	if a.Initial.Messages == nil {
 		b.Queue(acquireExisting, id, a.Token, a.Lease.String())
 	} else {
-		msgs, err := json.Marshal(a.Initial.Messages)
+		msgs, err := messageTexts(a.Initial.Messages)
 		if err != nil {
 			return out, err
 		}
@@ -95,8 +112,10 @@ func (s *Store) AcquireStep(ctx context.Context, a Acquire) (Acquired, error) {
 		if a.Initial.DelegationID != "" {
 			del = &a.Initial.DelegationID
 		}
-		b.Queue(acquireInsert, id, a.Initial.RunID, a.Initial.Agent, a.Initial.Role, del, msgs, a.Token, a.Lease.String())
+		b.Queue(acquireInsert, id, a.Initial.RunID, a.Initial.Agent, a.Initial.Role, del, a.Token, a.Lease.String())
+		b.Queue(acquireRows, id, msgs, a.Token)
 	}
+	b.Queue(acquireLoad, id, a.Token)
 	b.Queue(acquireDelegations, id)
 	if a.StartDelegation != "" {
 		b.Queue(acquireStart, a.StartDelegation)
@@ -122,10 +141,20 @@ func (s *Store) AcquireStep(ctx context.Context, a Acquire) (Acquired, error) {
 		}
 		var sess Session
 		var del *string
-		var raw []byte
+		var summary []llm.Message
 		var sid *string
 		var leased bool
-		err := br.QueryRow().Scan(&sid, &sess.RunID, &sess.Agent, &sess.Role, &del, &raw, &sess.Status, &sess.Steps, &sess.Failures, &sess.Version, &leased)
+		err := br.QueryRow().Scan(&sid, &sess.RunID, &sess.Agent, &sess.Role, &del, &sess.Head, &sess.From, &summary, &sess.Notes,
+			&sess.Compactions, &sess.Status, &sess.Steps, &sess.Failures, &sess.Version, &leased)
+		if a.Initial.Messages != nil {
+			if _, rerr := br.Exec(); rerr != nil && err == nil {
+				err = fmt.Errorf("first messages: %w", rerr)
+			}
+		}
+		rows, lerr := br.Query()
+		if lerr != nil {
+			return lerr
+		}
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			// Insert form: the WHERE refused (a live delivery holds it). Existing-only
@@ -140,13 +169,17 @@ func (s *Store) AcquireStep(ctx context.Context, a Acquire) (Acquired, error) {
 				if del != nil {
 					sess.DelegationID = *del
 				}
-				if err := json.Unmarshal(raw, &sess.Messages); err != nil {
+				if err := sess.assemble(rows, summary); err != nil {
 					return fmt.Errorf("messages: %w", err)
 				}
 				out.Session = sess
 			}
 		}
-		rows, err := br.Query()
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("messages: %w", err)
+		}
+		rows, err = br.Query()
 		if err != nil {
 			return err
 		}
@@ -200,4 +233,18 @@ func eventArrays(evs []NewEvent) ([]any, error) {
 		keys[i], types[i], agents[i], data[i] = e.Key, e.Type, e.Agent, string(raw)
 	}
 	return []any{keys, types, agents, data}, nil
+}
+
+// messageTexts are messages as the JSON texts of a text[] parameter (one
+// session_messages row each).
+func messageTexts(msgs []llm.Message) ([]string, error) {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		raw, err := json.Marshal(m)
+		if err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		out[i] = string(raw)
+	}
+	return out, nil
 }

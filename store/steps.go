@@ -31,6 +31,11 @@ type StepWrite struct {
 	// Finish records the outcome of the session's own delegation (once), with the
 	// save that ends the session.
 	Finish *DelegationOutcome
+	// Compacted is the compaction this save stores (the session's Head, From and
+	// summary messages, as Session.Compact left them): its record, written once.
+	Compacted *Compaction
+	// Notes, when set, overwrite the session's working memory.
+	Notes *string
 }
 
 // ModelCall is one model call's usage and cost (picodollars, llm.Money).
@@ -66,9 +71,10 @@ type StepSaved struct {
 // prepared once per connection whatever the number of rows.
 const (
 	saveStepSession = `WITH s AS (
-			UPDATE sessions SET messages = $3, status = $4, steps = $5, failures = $6, version = version + 1,
+			UPDATE sessions SET notes = COALESCE($3, notes), status = $4, steps = $5, failures = $6, version = version + 1,
 				lease_until = CASE WHEN $9 THEN 'epoch'::timestamptz ELSE now() + $7::interval END, updated_at = now(),
-				waiting_since = NULL
+				waiting_since = NULL, head = COALESCE($11, head), context_from = COALESCE($12, context_from),
+				summary = COALESCE($13::jsonb, summary)
 			WHERE id = $1 AND lease_token = $2 RETURNING run_id),
 		r AS (UPDATE runs SET tokens_used = tokens_used + $8, cost = cost + $10, updated_at = now()
 			WHERE ($8 <> 0 OR $10 <> 0) AND id = (SELECT run_id FROM s) RETURNING tokens_used, cost)
@@ -90,6 +96,16 @@ const (
 		WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $2)
 		ORDER BY u.n
 		ON CONFLICT (run_id, key) DO NOTHING RETURNING id, type`
+	// The messages the step added (or wrote over: Session.Rewrite), as rows from
+	// seq $3 on; only when the session update above found the lease still ours.
+	saveStepRows = `INSERT INTO session_messages (session_id, seq, message)
+		SELECT $1, $3 + u.n - 1, u.m::jsonb FROM unnest($4::text[]) WITH ORDINALITY AS u(m, n)
+		WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $2)
+		ON CONFLICT (session_id, seq) DO UPDATE SET message = excluded.message`
+	saveStepCompaction = `INSERT INTO session_compactions (session_id, n, head, from_seq, through_seq, tokens_before, tokens_after, summary)
+		SELECT $1, $3, $4, $5, $6, $7, $8, $9::jsonb
+		WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $2)
+		ON CONFLICT (session_id, n) DO NOTHING`
 	saveStepFinish = `UPDATE delegations SET status = $4, result = $5, error = $6, completed_at = now()
 		WHERE id = $3 AND status IN ('pending','running')
 			AND EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $2)`
@@ -103,16 +119,34 @@ const (
 // when another delivery took the session over.
 func (s *Store) SaveStep(ctx context.Context, sess *Session, token string, lease time.Duration, w StepWrite) (StepSaved, error) {
 	var out StepSaved
-	msgs, err := json.Marshal(sess.Messages)
+	if sess.Saved < sess.Head+sess.Summary || sess.Saved > len(sess.Messages) {
+		return out, fmt.Errorf("save session %s: %d messages saved of %d (head %d, summary %d)", sess.ID, sess.Saved, len(sess.Messages), sess.Head, sess.Summary)
+	}
+	added, err := messageTexts(sess.Messages[sess.Saved:])
 	if err != nil {
-		return out, err
+		return out, fmt.Errorf("save session %s: %w", sess.ID, err)
 	}
 	b := &pgx.Batch{}
 	var cost int64
 	if w.Call != nil {
 		cost = w.Call.Cost
 	}
-	b.Queue(saveStepSession, sess.ID, token, msgs, sess.Status, sess.Steps, sess.Failures, lease.String(), w.Tokens, w.Release, cost)
+	var head, from *int
+	var summary []byte
+	if c := w.Compacted; c != nil {
+		if summary, err = json.Marshal(sess.Messages[sess.Head : sess.Head+sess.Summary]); err != nil {
+			return out, fmt.Errorf("save session %s summary: %w", sess.ID, err)
+		}
+		head, from = &sess.Head, &sess.From
+	}
+	b.Queue(saveStepSession, sess.ID, token, w.Notes, sess.Status, sess.Steps, sess.Failures, lease.String(), w.Tokens, w.Release, cost,
+		head, from, summary)
+	if len(added) > 0 {
+		b.Queue(saveStepRows, sess.ID, token, sess.SeqOf(sess.Saved), added)
+	}
+	if c := w.Compacted; c != nil {
+		b.Queue(saveStepCompaction, sess.ID, token, c.N, sess.Head, c.FromSeq, sess.From, c.TokensBefore, c.TokensAfter, summary)
+	}
 	if c := w.Call; c != nil {
 		b.Queue(saveStepCall, sess.ID, token, c.Agent, c.Provider, c.Model, c.Fallback,
 			c.InputTokens, c.OutputTokens, c.CachedTokens, c.CacheWriteTokens, c.Cost, c.Priced)
@@ -141,6 +175,12 @@ func (s *Store) SaveStep(ctx context.Context, sess *Session, token string, lease
 	err = br.QueryRow().Scan(&saved, &status, &used, &budget, &spent, &costBudget)
 	if err == nil && saved && status != nil {
 		out.RunStatus, out.TokensUsed, out.TokenBudget, out.Cost, out.CostBudget = *status, *used, *budget, *spent, *costBudget
+	}
+	if err == nil && len(added) > 0 {
+		_, err = br.Exec()
+	}
+	if err == nil && w.Compacted != nil {
+		_, err = br.Exec()
 	}
 	if err == nil && w.Call != nil {
 		_, err = br.Exec()
@@ -171,6 +211,13 @@ func (s *Store) SaveStep(ctx context.Context, sess *Session, token string, lease
 		return StepSaved{}, fmt.Errorf("save session %s: %w", sess.ID, ErrLeaseLost)
 	}
 	sess.Version++
+	sess.Saved = len(sess.Messages)
+	if w.Compacted != nil {
+		sess.Compactions = max(sess.Compactions, w.Compacted.N)
+	}
+	if w.Notes != nil {
+		sess.Notes = *w.Notes
+	}
 	return out, nil
 }
 

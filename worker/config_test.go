@@ -16,7 +16,8 @@ func TestConfigDefaults(t *testing.T) {
 	want := Config{Concurrency: DefaultConcurrency, ShutdownTimeout: DefaultShutdownTimeout, TaskCheckInterval: DefaultTaskCheckInterval,
 		StepLease: DefaultStepLease, MaxRetry: DefaultMaxRetry, CircuitBreaker: DefaultCircuitBreaker, MaxSteps: DefaultMaxSteps,
 		MetricsAddr: DefaultMetricsAddr, MaxCallsPerMessage: DefaultMaxCallsPerMessage,
-		MaxDelegationsPerSession: DefaultMaxDelegationsPerSession, MaxDelegationsPerRun: DefaultMaxDelegationsPerRun, MaxWait: DefaultMaxWait}
+		MaxDelegationsPerSession: DefaultMaxDelegationsPerSession, MaxDelegationsPerRun: DefaultMaxDelegationsPerRun, MaxWait: DefaultMaxWait,
+		CompactAt: DefaultCompactAt, KeepTurns: DefaultKeepTurns, SummaryTokens: DefaultSummaryTokens, NotesTokens: DefaultNotesTokens}
 	if !reflect.DeepEqual(d, want) { // Config holds the hooks (slices): not comparable
 		t.Fatalf("Defaults() = %+v, want %+v", d, want)
 	}
@@ -52,6 +53,8 @@ func TestConfigValidate(t *testing.T) {
 		{"negative max retry", func(c *Config) { c.MaxRetry = -1 }, "max_retry"},
 		{"zero max steps", func(c *Config) { c.MaxSteps = 0 }, "max_steps"},
 		{"bad metrics addr", func(c *Config) { c.MetricsAddr = "nope" }, "worker.metrics_addr"},
+		{"compact past the window", func(c *Config) { c.CompactAt = 1.5 }, "worker.compact_at"},
+		{"no turn kept", func(c *Config) { c.KeepTurns = -1 }, "keep_turns"},
 		{"zero calls per message", func(c *Config) { c.MaxCallsPerMessage = 0 }, "max_calls_per_message"},
 		{"session cap over the run cap", func(c *Config) { c.MaxDelegationsPerSession = c.MaxDelegationsPerRun + 1 }, "worker.max_delegations_per_session"},
 		{"hooks", func(c *Config) {

@@ -65,6 +65,7 @@ func (s *stepRun) injectMemory(ctx context.Context) error {
 	msgs := make([]llm.Message, 0, 3)
 	msgs = append(msgs, s.sess.Messages[0], llm.Message{Role: llm.RoleSystem, Content: block, Provenance: prov}, s.sess.Messages[1])
 	s.sess.Messages = msgs
+	s.sess.Rewrite(1) // the task row becomes the memory block's, the task the next
 	picked := make([]map[string]any, len(ranked))
 	for i, r := range ranked {
 		picked[i] = map[string]any{"id": r.ID, "score": r.Score, "relevance": r.Relevance, "run_id": r.RunID, "agent": r.Agent, "scope": r.Scope}

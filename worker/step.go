@@ -81,6 +81,9 @@ type stepRun struct {
 	released bool
 	// asked: the step made its first model call.
 	asked bool
+	// refit: a provider refused a request as too long and the step compacted
+	// for it (once per step).
+	refit bool
 }
 
 // runFresh is how old the step's view of its run may be before a model call.
@@ -372,9 +375,25 @@ func (s *stepRun) ask(ctx context.Context) error {
 		s.asked = true
 		s.w.observeFirstModelCall(ctx, s.in.role)
 	}
+	req, est, err := s.fit(ctx, false)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
-	resp, err := s.provider.Complete(ctx, llm.Request{Model: s.model.Model, Agent: s.in.node.Name, Messages: s.sess.Messages, Tools: s.defs, MaxTokens: s.model.MaxTokens,
-		Team: s.in.team.Name, Principal: s.run.Owner})
+	resp, err := s.provider.Complete(ctx, req)
+	if errors.Is(err, llm.ErrContextLength) && !s.refit {
+		// The provider counts more than the estimate did: compact now and ask
+		// once more (a second refusal fails the step like any model error).
+		s.refit = true
+		s.w.observeLLM(s.provider.Name(), s.model.Model, start, resp, err)
+		if _, _, err := s.fit(ctx, true); err != nil {
+			return err
+		}
+		return nil // the loop's next turn asks again
+	}
+	if err == nil && est > 0 && resp.Usage.InputTokens > 0 {
+		s.w.windows.Observe(s.model.Model, est, resp.Usage.InputTokens)
+	}
 	provider, model := s.provider.Name(), s.model.Model
 	if resp.Provider != "" && (resp.Fallback || model == "") {
 		provider, model = resp.Provider, resp.Model // the link of a fallback chain that answered
@@ -457,12 +476,13 @@ func (s *stepRun) ask(ctx context.Context) error {
 	}
 	answer := store.NewEvent{Key: fmt.Sprintf("msg:%s:%d", s.sess.ID, s.sess.Steps), Type: events.ModelAnswered, Agent: s.in.node.Name, Data: data}
 	call := s.modelCall(resp)
+	notes := s.takeNotes(resp.Message.Content)
 	if final {
 		// Saved with the answer: no second write to end the session.
-		return s.end(ctx, saveOpts{tokens: resp.Usage.Total(), call: call, extra: []store.NewEvent{answer}})
+		return s.end(ctx, saveOpts{tokens: resp.Usage.Total(), call: call, extra: []store.NewEvent{answer}, notes: notes})
 	}
 	s.lastSave = time.Now()
-	saved, err := s.w.persist(ctx, s.in, &s.sess, s.token, saveOpts{tokens: resp.Usage.Total(), call: call, extra: []store.NewEvent{answer}})
+	saved, err := s.w.persist(ctx, s.in, &s.sess, s.token, saveOpts{tokens: resp.Usage.Total(), call: call, extra: []store.NewEvent{answer}, notes: notes})
 	if err != nil {
 		return err
 	}

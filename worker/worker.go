@@ -41,7 +41,20 @@ const (
 	DefaultStepLease         = 2 * time.Minute
 	DefaultMaxRetry          = 5
 	DefaultCircuitBreaker    = 5
-	DefaultMaxSteps          = 50
+	// DefaultMaxSteps is generous: a long coding or research session makes
+	// hundreds of model calls, and since compaction (issue 38) a step's cost no
+	// longer grows with the session; the circuit breaker and the budgets are
+	// the loop guards.
+	DefaultMaxSteps = 500
+	// DefaultCompactAt is the share of a model's context window past which a
+	// session is compacted before its next request.
+	DefaultCompactAt = 0.8
+	// DefaultKeepTurns is how many of the last turns a compaction keeps verbatim.
+	DefaultKeepTurns = 4
+	// DefaultSummaryTokens is the largest summary a compaction asks for.
+	DefaultSummaryTokens = 2000
+	// DefaultNotesTokens bounds the session's working notes (ADR 5).
+	DefaultNotesTokens = 1000
 	// DefaultMaxWait is how long a step may wait for model rate limits.
 	DefaultMaxWait = 10 * time.Minute
 	// DefaultMetricsAddr is where a worker process serves /metrics (Defaults sets
@@ -95,6 +108,19 @@ type Config struct {
 	// MaxSteps bounds model calls per session, a backstop against loops. Default
 	// DefaultMaxSteps.
 	MaxSteps int `yaml:"max_steps"`
+	// CompactAt is the share of the model's context window (llm.models) past
+	// which a session's next request first compacts the session: its older turns
+	// summarized, the last KeepTurns kept verbatim. Default DefaultCompactAt.
+	CompactAt float64 `yaml:"compact_at"`
+	// KeepTurns is how many of the last turns a compaction keeps verbatim (fewer,
+	// down to one, when they alone would not fit). Default DefaultKeepTurns.
+	KeepTurns int `yaml:"keep_turns"`
+	// SummaryTokens is the largest summary a compaction asks the model for.
+	// Default DefaultSummaryTokens.
+	SummaryTokens int `yaml:"summary_tokens"`
+	// NotesTokens bounds the session's working notes, shown to the model at
+	// every turn start. Default DefaultNotesTokens.
+	NotesTokens int `yaml:"notes_tokens"`
 	// MetricsAddr serves /metrics for this worker. Env
 	// AETHERIUM_WORKER_METRICS_ADDR. Default DefaultMetricsAddr; empty disables it.
 	MetricsAddr string `yaml:"metrics_addr"`
@@ -175,6 +201,10 @@ func (c Config) WithDefaults() Config {
 	c.CircuitBreaker = defaults.Positive(c.CircuitBreaker, DefaultCircuitBreaker)
 	c.MaxSteps = defaults.Positive(c.MaxSteps, DefaultMaxSteps)
 	c.MaxWait = defaults.Positive(c.MaxWait, DefaultMaxWait)
+	c.CompactAt = defaults.Positive(c.CompactAt, DefaultCompactAt)
+	c.KeepTurns = defaults.Positive(c.KeepTurns, DefaultKeepTurns)
+	c.SummaryTokens = defaults.Positive(c.SummaryTokens, DefaultSummaryTokens)
+	c.NotesTokens = defaults.Positive(c.NotesTokens, DefaultNotesTokens)
 	c.MaxCallsPerMessage = defaults.Positive(c.MaxCallsPerMessage, DefaultMaxCallsPerMessage)
 	c.MaxDelegationsPerSession = defaults.Positive(c.MaxDelegationsPerSession, DefaultMaxDelegationsPerSession)
 	c.MaxDelegationsPerRun = defaults.Positive(c.MaxDelegationsPerRun, DefaultMaxDelegationsPerRun)
@@ -199,6 +229,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxDelegationsPerSession > c.MaxDelegationsPerRun {
 		errs = append(errs, fmt.Errorf("worker.max_delegations_per_session (%d) must not exceed worker.max_delegations_per_run (%d)", c.MaxDelegationsPerSession, c.MaxDelegationsPerRun))
+	}
+	if c.CompactAt <= 0 || c.CompactAt > 1 {
+		errs = append(errs, fmt.Errorf("worker.compact_at: want a share of the context window in (0, 1], got %v", c.CompactAt))
+	}
+	if c.KeepTurns <= 0 || c.SummaryTokens <= 0 || c.NotesTokens <= 0 {
+		errs = append(errs, fmt.Errorf("worker: keep_turns, summary_tokens and notes_tokens must be positive, got %d, %d, %d", c.KeepTurns, c.SummaryTokens, c.NotesTokens))
 	}
 	if c.MaxWait < 0 || c.PrincipalDailyBudget < 0 {
 		errs = append(errs, fmt.Errorf("llm.max_wait and llm.budgets.principal_daily must not be negative, got %s and %s", c.MaxWait, c.PrincipalDailyBudget))
@@ -257,6 +293,7 @@ type Worker struct {
 	log         *slog.Logger
 	gated       bool
 	mailbox     *mailbox.Mailbox
+	windows     Windows
 	// consumer names this process as a mailbox reader.
 	consumer   string
 	leases     *lease.Manager
@@ -308,6 +345,9 @@ type Deps struct {
 	Knowledge knowledge.Backend
 	// Memory tunes agent memory (ADR 5) of project runs.
 	Memory memory.Config
+	// Windows, when set, keeps each session's requests inside its model's
+	// context window (compaction, issue 38). Nil: requests grow unchecked.
+	Windows Windows
 }
 
 // New returns a Worker. It panics on hooks Validate refuses (Config.ReplyChecks,
@@ -335,7 +375,7 @@ func New(cfg Config, d Deps) *Worker {
 	}
 	return &Worker{workspaces: d.Workspaces, cfg: cfg, store: d.Store, queue: d.Queue, events: d.Events, router: d.Router, models: d.Models, metrics: d.Metrics, log: d.Log, gated: d.Gated,
 		mailbox: d.Mailbox, consumer: consumerName(), leases: d.Leases, gpu: d.GPU, leaseRetry: d.LeaseRetry, audit: d.Audit, modelLabels: d.ModelLabels,
-		knowledge: d.Knowledge, memory: d.Memory.WithDefaults()}
+		knowledge: d.Knowledge, memory: d.Memory.WithDefaults(), windows: d.Windows}
 }
 
 func consumerName() string {

@@ -87,6 +87,10 @@ type saveOpts struct {
 	// release ends the step's lease with the save (the step's last write).
 	release bool
 	finish  *store.DelegationOutcome
+	// compacted is the compaction the save stores; notes overwrite the
+	// session's working memory.
+	compacted *store.Compaction
+	notes     *string
 }
 
 // persist saves the session with everything the step owes the database since its
@@ -99,6 +103,7 @@ func (w *Worker) persist(ctx context.Context, in stepInput, sess *store.Session,
 	delegations := in.out.delegations
 	sw.Memory = w.sessionMemory(in, sess) // a session ending with this save is remembered in it
 	sw.Release, sw.Finish, sw.Call = o.release, o.finish, o.call
+	sw.Compacted, sw.Notes = o.compacted, o.notes
 	saved, err := w.store.SaveStep(ctx, sess, token, w.cfg.StepLease, sw)
 	if err != nil {
 		w.staleRefused(ctx, "save", sess.ID, err)

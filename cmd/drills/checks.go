@@ -87,7 +87,7 @@ func verifyCounts(ctx context.Context, c *cluster, r *report, ids []string) {
 	unfinished := ""
 	if completed != dels {
 		rows, err := db.Query(ctx, `SELECT d.id || ' ' || d.status || ', the delegate call''s result: ' || coalesce((
-				SELECT m->>'content' FROM sessions s, jsonb_array_elements(s.messages) m
+				SELECT m->>'content' FROM sessions s, jsonb_array_elements(session_history(s.id)) m
 				WHERE s.id = d.parent_session AND m->>'role' = 'tool' AND m->>'tool_call_id' = d.tool_call_id LIMIT 1), '(none)')
 			FROM delegations d WHERE d.run_id = ANY($1::uuid[]) AND d.status <> 'completed' LIMIT 3`, ids)
 		if err == nil {
@@ -116,9 +116,9 @@ func verifyCounts(ctx context.Context, c *cluster, r *report, ids []string) {
 	// A delegation that ran twice to completion would show more model answers or
 	// tool results in its session than its script has.
 	rows, err := db.Query(ctx, `SELECT s.id, s.agent,
-			(SELECT count(*) FROM jsonb_array_elements(s.messages) m WHERE m->>'role' = 'assistant'),
-			(SELECT count(*) FROM jsonb_array_elements(s.messages) m WHERE m->>'role' = 'tool'),
-			(SELECT string_agg(coalesce(m->>'name', '') || '/' || coalesce(m->>'tool_call_id', ''), ' ') FROM jsonb_array_elements(s.messages) m WHERE m->>'role' = 'tool')
+			(SELECT count(*) FROM jsonb_array_elements(session_history(s.id)) m WHERE m->>'role' = 'assistant'),
+			(SELECT count(*) FROM jsonb_array_elements(session_history(s.id)) m WHERE m->>'role' = 'tool'),
+			(SELECT string_agg(coalesce(m->>'name', '') || '/' || coalesce(m->>'tool_call_id', ''), ' ') FROM jsonb_array_elements(session_history(s.id)) m WHERE m->>'role' = 'tool')
 		FROM sessions s WHERE s.run_id = ANY($1::uuid[])`, ids)
 	if err != nil {
 		r.fail("sessions: %v", err)
@@ -163,7 +163,7 @@ func verifyCounts(ctx context.Context, c *cluster, r *report, ids []string) {
 
 	// Informational: how the crash-safety of non-idempotent calls played out.
 	var unknown int
-	if db.QueryRow(ctx, `SELECT count(*) FROM sessions s, jsonb_array_elements(s.messages) m
+	if db.QueryRow(ctx, `SELECT count(*) FROM sessions s, jsonb_array_elements(session_history(s.id)) m
 		WHERE s.run_id = ANY($1::uuid[]) AND m->>'role' = 'tool' AND m->>'content' ILIKE '%outcome unknown%'`, ids).Scan(&unknown) == nil && unknown > 0 {
 		say("  note: %d non-idempotent call(s) were reported to the model as \"outcome unknown\" (interrupted mid-call, not run again)", unknown)
 	}
@@ -177,7 +177,7 @@ func auditCounts(ctx context.Context, c *cluster, ids []string) (msgs, unaudited
 	for {
 		err = c.pool.QueryRow(ctx, `WITH msgs AS (
 				SELECT s.id || ':' || (m->>'tool_call_id') AS call_key
-				FROM sessions s, jsonb_array_elements(s.messages) m
+				FROM sessions s, jsonb_array_elements(session_history(s.id)) m
 				WHERE s.run_id = ANY($1::uuid[]) AND m->>'role' = 'tool')
 			SELECT (SELECT count(*) FROM msgs),
 				(SELECT count(*) FROM msgs WHERE NOT EXISTS (SELECT 1 FROM tool_audit a WHERE a.call_key = msgs.call_key)),
@@ -204,7 +204,7 @@ func verifyAudit(ctx context.Context, c *cluster, r *report, ids []string, want 
 	missing := ""
 	if unaudited > 0 {
 		rows, err := c.pool.Query(ctx, `SELECT s.id || ':' || (m->>'tool_call_id') || ' ' || (m->>'name')
-			FROM sessions s, jsonb_array_elements(s.messages) m
+			FROM sessions s, jsonb_array_elements(session_history(s.id)) m
 			WHERE s.run_id = ANY($1::uuid[]) AND m->>'role' = 'tool'
 			AND NOT EXISTS (SELECT 1 FROM tool_audit a WHERE a.call_key = s.id || ':' || (m->>'tool_call_id')) LIMIT 5`, ids)
 		if err == nil {

@@ -34,7 +34,7 @@ func drillPostgres(ctx context.Context, e *env, r *report) error {
 	say("all runs terminal %.0fs after the restart began", time.Since(start).Seconds())
 	verifyCounts(ctx, c, r, ids)
 	var failedCalls int
-	_ = c.pool.QueryRow(ctx, `SELECT count(*) FROM sessions s, jsonb_array_elements(s.messages) m
+	_ = c.pool.QueryRow(ctx, `SELECT count(*) FROM sessions s, jsonb_array_elements(session_history(s.id)) m
 		WHERE s.run_id = ANY($1::uuid[]) AND m->>'role' = 'tool' AND (m->>'is_error')::boolean`, ids).Scan(&failedCalls)
 	say("  note: %d tool call(s) failed cleanly during the outage (an error result to the model); %d step(s) failed and were retried; %d audit batch write(s) failed and were retried",
 		failedCalls, c.logLines(`"task failed, will retry"`), c.logLines("audit write failed; retrying"))

@@ -156,7 +156,7 @@ func checkRecoveredAudit(ctx context.Context, c *cluster, r *report, ids []strin
 	var waiting, other int
 	err = c.pool.QueryRow(ctx, `WITH msgs AS (
 			SELECT s.id || ':' || (m->>'tool_call_id') AS call_key
-			FROM sessions s, jsonb_array_elements(s.messages) m
+			FROM sessions s, jsonb_array_elements(session_history(s.id)) m
 			WHERE s.run_id = ANY($1::uuid[]) AND m->>'role' = 'tool'),
 		orphan AS (SELECT a.* FROM tool_audit a WHERE a.run_id = ANY($1::uuid[])
 			AND NOT EXISTS (SELECT 1 FROM msgs WHERE msgs.call_key = a.call_key))
@@ -172,7 +172,7 @@ func checkRecoveredAudit(ctx context.Context, c *cluster, r *report, ids []strin
 	if other > 0 {
 		rows, err := c.pool.Query(ctx, `SELECT a.tool || ' ' || a.call_key || ' session ' || coalesce(s.status, '?') || ' ' || coalesce(s.role, '')
 			FROM tool_audit a LEFT JOIN sessions s ON a.call_key LIKE s.id || ':%'
-			WHERE a.run_id = ANY($1::uuid[]) AND a.tool <> 'delegate' AND NOT EXISTS (SELECT 1 FROM sessions s2, jsonb_array_elements(s2.messages) m
+			WHERE a.run_id = ANY($1::uuid[]) AND a.tool <> 'delegate' AND NOT EXISTS (SELECT 1 FROM sessions s2, jsonb_array_elements(session_history(s2.id)) m
 				WHERE s2.run_id = a.run_id AND m->>'role' = 'tool' AND s2.id || ':' || (m->>'tool_call_id') = a.call_key) LIMIT 5`, ids)
 		if err == nil {
 			for rows.Next() {

@@ -84,12 +84,8 @@ func (p *Provider) Complete(ctx context.Context, req llm.Request) (llm.Response,
 	if !ok {
 		return llm.Response{}, fmt.Errorf("%w: agent %q has no script", ErrExhausted, req.Agent)
 	}
-	idx := 0
-	for _, m := range req.Messages {
-		if m.Role == llm.RoleAssistant {
-			idx++
-		}
-	}
+	// Turns a compaction summarized count: the screenplay goes on where it was.
+	idx := llm.Answers(req.Messages)
 	if idx >= len(turns) {
 		return llm.Response{}, fmt.Errorf("%w: agent %q asked for turn %d, script has %d", ErrExhausted, req.Agent, idx+1, len(turns))
 	}

@@ -1,0 +1,235 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/llm"
+	"github.com/aetherium-engine/aetherium/queue"
+	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/toolbox/orchestration"
+	"github.com/aetherium-engine/aetherium/tools"
+)
+
+// byteWindows is a Windows of one window for every model, counting a token
+// per four bytes of content and arguments (the test's own yardstick: the
+// requests it records are measured with it too).
+type byteWindows struct{ context, output int }
+
+func (b byteWindows) Limits(string) (int, int) { return b.context, b.output }
+
+func (b byteWindows) Estimate(_ string, r llm.Request) int {
+	n := 0
+	for _, m := range r.Messages {
+		n += len(m.Content)/4 + 4
+		for _, c := range m.ToolCalls {
+			n += (len(c.Args)+len(c.Name))/4 + 4
+		}
+	}
+	return n
+}
+
+func (byteWindows) Observe(string, int, int) {}
+
+// longModel answers turns read_file calls (each result 2 KiB), then replies;
+// a summary request is answered by summarize. It records every request.
+type longModel struct {
+	mu        sync.Mutex
+	provider  string
+	turns     int
+	asked     int
+	summaries int
+	summarize func(n int, req llm.Request) llm.Message
+	seen      []llm.Request
+}
+
+func (m *longModel) Name() string { return m.provider }
+
+func (m *longModel) For(templates.Template, templates.Node) (llm.Provider, llm.ModelConfig, error) {
+	return m, llm.ModelConfig{Provider: m.provider, Model: "test", MaxTokens: 200}, nil
+}
+
+func (m *longModel) Complete(_ context.Context, req llm.Request) (llm.Response, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seen = append(m.seen, req)
+	usage := llm.Usage{InputTokens: 10, OutputTokens: 5}
+	if len(req.Messages) > 0 && strings.HasPrefix(req.Messages[0].Content, "You maintain the memory") {
+		m.summaries++
+		return llm.Response{Message: m.summarize(m.summaries, req), Usage: usage}, nil
+	}
+	m.asked++
+	if m.asked > m.turns {
+		return llm.Response{Message: llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call("r", "reply", `{"message":"done"}`)}}, Usage: usage}, nil
+	}
+	content := ""
+	if m.asked == 2 {
+		content = "noting <notes>the secret word is PLOVER</notes>"
+	}
+	return llm.Response{Message: llm.Message{Role: llm.RoleAssistant, Content: content,
+		ToolCalls: []llm.ToolCall{call(fmt.Sprintf("c%d", m.asked), "read_file", fmt.Sprintf(`{"path":"f%d"}`, m.asked))}}, Usage: usage}, nil
+}
+
+func goodSummary(n int, _ llm.Request) llm.Message {
+	return llm.Message{Role: llm.RoleAssistant, Content: fmt.Sprintf("summary %d: read files so far", n)}
+}
+
+// setupLong is setup with a model window and a 2 KiB read_file.
+func setupLong(t *testing.T, model *longModel, win Windows) (*Worker, *testBundle) {
+	t.Helper()
+	st, q, rdb, inspector := infra(t)
+	reg := tools.NewRegistry()
+	orchestration.Register(reg)
+	tools.Register(reg, "read_file", "reads 2 KiB", func(_ context.Context, _ tools.Call, a struct {
+		Path string `json:"path"`
+	}) (tools.Result, error) {
+		return tools.Text("%s: %s", a.Path, strings.Repeat("x", 2048)), nil
+	}, tools.Idempotent(), tools.InGroup("workspace"))
+	w := New(Config{Workspaces: t.TempDir(), CircuitBreaker: 3, KeepTurns: 3, SummaryTokens: 100}, Deps{
+		Store: st, Queue: q, Events: &events.Recorder{Store: st, Redis: rdb}, Router: tools.NewRouter(reg), Models: model, Windows: win,
+	})
+	return w, &testBundle{st: st, inspector: inspector, reg: reg}
+}
+
+func TestCompactionKeepsRequestsInsideTheWindow(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, provider string
+		summarizer     string
+	}{
+		{"the model summarizes", "answers", "model"},
+		{"the script model is condensed", "script", "condenser"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			const turns = 40
+			win := byteWindows{context: 4000, output: 200}
+			model := &longModel{provider: tt.provider, turns: turns, summarize: goodSummary}
+			w, b := setupLong(t, model, win)
+			runID := b.newRun(t)
+			require.NoError(t, supervise(t, w, runID))
+
+			ctx := context.Background()
+			run, err := b.st.GetRun(ctx, runID)
+			require.NoError(t, err)
+			require.Equal(t, store.RunCompleted, run.Status, run.Error)
+			for i, req := range model.seen {
+				require.LessOrEqual(t, win.Estimate("", req)+win.output, win.context, "request %d fits the window", i)
+			}
+			if tt.summarizer == "condenser" {
+				require.Zero(t, model.summaries, "the script model is never asked to summarize")
+			} else {
+				require.Positive(t, model.summaries)
+			}
+
+			// The full history is stored, in order, every turn once; the page the
+			// API reads marks the compacted rows.
+			page, comps, err := b.st.SessionHistory(ctx, queue.SupervisorSession(runID).String(), -1, 1000)
+			require.NoError(t, err)
+			hist := make([]llm.Message, len(page))
+			for i, p := range page {
+				require.Equal(t, i, p.Seq)
+				hist[i] = p.Message
+			}
+			n := len(comps)
+			require.Positive(t, n)
+			require.True(t, page[comps[0].Head].Compacted)
+			require.False(t, page[len(page)-1].Compacted)
+			var reads []string
+			for _, m := range hist {
+				require.Nil(t, m.Compacted, "no summary in the stored history")
+				if m.Role == llm.RoleTool && m.Name == "read_file" {
+					reads = append(reads, strings.SplitN(m.Content, ":", 2)[0])
+				}
+			}
+			require.Len(t, reads, turns)
+			for i, r := range reads {
+				require.Equal(t, fmt.Sprintf("f%d", i+1), r)
+			}
+			require.Equal(t, turns+1, llm.Answers(hist))
+
+			// Each compaction is an event too.
+			evs, err := b.st.EventsAfter(ctx, runID, 0, 1000)
+			require.NoError(t, err)
+			compacted := 0
+			for _, e := range evs {
+				if e.Type == events.SessionCompacted {
+					compacted++
+					var d map[string]any
+					require.NoError(t, json.Unmarshal(e.Data, &d))
+					require.Equal(t, tt.summarizer, d["summarizer"])
+					require.Less(t, d["tokens_after"].(float64), d["tokens_before"].(float64))
+				}
+			}
+			require.Equal(t, n, compacted)
+
+			// The working notes survive every compaction: the last request holds them.
+			last := model.seen[len(model.seen)-1].Messages
+			require.Contains(t, last[len(last)-1].Content, "the secret word is PLOVER")
+		})
+	}
+}
+
+func TestCompactionGarbageSummary(t *testing.T) {
+	t.Parallel()
+	garbage := []struct {
+		name string
+		msg  llm.Message
+	}{
+		{"empty", llm.Message{Role: llm.RoleAssistant, Content: "   "}},
+		{"tool calls", llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call("x", "read_file", `{}`)}}},
+		{"longer than it condenses", llm.Message{Role: llm.RoleAssistant, Content: strings.Repeat("blah ", 20000)}},
+		{"invalid UTF-8", llm.Message{Role: llm.RoleAssistant, Content: "sum\xffmary"}},
+	}
+	for _, g := range garbage {
+		t.Run(g.name+" twice fails the run", func(t *testing.T) {
+			t.Parallel()
+			model := &longModel{provider: "answers", turns: 40, summarize: func(int, llm.Request) llm.Message { return g.msg }}
+			w, b := setupLong(t, model, byteWindows{context: 4000, output: 200})
+			runID := b.newRun(t)
+			require.NoError(t, supervise(t, w, runID))
+			run, err := b.st.GetRun(context.Background(), runID)
+			require.NoError(t, err)
+			require.Equal(t, store.RunFailed, run.Status)
+			require.Equal(t, ReasonCompactionFailed, run.Reason, run.Error)
+			require.Equal(t, 2, model.summaries, "retried once")
+		})
+	}
+	t.Run("once is retried", func(t *testing.T) {
+		t.Parallel()
+		model := &longModel{provider: "answers", turns: 40, summarize: func(n int, r llm.Request) llm.Message {
+			if n == 1 {
+				return llm.Message{Role: llm.RoleAssistant}
+			}
+			return goodSummary(n, r)
+		}}
+		w, b := setupLong(t, model, byteWindows{context: 4000, output: 200})
+		runID := b.newRun(t)
+		require.NoError(t, supervise(t, w, runID))
+		run, err := b.st.GetRun(context.Background(), runID)
+		require.NoError(t, err)
+		require.Equal(t, store.RunCompleted, run.Status, run.Error)
+	})
+}
+
+func TestContextExceededFailsCleanly(t *testing.T) {
+	t.Parallel()
+	// A window the head and one turn cannot fit: no compaction helps.
+	model := &longModel{provider: "answers", turns: 5, summarize: goodSummary}
+	w, b := setupLong(t, model, byteWindows{context: 700, output: 200})
+	runID := b.newRun(t)
+	require.NoError(t, supervise(t, w, runID))
+	run, err := b.st.GetRun(context.Background(), runID)
+	require.NoError(t, err)
+	require.Equal(t, store.RunFailed, run.Status)
+	require.Equal(t, ReasonContextExceeded, run.Reason, run.Error)
+}
