@@ -18,6 +18,7 @@ import (
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/lease"
+	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
 )
@@ -149,7 +150,7 @@ func TestPerRunEndpointsAnswer404OutsideTheCallersScope(t *testing.T) {
 	t.Parallel()
 	o := setupOwners(t, 0)
 	missing := "7d444840-9dc0-11d1-b245-5ffdce74fad2"
-	perRun := []string{"", "/events", "/delegations", "/audit"}
+	perRun := []string{"", "/events", "/delegations", "/audit", "/sessions"}
 	type tc struct {
 		name, token, run, suffix string
 		code                     int
@@ -185,6 +186,50 @@ func TestPerRunEndpointsAnswer404OutsideTheCallersScope(t *testing.T) {
 				}
 			})
 		}
+	})
+
+	t.Run("a session is read through its own run only", func(t *testing.T) {
+		ctx := context.Background()
+		for _, run := range []string{o.aliceRun, o.bobRun} {
+			_, _, err := o.Store.AcquireSession(ctx, store.Session{ID: queue.SupervisorSession(run).String(), RunID: run, Agent: "lead", Role: "supervisor",
+				Messages: []llm.Message{{Role: llm.RoleSystem, Content: "p"}, {Role: llm.RoleUser, Content: "secret of " + run}}}, "t", time.Minute)
+			require.NoError(t, err)
+		}
+		bobs := queue.SupervisorSession(o.bobRun).String()
+		code, _, raw := o.call(t, "bob", "GET", "/api/runs/"+o.bobRun+"/sessions/"+bobs+"/history", nil)
+		require.Equal(t, 200, code, string(raw))
+		require.Contains(t, string(raw), "secret of "+o.bobRun)
+		for _, path := range []string{
+			"/api/runs/" + o.aliceRun + "/sessions/" + bobs + "/history", // bob's session through alice's run
+			"/api/runs/" + o.aliceRun + "/sessions/..%2F..%2Fetc%2Fpasswd/history",
+			"/api/runs/" + o.aliceRun + "/sessions/nope/history",
+		} {
+			code, _, raw := o.call(t, "alice", "GET", path, nil)
+			require.Equal(t, 404, code, string(raw))
+			require.NotContains(t, string(raw), "secret")
+		}
+		code, _, raw = o.call(t, "alice", "GET", "/api/runs/"+o.bobRun+"/sessions/"+bobs+"/history", nil)
+		require.Equal(t, 404, code, string(raw))
+		code, _, raw = o.call(t, "bob", "GET", "/api/runs/"+o.bobRun+"/sessions/"+bobs+"/history?after=x", nil)
+		require.Equal(t, 400, code, string(raw))
+		var page struct {
+			Messages []struct {
+				Seq int `json:"seq"`
+			} `json:"messages"`
+			NextAfter *int `json:"next_after"`
+		}
+		code, _, raw = o.call(t, "bob", "GET", "/api/runs/"+o.bobRun+"/sessions/"+bobs+"/history?limit=1", nil)
+		require.Equal(t, 200, code, string(raw))
+		require.NoError(t, json.Unmarshal(raw, &page))
+		require.Len(t, page.Messages, 1)
+		require.NotNil(t, page.NextAfter)
+		code, _, raw = o.call(t, "bob", "GET", fmt.Sprintf("/api/runs/%s/sessions/%s/history?after=%d", o.bobRun, bobs, *page.NextAfter), nil)
+		require.Equal(t, 200, code, string(raw))
+		page.NextAfter = nil
+		require.NoError(t, json.Unmarshal(raw, &page))
+		require.Len(t, page.Messages, 1)
+		require.Equal(t, 1, page.Messages[0].Seq)
+		require.Nil(t, page.NextAfter)
 	})
 
 	t.Run("approver sees only runs with approvals", func(t *testing.T) {

@@ -55,6 +55,15 @@ func (s *Server) routes() []route {
 		runParam(get("/api/runs/:id/costs", "What a run's model calls cost, by model", s.runCosts)).roles(RoleRead).
 			describe("Calls, tokens (cached and cache-write among the input) and money by provider and model, by the fleet's price table.").
 			returns(200, costReport{}).errors(400, 404),
+		runParam(get("/api/runs/:id/sessions", "A run's agent sessions", s.runSessions)).roles(RoleRead).
+			describe("One session per agent per delegation: its status, model calls, stored messages and compactions.").
+			returns(200, sessionList{}).errors(400, 404),
+		runParam(get("/api/runs/:id/sessions/:session/history", "A session's full stored history", s.sessionHistory)).roles(RoleRead).
+			pathParam("session", "The session's id (from the run's sessions).", map[string]any{"type": "string", "maxLength": 200}).
+			describe("Every message the session stored, in order, page by page, marked where a compaction summarized it for the model, with the compactions (where they cut, tokens before and after, the summary).").
+			query("after", "Only messages after this seq (next_after of the previous page).", map[string]any{"type": "integer", "minimum": -1}).
+			query("limit", "Page size (default 200).", intRange(1, 1000)).
+			returns(200, sessionHistory{}).errors(400, 404),
 		runParam(post("/api/runs/:id/cancel", "Cancel a run", s.cancelRun)).roles(RoleSubmit).
 			returns(200, runView{}).errors(400, 404, 409),
 		runParam(get("/api/runs/:id/events", "A run's events as a server-sent event stream", s.streamEvents)).roles(RoleRead).

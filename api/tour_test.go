@@ -16,6 +16,7 @@ import (
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/lease"
+	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
 )
@@ -43,6 +44,10 @@ func TestEveryOperationAnswersAsDocumented(t *testing.T) {
 	approveMe, denyMe := approval(1), approval(2)
 	_, err := f.Store.InsertDelegation(ctx, store.Delegation{ID: "del-tour-" + run[:8], RunID: run, ParentSession: queue.SupervisorSession(run).String(),
 		ToolCallID: "call-9", Agent: "writer", Task: "write", Tools: []string{"write_file"}})
+	require.NoError(t, err)
+	sessID := queue.SupervisorSession(run).String()
+	_, _, err = f.Store.AcquireSession(ctx, store.Session{ID: sessID, RunID: run, Agent: "lead", Role: "supervisor",
+		Messages: []llm.Message{{Role: llm.RoleSystem, Content: "lead"}, {Role: llm.RoleUser, Content: "x"}}}, "tour", time.Minute)
 	require.NoError(t, err)
 	result := "ok"
 	require.NoError(t, f.Store.InsertAudit(ctx, []store.AuditRow{{CallKey: "k-" + run, At: time.Now(), RunID: run, Team: "demo", Agent: "lead", Role: "supervisor",
@@ -74,6 +79,8 @@ func TestEveryOperationAnswersAsDocumented(t *testing.T) {
 		{"GET", fixed("/api/runs/" + run), nil, 200, nil},
 		{"GET", fixed("/api/runs/" + run + "/delegations"), nil, 200, nil},
 		{"GET", fixed("/api/runs/" + run + "/costs"), nil, 200, nil},
+		{"GET", fixed("/api/runs/" + run + "/sessions"), nil, 200, nil},
+		{"GET", fixed("/api/runs/" + run + "/sessions/" + sessID + "/history?limit=1"), nil, 200, nil},
 		{"GET", fixed("/api/runs/" + run + "/audit"), nil, 200, nil},
 		{"GET", fixed("/api/runs/" + run + "/egress"), nil, 200, nil},
 		{"GET", fixed("/api/runs/" + run + "/plan"), nil, 200, nil},

@@ -195,6 +195,53 @@ type Compaction struct {
 	At           time.Time     `json:"at"`
 }
 
+// SessionSummary is one session of a run as a listing shows it.
+type SessionSummary struct {
+	ID           string    `json:"id"`
+	Agent        string    `json:"agent"`
+	Role         string    `json:"role"`
+	DelegationID string    `json:"delegation_id,omitempty"`
+	Status       string    `json:"status"`
+	Steps        int       `json:"steps"`
+	Messages     int       `json:"messages"`
+	Compactions  int       `json:"compactions"`
+	UpdatedAt    time.Time `json:"updated_at"`
+}
+
+// RunSessions lists a run's sessions, oldest first.
+func (s *Store) RunSessions(ctx context.Context, runID string) ([]SessionSummary, error) {
+	rows, err := s.db.Query(ctx, `SELECT s.id, s.agent, s.role, coalesce(s.delegation_id, ''), s.status, s.steps,
+			(SELECT count(*) FROM session_messages AS m WHERE m.session_id = s.id)::int,
+			(SELECT count(*) FROM session_compactions AS c WHERE c.session_id = s.id)::int, s.updated_at
+		FROM sessions AS s WHERE s.run_id = $1 ORDER BY s.created_at, s.id`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("run %s sessions: %w", runID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SessionSummary, error) {
+		var x SessionSummary
+		err := r.Scan(&x.ID, &x.Agent, &x.Role, &x.DelegationID, &x.Status, &x.Steps, &x.Messages, &x.Compactions, &x.UpdatedAt)
+		return x, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("run %s sessions: %w", runID, err)
+	}
+	return out, nil
+}
+
+// SessionRun is the run a session belongs to (ErrNotFound when there is no
+// such session): the API checks a session against the run it was asked by.
+func (s *Store) SessionRun(ctx context.Context, id string) (string, error) {
+	var run string
+	err := s.db.QueryRow(ctx, `SELECT run_id::text FROM sessions WHERE id = $1`, id).Scan(&run)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("session %s: %w", id, err)
+	}
+	return run, nil
+}
+
 // SessionHistory is a session's full stored history, page by page (seq from
 // after, at most limit rows), with its compactions: what the API and the
 // Studio show, where the model's context was cut.
