@@ -57,6 +57,18 @@ func TestModelCallCosts(t *testing.T) {
 		require.ErrorContains(t, err, "exactly one")
 	})
 
+	t.Run("a call costing more than an int4 of picodollars is saved", func(t *testing.T) {
+		t.Parallel()
+		st, sess, token := setup(t)
+		// $5 is 5·10¹² picodollars: the statement once typed the amount int4
+		// and refused any call over $0.0021.
+		big := int64(5_000_000_000_000)
+		saved, err := st.SaveStep(ctx, sess, token, time.Minute, store.StepWrite{Tokens: 3_000_000_000, Call: &store.ModelCall{Provider: "openai", Model: "m", Cost: big, Priced: true}})
+		require.NoError(t, err)
+		require.Equal(t, big, saved.Cost)
+		require.EqualValues(t, 3_000_000_000, saved.TokensUsed)
+	})
+
 	t.Run("a lost lease records no call and no cost", func(t *testing.T) {
 		t.Parallel()
 		st, sess, _ := setup(t)

@@ -76,8 +76,8 @@ const (
 				waiting_since = NULL, head = COALESCE($11, head), context_from = COALESCE($12, context_from),
 				summary = COALESCE($13::jsonb, summary)
 			WHERE id = $1 AND lease_token = $2 RETURNING run_id),
-		r AS (UPDATE runs SET tokens_used = tokens_used + $8, cost = cost + $10, updated_at = now()
-			WHERE ($8 <> 0 OR $10 <> 0) AND id = (SELECT run_id FROM s) RETURNING tokens_used, cost)
+		r AS (UPDATE runs SET tokens_used = tokens_used + $8::bigint, cost = cost + $10::bigint, updated_at = now()
+			WHERE ($8::bigint <> 0 OR $10::bigint <> 0) AND id = (SELECT run_id FROM s) RETURNING tokens_used, cost)
 		SELECT EXISTS (SELECT 1 FROM s), run.status, COALESCE((SELECT tokens_used FROM r), run.tokens_used), run.token_budget,
 			COALESCE((SELECT cost FROM r), run.cost), run.cost_budget
 		FROM (SELECT 1) AS one LEFT JOIN runs AS run ON run.id = (SELECT run_id FROM s)`

@@ -144,7 +144,7 @@ func (s *stepRun) compact(ctx context.Context, before, target int) error {
 	after := s.w.windows.Estimate(s.model.Model, s.request())
 	n := sess.Compactions + 1
 	ev := store.NewEvent{Key: fmt.Sprintf("compact:%s:%d", sess.ID, n), Type: events.SessionCompacted, Agent: s.in.node.Name, Data: map[string]any{
-		"n": n, "tokens_before": before, "tokens_after": after, "from_seq": from, "through_seq": sess.From,
+		"n": n, "session": sess.ID, "tokens_before": before, "tokens_after": after, "from_seq": from, "through_seq": sess.From,
 		"messages": summary.Compacted.Messages, "kept_turns": keep, "summarizer": s.summarizerName(),
 	}}
 	saved, err := s.w.persist(ctx, s.in, sess, s.token, saveOpts{tokens: usage.Total(), call: call, extra: []store.NewEvent{ev},

@@ -490,6 +490,16 @@ function card(ev, ctx) {
       return cardShell(ev, 'note', 'waiting for ' + (d.limit || 'a rate limit'),
         el('div', { class: 'muted' }, 'asks again in ' + ((Number(d.retry_after_ms) || 0) / 1000).toFixed(1) + ' s; the worker slot is free meanwhile'),
         d.cause ? el('div', { class: 'muted pre' }, d.cause) : null);
+    // A session's older turns summarized to fit the model's window (docs/long-sessions.md):
+    // the full history stays stored, and opens here marked where it was cut.
+    case 'session.compacted': {
+      const hist = el('details', { class: 'history' }, el('summary', {}, 'the full history'));
+      hist.addEventListener('toggle', () => { if (hist.open && !hist.dataset.loaded) loadHistory(hist, ev.run_id, d.session); });
+      return cardShell(ev, 'note', 'context compacted (' + (d.n || 1) + ')',
+        el('div', { class: 'muted' }, (d.messages || 0) + ' messages summarized by the ' + (d.summarizer || 'model') + '; ' +
+          (d.tokens_before || 0) + ' → ' + (d.tokens_after || 0) + ' tokens; the last ' + (d.kept_turns || 0) + ' turns kept verbatim'),
+        d.session ? hist : null);
+    }
     case 'delegation.created':
       return cardShell(ev, 'deleg', 'delegated to ' + (d.to || ''), el('pre', { class: 'content' }, d.task || ''));
     case 'delegation.finished':
@@ -520,6 +530,32 @@ function card(ev, ctx) {
     case 'tool.call': return toolCard(ev, ctx);
     default: return cardShell(ev, 'generic', ev.type, genericData(d));
   }
+}
+
+// loadHistory fills a compaction card's details with the session's stored
+// history, page by page; rows a summary stands for in the model's context are
+// marked compacted.
+async function loadHistory(box, runID, session) {
+  box.dataset.loaded = '1';
+  const list = el('ol', { class: 'history-list' });
+  box.appendChild(list);
+  let after = -1;
+  for (let pages = 0; pages < 50; pages++) {
+    let page;
+    try {
+      page = await api('GET', '/api/runs/' + encodeURIComponent(runID) + '/sessions/' + encodeURIComponent(session) + '/history?limit=500&after=' + after);
+    } catch (e) { box.appendChild(errorBox(e)); return; }
+    for (const m of page.messages || []) {
+      const msg = m.message || {};
+      const calls = (msg.tool_calls || []).map((c) => c.name).join(', ');
+      list.appendChild(el('li', { class: 'hist ' + (m.compacted ? 'compacted' : 'kept'), value: String(m.seq) },
+        el('span', { class: 'role' }, (msg.role || '') + (msg.name ? ' ' + msg.name : '') + (m.compacted ? ' (summarized)' : '')),
+        el('pre', { class: 'content' }, (msg.content || '').slice(0, 2000) + (calls ? '\ncalls ' + calls : ''))));
+    }
+    if (page.next_after === undefined || page.next_after === null) return;
+    after = page.next_after;
+  }
+  box.appendChild(el('div', { class: 'muted' }, 'more in the API: /api/runs/' + runID + '/sessions/' + session + '/history'));
 }
 
 function genericData(d) {
