@@ -104,7 +104,14 @@ type Request struct {
 	// Team and Principal are who the call is made for: the governor gives each
 	// a share of a provider's limits. No provider sends them.
 	Team, Principal string
+	// Purpose is PurposeSummary for a compaction's summary request (the
+	// engine's own, not a turn of the agent); empty for a turn. No provider
+	// sends it: the script model answers a summary by condensing.
+	Purpose string
 }
+
+// PurposeSummary marks a compaction's summary request.
+const PurposeSummary = "summary"
 
 // Usage counts tokens of one call.
 type Usage struct {

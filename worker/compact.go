@@ -145,7 +145,7 @@ func (s *stepRun) compact(ctx context.Context, before, target int) error {
 	n := sess.Compactions + 1
 	ev := store.NewEvent{Key: fmt.Sprintf("compact:%s:%d", sess.ID, n), Type: events.SessionCompacted, Agent: s.in.node.Name, Data: map[string]any{
 		"n": n, "session": sess.ID, "tokens_before": before, "tokens_after": after, "from_seq": from, "through_seq": sess.From,
-		"messages": summary.Compacted.Messages, "kept_turns": keep, "summarizer": s.summarizerName(),
+		"messages": summary.Compacted.Messages, "kept_turns": keep, "model": s.model.Model,
 	}}
 	saved, err := s.w.persist(ctx, s.in, sess, s.token, saveOpts{tokens: usage.Total(), call: call, extra: []store.NewEvent{ev},
 		compacted: &store.Compaction{N: n, FromSeq: from, TokensBefore: before, TokensAfter: after}})
@@ -181,65 +181,49 @@ func turnStarts(msgs []llm.Message, start int) []int {
 	return out
 }
 
-// summarizerName tells the event which summarizer wrote the summary.
-func (s *stepRun) summarizerName() string {
-	if s.condenses() {
-		return "condenser"
-	}
-	return "model"
-}
-
-// condenses: the script model replays a screenplay and cannot summarize; its
-// sessions are condensed deterministically instead.
-func (s *stepRun) condenses() bool {
-	return s.model.Provider == "script" || s.provider.Name() == "script"
-}
-
-// summarize writes the summary standing for replaced: the model's, asked
-// once more when its first answer is unusable (then the run fails with
-// compaction_failed), or the deterministic condenser's for the script model.
+// summarize writes the summary standing for replaced: the model's answer to
+// the engine's summary prompt (the script model condenses deterministically),
+// asked once more when the first is unusable; then the run fails with
+// compaction_failed.
 func (s *stepRun) summarize(ctx context.Context, replaced []llm.Message) (llm.Message, llm.Usage, *store.ModelCall, error) {
 	var text string
 	var usage llm.Usage
 	var call *store.ModelCall
 	budget := s.w.cfg.SummaryTokens
-	if s.condenses() {
-		text = condense(replaced, budget*approxBytesPerToken)
-	} else {
-		transcript := renderTranscript(replaced, s.transcriptBytes())
-		var last error
-		for attempt := 1; attempt <= 2 && text == ""; attempt++ {
-			resp, err := s.provider.Complete(ctx, llm.Request{Model: s.model.Model, Agent: s.in.node.Name, MaxTokens: budget,
-				Team: s.in.team.Name, Principal: s.run.Owner, Messages: []llm.Message{
-					{Role: llm.RoleSystem, Content: fmt.Sprintf(summaryPrompt, budget)},
-					{Role: llm.RoleUser, Content: transcript},
-				}})
-			var wait *llm.WaitError
-			switch {
-			case errors.As(err, &wait):
-				return llm.Message{}, usage, nil, s.park(ctx, wait)
-			case err != nil && ctx.Err() != nil:
-				return llm.Message{}, usage, nil, ctx.Err()
-			case err != nil && !errors.Is(err, llm.ErrMalformed):
-				return llm.Message{}, usage, nil, fmt.Errorf("compaction summary for %s: %w", s.in.node.Name, err)
-			}
-			usage.InputTokens += resp.Usage.InputTokens
-			usage.OutputTokens += resp.Usage.OutputTokens
-			if err == nil {
-				call = s.modelCall(resp)
-				err = checkSummary(resp.Message, budget, len(transcript))
-			}
-			if err == nil {
-				text = resp.Message.Content
-			} else {
-				last = err
-				s.log.WarnContext(ctx, "compaction summary unusable", "attempt", attempt, "err", err)
-			}
+	transcript := renderTranscript(replaced, s.transcriptBytes())
+	var last error
+	for attempt := 1; attempt <= 2 && text == ""; attempt++ {
+		s.log.InfoContext(ctx, "compacting session", "attempt", attempt, "messages", len(replaced))
+		resp, err := s.provider.Complete(ctx, llm.Request{Model: s.model.Model, Agent: s.in.node.Name, MaxTokens: budget,
+			Team: s.in.team.Name, Principal: s.run.Owner, Purpose: llm.PurposeSummary, Messages: []llm.Message{
+				{Role: llm.RoleSystem, Content: fmt.Sprintf(summaryPrompt, budget)},
+				{Role: llm.RoleUser, Content: transcript},
+			}})
+		var wait *llm.WaitError
+		switch {
+		case errors.As(err, &wait):
+			return llm.Message{}, usage, nil, s.park(ctx, wait)
+		case err != nil && ctx.Err() != nil:
+			return llm.Message{}, usage, nil, ctx.Err()
+		case err != nil && !errors.Is(err, llm.ErrMalformed):
+			return llm.Message{}, usage, nil, fmt.Errorf("compaction summary for %s: %w", s.in.node.Name, err)
 		}
-		if text == "" {
-			s.fail(ctx, ReasonCompactionFailed, fmt.Sprintf("%s: the model's summary of %d messages was unusable twice, last: %v", s.in.node.Name, len(replaced), last))
-			return llm.Message{}, usage, nil, errStop
+		usage.InputTokens += resp.Usage.InputTokens
+		usage.OutputTokens += resp.Usage.OutputTokens
+		if err == nil {
+			call = s.modelCall(resp)
+			err = checkSummary(resp.Message, budget, len(transcript))
 		}
+		if err == nil {
+			text = resp.Message.Content
+		} else {
+			last = err
+			s.log.WarnContext(ctx, "compaction summary unusable", "attempt", attempt, "err", err)
+		}
+	}
+	if text == "" {
+		s.fail(ctx, ReasonCompactionFailed, fmt.Sprintf("%s: the model's summary of %d messages was unusable twice, last: %v", s.in.node.Name, len(replaced), last))
+		return llm.Message{}, usage, nil, errStop
 	}
 	c := &llm.Compacted{}
 	for _, m := range replaced {
@@ -345,37 +329,6 @@ func clip(s string, n int) string {
 		cut--
 	}
 	return fmt.Sprintf("%s… [%d bytes more]", s[:cut], len(s)-cut)
-}
-
-// condense is the script model's summary: each replaced message's first line,
-// clipped, newest kept first within limit bytes. Deterministic, so a
-// redelivered compaction writes the same summary.
-func condense(msgs []llm.Message, limit int) string {
-	var lines []string
-	for _, m := range msgs {
-		if m.Compacted != nil {
-			lines = append(lines, clip(strings.TrimPrefix(m.Content, summaryHeader), limit/2))
-			continue
-		}
-		line := m.Content
-		if i := strings.IndexByte(line, '\n'); i >= 0 {
-			line = line[:i]
-		}
-		entry := fmt.Sprintf("%s: %s", m.Role, clip(line, 160))
-		for _, c := range m.ToolCalls {
-			entry += fmt.Sprintf(" [called %s]", c.Name)
-		}
-		lines = append(lines, entry)
-	}
-	total, first := 0, 0
-	for i := len(lines) - 1; i >= 0; i-- {
-		if total+len(lines[i])+1 > limit {
-			first = i + 1
-			break
-		}
-		total += len(lines[i]) + 1
-	}
-	return strings.Join(lines[first:], "\n")
 }
 
 // notesMessage is the session's working memory as the model sees it at every

@@ -9,7 +9,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aetherium-engine/aetherium/llm"
 )
@@ -80,6 +82,12 @@ func (p *Provider) Complete(ctx context.Context, req llm.Request) (llm.Response,
 		case <-t.C:
 		}
 	}
+	if req.Purpose == llm.PurposeSummary {
+		// A screenplay has no summaries: a compaction is answered by a
+		// deterministic condenser (the same summary however often it is asked).
+		msg := llm.Message{Role: llm.RoleAssistant, Content: Condense(req, max(req.MaxTokens, 50)*4)}
+		return llm.Response{Message: msg, Usage: estimate(req, msg), Model: "script"}, nil
+	}
 	turns, ok := p.script.Agents[req.Agent]
 	if !ok {
 		return llm.Response{}, fmt.Errorf("%w: agent %q has no script", ErrExhausted, req.Agent)
@@ -121,4 +129,38 @@ func estimate(req llm.Request, out llm.Message) llm.Usage {
 		o += len(c.Args) + len(c.Name)
 	}
 	return llm.Usage{InputTokens: in/4 + 1, OutputTokens: o/4 + 1}
+}
+
+// Condense is the script model's summary of a compaction request: the first
+// line of each message of its transcript (the request's last message), each
+// clipped to 160 bytes, the newest kept within limit bytes.
+func Condense(req llm.Request, limit int) string {
+	if len(req.Messages) == 0 {
+		return ""
+	}
+	var lines []string
+	for _, l := range strings.Split(req.Messages[len(req.Messages)-1].Content, "\n") {
+		if strings.HasPrefix(l, "[") {
+			if len(l) > 160 {
+				cut := 160
+				for cut > 0 && !utf8.RuneStart(l[cut]) {
+					cut--
+				}
+				l = l[:cut] + "…"
+			}
+			lines = append(lines, l)
+		}
+	}
+	total, first := 0, 0
+	for i := len(lines) - 1; i >= 0; i-- {
+		if total+len(lines[i])+1 > limit {
+			first = i + 1
+			break
+		}
+		total += len(lines[i]) + 1
+	}
+	if first == len(lines) {
+		return "(nothing to keep)"
+	}
+	return strings.Join(lines[first:], "\n")
 }

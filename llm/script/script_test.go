@@ -192,3 +192,28 @@ func TestUsageGrowsWithInput(t *testing.T) {
 	require.Greater(t, big.Usage.InputTokens, small.Usage.InputTokens+900)
 	require.Equal(t, small.Usage.OutputTokens, big.Usage.OutputTokens)
 }
+
+func TestSummaryRequestsAreCondensedAndTurnsGoOnAfterACompaction(t *testing.T) {
+	t.Parallel()
+	p := script.New(script.Script{Agents: map[string][]script.Turn{"a": {{Say: "one"}, {Say: "two"}, {Say: "three"}}}}, 0)
+	transcript := "[assistant] first answer\n  calls read_file {}\n[result of read_file] " + strings.Repeat("x", 500) + "\n[assistant] second"
+	req := llm.Request{Agent: "a", Purpose: llm.PurposeSummary, MaxTokens: 100, Messages: []llm.Message{
+		{Role: llm.RoleSystem, Content: "summarize"}, {Role: llm.RoleUser, Content: transcript}}}
+	first, err := p.Complete(context.Background(), req)
+	require.NoError(t, err)
+	again, err := p.Complete(context.Background(), req)
+	require.NoError(t, err)
+	require.Equal(t, first.Message.Content, again.Message.Content, "deterministic")
+	require.Contains(t, first.Message.Content, "[assistant] second")
+	require.NotContains(t, first.Message.Content, "calls read_file", "first lines only")
+	require.LessOrEqual(t, len(first.Message.Content), 400)
+	require.Empty(t, first.Message.ToolCalls)
+
+	// Two answers a summary stands for, then one in the context: the fourth turn
+	// would be next, the screenplay has three.
+	msgs := []llm.Message{{Role: llm.RoleSystem, Content: "p"}, {Role: llm.RoleUser, Content: "summary", Compacted: &llm.Compacted{Messages: 4, Answers: 1}},
+		{Role: llm.RoleAssistant, Content: "two"}}
+	resp, err := p.Complete(context.Background(), llm.Request{Agent: "a", Messages: msgs})
+	require.NoError(t, err)
+	require.Equal(t, "three", resp.Message.Content)
+}
