@@ -2,6 +2,7 @@ package tokens
 
 import (
 	"math"
+	"strings"
 
 	"github.com/aetherium-engine/aetherium/llm"
 )
@@ -37,13 +38,27 @@ func Request(c Counter, r llm.Request) int {
 			n += perName + c.Count(m.Name)
 		}
 		for _, tc := range m.ToolCalls {
-			n += perTool + c.Count(tc.Name) + c.Count(string(tc.Args))
+			n += perTool + c.Count(tc.Name) + c.Count(sent(tc.Args, "{}"))
 		}
 	}
 	for _, t := range r.Tools {
-		n += perTool + c.Count(t.Name) + c.Count(t.Description) + c.Count(string(t.Parameters))
+		n += perTool + c.Count(t.Name) + c.Count(t.Description) + c.Count(sent(t.Parameters, emptySchema))
 	}
 	return n
+}
+
+// emptySchema is what both providers send for a tool without parameters.
+const emptySchema = `{"type":"object","properties":{}}`
+
+// sent is raw JSON as the providers send it: none (or null) is sent as
+// empty, since neither vendor accepts a missing object, and the count must
+// not fall short of what goes on the wire.
+func sent(raw []byte, empty string) string {
+	s := strings.TrimSpace(string(raw))
+	if s == "" || s == "null" {
+		return empty
+	}
+	return s
 }
 
 // Fits reports whether a request of input tokens, with room for output

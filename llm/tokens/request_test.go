@@ -53,7 +53,12 @@ func TestRequest(t *testing.T) {
 				{ID: "c1", Name: "read_file", Args: json.RawMessage(`{"path": "a b"}`)},
 				{ID: "c2", Name: "list"},
 			}}}},
-			want: 3 + 3 + 1 + (3 + 1 + 3) + (3 + 1 + 0),
+			want: 3 + 3 + 1 + (3 + 1 + 3) + (3 + 1 + 1),
+		},
+		{
+			name: "a tool without parameters is sent the empty schema",
+			req:  llm.Request{Tools: []llm.ToolDef{{Name: "now", Parameters: json.RawMessage("null")}}},
+			want: 3 + 3 + 1 + 0 + 1,
 		},
 		{
 			name: "tool definitions: name, description, schema",
