@@ -194,3 +194,37 @@ func TestUpstreamContextWindowClients(t *testing.T) {
 		})
 	}
 }
+
+// With a window, the cache's counts are the cached bytes' share of the
+// counted input: never more than it (the clients refuse such usage).
+func TestUpstreamContextWindowCacheCounts(t *testing.T) {
+	t.Parallel()
+	for _, wire := range wires {
+		t.Run(wire, func(t *testing.T) {
+			t.Parallel()
+			model := modelOf[wire]
+			u := startUpstream(t, llmtest.UpstreamConfig{Wire: wire, CacheMinTokens: 64, ContextWindow: map[string]int{"*": 1 << 20}})
+			var p llm.Provider
+			var err error
+			if wire == llmtest.WireOpenAI {
+				p, err = openai.New(openai.Config{BaseURL: u.URL, Model: model, MaxRetries: -1})
+			} else {
+				p, err = anthropic.New(anthropic.Config{BaseURL: u.URL, Model: model, MaxRetries: -1})
+			}
+			require.NoError(t, err)
+			req := llm.Request{MaxTokens: 50, Messages: []llm.Message{
+				{Role: llm.RoleSystem, Content: strings.Repeat("A long and stable system prompt. ", 200)},
+				{Role: llm.RoleUser, Content: "first question"},
+			}}
+			first, err := p.Complete(context.Background(), req)
+			require.NoError(t, err)
+			req.Messages = append(req.Messages, first.Message, llm.Message{Role: llm.RoleUser, Content: "second question"})
+			second, err := p.Complete(context.Background(), req)
+			require.NoError(t, err)
+			want := llmtokens.Request(nil, llm.Request{Model: model, Messages: req.Messages})
+			require.LessOrEqual(t, second.Usage.InputTokens, want)
+			require.Positive(t, second.Usage.CachedInputTokens, "the second turn reads the first's prefix")
+			require.LessOrEqual(t, second.Usage.CachedInputTokens+second.Usage.CacheWriteTokens, second.Usage.InputTokens)
+		})
+	}
+}

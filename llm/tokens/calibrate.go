@@ -78,4 +78,8 @@ func (c *Calibrator) Estimate(model string, req llm.Request) int {
 	return ceilScaled(Request(ForModel(model), req), c.Scale(model))
 }
 
+// Scaled is n, a count of model's counter, calibrated: ceil(n × Scale(model)).
+// A caller counting with its own Counter (a Memo) scales with it.
+func (c *Calibrator) Scaled(model string, n int) int { return ceilScaled(n, c.Scale(model)) }
+
 func clampScale(s float64) float64 { return min(max(s, MinScale), MaxScale) }

@@ -71,6 +71,7 @@ func TestCalibratorEstimate(t *testing.T) {
 		}
 		require.Equal(t, int(math.Ceil(float64(base)*tc.scale-1e-9)), c.Estimate(tc.model, req), "%s × %v", tc.model, tc.scale)
 		require.GreaterOrEqual(t, c.Estimate(tc.model, req), base)
+		require.Equal(t, c.Estimate(tc.model, req), c.Scaled(tc.model, base))
 	}
 }
 
