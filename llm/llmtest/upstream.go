@@ -169,13 +169,21 @@ type UpstreamLogEntry struct {
 // rate limits, overloads, context windows, prompt caching and usage, for tests
 // and benchmarks that must not reach a real provider.
 //
+// Without a ContextWindow, tokens are counted without a tokenizer, by one
+// rule a caller can reproduce: a request's input tokens are the bytes of its
+// prompt, compacted JSON, over four, rounded up. The prompt is the request body's "tools" field, then
+// "system" (Anthropic), then "messages", each compacted and concatenated, with
+// Anthropic's cache_control markers removed (they are not prompt). Output
+// tokens are the bytes of the answer's text and tool arguments over four,
+// rounded up, at least 1.
+//
 // With a ContextWindow, input tokens are counted with llm/tokens instead: the
 // request as the fake parses it (messages with their text, tool calls and
 // tool results, Anthropic's system as a first message, the tools' names,
 // descriptions and schemas) becomes an llm.Request whose tokens.Request, with
 // tokens.ForModel of its model, is its input. That count is enforced against
 // the window, reported as the usage's input tokens and counted toward TPM; the
-// prompt cache still works on the prompt's bytes as below, and its cached and
+// prompt cache still works on the prompt's bytes as described below, and its cached and
 // cache-write counts are those bytes' share of the input. A refused request is
 // answered as the vendor answers it: OpenAI's 400 context_length_exceeded
 // ("This model's maximum context length is N tokens. However, you requested
@@ -184,14 +192,6 @@ type UpstreamLogEntry struct {
 // invalid_request_error "prompt is too long: I tokens > N maximum" when the
 // input alone is too long, else "input length and `max_tokens` exceed context
 // limit: I + K > N, …".
-//
-// Tokens are counted without a tokenizer, by one rule a caller can reproduce:
-// a request's input tokens are the bytes of its prompt, compacted JSON, over
-// four, rounded up. The prompt is the request body's "tools" field, then
-// "system" (Anthropic), then "messages", each compacted and concatenated, with
-// Anthropic's cache_control markers removed (they are not prompt). Output
-// tokens are the bytes of the answer's text and tool arguments over four,
-// rounded up, at least 1.
 //
 // Prompt caching follows the vendors. OpenAI caches every prompt of at least
 // CacheMinTokens: a later request for the same model reports as cached_tokens
@@ -578,7 +578,8 @@ func (u *Upstream) tooLong(w http.ResponseWriter, model string, window, input, m
 				window, input+maxTokens, input, maxTokens)
 		}
 		body := openAIError(msg, "invalid_request_error", "context_length_exceeded")
-		body.(map[string]any)["error"].(map[string]any)["param"] = "messages"
+		// OpenAI names the field at fault; only this error has one here.
+		body["error"]["param"] = "messages"
 		u.write(w, http.StatusBadRequest, body)
 		return
 	}
@@ -837,12 +838,12 @@ func (u *Upstream) fail(w http.ResponseWriter, model string, status int, typ, ms
 	u.write(w, status, anthropicError(typ, msg))
 }
 
-func openAIError(msg, typ, code string) any {
+func openAIError(msg, typ, code string) map[string]map[string]any {
 	var c any
 	if code != "" {
 		c = code
 	}
-	return map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": c}}
+	return map[string]map[string]any{"error": {"message": msg, "type": typ, "param": nil, "code": c}}
 }
 
 func anthropicError(typ, msg string) any {
