@@ -153,3 +153,20 @@ func TestEncoding(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkCount measures the counters on agent-like text (prose, code and
+// JSON): the tokenizers' throughput bounds how often a session can be
+// recounted in full.
+func BenchmarkCount(b *testing.B) {
+	text := strings.Repeat(english+"\nfunc main() { fmt.Println(`{\"path\": \"a.txt\"}`) }\n", 100)
+	for _, model := range []string{"gpt-4o", "gpt-4", "claude-sonnet-4-5"} {
+		c := tokens.ForModel(model)
+		b.Run(c.Name(), func(b *testing.B) {
+			c.Count("warm up")
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				c.Count(text)
+			}
+		})
+	}
+}

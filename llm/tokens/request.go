@@ -22,11 +22,14 @@ const (
 	perTool    = 3
 )
 
-// Request is the input tokens of r as c counts them: every message's content,
-// the name and arguments of its tool calls, the tool definitions (name,
-// description, JSON schema) and the chat format's overheads. A nil c is
+// Request is the input tokens of r as c counts them: every message's role and
+// content (a tool result's included), the name and arguments of its tool
+// calls, the tool definitions (name, description, JSON schema) and the chat
+// format's overheads. Missing arguments and schemas count as the "{}" and
+// empty object schema the providers send in their place. A nil c is
 // ForModel(r.Model). MaxTokens is not counted: it is the answer's share of the
-// window, which the caller adds (see Fits).
+// window, which the caller adds (see Fits). Counting a long history every turn
+// is slow with a tokenizer: pass a Memo.
 func Request(c Counter, r llm.Request) int {
 	if c == nil {
 		c = ForModel(r.Model)
