@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aetherium-engine/aetherium/llm/tokens"
 	"github.com/stretchr/testify/require"
@@ -168,5 +169,41 @@ func BenchmarkCount(b *testing.B) {
 				c.Count(text)
 			}
 		})
+	}
+}
+
+// FuzzCount: no bytes make a counter panic, and a count never exceeds the
+// bytes counted (a byte-level BPE has a token for every byte at worst).
+func FuzzCount(f *testing.F) {
+	for _, s := range []string{"", "hello", "\xff\xfe", "\x00", "日本語", "🎉", "<|endoftext|>", "  \n\t"} {
+		f.Add(s)
+	}
+	cs := []tokens.Counter{tokens.ForModel("gpt-4o"), tokens.ForModel("gpt-4"), tokens.Estimate{}}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, c := range cs {
+			n := c.Count(s)
+			if n < 0 || n > len(s) || (s == "") != (n == 0) {
+				t.Fatalf("%s: %d tokens for %d bytes %q", c.Name(), n, len(s), s)
+			}
+		}
+	})
+}
+
+func TestTiktokenLongWhitespaceIsFastAndNotUnderCounted(t *testing.T) {
+	t.Parallel()
+	for _, enc := range []string{tokens.O200kBase, tokens.Cl100kBase} {
+		c, err := tokens.NewTiktoken(enc)
+		require.NoError(t, err)
+		for _, unit := range []string{" \n", "\t\n ", " ", "\n"} {
+			small := strings.Repeat(unit, 30) // within one piece: tiktoken's own count
+			require.Equal(t, c.Count(small), c.Count("x"+small+"y")-2, "%s %q: short runs are not split", enc, unit)
+			text := "start" + strings.Repeat(unit, 40000/len(unit)) + "end"
+			begin := time.Now()
+			n := c.Count(text)
+			require.Less(t, time.Since(begin), 2*time.Second, "%s %q", enc, unit)
+			// The pieces' counts add up to at least the whole's: 64 bytes of
+			// this unit are never fewer tokens than their share.
+			require.GreaterOrEqual(t, n, len(text)/64*c.Count(strings.Repeat(unit, 64/len(unit)))/2, "%s %q", enc, unit)
+		}
 	}
 }

@@ -16,6 +16,13 @@
 // output limits, shipped in default_windows.yaml and overridable by
 // configuration (Config, Table.Merge).
 //
+// The tokenizer is not free to build: github.com/tiktoken-go/tokenizer
+// compiles its vocabularies in as Go map literals, about 7 s of CPU for a cold
+// build and 9 s for a cold race build on a 2-core machine (plus 2 to 4 s for
+// its regexp engine), and 12 MB of binary. The vocabularies are built into
+// maps only on first use, so a process that counts no OpenAI prompt pays
+// none of that at run time.
+//
 // The package imports nothing of the module but llm: the worker, the
 // providers' fakes and the bench all count with it.
 package tokens
