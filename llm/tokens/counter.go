@@ -165,48 +165,44 @@ func ForModel(model string) Counter {
 	return Estimate{}
 }
 
-// maxSpaceRun is the longest run of whitespace counted in one piece. The
-// port's regexp engine backtracks on a long run of mixed whitespace (" \n"
-// repeated): 40 KB of it took 3.7 s, and a tool's output (an HTML page, a
-// padded table) can hold that much. Longer runs are counted in pieces of this
-// size: a piece boundary can only split a merge, which costs a token, never
-// saves one, so the count stays at or above tiktoken's.
+// maxSpaceRun is the longest run of mixed whitespace given to the tokenizer.
+// The port's byte-pair merging is quadratic in the length of a piece, and its
+// splitting regexp makes a run of mixed whitespace (" \n" repeated) one piece:
+// 40 KB of it took 3.7 s, even 64-byte pieces of it a millisecond each, and a
+// tool's output (an HTML page, a padded table) can hold that much. A longer
+// mixed run is counted as its length in bytes, the most tokens any text can
+// be (a token is at least a byte; random whitespace runs up to 0.9 a byte),
+// so the count stays at or above tiktoken's; such runs are rare enough that
+// the over-count does not matter. A run of one repeated byte (indentation,
+// blank lines) merges fast and is counted exactly.
 const maxSpaceRun = 64
 
-// countSplit is c.Count(text) with long whitespace runs counted piecewise.
+// countSplit is c.Count(text) with long mixed whitespace runs counted as
+// their length.
 func countSplit(c tokenizer.Codec, text string) (int, error) {
 	total, start := 0, 0
-	add := func(s string) error {
-		n, err := c.Count(s)
-		total += n
-		return err
-	}
 	for i := 0; i < len(text); {
 		if !isSpace(text[i]) {
 			i++
 			continue
 		}
-		j := i
+		j, mixed := i, false
 		for j < len(text) && isSpace(text[j]) {
+			mixed = mixed || text[j] != text[i]
 			j++
 		}
-		if j-i > maxSpaceRun {
-			if err := add(text[start:i]); err != nil {
+		if mixed && j-i > maxSpaceRun {
+			n, err := c.Count(text[start:i])
+			if err != nil {
 				return 0, err
 			}
-			for k := i; k < j; k += maxSpaceRun {
-				if err := add(text[k:min(k+maxSpaceRun, j)]); err != nil {
-					return 0, err
-				}
-			}
+			total += n + (j - i)
 			start = j
 		}
 		i = j
 	}
-	if err := add(text[start:]); err != nil {
-		return 0, err
-	}
-	return total, nil
+	n, err := c.Count(text[start:])
+	return total + n, err
 }
 
 func isSpace(b byte) bool {

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/aetherium-engine/aetherium/llm/tokens"
 	"github.com/stretchr/testify/require"
@@ -189,21 +188,25 @@ func FuzzCount(f *testing.F) {
 	})
 }
 
-func TestTiktokenLongWhitespaceIsFastAndNotUnderCounted(t *testing.T) {
+// A long run of mixed whitespace is counted as its length, never given to the
+// port's quadratic merging (40 KB of " \n" took it 3.7 s); the count equal to
+// the length shows the tokenizer was skipped, so the test times nothing.
+func TestTiktokenLongMixedWhitespaceIsItsLength(t *testing.T) {
 	t.Parallel()
 	for _, enc := range []string{tokens.O200kBase, tokens.Cl100kBase} {
 		c, err := tokens.NewTiktoken(enc)
 		require.NoError(t, err)
-		for _, unit := range []string{" \n", "\t\n ", " ", "\n"} {
-			small := strings.Repeat(unit, 30) // within one piece: tiktoken's own count
-			require.Equal(t, c.Count(small), c.Count("x"+small+"y")-2, "%s %q: short runs are not split", enc, unit)
-			text := "start" + strings.Repeat(unit, 40000/len(unit)) + "end"
-			begin := time.Now()
-			n := c.Count(text)
-			require.Less(t, time.Since(begin), 2*time.Second, "%s %q", enc, unit)
-			// The pieces' counts add up to at least the whole's: 64 bytes of
-			// this unit are never fewer tokens than their share.
-			require.GreaterOrEqual(t, n, len(text)/64*c.Count(strings.Repeat(unit, 64/len(unit)))/2, "%s %q", enc, unit)
+		for _, unit := range []string{" \n", "\t\n ", " \r\n"} {
+			run := strings.Repeat(unit, 40000/len(unit))
+			require.Equal(t, c.Count("start")+len(run)+c.Count("end"), c.Count("start"+run+"end"), "%s %q", enc, unit)
+			// A short one goes to the tokenizer, which merges it.
+			short := "a" + strings.Repeat(unit, 30/len(unit)) + "b"
+			require.Less(t, c.Count(short), len(short), "%s %q", enc, unit)
+		}
+		for _, unit := range []string{" ", "\n", "\t"} {
+			// A run of one byte is counted exactly, and merges.
+			text := "a" + strings.Repeat(unit, 2000) + "b"
+			require.Less(t, c.Count(text), 1000, "%s %q", enc, unit)
 		}
 	}
 }
