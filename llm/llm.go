@@ -203,11 +203,18 @@ type APIError struct {
 	RetryAfter time.Duration
 	// Limits are the answer's rate-limit headers, when it had any.
 	Limits *RateLimits
+	// ContextLength marks the provider's refusal of a request too long for
+	// the model's context window (input plus max_tokens): the error then
+	// matches ErrContextLength.
+	ContextLength bool
 }
 
 func (e *APIError) Error() string {
 	return fmt.Sprintf("llm %s: HTTP %d: %s", e.Provider, e.Status, e.Message)
 }
+
+// Is makes an APIError marked ContextLength match ErrContextLength.
+func (e *APIError) Is(target error) bool { return target == ErrContextLength && e.ContextLength }
 
 // StatusOverloaded is Anthropic's "overloaded" status (529), which OpenAI-
 // compatible gateways also use.
@@ -230,8 +237,12 @@ func (e *APIError) Overloaded() bool {
 // ErrRateLimited is what a WaitError wraps: matched with errors.Is.
 var ErrRateLimited = errors.New("rate limited")
 
-// ErrContextLength matches a provider's refusal of a request longer than the
-// model's context window (not retried as is: the session must be compacted).
+// ErrContextLength matches (errors.Is) a provider's refusal of a request that
+// does not fit the model's context window: OpenAI's context_length_exceeded,
+// Anthropic's "prompt is too long" and "input length and `max_tokens` exceed
+// context limit". Asking again cannot help, so it is neither retried nor a
+// rate limit: the caller compacts the session, or lowers max_tokens, and asks
+// anew. The *APIError stays reachable with errors.As.
 var ErrContextLength = errors.New("context length exceeded")
 
 // WaitError is a model call that was not made, or not answered, because a

@@ -164,6 +164,14 @@ var rules = []rule{
 		},
 	},
 	{
+		// Token counting (issue 38) serves the worker, the providers, their
+		// fake (llmtest) and the bench: it stands on llm's types alone.
+		name: "llm/tokens imports no package of the module but llm",
+		forbids: func(from pkg, to string) bool {
+			return from.Path == "llm/tokens" && to != "llm" && !leaves[to]
+		},
+	},
+	{
 		name: "egressproxy imports neither store nor queue (it records through an interface)",
 		forbids: func(from pkg, to string) bool {
 			return from.Path == "egressproxy" && (to == "store" || to == "queue")

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/aetherium-engine/aetherium/llm"
+	"github.com/aetherium-engine/aetherium/llm/tokens"
 )
 
 // Upstream wire formats.
@@ -84,6 +85,14 @@ type UpstreamConfig struct {
 	// time.Now. A test that drives it checks the windows exactly, whatever
 	// the machine's load. Latency is slept in real time all the same.
 	Now func() time.Time
+	// ContextWindow maps a model to its context window in tokens; the key
+	// "*" holds for every model without a key of its own. A request whose
+	// input tokens plus its max_tokens exceed its model's window is refused
+	// with the vendor's own context-length error (400). Setting it switches
+	// the fake's input-token count from the four-bytes rule to llm/tokens
+	// (see Upstream), so that the window is enforced on, and the usage
+	// reports, the count a client can make with the same package.
+	ContextWindow map[string]int
 }
 
 // UpstreamRequest is a request as an Answer function sees it.
@@ -120,9 +129,10 @@ type UpstreamAnswer struct {
 // UpstreamStats is what an Upstream saw.
 type UpstreamStats struct {
 	// Requests counts every request; Answered the 200s, RateLimited the 429s,
-	// Overloaded the 529s and 503s, Invalid the refused as malformed (4xx) and
-	// those the fake could not answer (500).
-	Requests, Answered, RateLimited, Overloaded, Invalid int
+	// Overloaded the 529s and 503s, ContextLength the 400s refusing a request
+	// too long for its model's ContextWindow, Invalid the other refused as
+	// malformed (4xx) and those the fake could not answer (500).
+	Requests, Answered, RateLimited, Overloaded, ContextLength, Invalid int
 	// Models holds the counts and usage of each model asked.
 	Models map[string]UpstreamModelStats
 	// PeakConcurrency is the most requests in flight at once.
@@ -138,8 +148,12 @@ type UpstreamStats struct {
 // UpstreamModelStats are one model's counts. Usage adds up the usage of its
 // answers, InputTokens including the cached and cache-written ones.
 type UpstreamModelStats struct {
-	Answered, RateLimited, Overloaded int
-	Usage                             llm.Usage
+	Answered, RateLimited, Overloaded, ContextLength int
+	Usage                                            llm.Usage
+	// MaxInputTokens is the largest input-token count of any well-formed
+	// request for the model, refused or not: a client that manages its
+	// context keeps it within the window less max_tokens.
+	MaxInputTokens int
 }
 
 // UpstreamLogEntry is one request: when it was answered, the model it named
@@ -152,16 +166,32 @@ type UpstreamLogEntry struct {
 }
 
 // Upstream is a fake OpenAI or Anthropic API on loopback, with the vendors'
-// rate limits, overloads, prompt caching and usage, for tests and benchmarks
-// that must not reach a real provider.
+// rate limits, overloads, context windows, prompt caching and usage, for tests
+// and benchmarks that must not reach a real provider.
 //
-// Tokens are counted without a tokenizer, by one rule a caller can reproduce:
-// a request's input tokens are the bytes of its prompt, compacted JSON, over
-// four, rounded up. The prompt is the request body's "tools" field, then
+// Without a ContextWindow, tokens are counted without a tokenizer, by one
+// rule a caller can reproduce: a request's input tokens are the bytes of its
+// prompt, compacted JSON, over four, rounded up. The prompt is the request body's "tools" field, then
 // "system" (Anthropic), then "messages", each compacted and concatenated, with
 // Anthropic's cache_control markers removed (they are not prompt). Output
 // tokens are the bytes of the answer's text and tool arguments over four,
 // rounded up, at least 1.
+//
+// With a ContextWindow, input tokens are counted with llm/tokens instead: the
+// request as the fake parses it (messages with their text, tool calls and
+// tool results, Anthropic's system as a first message, the tools' names,
+// descriptions and schemas) becomes an llm.Request whose tokens.Request, with
+// tokens.ForModel of its model, is its input. That count is enforced against
+// the window, reported as the usage's input tokens and counted toward TPM; the
+// prompt cache still works on the prompt's bytes as described below, and its cached and
+// cache-write counts are those bytes' share of the input. A refused request is
+// answered as the vendor answers it: OpenAI's 400 context_length_exceeded
+// ("This model's maximum context length is N tokens. However, you requested
+// M tokens (I in the messages, K in the completion). …", or "your messages
+// resulted in I tokens" without max_tokens), Anthropic's 400
+// invalid_request_error "prompt is too long: I tokens > N maximum" when the
+// input alone is too long, else "input length and `max_tokens` exceed context
+// limit: I + K > N, …".
 //
 // Prompt caching follows the vendors. OpenAI caches every prompt of at least
 // CacheMinTokens: a later request for the same model reports as cached_tokens
@@ -228,6 +258,11 @@ func StartUpstream(cfg UpstreamConfig) (*Upstream, error) {
 	if cfg.RPM < 0 || cfg.TPM < 0 || cfg.Window < 0 || cfg.Latency < 0 || cfg.CacheMinTokens < 0 {
 		return nil, errors.New("llmtest: negative upstream limit")
 	}
+	for model, n := range cfg.ContextWindow {
+		if n <= 0 {
+			return nil, fmt.Errorf("llmtest: context window %d for %q is not positive", n, model)
+		}
+	}
 	for model, status := range cfg.Overloaded {
 		if status < 500 {
 			return nil, fmt.Errorf("llmtest: overload status %d for %q is not a 5xx", status, model)
@@ -288,7 +323,9 @@ type upstreamCall struct {
 	// are Anthropic's content-block ends in it.
 	prompt     []byte
 	boundaries []boundary
-	input      int
+	// input is the input tokens the call counts for: promptTokens, or its
+	// llm/tokens count when the fake has a ContextWindow.
+	input, promptTokens int
 }
 
 type boundary struct {
@@ -363,11 +400,18 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	model := call.req.Model
+	u.seen(model, call.input)
 
 	if status, ok := u.cfg.Overloaded[model]; ok {
 		state, _ := u.admit(0, false)
 		u.limitHeaders(w, state)
 		u.overloaded(w, model, status)
+		return
+	}
+	// The vendors refuse a request too long for the window when they read
+	// it, before it takes a share of the rate limits.
+	if window := u.window(model); window > 0 && call.input+call.req.MaxTokens > window {
+		u.tooLong(w, model, window, call.input, call.req.MaxTokens)
 		return
 	}
 
@@ -499,6 +543,53 @@ func (u *Upstream) admit(tokens int, count bool) (limitState, *refusal) {
 	return st, ref
 }
 
+// window is model's context window, 0 for none.
+func (u *Upstream) window(model string) int {
+	if n, ok := u.cfg.ContextWindow[model]; ok {
+		return n
+	}
+	return u.cfg.ContextWindow["*"]
+}
+
+// seen records a well-formed request's input tokens.
+func (u *Upstream) seen(model string, input int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	ms := u.stats.Models[model]
+	ms.MaxInputTokens = max(ms.MaxInputTokens, input)
+	u.stats.Models[model] = ms
+}
+
+// tooLong answers a request of input tokens and max_tokens maxTokens that
+// does not fit window, with the vendor's error.
+func (u *Upstream) tooLong(w http.ResponseWriter, model string, window, input, maxTokens int) {
+	u.mu.Lock()
+	u.stats.Requests++
+	u.stats.ContextLength++
+	u.stats.Log = append(u.stats.Log, UpstreamLogEntry{Time: u.now(), Model: model, Status: http.StatusBadRequest})
+	ms := u.stats.Models[model]
+	ms.ContextLength++
+	u.stats.Models[model] = ms
+	u.mu.Unlock()
+	if u.cfg.Wire == WireOpenAI {
+		msg := fmt.Sprintf("This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages.", window, input)
+		if maxTokens > 0 {
+			msg = fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
+				window, input+maxTokens, input, maxTokens)
+		}
+		body := openAIError(msg, "invalid_request_error", "context_length_exceeded")
+		// OpenAI names the field at fault; only this error has one here.
+		body["error"]["param"] = "messages"
+		u.write(w, http.StatusBadRequest, body)
+		return
+	}
+	msg := fmt.Sprintf("prompt is too long: %d tokens > %d maximum", input, window)
+	if input <= window {
+		msg = fmt.Sprintf("input length and `max_tokens` exceed context limit: %d + %d > %d, decrease input length or `max_tokens` and try again", input, maxTokens, window)
+	}
+	u.write(w, http.StatusBadRequest, anthropicError("invalid_request_error", msg))
+}
+
 func (u *Upstream) record(model string, status int, usage *llm.Usage) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -532,7 +623,20 @@ func (u *Upstream) record(model string, status int, usage *llm.Usage) {
 // cached is the usage of a call's input, split by the prompt cache, which it
 // updates.
 func (u *Upstream) cached(model string, call upstreamCall) llm.Usage {
-	usage := llm.Usage{InputTokens: call.input}
+	usage := u.cachedBytes(model, call)
+	if call.input != call.promptTokens {
+		// The cache's counts are of the prompt's bytes: their share of the
+		// counted input, rounded down so that they never exceed it.
+		share := func(n int) int { return int(int64(n) * int64(call.input) / int64(max(call.promptTokens, 1))) }
+		usage.CachedInputTokens, usage.CacheWriteTokens = share(usage.CachedInputTokens), share(usage.CacheWriteTokens)
+		usage.InputTokens = call.input
+	}
+	return usage
+}
+
+// cachedBytes is cached by the four-bytes rule.
+func (u *Upstream) cachedBytes(model string, call upstreamCall) llm.Usage {
+	usage := llm.Usage{InputTokens: call.promptTokens}
 	minBytes := u.cfg.CacheMinTokens * 4
 	now := u.now()
 	u.mu.Lock()
@@ -734,12 +838,12 @@ func (u *Upstream) fail(w http.ResponseWriter, model string, status int, typ, ms
 	u.write(w, status, anthropicError(typ, msg))
 }
 
-func openAIError(msg, typ, code string) any {
+func openAIError(msg, typ, code string) map[string]map[string]any {
 	var c any
 	if code != "" {
 		c = code
 	}
-	return map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": c}}
+	return map[string]map[string]any{"error": {"message": msg, "type": typ, "param": nil, "code": c}}
 }
 
 func anthropicError(typ, msg string) any {
@@ -923,8 +1027,77 @@ func (u *Upstream) parse(body []byte) (upstreamCall, error) {
 		return call, err
 	}
 	call.prompt = prompt.Bytes()
-	call.input = ceilQuarter(len(call.prompt))
+	call.promptTokens = ceilQuarter(len(call.prompt))
+	call.input = call.promptTokens
+	if len(u.cfg.ContextWindow) > 0 {
+		call.input = tokens.Request(tokens.ForModel(call.req.Model), u.llmRequest(top))
+	}
 	return call, nil
+}
+
+// llmRequest is a well-formed request body as an llm.Request, for llm/tokens
+// to count: each wire message one Message (Anthropic's system a first one,
+// its tool_use blocks the ToolCalls, its tool results' text the content),
+// and the tools with their schemas. Parts that do not decode are left out:
+// parse has already refused a body without the fields it needs.
+func (u *Upstream) llmRequest(top map[string]json.RawMessage) llm.Request {
+	var req llm.Request
+	_ = json.Unmarshal(top["model"], &req.Model)
+	var tools []struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		InputSchema json.RawMessage `json:"input_schema"`
+		Function    struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			Parameters  json.RawMessage `json:"parameters"`
+		} `json:"function"`
+	}
+	_ = json.Unmarshal(top["tools"], &tools)
+	for _, t := range tools {
+		if u.cfg.Wire == WireOpenAI {
+			req.Tools = append(req.Tools, llm.ToolDef{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
+			continue
+		}
+		req.Tools = append(req.Tools, llm.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
+	}
+	if raw, ok := top["system"]; ok && u.cfg.Wire == WireAnthropic {
+		text, _ := contentText(raw)
+		req.Messages = append(req.Messages, llm.Message{Role: llm.RoleSystem, Content: text})
+	}
+	var msgs []struct {
+		Role      string          `json:"role"`
+		Content   json.RawMessage `json:"content"`
+		Name      string          `json:"name"`
+		ToolCalls []struct {
+			Function struct {
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+			} `json:"function"`
+		} `json:"tool_calls"`
+	}
+	_ = json.Unmarshal(top["messages"], &msgs)
+	for _, m := range msgs {
+		text, _ := contentText(m.Content)
+		msg := llm.Message{Role: llm.Role(m.Role), Content: text, Name: m.Name}
+		for _, tc := range m.ToolCalls {
+			msg.ToolCalls = append(msg.ToolCalls, llm.ToolCall{Name: tc.Function.Name, Args: json.RawMessage(tc.Function.Arguments)})
+		}
+		var blocks []struct {
+			Type  string          `json:"type"`
+			Name  string          `json:"name"`
+			Input json.RawMessage `json:"input"`
+		}
+		if json.Unmarshal(m.Content, &blocks) == nil {
+			for _, b := range blocks {
+				if b.Type == "tool_use" {
+					msg.ToolCalls = append(msg.ToolCalls, llm.ToolCall{Name: b.Name, Args: b.Input})
+				}
+			}
+		}
+		req.Messages = append(req.Messages, msg)
+	}
+	return req
 }
 
 // contentText is the text of a message's content: a string, or blocks whose

@@ -132,12 +132,15 @@ func Post(ctx context.Context, s Settings, c Call) ([]byte, http.Header, error) 
 		}
 		if err == nil {
 			apiErr := newAPIError(c.Provider, status, errorMessage(raw))
+			apiErr.ContextLength = contextLength(status, raw)
 			now := time.Now()
 			apiErr.RetryAfter = retryAfter(header, now)
 			apiErr.Limits = parseLimits(header, now)
 			err = apiErr
 		}
-		if attempt >= s.MaxRetries || !retryable(status, header) {
+		// The same request cannot fit the window on a second try, whatever
+		// x-should-retry says.
+		if attempt >= s.MaxRetries || !retryable(status, header) || errors.Is(err, llm.ErrContextLength) {
 			return nil, nil, fmt.Errorf("%s: %w", c.Op, err)
 		}
 		t := time.NewTimer(backoff(attempt, header))
@@ -228,6 +231,44 @@ func errorMessage(raw []byte) string {
 		return body.Error.Message
 	}
 	return string(raw)
+}
+
+// contextLength reports whether an error answer is the vendor's refusal of a
+// request too long for the model's window. Both vendors answer it 400 with an
+// invalid_request_error: OpenAI with code context_length_exceeded (older
+// servers and compatible ones, vLLM and DeepSeek among them, only with the
+// message "This model's maximum context length is …"), Anthropic with "prompt
+// is too long: N tokens > M maximum" or, when max_tokens tips it over, "input
+// length and `max_tokens` exceed context limit: I + K > M". The messages are
+// matched too because gateways re-wrap bodies and keep the text, not the code.
+// 413 is not one: it is the body's bytes, not its tokens.
+func contextLength(status int, raw []byte) bool {
+	if status != http.StatusBadRequest {
+		return false
+	}
+	var body struct {
+		Error struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+			Code    any    `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(raw, &body) == nil && body.Error.Code == "context_length_exceeded" {
+		return true
+	}
+	msg := strings.ToLower(errorMessage(raw))
+	for _, s := range []string{
+		"maximum context length",
+		"context_length_exceeded",
+		"prompt is too long",
+		"exceed context limit",
+		"exceeds the context window",
+	} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 func newAPIError(provider string, status int, msg string) *llm.APIError {

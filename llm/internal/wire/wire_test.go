@@ -267,3 +267,75 @@ func TestCompleteRejectsBadUsage(t *testing.T) {
 		})
 	}
 }
+
+func TestPostMarksContextLength(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		status int
+		header map[string]string
+		body   string
+		want   bool
+	}{
+		{
+			name: "OpenAI context_length_exceeded", status: 400, want: true,
+			body: `{"error":{"message":"This model's maximum context length is 8192 tokens. However, you requested 8554 tokens (7554 in the messages, 1000 in the completion). Please reduce the length of the messages or completion.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`,
+		},
+		{
+			name: "OpenAI's code alone", status: 400, want: true,
+			body: `{"error":{"message":"Your input exceeds the limit.","type":"invalid_request_error","param":"input","code":"context_length_exceeded"}}`,
+		},
+		{
+			name: "a compatible server's message without the code", status: 400, want: true,
+			body: `{"error":{"message":"This model's maximum context length is 131072 tokens. However, you requested 131134 tokens (122942 in the messages, 8192 in the completion).","type":"invalid_request_error","param":null,"code":"invalid_request_error"}}`,
+		},
+		{
+			name: "Anthropic prompt is too long", status: 400, want: true,
+			body: `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 208310 tokens > 200000 maximum"}}`,
+		},
+		{
+			name: "Anthropic input and max_tokens", status: 400, want: true,
+			body: "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"input length and `max_tokens` exceed context limit: 199759 + 8192 > 200000, decrease input length or `max_tokens` and try again\"}}",
+		},
+		{
+			name: "x-should-retry does not retry it", status: 400, header: map[string]string{"X-Should-Retry": "true"}, want: true,
+			body: `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 9 tokens > 8 maximum"}}`,
+		},
+		{
+			name: "another 400 is not", status: 400,
+			body: `{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: 10000 > 4096, which is the maximum allowed number of output tokens"}}`,
+		},
+		{name: "a 413 is not (bytes, not tokens)", status: 413, body: `{"error":{"type":"request_too_large","message":"Request exceeds the maximum allowed number of bytes."}}`},
+		{name: "a 429 is not", status: 429, body: `{"error":{"message":"maximum context length","code":"rate_limit_exceeded"}}`},
+		{name: "a 500 mentioning it is not", status: 500, body: `{"error":{"message":"prompt is too long"}}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var n atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n.Add(1)
+				w.Header().Set("Retry-After-Ms", "1")
+				for k, v := range tc.header {
+					w.Header().Set(k, v)
+				}
+				w.WriteHeader(tc.status)
+				_, _ = w.Write([]byte(tc.body))
+			}))
+			t.Cleanup(srv.Close)
+			s, err := Check("p", srv.URL, 2, 0, nil)
+			require.NoError(t, err)
+			_, _, err = Post(t.Context(), s, Call{Provider: "p", Op: "p: op", URL: s.Endpoint("x"), Body: 1})
+			require.Equal(t, tc.want, errors.Is(err, llm.ErrContextLength), "%v", err)
+			var apiErr *llm.APIError
+			require.ErrorAs(t, err, &apiErr, "the APIError stays reachable")
+			require.Equal(t, tc.want, apiErr.ContextLength)
+			require.False(t, errors.Is(err, llm.ErrRateLimited))
+			if tc.want {
+				require.False(t, apiErr.RateLimited())
+				require.False(t, apiErr.Overloaded())
+				require.Equal(t, int32(1), n.Load(), "never retried")
+			}
+		})
+	}
+}
