@@ -33,6 +33,7 @@ import (
 	"github.com/aetherium-engine/aetherium/llm/governor"
 	"github.com/aetherium-engine/aetherium/llm/openai"
 	"github.com/aetherium-engine/aetherium/llm/pricing"
+	"github.com/aetherium-engine/aetherium/llm/tokens"
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/mcpserver"
 	"github.com/aetherium-engine/aetherium/memory"
@@ -200,6 +201,17 @@ type LLM struct {
 	// Budgets are money budgets beyond a run's own (a template's
 	// budget.max_cost).
 	Budgets Budgets `yaml:"budgets"`
+	// Windows are the models' context windows and answer limits, in tokens:
+	// {default: {context, output}, models: {name or prefix: {context, output}}}
+	// replacing or extending the shipped table (package llm/tokens). A session
+	// whose next request would pass worker.compact_at of its model's window is
+	// compacted first (docs/long-sessions.md). Default: the shipped table.
+	Windows tokens.Config `yaml:"windows"`
+}
+
+// WindowTable is the shipped window table with llm.windows applied.
+func (l LLM) WindowTable() (*tokens.Table, error) {
+	return tokens.Default().Merge(l.Windows)
 }
 
 // Budgets is llm.budgets.
@@ -264,6 +276,9 @@ func (l LLM) validate() []error {
 	}
 	if _, err := l.DailyBudget(); err != nil {
 		errs = append(errs, fmt.Errorf("llm.budgets.principal_daily: %w", err))
+	}
+	if err := l.Windows.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("llm.windows: %w", err))
 	}
 	return errs
 }

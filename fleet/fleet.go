@@ -353,6 +353,10 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 	if f.Audit != nil {
 		audit = f.Audit
 	}
+	windowTable, err := cfg.LLM.WindowTable()
+	if err != nil {
+		return fmt.Errorf("llm.windows: %w", err)
+	}
 	wcfg := cfg.Worker
 	wcfg.Workspaces = cfg.Workspaces
 	wcfg.ReviewModel = cfg.Quality.Review.Model
@@ -366,7 +370,7 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 		Finisher: f.finisher(), Log: f.Log}).PostRun()}
 	f.Worker = worker.New(wcfg, worker.Deps{Store: f.Store, Queue: f.Queue, Events: f.Events, Router: f.Router, Models: models, Metrics: f.Metrics, ModelLabels: knownModels(cfg, f.Registry), Log: f.Log, Gated: !opts.NoGate,
 		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, LeaseRetry: cfg.Streams.LeaseRetry, Audit: audit, Workspaces: f.Workspaces,
-		Knowledge: kb, Memory: cfg.Memory})
+		Knowledge: kb, Memory: cfg.Memory, Windows: newWindows(windowTable)})
 	return nil
 }
 

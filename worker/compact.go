@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -77,11 +78,11 @@ func (s *stepRun) fit(ctx context.Context, force bool) (llm.Request, int, error)
 	if win == nil {
 		return req, 0, nil
 	}
-	window, output := win.Limits(s.model.Model)
+	window, output := win.Limits(s.windowModel())
 	if s.model.MaxTokens > 0 {
 		output = min(output, s.model.MaxTokens)
 	}
-	est := win.Estimate(s.model.Model, req)
+	est := win.Estimate(s.windowModel(), req)
 	threshold := int(float64(window) * s.w.cfg.CompactAt)
 	if !force && est+output <= threshold {
 		return req, est, nil
@@ -90,10 +91,10 @@ func (s *stepRun) fit(ctx context.Context, force bool) (llm.Request, int, error)
 		return req, est, err
 	}
 	req = s.request()
-	est = win.Estimate(s.model.Model, req)
+	est = win.Estimate(s.windowModel(), req)
 	if est+output > window {
 		s.fail(ctx, ReasonContextExceeded, fmt.Sprintf("%s: the next request is %d tokens with the last turns kept, over %s's window of %d (less %d for the answer)",
-			s.in.node.Name, est, s.model.Model, window, output))
+			s.in.node.Name, est, s.windowModel(), window, output))
 		return req, est, errStop
 	}
 	return req, est, nil
@@ -123,8 +124,8 @@ func (s *stepRun) compact(ctx context.Context, before, target int) error {
 	}
 	for ; keep > 1; keep-- {
 		cut := starts[len(starts)-keep]
-		tail := s.w.windows.Estimate(s.model.Model, llm.Request{Messages: sess.Messages[cut:]})
-		if tail+s.w.windows.Estimate(s.model.Model, llm.Request{Messages: sess.Messages[:head]})+s.w.cfg.SummaryTokens <= target {
+		tail := s.w.windows.Estimate(s.windowModel(), llm.Request{Messages: sess.Messages[cut:]})
+		if tail+s.w.windows.Estimate(s.windowModel(), llm.Request{Messages: sess.Messages[:head]})+s.w.cfg.SummaryTokens <= target {
 			break
 		}
 	}
@@ -141,7 +142,7 @@ func (s *stepRun) compact(ctx context.Context, before, target int) error {
 	if err := sess.Compact(head, cut, []llm.Message{summary}); err != nil {
 		return err
 	}
-	after := s.w.windows.Estimate(s.model.Model, s.request())
+	after := s.w.windows.Estimate(s.windowModel(), s.request())
 	n := sess.Compactions + 1
 	ev := store.NewEvent{Key: fmt.Sprintf("compact:%s:%d", sess.ID, n), Type: events.SessionCompacted, Agent: s.in.node.Name, Data: map[string]any{
 		"n": n, "session": sess.ID, "tokens_before": before, "tokens_after": after, "from_seq": from, "through_seq": sess.From,
@@ -155,6 +156,12 @@ func (s *stepRun) compact(ctx context.Context, before, target int) error {
 	s.lastSave = time.Now()
 	s.log.InfoContext(ctx, "session compacted", "n", n, "tokens_before", before, "tokens_after", after, "through_seq", sess.From)
 	return s.afterSave(ctx, saved)
+}
+
+// windowModel names the model in the window table: its name, or its
+// provider's for a provider that names none (the script model is "script").
+func (s *stepRun) windowModel() string {
+	return cmp.Or(s.model.Model, s.model.Provider)
 }
 
 // firstAnswer is the index of the first model answer: what precedes it is the
@@ -252,7 +259,7 @@ const approxBytesPerToken = 4
 // transcriptBytes bounds the transcript a summary request holds: what the
 // window leaves after the summary's answer and the prompt, with a margin.
 func (s *stepRun) transcriptBytes() int {
-	window, _ := s.w.windows.Limits(s.model.Model)
+	window, _ := s.w.windows.Limits(s.windowModel())
 	room := int(float64(window)*s.w.cfg.CompactAt) - s.w.cfg.SummaryTokens - 500
 	return max(room, 1000) * 3 // tokens of ~3 bytes at worst: stays inside the window
 }

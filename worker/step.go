@@ -392,7 +392,7 @@ func (s *stepRun) ask(ctx context.Context) error {
 		return nil // the loop's next turn asks again
 	}
 	if err == nil && est > 0 && resp.Usage.InputTokens > 0 {
-		s.w.windows.Observe(s.model.Model, est, resp.Usage.InputTokens)
+		s.w.windows.Observe(s.windowModel(), est, resp.Usage.InputTokens)
 	}
 	provider, model := s.provider.Name(), s.model.Model
 	if resp.Provider != "" && (resp.Fallback || model == "") {

@@ -39,7 +39,7 @@ func TestDefaultTable(t *testing.T) {
 		{"claude-haiku-4-5", tokens.Limits{Context: 200000, Output: 64000}, true},
 		{"anthropic/claude-opus-4-5", tokens.Limits{Context: 200000, Output: 64000}, true},
 		{"llama-3.1-70b", tokens.Limits{Context: 8192, Output: 4096}, false},
-		{"script", tokens.Limits{Context: 8192, Output: 4096}, false},
+		{"script", tokens.Limits{Context: 1048576, Output: 4096}, true},
 		{"", tokens.Limits{Context: 8192, Output: 4096}, false},
 	}
 	for _, tc := range tests {
