@@ -74,7 +74,12 @@ type options struct {
 	govProcs     int
 	govConc      int
 	govMaxTokens int
-	sections     map[int]bool
+	// Section 9: long sessions.
+	longTurns   int
+	longWindow  int
+	longPG      string
+	longTimeout time.Duration
+	sections    map[int]bool
 }
 
 func main() {
@@ -112,6 +117,10 @@ func main() {
 	flag.IntVar(&o.govProcs, "gov-procs", 4, "section 8: worker processes")
 	flag.IntVar(&o.govConc, "gov-concurrency", 10, "section 8: worker concurrency per process")
 	flag.IntVar(&o.govMaxTokens, "gov-max-tokens", 64, "section 8: the team's model max_tokens (the governor's output estimate)")
+	flag.IntVar(&o.longTurns, "long-turns", 500, "section 9: model turns of the long session, each an 8 KiB read_file result (at least 30)")
+	flag.IntVar(&o.longWindow, "long-window", 32768, "section 9: the fake's context window in tokens (0: none)")
+	flag.StringVar(&o.longPG, "long-pg", "private", "section 9: PostgreSQL: private (a cluster of the bench's own, pg_stat_statements preloaded) or shared (the bench database)")
+	flag.DurationVar(&o.longTimeout, "long-timeout", 45*time.Minute, "section 9: how long the long session may take")
 	flag.Parse()
 	o.procs = []int{1, 2, 4}
 	if *only != "" {
@@ -129,6 +138,11 @@ func main() {
 		o.asynqTasks, o.riverJobs, o.toolRuns, o.relayRuns, o.scaleRuns, o.seqRuns, o.concRuns = 2000, 1000, 20, 20, 6, 5, 20
 		o.hopRuns, o.idleFor = 5, 5*time.Second
 		o.govRuns, o.govRPM = 40, 30
+		o.longTurns = 60
+	}
+	if o.longTurns < 30 {
+		fmt.Fprintln(os.Stderr, "bench: -long-turns must be at least 30")
+		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -260,6 +274,7 @@ func run(ctx context.Context, o options) error {
 		{5, "5/6 demo-run latency and worker memory", benchLatency},
 		{6, "6/6 hop latency and idle cost", benchHops},
 		{8, "8 model traffic: the governor under a rate-limited provider", benchGovernor},
+		{9, "9 long sessions: one session of many 8 KiB tool results under a context window", benchLong},
 	}
 	for _, s := range sections {
 		if err := ctx.Err(); err != nil {
