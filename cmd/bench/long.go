@@ -53,7 +53,11 @@ import (
 // a request is retried.
 
 const (
-	longModel       = "gpt-4o-mini"
+	// longModel has no price: on today's main a step whose model call costs
+	// more than 2^31 picodollars ($0.0021, ~14k input tokens of gpt-4o-mini)
+	// cannot be saved — saveStepSession's `$10 <> 0` makes PostgreSQL type the
+	// cost parameter int4 — so a priced model fails the run near turn 7.
+	longModel       = "bench-long-32k"
 	longChunkBytes  = 8 << 10
 	longChunkDir    = "chunks"
 	longMarker      = "aetherium-bench long-session chunk "
@@ -412,10 +416,21 @@ func openLongDB(ctx context.Context, e *env) (*longDB, error) {
 	if l.kind != "private" {
 		return nil, fmt.Errorf("-long-pg %q: want private or shared", l.kind)
 	}
-	dir := filepath.Join(e.tmp, "long-pg")
+	// Not under e.tmp: the postgres user must reach it, and MkdirTemp makes
+	// e.tmp 0700.
+	dir, err := os.MkdirTemp("", "aetherium-bench-long-pg-")
+	if err != nil {
+		return nil, err
+	}
+	l.close = append(l.close, func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		l.Close()
+		return nil, err
+	}
 	progress("long session: starting a private PostgreSQL with pg_stat_statements")
 	pg, err := harness.StartPrivatePostgres(dir)
 	if err != nil {
+		l.Close()
 		return nil, err
 	}
 	l.close = append(l.close, pg.Stop)
@@ -425,9 +440,6 @@ func openLongDB(ctx context.Context, e *env) (*longDB, error) {
 		return nil, err
 	}
 	_, err = conn.Exec(ctx, `ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'`)
-	if err == nil {
-		_, err = conn.Exec(ctx, `ALTER SYSTEM SET pg_stat_statements.track = 'all'`)
-	}
 	conn.Close()
 	if err != nil {
 		l.Close()
