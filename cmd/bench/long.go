@@ -585,12 +585,9 @@ func benchLong(ctx context.Context, e *env, res *Result) error {
 	}
 	r.Retries, r.CounterFallbacks = d.retries, d.fallbacks
 	r.LargestTokens, r.LargestBytes, r.OverWindow, r.FirstOverWindow = d.largestT, d.largestB, d.over, d.firstOver
-	r.Reached = min(d.maxTurn, o.longTurns)
-	if d.maxTurn > o.longTurns {
-		r.Reached = o.longTurns
-	} else if d.maxTurn > 0 {
-		r.Reached = d.maxTurn - 1 // the last turn seen has no following request: its step did not end
-	}
+	// Turn t is done when request t+1 arrives: the last request seen began a
+	// turn that did not end, unless it asked for the final answer.
+	r.Reached = max(min(d.maxTurn-1, o.longTurns), 0)
 	r.Completed = r.RunStatus == "completed" && d.maxTurn > o.longTurns && d.broken == ""
 	if d.broken != "" {
 		r.RunError = strings.TrimSpace(r.RunError + " tool failed: " + d.broken)
@@ -725,8 +722,8 @@ func truncate(s string, n int) string {
 
 func humanBytes(n int64) string {
 	switch {
-	case n >= 10<<20 || n <= -(10<<20):
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<20 || n <= -(1<<20):
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
 	case n >= 10<<10 || n <= -(10<<10):
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}

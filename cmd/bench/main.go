@@ -7,11 +7,17 @@
 // the same burst of runs on four worker processes against a fake OpenAI API limited
 // per minute, with the fleet's governor and without (AETHERIUM_LLM_GOVERNOR=off) —
 // the share of calls answered 429, failed runs, the fake's peak requests and tokens
-// in any window, the wall time and the worker slots held while runs wait. It prints progress on stderr, the result table (markdown) on
+// in any window, the wall time and the worker slots held while runs wait, and
+// (section 9, issue 38) one long session: -long-turns model turns each with an
+// 8 KiB tool result against the fake OpenAI API with a -long-window context
+// window — whether the run completes within the window, the bytes written to
+// PostgreSQL per step (pg_stat_statements WAL bytes on a private cluster) and the
+// step latency, early against late. It prints progress on stderr, the result table (markdown) on
 // stdout, and writes cmd/bench/results/latest.{md,json}.
 //
 //	go run ./cmd/bench [-bin bin/aetherium] [-quick] [-sections 2,6]
 //	go run ./cmd/bench -sections 8 [-gov-runs 200 -gov-rpm 60 -gov-tpm 20000]
+//	go run ./cmd/bench -sections 9 [-long-turns 500 -long-window 32768 -long-pg private|shared]
 package main
 
 import (
