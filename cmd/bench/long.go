@@ -112,6 +112,9 @@ type LongResult struct {
 	Steps []LongStep `json:"steps"`
 	Pass  bool       `json:"pass"`
 	Fails []string   `json:"fails,omitempty"`
+	// LoadAvg is the machine's 1-minute load average at the section's start
+	// and end (the latency figures move with other work on the machine).
+	LoadAvg [2]string `json:"load_avg"`
 }
 
 // LongStep is one step's figures.
@@ -497,6 +500,7 @@ func benchLong(ctx context.Context, e *env, res *Result) error {
 	*r = LongResult{Turns: o.longTurns, ChunkBytes: longChunkBytes, Window: o.longWindow, Postgres: o.longPG}
 	r.BytesEarly, r.BytesLate, r.LatEarly, r.LatLate = longWindows(o.longTurns)
 	start := time.Now()
+	r.LoadAvg[0] = loadAvg()
 
 	l, err := openLongDB(ctx, e)
 	if err != nil {
@@ -570,6 +574,7 @@ func benchLong(ctx context.Context, e *env, res *Result) error {
 		r.RunError = strings.TrimSpace(reason + " " + truncate(msg, 300))
 	}
 	_ = counts
+	r.LoadAvg[1] = loadAvg()
 	up.Close()
 	s := up.Stats()
 	r.Requests, r.Answered = s.Requests, s.Answered
@@ -730,6 +735,18 @@ func humanBytes(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
+// loadAvg is the 1-minute load average ("?" where unreadable).
+func loadAvg() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	if f := strings.Fields(string(raw)); len(f) > 0 {
+		return f[0]
+	}
+	return "?"
+}
+
 func passWord(ok bool) string {
 	if ok {
 		return "PASS"
@@ -773,6 +790,7 @@ func (r LongResult) markdown() string {
 	row("step latency, late ÷ early", fmt.Sprintf("**×%.2f**", r.LatRatio), "≤ 1.2", passWord(r.LatRatio > 0 && r.LatRatio <= 1.2))
 	row("WAL over the whole run", fmt.Sprintf("%s (statements: %s)", humanBytes(r.TotalWAL), humanBytes(r.TotalStmtWAL)), "", "")
 	row("requests / answered / retried turns", fmt.Sprintf("%d / %d / %d", r.Requests, r.Answered, r.Retries), "", "")
+	row("machine load average (1 min), start → end", fmt.Sprintf("%s → %s", r.LoadAvg[0], r.LoadAvg[1]), "", "")
 	fmt.Fprintf(&b, "\n**Section 9: %s**", passWord(r.Pass))
 	if len(r.Fails) > 0 {
 		fmt.Fprintf(&b, " — %s", strings.Join(r.Fails, "; "))
