@@ -103,7 +103,9 @@ clean:
 	rm -rf bin data
 
 # Throughput, hop latency and idle cost on the local Redis and PostgreSQL (about six
-# minutes, two of them idle workers measured for a minute at each poll setting);
+# minutes, two of them idle workers measured for a minute at each poll setting),
+# then the governor (section 8) and one 500-turn session (section 9, on a private
+# PostgreSQL; about four minutes on the full-history sessions of 2026-12-06);
 # prints the table and writes cmd/bench/results/latest.{md,json}.
 bench: services build
 	$(GO) run ./cmd/bench -bin bin/aetherium

@@ -7,11 +7,17 @@
 // the same burst of runs on four worker processes against a fake OpenAI API limited
 // per minute, with the fleet's governor and without (AETHERIUM_LLM_GOVERNOR=off) —
 // the share of calls answered 429, failed runs, the fake's peak requests and tokens
-// in any window, the wall time and the worker slots held while runs wait. It prints progress on stderr, the result table (markdown) on
+// in any window, the wall time and the worker slots held while runs wait, and
+// (section 9, issue 38) one long session: -long-turns model turns each with an
+// 8 KiB tool result against the fake OpenAI API with a -long-window context
+// window — whether the run completes within the window, the bytes written to
+// PostgreSQL per step (pg_stat_statements WAL bytes on a private cluster) and the
+// step latency, early against late. It prints progress on stderr, the result table (markdown) on
 // stdout, and writes cmd/bench/results/latest.{md,json}.
 //
 //	go run ./cmd/bench [-bin bin/aetherium] [-quick] [-sections 2,6]
 //	go run ./cmd/bench -sections 8 [-gov-runs 200 -gov-rpm 60 -gov-tpm 20000]
+//	go run ./cmd/bench -sections 9 [-long-turns 500 -long-window 32768 -long-pg private|shared]
 package main
 
 import (
@@ -74,7 +80,12 @@ type options struct {
 	govProcs     int
 	govConc      int
 	govMaxTokens int
-	sections     map[int]bool
+	// Section 9: long sessions.
+	longTurns   int
+	longWindow  int
+	longPG      string
+	longTimeout time.Duration
+	sections    map[int]bool
 }
 
 func main() {
@@ -112,6 +123,10 @@ func main() {
 	flag.IntVar(&o.govProcs, "gov-procs", 4, "section 8: worker processes")
 	flag.IntVar(&o.govConc, "gov-concurrency", 10, "section 8: worker concurrency per process")
 	flag.IntVar(&o.govMaxTokens, "gov-max-tokens", 64, "section 8: the team's model max_tokens (the governor's output estimate)")
+	flag.IntVar(&o.longTurns, "long-turns", 500, "section 9: model turns of the long session, each an 8 KiB read_file result (at least 30)")
+	flag.IntVar(&o.longWindow, "long-window", 32768, "section 9: the fake's context window in tokens (0: none)")
+	flag.StringVar(&o.longPG, "long-pg", "private", "section 9: PostgreSQL: private (a cluster of the bench's own, pg_stat_statements preloaded) or shared (the bench database)")
+	flag.DurationVar(&o.longTimeout, "long-timeout", 45*time.Minute, "section 9: how long the long session may take")
 	flag.Parse()
 	o.procs = []int{1, 2, 4}
 	if *only != "" {
@@ -129,6 +144,11 @@ func main() {
 		o.asynqTasks, o.riverJobs, o.toolRuns, o.relayRuns, o.scaleRuns, o.seqRuns, o.concRuns = 2000, 1000, 20, 20, 6, 5, 20
 		o.hopRuns, o.idleFor = 5, 5*time.Second
 		o.govRuns, o.govRPM = 40, 30
+		o.longTurns = 60
+	}
+	if o.longTurns < 30 {
+		fmt.Fprintln(os.Stderr, "bench: -long-turns must be at least 30")
+		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -260,6 +280,7 @@ func run(ctx context.Context, o options) error {
 		{5, "5/6 demo-run latency and worker memory", benchLatency},
 		{6, "6/6 hop latency and idle cost", benchHops},
 		{8, "8 model traffic: the governor under a rate-limited provider", benchGovernor},
+		{9, "9 long sessions: one session of many 8 KiB tool results under a context window", benchLong},
 	}
 	for _, s := range sections {
 		if err := ctx.Err(); err != nil {

@@ -22,6 +22,7 @@ type Result struct {
 	Hops         HopResult       `json:"hops"`
 	Capacity     Capacity        `json:"capacity"`
 	Governor     GovernorResult  `json:"governor"`
+	Long         LongResult      `json:"long_sessions"`
 	TotalSeconds float64         `json:"total_seconds"`
 }
 
@@ -32,6 +33,7 @@ func configOf(o options) map[string]any {
 		"hop_runs": o.hopRuns, "idle_for": o.idleFor.String(),
 		"relay_runs": o.relayRuns, "relay_depth": o.relayDepth, "model_latency": o.latency.String(),
 		"gov_runs": o.govRuns, "gov_rpm": o.govRPM, "gov_tpm": o.govTPM, "gov_procs": o.govProcs, "gov_concurrency": o.govConc, "gov_max_tokens": o.govMaxTokens,
+		"long_turns": o.longTurns, "long_window": o.longWindow, "long_pg": o.longPG,
 		"scale_concurrency": o.scaleConc, "pool_max_conns": o.poolConns, "scale_runs_per_proc": o.scaleRuns, "latency_runs": o.seqRuns, "concurrent_runs": o.concRuns,
 	}
 }
@@ -115,6 +117,7 @@ func (r Result) Markdown() string {
 			cpuVerdict(f.ToolCPU, m.Cores), profileNote(f.ToolProfile))
 	}
 	b.WriteString(r.Governor.markdown())
+	b.WriteString(r.Long.markdown())
 	fmt.Fprintf(&b, "\nWhole run: %.0f s.\n", r.TotalSeconds)
 	return b.String()
 }
