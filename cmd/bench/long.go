@@ -93,6 +93,10 @@ type LongResult struct {
 	OverWindow       int `json:"requests_over_window"`
 	FirstOverWindow  int `json:"first_turn_over_window,omitempty"`
 	WindowRefusals   int `json:"window_refusals"`
+	// Summaries are the compactions' summary requests; FakeMaxInput the
+	// largest input the fake counted (its own count, llm/tokens).
+	Summaries    int `json:"summary_requests"`
+	FakeMaxInput int `json:"fake_max_input_tokens"`
 	// Windows of turns (inclusive) and their figures.
 	BytesEarly, BytesLate       [2]int          `json:"-"`
 	LatEarly, LatLate           [2]int          `json:"-"`
@@ -163,9 +167,19 @@ type longDriver struct {
 	firstOver int
 	broken    string
 	sampleErr error
+	// summaries counts the compactions' summary requests.
+	summaries int
 }
 
 func (d *longDriver) answer(req llmtest.UpstreamRequest) llmtest.UpstreamAnswer {
+	if len(req.Tools) == 0 {
+		// A compaction's summary request (the engine offers no tools with it).
+		d.mu.Lock()
+		d.summaries++
+		n := d.maxTurn
+		d.mu.Unlock()
+		return llmtest.UpstreamAnswer{Text: fmt.Sprintf("Read chunk files 1 to %d, one per turn, as asked; each held its marker line. Next: the following chunk.", n)}
+	}
 	turn, ok, bad := 0, false, ""
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		if req.Messages[i].Role != "tool" {
@@ -308,34 +322,26 @@ func promptTokens(body []byte) int {
 
 // longUpstreamConfig is the fake of section 9.
 //
-// HOOK (issue 38): once llmtest.UpstreamConfig has ContextWindow, set it here
-// — cfg.ContextWindow = map[string]int{longModel: window} — and return
-// enforced = true: the fake then answers a request over the window with the
-// provider's real context-length error, and windowRefusals below reads its
-// count. Until then the window is checked by the bench alone (requests over it
-// are counted and fail the verdict, but the fake answers them).
+// longUpstreamConfig is the fake OpenAI API of section 9: with a window, a
+// request over it is answered the provider's real context-length error
+// (counted in its stats: windowRefusals).
 func longUpstreamConfig(window int, answer func(llmtest.UpstreamRequest) llmtest.UpstreamAnswer) (cfg llmtest.UpstreamConfig, enforced bool) {
 	cfg = llmtest.UpstreamConfig{Wire: llmtest.WireOpenAI, Answer: answer,
 		// No prompt cache: its bookkeeping of every prefix is not what is measured.
 		CacheMinTokens: 1 << 40}
-	_ = window
-	return cfg, false
+	if window > 0 {
+		cfg.ContextWindow = map[string]int{longModel: window}
+	}
+	return cfg, window > 0
 }
 
 // windowRefusals is how many requests the fake refused as over the window.
-//
-// HOOK (issue 38): return the fake's count of context-length refusals (the
-// stats field the colleague adds) once it exists.
 func windowRefusals(s llmtest.UpstreamStats) int {
-	_ = s
-	return 0
+	return s.ContextLength
 }
 
-// longTeam is one agent that may read files; its model is the fake's.
-//
-// HOOK (issue 38): when the fleet learns a model's context window from the
-// team's model config (or from the llm section, see writeLongConfig), tell it
-// the window here, so the compaction works against the fake's window.
+// longTeam is one agent that may read files; its model is the fake's (its
+// window is llm.windows', writeLongConfig).
 func longTeam() templates.Template {
 	return templates.Template{
 		Name: "long-session-bench", Description: "bench section 9: one long session of read_file turns",
@@ -350,9 +356,8 @@ func longTeam() templates.Template {
 // writeLongConfig is the harness's config plus worker.max_steps high enough
 // for every turn.
 //
-// HOOK (issue 38): the fleet's own context-window setting, if it is a
-// config key (e.g. under llm), goes into doc here.
-func writeLongConfig(path string, c harness.FleetConfig, turns int) error {
+// The fleet learns the fake model's window from llm.windows.
+func writeLongConfig(path string, c harness.FleetConfig, turns, window int) error {
 	if err := c.Write(path); err != nil {
 		return err
 	}
@@ -370,6 +375,14 @@ func writeLongConfig(path string, c harness.FleetConfig, turns int) error {
 	}
 	w["max_steps"] = 2*turns + 50
 	doc["worker"] = w
+	if window > 0 {
+		l, _ := doc["llm"].(map[string]any)
+		if l == nil {
+			l = map[string]any{}
+		}
+		l["windows"] = map[string]any{"models": map[string]any{longModel: map[string]any{"context": window, "output": longMaxTokens * 4}}}
+		doc["llm"] = l
+	}
 	if raw, err = yaml.Marshal(doc); err != nil {
 		return err
 	}
@@ -476,7 +489,7 @@ func openLongDB(ctx context.Context, e *env) (*longDB, error) {
 	cfgPath := filepath.Join(e.tmp, "aetherium-long-api.yaml")
 	c := longFleetConfig(e, l.dbURL)
 	c.APIAddr = addr
-	if err := writeLongConfig(cfgPath, c, e.o.longTurns); err != nil {
+	if err := writeLongConfig(cfgPath, c, e.o.longTurns, e.o.longWindow); err != nil {
 		l.Close()
 		return nil, err
 	}
@@ -539,7 +552,7 @@ func benchLong(ctx context.Context, e *env, res *Result) error {
 	}
 
 	cfgPath := filepath.Join(e.tmp, "aetherium-long.yaml")
-	if err := writeLongConfig(cfgPath, longFleetConfig(e, l.dbURL), o.longTurns); err != nil {
+	if err := writeLongConfig(cfgPath, longFleetConfig(e, l.dbURL), o.longTurns, o.longWindow); err != nil {
 		return err
 	}
 	// Plain-directory workspaces (no quota): the bench wrote the chunks into
@@ -581,6 +594,7 @@ func benchLong(ctx context.Context, e *env, res *Result) error {
 	r.Requests, r.Answered = s.Requests, s.Answered
 	r.OtherStatus = s.Requests - s.Answered
 	r.WindowRefusals = windowRefusals(s)
+	r.FakeMaxInput = s.Models[longModel].MaxInputTokens
 	if l.pgss {
 		r.TopStatements, _ = topStatements(ctx, l.db, l.dbName)
 	}
@@ -591,6 +605,7 @@ func benchLong(ctx context.Context, e *env, res *Result) error {
 	}
 	r.Retries, r.CounterFallbacks = d.retries, d.fallbacks
 	r.LargestTokens, r.LargestBytes, r.OverWindow, r.FirstOverWindow = d.largestT, d.largestB, d.over, d.firstOver
+	r.Summaries = d.summaries
 	// Turn t is done when request t+1 arrives: the last request seen began a
 	// turn that did not end, unless it asked for the final answer.
 	r.Reached = max(min(d.maxTurn-1, o.longTurns), 0)
@@ -780,6 +795,7 @@ func (r LongResult) markdown() string {
 		over += fmt.Sprintf(" (first at turn %d)", r.FirstOverWindow)
 	}
 	row("requests over the window / refused by the fake", fmt.Sprintf("%s / %d", over, r.WindowRefusals), "0", passWord(r.OverWindow == 0 && r.WindowRefusals == 0))
+	row("largest input the fake counted (its llm/tokens count) / compactions' summary requests", fmt.Sprintf("%d / %d", r.FakeMaxInput, r.Summaries), "", "")
 	row(fmt.Sprintf("bytes per step, turns %d–%d (median; mean)", r.BytesEarly[0], r.BytesEarly[1]), fmt.Sprintf("%s; %s", humanBytes(int64(r.BytesEarlyMedian)), humanBytes(int64(r.BytesEarlyMean))), "", "")
 	row(fmt.Sprintf("bytes per step, turns %d–%d (median; mean)", r.BytesLate[0], r.BytesLate[1]), fmt.Sprintf("%s; %s", humanBytes(int64(r.BytesLateMedian)), humanBytes(int64(r.BytesLateMean))), "", "")
 	row("bytes per step, late ÷ early (medians)", fmt.Sprintf("**×%.2f**", r.BytesRatio), "≤ 1.2", passWord(r.BytesRatio > 0 && r.BytesRatio <= 1.2))

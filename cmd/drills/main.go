@@ -201,6 +201,7 @@ func run(ctx context.Context, o options) (int, error) {
 		{6, "Sentinel failover: kill -9 the primary mid-load", drillSentinel},
 		{7, "Redis Cluster with replicas: kill -9 the lease slot's master mid-load", drillCluster},
 		{8, "partition a worker (network namespace) mid-turn; its late writes refused", drillPartition},
+		{9, "kill -9 the worker mid-compaction of long sessions", drillCompact},
 	}
 	failed := 0
 	for _, d := range drills {

@@ -42,6 +42,9 @@ type FleetConfig struct {
 	// StuckAfter is scheduler.stuck_after: runs with no event for this long fail
 	// as stuck (the recovery of runs whose tasks were lost).
 	StuckAfter time.Duration
+	// Sections are more keys of the config, by section (worker, llm, ...),
+	// merged over the ones above.
+	Sections map[string]map[string]any
 }
 
 // Write renders the config as an aetherium.yaml at path. Metrics listeners are off
@@ -73,6 +76,16 @@ func (c FleetConfig) Write(path string) error {
 		"worker": worker, "scheduler": sched, "api": api,
 		"security": map[string]any{"permissions_file": c.Permissions},
 		"sandbox":  map[string]any{"kind": "local", "allow_local": true},
+	}
+	for name, keys := range c.Sections {
+		sec, _ := doc[name].(map[string]any)
+		if sec == nil {
+			sec = map[string]any{}
+		}
+		for k, v := range keys {
+			sec[k] = v
+		}
+		doc[name] = sec
 	}
 	raw, err := yaml.Marshal(doc)
 	if err != nil {

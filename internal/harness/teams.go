@@ -3,6 +3,7 @@ package harness
 import (
 	"encoding/base64"
 	"fmt"
+	"strings"
 
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/llm/script"
@@ -163,4 +164,26 @@ func Tainted(pageURL, exfilURL, key string, slowTurns int) templates.Template {
 		map[string][]script.Turn{"r": w})
 	t.AllowedDomains = []string{"127.0.0.1"}
 	return t
+}
+
+// Writer is a team whose supervisor delegates once to "writer", which makes
+// turns turns of one write_file each (f1.txt … fN.txt, size bytes of text in
+// the call's arguments: a history that grows by about that much a turn), then
+// answers; the supervisor replies. The long-session drill runs it against a
+// small window, so the writer's session is compacted several times.
+func Writer(turns, size int) templates.Template {
+	var wt []script.Turn
+	for i := range turns {
+		line := fmt.Sprintf("file %d: ", i+1)
+		wt = append(wt, script.Turn{Calls: []script.Call{{Tool: "write_file", Args: map[string]any{
+			"path": fmt.Sprintf("f%d.txt", i+1), "content": line + strings.Repeat("w", max(size-len(line), 0)),
+		}}}})
+	}
+	wt = append(wt, script.Turn{Say: "written"})
+	sup := []script.Turn{
+		{Calls: []script.Call{{Tool: "delegate", Args: map[string]any{"agent": "writer", "task": "write the files"}}}},
+		{Calls: []script.Call{{Tool: "reply", Args: map[string]any{"message": "done"}}}},
+	}
+	return team("drill-writer", sup, []templates.Node{{Name: "writer", Prompt: "Write files.", MCPServers: []string{"workspace"}, Tools: []string{"write_file"}}},
+		map[string][]script.Turn{"writer": wt})
 }
