@@ -81,8 +81,8 @@ type stepRun struct {
 	released bool
 	// asked: the step made its first model call.
 	asked bool
-	// refit: a provider refused a request as too long and the step compacted
-	// for it (once per step).
+	// refit: a provider refused the last request as too long and the step
+	// compacted for it; a second refusal in a row fails the step.
 	refit bool
 }
 
@@ -391,8 +391,11 @@ func (s *stepRun) ask(ctx context.Context) error {
 		}
 		return nil // the loop's next turn asks again
 	}
-	if err == nil && est > 0 && resp.Usage.InputTokens > 0 {
-		s.w.windows.Observe(s.windowModel(), est, resp.Usage.InputTokens)
+	if err == nil {
+		s.refit = false
+		if est > 0 && resp.Usage.InputTokens > 0 {
+			s.w.windows.Observe(s.windowModel(), est, resp.Usage.InputTokens)
+		}
 	}
 	provider, model := s.provider.Name(), s.model.Model
 	if resp.Provider != "" && (resp.Fallback || model == "") {
