@@ -108,7 +108,7 @@ type Config struct {
 	// MaxSteps bounds model calls per session, a backstop against loops. Default
 	// DefaultMaxSteps.
 	MaxSteps int `yaml:"max_steps"`
-	// CompactAt is the share of the model's context window (llm.models) past
+	// CompactAt is the share of the model's context window (llm.windows) past
 	// which a session's next request first compacts the session: its older turns
 	// summarized, the last KeepTurns kept verbatim. Default DefaultCompactAt.
 	CompactAt float64 `yaml:"compact_at"`
