@@ -72,6 +72,7 @@ func TestLongSessionKeepsInsideTheProvidersWindow(t *testing.T) {
 			stats := u.Stats()
 			if tt.refusals {
 				require.Positive(t, stats.ContextLength, "the provider refused a request the table thought fit")
+				require.LessOrEqual(t, stats.ContextLength, 3, "a refusal teaches the window: the next requests fit")
 			} else {
 				require.Zero(t, stats.ContextLength, "no request passed the window")
 				require.LessOrEqual(t, stats.Models[model].MaxInputTokens, window)

@@ -21,15 +21,40 @@ type windows struct {
 	cal   tokens.Calibrator
 	mu    sync.Mutex
 	memos map[string]*tokens.Memo
+	// caps are windows learnt from providers' refusals (the table said more).
+	caps map[string]int
 }
 
 func newWindows(table *tokens.Table) *windows {
-	return &windows{table: table, memos: map[string]*tokens.Memo{}}
+	return &windows{table: table, memos: map[string]*tokens.Memo{}, caps: map[string]int{}}
 }
 
+// Limits are the table's, or less where a provider refused a smaller request
+// (the answer's room then at most half the learnt window).
 func (w *windows) Limits(model string) (int, int) {
 	l, _ := w.table.Lookup(model)
+	w.mu.Lock()
+	c, ok := w.caps[model]
+	w.mu.Unlock()
+	if ok && c < l.Context {
+		return c, min(l.Output, c/2)
+	}
 	return l.Context, l.Output
+}
+
+// Refused: the provider refused a request of about estimated tokens (its
+// answer's room included) as over the window; the window is taken to be a
+// tenth less, for this process's life (a restart asks the table again).
+func (w *windows) Refused(model string, estimated int) {
+	c := estimated * 9 / 10
+	if c <= 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if old, ok := w.caps[model]; !ok || c < old {
+		w.caps[model] = c
+	}
 }
 
 func (w *windows) counter(model string) *tokens.Memo {

@@ -31,6 +31,9 @@ type Windows interface {
 	Estimate(model string, r llm.Request) int
 	// Observe calibrates Estimate by the input tokens a provider reported.
 	Observe(model string, estimated, reported int)
+	// Refused learns from a provider's context-length refusal of a request
+	// estimated at estimated tokens: the model's window is smaller than that.
+	Refused(model string, estimated int)
 }
 
 // The failure reasons of long sessions.

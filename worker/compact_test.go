@@ -40,6 +40,8 @@ func (b byteWindows) Estimate(_ string, r llm.Request) int {
 
 func (byteWindows) Observe(string, int, int) {}
 
+func (byteWindows) Refused(string, int) {}
+
 // longModel answers turns read_file calls (each result 2 KiB), then replies;
 // a summary request is answered by summarize. It records every request.
 type longModel struct {

@@ -386,6 +386,9 @@ func (s *stepRun) ask(ctx context.Context) error {
 		// once more (a second refusal fails the step like any model error).
 		s.refit = true
 		s.w.observeLLM(s.provider.Name(), s.model.Model, start, resp, err)
+		if est > 0 {
+			s.w.windows.Refused(s.windowModel(), est+s.model.MaxTokens)
+		}
 		if _, _, err := s.fit(ctx, true); err != nil {
 			return err
 		}

@@ -12,7 +12,7 @@ func TestDefaultTable(t *testing.T) {
 	tab := tokens.Default()
 	require.Same(t, tab, tokens.Default(), "parsed once")
 	require.NotEmpty(t, tab.AsOf())
-	require.Equal(t, tokens.Limits{Context: 8192, Output: 4096}, tab.Fallback())
+	require.Equal(t, tokens.Limits{Context: 32768, Output: 4096}, tab.Fallback())
 	for name, l := range tab.Models() {
 		require.NoError(t, l.Validate(), name)
 	}
@@ -38,9 +38,9 @@ func TestDefaultTable(t *testing.T) {
 		{"claude-opus-4-1-20250805", tokens.Limits{Context: 200000, Output: 32000}, true},
 		{"claude-haiku-4-5", tokens.Limits{Context: 200000, Output: 64000}, true},
 		{"anthropic/claude-opus-4-5", tokens.Limits{Context: 200000, Output: 64000}, true},
-		{"llama-3.1-70b", tokens.Limits{Context: 8192, Output: 4096}, false},
+		{"llama-3.1-70b", tokens.Limits{Context: 32768, Output: 4096}, false},
 		{"script", tokens.Limits{Context: 1048576, Output: 4096}, true},
-		{"", tokens.Limits{Context: 8192, Output: 4096}, false},
+		{"", tokens.Limits{Context: 32768, Output: 4096}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.model, func(t *testing.T) {
