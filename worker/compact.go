@@ -200,7 +200,7 @@ func (s *stepRun) summarize(ctx context.Context, replaced []llm.Message) (llm.Me
 	var usage llm.Usage
 	var call *store.ModelCall
 	budget := s.w.cfg.SummaryTokens
-	transcript := renderTranscript(replaced, s.transcriptBytes())
+	transcript := s.transcript(replaced)
 	var last error
 	for attempt := 1; attempt <= 2 && text == ""; attempt++ {
 		s.log.InfoContext(ctx, "compacting session", "attempt", attempt, "messages", len(replaced))
@@ -259,12 +259,23 @@ func (s *stepRun) summarize(ctx context.Context, replaced []llm.Message) (llm.Me
 // the estimate of the whole request is what is checked).
 const approxBytesPerToken = 4
 
-// transcriptBytes bounds the transcript a summary request holds: what the
-// window leaves after the summary's answer and the prompt, with a margin.
-func (s *stepRun) transcriptBytes() int {
+// transcript renders replaced for the summary request within what the window
+// leaves after the summary's answer and the prompt: rendered at three bytes a
+// token, then cut further while the model's own count says it is over (text
+// such as base64 runs nearer one byte a token).
+func (s *stepRun) transcript(replaced []llm.Message) string {
 	window, _ := s.w.windows.Limits(s.windowModel())
-	room := int(float64(window)*s.w.cfg.CompactAt) - s.w.cfg.SummaryTokens - 500
-	return max(room, 1000) * 3 // tokens of ~3 bytes at worst: stays inside the window
+	room := max(int(float64(window)*s.w.cfg.CompactAt)-s.w.cfg.SummaryTokens-500, 500)
+	limit := room * 3
+	out := renderTranscript(replaced, limit)
+	for range 6 {
+		if s.w.windows.Estimate(s.windowModel(), llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: out}}}) <= room {
+			break
+		}
+		limit /= 2
+		out = renderTranscript(replaced, limit)
+	}
+	return out
 }
 
 // checkSummary refuses a summary the session cannot use: a tool call, no
