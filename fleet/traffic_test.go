@@ -79,7 +79,7 @@ func trafficFleet(t *testing.T, u *llmtest.Upstream, configure func(c *config.Co
 }
 
 // TestModelFallbackAndCost: the primary model answers 529, its fallback
-// answers and the events say so; what 100 runs cost adds up exactly to the
+// answers and the events say so; what 40 runs cost adds up exactly to the
 // fake's usage × the price table; a money budget stops a run at the call that
 // crosses it; a fallback no price table knows is refused at submit.
 func TestModelFallbackAndCost(t *testing.T) {
@@ -89,7 +89,7 @@ func TestModelFallbackAndCost(t *testing.T) {
 	model := map[string]any{"provider": "openai", "model": "primary-model", "max_tokens": 64,
 		"fallback": []map[string]any{{"provider": "openai", "model": "backup-model"}}}
 
-	const runs = 100
+	const runs = 40
 	ids := make([]string, runs)
 	for i := range ids {
 		ids[i] = f.SubmitTeam(trafficTeam(model, ""), fmt.Sprintf("question %d", i))
