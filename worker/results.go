@@ -51,7 +51,9 @@ const ReadResultTool = "read_result"
 // an orphan of a crashed attempt is harmless.
 func (w *Worker) resultText(ctx context.Context, tsess *tools.Session, call llm.ToolCall, raw string) string {
 	max := w.cfg.ResultHeadBytes
-	if len(raw) <= max {
+	if len(raw) <= max || call.Name == ReadResultTool {
+		// A page of read_result is bounded by its own length argument (64 KiB at
+		// most): storing it again would hand the model a handle to a handle.
 		return validText(raw)
 	}
 	cut := headCut(raw, max)

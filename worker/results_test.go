@@ -100,6 +100,11 @@ func TestResultText(t *testing.T) {
 			require.Equal(t, tc.raw, string(b))
 		})
 	}
+	t.Run("a read_result page is never stored again", func(t *testing.T) {
+		t.Parallel()
+		page := strings.Repeat("p", 64<<10)
+		require.Equal(t, page, w.resultText(ctx, sess, llm.ToolCall{ID: "c", Name: ReadResultTool}, page))
+	})
 	t.Run("no session: truncated, not stored", func(t *testing.T) {
 		t.Parallel()
 		got := w.resultText(ctx, nil, llm.ToolCall{ID: "c", Name: "t"}, strings.Repeat("z", head*2))
