@@ -21,6 +21,12 @@ const DefaultResultHeadBytes = 16 << 10
 // the model something to judge a result by.
 const MinResultHeadBytes = 1 << 10
 
+// MaxUnpagedResultBytes bounds the result an agent that cannot call
+// read_result receives: the largest any bounded tool returns (read_file's
+// default 1 MiB), so such an agent loses nothing it got before results were
+// stored, and a hostile 100 MiB result is cut.
+const MaxUnpagedResultBytes = 1 << 20
+
 // ResultStore keeps tool results too large for the model's context whole
 // (*store.Store implements it). A worker whose Store is not one truncates such
 // results instead, saying so.
@@ -37,7 +43,8 @@ const ReadResultTool = "read_result"
 // error text): text the model and the store can take, with large results
 // spilled.
 //
-// A result of at most Config.ResultHeadBytes is made valid text: NUL (which
+// A result of at most Config.ResultHeadBytes, or any result of an agent that
+// cannot call read_result (see MaxUnpagedResultBytes), is made valid text: NUL (which
 // PostgreSQL's jsonb refuses) and invalid UTF-8 (which the model APIs refuse)
 // become U+FFFD. A larger one is stored whole, as its raw bytes (a binary
 // file's, NULs and all), in the results store, chunk by chunk; the model gets its
@@ -56,10 +63,20 @@ func (w *Worker) resultText(ctx context.Context, tsess *tools.Session, call llm.
 		// most): storing it again would hand the model a handle to a handle.
 		return validText(raw)
 	}
+	if tsess == nil || !tsess.Access.Allows(ReadResultTool) {
+		// An agent without read_result (no workspace group, an explicit tools
+		// list without it) could not page a stored result: it gets the result
+		// whole as before, up to MaxUnpagedResultBytes, past which it is cut.
+		if len(raw) <= MaxUnpagedResultBytes {
+			return validText(raw)
+		}
+		cut := headCut(raw, MaxUnpagedResultBytes)
+		return validText(raw[:cut]) + fmt.Sprintf("\n[result truncated: %d bytes in all, only the first %d shown; this agent has no %s tool to read on]", len(raw), cut, ReadResultTool)
+	}
 	cut := headCut(raw, max)
 	head := validText(raw[:cut])
 	rs, ok := w.store.(ResultStore)
-	if !ok || tsess == nil || tsess.RunID == "" || tsess.SessionID == "" {
+	if !ok || tsess.RunID == "" || tsess.SessionID == "" {
 		return head + fmt.Sprintf("\n[result truncated: %d bytes in all, only the first %d shown; it could not be stored for %s]", len(raw), cut, ReadResultTool)
 	}
 	id := store.NewResultID()

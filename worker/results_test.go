@@ -55,7 +55,7 @@ func resultWorker(t testing.TB) (*Worker, *store.Store, *tools.Session) {
 	runID := uuid.NewString()
 	require.NoError(t, st.CreateRun(context.Background(), store.Run{ID: runID, Prompt: "p", Team: json.RawMessage(`{}`), Variables: json.RawMessage(`{}`)}))
 	w := &Worker{cfg: Defaults(), store: st, log: slog.Default()}
-	return w, st, &tools.Session{RunID: runID, SessionID: "w:" + runID + ":1"}
+	return w, st, &tools.Session{RunID: runID, SessionID: "w:" + runID + ":1", Access: tools.Access{Groups: []string{"workspace"}, Tools: []string{ReadResultTool}}}
 }
 
 var trailerRe = regexp.MustCompile(`\n\[result truncated: (\d+) bytes in all, stored as result (r_[0-9a-f]{32}); call read_result with id r_[0-9a-f]{32} and offset (\d+) to read on\]$`)
@@ -105,10 +105,20 @@ func TestResultText(t *testing.T) {
 		page := strings.Repeat("p", 64<<10)
 		require.Equal(t, page, w.resultText(ctx, sess, llm.ToolCall{ID: "c", Name: ReadResultTool}, page))
 	})
-	t.Run("no session: truncated, not stored", func(t *testing.T) {
+	t.Run("no store: truncated, not stored", func(t *testing.T) {
 		t.Parallel()
-		got := w.resultText(ctx, nil, llm.ToolCall{ID: "c", Name: "t"}, strings.Repeat("z", head*2))
+		nw := &Worker{cfg: Defaults(), log: slog.Default()}
+		got := nw.resultText(ctx, sess, llm.ToolCall{ID: "c", Name: "t"}, strings.Repeat("z", head*2))
 		require.Equal(t, strings.Repeat("z", head)+fmt.Sprintf("\n[result truncated: %d bytes in all, only the first %d shown; it could not be stored for read_result]", head*2, head), got)
+	})
+	t.Run("an agent without read_result gets up to 1 MiB whole", func(t *testing.T) {
+		t.Parallel()
+		noRead := &tools.Session{RunID: sess.RunID, SessionID: sess.SessionID, Access: tools.Access{Tools: []string{"run_shell"}}}
+		whole := strings.Repeat("w", MaxUnpagedResultBytes)
+		require.Equal(t, whole, w.resultText(ctx, noRead, llm.ToolCall{ID: "c", Name: "run_shell"}, whole))
+		got := w.resultText(ctx, noRead, llm.ToolCall{ID: "c", Name: "run_shell"}, whole+"\x00more")
+		require.Equal(t, whole+fmt.Sprintf("\n[result truncated: %d bytes in all, only the first %d shown; this agent has no read_result tool to read on]", MaxUnpagedResultBytes+5, MaxUnpagedResultBytes), got)
+		require.Equal(t, "a\uFFFD", w.resultText(ctx, nil, llm.ToolCall{ID: "c", Name: "t"}, "a\x00"))
 	})
 }
 
