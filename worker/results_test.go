@@ -9,9 +9,12 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -155,8 +158,10 @@ func hugeResult(n int) string {
 
 // BenchmarkResultSpill100MiB pushes a 100 MiB tool result through resultText
 // (stored in PostgreSQL, the head returned) and reports what storing it cost the
-// worker beyond the result itself: the bytes allocated (alloc-MiB/op) and the
-// growth of the process's peak RSS (VmHWM) while it ran (hwm-growth-MiB).
+// worker beyond the result itself: the bytes allocated (alloc-MiB/op), the peak
+// of the heap above its start (heap-peak-growth-MiB) and the growth of the
+// process's peak RSS (VmHWM) while it ran (hwm-growth-MiB: meaningful with
+// -benchtime 1x, the first run of the process).
 func BenchmarkResultSpill100MiB(b *testing.B) {
 	w, _, sess := resultWorker(b)
 	ctx := context.Background()
@@ -165,13 +170,38 @@ func BenchmarkResultSpill100MiB(b *testing.B) {
 	hwm0 := vmHWM(b)
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
+	// The heap's live and not yet collected objects, sampled every millisecond
+	// while the result is stored: its peak above the start is what storing cost.
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(sample)
+	heap0 := sample[0].Value.Uint64()
+	var peak atomic.Uint64
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		for {
+			metrics.Read(s)
+			if v := s[0].Value.Uint64(); v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		_ = w.resultText(ctx, sess, llm.ToolCall{ID: fmt.Sprint("big", i), Name: "run_shell"}, raw)
 	}
 	b.StopTimer()
+	close(stop)
+	<-done
 	runtime.ReadMemStats(&ms1)
 	b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(b.N)/(1<<20), "alloc-MiB/op")
+	b.ReportMetric(float64(peak.Load()-min(peak.Load(), heap0))/(1<<20), "heap-peak-growth-MiB")
 	b.ReportMetric(float64(vmHWM(b)-hwm0)/(1<<20), "hwm-growth-MiB")
 	b.ReportMetric(float64(hwm0)/(1<<20), "hwm-before-MiB")
 	b.SetBytes(int64(len(raw)))
