@@ -235,7 +235,7 @@ func TestSchemasFilteredLikeTheRouter(t *testing.T) {
 	}
 	all := names("")
 	require.Contains(t, all, "spawn_subagents")
-	require.Equal(t, []string{"edit_file", "list_files", "read_file", "revert_file", "search_files", "write_file"}, names("?servers=workspace"))
+	require.Equal(t, []string{"edit_file", "list_files", "read_file", "read_result", "revert_file", "search_files", "write_file"}, names("?servers=workspace"))
 	require.Equal(t, []string{"write_file"}, names("?servers=workspace&tools=write_file"))
 	// A tool's own group is served even when mcp_servers omits it.
 	require.Equal(t, []string{"todo", "write_file"}, names("?servers=workspace&tools=write_file,todo"))

@@ -76,6 +76,7 @@ type Deps struct {
 func New(d Deps) (*tools.Registry, error) {
 	reg := tools.NewRegistry()
 	workspace.Register(reg, workspaceConfig(d))
+	workspace.RegisterResults(reg, resultReader(d))
 	planning.Register(reg, d.Store)
 	comms.Register(reg)
 	orchestration.Register(reg)
@@ -213,6 +214,15 @@ func workspaceConfig(d Deps) workspace.Config {
 // finishStore records finish_image's requests, without a typed nil: no store
 // makes the tool refuse to run.
 func finishStore(d Deps) comfyuitools.FinishStore {
+	if d.Store == nil {
+		return nil
+	}
+	return d.Store
+}
+
+// resultReader pages the tool results the worker stored, without a typed nil:
+// no store makes read_result refuse to run.
+func resultReader(d Deps) workspace.ResultReader {
 	if d.Store == nil {
 		return nil
 	}

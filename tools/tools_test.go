@@ -560,7 +560,7 @@ func TestTierOf(t *testing.T) {
 		})
 		counts[tools.TierOf(n)]++
 	}
-	require.Equal(t, map[tools.Tier]int{tools.Standard: 32, tools.Elevated: 8, tools.Restricted: 4}, counts)
+	require.Equal(t, map[tools.Tier]int{tools.Standard: 33, tools.Elevated: 8, tools.Restricted: 4}, counts)
 	require.Equal(t, tools.Standard, tools.TierOf("not_a_tool"))
 	require.Equal(t, "standard", tools.Standard.String())
 	require.Equal(t, "elevated", tools.Elevated.String())
@@ -570,7 +570,7 @@ func TestTierOf(t *testing.T) {
 func TestDesignToolsAndGroups(t *testing.T) {
 	t.Parallel()
 	names := tools.DesignTools()
-	require.Len(t, names, 44)
+	require.Len(t, names, 45, "the seed's 44 and read_result (issue 38)")
 	used := map[string]int{}
 	for _, n := range names {
 		g, ok := tools.GroupOf(n)
@@ -588,7 +588,7 @@ func TestDesignToolsAndGroups(t *testing.T) {
 	}
 	sort.Strings(got)
 	require.Equal(t, groups, got)
-	require.Equal(t, 6, used["workspace"])
+	require.Equal(t, 7, used["workspace"])
 	require.Equal(t, 8, used["quality"])
 	require.Equal(t, 3, used["orchestration"])
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/aetherium-engine/aetherium/events"
@@ -63,10 +62,14 @@ func (w *Worker) resolveCall(ctx context.Context, tsess *tools.Session, in stepI
 		return llm.Message{}, callDone, fmt.Errorf("%s: %w", call.Name, err)
 	}
 	outcome, layer := tools.Classify(err)
-	// A NUL in a result (a binary file, a fetched page) cannot be stored.
-	msg := llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: strings.ReplaceAll(res.Content, "\x00", "\uFFFD")}
+	raw := res.Content
 	if err != nil {
-		msg.Content, msg.IsError = "error: "+err.Error(), true
+		raw = "error: " + err.Error()
+	}
+	// Valid text (no NUL, valid UTF-8), a large result's head only (results.go).
+	msg := llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: w.resultText(ctx, tsess, call, raw)}
+	if err != nil {
+		msg.IsError = true
 		var d *tools.Denied
 		msg.Refused = errors.As(err, &d) && !d.Ran
 	}

@@ -17,7 +17,8 @@ func TestConfigDefaults(t *testing.T) {
 		StepLease: DefaultStepLease, MaxRetry: DefaultMaxRetry, CircuitBreaker: DefaultCircuitBreaker, MaxSteps: DefaultMaxSteps,
 		MetricsAddr: DefaultMetricsAddr, MaxCallsPerMessage: DefaultMaxCallsPerMessage,
 		MaxDelegationsPerSession: DefaultMaxDelegationsPerSession, MaxDelegationsPerRun: DefaultMaxDelegationsPerRun, MaxWait: DefaultMaxWait,
-		CompactAt: DefaultCompactAt, KeepTurns: DefaultKeepTurns, SummaryTokens: DefaultSummaryTokens, NotesTokens: DefaultNotesTokens}
+		CompactAt: DefaultCompactAt, KeepTurns: DefaultKeepTurns, SummaryTokens: DefaultSummaryTokens, NotesTokens: DefaultNotesTokens,
+		ResultHeadBytes: DefaultResultHeadBytes}
 	if !reflect.DeepEqual(d, want) { // Config holds the hooks (slices): not comparable
 		t.Fatalf("Defaults() = %+v, want %+v", d, want)
 	}
@@ -57,6 +58,7 @@ func TestConfigValidate(t *testing.T) {
 		{"no turn kept", func(c *Config) { c.KeepTurns = -1 }, "keep_turns"},
 		{"zero calls per message", func(c *Config) { c.MaxCallsPerMessage = 0 }, "max_calls_per_message"},
 		{"session cap over the run cap", func(c *Config) { c.MaxDelegationsPerSession = c.MaxDelegationsPerRun + 1 }, "worker.max_delegations_per_session"},
+		{"tiny result head", func(c *Config) { c.ResultHeadBytes = 100 }, "worker.result_head_bytes"},
 		{"hooks", func(c *Config) {
 			c.ReplyChecks, c.PostRun = []hook.ReplyCheck{noCheck}, []hook.PostRun{postRun("a", "t:a"), postRun("b", "t:b")}
 		}, ""},

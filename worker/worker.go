@@ -140,6 +140,11 @@ type Config struct {
 	// DefaultMaxDelegationsPerRun.
 	MaxDelegationsPerSession int `yaml:"max_delegations_per_session"`
 	MaxDelegationsPerRun     int `yaml:"max_delegations_per_run"`
+	// ResultHeadBytes is how much of a tool result the model receives: a larger
+	// result is stored whole (PostgreSQL, table tool_results) and the model gets
+	// its head, cut on a UTF-8 boundary, with its size and an id it pages the rest
+	// with (the read_result tool). Default DefaultResultHeadBytes.
+	ResultHeadBytes int `yaml:"result_head_bytes"`
 	// ScriptLatency is slept before every answer of the script model, standing in
 	// for model think time (benchmarks and drills of I/O-bound fleets). Default 0.
 	ScriptLatency time.Duration `yaml:"script_latency"`
@@ -208,6 +213,7 @@ func (c Config) WithDefaults() Config {
 	c.MaxCallsPerMessage = defaults.Positive(c.MaxCallsPerMessage, DefaultMaxCallsPerMessage)
 	c.MaxDelegationsPerSession = defaults.Positive(c.MaxDelegationsPerSession, DefaultMaxDelegationsPerSession)
 	c.MaxDelegationsPerRun = defaults.Positive(c.MaxDelegationsPerRun, DefaultMaxDelegationsPerRun)
+	c.ResultHeadBytes = defaults.Positive(c.ResultHeadBytes, DefaultResultHeadBytes)
 	return c
 }
 
@@ -226,6 +232,9 @@ func (c Config) Validate() error {
 	if c.MaxCallsPerMessage <= 0 || c.MaxDelegationsPerSession <= 0 || c.MaxDelegationsPerRun <= 0 {
 		errs = append(errs, fmt.Errorf("worker: max_calls_per_message, max_delegations_per_session and max_delegations_per_run must be positive, got %d, %d, %d",
 			c.MaxCallsPerMessage, c.MaxDelegationsPerSession, c.MaxDelegationsPerRun))
+	}
+	if c.ResultHeadBytes < MinResultHeadBytes {
+		errs = append(errs, fmt.Errorf("worker.result_head_bytes: must be at least %d, got %d", MinResultHeadBytes, c.ResultHeadBytes))
 	}
 	if c.MaxDelegationsPerSession > c.MaxDelegationsPerRun {
 		errs = append(errs, fmt.Errorf("worker.max_delegations_per_session (%d) must not exceed worker.max_delegations_per_run (%d)", c.MaxDelegationsPerSession, c.MaxDelegationsPerRun))
