@@ -18,6 +18,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/llm/tokens"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/worker"
 )
@@ -67,6 +68,9 @@ func TestLargeToolResultPagedWithReadResult(t *testing.T) {
 	t.Cleanup(fake.Close)
 	f := fleettest.Start(t, fleettest.Options{Configure: func(c *config.Config) {
 		c.LLM.OpenAI.BaseURL, c.LLM.OpenAI.APIKey, c.LLM.OpenAI.Model = fake.URL+"/v1", "test-key", "fake-model"
+		// The first answer writes the 300 KiB file in its arguments: a window
+		// that takes it (the unknown model's default 32k would not).
+		c.LLM.Windows = tokens.Config{Models: map[string]tokens.Limits{"fake-model": {Context: 1 << 20, Output: 4096}}}
 	}})
 	team := map[string]any{
 		"name": "big-results", "model": map[string]any{"provider": "openai", "model": "fake-model"},
@@ -156,6 +160,9 @@ func TestLargeBinaryToolResult(t *testing.T) {
 	t.Cleanup(fake.Close)
 	f = fleettest.Start(t, fleettest.Options{Configure: func(c *config.Config) {
 		c.LLM.OpenAI.BaseURL, c.LLM.OpenAI.APIKey, c.LLM.OpenAI.Model = fake.URL+"/v1", "test-key", "fake-model"
+		// The first answer writes the 300 KiB file in its arguments: a window
+		// that takes it (the unknown model's default 32k would not).
+		c.LLM.Windows = tokens.Config{Models: map[string]tokens.Limits{"fake-model": {Context: 1 << 20, Output: 4096}}}
 	}})
 	team := map[string]any{
 		"name": "binary-results", "model": map[string]any{"provider": "openai", "model": "fake-model"},
@@ -179,7 +186,7 @@ func TestLargeBinaryToolResult(t *testing.T) {
 
 	// The saved history (jsonb) holds the head and the page as valid text.
 	var contents []string
-	rows, err := f.Store.Pool.Query(ctx, `SELECT e.m->>'content' FROM sessions s, jsonb_array_elements(s.messages) WITH ORDINALITY e(m, i)
+	rows, err := f.Store.Pool.Query(ctx, `SELECT e.m->>'content' FROM sessions s, jsonb_array_elements(session_history(s.id)) WITH ORDINALITY e(m, i)
 		WHERE s.id = $1 AND e.m->>'role' = 'tool' ORDER BY e.i`, sessionID)
 	require.NoError(t, err)
 	for rows.Next() {

@@ -70,7 +70,7 @@ func mustJSON(t *testing.T, v any) []byte {
 func TestLongDriverTurns(t *testing.T) {
 	d := &longDriver{turns: 5, window: 1000, seen: map[int]longSample{}}
 	req := func(chunks ...int) llmtest.UpstreamRequest {
-		r := llmtest.UpstreamRequest{Messages: []llmtest.UpstreamMessage{{Role: "system", Text: "s"}, {Role: "user", Text: "go"}}}
+		r := llmtest.UpstreamRequest{Messages: []llmtest.UpstreamMessage{{Role: "system", Text: "s"}, {Role: "user", Text: "go"}}, Tools: []string{"read_file"}}
 		for _, c := range chunks {
 			r.Messages = append(r.Messages, llmtest.UpstreamMessage{Role: "assistant"}, llmtest.UpstreamMessage{Role: "tool", Text: string(chunk(c, 5))})
 		}
