@@ -54,6 +54,9 @@ type Compacted struct {
 	// the summary replaced (those of earlier summaries included).
 	Messages int `json:"messages"`
 	Answers  int `json:"answers"`
+	// Mail are the ids of the teammates' messages among them: a step that
+	// shows mail skips those already in the context, summarized ones included.
+	Mail []string `json:"mail,omitempty"`
 }
 
 // Answers is how many model answers msgs hold, those a compaction summarized

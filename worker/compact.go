@@ -240,8 +240,10 @@ func (s *stepRun) summarize(ctx context.Context, replaced []llm.Message) (llm.Me
 		if m.Compacted != nil {
 			c.Messages += m.Compacted.Messages
 			c.Answers += m.Compacted.Answers
+			c.Mail = append(c.Mail, m.Compacted.Mail...)
 			continue
 		}
+		c.Mail = append(c.Mail, mailIDs(m)...)
 		c.Messages++
 		if m.Role == llm.RoleAssistant {
 			c.Answers++

@@ -3,6 +3,7 @@ package worker
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -79,11 +80,35 @@ func peers(t templates.Template) []string {
 func inContext(msgs []llm.Message, id string) bool {
 	marker := mailbox.Marker(id)
 	for _, m := range msgs {
+		if m.Compacted != nil && slices.Contains(m.Compacted.Mail, id) {
+			return true // shown before a compaction summarized it
+		}
 		if m.Role == llm.RoleUser && strings.Contains(m.Content, marker) {
 			return true
 		}
 	}
 	return false
+}
+
+// mailIDs are the ids of the teammates' messages a user message shows (its
+// lines in mailbox.Format's form).
+func mailIDs(m llm.Message) []string {
+	if m.Role != llm.RoleUser {
+		return nil
+	}
+	var ids []string
+	for _, line := range strings.Split(m.Content, "\n") {
+		if !strings.HasPrefix(line, `{"id":`) {
+			continue
+		}
+		var x struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal([]byte(line), &x) == nil && x.ID != "" && strings.HasPrefix(line, mailbox.Marker(x.ID)) {
+			ids = append(ids, x.ID)
+		}
+	}
+	return ids
 }
 
 // pendingCalls returns the calls of the last assistant message that no tool message
