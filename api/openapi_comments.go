@@ -49,6 +49,7 @@ var goComments = map[string]string{
 	"lease.WaiterState":                       "WaiterState is one queued holder.",
 	"lease.WaiterState.Expires":               "Expires is when the waiter is dropped unless it asks again.",
 	"llm.Compacted":                           "Compacted is what a compaction's summary stands for.",
+	"llm.Compacted.Mail":                      "Mail are the ids of the teammates' messages among them: a step that shows mail skips those already in the context, summarized ones included.",
 	"llm.Compacted.Messages":                  "Messages and Answers count the messages, and of them the model's answers, the summary replaced (those of earlier summaries included).",
 	"llm.Message":                             "Message is one entry of a conversation, persisted as JSON in the session.",
 	"llm.Message.Compacted":                   "Compacted, set by the worker on the summary a compaction put in place of older turns, tells what the summary stands for. No provider sees it.",
