@@ -48,7 +48,10 @@ func (w *Worker) handleSupervise(ctx context.Context, t *asynq.Task) error {
 			}
 		}
 	}
-	if store.Terminal(run.Status) {
+	// A run its reply completed is stepped once more when the step that replied
+	// died before it saved the reply's result: the reply is replayed (it changes
+	// nothing) so its result and audit row land (replyUnsaved).
+	if store.Terminal(run.Status) && !(acq.OK && replyUnsaved("supervisor", run.Status, acq.Session.Messages)) {
 		release()
 		w.ensureTerminalEvent(ctx, run.ID)
 		return nil

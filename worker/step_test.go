@@ -316,3 +316,56 @@ func TestStepQASupervisorReply(t *testing.T) {
 	require.True(t, refused.IsError, "the first reply is a tool error")
 	require.Contains(t, refused.Content, "play_test has not been run on index.html as it stands now")
 }
+
+// A step that dies after its reply completed the run, before it saved the
+// reply's result: the redelivered supervise replays the reply, so the result
+// and its audit row land and nothing else runs again.
+func TestStepReplyResultSavedAfterACrash(t *testing.T) {
+	t.Parallel()
+	// A store with a pool (the crash is written beside the worker's writes).
+	_, q, rdb, _ := infra(t)
+	st := testdb.Store(t)
+	reg := tools.NewRegistry()
+	orchestration.Register(reg)
+	tools.Register(reg, "read_file", "stands in for read_file", func(context.Context, tools.Call, struct {
+		Path string `json:"path"`
+	}) (tools.Result, error) {
+		return tools.Text("contents"), nil
+	}, tools.Idempotent(), tools.InGroup("workspace"))
+	model := &answers{}
+	w := New(Config{Workspaces: t.TempDir(), CircuitBreaker: 3}, Deps{
+		Store: st, Queue: q, Events: &events.Recorder{Store: st, Redis: rdb}, Router: tools.NewRouter(reg), Models: model,
+	})
+	b := &testBundle{st: st, model: model, reg: reg}
+	runID := b.newRun(t)
+	b.model.next = append(b.model.next, calls(call("c1", "read_file", `{"path":"hi"}`), call("c2", "reply", `{"message":"all done"}`)))
+	require.NoError(t, supervise(t, w, runID))
+	ctx := context.Background()
+	sessID := queue.SupervisorSession(runID).String()
+	page, _, err := b.st.SessionHistory(ctx, sessID, -1, 100)
+	require.NoError(t, err)
+	last := page[len(page)-1]
+	require.Equal(t, "reply", last.Message.Name)
+
+	// The crash: the reply's result row and the session's "done" never saved.
+	for _, sql := range []string{
+		`DELETE FROM session_messages WHERE session_id = $1 AND seq = (SELECT max(seq) FROM session_messages WHERE session_id = $1)`,
+		`UPDATE sessions SET status = 'active' WHERE id = $1`,
+	} {
+		_, err := st.Pool.Exec(ctx, sql, sessID)
+		require.NoError(t, err)
+	}
+
+	require.NoError(t, supervise(t, w, runID))
+	page, _, err = b.st.SessionHistory(ctx, sessID, -1, 100)
+	require.NoError(t, err)
+	require.Equal(t, "reply", page[len(page)-1].Message.Name, "the reply's result is saved")
+	require.Len(t, b.model.seen, 1, "no model call")
+	run, err := b.st.GetRun(ctx, runID)
+	require.NoError(t, err)
+	require.Equal(t, store.RunCompleted, run.Status)
+	require.Equal(t, "all done", run.Result)
+	var replies int
+	require.NoError(t, st.Pool.QueryRow(ctx, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'tool.call' AND data->>'tool' = 'reply'`, runID).Scan(&replies))
+	require.Equal(t, 1, replies, "the reply's tool.call event, once")
+}
