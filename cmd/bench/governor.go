@@ -86,9 +86,9 @@ type GovernorMode struct {
 	TimedOut bool `json:"timed_out,omitempty"`
 }
 
-// keepLogs copies the worker processes' logs to <out>/governor-logs.
-func keepLogs(e *env, procs []*harness.Proc) {
-	dir := filepath.Join(e.o.out, "governor-logs")
+// keepLogs copies the worker processes' logs to <out>/<name>.
+func keepLogs(e *env, name string, procs []*harness.Proc) {
+	dir := filepath.Join(e.o.out, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return
 	}
@@ -168,7 +168,7 @@ func governorMode(ctx context.Context, e *env, r *GovernorResult, mode string) (
 	wg.Wait()
 	// Registered first, so it runs after the workers stopped: their logs outlive
 	// the bench's temporary directory.
-	defer keepLogs(e, procs)
+	defer keepLogs(e, "governor-logs", procs)
 	defer stopWorkers(procs)
 	for _, err := range errs {
 		if err != nil {

@@ -564,7 +564,7 @@ func benchLong(ctx context.Context, e *env, res *Result) error {
 		return err
 	}
 	procs := []*harness.Proc{w}
-	defer keepLongLogs(e, procs)
+	defer keepLogs(e, "long-logs", procs)
 	defer stopWorkers(procs)
 
 	progress("long session: %d turns of %d-byte read_file results, window %d tokens (enforced by the fake: %v), PostgreSQL %s, per-step bytes from %s",
@@ -693,21 +693,6 @@ func topStatements(ctx context.Context, db *pgxpool.Pool, dbName string) ([]Long
 		out = append(out, s)
 	}
 	return out, rows.Err()
-}
-
-func keepLongLogs(e *env, procs []*harness.Proc) {
-	dir := filepath.Join(e.o.out, "long-logs")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return
-	}
-	for _, p := range procs {
-		if p == nil {
-			continue
-		}
-		if raw, err := os.ReadFile(p.Log); err == nil {
-			_ = os.WriteFile(filepath.Join(dir, filepath.Base(p.Log)), raw, 0o644)
-		}
-	}
 }
 
 func mean(xs []float64) float64 {
