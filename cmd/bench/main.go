@@ -12,12 +12,16 @@
 // 8 KiB tool result against the fake OpenAI API with a -long-window context
 // window — whether the run completes within the window, the bytes written to
 // PostgreSQL per step (pg_stat_statements WAL bytes on a private cluster) and the
-// step latency, early against late. It prints progress on stderr, the result table (markdown) on
+// step latency, early against late, and (section 10, issue 39) fairness between
+// two tenants on 2 worker processes: a burst of one tenant's runs against a
+// few of another's (start latency), weighted shares, a per-key run limit and
+// priorities — features a build without them is detected lacking. It prints progress on stderr, the result table (markdown) on
 // stdout, and writes cmd/bench/results/latest.{md,json}.
 //
 //	go run ./cmd/bench [-bin bin/aetherium] [-quick] [-sections 2,6]
 //	go run ./cmd/bench -sections 8 [-gov-runs 200 -gov-rpm 60 -gov-tpm 20000]
 //	go run ./cmd/bench -sections 9 [-long-turns 500 -long-window 32768 -long-pg private|shared]
+//	go run ./cmd/bench -sections 10 [-fair-a-runs 1000 -fair-b-runs 10 -fair-procs 2 -fair-concurrency 10 -fair-latency 300ms -fair-share-for 60s]
 package main
 
 import (
@@ -85,7 +89,15 @@ type options struct {
 	longWindow  int
 	longPG      string
 	longTimeout time.Duration
-	sections    map[int]bool
+	// Section 10: fairness.
+	fairARuns    int
+	fairBRuns    int
+	fairProcs    int
+	fairConc     int
+	fairLatency  time.Duration
+	fairShareFor time.Duration
+	fairPrioRuns int
+	sections     map[int]bool
 }
 
 func main() {
@@ -127,6 +139,13 @@ func main() {
 	flag.IntVar(&o.longWindow, "long-window", 32768, "section 9: the fake's context window in tokens (0: none)")
 	flag.StringVar(&o.longPG, "long-pg", "private", "section 9: PostgreSQL: private (a cluster of the bench's own, pg_stat_statements preloaded) or shared (the bench database)")
 	flag.DurationVar(&o.longTimeout, "long-timeout", 45*time.Minute, "section 9: how long the long session may take")
+	flag.IntVar(&o.fairARuns, "fair-a-runs", 1000, "section 10 (a): runs tenant A submits at once (part (c) submits a fifth of them)")
+	flag.IntVar(&o.fairBRuns, "fair-b-runs", 10, "section 10 (a): runs tenant B submits one second later")
+	flag.IntVar(&o.fairProcs, "fair-procs", 2, "section 10: worker processes")
+	flag.IntVar(&o.fairConc, "fair-concurrency", 10, "section 10: worker concurrency per process")
+	flag.DurationVar(&o.fairLatency, "fair-latency", 300*time.Millisecond, "section 10: script model latency")
+	flag.DurationVar(&o.fairShareFor, "fair-share-for", time.Minute, "section 10 (b): the window in which both tenants' turns are counted")
+	flag.IntVar(&o.fairPrioRuns, "fair-prio-runs", 500, "section 10 (d): priority-3 runs queued before the priority-5 ones")
 	flag.Parse()
 	o.procs = []int{1, 2, 4}
 	if *only != "" {
@@ -145,6 +164,7 @@ func main() {
 		o.hopRuns, o.idleFor = 5, 5*time.Second
 		o.govRuns, o.govRPM = 40, 30
 		o.longTurns = 60
+		o.fairARuns, o.fairBRuns, o.fairShareFor, o.fairPrioRuns = 200, 5, 15*time.Second, 100
 	}
 	if o.longTurns < 30 {
 		fmt.Fprintln(os.Stderr, "bench: -long-turns must be at least 30")
@@ -281,6 +301,7 @@ func run(ctx context.Context, o options) error {
 		{6, "6/6 hop latency and idle cost", benchHops},
 		{8, "8 model traffic: the governor under a rate-limited provider", benchGovernor},
 		{9, "9 long sessions: one session of many 8 KiB tool results under a context window", benchLong},
+		{10, "10 fairness: many tenants, one fleet", benchFair},
 	}
 	for _, s := range sections {
 		if err := ctx.Err(); err != nil {

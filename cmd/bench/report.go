@@ -23,6 +23,7 @@ type Result struct {
 	Capacity     Capacity        `json:"capacity"`
 	Governor     GovernorResult  `json:"governor"`
 	Long         LongResult      `json:"long_sessions"`
+	Fair         FairResult      `json:"fairness"`
 	TotalSeconds float64         `json:"total_seconds"`
 }
 
@@ -33,6 +34,8 @@ func configOf(o options) map[string]any {
 		"hop_runs": o.hopRuns, "idle_for": o.idleFor.String(),
 		"relay_runs": o.relayRuns, "relay_depth": o.relayDepth, "model_latency": o.latency.String(),
 		"gov_runs": o.govRuns, "gov_rpm": o.govRPM, "gov_tpm": o.govTPM, "gov_procs": o.govProcs, "gov_concurrency": o.govConc, "gov_max_tokens": o.govMaxTokens,
+		"fair_a_runs": o.fairARuns, "fair_b_runs": o.fairBRuns, "fair_procs": o.fairProcs, "fair_concurrency": o.fairConc,
+		"fair_latency": o.fairLatency.String(), "fair_share_for": o.fairShareFor.String(), "fair_prio_runs": o.fairPrioRuns,
 		"long_turns": o.longTurns, "long_window": o.longWindow, "long_pg": o.longPG,
 		"scale_concurrency": o.scaleConc, "pool_max_conns": o.poolConns, "scale_runs_per_proc": o.scaleRuns, "latency_runs": o.seqRuns, "concurrent_runs": o.concRuns,
 	}
@@ -118,6 +121,7 @@ func (r Result) Markdown() string {
 	}
 	b.WriteString(r.Governor.markdown())
 	b.WriteString(r.Long.markdown())
+	b.WriteString(r.Fair.markdown())
 	fmt.Fprintf(&b, "\nWhole run: %.0f s.\n", r.TotalSeconds)
 	return b.String()
 }

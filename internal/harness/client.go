@@ -25,6 +25,9 @@ import (
 type Client struct {
 	Base string
 	HTTP *http.Client
+	// Token, when set, is sent as the bearer token (an API with api.tokens: the
+	// token's name is the principal that owns the runs submitted).
+	Token string
 }
 
 // NewClient returns a client of the API at base (http://host:port).
@@ -53,6 +56,9 @@ func (c *Client) Do(ctx context.Context, method, path string, body any) (int, []
 		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		return 0, nil, err
@@ -77,6 +83,12 @@ func (c *Client) submit(ctx context.Context, path string, body any) (string, err
 		return "", fmt.Errorf("POST %s: bad answer %q", path, raw)
 	}
 	return out.RunID, nil
+}
+
+// Submit posts a submission body of its own to path (fields the helpers below
+// do not set) and returns the run id of the 202.
+func (c *Client) Submit(ctx context.Context, path string, body any) (string, error) {
+	return c.submit(ctx, path, body)
 }
 
 // SubmitTeam posts a run with an inline team.
