@@ -254,6 +254,19 @@ func startFairStack(e *env, t fairTenants, tag string, fairness map[string]any, 
 	return s, nil
 }
 
+// startFairOrWithout is startFairStack with the fairness config, or, when
+// the build refuses it, without (today's figure for the part); why is the
+// refusal, "" when the config was taken.
+func startFairOrWithout(e *env, t fairTenants, tag string, fairness map[string]any, what string) (st *fairStack, why string, err error) {
+	st, err = startFairStack(e, t, tag, fairness, false)
+	if errors.Is(err, errFairUnsupported) {
+		why = err.Error()
+		progress("fairness %s are not supported by this build (%v): measuring without them", what, err)
+		st, err = startFairStack(e, t, tag, nil, false)
+	}
+	return st, why, err
+}
+
 // refusal is the log line that names fairness (the loader's error), shortened.
 func refusal(msg string) string {
 	for _, l := range strings.Split(msg, "\n") {
@@ -265,25 +278,16 @@ func refusal(msg string) string {
 }
 
 func (s *fairStack) startWorkers() error {
-	n := s.e.o.fairProcs
-	ws := make([]*harness.Proc, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ws[i], errs[i] = harness.StartWorker(s.e.bin, s.cfgPath, filepath.Join(s.e.tmp, fmt.Sprintf("worker-fair-%s-%d-%d.log", s.tag, len(s.procs), i)))
-		}()
-	}
-	wg.Wait()
+	ws, err := startParallel(s.e.o.fairProcs, func(i int) (*harness.Proc, error) {
+		return harness.StartWorker(s.e.bin, s.cfgPath, filepath.Join(s.e.tmp, fmt.Sprintf("worker-fair-%s-%d-%d.log", s.tag, len(s.procs), i)))
+	})
 	for _, w := range ws {
 		if w != nil {
 			s.workers = append(s.workers, w)
 			s.procs = append(s.procs, w)
 		}
 	}
-	return errors.Join(errs...)
+	return err
 }
 
 func (s *fairStack) stopWorkers() {
@@ -483,15 +487,11 @@ func fairShare(ctx context.Context, e *env, t fairTenants, r *FairResult) (err e
 		fairTenantA: map[string]any{"weight": fairWeightA},
 		fairTenantB: map[string]any{"weight": fairWeightB},
 	}}
-	st, err := startFairStack(e, t, "share", weights, false)
-	if errors.Is(err, errFairUnsupported) {
-		sh.Supported, sh.Unsupported = false, err.Error()
-		progress("fairness (b): weights are not supported by this build (%v): measuring without them", err)
-		st, err = startFairStack(e, t, "share", nil, false)
-	}
+	st, why, err := startFairOrWithout(e, t, "share", weights, "(b): weights")
 	if err != nil {
 		return err
 	}
+	sh.Supported, sh.Unsupported = why == "", why
 	defer func() { st.stop(err != nil) }()
 	team := fairTeam(fairShareTurns)
 	// The most a tenant submits: its backlog plus the whole fleet's rate over
@@ -623,43 +623,24 @@ func fairLimit(ctx context.Context, e *env, t fairTenants, r *FairResult) (err e
 	l := &r.Limit
 	*l = FairLimit{Supported: true, Limit: fairLimitRuns, Runs: max(o.fairARuns/5, 4*o.fairSlots())}
 	cfg := map[string]any{"keys": map[string]any{fairTenantA: map[string]any{"runs": fairLimitRuns}}}
-	st, err := startFairStack(e, t, "limit", cfg, false)
-	if errors.Is(err, errFairUnsupported) {
-		l.Supported, l.Unsupported = false, err.Error()
-		progress("fairness (c): per-key limits are not supported by this build (%v): measuring without the limit", err)
-		st, err = startFairStack(e, t, "limit", nil, false)
-	}
+	st, why, err := startFairOrWithout(e, t, "limit", cfg, "(c): per-key run limits")
 	if err != nil {
 		return err
 	}
+	l.Supported, l.Unsupported = why == "", why
 	defer func() { st.stop(err != nil) }()
-	stopSampling := make(chan struct{})
-	samplesCh := make(chan []int, 1)
-	go func() {
-		var got []int
-		tick := time.NewTicker(fairSampleEvery)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stopSampling:
-				samplesCh <- got
-				return
-			case <-tick.C:
-			}
-			var n int
-			if err := e.db.QueryRow(ctx, `SELECT count(*) FROM runs WHERE owner = $1 AND status IN ('running', 'waiting')`, fairTenantA).Scan(&n); err == nil {
-				got = append(got, n)
-			}
-		}
-	}()
+	stopSampling := sampler(fairSampleEvery, func() (int, bool) {
+		var n int
+		err := e.db.QueryRow(ctx, `SELECT count(*) FROM runs WHERE owner = $1 AND status IN ('running', 'waiting')`, fairTenantA).Scan(&n)
+		return n, err == nil
+	})
 	progress("fairness (c): %s submits %d one-turn runs, limit %d (sampled every %s)", fairTenantA, l.Runs, l.Limit, fairSampleEvery)
 	ids, err := submitRuns(ctx, st.a, fairTeam(1), l.Runs, 16, 0, "limit")
 	var counts harness.RunCounts
 	if err == nil {
 		counts, err = fairWait(ctx, e, "(c)", ids, 1)
 	}
-	close(stopSampling)
-	samples := <-samplesCh
+	samples := stopSampling()
 	if err != nil {
 		return err
 	}

@@ -178,28 +178,15 @@ func governorMode(ctx context.Context, e *env, r *GovernorResult, mode string) (
 
 	ins := asynq.NewInspector(e.queueOpt)
 	defer ins.Close()
-	stopSampling := make(chan struct{})
-	samplesCh := make(chan []int, 1)
-	go func() {
-		var got []int
-		tick := time.NewTicker(govSampleEvery)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stopSampling:
-				samplesCh <- got
-				return
-			case <-tick.C:
+	stopSampling := sampler(govSampleEvery, func() (int, bool) {
+		active := 0
+		for _, q := range []string{queue.QueueSupervisor, queue.QueueWorkers} {
+			if qi, err := ins.GetQueueInfo(q); err == nil {
+				active += qi.Active
 			}
-			active := 0
-			for _, q := range []string{queue.QueueSupervisor, queue.QueueWorkers} {
-				if qi, err := ins.GetQueueInfo(q); err == nil {
-					active += qi.Active
-				}
-			}
-			got = append(got, active)
 		}
-	}()
+		return active, true
+	})
 
 	progress("governor %s: %d runs at once, %d worker processes × %d, fake limited to %d requests and %d tokens per minute", mode, r.Runs, r.Procs, r.Concurrency, r.RPM, r.TPM)
 	team := governorTeam(r.MaxTokens)
@@ -219,8 +206,7 @@ func governorMode(ctx context.Context, e *env, r *GovernorResult, mode string) (
 			}
 		})
 	}
-	close(stopSampling)
-	samples := <-samplesCh
+	samples := stopSampling()
 	if errors.Is(err, harness.ErrTimeout) {
 		// Report what happened rather than nothing: the runs still in flight
 		// are counted as neither completed nor failed.

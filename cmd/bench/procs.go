@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -33,6 +34,19 @@ func startWorkersCfg(e *env, n int, c harness.FleetConfig, tag string) ([]*harne
 	if err != nil {
 		return nil, err
 	}
+	procs, err := startParallel(n, func(i int) (*harness.Proc, error) {
+		return harness.StartWorker(e.bin, cfgPath, filepath.Join(e.tmp, fmt.Sprintf("worker-%s-%d.log", tag, i)))
+	})
+	if err != nil {
+		stopWorkers(procs)
+		return nil, err
+	}
+	return procs, nil
+}
+
+// startParallel starts n processes at once; it returns the ones started (nil
+// where start failed) and the failures joined.
+func startParallel(n int, start func(i int) (*harness.Proc, error)) ([]*harness.Proc, error) {
 	procs := make([]*harness.Proc, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -40,17 +54,35 @@ func startWorkersCfg(e *env, n int, c harness.FleetConfig, tag string) ([]*harne
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			procs[i], errs[i] = harness.StartWorker(e.bin, cfgPath, filepath.Join(e.tmp, fmt.Sprintf("worker-%s-%d.log", tag, i)))
+			procs[i], errs[i] = start(i)
 		}()
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			stopWorkers(procs)
-			return nil, err
+	return procs, errors.Join(errs...)
+}
+
+// sampler calls sample every interval until the returned stop, which returns
+// the samples taken (a sample reporting !ok is left out).
+func sampler(every time.Duration, sample func() (int, bool)) (stop func() []int) {
+	quit := make(chan struct{})
+	out := make(chan []int, 1)
+	go func() {
+		var got []int
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				out <- got
+				return
+			case <-tick.C:
+			}
+			if v, ok := sample(); ok {
+				got = append(got, v)
+			}
 		}
-	}
-	return procs, nil
+	}()
+	return func() []int { close(quit); return <-out }
 }
 
 func stopWorkers(procs []*harness.Proc) {
