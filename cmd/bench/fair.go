@@ -229,17 +229,21 @@ func startFairStack(e *env, t fairTenants, tag string, fairness map[string]any, 
 	if err := c.Write(s.cfgPath); err != nil {
 		return nil, err
 	}
+	// Any of the processes may be the one that refuses the key.
+	refused := func(err error) error {
+		if fairness != nil && strings.Contains(err.Error(), "fairness") {
+			return fmt.Errorf("%w: %s", errFairUnsupported, refusal(err.Error()))
+		}
+		return err
+	}
 	p, err := harness.StartAPI(e.bin, s.cfgPath, filepath.Join(e.tmp, "api-fair-"+tag+".log"), addr)
 	if err != nil {
-		if fairness != nil && strings.Contains(err.Error(), "fairness") {
-			return nil, fmt.Errorf("%w: %s", errFairUnsupported, refusal(err.Error()))
-		}
-		return nil, err
+		return nil, refused(err)
 	}
 	s.procs = append(s.procs, p)
 	if p, err = harness.StartScheduler(e.bin, s.cfgPath, filepath.Join(e.tmp, "scheduler-fair-"+tag+".log")); err != nil {
 		s.stop(true)
-		return nil, err
+		return nil, refused(err)
 	}
 	s.procs = append(s.procs, p)
 	base := "http://" + addr
@@ -248,7 +252,7 @@ func startFairStack(e *env, t fairTenants, tag string, fairness map[string]any, 
 	if !noWorkers {
 		if err := s.startWorkers(); err != nil {
 			s.stop(true)
-			return nil, err
+			return nil, refused(err)
 		}
 	}
 	return s, nil
