@@ -221,7 +221,7 @@ var testSupport = map[string]bool{"media/voice/ttssim/simimage": true, "cmd/benc
 // leaves are the packages below the lowest floor: they import only the standard
 // library, so queue, confine and egress may import them (the floors' rules speak
 // of the module's other packages). internal/defaults fills the Configs' defaults.
-var leaves = map[string]bool{"internal/defaults": true}
+var leaves = map[string]bool{"internal/defaults": true, "queue/fair": true}
 
 // isToolbox reports whether path is package toolbox or one of its server classes.
 func isToolbox(path string) bool { return path == "toolbox" || strings.HasPrefix(path, "toolbox/") }
