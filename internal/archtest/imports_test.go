@@ -77,10 +77,18 @@ var rules = []rule{
 	{
 		// Below every floor: a leaf serves all packages, the floors included
 		// (the floors' rules let them import it), so it imports nothing of the module.
-		name:  "a leaf (internal/defaults) imports no package of the module",
-		tests: true,
+		name: "a leaf (internal/defaults, queue/fair) imports no package of the module",
 		forbids: func(from pkg, _ string) bool {
 			return leaves[from.Path]
+		},
+	},
+	{
+		// A leaf's tests may link only the test helpers listed for it in
+		// leafTests (queue/fair's run on real Redis through internal/testdb).
+		name:  "a leaf's tests import no package of the module but its test helpers",
+		tests: true,
+		forbids: func(from pkg, to string) bool {
+			return leaves[from.Path] && !leafTests[from.Path][to]
 		},
 	},
 	{
@@ -222,6 +230,11 @@ var testSupport = map[string]bool{"media/voice/ttssim/simimage": true, "cmd/benc
 // library, so queue, confine and egress may import them (the floors' rules speak
 // of the module's other packages). internal/defaults fills the Configs' defaults.
 var leaves = map[string]bool{"internal/defaults": true, "queue/fair": true}
+
+// leafTests are the test helpers a leaf's tests may import.
+var leafTests = map[string]map[string]bool{
+	"queue/fair": {"internal/testdb": true, "internal/testinfra": true},
+}
 
 // isToolbox reports whether path is package toolbox or one of its server classes.
 func isToolbox(path string) bool { return path == "toolbox" || strings.HasPrefix(path, "toolbox/") }
