@@ -375,7 +375,15 @@ func TestImportRulesCatchViolations(t *testing.T) {
 			pkg{Path: "egress", Name: "egress", Imports: []string{"internal/defaults"}},
 			pkg{Path: "internal/defaults", Name: "defaults"})},
 		{name: "a leaf imports the egress floor", pkgs: with(pkg{Path: "internal/defaults", Name: "defaults", TestImports: []string{"egress"}}),
-			want: []string{`internal/defaults -> egress (in its tests) breaks "a leaf (internal/defaults) imports no package of the module"`}},
+			want: []string{`internal/defaults -> egress (in its tests) breaks "a leaf's tests import no package of the module but its test helpers"`}},
+		{name: "the fair dispatcher's tests run on the test helpers", pkgs: with(
+			pkg{Path: "queue/fair", Name: "fair", TestImports: []string{"internal/testdb", "internal/testinfra", "queue/fair"}})},
+		{name: "the fair dispatcher links the test helpers outside its tests", pkgs: with(pkg{Path: "queue/fair", Name: "fair", Imports: []string{"internal/testdb"}}),
+			want: []string{`queue/fair -> internal/testdb breaks "a leaf (internal/defaults, queue/fair) imports no package of the module"`}},
+		{name: "the fair dispatcher's tests link the queue", pkgs: with(pkg{Path: "queue/fair", Name: "fair", TestImports: []string{"queue"}}),
+			want: []string{`queue/fair -> queue (in its tests) breaks "a leaf's tests import no package of the module but its test helpers"`}},
+		{name: "defaults' tests may not link the test helpers", pkgs: with(pkg{Path: "internal/defaults", Name: "defaults", TestImports: []string{"internal/testdb"}}),
+			want: []string{`internal/defaults -> internal/testdb (in its tests) breaks "a leaf's tests import no package of the module but its test helpers"`}},
 		{name: "egress imports the gate", pkgs: with(pkg{Path: "egress", Name: "egress", Imports: []string{"security"}}),
 			want: []string{
 				`egress -> security breaks "egress imports no package of the module (destination policy and DLP are a floor below the tools and the gate)"`,
