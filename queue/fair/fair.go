@@ -37,6 +37,9 @@ const (
 	// MaxWeight bounds Task.Weight so that SCALE/weight (the step of a key's
 	// finish tag) stays at least 1.
 	MaxWeight = 1_000_000
+	// MaxRunning bounds the ids of one Heartbeat (one script call): far more
+	// than any worker's asynq concurrency.
+	MaxRunning = 10_000
 	// MinPriority and MaxPriority bound Task.Priority.
 	MinPriority, MaxPriority = 1, 5
 )
@@ -321,6 +324,9 @@ func (d *Dispatcher) Heartbeat(ctx context.Context, worker string, capacity int,
 	}
 	if capacity < 0 {
 		return nil, invalid("capacity %d is negative", capacity)
+	}
+	if len(running) > MaxRunning {
+		return nil, invalid("running lists %d ids, over %d", len(running), MaxRunning)
 	}
 	args := []any{worker, capacity}
 	for _, id := range running {

@@ -86,6 +86,20 @@ func done(t *testing.T, d *fair.Dispatcher, id string) []fair.Dispatched {
 	return got
 }
 
+func inFlight(t *testing.T, d *fair.Dispatcher, key string) int {
+	t.Helper()
+	n, err := d.InFlightOf(ctx, key)
+	require.NoError(t, err)
+	return n
+}
+
+func cancel(t *testing.T, d *fair.Dispatcher, id string) bool {
+	t.Helper()
+	ok, err := d.Cancel(ctx, id)
+	require.NoError(t, err)
+	return ok
+}
+
 // familyKeys lists every Redis key of the family, on every master of a cluster.
 func familyKeys(t *testing.T, e *env) []string {
 	t.Helper()
@@ -181,6 +195,8 @@ func TestInvalidArguments(t *testing.T) {
 	require.ErrorIs(t, err, fair.ErrInvalid)
 	_, err = d.Heartbeat(ctx, "w", 1, []string{""})
 	require.ErrorIs(t, err, fair.ErrInvalid)
+	_, err = d.Heartbeat(ctx, "w", 1, make([]string, fair.MaxRunning+1))
+	require.ErrorContains(t, err, "running lists")
 	require.ErrorIs(t, d.Started(ctx, "w", "", "k"), fair.ErrInvalid)
 	require.ErrorIs(t, d.Started(ctx, "", "a", "k"), fair.ErrInvalid)
 	require.ErrorIs(t, d.Leave(ctx, ""), fair.ErrInvalid)

@@ -182,8 +182,10 @@ local function pick()
 end
 
 -- dispatch picks while the window (capacity of live workers) has room, at
--- most scan tasks per call.
+-- most scan tasks per call. Nothing pending is the common case of Done and
+-- Heartbeat in a quiet fleet: it costs one GET.
 local function dispatch()
+  if num(redis.call('GET', PEND), 0) <= 0 then return end
   local window = 0
   for _, c in ipairs(redis.call('HVALS', CAP)) do window = window + tonumber(c) end
   local free = window - redis.call('ZCARD', DL)
