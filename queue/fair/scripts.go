@@ -21,7 +21,7 @@ import "github.com/redis/go-redis/v9"
 //	7 pending  STRING  tasks pending, all keys
 //
 //	{p}:t:<id>         HASH  k (key), p (priority), s (spec), at (submit ms), st (p|d|r), w (worker)
-//	{p}:k:<key>        HASH  f (finish tag), w (weight), l (limit), n (in flight), j (1: in the ready sets)
+//	{p}:k:<key>        HASH  f (finish tag), w (weight), l (limit), n (in flight), j (bit mask of the ready sets holding it)
 //	{p}:l:<prio>:<key> LIST  the key's pending ids at that priority, FIFO
 //	{p}:ready:<prio>   ZSET  key → next finish tag (f + SCALE/w)
 //	{p}:oldest:<prio>  ZSET  key → submit ms of the head of its line
@@ -50,53 +50,67 @@ local function num(v, d) if v then return tonumber(v) end return d end
 -- settle brings a key's derived state in line with its lines, in-flight count
 -- and limit: parked or not, in the ready sets (with its current tag and head
 -- times) or not, or forgotten altogether when it has nothing pending and
--- nothing in flight. Every change to a key ends with it.
+-- nothing in flight. Every change to a key ends with it. The key's field j is
+-- the bit mask of the levels whose ready sets hold it (0: it is in none), so
+-- leaving them touches only those.
 local function settle(k)
   local K = kh(k)
   local h = redis.call('HMGET', K, 'n', 'l', 'j', 'f', 'w')
-  local n, lim, joined, f, w = num(h[1], 0), num(h[2], 0), h[3] == '1', num(h[4], 0), num(h[5], 1)
+  local n, lim, mask, f, w = num(h[1], 0), num(h[2], 0), num(h[3], 0), num(h[4], 0), num(h[5], 1)
   local lens, pend = {}, 0
   for p = 1, 5 do
     lens[p] = redis.call('LLEN', line(p, k))
     pend = pend + lens[p]
   end
+  local function leave()
+    for p = 1, 5 do
+      if math.floor(mask / 2 ^ (p - 1)) % 2 == 1 then
+        redis.call('ZREM', ready(p), k)
+        redis.call('ZREM', oldest(p), k)
+      end
+    end
+  end
   if pend == 0 and n <= 0 then
+    leave()
     redis.call('DEL', K)
     redis.call('SREM', PARK, k)
     redis.call('SREM', PK, k)
-    if joined then
-      for p = 1, 5 do redis.call('ZREM', ready(p), k); redis.call('ZREM', oldest(p), k) end
-    end
     return
   end
   if pend > 0 then redis.call('SADD', PK, k) else redis.call('SREM', PK, k) end
   local parked = lim > 0 and n >= lim
   if parked then redis.call('SADD', PARK, k) else redis.call('SREM', PARK, k) end
   if pend == 0 or parked then
-    if joined then
-      redis.call('HDEL', K, 'j')
-      for p = 1, 5 do redis.call('ZREM', ready(p), k); redis.call('ZREM', oldest(p), k) end
+    if mask > 0 then
+      leave()
+      redis.call('HSET', K, 'j', 0)
     end
     return
   end
-  if not joined then
+  if mask == 0 then
     -- A key joining the ready sets banks no credit for its idle (or parked)
     -- time: its finish tag starts no earlier than the virtual time.
     local v = num(redis.call('GET', VK), 0)
-    if v > f then f = v end
-    redis.call('HSET', K, 'f', string.format('%d', f), 'j', 1)
+    if v > f then
+      f = v
+      redis.call('HSET', K, 'f', string.format('%d', f))
+    end
   end
   local tag = f + math.floor(SCALE / w)
+  local now_mask = 0
   for p = 1, 5 do
+    local bit = 2 ^ (p - 1)
     if lens[p] > 0 then
+      now_mask = now_mask + bit
       redis.call('ZADD', ready(p), tag, k)
       local head = redis.call('LINDEX', line(p, k), 0)
       redis.call('ZADD', oldest(p), num(redis.call('HGET', th(head), 'at'), now), k)
-    elseif joined then
+    elseif math.floor(mask / bit) % 2 == 1 then
       redis.call('ZREM', ready(p), k)
       redis.call('ZREM', oldest(p), k)
     end
   end
+  if now_mask ~= mask then redis.call('HSET', K, 'j', now_mask) end
 end
 
 -- run marks a known task running (lease rlease) for worker; a task back in
@@ -185,14 +199,15 @@ end
 -- most scan tasks per call. Nothing pending is the common case of Done and
 -- Heartbeat in a quiet fleet: it costs one GET.
 local function dispatch()
-  if num(redis.call('GET', PEND), 0) <= 0 then return end
+  local pending, n = num(redis.call('GET', PEND), 0), 0
+  if pending <= 0 then return end
   local window = 0
   for _, c in ipairs(redis.call('HVALS', CAP)) do window = window + tonumber(c) end
   local free = window - redis.call('ZCARD', DL)
-  local n = 0
-  while free > 0 and n < scan do
+  while free > 0 and n < scan and pending > 0 do
     if not pick() then break end
     free = free - 1
+    pending = pending - 1
     n = n + 1
   end
 end
