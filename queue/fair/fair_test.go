@@ -342,6 +342,7 @@ func TestLimitUnderContention(t *testing.T) {
 		require.NoError(t, <-sampler)
 		require.Positive(t, samples.Load())
 		require.LessOrEqual(t, maxSeen.Load(), int64(limit))
+		t.Logf("%d samples of L's in-flight count, the highest %d (limit %d)", samples.Load(), maxSeen.Load(), limit)
 		require.Equal(t, fair.Stats{Window: 20}, stats(t, procs[0]), "everything drained")
 	})
 }

@@ -255,3 +255,43 @@ func TestNoStateLeftBehind(t *testing.T) {
 		require.LessOrEqual(t, len(keys), 5, "only the family's fixed keys: %v", keys)
 	})
 }
+
+// One call dispatches at most Scan tasks; the next call goes on.
+func TestBatchIsBoundedByScan(t *testing.T) {
+	t.Parallel()
+	matrix(t, fair.Config{Scan: 10}, func(t *testing.T, e *env) {
+		d := e.proc(t)
+		for i := range 25 {
+			submit(t, d, task(fmt.Sprintf("t%d", i), fmt.Sprintf("k%d", i%4), 3))
+		}
+		require.Len(t, heartbeat(t, d, "w", 100), 10)
+		got, err := d.Pump(ctx)
+		require.NoError(t, err)
+		require.Len(t, got, 10)
+		got, err = d.Pump(ctx)
+		require.NoError(t, err)
+		require.Len(t, got, 5)
+		require.Equal(t, fair.Stats{InFlight: 25, Window: 100}, stats(t, d))
+	})
+}
+
+// Started of an id the dispatcher does not know (a retry already running)
+// counts against its key's limit even past it — the one exception — and the
+// key stays parked until it is back under.
+func TestUnknownStartedMayPassTheLimit(t *testing.T) {
+	t.Parallel()
+	matrix(t, fair.Config{}, func(t *testing.T, e *env) {
+		d := e.proc(t)
+		tk := task("a", "L", 3)
+		tk.Limit = 1
+		b := tk
+		b.ID = "b"
+		submit(t, d, tk, b)
+		require.Equal(t, []string{"a"}, ids(heartbeat(t, d, "w", 10)))
+		require.NoError(t, d.Started(ctx, "w", "retry", "L"))
+		require.Equal(t, 2, inFlight(t, d, "L"))
+		require.Empty(t, done(t, d, "a"), "still at its limit: the retry holds it")
+		require.Equal(t, 1, stats(t, d).Blocked)
+		require.Equal(t, []string{"b"}, ids(done(t, d, "retry")))
+	})
+}
