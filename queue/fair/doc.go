@@ -51,6 +51,8 @@
 //     window and its key's limit meanwhile. A Started task has RunLease,
 //     extended by its worker's Heartbeat; when it expires the entry is dropped
 //     (asynq redelivers the task itself, and Started registers it again).
+//     Started (or a Heartbeat naming it) of a task whose dispatch lease had
+//     expired takes it out of its line again, so it is not dispatched twice.
 //     Every script that dispatches first reclaims what expired (at most Scan
 //     leases and Scan workers per call), by Redis's clock.
 //   - Batches. One call dispatches at most Scan tasks; the rest go on the next
@@ -102,6 +104,10 @@
 //   - Lowering a limit does not recall tasks already in flight.
 //   - All processes must share one Config (the scripts get it from the caller).
 //   - Dispatched.Key is the key as kept (NormalizeKey), not the raw key.
+//   - Started reclaims but does not dispatch (it frees no slot); slots freed by
+//     the expiries it reclaims go out on the next Submit, Done, Heartbeat or
+//     Pump. Stats reads without reclaiming: InFlight includes leases expired
+//     but not reclaimed yet (Window leaves out expired workers).
 //   - A pick is O(log keys) (sorted sets), so there is nothing to scan per pick;
 //     Scan bounds the batch and the reclaim per call instead.
 package fair
