@@ -104,9 +104,8 @@
 //   - Lowering a limit does not recall tasks already in flight.
 //   - All processes must share one Config (the scripts get it from the caller).
 //   - Dispatched.Key is the key as kept (NormalizeKey), not the raw key.
-//   - Started reclaims but does not dispatch (it frees no slot); slots freed by
-//     the expiries it reclaims go out on the next Submit, Done, Heartbeat or
-//     Pump. Stats reads without reclaiming: InFlight includes leases expired
+//   - Started neither reclaims nor dispatches (it frees no slot). Stats reads
+//     without reclaiming: InFlight includes leases expired
 //     but not reclaimed yet (Window leaves out expired workers).
 //   - A pick is O(log keys) (sorted sets), so there is nothing to scan per pick;
 //     Scan bounds the batch and the reclaim per call instead.

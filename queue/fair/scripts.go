@@ -231,9 +231,10 @@ dispatch()
 return out
 `)
 
-// startedScript: ARGV 7 worker, 8 id, 9 key (for an unknown id).
+// startedScript: ARGV 7 worker, 8 id, 9 key (for an unknown id). It frees no
+// slot, so it neither reclaims nor dispatches: a task whose dispatch lease
+// expired but was not reclaimed yet simply becomes running.
 var startedScript = redis.NewScript(prelude + `
-reclaim()
 local worker, id = ARGV[7], ARGV[8]
 local t = th(id)
 local r = redis.call('HMGET', t, 'st', 'k', 'p')
