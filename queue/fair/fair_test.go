@@ -100,6 +100,26 @@ func cancel(t *testing.T, d *fair.Dispatcher, id string) bool {
 	return ok
 }
 
+// parallel runs body in n goroutines (g = 0..n-1) and fails t with the first
+// error any returned.
+func parallel(t *testing.T, n int, body func(g int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for g := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- body(g)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+}
+
 // familyKeys lists every Redis key of the family, on every master of a cluster.
 func familyKeys(t *testing.T, e *env) []string {
 	t.Helper()
@@ -296,48 +316,35 @@ func TestLimitUnderContention(t *testing.T) {
 				samples.Add(1)
 			}
 		}()
-		var wg sync.WaitGroup
-		errs := make(chan error, goroutines)
-		for g := range goroutines {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				d := procs[g%2]
-				var todo []fair.Dispatched
-				for i := range perG {
-					key := "L"
-					lim := limit
-					if i%3 == 0 {
-						key, lim = fmt.Sprintf("U%d", g), 0
-					}
-					got, err := d.Submit(ctx, fair.Task{ID: fmt.Sprintf("g%d-%d", g, i), Key: key, Weight: 1 + g%2, Limit: lim, Priority: 1 + i%5})
-					if err != nil {
-						errs <- err
-						return
-					}
-					todo = append(todo, got...)
-					for len(todo) > 2 || (i == perG-1 && len(todo) > 0) {
-						x := todo[0]
-						todo = todo[1:]
-						if err := d.Started(ctx, fmt.Sprintf("w%d", g%2+1), x.ID, x.Key); err != nil {
-							errs <- err
-							return
-						}
-						more, err := d.Done(ctx, x.ID)
-						if err != nil {
-							errs <- err
-							return
-						}
-						todo = append(todo, more...)
-					}
+		parallel(t, goroutines, func(g int) error {
+			d := procs[g%2]
+			var todo []fair.Dispatched
+			for i := range perG {
+				key := "L"
+				lim := limit
+				if i%3 == 0 {
+					key, lim = fmt.Sprintf("U%d", g), 0
 				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			require.NoError(t, err)
-		}
+				got, err := d.Submit(ctx, fair.Task{ID: fmt.Sprintf("g%d-%d", g, i), Key: key, Weight: 1 + g%2, Limit: lim, Priority: 1 + i%5})
+				if err != nil {
+					return err
+				}
+				todo = append(todo, got...)
+				for len(todo) > 2 || (i == perG-1 && len(todo) > 0) {
+					x := todo[0]
+					todo = todo[1:]
+					if err := d.Started(ctx, fmt.Sprintf("w%d", g%2+1), x.ID, x.Key); err != nil {
+						return err
+					}
+					more, err := d.Done(ctx, x.ID)
+					if err != nil {
+						return err
+					}
+					todo = append(todo, more...)
+				}
+			}
+			return nil
+		})
 		close(stop)
 		require.NoError(t, <-sampler)
 		require.Positive(t, samples.Load())

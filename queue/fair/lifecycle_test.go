@@ -2,7 +2,6 @@ package fair_test
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -204,6 +203,7 @@ func TestNoStateLeftBehind(t *testing.T) {
 		heartbeat(t, d, "w", 256)
 		// The worker stays live for the whole run (it takes longer than WorkerTTL).
 		beat, beating := make(chan struct{}), make(chan struct{})
+		t.Cleanup(func() { close(beat); <-beating })
 		go func() {
 			defer close(beating)
 			for {
@@ -216,40 +216,27 @@ func TestNoStateLeftBehind(t *testing.T) {
 			}
 		}()
 		const goroutines = 16
-		var wg sync.WaitGroup
-		errs := make(chan error, goroutines)
-		for g := range goroutines {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := g; i < n; i += goroutines {
-					got, err := d.Submit(ctx, fair.Task{ID: fmt.Sprintf("t%d", i), Key: fmt.Sprintf("tenant-%d", i), Weight: 1 + i%7, Limit: i % 3, Priority: 1 + i%5, Spec: []byte("x")})
-					for err == nil && len(got) > 0 {
-						x := got[0]
-						got = got[1:]
-						if i%2 == 0 {
-							err = d.Started(ctx, "w", x.ID, x.Key)
-						}
-						if err == nil {
-							var more []fair.Dispatched
-							more, err = d.Done(ctx, x.ID)
-							got = append(got, more...)
-						}
+		parallel(t, goroutines, func(g int) error {
+			for i := g; i < n; i += goroutines {
+				got, err := d.Submit(ctx, fair.Task{ID: fmt.Sprintf("t%d", i), Key: fmt.Sprintf("tenant-%d", i), Weight: 1 + i%7, Limit: i % 3, Priority: 1 + i%5, Spec: []byte("x")})
+				for err == nil && len(got) > 0 {
+					x := got[0]
+					got = got[1:]
+					if i%2 == 0 {
+						err = d.Started(ctx, "w", x.ID, x.Key)
 					}
-					if err != nil {
-						errs <- err
-						return
+					if err == nil {
+						var more []fair.Dispatched
+						more, err = d.Done(ctx, x.ID)
+						got = append(got, more...)
 					}
 				}
-			}()
-		}
-		wg.Wait()
-		close(beat)
-		<-beating
-		close(errs)
-		for err := range errs {
-			require.NoError(t, err)
-		}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 		require.Equal(t, fair.Stats{Window: 256}, stats(t, d))
 		keys := familyKeys(t, e)
 		require.LessOrEqual(t, len(keys), 5, "only the family's fixed keys: %v", keys)

@@ -131,6 +131,25 @@ local function run(id, st, k, p, worker)
   redis.call('ZADD', DL, now + rlease, id)
 end
 
+-- release forgets task id, whose record r is {state, key, priority}:
+-- pending, it leaves its line; in flight, it frees its slot. With only_pending
+-- a task in flight is left alone. It reports whether it released the task.
+local function release(id, r, only_pending)
+  local t = th(id)
+  if r[1] == 'p' then
+    redis.call('LREM', line(r[3], r[2]), 1, id)
+    redis.call('DECR', PEND)
+  elseif r[1] and not only_pending then
+    redis.call('ZREM', DL, id)
+    redis.call('HINCRBY', kh(r[2]), 'n', -1)
+  else
+    return false
+  end
+  redis.call('DEL', t)
+  settle(r[2])
+  return true
+end
+
 -- reclaim handles up to scan expired workers and scan expired leases: a
 -- dispatched task goes back to the head of its line, a running one is dropped
 -- (asynq redelivers it and Started registers it again).
@@ -254,19 +273,7 @@ return out
 var doneScript = redis.NewScript(prelude + `
 reclaim()
 local id = ARGV[7]
-local t = th(id)
-local r = redis.call('HMGET', t, 'st', 'k', 'p')
-if r[1] == 'p' then
-  redis.call('LREM', line(r[3], r[2]), 1, id)
-  redis.call('DECR', PEND)
-  redis.call('DEL', t)
-  settle(r[2])
-elseif r[1] then
-  redis.call('ZREM', DL, id)
-  redis.call('DEL', t)
-  redis.call('HINCRBY', kh(r[2]), 'n', -1)
-  settle(r[2])
-end
+release(id, redis.call('HMGET', th(id), 'st', 'k', 'p'), false)
 dispatch()
 return out
 `)
@@ -275,14 +282,8 @@ return out
 var cancelScript = redis.NewScript(prelude + `
 reclaim()
 local id = ARGV[7]
-local t = th(id)
-local r = redis.call('HMGET', t, 'st', 'k', 'p')
-if r[1] ~= 'p' then return {0} end
-redis.call('LREM', line(r[3], r[2]), 1, id)
-redis.call('DECR', PEND)
-redis.call('DEL', t)
-settle(r[2])
-return {1}
+if release(id, redis.call('HMGET', th(id), 'st', 'k', 'p'), true) then return {1} end
+return {0}
 `)
 
 // heartbeatScript: ARGV 7 worker, 8 capacity, 9… ids the worker runs. Ids the
