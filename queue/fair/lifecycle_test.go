@@ -26,11 +26,18 @@ func TestDispatchLeaseExpiryReturnsToHead(t *testing.T) {
 		require.Equal(t, "spec:a1", string(got[0].Spec))
 		require.GreaterOrEqual(t, got[0].Waited, 250*time.Millisecond)
 		require.Equal(t, fair.Stats{Pending: 1, Keys: 1, InFlight: 1, Window: 1}, stats(t, d))
-		// Started late, after its lease expired and it went back in line: it
-		// leaves the line rather than being dispatched twice.
+		// Started late, after its lease expired and it went back in line (no
+		// window to dispatch it again): it leaves the line rather than being
+		// dispatched twice.
+		require.NoError(t, d.Leave(ctx, "w"))
 		time.Sleep(300 * time.Millisecond)
+		got, err = d.Pump(ctx)
+		require.NoError(t, err)
+		require.Empty(t, got)
+		require.Equal(t, fair.Stats{Pending: 2, Keys: 1}, stats(t, d))
 		require.NoError(t, d.Started(ctx, "w", "a1", "A"))
-		require.Equal(t, fair.Stats{Pending: 1, Keys: 1, InFlight: 1, Window: 1}, stats(t, d))
+		require.Equal(t, fair.Stats{Pending: 1, Keys: 1, InFlight: 1}, stats(t, d))
+		require.Empty(t, heartbeat(t, d, "w", 1, "a1"), "the window is full")
 		require.Equal(t, []string{"a2"}, ids(done(t, d, "a1")))
 	})
 }
@@ -39,7 +46,7 @@ func TestDispatchLeaseExpiryReturnsToHead(t *testing.T) {
 // RunLease; a heartbeat naming it keeps it.
 func TestRunLeaseExpiryReleasesSlot(t *testing.T) {
 	t.Parallel()
-	matrix(t, fair.Config{RunLease: 300 * time.Millisecond, WorkerTTL: 5 * time.Second}, func(t *testing.T, e *env) {
+	matrix(t, fair.Config{RunLease: 600 * time.Millisecond, WorkerTTL: 10 * time.Second}, func(t *testing.T, e *env) {
 		d := e.proc(t)
 		submit(t, d, task("a1", "A", 3), task("a2", "A", 3))
 		require.Equal(t, []string{"a1"}, ids(heartbeat(t, d, "w", 1)))
@@ -49,7 +56,7 @@ func TestRunLeaseExpiryReleasesSlot(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 			require.Empty(t, heartbeat(t, d, "w", 1, "a1"), "the heartbeat extends a1's lease")
 		}
-		time.Sleep(400 * time.Millisecond)
+		time.Sleep(800 * time.Millisecond)
 		got := heartbeat(t, d, "w", 1)
 		require.Equal(t, []string{"a2"}, ids(got), "a1 expired, its slot went to a2")
 		require.Equal(t, 1, inFlight(t, d, "A"))
