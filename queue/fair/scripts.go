@@ -20,11 +20,11 @@ import "github.com/redis/go-redis/v9"
 //	6 keys     SET     keys with pending work
 //	7 pending  STRING  tasks pending, all keys
 //
-//	{p}:t:<id>         HASH  k (key), p (priority), s (spec), at (submit ms), st (p|d|r), w (worker)
-//	{p}:k:<key>        HASH  f (finish tag), w (weight), l (limit), n (in flight), j (bit mask of the ready sets holding it)
-//	{p}:l:<prio>:<key> LIST  the key's pending ids at that priority, FIFO
-//	{p}:ready:<prio>   ZSET  key → next finish tag (f + SCALE/w)
-//	{p}:oldest:<prio>  ZSET  key → submit ms of the head of its line
+//	{prefix}:t:<id>         HASH  k (key), p (priority), s (spec), at (submit ms), st (p|d|r), w (worker)
+//	{prefix}:k:<key>        HASH  f (finish tag), w (weight), l (limit), n (in flight), j (bit mask of the ready sets holding it)
+//	{prefix}:l:<prio>:<key> LIST  the key's pending ids at that priority, FIFO
+//	{prefix}:ready:<prio>   ZSET  key → next finish tag (f + SCALE/w)
+//	{prefix}:oldest:<prio>  ZSET  key → submit ms of the head of its line
 //
 // Arguments: ARGV 1 "{prefix}:", 2 aging ms, 3 dispatch lease ms, 4 run lease
 // ms, 5 worker ttl ms, 6 scan, then the script's own from 7.
