@@ -77,10 +77,18 @@ var rules = []rule{
 	{
 		// Below every floor: a leaf serves all packages, the floors included
 		// (the floors' rules let them import it), so it imports nothing of the module.
-		name:  "a leaf (internal/defaults) imports no package of the module",
-		tests: true,
+		name: "a leaf (internal/defaults, queue/fair) imports no package of the module",
 		forbids: func(from pkg, _ string) bool {
 			return leaves[from.Path]
+		},
+	},
+	{
+		// A leaf's tests may link only the test helpers listed for it in
+		// leafTests (queue/fair's run on real Redis through internal/testdb).
+		name:  "a leaf's tests import no package of the module but its test helpers",
+		tests: true,
+		forbids: func(from pkg, to string) bool {
+			return leaves[from.Path] && !leafTests[from.Path][to]
 		},
 	},
 	{
@@ -221,7 +229,12 @@ var testSupport = map[string]bool{"media/voice/ttssim/simimage": true, "cmd/benc
 // leaves are the packages below the lowest floor: they import only the standard
 // library, so queue, confine and egress may import them (the floors' rules speak
 // of the module's other packages). internal/defaults fills the Configs' defaults.
-var leaves = map[string]bool{"internal/defaults": true}
+var leaves = map[string]bool{"internal/defaults": true, "queue/fair": true}
+
+// leafTests are the test helpers a leaf's tests may import.
+var leafTests = map[string]map[string]bool{
+	"queue/fair": {"internal/testdb": true, "internal/testinfra": true},
+}
 
 // isToolbox reports whether path is package toolbox or one of its server classes.
 func isToolbox(path string) bool { return path == "toolbox" || strings.HasPrefix(path, "toolbox/") }
@@ -362,7 +375,15 @@ func TestImportRulesCatchViolations(t *testing.T) {
 			pkg{Path: "egress", Name: "egress", Imports: []string{"internal/defaults"}},
 			pkg{Path: "internal/defaults", Name: "defaults"})},
 		{name: "a leaf imports the egress floor", pkgs: with(pkg{Path: "internal/defaults", Name: "defaults", TestImports: []string{"egress"}}),
-			want: []string{`internal/defaults -> egress (in its tests) breaks "a leaf (internal/defaults) imports no package of the module"`}},
+			want: []string{`internal/defaults -> egress (in its tests) breaks "a leaf's tests import no package of the module but its test helpers"`}},
+		{name: "the fair dispatcher's tests run on the test helpers", pkgs: with(
+			pkg{Path: "queue/fair", Name: "fair", TestImports: []string{"internal/testdb", "internal/testinfra", "queue/fair"}})},
+		{name: "the fair dispatcher links the test helpers outside its tests", pkgs: with(pkg{Path: "queue/fair", Name: "fair", Imports: []string{"internal/testdb"}}),
+			want: []string{`queue/fair -> internal/testdb breaks "a leaf (internal/defaults, queue/fair) imports no package of the module"`}},
+		{name: "the fair dispatcher's tests link the queue", pkgs: with(pkg{Path: "queue/fair", Name: "fair", TestImports: []string{"queue"}}),
+			want: []string{`queue/fair -> queue (in its tests) breaks "a leaf's tests import no package of the module but its test helpers"`}},
+		{name: "defaults' tests may not link the test helpers", pkgs: with(pkg{Path: "internal/defaults", Name: "defaults", TestImports: []string{"internal/testdb"}}),
+			want: []string{`internal/defaults -> internal/testdb (in its tests) breaks "a leaf's tests import no package of the module but its test helpers"`}},
 		{name: "egress imports the gate", pkgs: with(pkg{Path: "egress", Name: "egress", Imports: []string{"security"}}),
 			want: []string{
 				`egress -> security breaks "egress imports no package of the module (destination policy and DLP are a floor below the tools and the gate)"`,
