@@ -179,6 +179,9 @@ type Deps struct {
 	Redis    redis.UniversalClient
 	RedisOpt asynq.RedisConnOpt
 	Queue    *queue.Enqueuer
+	// Fairness is the fleet's sharing policy: fairness keys' run limits and
+	// the priorities roles may submit with.
+	Fairness queue.Fairness
 	Events   *events.Recorder
 	// Hub is the process's one events hub (one Redis subscription shared with the
 	// MCP server); nil makes one of the server's own on Redis.

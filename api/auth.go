@@ -59,6 +59,22 @@ func hasRole(c *fiber.Ctx, role string) bool {
 	return roles[role] || roles[RoleAdmin]
 }
 
+// callerRoles lists the caller's roles; nil without authentication (the one
+// local principal holds them all).
+func callerRoles(c *fiber.Ctx) []string {
+	roles, ok := c.Locals(rolesKey{}).(map[string]bool)
+	if !ok {
+		return nil
+	}
+	out := make([]string, 0, len(roles))
+	for r, held := range roles {
+		if held {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // seesAllRuns reports whether the caller reads every principal's runs.
 func seesAllRuns(c *fiber.Ctx) bool { return hasRole(c, RoleReadAll) }
 

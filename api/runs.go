@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/invopop/jsonschema"
 
 	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/wsquota"
@@ -34,6 +36,9 @@ type inlineRequest struct {
 	Project   string          `json:"project"`
 	Team      json.RawMessage `json:"team"`
 	Variables map[string]any  `json:"variables"`
+	// Priority is the run's priority, 1 (lowest) to 5 (default 3), at most the
+	// caller's roles allow (fairness.max_priority).
+	Priority int `json:"priority,omitempty" jsonschema:"minimum=1,maximum=5"`
 }
 
 // JSONSchemaProperty documents team as the template it is parsed into
@@ -50,6 +55,9 @@ type templateRequest struct {
 	Template  string         `json:"template"`
 	Prompt    string         `json:"prompt"`
 	Variables map[string]any `json:"variables"`
+	// Priority is the run's priority, 1 (lowest) to 5 (default 3), at most the
+	// caller's roles allow (fairness.max_priority).
+	Priority int `json:"priority,omitempty" jsonschema:"minimum=1,maximum=5"`
 }
 
 // decode parses a JSON body strictly and names the offending field on error.
@@ -118,7 +126,7 @@ func (s *Server) submitInline(c *fiber.Ctx) error {
 	} else if taken {
 		return badRequest("team", "name %q belongs to the shipped template %q: an inline team cannot use it (submit the template with POST /api/orchestrator/run-from-template, or rename the team)", team.Name, owner)
 	}
-	return s.submit(c, team, "", req.Prompt, req.Project, req.Variables)
+	return s.submit(c, team, "", req.Prompt, req.Project, req.Variables, req.Priority)
 }
 
 func (s *Server) submitTemplate(c *fiber.Ctx) error {
@@ -139,10 +147,14 @@ func (s *Server) submitTemplate(c *fiber.Ctx) error {
 	case err != nil:
 		return &Error{Status: http.StatusUnprocessableEntity, Field: "template", Message: err.Error()}
 	}
-	return s.submit(c, team, req.Template, req.Prompt, req.Project, req.Variables)
+	return s.submit(c, team, req.Template, req.Prompt, req.Project, req.Variables, req.Priority)
 }
 
-func (s *Server) submit(c *fiber.Ctx, team templates.Template, tmplName, prompt, project string, vars map[string]any) error {
+func (s *Server) submit(c *fiber.Ctx, team templates.Template, tmplName, prompt, project string, vars map[string]any, priority int) error {
+	priority, err := s.checkPriority(c, priority)
+	if err != nil {
+		return err
+	}
 	var projectID string
 	if project != "" {
 		// A run works in one of its submitter's own projects, named from here on
@@ -188,9 +200,13 @@ func (s *Server) submit(c *fiber.Ctx, team templates.Template, tmplName, prompt,
 	}
 	teamJSON, _ := json.Marshal(rendered)
 	varsJSON, _ := json.Marshal(vars)
-	run := store.Run{ID: uuid.NewString(), Prompt: prompt, Template: tmplName, Team: teamJSON, Variables: varsJSON, TokenBudget: rendered.TokenBudget(), CostBudget: int64(rendered.CostBudget()), Owner: principal(c), Project: project, ProjectID: projectID}
+	key := fairKey(rendered, principal(c), project, vars)
+	_, runLimit, _ := s.d.Fairness.Policy(key)
+	run := store.Run{ID: uuid.NewString(), Prompt: prompt, Template: tmplName, Team: teamJSON, Variables: varsJSON, TokenBudget: rendered.TokenBudget(), CostBudget: int64(rendered.CostBudget()), Owner: principal(c), Project: project, ProjectID: projectID,
+		FairKey: key, Priority: priority, RunLimit: runLimit, Aging: s.d.Fairness.WithDefaults().Aging}
 	ctx := c.UserContext()
-	if err := s.d.Store.CreateRunLimited(ctx, run, s.cfg.MaxRunsInFlight); err != nil {
+	admitted, err := s.d.Store.CreateRunLimited(ctx, run, s.cfg.MaxRunsInFlight)
+	if err != nil {
 		if errors.Is(err, store.ErrNoProject) {
 			return &Error{Status: http.StatusNotFound, Field: "project", Message: fmt.Sprintf("no project %q", project)}
 		}
@@ -201,23 +217,80 @@ func (s *Server) submit(c *fiber.Ctx, team templates.Template, tmplName, prompt,
 		}
 		return err
 	}
-	if err := s.d.Events.Emit(ctx, run.ID, "queued", events.RunQueued, "", map[string]any{"team": rendered.Name, "template": tmplName}); err != nil {
+	resp := submitResponse{RunID: run.ID, Status: store.RunQueued, Priority: priority}
+	data := map[string]any{"team": rendered.Name, "template": tmplName, "priority": priority}
+	if !admitted {
+		if resp.Position, err = s.d.Store.QueuePosition(ctx, run.ID); err != nil {
+			return err
+		}
+		data["position"], data["run_limit"] = resp.Position, runLimit
+	}
+	if err := s.d.Events.Emit(ctx, run.ID, "queued", events.RunQueued, "", data); err != nil {
 		return err
 	}
 	// A failed enqueue leaves the run queued; the scheduler re-enqueues queued runs,
 	// so the request still succeeds durably (the TaskID makes the retry a no-op).
-	if err := s.d.Queue.Supervise(ctx, run.ID, "start"); err != nil {
-		s.d.Log.Error("enqueue run", "run_id", run.ID, "err", err)
+	// A run waiting for admission is started by the end of one of its key's runs.
+	if admitted {
+		if err := s.d.Queue.Supervise(ctx, queue.Route{Key: run.FairKey, Priority: priority}, run.ID, "start"); err != nil {
+			s.d.Log.Error("enqueue run", "run_id", run.ID, "err", err)
+		}
 	}
 	if s.d.Metrics != nil {
 		s.d.Metrics.RunsSubmitted.Inc()
 	}
-	return c.Status(http.StatusAccepted).JSON(submitResponse{RunID: run.ID, Status: store.RunQueued})
+	return c.Status(http.StatusAccepted).JSON(resp)
 }
 
 type submitResponse struct {
 	RunID  string `json:"run_id" jsonschema:"format=uuid"`
 	Status string `json:"status" jsonschema:"enum=queued"`
+	// Priority is the run's priority (1-5).
+	Priority int `json:"priority"`
+	// Position is the run's place in the line of its fairness key's waiting
+	// runs (1: next) when the key is at its run limit (fairness.keys.<key>.runs);
+	// absent when the run was admitted at once.
+	Position int `json:"position,omitempty"`
+}
+
+// checkPriority resolves a submission's priority: 0 is DefaultPriority; out
+// of 1-5, or over what the caller's roles allow, is a 400.
+func (s *Server) checkPriority(c *fiber.Ctx, p int) (int, error) {
+	if p == 0 {
+		return queue.DefaultPriority, nil
+	}
+	if p < queue.MinPriority || p > queue.MaxPriority {
+		return 0, badRequest("priority", "priority %d is not %d (lowest) to %d (highest)", p, queue.MinPriority, queue.MaxPriority)
+	}
+	if top := s.d.Fairness.MaxPriorityOf(callerRoles(c)); p > top {
+		return 0, badRequest("priority", "priority %d is over %d, the highest your roles may submit with (fairness.max_priority)", p, top)
+	}
+	return p, nil
+}
+
+// fairKey is the fairness key of a run of team (templates.Template.FairnessKey).
+// A run without the project or variable its team keys on falls back to its
+// owner: a key is always someone's.
+func fairKey(team templates.Template, owner, project string, vars map[string]any) string {
+	switch k := team.FairnessKey; {
+	case k == "project" && project != "":
+		return queue.Key("project:" + project)
+	case k == "team":
+		return queue.Key("team:" + team.Name)
+	case strings.HasPrefix(k, "var:"):
+		name := strings.TrimPrefix(k, "var:")
+		if v, ok := vars[name]; ok && v != nil {
+			var val string
+			if str, isStr := v.(string); isStr {
+				val = str
+			} else {
+				raw, _ := json.Marshal(v)
+				val = string(raw)
+			}
+			return queue.Key("var:" + name + "=" + val)
+		}
+	}
+	return queue.Key(owner)
 }
 
 type runView struct {
@@ -240,6 +313,13 @@ type runView struct {
 	FinishedAt    *string `json:"finished_at,omitempty" jsonschema:"format=date-time"`
 	Owner         string  `json:"owner"`
 	Project       string  `json:"project,omitempty"`
+	// Priority is the run's priority, 1 (lowest) to 5.
+	Priority int `json:"priority"`
+	// Waiting is true while the run waits for its fairness key's run limit
+	// (fairness.keys.<key>.runs) to admit it; Position is then its place in
+	// that line (1: next), on GET /api/runs/:id only.
+	Waiting  bool `json:"waiting,omitempty"`
+	Position int  `json:"position,omitempty"`
 }
 
 // JSONSchemaExtend lists the statuses a run can have, from the set listRuns accepts.
@@ -256,6 +336,7 @@ func view(r store.Run) runView {
 	_ = json.Unmarshal(r.Team, &team)
 	v := runView{ID: r.ID, Status: r.Status, Prompt: r.Prompt, Template: r.Template, Team: team.Name, Result: r.Result,
 		Error: r.Error, Reason: r.Reason, TokensUsed: r.TokensUsed, TokenBudget: r.TokenBudget, Owner: r.Owner, Project: r.Project,
+		Priority: r.Priority, Waiting: r.Status == store.RunQueued && r.AdmittedAt == nil,
 		CostUSD: dollars(r.Cost), CostBudgetUSD: dollars(r.CostBudget),
 		CreatedAt: r.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"), UpdatedAt: r.UpdatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")}
 	if r.FinishedAt != nil {
@@ -327,7 +408,13 @@ func (s *Server) getRun(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(view(r))
+	v := view(r)
+	if v.Waiting {
+		if v.Position, err = s.d.Store.QueuePosition(c.UserContext(), r.ID); err != nil {
+			return err
+		}
+	}
+	return c.JSON(v)
 }
 
 func (s *Server) getDelegations(c *fiber.Ctx) error {
@@ -401,10 +488,11 @@ func (s *Server) cancelRun(c *fiber.Ctx) error {
 		return err
 	}
 	ctx := c.UserContext()
-	changed, err := s.d.Store.FinishRun(ctx, r.ID, store.RunCancelled, "", "cancelled by request", "cancelled")
+	changed, admitted, err := s.d.Store.FinishRun(ctx, r.ID, store.RunCancelled, "", "cancelled by request", "cancelled")
 	if err != nil {
 		return err
 	}
+	s.startAdmitted(ctx, admitted)
 	r, err = s.d.Store.GetRun(ctx, r.ID)
 	if err != nil {
 		return err
@@ -476,4 +564,18 @@ func (s *Server) getPlan(c *fiber.Ctx) error {
 		p.Steps = []store.PlanStep{}
 	}
 	return c.JSON(PlanResponse{Plan: &p})
+}
+
+// startAdmitted starts the runs an end admitted (store.FinishRun): each gets a
+// run.admitted event and its first supervisor step. A failure is logged, not
+// returned: the run is admitted durably and the queued-runs sweep starts it.
+func (s *Server) startAdmitted(ctx context.Context, runs []store.Run) {
+	for _, r := range runs {
+		if err := s.d.Events.Emit(ctx, r.ID, "admitted", events.RunAdmitted, "", map[string]any{"priority": r.Priority}); err != nil {
+			s.d.Log.Error("admitted run: event", "run_id", r.ID, "err", err)
+		}
+		if err := s.d.Queue.Supervise(ctx, queue.Route{Key: r.FairKey, Priority: r.Priority}, r.ID, "start"); err != nil {
+			s.d.Log.Error("admitted run: enqueue", "run_id", r.ID, "err", err)
+		}
+	}
 }

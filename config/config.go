@@ -37,6 +37,7 @@ import (
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/mcpserver"
 	"github.com/aetherium-engine/aetherium/memory"
+	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/scheduler"
 	"github.com/aetherium-engine/aetherium/security"
@@ -81,7 +82,11 @@ type Config struct {
 	// Scheduler configures the scheduler role and its maintenance; see package
 	// scheduler.
 	Scheduler scheduler.Config `yaml:"scheduler"`
-	LLM       LLM              `yaml:"llm"`
+	// Fairness shares the fleet between tenants: fairness keys' weights, run
+	// and turn limits, the priorities roles may submit with, aging, and the
+	// dispatch mode (see queue.Fairness and docs/fairness.md).
+	Fairness queue.Fairness `yaml:"fairness"`
+	LLM      LLM            `yaml:"llm"`
 	// Path is the file the configuration was read from ("" for none): the
 	// llm section's limits and prices are reloaded when it changes.
 	Path string `yaml:"-"`
@@ -476,6 +481,7 @@ func (c Config) Validate() error {
 	add(c.ComfyUI.WithDefaults().Validate())
 	add(c.Knowledge.Validate())
 	add(c.Memory.Validate())
+	add(c.Fairness.Validate())
 	mcp := c.MCP // validated as written: WithDefaults would hide a negative wait
 	mcp.Addr = c.API.MCPAddr
 	add(mcp.Validate())

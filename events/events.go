@@ -15,7 +15,10 @@ import (
 
 // Event types.
 const (
-	RunQueued          = "run.queued"
+	RunQueued = "run.queued"
+	// RunAdmitted records that a run which waited for its fairness key's run
+	// limit (fairness.keys.<key>.runs) was admitted and will start.
+	RunAdmitted        = "run.admitted"
 	RunStarted         = "run.started"
 	RunCompleted       = "run.completed"
 	RunFailed          = "run.failed"

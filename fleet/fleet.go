@@ -37,6 +37,7 @@ import (
 	"github.com/aetherium-engine/aetherium/metrics"
 	"github.com/aetherium-engine/aetherium/qa"
 	"github.com/aetherium-engine/aetherium/queue"
+	"github.com/aetherium-engine/aetherium/queue/fair"
 	"github.com/aetherium-engine/aetherium/requiredoutput"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/scheduler"
@@ -211,7 +212,13 @@ func (f *Fleet) openCore(ctx context.Context, opts Options) error {
 	}
 	f.RedisOpt = f.redisConn.Asynq()
 	f.Client = asynq.NewClient(f.RedisOpt)
-	if f.Queue, err = queue.NewEnqueuer(f.Client, queue.Config{MaxRetry: cfg.Worker.MaxRetry, Wake: f.Redis}); err != nil {
+	qcfg := queue.Config{MaxRetry: cfg.Worker.MaxRetry, Wake: f.Redis, Fairness: cfg.Fairness.WithDefaults()}
+	if qcfg.Fairness.Dispatch == queue.DispatchFair {
+		if qcfg.Fair, err = fair.New(f.Redis, fair.Config{Aging: qcfg.Fairness.Aging}); err != nil {
+			return fmt.Errorf("fairness: %w", err)
+		}
+	}
+	if f.Queue, err = queue.NewEnqueuer(f.Client, qcfg); err != nil {
 		return fmt.Errorf("worker.max_retry: %w", err)
 	}
 	f.Events = &events.Recorder{Store: f.Store, Redis: f.Redis, Log: f.Log}
@@ -498,7 +505,7 @@ func (f *Fleet) API() *api.Server {
 	if err := f.Metrics.WatchQueues(asynq.NewInspectorFromRedisClient(f.Redis), metrics.QueueConfig{Queues: queue.Queues(), AsynqmonNames: true, Log: f.Log}); err != nil {
 		f.Log.Error("queue metrics", "err", err)
 	}
-	deps := api.Deps{Store: f.Store, Redis: f.Redis, RedisOpt: f.RedisOpt, Queue: f.Queue, Events: f.Events, Hub: f.EventsHub(), Registry: f.Registry,
+	deps := api.Deps{Store: f.Store, Redis: f.Redis, RedisOpt: f.RedisOpt, Queue: f.Queue, Fairness: f.Cfg.Fairness.WithDefaults(), Events: f.Events, Hub: f.EventsHub(), Registry: f.Registry,
 		Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Leases: f.Leases, Log: f.Log,
 		CheckDisk: f.Workspaces.CheckFree, RemoveProject: f.removeProject, WorkspaceDir: f.Workspaces.Dir,
 		CheckModels: f.Traffic.CheckModels}
@@ -581,8 +588,12 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 		mux.HandleFunc(queue.TypeWebhookDeliver, f.Webhooks.Handle)
 	}
 	mux.Use(logctx.TaskMiddleware())
+	if runner := f.Queue.FairRunner(workerName(), f.Cfg.Worker.Concurrency, f.Log.With("component", "fair")); runner != nil {
+		mux.Use(runner.Middleware)
+		go func() { _ = runner.Run(base, fairBeat) }()
+	}
 	scheduler.NewMaintenance(f.schedulerConfig(), scheduler.MaintenanceDeps{
-		Store: f.Store, Queue: f.Queue, Fail: w.FailRun, Log: f.Log,
+		Store: f.Store, Queue: f.Queue, Fail: w.FailRun, Start: w.StartAdmitted, Log: f.Log,
 		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, Executor: f.Executor, Workspaces: f.Workspaces,
 		CancelWork:   comfyuitools.Canceler{Leases: f.Leases, Client: f.Cfg.ComfyUI.Client, VideoService: f.Cfg.ComfyUI.VideoService}.CancelRun,
 		AfterRelease: w.AfterCleanup,
@@ -590,6 +601,17 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 	f.Metrics.WorkerStarted(f.Cfg.Worker.Concurrency)
 	stopped := sync.OnceFunc(func() { f.Metrics.WorkerStopped(f.Cfg.Worker.Concurrency) })
 	return srv, mux, func() { cancel(); stopped() }
+}
+
+// fairBeat is how often a worker process heartbeats its capacity and its
+// running tasks to the fair dispatcher (well inside fair.DefaultWorkerTTL and
+// DefaultRunLease); each beat also dispatches what expired leases freed.
+const fairBeat = 2 * time.Second
+
+// workerName names this worker process for the fair dispatcher.
+func workerName() string {
+	host, _ := os.Hostname()
+	return queue.WorkerName(host, os.Getpid(), time.Now())
 }
 
 // wakePoll is asynq's own pause after an empty dequeue round; the Waker does the

@@ -159,8 +159,11 @@ func takeSnapshot(t *testing.T, st *store.Store, runID string) snapshot {
 
 func TestDuplicateDeliveryIsNoop(t *testing.T) {
 	t.Parallel()
-	// No worker server: the test delivers tasks to the handlers itself.
-	f := fleettest.Start(t, fleettest.Options{NoWorker: true})
+	// No worker server: the test delivers tasks to the handlers itself. FIFO
+	// dispatch: with no worker heartbeating, the fair dispatcher would hold the
+	// tasks in their lines (window 0) and asynq, whose task ids this checks,
+	// would never see them (queue/fair's TestIdempotency covers its own).
+	f := fleettest.Start(t, fleettest.Options{NoWorker: true, Configure: func(c *config.Config) { c.Fairness.Dispatch = queue.DispatchFIFO }})
 	ctx := context.Background()
 	mux := f.Worker.Mux()
 	id := f.Submit("demo", "Greet", map[string]any{"topic": "x"})
@@ -192,8 +195,8 @@ func TestDuplicateDeliveryIsNoop(t *testing.T) {
 	require.Equal(t, 1, terminal)
 
 	// Enqueueing the same deterministic TaskID twice keeps one task.
-	require.NoError(t, f.Queue.Supervise(ctx, id, "dup-check"))
-	require.NoError(t, f.Queue.Supervise(ctx, id, "dup-check"))
+	require.NoError(t, f.Queue.Supervise(ctx, queue.Route{Key: store.LocalOwner, Priority: queue.DefaultPriority}, id, "dup-check"))
+	require.NoError(t, f.Queue.Supervise(ctx, queue.Route{Key: store.LocalOwner, Priority: queue.DefaultPriority}, id, "dup-check"))
 	info, err := f.Inspector().GetTaskInfo(queue.QueueSupervisor, "supervise:"+id+":dup-check")
 	require.NoError(t, err)
 	require.Equal(t, "supervise:"+id+":dup-check", info.ID)

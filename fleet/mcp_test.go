@@ -524,7 +524,7 @@ func TestMCPRedeliveredCallRunsOnce(t *testing.T) {
 
 	ctx := context.Background()
 	for _, key := range []string{"start", "redelivery-1", "redelivery-2"} {
-		require.NoError(t, m.Queue.MCPCall(ctx, callID, key))
+		require.NoError(t, m.Queue.MCPCall(ctx, queue.Route{Key: "mcp-client", Priority: queue.DefaultPriority}, callID, key))
 	}
 	insp := m.Inspector()
 	for _, key := range []string{"redelivery-1", "redelivery-2"} {
@@ -607,7 +607,7 @@ func TestMCPCallOfADeadWorkerIsNotRepeated(t *testing.T) {
 	_, err = m.Store.BeginIntent(ctx, "m:"+id+":"+id, runID, "edit_file", hex.EncodeToString(sum[:]))
 	require.NoError(t, err)
 
-	require.NoError(t, m.Queue.MCPCall(ctx, id, "start"))
+	require.NoError(t, m.Queue.MCPCall(ctx, queue.Route{Key: "mcp-client", Priority: queue.DefaultPriority}, id, "start"))
 	var c store.MCPCall
 	require.Eventually(t, func() bool {
 		c, err = m.Store.GetMCPCall(ctx, id)

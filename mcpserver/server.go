@@ -315,7 +315,7 @@ func (s *Server) callTool(profile string, p Profile, team json.RawMessage) mcp.T
 			}
 			return nil, err
 		}
-		if err := s.d.Queue.MCPCall(ctx, call.ID, "start"); err != nil {
+		if err := s.d.Queue.MCPCall(ctx, queue.Route{Key: run.FairKey, Priority: run.Priority}, call.ID, "start"); err != nil {
 			return nil, fmt.Errorf("queue mcp call %s: %w", call.ID, err)
 		}
 		return s.wait(ctx, req, call)
@@ -398,7 +398,7 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, call store.
 				// no decision will resume the call: resume it here, and the worker
 				// finishes it as a call of an ended run (one task per call: the key).
 				if run, rerr := s.d.Store.GetRun(ctx, call.RunID); rerr == nil && store.Terminal(run.Status) {
-					if qerr := s.d.Queue.MCPCall(ctx, call.ID, "run-ended"); qerr != nil {
+					if qerr := s.d.Queue.MCPCall(ctx, queue.Route{Key: run.FairKey, Priority: run.Priority}, call.ID, "run-ended"); qerr != nil {
 						return nil, fmt.Errorf("resume mcp call %s of ended run %s: %w", call.ID, run.ID, qerr)
 					}
 					resumed = true

@@ -46,7 +46,7 @@ func TestQueueWaitObservesTasksDueNow(t *testing.T) {
 	q, err := queue.NewEnqueuer(client, queue.Config{})
 	require.NoError(t, err)
 	ctx := context.Background()
-	require.NoError(t, q.Supervise(ctx, "r1", "start"))
+	require.NoError(t, q.Supervise(ctx, queue.Route{Key: "alice", Priority: queue.DefaultPriority}, "r1", "start"))
 	require.NoError(t, q.ExpireApproval(ctx, "apr_1", time.Now().Add(200*time.Millisecond)))
 	for range 2 {
 		select {

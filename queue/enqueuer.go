@@ -9,6 +9,8 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/aetherium-engine/aetherium/queue/fair"
 )
 
 // Defaults of Config.
@@ -44,6 +46,13 @@ type Config struct {
 	// poll interval. Best effort: an announcement that fails only means a worker
 	// finds the task at its next poll.
 	Wake redis.UniversalClient
+	// Fair, when set, is the fair dispatcher the tasks of runs (supervisor
+	// steps, agent turns, MCP calls) go through: they wait in their fairness
+	// key's line and are released to asynq as worker slots free up (see
+	// FairRunner). Nil enqueues them into asynq at once, in submission order.
+	Fair *fair.Dispatcher
+	// Fairness gives each fairness key's weight and turn limit to Fair.
+	Fairness Fairness
 }
 
 // WithDefaults returns c with every unset field at its default.
@@ -88,44 +97,45 @@ func NewEnqueuer(client *asynq.Client, cfg Config) (*Enqueuer, error) {
 	return e, nil
 }
 
-// Supervise enqueues a supervisor step of run; key distinguishes the start
-// ("start") from each resume (its cause), so duplicates collapse.
-func (e *Enqueuer) Supervise(ctx context.Context, runID, key string) error {
-	_, err := e.enqueue(ctx, SuperviseTask(runID), options{queue: QueueSupervisor, id: SuperviseTaskID(runID, key),
+// Supervise enqueues a supervisor step of run, whose route r is; key
+// distinguishes the start ("start") from each resume (its cause), so duplicates
+// collapse.
+func (e *Enqueuer) Supervise(ctx context.Context, r Route, runID, key string) error {
+	return e.runTask(ctx, r, SuperviseTask(runID), options{queue: QueueSupervisor, id: SuperviseTaskID(runID, key),
 		maxRetry: e.cfg.MaxRetry, retention: e.cfg.Retention, timeout: taskTimeout})
-	return err
 }
 
-// Turn enqueues the agent turn of a delegation; key as in Supervise.
-func (e *Enqueuer) Turn(ctx context.Context, delegationID, key string) error {
-	_, err := e.enqueue(ctx, TurnTask(delegationID), options{queue: QueueWorkers, id: TurnTaskID(delegationID, key),
+// Turn enqueues the agent turn of a delegation of a run whose route r is; key
+// as in Supervise.
+func (e *Enqueuer) Turn(ctx context.Context, r Route, delegationID, key string) error {
+	return e.runTask(ctx, r, TurnTask(delegationID), options{queue: QueueWorkers, id: TurnTaskID(delegationID, key),
 		maxRetry: e.cfg.MaxRetry, retention: e.cfg.Retention, timeout: taskTimeout})
-	return err
 }
 
-// Resume enqueues the next step of a session: a supervisor session resumes with a
-// supervise task, a delegation's session with a turn task. key names the cause
-// (the approval decided, the delegation finished), so each cause resumes once.
-func (e *Enqueuer) Resume(ctx context.Context, s SessionID, key string) error {
+// Resume enqueues the next step of a session of a run whose route r is: a
+// supervisor session resumes with a supervise task, a delegation's session with
+// a turn task. key names the cause (the approval decided, the delegation
+// finished), so each cause resumes once.
+func (e *Enqueuer) Resume(ctx context.Context, r Route, s SessionID, key string) error {
 	if err := s.Validate(); err != nil {
 		return fmt.Errorf("resume: %w", err)
 	}
 	if s.IsMCPCall() {
-		return e.MCPCall(ctx, s.MCPCall, key)
+		return e.MCPCall(ctx, r, s.MCPCall, key)
 	}
 	if s.IsSupervisor() {
-		return e.Supervise(ctx, s.Run, key)
+		return e.Supervise(ctx, r, s.Run, key)
 	}
-	return e.Turn(ctx, s.Delegation, key)
+	return e.Turn(ctx, r, s.Delegation, key)
 }
 
 // MCPCall enqueues the execution of an outside MCP client's tool call (on the
-// workers queue, like an agent's turn); key is "start" or the cause of a resume
-// ("approval:<approval>"), so each cause runs the call's task once.
-func (e *Enqueuer) MCPCall(ctx context.Context, callID, key string) error {
-	_, err := e.enqueue(ctx, MCPCallTask(callID), options{queue: QueueWorkers, id: MCPCallTaskID(callID, key),
+// workers queue, like an agent's turn) whose run's route r is; key is "start" or
+// the cause of a resume ("approval:<approval>"), so each cause runs the call's
+// task once.
+func (e *Enqueuer) MCPCall(ctx context.Context, r Route, callID, key string) error {
+	return e.runTask(ctx, r, MCPCallTask(callID), options{queue: QueueWorkers, id: MCPCallTaskID(callID, key),
 		maxRetry: e.cfg.MaxRetry, retention: e.cfg.Retention, timeout: taskTimeout})
-	return err
 }
 
 // ExpireApproval schedules the expiry of an approval at at (on the supervisor
@@ -177,6 +187,9 @@ type options struct {
 	timeout   time.Duration
 	// processAt delays the task (zero: now).
 	processAt time.Time
+	// stamped: the payload already carries its enqueue time (a dispatched
+	// task's is its submission).
+	stamped bool
 }
 
 // enqueue is the one place a task is enqueued. It reports whether this call
@@ -186,7 +199,7 @@ func (e *Enqueuer) enqueue(ctx context.Context, t *asynq.Task, o options) (bool,
 		asynq.Retention(o.retention), asynq.Timeout(o.timeout)}
 	if !o.processAt.IsZero() {
 		opts = append(opts, asynq.ProcessAt(o.processAt))
-	} else {
+	} else if !o.stamped {
 		// Due now: the handler measures how long it waited (EnqueuedAt). A
 		// scheduled task's wait is its schedule, not the queue's.
 		t = stamp(t, time.Now())

@@ -49,7 +49,7 @@ func ExampleNewEnqueuer() {
 		panic(err)
 	}
 	// Starting a run; a second call with the same key is no error and no second task.
-	if err := q.Supervise(context.Background(), "run-1", "start"); err != nil {
+	if err := q.Supervise(context.Background(), queue.Route{Key: "alice", Priority: queue.DefaultPriority}, "run-1", "start"); err != nil {
 		panic(err)
 	}
 

@@ -125,7 +125,7 @@ func TestEnqueueErrorNamesTheTask(t *testing.T) {
 	t.Cleanup(func() { _ = client.Close() })
 	q, err := queue.NewEnqueuer(client, queue.Config{})
 	require.NoError(t, err)
-	err = q.Supervise(context.Background(), "r1", "start")
+	err = q.Supervise(context.Background(), rt, "r1", "start")
 	require.ErrorContains(t, err, "enqueue run:supervise supervise:r1:start: ")
 	_, err = q.Maintenance(context.Background(), queue.TypeAuditPurge, time.Unix(30, 0), 15*time.Second)
 	require.ErrorContains(t, err, "enqueue maintenance:audit-purge maintenance:audit-purge:30: ")
@@ -157,10 +157,10 @@ func TestEnqueuerOnRedis(t *testing.T) {
 		timeout   time.Duration
 		state     asynq.TaskState
 	}{
-		{func() error { return q.Supervise(ctx, "r1", "start") }, "supervisor", "supervise:r1:start", "run:supervise", `{"run_id":"r1"}`, 5, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
-		{func() error { return q.Turn(ctx, "del_1", "start") }, "workers", "turn:del_1:start", "agent:turn", `{"delegation_id":"del_1"}`, 5, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
-		{func() error { return q.Resume(ctx, queue.SupervisorSession("r1"), "approval:apr_2") }, "supervisor", "supervise:r1:approval:apr_2", "run:supervise", `{"run_id":"r1"}`, 5, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
-		{func() error { return q.Resume(ctx, queue.DelegationSession("del_1"), "after:del_3") }, "workers", "turn:del_1:after:del_3", "agent:turn", `{"delegation_id":"del_1"}`, 5, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
+		{func() error { return q.Supervise(ctx, rt, "r1", "start") }, "supervisor", "supervise:r1:start", "run:supervise", `{"route":{"k":"alice","p":3},"run_id":"r1"}`, 5, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
+		{func() error { return q.Turn(ctx, rt, "del_1", "start") }, "workers", "turn:del_1:start", "agent:turn", `{"route":{"k":"alice","p":3},"delegation_id":"del_1"}`, 5, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
+		{func() error { return q.Resume(ctx, rt, queue.SupervisorSession("r1"), "approval:apr_2") }, "supervisor", "supervise:r1:approval:apr_2", "run:supervise", `{"route":{"k":"alice","p":3},"run_id":"r1"}`, 5, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
+		{func() error { return q.Resume(ctx, rt, queue.DelegationSession("del_1"), "after:del_3") }, "workers", "turn:del_1:after:del_3", "agent:turn", `{"route":{"k":"alice","p":3},"delegation_id":"del_1"}`, 5, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
 		{func() error { return q.ExpireApproval(ctx, "apr_2", expiry) }, "supervisor", "approval-expire:apr_2", "approval:expire", `{"approval_id":"apr_2"}`, 10, 24 * time.Hour, 30 * time.Minute, asynq.TaskStateScheduled},
 		{func() error { return q.DeliverWebhook(ctx, 3, 42) }, "maintenance", "webhook:3:42", "webhook:deliver", `{"event_id":42,"hook":3}`, 12, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
 		{func() error { return q.CleanupRun(ctx, "r1") }, "maintenance", "cleanup:r1", "run:cleanup", `{"run_id":"r1"}`, 10, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
@@ -209,9 +209,9 @@ func TestEnqueuerOnRedis(t *testing.T) {
 	require.False(t, again, "same tick")
 
 	// A session id that is not one enqueues nothing.
-	err = q.Resume(ctx, queue.SessionID{Run: "r1", Delegation: "del_1"}, "k")
+	err = q.Resume(ctx, rt, queue.SessionID{Run: "r1", Delegation: "del_1"}, "k")
 	require.ErrorIs(t, err, queue.ErrInvalidSessionID)
-	err = q.Resume(ctx, queue.SessionID{Run: "a:b"}, "k")
+	err = q.Resume(ctx, rt, queue.SessionID{Run: "a:b"}, "k")
 	require.True(t, errors.Is(err, queue.ErrInvalidSessionID), "%v", err)
 	info, err := inspector.GetQueueInfo("supervisor")
 	require.NoError(t, err)
@@ -248,3 +248,6 @@ func TestEnqueuedAt(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "r1", p.RunID)
 }
+
+// rt is the route of the tests' runs.
+var rt = queue.Route{Key: "alice", Priority: queue.DefaultPriority}

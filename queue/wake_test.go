@@ -83,19 +83,19 @@ func wakerStartsAnnouncedTasks(t *testing.T, url string) {
 
 	// Let the server go idle (a dequeue round found nothing), then announce.
 	time.Sleep(500 * time.Millisecond)
-	require.NoError(t, announcing.Supervise(ctx, announced, "k"))
+	require.NoError(t, announcing.Supervise(ctx, rt, announced, "k"))
 	waitStarted(announced)
 
 	// Idle again (a round right after the task started would find the next one
 	// by itself), then a task nobody announces.
 	time.Sleep(500 * time.Millisecond)
-	require.NoError(t, silent.Supervise(ctx, silentID, "k"))
+	require.NoError(t, silent.Supervise(ctx, rt, silentID, "k"))
 	select {
 	case got := <-started:
 		t.Fatalf("%s started without an announcement, before the idle poll", got)
 	case <-time.After(time.Second):
 	}
-	require.NoError(t, announcing.Supervise(ctx, second, "k"))
+	require.NoError(t, announcing.Supervise(ctx, rt, second, "k"))
 	got := map[string]bool{}
 	for range 2 {
 		select {

@@ -163,7 +163,10 @@ type MaintenanceDeps struct {
 	Queue *queue.Enqueuer
 	// Fail ends a run that made no progress for Config.StuckAfter (the worker's
 	// FailRun).
-	Fail    func(ctx context.Context, runID, reason, msg string)
+	Fail func(ctx context.Context, runID, reason, msg string)
+	// Start starts runs admitted by the admission sweep (the worker's
+	// StartAdmitted): their run.admitted event and first step.
+	Start   func(ctx context.Context, runs []store.Run)
 	Mailbox *mailbox.Mailbox
 	Leases  *lease.Manager
 	GPU     *gpu.Controller
@@ -340,19 +343,28 @@ func (m *Maintenance) sweepWorkspaces(ctx context.Context) error {
 }
 
 func (m *Maintenance) requeueQueued(ctx context.Context) error {
-	ids, err := m.d.Store.QueuedRuns(ctx, m.cfg.QueuedAfter, 500)
+	runs, err := m.d.Store.QueuedRuns(ctx, m.cfg.QueuedAfter, 500)
 	if err != nil {
 		return err
 	}
-	for _, id := range ids {
-		if err := m.d.Queue.Supervise(ctx, id, "start"); err != nil {
+	for _, r := range runs {
+		if err := m.d.Queue.Supervise(ctx, queue.Route{Key: r.FairKey, Priority: r.Priority}, r.ID, "start"); err != nil {
 			return err
 		}
 	}
-	if len(ids) > 0 {
-		m.d.Log.Info("re-enqueued queued runs", "count", len(ids))
+	if len(runs) > 0 {
+		m.d.Log.Info("re-enqueued queued runs", "count", len(runs))
 	}
-	return nil
+	// Runs waiting for admission whose key has room (a limit raised, an end
+	// whose admission failed): admitted and started here.
+	admitted, err := m.d.Store.AdmitWaiting(ctx, 500)
+	if m.d.Start != nil {
+		m.d.Start(ctx, admitted)
+	}
+	if len(admitted) > 0 {
+		m.d.Log.Info("admitted waiting runs", "count", len(admitted))
+	}
+	return err
 }
 
 func (m *Maintenance) stuckRuns(ctx context.Context) error {

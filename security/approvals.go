@@ -25,7 +25,7 @@ import (
 // delayed expiry of a request, and the resume of the session a decision unblocks.
 type ApprovalQueue interface {
 	ExpireApproval(ctx context.Context, approvalID string, at time.Time) error
-	Resume(ctx context.Context, session queue.SessionID, key string) error
+	Resume(ctx context.Context, r queue.Route, session queue.SessionID, key string) error
 }
 
 // ApprovalsConfig tunes approvals.
@@ -238,5 +238,9 @@ func (a *Approvals) afterDecision(ctx context.Context, appr store.Approval) erro
 	if err != nil {
 		return fmt.Errorf("approval %s: %w", appr.ID, err)
 	}
-	return a.queue.Resume(ctx, session, "approval:"+appr.ID)
+	run, err := a.store.GetRun(ctx, appr.RunID)
+	if err != nil {
+		return fmt.Errorf("approval %s: %w", appr.ID, err)
+	}
+	return a.queue.Resume(ctx, queue.Route{Key: run.FairKey, Priority: run.Priority}, session, "approval:"+appr.ID)
 }

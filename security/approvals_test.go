@@ -81,7 +81,7 @@ func TestApprovalsCloseWithTheirRun(t *testing.T) {
 	for _, status := range []string{store.RunCancelled, store.RunFailed} {
 		s := e.session(t)
 		appr := e.requestApproval(t, s, "c1", "download_pdf", urlArgs{URL: "http://127.0.0.1:9/a.pdf"}, "restricted tool")
-		changed, err := e.st.FinishRun(ctx, s.RunID, status, "", "stopped", status)
+		changed, _, err := e.st.FinishRun(ctx, s.RunID, status, "", "stopped", status)
 		require.NoError(t, err)
 		require.True(t, changed)
 		got, err := e.st.GetApproval(ctx, appr.ID)

@@ -66,7 +66,7 @@ func newResumes(t *testing.T, client *asynq.Client) *resumes {
 	return &resumes{Enqueuer: q}
 }
 
-func (r *resumes) Resume(_ context.Context, s queue.SessionID, key string) error {
+func (r *resumes) Resume(_ context.Context, _ queue.Route, s queue.SessionID, key string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.keys = append(r.keys, s.Run+"|"+s.String()+"|"+key)

@@ -100,7 +100,7 @@ func TestDelegationRoundTripWrites(t *testing.T) {
 	require.False(t, none.OK)
 
 	// A turn that starts after its run ended announces nothing.
-	_, err = st.FinishRun(ctx, sess.RunID, store.RunCancelled, "", "", "")
+	_, _, err = st.FinishRun(ctx, sess.RunID, store.RunCancelled, "", "", "")
 	require.NoError(t, err)
 	late := store.Acquire{Initial: store.Session{ID: "d:del_2", RunID: sess.RunID, Agent: "w", Role: "worker", Messages: []llm.Message{}}, Token: uuid.NewString(), Lease: time.Minute,
 		Events: []store.NewEvent{{Key: "turn:del_2", Type: "agent.turn_started", Agent: "w", Data: map[string]any{}}}}

@@ -78,7 +78,7 @@ func (s *Store) EnsureMCPRun(ctx context.Context, owner, profile string, team js
 		case err == nil && sameJSON(r.Team, team) && r.ProjectID == projectID:
 			return r, nil
 		case err == nil:
-			if _, err := s.FinishRun(ctx, r.ID, RunCompleted, "", "", "mcp_profile_changed"); err != nil {
+			if _, _, err := s.FinishRun(ctx, r.ID, RunCompleted, "", "", "mcp_profile_changed"); err != nil {
 				return Run{}, err
 			}
 			continue
@@ -86,8 +86,8 @@ func (s *Store) EnsureMCPRun(ctx context.Context, owner, profile string, team js
 			return Run{}, fmt.Errorf("mcp run of %s/%s: %w", owner, profile, err)
 		}
 		id := uuid.NewString()
-		tag, err := s.db.Exec(ctx, `INSERT INTO runs (id, status, prompt, template, team, owner, project, project_id, workspace)
-			SELECT $1::uuid, 'running', $2::text, $3::text, $4::jsonb, $5::text, coalesce(p.slug, ''), p.id, coalesce(p.workspace, '')
+		tag, err := s.db.Exec(ctx, `INSERT INTO runs (id, status, prompt, template, team, owner, project, project_id, workspace, fair_key, admitted_at)
+			SELECT $1::uuid, 'running', $2::text, $3::text, $4::jsonb, $5::text, coalesce(p.slug, ''), p.id, coalesce(p.workspace, ''), $5::text, now()
 			FROM (SELECT 1) one LEFT JOIN (SELECT id, slug, workspace FROM projects WHERE id = nullif($6, '')::uuid FOR SHARE) p ON true
 			WHERE ($6 = '' OR p.id IS NOT NULL)`,
 			id, "MCP client session of profile "+profile, template, team, owner, projectID)

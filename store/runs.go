@@ -60,6 +60,22 @@ type Run struct {
 	// project's (Project.Workspace), fixed when the run is created. It travels
 	// with the run (a worker's cached copy of the row is JSON).
 	Workspace string `json:"workspace,omitempty"`
+	// FairKey is the run's fairness key (issue 39): who it shares the fleet's
+	// worker time with and whose run limit it counts against. Its owner unless
+	// its template chose otherwise (templates.Template.FairnessKey).
+	FairKey string `json:"fair_key,omitempty"`
+	// Priority is the run's priority, 1 (lowest) to 5; DefaultPriority if unset.
+	Priority int `json:"priority,omitempty"`
+	// RunLimit is how many runs of FairKey may be admitted at once (0: no
+	// limit), as configured when the run was submitted.
+	RunLimit int `json:"run_limit,omitempty"`
+	// AdmittedAt is when the run was admitted to start; nil while it waits for a
+	// run of its key to end (RunLimit reached).
+	AdmittedAt *time.Time `json:"admitted_at,omitempty"`
+	// Aging is an input of CreateRunLimited, not stored: what one priority
+	// level is worth in waiting (fairness.aging), the head start its Priority
+	// gives the run in its key's line.
+	Aging time.Duration `json:"-"`
 }
 
 // WorkspaceID is the id of the workspace the run works in: its project's, shared
@@ -82,68 +98,109 @@ var ErrTooManyRuns = errors.New("too many runs in flight")
 var ErrNoProject = errors.New("no such project")
 
 const runCols = `id::text, status, prompt, template, team, variables, result, error, reason,
-	tokens_used, token_budget, cost, cost_budget, created_at, updated_at, finished_at, owner, project, coalesce(project_id::text, ''), workspace`
+	tokens_used, token_budget, cost, cost_budget, created_at, updated_at, finished_at, owner, project, coalesce(project_id::text, ''), workspace,
+	fair_key, priority, run_limit, admitted_at`
 
 func scanRun(row pgx.Row) (Run, error) {
 	var r Run
 	err := row.Scan(&r.ID, &r.Status, &r.Prompt, &r.Template, &r.Team, &r.Variables, &r.Result,
-		&r.Error, &r.Reason, &r.TokensUsed, &r.TokenBudget, &r.Cost, &r.CostBudget, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt, &r.Owner, &r.Project, &r.ProjectID, &r.Workspace)
+		&r.Error, &r.Reason, &r.TokensUsed, &r.TokenBudget, &r.Cost, &r.CostBudget, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt, &r.Owner, &r.Project, &r.ProjectID, &r.Workspace,
+		&r.FairKey, &r.Priority, &r.RunLimit, &r.AdmittedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, ErrNotFound
 	}
 	return r, err
 }
 
-// CreateRun inserts a queued run.
+// Priorities of a run: MinPriority (lowest) to MaxPriority; DefaultPriority
+// when its submitter names none.
+const (
+	MinPriority     = 1
+	MaxPriority     = 5
+	DefaultPriority = 3
+)
+
+// CreateRun inserts a queued run (admitted at once unless its RunLimit is
+// reached: see CreateRunLimited).
 func (s *Store) CreateRun(ctx context.Context, r Run) error {
-	return s.CreateRunLimited(ctx, r, 0)
+	_, err := s.CreateRunLimited(ctx, r, 0)
+	return err
 }
 
 // CreateRunLimited inserts a queued run unless its owner already has maxInFlight
-// runs not yet terminal (ErrTooManyRuns); maxInFlight 0 means no limit. The limit
-// is exact under concurrent submits: a transaction-scoped advisory lock per owner
-// serializes count-and-insert, and the insert's own snapshot (READ COMMITTED)
-// sees every run a previous lock holder committed.
-func (s *Store) CreateRunLimited(ctx context.Context, r Run, maxInFlight int) error {
+// runs not yet terminal (ErrTooManyRuns); maxInFlight 0 means no limit. It
+// reports whether the run was admitted: false when its key (FairKey, default the
+// owner) already has RunLimit admitted runs in flight — the run then waits, and
+// the end of one of them admits it (FinishRun). Both limits are exact under
+// concurrent submits: transaction-scoped advisory locks per owner and per key
+// serialize count-and-insert, and the insert's own snapshot (READ COMMITTED)
+// sees every run a previous lock holder committed. lineAt is the run's place in
+// its key's line (Run.LineAt): its creation time less its priority's head start.
+func (s *Store) CreateRunLimited(ctx context.Context, r Run, maxInFlight int) (bool, error) {
 	if len(r.Variables) == 0 {
 		r.Variables = json.RawMessage("{}")
 	}
 	if r.Owner == "" {
 		r.Owner = LocalOwner
 	}
-	if maxInFlight < 0 {
-		return fmt.Errorf("create run: max runs in flight %d is negative", maxInFlight)
+	if r.FairKey == "" {
+		r.FairKey = r.Owner
+	}
+	if r.Priority == 0 {
+		r.Priority = DefaultPriority
+	}
+	switch {
+	case maxInFlight < 0:
+		return false, fmt.Errorf("create run: max runs in flight %d is negative", maxInFlight)
+	case r.Priority < MinPriority || r.Priority > MaxPriority:
+		return false, fmt.Errorf("create run: priority %d is not in %d-%d", r.Priority, MinPriority, MaxPriority)
+	case r.RunLimit < 0:
+		return false, fmt.Errorf("create run: run limit %d is negative", r.RunLimit)
 	}
 	// A project run names its project by id (the caller checked the principal may
 	// use it): the insert takes the project's slug and workspace from that row,
-	// under a share lock, so a project deleted (and its slug re-created by
+	// locked FOR SHARE so it cannot vanish mid-insert; a project deleted (by
 	// someone else) meanwhile refuses the run instead of receiving it.
-	const insert = `INSERT INTO runs (id, status, prompt, template, team, variables, token_budget, owner, project, project_id, workspace, cost_budget)
+	const insert = `INSERT INTO runs (id, status, prompt, template, team, variables, token_budget, owner, project, project_id, workspace, cost_budget,
+			fair_key, priority, run_limit, line_at, admitted_at)
 		SELECT $1::uuid, 'queued', $2::text, $3::text, $4::jsonb, $5::jsonb, $6::bigint, $7::text,
-			coalesce(p.slug, ''), p.id, coalesce(p.workspace, ''), $9::bigint
+			coalesce(p.slug, ''), p.id, coalesce(p.workspace, ''), $9::bigint,
+			$10::text, $11::smallint, $12::integer, now() - $13::bigint * interval '1 microsecond',
+			CASE WHEN $12::integer = 0 OR (SELECT count(*) FROM runs WHERE fair_key = $10::text AND admitted_at IS NOT NULL
+				AND status IN ('queued','running','waiting')) < $12::integer THEN now() END
 		FROM (SELECT 1) one LEFT JOIN (SELECT id, slug, workspace FROM projects WHERE id = nullif($8, '')::uuid FOR SHARE) p ON true
 		WHERE ($8 = '' OR p.id IS NOT NULL)`
-	args := []any{r.ID, r.Prompt, r.Template, r.Team, r.Variables, r.TokenBudget, r.Owner, r.ProjectID, r.CostBudget}
-	if maxInFlight == 0 {
-		tag, err := s.db.Exec(ctx, insert, args...)
+	headStart := int64(r.Priority) * r.Aging.Microseconds()
+	args := []any{r.ID, r.Prompt, r.Template, r.Team, r.Variables, r.TokenBudget, r.Owner, r.ProjectID, r.CostBudget,
+		r.FairKey, r.Priority, r.RunLimit, headStart}
+	var admitted bool
+	if maxInFlight == 0 && r.RunLimit == 0 {
+		// Nothing to count: one statement, no transaction.
+		err := s.db.QueryRow(ctx, insert+` RETURNING admitted_at IS NOT NULL`, args...).Scan(&admitted)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false, fmt.Errorf("%w: project %q (deleted?)", ErrNoProject, r.ProjectID)
+		}
 		if err != nil {
-			return fmt.Errorf("create run: %w", err)
+			return false, fmt.Errorf("create run: %w", err)
 		}
-		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("%w: project %q (deleted?)", ErrNoProject, r.ProjectID)
-		}
-		return nil
+		return admitted, nil
 	}
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('aetherium.runs_in_flight:' || $1, 0))`, r.Owner); err != nil {
-			return fmt.Errorf("lock runs in flight of %q: %w", r.Owner, err)
+		q := insert
+		if maxInFlight > 0 {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('aetherium.runs_in_flight:' || $1, 0))`, r.Owner); err != nil {
+				return fmt.Errorf("lock runs in flight of %q: %w", r.Owner, err)
+			}
+			q += ` AND (SELECT count(*) FROM runs WHERE owner = $7 AND status IN ('queued','running','waiting')) < $14::bigint`
+			args = append(args, maxInFlight)
 		}
-		tag, err := tx.Exec(ctx, insert+` AND (SELECT count(*) FROM runs
-			WHERE owner = $7 AND status IN ('queued','running','waiting')) < $10::bigint`, append(args, maxInFlight)...)
-		if err != nil {
-			return err
+		if r.RunLimit > 0 {
+			if err := lockKey(ctx, tx, r.FairKey); err != nil {
+				return err
+			}
 		}
-		if tag.RowsAffected() == 0 {
+		err := tx.QueryRow(ctx, q+` RETURNING admitted_at IS NOT NULL`, args...).Scan(&admitted)
+		if errors.Is(err, pgx.ErrNoRows) {
 			if r.ProjectID != "" {
 				var ok bool
 				if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM projects WHERE id = $1::uuid)`, r.ProjectID).Scan(&ok); err == nil && !ok {
@@ -152,12 +209,96 @@ func (s *Store) CreateRunLimited(ctx context.Context, r Run, maxInFlight int) er
 			}
 			return fmt.Errorf("%w: %q has %d (api.max_runs_in_flight)", ErrTooManyRuns, r.Owner, maxInFlight)
 		}
-		return nil
+		return err
 	})
 	if err != nil && !errors.Is(err, ErrTooManyRuns) && !errors.Is(err, ErrNoProject) {
-		return fmt.Errorf("create run: %w", err)
+		return false, fmt.Errorf("create run: %w", err)
 	}
-	return err
+	return admitted, err
+}
+
+// lockKey serializes the admissions of one fairness key until tx ends.
+func lockKey(ctx context.Context, tx pgx.Tx, key string) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('aetherium.fair_key:' || $1, 0))`, key); err != nil {
+		return fmt.Errorf("lock fairness key %q: %w", key, err)
+	}
+	return nil
+}
+
+// maxAdmitBatch bounds how many waiting runs one transaction admits (a raised
+// limit admits the rest at the next end or sweep).
+const maxAdmitBatch = 100
+
+// admit admits the waiting runs of key that its limit now has room for, in line
+// order (line_at: priority with aging, then submission), and returns them. Each
+// waiting run counts against its own run_limit (the limit when it was
+// submitted), so a lowered limit admits nobody until the key is under it.
+func admit(ctx context.Context, tx pgx.Tx, key string) ([]Run, error) {
+	if err := lockKey(ctx, tx, key); err != nil {
+		return nil, err
+	}
+	var active int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM runs WHERE fair_key = $1 AND admitted_at IS NOT NULL
+		AND status IN ('queued','running','waiting')`, key).Scan(&active); err != nil {
+		return nil, fmt.Errorf("admit %q: count: %w", key, err)
+	}
+	var out []Run
+	for len(out) < maxAdmitBatch {
+		r, err := scanRun(tx.QueryRow(ctx, `UPDATE runs SET admitted_at = now(), updated_at = now()
+			WHERE id = (SELECT id FROM runs WHERE fair_key = $1 AND admitted_at IS NULL AND status = 'queued'
+				ORDER BY line_at, id LIMIT 1)
+			AND (run_limit = 0 OR run_limit > $2)
+			RETURNING `+runCols, key, active))
+		if errors.Is(err, ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return out, fmt.Errorf("admit %q: %w", key, err)
+		}
+		out = append(out, r)
+		active++
+	}
+	return out, nil
+}
+
+// AdmitWaiting admits what the limits of the keys with waiting runs have room
+// for (at most keys keys): the sweep behind FinishRun, for a limit raised by
+// configuration or an end whose admission was rolled back. It returns the runs
+// admitted; the caller starts them.
+func (s *Store) AdmitWaiting(ctx context.Context, keys int) ([]Run, error) {
+	rows, err := s.db.Query(ctx, `SELECT DISTINCT fair_key FROM runs WHERE admitted_at IS NULL AND status = 'queued' LIMIT $1`, keys)
+	if err != nil {
+		return nil, fmt.Errorf("admit waiting: %w", err)
+	}
+	ks, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("admit waiting: %w", err)
+	}
+	var out []Run
+	for _, k := range ks {
+		err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+			rs, err := admit(ctx, tx, k)
+			out = append(out, rs...)
+			return err
+		})
+		if err != nil {
+			return out, fmt.Errorf("admit waiting: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// QueuePosition is a waiting run's place in its key's line (1: next to be
+// admitted), 0 for a run that is not waiting for admission.
+func (s *Store) QueuePosition(ctx context.Context, id string) (int, error) {
+	var n int
+	err := s.db.QueryRow(ctx, `SELECT count(*) FROM runs w, runs r
+		WHERE r.id = $1 AND r.admitted_at IS NULL AND r.status = 'queued'
+		AND w.fair_key = r.fair_key AND w.admitted_at IS NULL AND w.status = 'queued' AND (w.line_at, w.id) <= (r.line_at, r.id)`, id).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("queue position of %s: %w", id, err)
+	}
+	return n, nil
 }
 
 // GetRun loads a run.
@@ -231,28 +372,46 @@ func (s *Store) SetRunWaiting(ctx context.Context, id string, waiting bool) (boo
 // terminal (a duplicate delivery, or a cancel that won the race). The run's pending
 // approvals are closed (cancelled) in the same transaction, so none of them can be
 // approved after its run stopped; a second statement, so it sees an approval whose
-// insert this update waited for (RequestApproval locks the run row).
-func (s *Store) FinishRun(ctx context.Context, id, status, result, errMsg, reason string) (bool, error) {
+// insert this update waited for (RequestApproval locks the run row). An admitted
+// run's end admits the next waiting runs of its key in the same transaction, so
+// no end — completion, failure, cancellation, a sweep of a dead worker's run —
+// can leak its slot; they are returned, and the caller starts them (a start lost
+// with the caller is the queued-runs sweep's: QueuedRuns).
+func (s *Store) FinishRun(ctx context.Context, id, status, result, errMsg, reason string) (bool, []Run, error) {
 	if !Terminal(status) {
-		return false, fmt.Errorf("finish run: %q is not terminal", status)
+		return false, nil, fmt.Errorf("finish run: %q is not terminal", status)
 	}
 	changed := false
+	var admitted []Run
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE runs SET status = $2, result = $3, error = $4, reason = $5,
+		admitted = nil
+		var key string
+		var limited bool
+		err := tx.QueryRow(ctx, `UPDATE runs SET status = $2, result = $3, error = $4, reason = $5,
 			updated_at = now(), finished_at = now()
-			WHERE id = $1 AND status IN ('queued','running','waiting')`, id, status, result, errMsg, reason)
+			WHERE id = $1 AND status IN ('queued','running','waiting')
+			RETURNING fair_key, admitted_at IS NOT NULL AND EXISTS (SELECT 1 FROM runs w
+				WHERE w.fair_key = runs.fair_key AND w.admitted_at IS NULL AND w.status = 'queued')`,
+			id, status, result, errMsg, reason).Scan(&key, &limited)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
-		if changed = tag.RowsAffected() == 1; !changed {
-			return nil
+		changed = true
+		if err := cancelRunApprovals(ctx, tx, id, status); err != nil {
+			return err
 		}
-		return cancelRunApprovals(ctx, tx, id, status)
+		if limited {
+			admitted, err = admit(ctx, tx, key)
+		}
+		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("finish run %s: %w", id, err)
+		return false, nil, fmt.Errorf("finish run %s: %w", id, err)
 	}
-	return changed, nil
+	return changed, admitted, nil
 }
 
 // StaleRuns returns non-terminal runs whose last event is older than age.
@@ -267,14 +426,24 @@ func (s *Store) StaleRuns(ctx context.Context, age time.Duration, limit int) ([]
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// QueuedRuns returns runs still queued after age (their first step was never picked up).
-func (s *Store) QueuedRuns(ctx context.Context, age time.Duration, limit int) ([]string, error) {
-	rows, err := s.db.Query(ctx, `SELECT id::text FROM runs WHERE status = 'queued' AND created_at < now() - $1::interval
-		ORDER BY created_at LIMIT $2`, age.String(), limit)
+// QueuedRuns returns admitted runs still queued after age (their first step was
+// never picked up); runs waiting for admission are not theirs to start.
+func (s *Store) QueuedRuns(ctx context.Context, age time.Duration, limit int) ([]Run, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+runCols+` FROM runs WHERE status = 'queued' AND admitted_at IS NOT NULL
+		AND admitted_at < now() - $1::interval ORDER BY admitted_at LIMIT $2`, age.String(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("queued runs: %w", err)
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	defer rows.Close()
+	var out []Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, fmt.Errorf("queued runs: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
 }
 
 // RunOwners maps each of ids that names a run to its owner; ids that are not runs

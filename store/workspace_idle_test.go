@@ -30,7 +30,7 @@ func TestWorkspaceIdle(t *testing.T) {
 		return id
 	}
 	finish := func(id string) {
-		_, err := st.FinishRun(ctx, id, store.RunCompleted, "", "", "")
+		_, _, err := st.FinishRun(ctx, id, store.RunCompleted, "", "", "")
 		require.NoError(t, err)
 	}
 	idle := func(id string, after time.Duration) bool {

@@ -53,6 +53,12 @@ type Template struct {
 	// transparent and reference_images). The team must list the model's
 	// service in gpu_services.
 	ImageModel string `yaml:"image_model,omitempty" json:"image_model,omitempty"`
+	// FairnessKey chooses whose share of the fleet a run of this team draws on
+	// (issue 39): "owner" (the default: its submitter), "project" (its project;
+	// the owner for a run without one), "team" (this team's name) or
+	// "var:<name>" (the value of the template variable <name>, e.g. the customer
+	// a team serves). fairness.keys configures each key's weight and limits.
+	FairnessKey string `yaml:"fairness_key,omitempty" json:"fairness_key,omitempty"`
 }
 
 // ImageModels are the known image_model values and the GPU service each renders
@@ -283,6 +289,9 @@ func (t *Template) Validate(reg *tools.Registry) error {
 		}
 	}
 	checkModel("model", t.Model)
+	if err := CheckFairnessKey(t.FairnessKey); err != nil {
+		add("fairness_key: %v", err)
+	}
 	if t.Budget.MaxCost != "" {
 		if _, err := llm.ParseDollars(t.Budget.MaxCost); err != nil {
 			add("budget.max_cost: %v", err)
@@ -614,4 +623,20 @@ func containsStr(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// varNameRE is a template variable's name in fairness_key "var:<name>".
+var varNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+
+// CheckFairnessKey accepts a team's fairness_key: "", "owner", "project",
+// "team" or "var:<name>".
+func CheckFairnessKey(k string) error {
+	switch k {
+	case "", "owner", "project", "team":
+		return nil
+	}
+	if name, ok := strings.CutPrefix(k, "var:"); ok && varNameRE.MatchString(name) {
+		return nil
+	}
+	return fmt.Errorf("%.80q is not owner, project, team or var:<variable name>", k)
 }

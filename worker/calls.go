@@ -36,7 +36,7 @@ func (w *Worker) resolveCall(ctx context.Context, tsess *tools.Session, in stepI
 		// Before that (a crash mid-dispatch) the call is dispatched again, even when
 		// its delegations have all finished meanwhile: dispatching is idempotent,
 		// completes whatever was missing, and writes the audit row the crash lost.
-		if err := w.requeuePending(ctx, ds); err != nil {
+		if err := w.requeuePending(ctx, in.run, ds); err != nil {
 			return llm.Message{}, callDone, err
 		}
 		return w.delegationAnswer(ctx, in, sess, call, ds, start)
@@ -158,12 +158,12 @@ func (w *Worker) delegationAnswer(ctx context.Context, in stepInput, sess *store
 // requeuePending enqueues again the turns of delegations not started yet: the
 // save that recorded them committed, but the step may have died before it
 // enqueued them. Task ids make this a no-op while the first enqueue stands.
-func (w *Worker) requeuePending(ctx context.Context, ds []store.Delegation) error {
+func (w *Worker) requeuePending(ctx context.Context, run store.Run, ds []store.Delegation) error {
 	for _, d := range ds {
 		if d.Status != store.DelegationPending {
 			continue
 		}
-		if err := w.queue.Turn(ctx, d.ID, "start"); err != nil {
+		if err := w.queue.Turn(ctx, routeOf(run), d.ID, "start"); err != nil {
 			return fmt.Errorf("enqueue delegation %s: %w", d.ID, err)
 		}
 	}

@@ -112,10 +112,11 @@ func (c *coordinator) Reply(ctx context.Context, message string) error {
 	if err := c.save(); err != nil {
 		return tools.Infrastructure(err)
 	}
-	changed, err := c.w.store.FinishRun(ctx, c.in.run.ID, store.RunCompleted, message, "", "")
+	changed, admitted, err := c.w.store.FinishRun(ctx, c.in.run.ID, store.RunCompleted, message, "", "")
 	if err != nil {
 		return tools.Infrastructure(err)
 	}
+	c.w.StartAdmitted(ctx, admitted)
 	if changed {
 		c.w.observeFinished(ctx, c.in.run.ID)
 	}
@@ -158,10 +159,11 @@ func (w *Worker) finishSession(ctx context.Context, in stepInput, sess *store.Se
 	final := lastWords(sess)
 	if in.role == "supervisor" {
 		// A supervisor that ends without reply still finishes the run with its last words.
-		changed, err := w.store.FinishRun(ctx, in.run.ID, store.RunCompleted, final, "", "")
+		changed, admitted, err := w.store.FinishRun(ctx, in.run.ID, store.RunCompleted, final, "", "")
 		if err != nil {
 			return err
 		}
+		w.StartAdmitted(ctx, admitted)
 		if changed {
 			w.observeFinished(ctx, in.run.ID)
 		}
@@ -177,7 +179,7 @@ func (w *Worker) finishSession(ctx context.Context, in stepInput, sess *store.Se
 	if err := w.events.Emit(ctx, in.run.ID, ev.Key, ev.Type, ev.Agent, ev.Data.(map[string]any)); err != nil {
 		return err
 	}
-	return w.resumeParent(ctx, *d)
+	return w.resumeParent(ctx, in.run, *d)
 }
 
 // lastWords is a finished session's last assistant message, when it is the last message.
@@ -233,10 +235,10 @@ func reviewRetried(msgs []llm.Message) bool {
 
 // resumeParent enqueues the step of the session that delegated d. The TaskID names
 // d, so however often d finishes, the parent is resumed once for it.
-func (w *Worker) resumeParent(ctx context.Context, d store.Delegation) error {
+func (w *Worker) resumeParent(ctx context.Context, run store.Run, d store.Delegation) error {
 	parent, err := queue.ParseRunSession(d.RunID, d.ParentSession)
 	if err != nil {
 		return fmt.Errorf("delegation %s: parent session: %w", d.ID, err)
 	}
-	return w.queue.Resume(ctx, parent, "after:"+d.ID)
+	return w.queue.Resume(ctx, routeOf(run), parent, "after:"+d.ID)
 }

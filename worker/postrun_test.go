@@ -77,7 +77,7 @@ func (r *postRunRig) run(t *testing.T, status string, pictures ...string) (strin
 	reqs = append(reqs, store.FinishImage{Path: "images/gone.png", Output: "images/gone-2k.png"})
 	_, err = r.st.RequestFinishImages(ctx, id, reqs, 0)
 	require.NoError(t, err)
-	_, err = r.st.FinishRun(ctx, id, status, "ok", "", "")
+	_, _, err = r.st.FinishRun(ctx, id, status, "ok", "", "")
 	require.NoError(t, err)
 	return id, ws
 }

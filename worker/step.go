@@ -533,7 +533,7 @@ func (s *stepRun) end(ctx context.Context, o saveOpts) error {
 		return err
 	}
 	if o.finish != nil {
-		if err := s.w.resumeParent(ctx, *in.delegation); err != nil {
+		if err := s.w.resumeParent(ctx, in.run, *in.delegation); err != nil {
 			return err
 		}
 		return errStop

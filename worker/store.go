@@ -14,7 +14,7 @@ import (
 type Store interface {
 	GetRun(ctx context.Context, id string) (store.Run, error)
 	StartRun(ctx context.Context, id string) (bool, error)
-	FinishRun(ctx context.Context, id, status, result, errMsg, reason string) (bool, error)
+	FinishRun(ctx context.Context, id, status, result, errMsg, reason string) (bool, []store.Run, error)
 
 	AcquireStep(ctx context.Context, a store.Acquire) (store.Acquired, error)
 	// SessionMessages reads a session's saved history (the flow rules' labels).

@@ -456,11 +456,12 @@ func (w *Worker) runOfTask(ctx context.Context, t *asynq.Task) (string, error) {
 
 // FailRun ends a run as failed (once) and records the terminal event.
 func (w *Worker) FailRun(ctx context.Context, runID, reason, msg string) {
-	changed, err := w.store.FinishRun(ctx, runID, store.RunFailed, "", msg, reason)
+	changed, admitted, err := w.store.FinishRun(ctx, runID, store.RunFailed, "", msg, reason)
 	if err != nil {
 		w.log.ErrorContext(ctx, "fail run", "run_id", runID, "err", err)
 		return
 	}
+	w.StartAdmitted(ctx, admitted)
 	if changed {
 		w.log.WarnContext(ctx, "run failed", "run_id", runID, "reason", reason, "error", msg)
 		w.observeFinished(ctx, runID)
@@ -492,5 +493,25 @@ func (w *Worker) ensureTerminalEvent(ctx context.Context, runID string) {
 	}
 	if err := w.events.EmitTerminal(ctx, r); err != nil {
 		w.log.ErrorContext(ctx, "terminal event", "run_id", runID, "err", err)
+	}
+}
+
+// routeOf is the route of run's tasks in the fair dispatcher.
+func routeOf(run store.Run) queue.Route {
+	return queue.Route{Key: run.FairKey, Priority: run.Priority}
+}
+
+// StartAdmitted starts the runs the end of a run admitted (store.FinishRun
+// admits its key's next waiting runs in the same transaction): a run.admitted
+// event and the first supervisor step each. A failure is logged: the runs are
+// admitted durably, and the queued-runs sweep starts what this could not.
+func (w *Worker) StartAdmitted(ctx context.Context, runs []store.Run) {
+	for _, r := range runs {
+		if err := w.events.Emit(ctx, r.ID, "admitted", events.RunAdmitted, "", map[string]any{"priority": r.Priority}); err != nil {
+			w.log.ErrorContext(ctx, "admitted run: event", "run_id", r.ID, "err", err)
+		}
+		if err := w.queue.Supervise(ctx, routeOf(r), r.ID, "start"); err != nil {
+			w.log.ErrorContext(ctx, "admitted run: enqueue", "run_id", r.ID, "err", err)
+		}
 	}
 }

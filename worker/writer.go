@@ -114,7 +114,7 @@ func (w *Worker) persist(ctx context.Context, in stepInput, sess *store.Session,
 		return saved, err
 	}
 	for _, d := range delegations {
-		if err := w.queue.Turn(ctx, d.ID, "start"); err != nil {
+		if err := w.queue.Turn(ctx, routeOf(in.run), d.ID, "start"); err != nil {
 			return saved, fmt.Errorf("enqueue delegation %s: %w", d.ID, err)
 		}
 	}

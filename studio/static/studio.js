@@ -277,6 +277,8 @@ async function pageRun(id) {
         el('dt', {}, 'owner'), el('dd', {}, run.owner),
         run.project ? [el('dt', {}, 'project'), el('dd', {}, run.project)] : null,
         el('dt', {}, 'created'), el('dd', {}, fmtTime(run.created_at)),
+        el('dt', {}, 'priority'), el('dd', { id: 'priority' }, String(run.priority || 3)),
+        run.waiting ? [el('dt', {}, 'admission'), el('dd', { id: 'admission' }, 'waiting for a slot of its fairness key: position ' + run.position + ' in line')] : null,
         el('dt', {}, 'prompt'), el('dd', { class: 'pre' }, run.prompt),
         el('dt', {}, 'tokens'), el('dd', {}, el('div', { class: 'bar', title: pct + '%' }, el('div', { class: 'fill', style: null, 'data-pct': pct })), ' ', el('span', { id: 'tokens' }, run.tokens_used + ' used of ' + run.token_budget)),
         el('dt', {}, 'cost'), el('dd', {}, el('span', { id: 'cost' }, '$' + (run.cost_usd || '0') + (run.cost_budget_usd ? ' of $' + run.cost_budget_usd : '')))),
@@ -468,7 +470,9 @@ function cardShell(ev, kind, title, ...body) {
 function card(ev, ctx) {
   const d = ev.data || {};
   switch (ev.type) {
-    case 'run.queued': return cardShell(ev, 'info', 'queued', el('div', {}, 'team ', d.team || ''));
+    case 'run.queued': return cardShell(ev, 'info', 'queued', el('div', {}, 'team ', d.team || '',
+      d.priority ? ' · priority ' + d.priority : '', d.position ? ' · waiting for its key\'s run limit (' + d.run_limit + '), position ' + d.position : ''));
+    case 'run.admitted': return cardShell(ev, 'info', 'admitted', el('div', {}, 'a run of its key ended: admitted'));
     case 'run.started': return cardShell(ev, 'info', 'started');
     case 'run.completed':
     case 'run.failed':

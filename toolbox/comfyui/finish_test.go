@@ -174,7 +174,7 @@ func TestFinishImageIsIdempotent(t *testing.T) {
 func TestFinishImageAfterTheRunEndedIsRefused(t *testing.T) {
 	t.Parallel()
 	r := finishSetup(t)
-	_, err := r.st.FinishRun(context.Background(), r.runID, store.RunCompleted, "done", "", "")
+	_, _, err := r.st.FinishRun(context.Background(), r.runID, store.RunCompleted, "done", "", "")
 	require.NoError(t, err)
 	_, err = r.call(t, "qwen", nil)
 	require.ErrorIs(t, err, store.ErrRunEnded)
