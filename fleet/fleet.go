@@ -588,9 +588,20 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 		mux.HandleFunc(queue.TypeWebhookDeliver, f.Webhooks.Handle)
 	}
 	mux.Use(logctx.TaskMiddleware())
+	// The runner leaves the dispatcher's window when base ends; the returned
+	// cancel waits for that, so a stopped process's slots are not counted on
+	// (and filled) for the WorkerTTL a crashed one's are.
+	beats := make(chan struct{})
 	if runner := f.Queue.FairRunner(workerName(), f.Cfg.Worker.Concurrency, f.Log.With("component", "fair")); runner != nil {
 		mux.Use(runner.Middleware)
-		go func() { _ = runner.Run(base, fairBeat) }()
+		go func() {
+			defer close(beats)
+			if err := runner.Run(base, fairBeat); err != nil {
+				f.Log.Warn("fair dispatch: leave", "err", err)
+			}
+		}()
+	} else {
+		close(beats)
 	}
 	scheduler.NewMaintenance(f.schedulerConfig(), scheduler.MaintenanceDeps{
 		Store: f.Store, Queue: f.Queue, Fail: w.FailRun, Start: w.StartAdmitted, Log: f.Log,
@@ -600,7 +611,7 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 	}).Register(mux)
 	f.Metrics.WorkerStarted(f.Cfg.Worker.Concurrency)
 	stopped := sync.OnceFunc(func() { f.Metrics.WorkerStopped(f.Cfg.Worker.Concurrency) })
-	return srv, mux, func() { cancel(); stopped() }
+	return srv, mux, func() { cancel(); <-beats; stopped() }
 }
 
 // fairBeat is how often a worker process heartbeats its capacity and its

@@ -10,8 +10,12 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/aetherium-engine/aetherium/internal/harness"
+	"github.com/aetherium-engine/aetherium/internal/redisconn"
+	"github.com/aetherium-engine/aetherium/queue/fair"
+	"github.com/aetherium-engine/aetherium/store"
 )
 
 // inFlightTurns counts worker sessions whose step lease is live: agent turns in
@@ -49,14 +53,26 @@ func recovered(ins *asynq.Inspector) map[string]int {
 // the step lease lets the new delivery take the session, and the run goes on from
 // its last save.
 func drillKill(ctx context.Context, e *env, r *report) error {
-	// Once turns are in flight on the workers, kill one of them.
-	c, ids, inFlight, err := underLoad(ctx, e, "kill")
+	// Once turns are in flight on the workers, kill one of them. The drill's
+	// key (its one principal) is limited to fewer turns at once than the two
+	// workers have slots, so the kill finds it holding slots of the fair
+	// dispatcher: they must come back, and the limit must hold meanwhile.
+	limit := e.o.concurrency * 3 / 2
+	c, ids, inFlight, err := underLoadWith(ctx, e, "kill", clusterOpts{workers: 2, concurrency: e.o.concurrency, latency: e.o.latency,
+		fleet: func(fc *harness.FleetConfig) {
+			fc.Sections = map[string]map[string]any{"fairness": {"default": map[string]any{"turns": limit}}}
+		}})
 	if err != nil {
 		return err
 	}
 	defer c.close()
 	ins := c.inspector()
 	defer ins.Close()
+	slots, err := watchSlots(ctx, c.redisURL, store.LocalOwner)
+	if err != nil {
+		return err
+	}
+	defer slots.stop()
 	n := e.o.runs
 	victim := c.workers[0]
 	// And a fresh wave of runs, killed about when their supervisors delegate: the
@@ -127,8 +143,73 @@ func drillKill(ctx context.Context, e *env, r *report) error {
 		rec["agent:turn"], rec["run:supervise"])
 	verifyCounts(ctx, c, r, ids)
 	verifyTainted(ctx, c, r, tainted, taintedInFlight, collected)
+	handedBack := rec["agent:turn"] + rec["run:supervise"]
+	peak := slots.peak()
+	// A task asynq hands back after its worker died starts again outside the
+	// dispatcher's count (its slot's lease expired first): the one way over
+	// the limit (queue/fair's doc), bounded by the tasks handed back.
+	r.check(peak > 0 && peak <= limit+handedBack, "the key's turn limit held through the kill: at most %d of its tasks in flight at once (limit %d, %d handed back after the kill)", peak, limit, handedBack)
+	idle, waited := slots.drained(ctx, time.Minute)
+	r.check(idle, "the dead worker's slots came back: nothing in flight or waiting in the dispatcher %.0fs after the last run ended", waited.Seconds())
 	c.alive(r)
 	return nil
+}
+
+// slotWatch samples a key's tasks in flight in the fair dispatcher.
+type slotWatch struct {
+	d      *fair.Dispatcher
+	rdb    redis.UniversalClient
+	key    string
+	cancel context.CancelFunc
+	done   chan struct{}
+	max    atomic.Int64
+}
+
+// watchSlots samples key's tasks in flight every 20 ms until stop.
+func watchSlots(ctx context.Context, redisURL, key string) (*slotWatch, error) {
+	rc, err := redisconn.Parse(redisURL)
+	if err != nil {
+		return nil, err
+	}
+	rdb := rc.Client()
+	d, err := fair.New(rdb, fair.Config{})
+	if err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	w := &slotWatch{d: d, rdb: rdb, key: key, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for ctx.Err() == nil {
+			if n, err := d.InFlightOf(ctx, key); err == nil && int64(n) > w.max.Load() {
+				w.max.Store(int64(n))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return w, nil
+}
+
+func (w *slotWatch) peak() int { return int(w.max.Load()) }
+
+// drained waits until the dispatcher holds nothing (every slot released, no
+// line left), at most within.
+func (w *slotWatch) drained(ctx context.Context, within time.Duration) (bool, time.Duration) {
+	start := time.Now()
+	for time.Since(start) < within {
+		if st, err := w.d.Stats(ctx); err == nil && st.InFlight == 0 && st.Pending == 0 {
+			return true, time.Since(start)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return false, time.Since(start)
+}
+
+func (w *slotWatch) stop() {
+	w.cancel()
+	<-w.done
+	_ = w.rdb.Close()
 }
 
 // taintedKey is the key the tainted runs write, read and try to send.
