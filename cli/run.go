@@ -42,6 +42,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	prompt := fs.String("prompt", "", "the task for the team (required)")
 	project := fs.String("project", "", "the project the run works in (its workspace, knowledge and memory); default a private scratch project")
 	follow := fs.Bool("follow", false, "stream the run's events until it ends; exit 1 unless it completes")
+	priority := fs.Int("priority", 0, "the run's priority, 1 (lowest) to 5; default 3 (at most what your roles allow: fairness.max_priority)")
 	var vars multiFlag
 	fs.Var(&vars, "var", "template variable key=value (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -69,7 +70,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		variables[k] = val
 	}
 	var path string
-	var body any
+	var body map[string]any
 	if *tmpl != "" {
 		path, body = "/api/orchestrator/run-from-template", map[string]any{"template": *tmpl, "prompt": *prompt, "variables": variables, "project": *project}
 	} else {
@@ -83,13 +84,21 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		path, body = "/api/orchestrator/run", map[string]any{"team": t, "prompt": *prompt, "variables": variables, "project": *project}
 	}
+	if *priority != 0 {
+		body["priority"] = *priority
+	}
 	var accepted struct {
-		RunID string `json:"run_id"`
+		RunID    string `json:"run_id"`
+		Priority int    `json:"priority"`
+		Position int    `json:"position"`
 	}
 	if err := postJSON(ctx, *base+path, body, &accepted); err != nil {
 		return fail("%v", err)
 	}
-	fmt.Fprintf(stdout, "run %s queued\n", accepted.RunID)
+	fmt.Fprintf(stdout, "run %s queued (priority %d)\n", accepted.RunID, accepted.Priority)
+	if accepted.Position > 0 {
+		fmt.Fprintf(stdout, "its fairness key is at its run limit: waiting in line at position %d; it starts when one of the key's runs ends\n", accepted.Position)
+	}
 	if !*follow {
 		return 0
 	}
@@ -266,6 +275,13 @@ func describe(e sseEvent) string {
 		} else {
 			detail = fmt.Sprintf("calls %v", d["tool_calls"])
 		}
+	case "run.queued":
+		detail = fmt.Sprintf("priority %v", d["priority"])
+		if pos, ok := d["position"]; ok {
+			detail += fmt.Sprintf(", waiting for its key's run limit (%v): position %v", d["run_limit"], pos)
+		}
+	case "run.admitted":
+		detail = "a run of its key ended: admitted"
 	case "run.failed":
 		detail = fmt.Sprintf("%v: %v", d["reason"], d["error"])
 	case "postrun.finish_image":

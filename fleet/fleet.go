@@ -594,6 +594,11 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 	beats := make(chan struct{})
 	if runner := f.Queue.FairRunner(workerName(), f.Cfg.Worker.Concurrency, f.Log.With("component", "fair")); runner != nil {
 		mux.Use(runner.Middleware)
+		runner.Observe = func(st fair.Stats) {
+			for state, v := range map[string]int{"pending": st.Pending, "keys": st.Keys, "in_flight": st.InFlight, "window": st.Window, "blocked": st.Blocked} {
+				f.Metrics.FairDispatch.WithLabelValues(state).Set(float64(v))
+			}
+		}
 		go func() {
 			defer close(beats)
 			if err := runner.Run(base, fairBeat); err != nil {

@@ -54,6 +54,12 @@ type Metrics struct {
 	// registered by WorkerStarted, so only processes that run a worker export them.
 	WorkerUp          prometheus.Gauge
 	WorkerConcurrency prometheus.Gauge
+	// FairDispatch is the fair dispatcher fleet-wide, as this worker last read
+	// it (every worker reports the same figures: aggregate with max): tasks
+	// pending in lines, keys with work pending, tasks in flight, the window
+	// (live workers' slots) and keys parked at their turn limit. Registered
+	// with the worker series. No series per key: keys are unbounded.
+	FairDispatch *prometheus.GaugeVec // state
 	// StaleWritesRefused counts writes of a step whose session lease another
 	// delivery had taken over (store.ErrLeaseLost): a worker paused or cut off
 	// past its lease, its late save or release refused by the lease token.
@@ -100,6 +106,7 @@ func New() *Metrics {
 	m.AuditBuffer = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "audit_buffer_depth", Help: "Audit rows buffered, not yet written."})
 	m.RulesReloads = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "permission_rules_reloads_total", Help: "Permission rule reloads by result (ok, error)."}, []string{"result"})
 	m.WorkerUp = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "worker_up", Help: "asynq worker servers running in this process (1 in a worker process, 0 once it stopped)."})
+	m.FairDispatch = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "fair_dispatch", Help: "The fair dispatcher fleet-wide by state: pending (tasks in lines), keys (keys with work pending), in_flight, window (live workers' slots), blocked (keys at their turn limit)."}, []string{"state"})
 	m.WorkerConcurrency = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "worker_concurrency", Help: "Tasks the worker servers of this process run at once."})
 	m.RulesValid = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "permission_rules_valid", Help: "1 when the last permissions file read parsed; 0 when the last good rules are kept after an error."})
 	for _, c := range []prometheus.Collector{m.DLPHits, m.ApprovalsDecided, m.ApprovalWait, m.ApprovalsPending, m.AuditBuffer, m.RulesReloads, m.RulesValid} {
@@ -146,6 +153,9 @@ func (m *Metrics) WorkerStarted(concurrency int) {
 			panic(err)
 		}
 		if err := m.register(m.WorkerConcurrency); err != nil {
+			panic(err)
+		}
+		if err := m.register(m.FairDispatch); err != nil {
 			panic(err)
 		}
 	}

@@ -154,6 +154,10 @@ type FairRunner struct {
 
 	mu      sync.Mutex
 	running map[string]int
+
+	// Observe, when set, is given the dispatcher's Stats after every
+	// heartbeat (the fleet's gauges).
+	Observe func(fair.Stats)
 }
 
 // FairRunner returns the runner of worker process worker (a name unique in the
@@ -235,6 +239,11 @@ func (r *FairRunner) beat(ctx context.Context) {
 	}
 	if err != nil && ctx.Err() == nil {
 		r.log.Warn("fair dispatch: heartbeat", "worker", r.worker, "err", err)
+	}
+	if r.Observe != nil {
+		if st, err := r.e.cfg.Fair.Stats(ctx); err == nil {
+			r.Observe(st)
+		}
 	}
 }
 
