@@ -101,8 +101,11 @@ type Config struct {
 	// without a token (for Prometheus); on Addr /metrics needs role metrics. Env
 	// AETHERIUM_API_METRICS_ADDR. Default empty (off).
 	MetricsAddr string `yaml:"metrics_addr"`
-	// MaxRunsInFlight caps one principal's runs not yet terminal; a submit over it
-	// gets 429. Default DefaultMaxRunsInFlight (0, unlimited).
+	// MaxRunsInFlight caps one principal's runs not yet terminal — running or
+	// waiting in line for its fairness key's run limit (fairness.keys.<key>.runs)
+	// alike: the length of its queue. A submit over it gets 429; a submit under
+	// it is accepted, and waits in line when its key is at its limit. Default
+	// DefaultMaxRunsInFlight (0, unlimited).
 	MaxRunsInFlight int `yaml:"max_runs_in_flight"`
 	// MaxStreamsPerPrincipal caps one principal's open event streams on this API
 	// process; a stream past it is refused with 429. Default
