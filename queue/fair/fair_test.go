@@ -19,6 +19,8 @@ import (
 type env struct {
 	url string
 	cfg fair.Config
+	// cluster: the shared Redis Cluster (else a private single node).
+	cluster bool
 }
 
 // matrix runs body against each Redis shape (a private single node, and the
@@ -29,7 +31,7 @@ func matrix(t *testing.T, cfg fair.Config, body func(t *testing.T, e *env)) {
 	testdb.EachRedis(t, func(t *testing.T, tg testdb.RedisTarget) {
 		c := cfg
 		c.Prefix = tg.Prefix + ":fair"
-		body(t, &env{url: tg.URL, cfg: c})
+		body(t, &env{url: tg.URL, cfg: c, cluster: tg.Name == "cluster"})
 	})
 }
 
