@@ -13,6 +13,7 @@ import (
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/queue"
+	"github.com/aetherium-engine/aetherium/queue/fair"
 )
 
 func setupFairness(t *testing.T) *owners {
@@ -80,6 +81,16 @@ func TestSubmitOverRunLimitWaitsInLine(t *testing.T) {
 	code, _, cancelRaw := o.call(t, "alice", "POST", "/api/runs/"+first.RunID+"/cancel", nil)
 	require.Equal(t, http.StatusOK, code, string(cancelRaw))
 	require.Equal(t, runState{Status: "queued", Priority: 3}, get(second.RunID), "admitted by the cancel")
+	// With no worker, the runs' first steps wait in the fair dispatcher: the
+	// cancelled run's gave its place up, the admitted run's took one.
+	d, err := fair.New(o.Redis, fair.Config{})
+	require.NoError(t, err)
+	pending, err := d.Cancel(context.Background(), queue.SuperviseTaskID(first.RunID, "start"))
+	require.NoError(t, err)
+	require.False(t, pending, "withdrawn by the cancel")
+	pending, err = d.Cancel(context.Background(), queue.SuperviseTaskID(second.RunID, "start"))
+	require.NoError(t, err)
+	require.True(t, pending, "the admitted run's first step is in line")
 	require.Eventually(t, func() bool {
 		evs, err := o.Store.EventsAfter(context.Background(), second.RunID, 0, 100)
 		require.NoError(t, err)

@@ -500,6 +500,11 @@ func (s *Server) cancelRun(c *fiber.Ctx) error {
 	if !changed {
 		return &Error{Status: http.StatusConflict, Field: "id", Message: fmt.Sprintf("run %s is already %s", r.ID, r.Status)}
 	}
+	// Its first step, if still in its key's line, would only start to find the
+	// run cancelled: it gives its place up now.
+	if err := s.d.Queue.Withdraw(ctx, queue.SuperviseTaskID(r.ID, "start")); err != nil {
+		s.d.Log.Warn("cancel: withdraw the first step", "run_id", r.ID, "err", err)
+	}
 	if s.d.Metrics != nil {
 		s.d.Metrics.RunsFinished.WithLabelValues(store.RunCancelled).Inc()
 	}

@@ -96,6 +96,22 @@ func (e *Enqueuer) runTask(ctx context.Context, r Route, t *asynq.Task, o option
 	return e.dispatch(ctx, ds)
 }
 
+// Withdraw takes tasks still waiting in their lines out of the fair
+// dispatcher (a cancelled run's first step), so they never take a slot; a task
+// already dispatched or unknown is left alone. A no-op without a dispatcher.
+func (e *Enqueuer) Withdraw(ctx context.Context, taskIDs ...string) error {
+	if e.cfg.Fair == nil {
+		return nil
+	}
+	var errs []error
+	for _, id := range taskIDs {
+		if _, err := e.cfg.Fair.Cancel(ctx, id); err != nil {
+			errs = append(errs, fmt.Errorf("withdraw %s: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // maxDispatchRounds bounds dispatch's loop over tasks asynq already had.
 const maxDispatchRounds = 8
 
