@@ -2,30 +2,30 @@ package queue
 
 import (
 	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/aetherium-engine/aetherium/queue/fair"
 )
 
 // Defaults of Fairness.
 const (
 	// DefaultAging is what one priority level is worth in waiting.
-	DefaultAging = 30 * time.Second
+	DefaultAging = fair.DefaultAging
 	// DefaultWeight is a key's weight when fairness.keys does not name it.
 	DefaultWeight = 1
 	// MaxKeyBytes bounds a fairness key: a longer one (a hostile template
 	// variable) is replaced by its hash (Key), so keys stay small in
 	// PostgreSQL and Redis whatever a submitter sends.
-	MaxKeyBytes = 128
+	MaxKeyBytes = fair.MaxKey
 )
 
 // Priorities of a run and of its tasks (the same numbers as store's).
 const (
-	MinPriority     = 1
-	MaxPriority     = 5
+	MinPriority     = fair.MinPriority
+	MaxPriority     = fair.MaxPriority
 	DefaultPriority = 3
 )
 
@@ -168,15 +168,11 @@ func (f Fairness) MaxPriorityOf(roles []string) int {
 	return best
 }
 
-// Key bounds a fairness key: one over MaxKeyBytes becomes "h:" and the hex
-// SHA-256 of it, so hostile values cost the same as short ones.
-func Key(k string) string {
-	if len(k) <= MaxKeyBytes {
-		return k
-	}
-	sum := sha256.Sum256([]byte(k))
-	return "h:" + hex.EncodeToString(sum[:])
-}
+// Key is the form a fairness key is kept in, in PostgreSQL as in the
+// dispatcher's Redis (fair.NormalizeKey): one over MaxKeyBytes, or one that
+// starts with "h:", becomes "h:" and the hex SHA-256 of it, so hostile values
+// cost the same as short ones and cannot take a hashed key's name.
+func Key(k string) string { return fair.NormalizeKey(k) }
 
 // Route is where a run's tasks stand in the fair dispatcher: the run's
 // fairness key and priority (store.Run.FairKey and Priority). Every task of a
