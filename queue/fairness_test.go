@@ -112,6 +112,10 @@ type fairFleet struct {
 	running map[string]int // by key, now
 	peak    map[string]int // by key, ever
 	done    chan string
+	// start begins the worker's heartbeat: until then its window is 0 and
+	// everything submitted waits in its line (so a test's submissions do not
+	// race the first dispatches).
+	start func()
 }
 
 func setupFairFleet(t *testing.T, f queue.Fairness, hold time.Duration) *fairFleet {
@@ -154,8 +158,14 @@ func setupFairFleet(t *testing.T, f queue.Fairness, hold time.Duration) *fairFle
 	t.Cleanup(srv.Shutdown)
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan struct{})
-	go func() { _ = runner.Run(ctx, 100*time.Millisecond); close(ran) }()
-	t.Cleanup(func() { cancel(); <-ran })
+	ff.start = func() { go func() { _ = runner.Run(ctx, 100*time.Millisecond); close(ran) }() }
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-ran:
+		case <-time.After(10 * time.Second):
+		}
+	})
 	return ff
 }
 
@@ -209,6 +219,7 @@ func TestFairDispatchThroughAsynq(t *testing.T) {
 		ff := setupFairFleet(t, queue.Fairness{}, 20*time.Millisecond)
 		ff.submit(t, "a", 3, names("a", 30)...)
 		ff.submit(t, "b", 3, names("b", 3)...)
+		ff.start()
 		order := ff.wait(t, 33)
 		pos := positions(order, "b")
 		require.Len(t, pos, 3)
@@ -219,6 +230,7 @@ func TestFairDispatchThroughAsynq(t *testing.T) {
 		ff := setupFairFleet(t, queue.Fairness{}, 20*time.Millisecond)
 		ff.submit(t, "a", 3, names("low", 20)...)
 		ff.submit(t, "a", 5, names("high", 3)...)
+		ff.start()
 		order := ff.wait(t, 23)
 		pos := positions(order, "high")
 		require.Len(t, pos, 3)
@@ -228,6 +240,7 @@ func TestFairDispatchThroughAsynq(t *testing.T) {
 		t.Parallel()
 		ff := setupFairFleet(t, queue.Fairness{Keys: map[string]queue.KeyPolicy{"a": {Turns: 1}}}, 30*time.Millisecond)
 		ff.submit(t, "a", 3, names("a", 8)...)
+		ff.start()
 		ff.wait(t, 8)
 		ff.mu.Lock()
 		defer ff.mu.Unlock()
@@ -238,6 +251,7 @@ func TestFairDispatchThroughAsynq(t *testing.T) {
 		ff := setupFairFleet(t, queue.Fairness{Keys: map[string]queue.KeyPolicy{"a": {Weight: intp(3)}}}, 5*time.Millisecond)
 		ff.submit(t, "a", 3, names("a", 60)...)
 		ff.submit(t, "b", 3, names("b", 60)...)
+		ff.start()
 		order := ff.wait(t, 120)
 		// While both have work (the first 80 starts: a runs out at 60), a gets
 		// three starts for each of b's.
