@@ -65,7 +65,10 @@ func (c ApprovalsConfig) fallsBack(tool, why string) bool {
 // waiting), decide (once; 409 on a second decision), expire, and resume the
 // suspended session.
 type Approvals struct {
-	cfg     ApprovalsConfig
+	cfg ApprovalsConfig
+	// rules give the policy revision grants are listed and confirmed under (nil:
+	// NoPolicyRevision).
+	rules   *Rules
 	store   *store.Store
 	events  *events.Recorder
 	queue   ApprovalQueue
@@ -86,6 +89,65 @@ func NewApprovals(cfg ApprovalsConfig, st *store.Store, rec *events.Recorder, q 
 		log = slog.Default()
 	}
 	return &Approvals{cfg: cfg, store: st, events: rec, queue: q, metrics: m, log: log}
+}
+
+// UseRules gives the approvals the live permissions, whose revision grants are
+// listed and confirmed under.
+func (a *Approvals) UseRules(r *Rules) { a.rules = r }
+
+// PolicyRevision is the revision of the permissions in force.
+func (a *Approvals) PolicyRevision() string {
+	if a.rules == nil {
+		return NoPolicyRevision
+	}
+	return a.rules.Current().Revision()
+}
+
+// ListGrants lists grants with their status under the permissions in force.
+func (a *Approvals) ListGrants(ctx context.Context, f store.GrantFilter) ([]store.Grant, error) {
+	return a.store.ListGrants(ctx, f, a.PolicyRevision())
+}
+
+// GetGrant loads one grant, its status under the permissions in force.
+func (a *Approvals) GetGrant(ctx context.Context, id string) (store.Grant, error) {
+	return a.store.GetGrant(ctx, id, a.PolicyRevision())
+}
+
+// RevokeGrant revokes a grant: the next matching call asks again. An approver,
+// or the owner whose runs it covers, may revoke it.
+func (a *Approvals) RevokeGrant(ctx context.Context, id, by string, mayApprove bool) (store.Grant, error) {
+	g, err := a.GetGrant(ctx, id)
+	if err != nil {
+		return g, err
+	}
+	if !mayApprove && by != g.Owner {
+		return g, fmt.Errorf("%w: only an approver or %s revokes grant %s", store.ErrForbidden, g.Owner, id)
+	}
+	g, err = a.store.RevokeGrant(ctx, id, by, a.PolicyRevision())
+	if err == nil {
+		a.log.Info("grant revoked", "grant_id", id, "by", by)
+	}
+	return g, err
+}
+
+// ConfirmGrant rebinds a grant (suspended by a change of the permissions) to the
+// revision in force: an approver's decision, under the self-approval rule.
+func (a *Approvals) ConfirmGrant(ctx context.Context, id, by string, mayApprove bool) (store.Grant, error) {
+	g, err := a.GetGrant(ctx, id)
+	if err != nil {
+		return g, err
+	}
+	if !mayApprove {
+		return g, fmt.Errorf("%w: confirming a grant needs the approve role", store.ErrForbidden)
+	}
+	if by == g.Owner && !a.cfg.AllowSelfApproval {
+		return g, fmt.Errorf("%w: grant %s covers %s's own runs, so someone else confirms it (security.allow_self_approval)", store.ErrForbidden, id, by)
+	}
+	g, err = a.store.ConfirmGrant(ctx, id, by, a.PolicyRevision())
+	if err == nil {
+		a.log.Info("grant confirmed", "grant_id", id, "by", by, "policy_revision", g.PolicyRevision)
+	}
+	return g, err
 }
 
 // ApprovalID is deterministic per call, so a redelivered step finds its approval.
