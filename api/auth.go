@@ -63,11 +63,11 @@ func hasRole(c *fiber.Ctx, role string) bool {
 	return roles[role] || roles[RoleAdmin]
 }
 
-// hasOwnRole reports whether the caller's token names role itself (admin does
-// not stand in); without authentication the one local principal holds it.
+// hasOwnRole reports whether the caller's token names role itself: admin does
+// not stand in, and without authentication nobody holds it.
 func hasOwnRole(c *fiber.Ctx, role string) bool {
 	roles, ok := c.Locals(rolesKey{}).(map[string]bool)
-	return !ok || roles[role]
+	return ok && roles[role]
 }
 
 // callerRoles lists the caller's roles; nil without authentication (the one
