@@ -94,6 +94,8 @@ func TestApprovalAuditInvariant(t *testing.T) {
 	// or adds an argument (only a "… *" command grant covers it).
 	start := time.Now()
 	ids := make([]string, runs)
+	var submitters sync.WaitGroup
+	sem := make(chan struct{}, 4) // a few clients submitting at once
 	for i := range runs {
 		first, second := w.commands(i)
 		tm := map[string]any{
@@ -106,11 +108,31 @@ func TestApprovalAuditInvariant(t *testing.T) {
 				call("reply", map[string]any{"message": "done"}),
 			}}},
 		}
-		ids[i] = f.SubmitTeam(tm, fmt.Sprintf("clean up build %d", i))
-		w.mu.Lock()
-		w.index[ids[i]] = i
-		w.mu.Unlock()
+		submitters.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; submitters.Done() }()
+			var out struct {
+				RunID string `json:"run_id"`
+			}
+			code, raw, err := w.do(ctx, "POST", "/api/orchestrator/run", map[string]any{"team": tm, "prompt": fmt.Sprintf("clean up build %d", i)})
+			if err == nil && code == http.StatusAccepted {
+				err = json.Unmarshal(raw, &out)
+			}
+			if err != nil || code != http.StatusAccepted || out.RunID == "" {
+				w.fail("submit run #%d: HTTP %d %s: %v", i, code, raw, err)
+				return
+			}
+			w.mu.Lock()
+			ids[i] = out.RunID
+			w.index[out.RunID] = i
+			w.mu.Unlock()
+		}()
 	}
+	submitters.Wait()
+	w.mu.Lock()
+	require.Empty(t, w.errs, "submissions")
+	w.mu.Unlock()
 
 	submitted := time.Since(start)
 	// Every run ends (each approval is decided, expires or is closed with its run).
