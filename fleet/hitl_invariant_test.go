@@ -156,7 +156,7 @@ func TestApprovalAuditInvariant(t *testing.T) {
 		require.NotEqual(t, "failed", r.Status, "run %s (#%d): %s", id, w.index[id], r.Error)
 		cancelledRuns[id] = r.Status == "cancelled"
 	}
-	t.Logf("runs: %v (submitted in %s, all ended after %s)", statuses, submitted.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	t.Logf("runs: %v (submitted in %s, all ended within %s)", statuses, submitted.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	f.Audit.Flush()
 
 	approvals := loadInvariantApprovals(t, f, ids)
@@ -359,10 +359,13 @@ func TestApprovalAuditInvariant(t *testing.T) {
 	require.Equal(t, ran, logged, "the command log holds exactly the audited executions")
 
 	w.mu.Lock()
-	late := w.late
+	late, taken := w.late, map[string]int{}
+	for _, kind := range w.decided {
+		taken[kind]++
+	}
 	w.mu.Unlock()
-	t.Logf("approvals %d, executed calls %d (%d under a grant), decisions as recorded: %v; decisions the API refused as too late: %d",
-		len(approvals), len(ran), underGrant, counts, late)
+	t.Logf("approvals %d, executed calls %d (%d under a grant); decisions taken: %v; as recorded: %v; refused as too late (409): %d",
+		len(approvals), len(ran), underGrant, taken, counts, late)
 	// Not vacuous: every kind of decision happened, and grants were spent.
 	for _, kind := range []string{decApprove, decGrant, decEdit, decDeny, decExpire, decCancel, "edit to a harmless command", "ran under a grant"} {
 		require.GreaterOrEqual(t, counts[kind], 3, "decisions %q (seed %d)", kind, seed)
