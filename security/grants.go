@@ -117,6 +117,12 @@ func (up urlPattern) covers(raw string) bool {
 	if err != nil || u.User != nil || u.Scheme != up.scheme || strings.ToLower(u.Host) != up.host {
 		return false
 	}
+	// An encoded dot, slash or backslash may be decoded by the server into a
+	// segment that leaves the prefix: such a path is not judged, so not covered.
+	if raw := strings.ToLower(u.EscapedPath()); strings.Contains(raw, "%2e") || strings.Contains(raw, "%2f") ||
+		strings.Contains(raw, "%5c") || strings.Contains(raw, "\\") {
+		return false
+	}
 	p := cleanURLPath(u.EscapedPath())
 	if up.path == "/" || p == up.path {
 		return true
