@@ -110,7 +110,12 @@ function badge(text, kind) { return el('span', { class: 'badge ' + (kind || Stri
 
 function errorBox(err) { return el('p', { class: 'error', role: 'alert' }, String(err && err.message || err)); }
 
-const main = () => document.getElementById('main');
+// pageRoot is the current page's container in #main. route() makes a new one
+// per navigation, so a page left while it still awaited the API (the runs page
+// after a sign-in, when the nav is clicked at once) appends to a detached node,
+// not under the next page.
+let pageRoot = null;
+const main = () => pageRoot || document.getElementById('main');
 
 // ---------- sign-in ----------
 
@@ -1169,7 +1174,7 @@ function navigate(path) {
 function route() {
   for (const fn of leaveHooks) { try { fn(); } catch (_) { /* ignore */ } }
   leaveHooks = [];
-  clear(main());
+  pageRoot = clear(document.getElementById('main')).appendChild(el('div', { class: 'page' }));
   if (token() === null) { setInboxCount(0); signIn(); return; }
   document.getElementById('signout').hidden = false;
   startInboxPoll();
