@@ -763,14 +763,15 @@ async function pageInbox() {
     try { rows = (await api('GET', '/api/approvals?' + qs)).approvals || []; } catch (e) { clear(history).appendChild(errorBox(e)); return; }
     // The API lists oldest first; the history reads newest decision first.
     rows = rows.filter((a) => a.status !== 'pending')
-      .sort((x, y) => String(y.decided_at || y.created_at).localeCompare(String(x.decided_at || x.created_at))).slice(0, 100);
+      .sort((x, y) => (Date.parse(y.decided_at || y.created_at) || 0) - (Date.parse(x.decided_at || x.created_at) || 0)).slice(0, 100);
     const tbody = el('tbody');
     for (const a of rows) {
       const said = a.kind === 'question' ? (a.answer ? 'answer: ' + a.answer : '') : '';
       tbody.appendChild(el('tr', { 'data-approval-history': a.id, 'data-status': a.status },
         el('td', { 'data-label': 'when' }, fmtTime(a.decided_at || a.expires_at)),
         el('td', { 'data-label': 'status' }, badge(a.status)),
-        el('td', { 'data-label': 'what' }, a.kind === 'question' ? 'question' : el('code', {}, a.tool || ''), ' ', el('span', { class: 'muted' }, a.agent || '')),
+        el('td', { 'data-label': 'what' }, a.kind === 'question' ? 'question' : el('code', {}, a.tool || ''), ' ', el('span', { class: 'muted' }, a.agent || ''),
+          a.kind === 'question' && a.view && a.view.question ? el('div', { class: 'muted' }, String(a.view.question).slice(0, 200)) : null),
         el('td', { 'data-label': 'by' }, a.decided_by || ''),
         el('td', { 'data-label': 'reason', class: 'pre' }, [said, a.decision_reason || ''].filter(Boolean).join('\n'),
           a.grant_id ? el('div', { class: 'muted' }, 'grant ', el('code', {}, a.grant_id)) : null,
