@@ -843,10 +843,12 @@ function approvalCard(a, done) {
   const panels = el('div', { class: 'panels' });
   const card = el('article', { class: 'card approval', 'data-approval': a.id, 'data-kind': 'call' });
   const post = decision(a, out, card, done);
-  const open = (panel) => () => {
+  const open = (panel) => (ev) => {
     const was = !panel.hidden;
     for (const p of panels.children) p.hidden = true;
     panel.hidden = was;
+    for (const b of card.querySelectorAll('button[aria-expanded]')) b.setAttribute('aria-expanded', 'false');
+    ev.currentTarget.setAttribute('aria-expanded', String(!panel.hidden));
     if (!panel.hidden) { const f = panel.querySelector('textarea, input, select'); if (f) f.focus(); }
   };
 
@@ -909,8 +911,8 @@ function approvalCard(a, done) {
     el('div', { class: 'row actions' }, reason,
       el('button', { type: 'button', class: 'approve', onclick: () => post('approve', { reason: reason.value }) }, 'Approve'),
       el('button', { type: 'button', class: 'secondary open-grant', 'aria-expanded': 'false', onclick: open(grantPanel) }, 'Approve with grant…'),
-      el('button', { type: 'button', class: 'secondary open-edit', onclick: open(editPanel) }, 'Edit…'),
-      el('button', { type: 'button', class: 'secondary danger-outline open-reject', onclick: open(rejectPanel) }, 'Reject…')),
+      el('button', { type: 'button', class: 'secondary open-edit', 'aria-expanded': 'false', onclick: open(editPanel) }, 'Edit…'),
+      el('button', { type: 'button', class: 'secondary danger-outline open-reject', 'aria-expanded': 'false', onclick: open(rejectPanel) }, 'Reject…')),
     panels, out);
 }
 
