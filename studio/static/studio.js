@@ -757,11 +757,12 @@ async function pageInbox() {
     if (shown.size) for (const e of list.querySelectorAll('.empty')) e.remove();
   }
   async function loadDecided() {
-    const qs = new URLSearchParams({ limit: '1000' });
+    // decided=true: the API's history, latest decision first.
+    const qs = new URLSearchParams({ decided: 'true', limit: '100' });
     if (runFilter) qs.set('run_id', runFilter);
     let rows;
     try { rows = (await api('GET', '/api/approvals?' + qs)).approvals || []; } catch (e) { clear(history).appendChild(errorBox(e)); return; }
-    // The API lists oldest first; the history reads newest decision first.
+    // Sorted here too: an API without decided= lists every status, oldest first.
     rows = rows.filter((a) => a.status !== 'pending')
       .sort((x, y) => (Date.parse(y.decided_at || y.created_at) || 0) - (Date.parse(x.decided_at || x.created_at) || 0)).slice(0, 100);
     const tbody = el('tbody');
