@@ -1,0 +1,244 @@
+package studio_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/llm"
+)
+
+// The decisions inbox end to end (docs/humans-in-the-loop.md): alice's team
+// asks her a question with ask_user and another of her runs holds a Restricted
+// call. The nav's badge counts both for her and for the on-call approver; the
+// approver sees both on a phone-wide screen without sideways scroll, tries two
+// bad edits (the Studio's JSON check, then the API's 400), and rejects the call
+// with feedback; alice answers her question by clicking a choice. Both runs
+// complete, the model got the answer and the feedback as its tool results, the
+// decisions are in the history, and no text the agents wrote ran as markup.
+func TestStudioInboxInTheBrowser(t *testing.T) {
+	t.Parallel()
+	f := startFleet(t)
+
+	question := "Which database should the service use? " + xssImg
+	asks := submitTeam(t, f, "alice", scriptTeam("asks", []string{"workspace"},
+		[]map[string]any{
+			calls(call("ask_user", map[string]any{"question": question, "choices": []string{"postgres", xssScript}})),
+			calls(call("reply", map[string]any{"message": "going with the answer"})),
+		},
+		[]map[string]any{{"say": "unused"}}), "ask which database")
+	held := scriptTeam("held", []string{"workspace", "research"},
+		[]map[string]any{
+			calls(call("delegate", map[string]any{"agent": "writer", "task": "fetch the paper"})),
+			calls(call("reply", map[string]any{"message": "done"})),
+		},
+		[]map[string]any{
+			calls(call("download_pdf", map[string]any{"url": "http://127.0.0.1:1/paper.pdf?" + xssImg})),
+			{"say": "could not fetch it"},
+		})
+	held["allowed_domains"] = []string{"127.0.0.1"} // private destinations need the allowlist
+	rejected := submitTeam(t, f, "alice", held, "fetch a paper (will be rejected)")
+
+	b := newBrowser(t, f.URL)
+	alice := b.tab()
+	alice.signIn("alice")
+	// The count is of what alice may see: her question and her held call.
+	alice.run("alice's badge counts both", chromedp.WaitVisible(css(`#inbox-count[data-count="2"]`)))
+	require.Equal(t, "2", alice.text("#inbox-count"))
+
+	oncall := b.tab()
+	oncall.signIn("oncall")
+	oncall.run("the approver's badge", chromedp.WaitVisible(css(`#inbox-count[data-count="2"]`)))
+	oncall.run("open the inbox",
+		chromedp.Click(css(`#nav a[data-nav="inbox"]`)),
+		chromedp.WaitVisible(css(`article[data-kind="call"]`)),
+		chromedp.WaitVisible(css(`article[data-kind="question"]`)),
+	)
+	callCard := `article[data-kind="call"]`
+	require.Contains(t, oncall.text(callCard), "download_pdf")
+	require.Contains(t, oncall.text(callCard), "writer", "the requesting agent")
+	require.Contains(t, oncall.text(callCard), rejected, "its run")
+	require.Contains(t, oncall.text(callCard), "http://127.0.0.1:1/paper.pdf?"+xssImg, "the URL, as text")
+	require.Regexp(t, `\d+m \d+s left`, oncall.text(callCard+" [data-expires]"))
+	require.Contains(t, oncall.text(`article[data-kind="question"] .question-text`), question, "the question, as text")
+	require.Equal(t, 2, oncall.count(`article[data-kind="question"] button.choice`))
+	require.Equal(t, xssScript, oncall.text(`article[data-kind="question"] button.choice[data-index="1"]`))
+	oncall.screenshot("inbox")
+	assertNoScriptRan(t, oncall, b)
+
+	// A phone: the inbox wraps, nothing scrolls sideways.
+	oncall.run("phone width", chromedp.EmulateViewport(390, 844), chromedp.WaitVisible(css(callCard)))
+	require.Equal(t, "fits", oncall.evalString(`document.documentElement.scrollWidth <= window.innerWidth ? 'fits' : 'wider: ' + document.documentElement.scrollWidth`))
+	oncall.screenshot("inbox-phone")
+	oncall.run("desktop width", chromedp.EmulateViewport(1200, 800))
+
+	// Edit: text that is not JSON is caught before it is sent; JSON that is
+	// not an object is the API's 400, shown on the card, which stays.
+	oncall.run("edit with broken JSON",
+		chromedp.Click(css(callCard+" button.open-edit")),
+		chromedp.WaitVisible(css(callCard+" textarea.edit-args")),
+		chromedp.SetValue(css(callCard+" textarea.edit-args"), `{"url": `),
+		chromedp.Click(css(callCard+" button.edit-submit")),
+		chromedp.WaitVisible(css(callCard+" .outcome .error")),
+	)
+	require.Contains(t, oncall.text(callCard+" .outcome .error"), "not valid JSON")
+	oncall.run("edit with an array",
+		chromedp.SetValue(css(callCard+" textarea.edit-args"), `["http://127.0.0.1:1/other.pdf"]`),
+		chromedp.Click(css(callCard+" button.edit-submit")),
+		chromedp.WaitVisible(css(callCard+" .outcome .error")),
+	)
+	apiErr := oncall.text(callCard + " .outcome .error")
+	require.NotContains(t, apiErr, "not valid JSON", "the API answered")
+	require.Contains(t, apiErr, "JSON object", "the API's 400, as it said it")
+	t.Logf("the API's answer to an array: %s", apiErr)
+	require.Equal(t, 1, oncall.count(callCard), "a refused edit decides nothing")
+
+	// Reject with feedback.
+	feedback := "use the cached copy in docs/ " + xssScript
+	oncall.run("reject with feedback",
+		chromedp.Click(css(callCard+" button.open-reject")),
+		chromedp.WaitVisible(css(callCard+" textarea.feedback")),
+		chromedp.SetValue(css(callCard+" textarea.feedback"), feedback),
+		chromedp.Click(css(callCard+" button.deny")),
+		chromedp.WaitNotPresent(css(callCard)),
+		chromedp.WaitVisible(css(`#inbox-count[data-count="1"]`)),
+		chromedp.WaitVisible(css(`#history tr[data-status="denied"]`)),
+	)
+	require.Contains(t, oncall.text(`#history tr[data-status="denied"]`), "oncall", "who decided")
+	require.Contains(t, oncall.text(`#history tr[data-status="denied"]`), feedback, "the feedback, as text")
+	assertNoScriptRan(t, oncall, b)
+
+	// alice answers her own question (the run's owner may) with a choice.
+	alice.run("alice answers",
+		chromedp.Click(css(`#nav a[data-nav="inbox"]`)),
+		chromedp.WaitVisible(css(`article[data-kind="question"] button.choice[data-index="0"]`)),
+	)
+	require.Equal(t, 1, alice.count(`article[data-approval]`), "only the question waits")
+	alice.run("click a choice",
+		chromedp.Click(css(`article[data-kind="question"] button.choice[data-index="0"]`)),
+		chromedp.WaitNotPresent(css(`article[data-kind="question"]`)),
+		chromedp.WaitVisible(css(`#inbox p.empty`)),
+		chromedp.WaitNotVisible(css(`#inbox-count`)),
+		chromedp.WaitVisible(css(`#history tr[data-status="answered"]`)),
+	)
+	require.Contains(t, alice.text(`#history tr[data-status="answered"]`), "postgres")
+	require.Equal(t, "0", alice.evalString(`document.getElementById('inbox-count').getAttribute('data-count')`))
+	alice.screenshot("inbox-answered")
+
+	// Both runs go on and complete; the timeline shows the decisions.
+	alice.open("/app/runs/"+asks, `#timeline li[data-type="run.completed"]`)
+	require.Contains(t, alice.text(`#timeline li[data-type="approval.decided"]`), "answered")
+	alice.open("/app/runs/"+rejected, `#timeline li[data-type="run.completed"]`)
+	assertNoScriptRan(t, alice, b)
+
+	// What the model read: the answer, and the feedback marked as a human's.
+	answer := toolResult(t, f, asks, "boss", "ask_user")
+	require.Contains(t, answer.Content, "postgres")
+	refusal := toolResult(t, f, rejected, "writer", "download_pdf")
+	require.True(t, refusal.IsError, "a rejection is an error result")
+	require.Contains(t, refusal.Content, "rejected by a human reviewer (oncall)")
+	require.Contains(t, refusal.Content, feedback)
+	require.Zero(t, b.dialogs.Load())
+}
+
+// toolResult is the tool message agent's session of run got for its call of
+// tool: what the model read.
+func toolResult(t *testing.T, f *fleettest.Fleet, run, agent, tool string) llm.Message {
+	t.Helper()
+	ctx := context.Background()
+	sessions, err := f.Store.RunSessions(ctx, run)
+	require.NoError(t, err)
+	for _, s := range sessions {
+		if s.Agent != agent {
+			continue
+		}
+		msgs, _, err := f.Store.SessionHistory(ctx, s.ID, -1, 1000)
+		require.NoError(t, err)
+		for _, m := range msgs {
+			if m.Message.Role == llm.RoleTool && m.Message.Name == tool {
+				return m.Message
+			}
+		}
+	}
+	t.Fatalf("run %s: no %s result in %s's sessions", run, tool, agent)
+	return llm.Message{}
+}
+
+// Approve with a grant from the inbox: the writer grabs the headset's picture
+// twice with the same arguments (frame_grab is Restricted and reads nothing
+// untrusted, so a grant may cover it; no headset is configured, so each call
+// that passes the gate fails after it, which is enough here). The approver
+// approves the first call with a run-scoped exact grant, the second call runs
+// without asking, and the grant is listed and then revoked.
+func TestStudioInboxGrantInTheBrowser(t *testing.T) {
+	t.Parallel()
+	f := startFleet(t)
+	team := scriptTeam("granted", []string{"workspace", "device"},
+		[]map[string]any{
+			calls(call("delegate", map[string]any{"agent": "writer", "task": "grab the headset twice"})),
+			calls(call("reply", map[string]any{"message": "done"})),
+		},
+		[]map[string]any{
+			calls(call("frame_grab", map[string]any{})),
+			calls(call("frame_grab", map[string]any{})),
+			{"say": "tried both"},
+		})
+	run := submitTeam(t, f, "alice", team, "grab twice (one grant)")
+
+	b := newBrowser(t, f.URL)
+	oncall := b.tab()
+	oncall.signIn("oncall")
+	callCard := `article[data-kind="call"]`
+	oncall.open("/app/inbox", callCard)
+	oncall.run("open the grant form",
+		chromedp.Click(css(callCard+" button.open-grant")),
+		chromedp.WaitVisible(css(callCard+" select.grant-scope")),
+	)
+	require.Equal(t, "exact", oncall.evalString(`document.querySelector('`+callCard+` select.grant-match').value`), "no URL, no command: the same arguments")
+	require.Equal(t, "true", oncall.evalString(`String(document.querySelector('`+callCard+` input.grant-pattern').disabled)`))
+	require.Equal(t, "run", oncall.evalString(`document.querySelector('`+callCard+` select.grant-scope').value`))
+	oncall.screenshot("inbox-grant")
+	oncall.run("approve with the grant",
+		chromedp.Click(css(callCard+" button.grant-submit")),
+		chromedp.WaitNotPresent(css(callCard)),
+		chromedp.WaitVisible(css(`#grants tr[data-status="active"]`)),
+		chromedp.WaitVisible(css(`#history tr[data-status="approved"] code`)),
+	)
+	row := oncall.text(`#grants tr[data-status="active"]`)
+	require.Contains(t, row, "frame_grab")
+	require.Contains(t, row, "exact")
+	require.Contains(t, row, "oncall", "who made it")
+	require.Contains(t, row, "for alice", "whose runs it covers")
+	require.Contains(t, oncall.text(`#history tr[data-status="approved"]`), "grant grt_", "the decision names its grant")
+
+	// The second grab ran under the grant: the run completes and no second
+	// approval was asked (alice watches: the approver does not read her runs).
+	alice := b.tab()
+	alice.signIn("alice")
+	// The terminal card comes last: every card before it is in the timeline.
+	alice.open("/app/runs/"+run, `#timeline li[data-type="run.completed"]`)
+	require.Equal(t, 1, alice.count(`#timeline li[data-type="approval.requested"]`), "the grant covered the second call")
+	rows, err := f.Store.RunAudit(context.Background(), run, 100)
+	require.NoError(t, err)
+	var grabs []string
+	for _, r := range rows {
+		if r.Tool == "frame_grab" {
+			grabs = append(grabs, r.ApprovedBy)
+		}
+	}
+	require.Len(t, grabs, 2)
+	require.Contains(t, strings.Join(grabs, " | "), "grant grt_", "one grab ran under the grant")
+
+	oncall.open("/app/inbox", `#grants tr[data-status="active"]`)
+	require.Zero(t, oncall.count(callCard))
+	oncall.run("revoke",
+		chromedp.Click(css(`#grants tr[data-status="active"] button.revoke`)),
+		chromedp.WaitVisible(css(`#grants tr[data-status="revoked"]`)),
+	)
+	require.Zero(t, oncall.count(`#grants tr[data-status="revoked"] button`), "a revoked grant has no buttons")
+	assertNoScriptRan(t, oncall, b)
+}
