@@ -59,7 +59,9 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
-func startFleet(t *testing.T) *fleettest.Fleet {
+// startFleet starts the browser fleet; configure, if any, changes its config
+// after the common settings.
+func startFleet(t *testing.T, configure ...func(*config.Config)) *fleettest.Fleet {
 	t.Helper()
 	return fleettest.Start(t, fleettest.Options{
 		Configure: func(c *config.Config) {
@@ -70,6 +72,9 @@ func startFleet(t *testing.T) *fleettest.Fleet {
 			c.API.Tokens = nil
 			for name, roles := range tokens {
 				c.API.Tokens = append(c.API.Tokens, api.Token{Name: name, SHA256: api.HashToken(secret(name)), Roles: roles})
+			}
+			for _, fn := range configure {
+				fn(c)
 			}
 		},
 		Fleet: fleet.Options{ExtraTools: fleettest.StandInPDF},

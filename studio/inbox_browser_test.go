@@ -2,14 +2,19 @@ package studio_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/llm"
+	"github.com/aetherium-engine/aetherium/store"
 )
 
 // The decisions inbox end to end (docs/humans-in-the-loop.md): alice's team
@@ -176,7 +181,16 @@ func toolResult(t *testing.T, f *fleettest.Fleet, run, agent, tool string) llm.M
 // without asking, and the grant is listed and then revoked.
 func TestStudioInboxGrantInTheBrowser(t *testing.T) {
 	t.Parallel()
-	f := startFleet(t)
+	// The fleet's own copy of the permissions, watched: a change of it
+	// suspends the grant until an approver confirms it.
+	rules, err := os.ReadFile(fleettest.RepoPath(t, "config/permissions.yaml"))
+	require.NoError(t, err)
+	rulesPath := filepath.Join(t.TempDir(), "permissions.yaml")
+	require.NoError(t, os.WriteFile(rulesPath, rules, 0o644))
+	f := startFleet(t, func(c *config.Config) { c.Security.PermissionsFile = rulesPath })
+	watch, stopWatch := context.WithCancel(context.Background())
+	t.Cleanup(stopWatch)
+	require.NoError(t, f.WatchRules(watch))
 	team := scriptTeam("granted", []string{"workspace", "device"},
 		[]map[string]any{
 			calls(call("delegate", map[string]any{"agent": "writer", "task": "grab the headset twice"})),
@@ -235,10 +249,76 @@ func TestStudioInboxGrantInTheBrowser(t *testing.T) {
 
 	oncall.open("/app/inbox", `#grants tr[data-status="active"]`)
 	require.Zero(t, oncall.count(callCard))
+
+	// A change of the permissions suspends the grant; Confirm rebinds it to
+	// the permissions in force.
+	require.NoError(t, os.WriteFile(rulesPath, append(rules, []byte("\n# changed\n")...), 0o644))
+	require.Eventually(t, func() bool {
+		gs, err := f.Store.ListGrants(context.Background(), store.GrantFilter{Limit: 10}, f.Rules.Current().Revision())
+		return err == nil && len(gs) == 1 && gs[0].Status == store.GrantSuspended
+	}, 20*time.Second, 100*time.Millisecond, "the reload suspends the grant")
+	oncall.open("/app/inbox", `#grants tr[data-status="suspended"] button.confirm`)
+	require.Equal(t, 1, oncall.count(`#grants tr[data-status="suspended"] button.revoke`), "a suspended grant may be revoked too")
+	oncall.screenshot("inbox-grant-suspended")
+	oncall.run("confirm",
+		chromedp.Click(css(`#grants tr[data-status="suspended"] button.confirm`)),
+		chromedp.WaitVisible(css(`#grants tr[data-status="active"]`)),
+	)
+	require.Contains(t, oncall.text(`#grants tr[data-status="active"]`), f.Rules.Current().Revision(), "bound to the permissions in force")
+
 	oncall.run("revoke",
 		chromedp.Click(css(`#grants tr[data-status="active"] button.revoke`)),
 		chromedp.WaitVisible(css(`#grants tr[data-status="revoked"]`)),
 	)
 	require.Zero(t, oncall.count(`#grants tr[data-status="revoked"] button`), "a revoked grant has no buttons")
+	assertNoScriptRan(t, oncall, b)
+}
+
+// Edit from the inbox: the approver changes the URL of a held download; the
+// edited call passes the gate again and runs, the history shows the edited
+// arguments, and the model reads that a human edited its call and the edited
+// call's result.
+func TestStudioInboxEditInTheBrowser(t *testing.T) {
+	t.Parallel()
+	f := startFleet(t)
+	team := scriptTeam("edited", []string{"workspace", "research"},
+		[]map[string]any{
+			calls(call("delegate", map[string]any{"agent": "writer", "task": "fetch the paper"})),
+			calls(call("reply", map[string]any{"message": "done"})),
+		},
+		[]map[string]any{
+			calls(call("download_pdf", map[string]any{"url": "http://127.0.0.1:1/mirror-of-evil.pdf"})),
+			{"say": "fetched"},
+		})
+	team["allowed_domains"] = []string{"127.0.0.1"}
+	run := submitTeam(t, f, "alice", team, "fetch a paper (will be edited)")
+
+	b := newBrowser(t, f.URL)
+	oncall := b.tab()
+	oncall.signIn("oncall")
+	callCard := `article[data-kind="call"]`
+	oncall.open("/app/inbox", callCard)
+	require.Contains(t, oncall.evalString(`document.querySelector('`+callCard+` textarea.edit-args').value`), `"url": "http://127.0.0.1:1/mirror-of-evil.pdf"`, "prefilled with the arguments")
+	oncall.run("edit",
+		chromedp.Click(css(callCard+" button.open-edit")),
+		chromedp.SetValue(css(callCard+" textarea.edit-args"), `{"url": "http://127.0.0.1:1/papers/the-real-one.pdf"}`),
+		chromedp.SendKeys(css(callCard+" input.reason"), "the official copy"),
+		chromedp.Click(css(callCard+" button.edit-submit")),
+		chromedp.WaitNotPresent(css(callCard)),
+		chromedp.WaitVisible(css(`#history tr[data-status="edited"]`)),
+	)
+	hist := oncall.evalString(`document.querySelector('#history tr[data-status="edited"]').textContent`)
+	require.Contains(t, hist, "the-real-one.pdf", "the edited arguments")
+	require.Contains(t, hist, "the official copy")
+	require.Contains(t, hist, "oncall")
+
+	alice := b.tab()
+	alice.signIn("alice")
+	alice.open("/app/runs/"+run, `#timeline li[data-type="run.completed"]`)
+	require.Contains(t, alice.text(`#timeline li[data-type="approval.decided"]`), "edited")
+	got := toolResult(t, f, run, "writer", "download_pdf")
+	require.False(t, got.IsError, got.Content)
+	require.Contains(t, got.Content, "downloaded http://127.0.0.1:1/papers/the-real-one.pdf", "the edited call ran")
+	require.Contains(t, strings.ToLower(got.Content), "edited", "the model is told a human edited its call")
 	assertNoScriptRan(t, oncall, b)
 }
