@@ -137,6 +137,7 @@ func TestStudioInboxInTheBrowser(t *testing.T) {
 	// Both runs go on and complete; the timeline shows the decisions.
 	alice.open("/app/runs/"+asks, `#timeline li[data-type="run.completed"]`)
 	require.Contains(t, alice.text(`#timeline li[data-type="approval.decided"]`), "answered")
+	require.Contains(t, alice.text(`#timeline li[data-type="approval.requested"] .question-text`), question, "the question's card shows it, as text")
 	alice.open("/app/runs/"+rejected, `#timeline li[data-type="run.completed"]`)
 	assertNoScriptRan(t, alice, b)
 
@@ -320,5 +321,40 @@ func TestStudioInboxEditInTheBrowser(t *testing.T) {
 	require.False(t, got.IsError, got.Content)
 	require.Contains(t, got.Content, "downloaded http://127.0.0.1:1/papers/the-real-one.pdf", "the edited call ran")
 	require.Contains(t, strings.ToLower(got.Content), "edited", "the model is told a human edited its call")
+	assertNoScriptRan(t, oncall, b)
+}
+
+// A question without choices is answered in the inbox's free answer box, here
+// by the on-call approver (any approver may answer), and the model reads it.
+func TestStudioInboxFreeAnswerInTheBrowser(t *testing.T) {
+	t.Parallel()
+	f := startFleet(t)
+	run := submitTeam(t, f, "alice", scriptTeam("asks-free", []string{"workspace"},
+		[]map[string]any{
+			calls(call("ask_user", map[string]any{"question": "What should the service be called?"})),
+			calls(call("reply", map[string]any{"message": "named"})),
+		},
+		[]map[string]any{{"say": "unused"}}), "ask for a name")
+
+	b := newBrowser(t, f.URL)
+	oncall := b.tab()
+	oncall.signIn("oncall")
+	card := `article[data-kind="question"]`
+	oncall.open("/app/inbox", card+" textarea.answer")
+	require.Zero(t, oncall.count(card+" button.choice"), "no choices, no choice buttons")
+	answer := "aetherium-docs </textarea><img src=x onerror=alert(1)>"
+	oncall.run("answer",
+		chromedp.SendKeys(css(card+" textarea.answer"), answer),
+		chromedp.Click(css(card+" button.answer-submit")),
+		chromedp.WaitNotPresent(css(card)),
+		chromedp.WaitVisible(css(`#history tr[data-status="answered"]`)),
+	)
+	require.Contains(t, oncall.text(`#history tr[data-status="answered"]`), answer)
+	require.Contains(t, oncall.text(`#history tr[data-status="answered"]`), "oncall")
+
+	alice := b.tab()
+	alice.signIn("alice")
+	alice.open("/app/runs/"+run, `#timeline li[data-type="run.completed"]`)
+	require.Contains(t, toolResult(t, f, run, "boss", "ask_user").Content, answer)
 	assertNoScriptRan(t, oncall, b)
 }
