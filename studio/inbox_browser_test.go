@@ -267,6 +267,12 @@ func TestStudioInboxGrantInTheBrowser(t *testing.T) {
 	)
 	require.Contains(t, oncall.text(`#grants tr[data-status="active"]`), f.Rules.Current().Revision(), "bound to the permissions in force")
 
+	// On a phone the grants and the history are one block per row.
+	oncall.run("phone width", chromedp.EmulateViewport(390, 844), chromedp.WaitVisible(css(`#grants tr[data-status="active"]`)))
+	require.Equal(t, "fits", oncall.evalString(`document.documentElement.scrollWidth <= window.innerWidth ? 'fits' : 'wider: ' + document.documentElement.scrollWidth`))
+	oncall.screenshot("inbox-grants-phone")
+	oncall.run("desktop width", chromedp.EmulateViewport(1200, 800))
+
 	oncall.run("revoke",
 		chromedp.Click(css(`#grants tr[data-status="active"] button.revoke`)),
 		chromedp.WaitVisible(css(`#grants tr[data-status="revoked"]`)),
