@@ -729,8 +729,19 @@ async function pageInbox() {
     runFilter ? el('p', { class: 'muted' }, 'run ', el('code', {}, runFilter), ' · ', el('a', { href: '/app/inbox' }, 'all runs')) : null, err, list),
   grants, history);
   const shown = new Map();
+  // decided are the ids decided from this page: a list fetched just before the
+  // decision still holds them, and must not bring their cards back.
+  const decided = new Set();
   const refreshAll = () => { kickInboxCount(); loadGrants(grants); loadDecided(); };
+  // One load at a time: the poll would otherwise add a card twice while an
+  // earlier load still awaits its details.
+  let loading = false;
   async function load() {
+    if (loading) return;
+    loading = true;
+    try { await loadPending(); } finally { loading = false; }
+  }
+  async function loadPending() {
     clear(err);
     const qs = new URLSearchParams({ status: 'pending', limit: String(INBOX_LIMIT) });
     if (runFilter) qs.set('run_id', runFilter);
@@ -741,10 +752,11 @@ async function pageInbox() {
     let gone = false;
     for (const [id, node] of shown) if (!ids.has(id)) { node.remove(); shown.delete(id); gone = true; }
     for (const a of items) {
-      if (shown.has(a.id)) continue;
+      if (shown.has(a.id) || decided.has(a.id)) continue;
       let full = a;
       try { full = await api('GET', '/api/approvals/' + encodeURIComponent(a.id)); } catch (_) { /* the list row is enough */ }
-      const done = () => { node.remove(); shown.delete(a.id); empty(); refreshAll(); };
+      if (full.status !== 'pending' || decided.has(a.id) || shown.has(a.id)) continue;
+      const done = () => { decided.add(a.id); node.remove(); shown.delete(a.id); empty(); refreshAll(); };
       const node = full.kind === 'question' ? questionCard(full, done) : approvalCard(full, done);
       shown.set(a.id, node);
       list.appendChild(node);
