@@ -370,24 +370,16 @@ func TestApprovalAuditInvariant(t *testing.T) {
 	for _, kind := range []string{decApprove, decGrant, decEdit, decDeny, decExpire, decCancel, "edit to a harmless command", "ran under a grant"} {
 		require.GreaterOrEqual(t, counts[kind], 3, "decisions %q (seed %d)", kind, seed)
 	}
-	known := violations[knownEditHashKind]
-	delete(violations, knownEditHashKind)
 	total := 0
 	for kind, list := range violations {
 		total += len(list)
 		t.Errorf("%d × %s (seed %d), e.g.:\n  %s", len(list), kind, seed, strings.Join(list[:min(len(list), 5)], "\n  "))
 	}
 	require.Zero(t, total, "violations of the audit invariant")
-	if len(known) > 0 {
-		// Everything else holds; this one is a bug of the gate, reported to be
-		// fixed there: the skip goes away by itself with the fix.
-		t.Skipf("KNOWN BUG (security/gate.go): %d × %s (seed %d), e.g.:\n  %s", len(known), knownEditHashKind, seed,
-			strings.Join(known[:min(len(known), 5)], "\n  "))
-	}
 }
 
-// knownEditHashKind is a violation of the invariant found by this test and not
-// yet fixed: a call edited into one that no longer escalates (rm -rf … edited to
+// knownEditHashKind is a violation of the invariant this test found (fixed in
+// eb809bd), kept apart so a regression names it: a call edited into one that no longer escalates (rm -rf … edited to
 // echo) runs under its approval, but its audit row keeps the hash of the model's
 // arguments, which did not run. The gate's first pass sets the row's hash before
 // it re-judges the edit, and the second pass, asking nobody, leaves it there (the
