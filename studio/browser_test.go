@@ -59,14 +59,22 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
-func startFleet(t *testing.T) *fleettest.Fleet {
+// startFleet starts the browser fleet; configure, if any, changes its config
+// after the common settings.
+func startFleet(t *testing.T, configure ...func(*config.Config)) *fleettest.Fleet {
 	t.Helper()
 	return fleettest.Start(t, fleettest.Options{
 		Configure: func(c *config.Config) {
 			c.Security.ApprovalWindow = 5 * time.Minute
+			// The Studio's fleet has its own approver (oncall): the production
+			// default, where nobody decides a call of a run of its own.
+			c.Security.AllowSelfApproval = false
 			c.API.Tokens = nil
 			for name, roles := range tokens {
 				c.API.Tokens = append(c.API.Tokens, api.Token{Name: name, SHA256: api.HashToken(secret(name)), Roles: roles})
+			}
+			for _, fn := range configure {
+				fn(c)
 			}
 		},
 		Fleet: fleet.Options{ExtraTools: fleettest.StandInPDF},

@@ -34,7 +34,9 @@ var pages = []struct{ Route, Page, Title string }{
 	{"/runs", "runs", "Runs"},
 	{"/runs/:id", "run", "Run"},
 	{"/runs/:id/files", "files", "Workspace"},
-	{"/approvals", "approvals", "Approvals"},
+	{"/inbox", "inbox", "Inbox"},
+	// The inbox's former address, kept for links and bookmarks to it.
+	{"/approvals", "inbox", "Inbox"},
 	{"/audit", "audit", "Audit"},
 	{"/leases", "leases", "Leases"},
 	{"/tools", "tools", "Tools"},

@@ -57,6 +57,10 @@ function takeURLToken() {
   history.replaceState(null, '', location.pathname + location.search);
 }
 
+// RawBody is a request body sent as this exact text: JSON the caller checked
+// and composed (an edit keeps the digits of numbers a JS number would round).
+class RawBody { constructor(text) { this.text = text; } }
+
 class APIError extends Error {
   constructor(status, message) { super(message); this.status = status; }
 }
@@ -71,7 +75,7 @@ async function api(method, path, body) {
   // The API takes a change only as application/json, with or without a body
   // (a cross-site form cannot send that type).
   if (method !== 'GET') headers['Content-Type'] = 'application/json';
-  if (body !== undefined) init.body = JSON.stringify(body);
+  if (body !== undefined) init.body = body instanceof RawBody ? body.text : JSON.stringify(body);
   const resp = await fetch(path, init);
   if (resp.status === 401) {
     sessionStorage.removeItem(TOKEN_KEY);
@@ -106,7 +110,12 @@ function badge(text, kind) { return el('span', { class: 'badge ' + (kind || Stri
 
 function errorBox(err) { return el('p', { class: 'error', role: 'alert' }, String(err && err.message || err)); }
 
-const main = () => document.getElementById('main');
+// pageRoot is the current page's container in #main. route() makes a new one
+// per navigation, so a page left while it still awaited the API (the runs page
+// after a sign-in, when the nav is clicked at once) appends to a detached node,
+// not under the next page.
+let pageRoot = null;
+const main = () => pageRoot || document.getElementById('main');
 
 // ---------- sign-in ----------
 
@@ -286,7 +295,7 @@ async function pageRun(id) {
       run.error ? el('div', { class: 'result bad' }, el('h3', {}, 'Error'), el('pre', { id: 'run-error' }, run.error + (run.reason ? ' (' + run.reason + ')' : ''))) : null,
       el('p', {}, el('a', { href: '/app/runs/' + encodeURIComponent(id) + '/files', id: 'files-link' }, 'Workspace files'), ' · ',
         el('a', { href: '/app/audit?run=' + encodeURIComponent(id) }, 'Audit'), ' · ',
-        el('a', { href: '/app/approvals?run=' + encodeURIComponent(id) }, 'Approvals'), ' ', cancel));
+        el('a', { href: '/app/inbox?run=' + encodeURIComponent(id) }, 'Inbox'), ' ', cancel));
     setBars(head);
   }
   renderHead();
@@ -308,6 +317,7 @@ async function pageRun(id) {
   await streamEvents(id, ac.signal, streamState, (ev) => {
     timeline.appendChild(card(ev, ctx));
     if (ev.type.startsWith('delegation.')) refreshTree();
+    if (ev.type.startsWith('approval.')) kickInboxCount();
     if (ev.type === 'agent.message' || ev.type.startsWith('run.')) refresh();
     if (ctx.auditWanted.length) fillAudit();
   });
@@ -517,9 +527,10 @@ function card(ev, ctx) {
     }
     case 'notification': return cardShell(ev, 'note ' + (d.level === 'error' || d.level === 'warning' ? 'bad' : ''), 'notification' + (d.level ? ' (' + d.level + ')' : ''), el('div', { class: 'pre' }, d.message || ''));
     case 'approval.requested':
-      return cardShell(ev, 'approval', 'approval requested: ' + (d.tool || ''),
+      return cardShell(ev, 'approval', d.kind === 'question' ? 'question asked' : 'approval requested: ' + (d.tool || ''),
+        d.kind === 'question' && d.question ? el('div', { class: 'question-text pre' }, d.question) : null,
         d.why ? el('div', { class: 'reason pre' }, d.why) : null,
-        el('div', {}, el('a', { href: '/app/approvals?run=' + encodeURIComponent(ev.run_id) }, 'open the approvals inbox')), genericData(d));
+        el('div', {}, el('a', { href: '/app/inbox?run=' + encodeURIComponent(ev.run_id) }, d.kind === 'question' ? 'answer it in the inbox' : 'open the inbox')), genericData(d));
     // The flow rules (docs/flow.md): when a session became steerable, by what,
     // and the files it wrote afterwards, for a person to review.
     case 'flow.labelled':
@@ -530,7 +541,7 @@ function card(ev, ctx) {
       return cardShell(ev, 'note bad', 'marked for review: ' + (d.path || ''),
         el('div', { class: 'muted' }, (d.tool || '') + ' after reading ' + (d.untrusted || []).join('; ')));
     case 'approval.decided':
-      return cardShell(ev, d.approved || d.status === 'approved' ? 'ok' : 'bad', 'approval ' + (d.status || (d.approved ? 'approved' : 'denied')), genericData(d));
+      return cardShell(ev, d.approved || DECIDED_OK.includes(d.status) ? 'ok' : 'bad', 'approval ' + (d.status || (d.approved ? 'approved' : 'denied')), genericData(d));
     case 'tool.call': return toolCard(ev, ctx);
     default: return cardShell(ev, 'generic', ev.type, genericData(d));
   }
@@ -660,72 +671,323 @@ function resultTable(text) {
   return out;
 }
 
-// ---------- approvals ----------
+// ---------- inbox: approvals, questions, grants ----------
 
-async function pageApprovals() {
+// INBOX_LIMIT bounds the pending list the nav counts (the API's page is at most
+// 1000 rows of arguments; past the limit the badge says "N+").
+const INBOX_LIMIT = 100;
+
+// Statuses a decided approval ends in that went the agent's way; the others
+// (denied, timed_out, cancelled) are shown as refusals.
+const DECIDED_OK = ['approved', 'edited', 'answered'];
+
+// setInboxCount shows n pending decisions on the nav's Inbox entry (hidden at 0).
+function setInboxCount(n) {
+  const b = document.getElementById('inbox-count');
+  if (!b) return;
+  b.textContent = n >= INBOX_LIMIT ? INBOX_LIMIT + '+' : String(n);
+  b.setAttribute('data-count', String(n));
+  b.hidden = n === 0;
+}
+
+// refreshInboxCount asks the API what waits for this principal: the calls and
+// questions it may see (its own runs', or every run's for an approver). It polls
+// from every page and is also kicked by a run's approval events, so the badge
+// follows a decision made elsewhere within seconds.
+async function refreshInboxCount() {
+  if (token() === null) return;
+  try {
+    const data = await api('GET', '/api/approvals?status=pending&limit=' + INBOX_LIMIT);
+    setInboxCount((data.approvals || []).length);
+  } catch (_) { /* a token without read: no badge */ }
+}
+const kickInboxCount = debounce(refreshInboxCount, 250);
+
+let inboxPoll = null;
+function startInboxPoll() {
+  if (inboxPoll) return;
+  kickInboxCount();
+  // A hidden tab does not poll; it catches up when it is shown again.
+  inboxPoll = setInterval(() => { if (!document.hidden) refreshInboxCount(); }, 5000);
+  document.addEventListener('visibilitychange', () => { if (!document.hidden) kickInboxCount(); });
+}
+
+// prettyArgs is the arguments as indented JSON (they come masked from the API).
+function prettyArgs(args) {
+  try { return JSON.stringify(typeof args === 'string' ? JSON.parse(args) : args, null, 2); } catch (_) { return String(args || ''); }
+}
+
+async function pageInbox() {
   const m = main();
   const runFilter = new URLSearchParams(location.search).get('run') || '';
   const list = el('div', { id: 'approvals' });
   const err = el('div');
-  add(m, el('section', { class: 'card' }, el('h1', {}, 'Approvals inbox'), runFilter ? el('p', { class: 'muted' }, 'run ', el('code', {}, runFilter)) : null, err, list));
+  const grants = el('section', { class: 'card', id: 'grants' });
+  const history = el('section', { class: 'card', id: 'history' });
+  add(m, el('section', { class: 'card', id: 'inbox' }, el('h1', {}, 'Inbox'),
+    el('p', { class: 'muted' }, 'Calls that wait for a decision and questions agents asked. Everything below was written by a model that may have read hostile pages: read it, do not trust it.'),
+    runFilter ? el('p', { class: 'muted' }, 'run ', el('code', {}, runFilter), ' · ', el('a', { href: '/app/inbox' }, 'all runs')) : null, err, list),
+  grants, history);
   const shown = new Map();
+  // decided are the ids decided from this page: a list fetched just before the
+  // decision still holds them, and must not bring their cards back.
+  const decided = new Set();
+  const refreshAll = () => { kickInboxCount(); loadGrants(grants); loadDecided(); };
+  // One load at a time: the poll would otherwise add a card twice while an
+  // earlier load still awaits its details.
+  let loading = false;
   async function load() {
+    if (loading) return;
+    loading = true;
+    try { await loadPending(); } finally { loading = false; }
+  }
+  async function loadPending() {
     clear(err);
-    const qs = new URLSearchParams({ status: 'pending' });
+    const qs = new URLSearchParams({ status: 'pending', limit: String(INBOX_LIMIT) });
     if (runFilter) qs.set('run_id', runFilter);
     let items;
     try { items = (await api('GET', '/api/approvals?' + qs)).approvals || []; } catch (e) { err.appendChild(errorBox(e)); return; }
+    if (!runFilter) setInboxCount(items.length);
     const ids = new Set(items.map((a) => a.id));
-    for (const [id, node] of shown) if (!ids.has(id)) { node.remove(); shown.delete(id); }
+    let gone = false;
+    for (const [id, node] of shown) if (!ids.has(id)) { node.remove(); shown.delete(id); gone = true; }
     for (const a of items) {
-      if (shown.has(a.id)) continue;
+      if (shown.has(a.id) || decided.has(a.id)) continue;
       let full = a;
       try { full = await api('GET', '/api/approvals/' + encodeURIComponent(a.id)); } catch (_) { /* the list row is enough */ }
-      const node = approvalCard(full, () => { node.remove(); shown.delete(a.id); });
+      if (full.status !== 'pending' || decided.has(a.id) || shown.has(a.id)) continue;
+      const done = () => { decided.add(a.id); node.remove(); shown.delete(a.id); empty(); refreshAll(); };
+      const node = full.kind === 'question' ? questionCard(full, done) : approvalCard(full, done);
       shown.set(a.id, node);
       list.appendChild(node);
     }
+    empty();
+    if (gone) loadDecided(); // decided elsewhere (another approver, the CLI)
+  }
+  function empty() {
     if (!shown.size && !list.querySelector('.empty')) list.appendChild(el('p', { class: 'muted empty' }, 'Nothing waits for a decision.'));
     if (shown.size) for (const e of list.querySelectorAll('.empty')) e.remove();
   }
+  async function loadDecided() {
+    // decided=true: the API's history, latest decision first.
+    const qs = new URLSearchParams({ decided: 'true', limit: '100' });
+    if (runFilter) qs.set('run_id', runFilter);
+    let rows;
+    try { rows = (await api('GET', '/api/approvals?' + qs)).approvals || []; } catch (e) { clear(history).appendChild(errorBox(e)); return; }
+    // Sorted here too: an API without decided= lists every status, oldest first.
+    rows = rows.filter((a) => a.status !== 'pending')
+      .sort((x, y) => (Date.parse(y.decided_at || y.created_at) || 0) - (Date.parse(x.decided_at || x.created_at) || 0)).slice(0, 100);
+    const tbody = el('tbody');
+    for (const a of rows) {
+      const said = a.kind === 'question' ? (a.answer ? 'answer: ' + a.answer : '') : '';
+      tbody.appendChild(el('tr', { 'data-approval-history': a.id, 'data-status': a.status },
+        el('td', { 'data-label': 'when' }, fmtTime(a.decided_at || a.expires_at)),
+        el('td', { 'data-label': 'status' }, badge(a.status)),
+        el('td', { 'data-label': 'what' }, a.kind === 'question' ? 'question' : el('code', {}, a.tool || ''), ' ', el('span', { class: 'muted' }, a.agent || ''),
+          a.kind === 'question' && a.view && a.view.question ? el('div', { class: 'muted' }, String(a.view.question).slice(0, 200)) : null),
+        el('td', { 'data-label': 'by' }, a.decided_by || ''),
+        el('td', { 'data-label': 'reason', class: 'pre' }, [said, a.decision_reason || ''].filter(Boolean).join('\n'),
+          a.grant_id ? el('div', { class: 'muted' }, 'grant ', el('code', {}, a.grant_id)) : null,
+          a.edited_args ? el('details', {}, el('summary', {}, 'edited arguments'), el('pre', {}, prettyArgs(a.edited_args))) : null),
+        el('td', { 'data-label': 'run' }, el('a', { href: '/app/runs/' + encodeURIComponent(a.run_id) }, String(a.run_id || '').slice(0, 8)))));
+    }
+    if (!rows.length) tbody.appendChild(el('tr', {}, el('td', { colspan: 6, class: 'muted' }, 'No decisions yet.')));
+    add(clear(history), el('h2', {}, 'Decided'),
+      el('table', { class: 'grid stack', id: 'history-table' }, el('thead', {}, el('tr', {}, ['when', 'status', 'what', 'by', 'reason / answer', 'run'].map((h) => el('th', {}, h)))), tbody));
+  }
   await load();
+  loadGrants(grants);
+  loadDecided();
   const iv = setInterval(load, 2000);
-  const tick = setInterval(() => { for (const t of list.querySelectorAll('[data-expires]')) t.textContent = timeLeft(t.getAttribute('data-expires')); }, 1000);
-  onLeave(() => { clearInterval(iv); clearInterval(tick); });
+  const slow = setInterval(() => { loadGrants(grants); loadDecided(); }, 10000);
+  const tick = setInterval(() => { for (const t of m.querySelectorAll('[data-expires]')) t.textContent = timeLeft(t.getAttribute('data-expires')); }, 1000);
+  onLeave(() => { clearInterval(iv); clearInterval(slow); clearInterval(tick); });
 }
 
 function timeLeft(iso) {
   const s = Math.round((new Date(iso) - Date.now()) / 1000);
+  if (!iso || isNaN(s)) return '';
   if (s <= 0) return 'expired';
+  const h = Math.floor(s / 3600);
+  if (h > 0) return h + 'h ' + Math.floor((s % 3600) / 60) + 'm left';
   return (s >= 60 ? Math.floor(s / 60) + 'm ' : '') + (s % 60) + 's left';
 }
 
-function approvalCard(a, gone) {
-  const view = a.view || {};
-  const reason = el('input', { class: 'reason', placeholder: 'reason (recorded in the audit)', 'aria-label': 'reason' });
-  const out = el('div');
-  const decide = (verb) => async () => {
+// decision posts one verb on an approval and reports into out; done runs after
+// a recorded decision. Buttons are disabled meanwhile so a double click is not a
+// second decision (that would be a 409 anyway).
+function decision(a, out, root, done) {
+  return async (verb, body) => {
     clear(out);
-    try { await api('POST', '/api/approvals/' + encodeURIComponent(a.id) + '/' + verb, { reason: reason.value }); gone(); } catch (e) { out.appendChild(errorBox(e)); }
+    const buttons = [...root.querySelectorAll('button')];
+    for (const b of buttons) b.disabled = true;
+    try {
+      await api('POST', '/api/approvals/' + encodeURIComponent(a.id) + '/' + verb, body);
+      done();
+    } catch (e) {
+      out.appendChild(errorBox(e));
+    } finally {
+      for (const b of buttons) b.disabled = false;
+    }
   };
-  let args = a.args;
-  try { args = JSON.stringify(typeof a.args === 'string' ? JSON.parse(a.args) : a.args, null, 2); } catch (_) { args = String(a.args || ''); }
-  return el('article', { class: 'card approval', 'data-approval': a.id },
-    el('h3', {}, a.tool, ' ', badge(a.tier || 'restricted'), ' ', el('span', { class: 'muted', 'data-expires': a.expires_at }, timeLeft(a.expires_at))),
+}
+
+// suggestPattern proposes a grant pattern from what the approver sees: the
+// first command's first two words and a *, or the URL up to its last /.
+function suggestPattern(match, view) {
+  if (match === 'command') {
+    const words = String((view.commands || [])[0] || '').trim().split(/\s+/).filter(Boolean);
+    if (!words.length) return '';
+    return words.length > 2 ? words.slice(0, 2).join(' ') + ' *' : words.join(' ');
+  }
+  if (match === 'url_prefix' && view.url) {
+    try { const u = new URL(view.url); return u.origin + u.pathname.slice(0, u.pathname.lastIndexOf('/') + 1); } catch (_) { return ''; }
+  }
+  return '';
+}
+
+// approvalCard is one held call (kind call): what it would do and the four
+// decisions. Grant, edit and reject open a panel each; only one is open.
+function approvalCard(a, done) {
+  const view = a.view || {};
+  const out = el('div', { class: 'outcome' });
+  const reason = el('input', { class: 'reason', placeholder: 'reason (recorded in the audit)', 'aria-label': 'reason', maxlength: '2000' });
+  const args = prettyArgs(a.args);
+  const panels = el('div', { class: 'panels' });
+  const card = el('article', { class: 'card approval', 'data-approval': a.id, 'data-kind': 'call' });
+  const post = decision(a, out, card, done);
+  const open = (panel) => (ev) => {
+    const was = !panel.hidden;
+    for (const p of panels.children) p.hidden = true;
+    panel.hidden = was;
+    for (const b of card.querySelectorAll('button[aria-expanded]')) b.setAttribute('aria-expanded', 'false');
+    ev.currentTarget.setAttribute('aria-expanded', String(!panel.hidden));
+    if (!panel.hidden) { const f = panel.querySelector('textarea, input, select'); if (f) f.focus(); }
+  };
+
+  // Approve with a grant: later calls the grant matches run without asking.
+  const scope = el('select', { class: 'grant-scope', 'aria-label': 'grant scope' }, ['run', 'project', 'team'].map((s) => el('option', { value: s }, s)));
+  const match = el('select', { class: 'grant-match', 'aria-label': 'grant match' },
+    el('option', { value: 'exact' }, 'exact (these arguments)'), el('option', { value: 'command' }, 'command (words, final *)'), el('option', { value: 'url_prefix' }, 'url_prefix'));
+  const pattern = el('input', { class: 'grant-pattern', 'aria-label': 'grant pattern', placeholder: 'pattern', maxlength: '2000', disabled: true });
+  const ttl = el('input', { class: 'grant-ttl', 'aria-label': 'grant ttl', value: '1h', size: '6' });
+  if (view.commands && view.commands.length) match.value = 'command';
+  else if (view.url) match.value = 'url_prefix';
+  const syncPattern = () => { pattern.disabled = match.value === 'exact'; pattern.value = suggestPattern(match.value, view); };
+  match.addEventListener('change', syncPattern);
+  syncPattern();
+  const grantPanel = el('form', { class: 'panel grant', hidden: true, onsubmit: (ev) => {
+    ev.preventDefault();
+    const grant = { scope: scope.value, match: match.value, ttl: ttl.value.trim() || '1h' };
+    if (match.value !== 'exact') grant.pattern = pattern.value.trim();
+    post('approve', { reason: reason.value, grant });
+  } },
+  el('div', { class: 'row' }, el('label', {}, 'scope', scope), el('label', {}, 'match', match), el('label', { class: 'grow' }, 'pattern', pattern), el('label', {}, 'ttl', ttl)),
+  el('p', { class: 'muted' }, 'Covers this owner\'s later calls of ', el('code', {}, a.tool || ''), ' that match, within the scope, until it expires or is revoked. Deny rules, egress and DLP still apply.'),
+  el('button', { type: 'submit', class: 'grant-submit' }, 'Approve and grant'));
+
+  // Edit: the arguments as JSON; the edited call goes through the whole gate again.
+  const editArgs = el('textarea', { class: 'edit-args', rows: Math.min(16, args.split('\n').length + 1), spellcheck: 'false', 'aria-label': 'edited arguments (JSON)' });
+  editArgs.value = args;
+  const editPanel = el('form', { class: 'panel edit', hidden: true, onsubmit: (ev) => {
+    ev.preventDefault();
+    clear(out);
+    // JSON.parse only checks the text is one JSON value; the text itself is sent,
+    // so numbers keep the digits the human typed (a JS number would round them).
+    // Whether it is an acceptable object is the API's call (its 400 is shown).
+    try { JSON.parse(editArgs.value); } catch (e) { out.appendChild(errorBox('not valid JSON: ' + e.message)); return; }
+    post('edit', new RawBody('{"args":' + editArgs.value + ',"reason":' + JSON.stringify(reason.value) + '}'));
+  } },
+  el('label', { class: 'block' }, 'arguments (JSON)', editArgs),
+  el('p', { class: 'muted' }, 'The edited call is judged by every layer of the gate again and the model is told a human edited it.'),
+  el('button', { type: 'submit', class: 'edit-submit' }, 'Run the edited call'));
+
+  // Reject with feedback: the agent reads the reason as a human reviewer's.
+  const feedback = el('textarea', { class: 'feedback', rows: 2, required: true, maxlength: '2000', placeholder: 'what the agent should do instead', 'aria-label': 'feedback to the agent' });
+  const rejectPanel = el('form', { class: 'panel reject', hidden: true, onsubmit: (ev) => { ev.preventDefault(); post('deny', { reason: feedback.value }); } },
+    el('label', { class: 'block' }, 'feedback to the agent', feedback),
+    el('button', { type: 'submit', class: 'deny danger' }, 'Reject'));
+  add(panels, grantPanel, editPanel, rejectPanel);
+
+  return add(card,
+    el('h3', {}, el('code', {}, a.tool || ''), ' ', badge(a.tier || 'restricted'), ' ', el('span', { class: 'muted', 'data-expires': a.expires_at }, timeLeft(a.expires_at))),
     el('dl', { class: 'meta' },
       el('dt', {}, 'agent'), el('dd', {}, a.agent),
       el('dt', {}, 'run'), el('dd', {}, el('a', { href: '/app/runs/' + encodeURIComponent(a.run_id) }, a.run_id)),
       a.team ? [el('dt', {}, 'team'), el('dd', {}, a.team)] : null,
-      a.why ? [el('dt', {}, 'why'), el('dd', {}, a.why)] : null,
+      a.why ? [el('dt', {}, 'why'), el('dd', { class: 'why' }, a.why)] : null,
       view.url ? [el('dt', {}, 'URL'), el('dd', {}, el('code', { class: 'url' }, view.url))] : null,
       (view.commands || []).length ? [el('dt', {}, 'commands'), el('dd', {}, el('ol', { class: 'commands' }, view.commands.map((c) => el('li', {}, el('code', {}, c)))))] : null,
       view.parse_error ? [el('dt', {}, 'parse'), el('dd', { class: 'error' }, view.parse_error)] : null,
       el('dt', {}, 'arguments'), el('dd', {}, el('pre', { class: 'args' }, args)),
       a.args_hash ? [el('dt', {}, 'sha256'), el('dd', {}, el('code', {}, a.args_hash))] : null),
-    el('div', { class: 'row' }, reason,
-      el('button', { type: 'button', class: 'approve', onclick: decide('approve') }, 'Approve'),
-      el('button', { type: 'button', class: 'deny danger', onclick: decide('deny') }, 'Deny')),
+    el('div', { class: 'row actions' }, reason,
+      el('button', { type: 'button', class: 'approve', onclick: () => post('approve', { reason: reason.value }) }, 'Approve'),
+      el('button', { type: 'button', class: 'secondary open-grant', 'aria-expanded': 'false', onclick: open(grantPanel) }, 'Approve with grant…'),
+      el('button', { type: 'button', class: 'secondary open-edit', 'aria-expanded': 'false', onclick: open(editPanel) }, 'Edit…'),
+      el('button', { type: 'button', class: 'secondary danger-outline open-reject', 'aria-expanded': 'false', onclick: open(rejectPanel) }, 'Reject…')),
+    panels, out);
+}
+
+// questionCard is a question an agent asked with ask_user: its choices as
+// buttons, and a free answer when it has no choices or allows another answer.
+function questionCard(a, done) {
+  const view = a.view || {};
+  const choices = Array.isArray(view.choices) ? view.choices : [];
+  const free = !choices.length || !!view.allow_other;
+  const out = el('div', { class: 'outcome' });
+  const card = el('article', { class: 'card approval question', 'data-approval': a.id, 'data-kind': 'question' });
+  const post = decision(a, out, card, done);
+  const answer = el('textarea', { class: 'answer', rows: 2, maxlength: '2000', 'aria-label': 'your answer', placeholder: choices.length ? 'another answer' : 'your answer' });
+  return add(card,
+    el('h3', {}, 'Question ', badge('question', 'pending'), ' ', el('span', { class: 'muted', 'data-expires': a.expires_at }, timeLeft(a.expires_at))),
+    el('p', { class: 'question-text pre' }, view.question || a.why || ''),
+    el('dl', { class: 'meta' },
+      el('dt', {}, 'agent'), el('dd', {}, a.agent),
+      el('dt', {}, 'run'), el('dd', {}, el('a', { href: '/app/runs/' + encodeURIComponent(a.run_id) }, a.run_id)),
+      a.team ? [el('dt', {}, 'team'), el('dd', {}, a.team)] : null),
+    choices.length ? el('div', { class: 'row choices', role: 'group', 'aria-label': 'choices' },
+      choices.map((c, i) => el('button', { type: 'button', class: 'choice', 'data-index': i, onclick: () => post('answer', { answer: String(c) }) }, String(c)))) : null,
+    free ? el('form', { class: 'row free-answer', onsubmit: (ev) => { ev.preventDefault(); post('answer', { answer: answer.value }); } },
+      answer, el('button', { type: 'submit', class: 'answer-submit' }, 'Answer')) : null,
     out);
+}
+
+// loadGrants lists the scoped grants the principal may see, with Revoke (active
+// or suspended) and Confirm (suspended by a policy change) buttons.
+async function loadGrants(box) {
+  let data;
+  try { data = await api('GET', '/api/grants'); } catch (e) {
+    clear(box).appendChild(el('h2', {}, 'Grants'));
+    box.appendChild(e.status === 403 ? el('p', { class: 'muted' }, 'Grants are listed to approvers.') : errorBox(e));
+    return;
+  }
+  const rows = (data && data.grants) || [];
+  const tbody = el('tbody');
+  for (const g of rows) {
+    const out = el('div');
+    const act = (verb) => async () => {
+      clear(out);
+      try { await api('POST', '/api/grants/' + encodeURIComponent(g.id) + '/' + verb); loadGrants(box); } catch (e) { out.appendChild(errorBox(e)); }
+    };
+    const live = g.status === 'active' || g.status === 'suspended';
+    tbody.appendChild(el('tr', { 'data-grant': g.id, 'data-status': g.status },
+      el('td', { 'data-label': 'status' }, badge(g.status)),
+      el('td', { 'data-label': 'tool' }, el('code', {}, g.tool || '')),
+      el('td', { 'data-label': 'scope' }, (g.scope || '') + (g.scope_id ? ' ' + g.scope_id : '')),
+      el('td', { 'data-label': 'match' }, g.match || '', g.pattern ? [' ', el('code', { class: 'pattern' }, g.pattern)] : null),
+      el('td', { 'data-label': 'expires' }, g.status === 'active' ? el('span', { 'data-expires': g.expires_at }, timeLeft(g.expires_at)) : fmtTime(g.expires_at)),
+      el('td', { 'data-label': 'by' }, g.created_by || g.granted_by || g.decided_by || '', g.owner ? el('div', { class: 'muted' }, 'for ' + g.owner) : null),
+      el('td', { 'data-label': 'policy' }, el('code', { class: 'muted' }, g.policy_revision || '')),
+      el('td', { 'data-label': '' },
+        g.status === 'suspended' ? el('button', { type: 'button', class: 'confirm', onclick: act('confirm') }, 'Confirm') : null, ' ',
+        live ? el('button', { type: 'button', class: 'revoke danger', onclick: act('revoke') }, 'Revoke') : null, out)));
+  }
+  if (!rows.length) tbody.appendChild(el('tr', {}, el('td', { colspan: 8, class: 'muted' }, 'No grants.')));
+  add(clear(box), el('h2', {}, 'Grants'),
+    el('p', { class: 'muted' }, 'A suspended grant was made under an older permissions.yaml: it matches nothing until an approver confirms it for the current one.'),
+    el('table', { class: 'grid stack', id: 'grants-table' },
+      el('thead', {}, el('tr', {}, ['status', 'tool', 'scope', 'match', 'expires', 'by', 'policy', ''].map((h) => el('th', {}, h)))), tbody));
 }
 
 // ---------- audit ----------
@@ -928,22 +1190,24 @@ function navigate(path) {
 function route() {
   for (const fn of leaveHooks) { try { fn(); } catch (_) { /* ignore */ } }
   leaveHooks = [];
-  clear(main());
-  if (token() === null) { signIn(); return; }
+  pageRoot = clear(document.getElementById('main')).appendChild(el('div', { class: 'page' }));
+  if (token() === null) { setInboxCount(0); signIn(); return; }
   document.getElementById('signout').hidden = false;
+  startInboxPoll();
   const p = location.pathname.replace(/\/+$/, '');
   let page = 'runs';
   let id = '';
   let mt;
   if ((mt = p.match(/^\/app\/runs\/([0-9a-fA-F-]{36})\/files$/))) { page = 'files'; id = mt[1]; }
   else if ((mt = p.match(/^\/app\/runs\/([0-9a-fA-F-]{36})$/))) { page = 'run'; id = mt[1]; }
-  else if (p === '/app/approvals') page = 'approvals';
+  // /app/approvals is the inbox's former address (links and bookmarks to it).
+  else if (p === '/app/inbox' || p === '/app/approvals') page = 'inbox';
   else if (p === '/app/audit') page = 'audit';
   else if (p === '/app/leases') page = 'leases';
   else if (p === '/app/tools') page = 'tools';
   document.body.setAttribute('data-page', page);
   for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('active', a.getAttribute('data-nav') === (page === 'run' || page === 'files' ? 'runs' : page));
-  const pages = { runs: pageRuns, run: pageRun, files: pageFiles, approvals: pageApprovals, audit: pageAudit, leases: pageLeases, tools: pageTools };
+  const pages = { runs: pageRuns, run: pageRun, files: pageFiles, inbox: pageInbox, audit: pageAudit, leases: pageLeases, tools: pageTools };
   document.title = page + ' · Aetherium Studio';
   pages[page](id).catch((e) => { if (!(e instanceof APIError && e.status === 401)) main().appendChild(errorBox(e)); });
 }
