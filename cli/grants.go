@@ -1,0 +1,160 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+)
+
+const grantsUsage = `usage:
+  aetherium grants list    [--status active|expired|revoked|suspended|all]
+  aetherium grants revoke  ID
+  aetherium grants confirm ID     (rebind a grant suspended by a change of permissions.yaml)
+Every command takes --api URL (default AETHERIUM_API_URL).`
+
+// grant is what the CLI shows of a scoped grant (GET /api/grants).
+type grant struct {
+	ID             string    `json:"id"`
+	ApprovalID     string    `json:"approval_id"`
+	Owner          string    `json:"owner"`
+	CreatedBy      string    `json:"created_by"`
+	Scope          string    `json:"scope"`
+	RunID          string    `json:"run_id"`
+	Project        string    `json:"project"`
+	Team           string    `json:"team"`
+	Tool           string    `json:"tool"`
+	Match          string    `json:"match"`
+	Pattern        string    `json:"pattern"`
+	ArgsHash       string    `json:"args_hash"`
+	PolicyRevision string    `json:"policy_revision"`
+	Status         string    `json:"status"`
+	CreatedAt      time.Time `json:"created_at"`
+	ExpiresAt      time.Time `json:"expires_at"`
+}
+
+// scopeTarget names what a grant's scope covers: the run, project or team.
+func (g grant) scopeTarget() string {
+	switch g.Scope {
+	case "run":
+		return "run " + g.RunID
+	case "project":
+		return "project " + g.Project
+	case "team":
+		return "team " + g.Team
+	}
+	return g.Scope
+}
+
+// printGrant writes one grant: what it covers (whose runs, which tool, how later
+// calls match), its state and where it came from.
+func printGrant(w io.Writer, g grant) {
+	fmt.Fprintf(w, "%s  %s  %s  tool %s  owner %s\n", g.ID, g.Status, strings.TrimSpace(g.scopeTarget()), g.Tool, g.Owner)
+	switch g.Match {
+	case "exact":
+		fmt.Fprintf(w, "  match:    exact (sha256 %s)\n", g.ArgsHash)
+	default:
+		fmt.Fprintf(w, "  match:    %s %s\n", g.Match, printable(g.Pattern))
+	}
+	if g.Status == "active" {
+		fmt.Fprintf(w, "  expires:  in %s\n", time.Until(g.ExpiresAt).Round(time.Second))
+	} else if !g.ExpiresAt.IsZero() {
+		fmt.Fprintf(w, "  expires:  %s\n", g.ExpiresAt.Local().Format(time.DateTime))
+	}
+	from := "by " + g.CreatedBy
+	if g.ApprovalID != "" {
+		from += " approving " + g.ApprovalID
+	}
+	fmt.Fprintf(w, "  granted:  %s\n", from)
+	if g.PolicyRevision != "" {
+		fmt.Fprintf(w, "  policy:   %s\n", g.PolicyRevision)
+	}
+}
+
+// grantsCmd lists, revokes and confirms scoped grants over the API.
+func grantsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "aetherium grants: "+format+"\n", a...)
+		return 1
+	}
+	if len(args) == 0 {
+		return fail("%s", grantsUsage)
+	}
+	sub, rest := args[0], args[1:]
+	switch sub {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprintln(stdout, grantsUsage)
+		return 0
+	case "list", "revoke", "confirm":
+	default:
+		return fail("unknown subcommand %q (list, revoke, confirm)\n%s", sub, grantsUsage)
+	}
+	fs := flag.NewFlagSet("grants "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprintln(stderr, grantsUsage) }
+	base := fs.String("api", apiURL(), "API base URL (AETHERIUM_API_URL)")
+	status := fs.String("status", "", "list: only grants in this status (active, expired, revoked, suspended; default every status)")
+	var id string
+	if sub != "list" && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		id, rest = rest[0], rest[1:]
+	}
+	if err := fs.Parse(rest); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	positional := fs.Args()
+	if sub != "list" && id == "" && len(positional) > 0 {
+		id, positional = positional[0], positional[1:]
+	}
+	if len(positional) > 0 {
+		return fail("%s: unexpected argument %q", sub, positional[0])
+	}
+	root := *base + "/api/grants"
+	switch sub {
+	case "list":
+		u := root
+		switch *status {
+		case "", "all":
+		case "active", "expired", "revoked", "suspended":
+			u += "?status=" + *status
+		default:
+			return fail("--status %q: active, expired, revoked, suspended or all", *status)
+		}
+		var out struct {
+			Grants []grant `json:"grants"`
+		}
+		if err := getJSON(ctx, u, &out); err != nil {
+			return fail("%v", err)
+		}
+		if len(out.Grants) == 0 {
+			fmt.Fprintln(stdout, "no grants")
+			return 0
+		}
+		for i, g := range out.Grants {
+			if i > 0 {
+				fmt.Fprintln(stdout)
+			}
+			printGrant(stdout, g)
+		}
+		return 0
+	default: // revoke, confirm
+		if *status != "" {
+			return fail("%s does not take --status", sub)
+		}
+		if id == "" {
+			return fail("%s needs a grant id\n%s", sub, grantsUsage)
+		}
+		var g grant
+		if err := postJSON(ctx, root+"/"+url.PathEscape(id)+"/"+sub, nil, &g); err != nil {
+			return fail("%s %s: %v", sub, id, err)
+		}
+		fmt.Fprintf(stdout, "grant %s %s\n", id, g.Status)
+		return 0
+	}
+}
