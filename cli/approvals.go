@@ -210,12 +210,8 @@ func approvalsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	editArgs := fs.String("args", "", "edit: the new arguments, a JSON object")
 	argsFile := fs.String("args-file", "", "edit: a file holding the new arguments (- for stdin)")
 	choice := fs.Int("choice", 0, "answer: the number of one of the question's choices (as show numbers them)")
-	// The id first, as the docs write it (approve ID --reason R); flags first work too.
-	var id string
-	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
-		id, rest = rest[0], rest[1:]
-	}
-	if err := fs.Parse(rest); err != nil {
+	positional, err := parseInterleaved(fs, rest)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
@@ -230,15 +226,15 @@ func approvalsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if len(stray) > 0 {
 		return fail("%s does not take %s\n%s", sub, strings.Join(stray, ", "), approvalsUsage)
 	}
-	positional := fs.Args()
-	if sub != "list" && id == "" {
+	var id string
+	if sub != "list" {
 		if len(positional) == 0 {
 			return fail("%s needs an approval id\n%s", sub, approvalsUsage)
 		}
 		id, positional = positional[0], positional[1:]
 	}
 	if sub != "answer" && len(positional) > 0 {
-		return fail("%s: unexpected argument %q (flags go before other arguments? see --help)", sub, positional[0])
+		return fail("%s: unexpected argument %q\n%s", sub, positional[0], approvalsUsage)
 	}
 	root := *base + "/api/approvals"
 	one := root + "/" + url.PathEscape(id)
@@ -297,6 +293,32 @@ func approvalsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return fail("answer needs the answer's text (or --choice N)\n%s", approvalsUsage)
 		}
 		return decideApproval(ctx, one, id, "answer", map[string]any{"answer": answer}, stdout, fail)
+	}
+}
+
+// parseInterleaved parses flags wherever they stand among the positional
+// arguments (approve ID --reason R, as the docs write it, and approve --reason R
+// ID alike; the flag package alone stops at the first positional one) and
+// returns the positional ones in order. Everything after "--" is positional: an
+// answer may start with a dash.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var tail []string
+	for i, a := range args {
+		if a == "--" {
+			args, tail = args[:i], args[i+1:]
+			break
+		}
+	}
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return append(positional, tail...), nil
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
 	}
 }
 

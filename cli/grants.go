@@ -98,22 +98,19 @@ func grantsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.Usage = func() { fmt.Fprintln(stderr, grantsUsage) }
 	base := fs.String("api", apiURL(), "API base URL (AETHERIUM_API_URL)")
 	status := fs.String("status", "", "list: only grants in this status (active, expired, revoked, suspended; default every status)")
-	var id string
-	if sub != "list" && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
-		id, rest = rest[0], rest[1:]
-	}
-	if err := fs.Parse(rest); err != nil {
+	positional, err := parseInterleaved(fs, rest)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	positional := fs.Args()
-	if sub != "list" && id == "" && len(positional) > 0 {
+	var id string
+	if sub != "list" && len(positional) > 0 {
 		id, positional = positional[0], positional[1:]
 	}
 	if len(positional) > 0 {
-		return fail("%s: unexpected argument %q", sub, positional[0])
+		return fail("%s: unexpected argument %q\n%s", sub, positional[0], grantsUsage)
 	}
 	root := *base + "/api/grants"
 	switch sub {
