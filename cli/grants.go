@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"strings"
 	"time"
 )
 
@@ -19,60 +18,56 @@ Every command takes --api URL (default AETHERIUM_API_URL).`
 
 // grant is what the CLI shows of a scoped grant (GET /api/grants).
 type grant struct {
-	ID             string    `json:"id"`
-	ApprovalID     string    `json:"approval_id"`
-	Owner          string    `json:"owner"`
-	CreatedBy      string    `json:"created_by"`
-	Scope          string    `json:"scope"`
-	RunID          string    `json:"run_id"`
-	Project        string    `json:"project"`
-	Team           string    `json:"team"`
-	Tool           string    `json:"tool"`
-	Match          string    `json:"match"`
+	ID         string `json:"id"`
+	ApprovalID string `json:"approval_id"`
+	// Owner is the principal whose runs the grant covers.
+	Owner     string `json:"owner"`
+	CreatedBy string `json:"created_by"`
+	Scope     string `json:"scope"`
+	// ScopeID is the run id, the project id or the team name.
+	ScopeID string `json:"scope_id"`
+	Tool    string `json:"tool"`
+	Match   string `json:"match"`
+	// Pattern is the command words, the URL prefix, or (exact) the arguments' hash.
 	Pattern        string    `json:"pattern"`
-	ArgsHash       string    `json:"args_hash"`
 	PolicyRevision string    `json:"policy_revision"`
+	ConfirmedBy    string    `json:"confirmed_by"`
+	RevokedBy      string    `json:"revoked_by"`
 	Status         string    `json:"status"`
 	CreatedAt      time.Time `json:"created_at"`
 	ExpiresAt      time.Time `json:"expires_at"`
 }
 
-// scopeTarget names what a grant's scope covers: the run, project or team.
-func (g grant) scopeTarget() string {
-	switch g.Scope {
-	case "run":
-		return "run " + g.RunID
-	case "project":
-		return "project " + g.Project
-	case "team":
-		return "team " + g.Team
-	}
-	return g.Scope
-}
-
 // printGrant writes one grant: what it covers (whose runs, which tool, how later
 // calls match), its state and where it came from.
 func printGrant(w io.Writer, g grant) {
-	fmt.Fprintf(w, "%s  %s  %s  tool %s  owner %s\n", g.ID, g.Status, strings.TrimSpace(g.scopeTarget()), g.Tool, g.Owner)
-	switch g.Match {
-	case "exact":
-		fmt.Fprintf(w, "  match:    exact (sha256 %s)\n", g.ArgsHash)
-	default:
+	fmt.Fprintf(w, "%s  %s  %s %s  tool %s  owner %s\n", g.ID, g.Status, g.Scope, g.ScopeID, g.Tool, g.Owner)
+	if g.Match == "exact" {
+		fmt.Fprintf(w, "  match:    exact (arguments sha256 %s)\n", g.Pattern)
+	} else {
 		fmt.Fprintf(w, "  match:    %s %s\n", g.Match, printable(g.Pattern))
 	}
-	if g.Status == "active" {
+	switch {
+	case g.Status == "active" || g.Status == "suspended":
 		fmt.Fprintf(w, "  expires:  in %s\n", time.Until(g.ExpiresAt).Round(time.Second))
-	} else if !g.ExpiresAt.IsZero() {
-		fmt.Fprintf(w, "  expires:  %s\n", g.ExpiresAt.Local().Format(time.DateTime))
+	case g.Status == "revoked" && g.RevokedBy != "":
+		fmt.Fprintf(w, "  revoked:  by %s\n", g.RevokedBy)
+	default:
+		fmt.Fprintf(w, "  expired:  %s\n", g.ExpiresAt.Local().Format(time.DateTime))
 	}
-	from := "by " + g.CreatedBy
+	from := "by " + g.CreatedBy + " at " + g.CreatedAt.Local().Format(time.DateTime)
 	if g.ApprovalID != "" {
-		from += " approving " + g.ApprovalID
+		from += ", approving " + g.ApprovalID
 	}
 	fmt.Fprintf(w, "  granted:  %s\n", from)
-	if g.PolicyRevision != "" {
-		fmt.Fprintf(w, "  policy:   %s\n", g.PolicyRevision)
+	policy := g.PolicyRevision
+	if g.ConfirmedBy != "" {
+		policy += " (confirmed by " + g.ConfirmedBy + ")"
 	}
+	if g.Status == "suspended" {
+		policy += ": permissions.yaml changed since; grants confirm " + g.ID + " rebinds it"
+	}
+	fmt.Fprintf(w, "  policy:   %s\n", policy)
 }
 
 // grantsCmd lists, revokes and confirms scoped grants over the API.
