@@ -50,7 +50,7 @@ func printGrant(w io.Writer, g grant) {
 	switch {
 	case g.Status == "active" || g.Status == "suspended":
 		fmt.Fprintf(w, "  expires:  in %s\n", time.Until(g.ExpiresAt).Round(time.Second))
-	case g.Status == "revoked" && g.RevokedBy != "":
+	case g.Status == "revoked":
 		fmt.Fprintf(w, "  revoked:  by %s\n", g.RevokedBy)
 	default:
 		fmt.Fprintf(w, "  expired:  %s\n", g.ExpiresAt.Local().Format(time.DateTime))
