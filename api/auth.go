@@ -26,6 +26,10 @@ const (
 	RoleReadAll = "read_all"
 	// RoleMetrics reads /metrics on the API's port and nothing else (a scraper).
 	RoleMetrics = "metrics"
+	// RoleGrantBroad lets an approver make a grant that covers any command (a
+	// bare *, or * after a shell or interpreter). Admin does not imply it: it
+	// must be given by name.
+	RoleGrantBroad = "grant_broad"
 )
 
 // Token is an API bearer token as configured (api.tokens): only the SHA-256 of its
@@ -57,6 +61,13 @@ func hasRole(c *fiber.Ctx, role string) bool {
 		return true
 	}
 	return roles[role] || roles[RoleAdmin]
+}
+
+// hasOwnRole reports whether the caller's token names role itself: admin does
+// not stand in, and without authentication nobody holds it.
+func hasOwnRole(c *fiber.Ctx, role string) bool {
+	roles, ok := c.Locals(rolesKey{}).(map[string]bool)
+	return ok && roles[role]
 }
 
 // callerRoles lists the caller's roles; nil without authentication (the one
@@ -105,7 +116,7 @@ func ValidateTokens(tokens []Token) error {
 		}
 		for _, r := range t.Roles {
 			switch r {
-			case RoleSubmit, RoleRead, RoleReadAll, RoleApprove, RoleMetrics, RoleAdmin:
+			case RoleSubmit, RoleRead, RoleReadAll, RoleApprove, RoleMetrics, RoleAdmin, RoleGrantBroad:
 			default:
 				return fmt.Errorf("config: api.tokens[%d].roles: unknown role %q", i, r)
 			}

@@ -28,6 +28,9 @@ func (s *Server) routes() []route {
 	approvalParam := func(r route) route {
 		return r.pathParam("id", "The approval's id (apr_…).", map[string]any{"type": "string", "pattern": "^apr_", "maxLength": 64})
 	}
+	grantParam := func(r route) route {
+		return r.pathParam("id", "The grant's id (grt_…).", map[string]any{"type": "string", "pattern": "^grt_", "maxLength": 64})
+	}
 	return []route{
 		get("/healthz", "Liveness", s.healthz).returns(200, healthStatus{}),
 		get("/readyz", "Readiness: PostgreSQL and Redis answer a ping", s.readyz).
@@ -103,17 +106,31 @@ func (s *Server) routes() []route {
 			query("before", "next_before of the previous page.", map[string]any{"type": "integer", "minimum": 1}).
 			returns(200, AuditPage{}).errors(400),
 
-		get("/api/approvals", "List approvals, oldest first", s.listApprovals).roles(RoleRead, RoleApprove).
+		get("/api/approvals", "List approvals and questions, oldest first (decided=true: the history, latest decision first)", s.listApprovals).roles(RoleRead, RoleApprove).
 			query("status", "Only approvals in this status.", enumOf(approvalStatuses)).
+			query("kind", "Only held calls (call) or ask_user questions (question).", enumOf(approvalKinds)).
+			query("decided", "Only decided approvals, latest decision first.", map[string]any{"type": "boolean"}).
 			query("run_id", "Only the approvals of this run.", stringSchema).
 			query("limit", "At most this many (default 100).", intRange(1, 1000)).
 			returns(200, approvalList{}).errors(400),
 		approvalParam(get("/api/approvals/:id", "An approval as the approver decides on it", s.getApproval)).roles(RoleRead, RoleApprove).
 			returns(200, store.Approval{}).errors(400, 404),
-		approvalParam(post("/api/approvals/:id/approve", "Approve", s.decide(true))).roles(RoleApprove).
-			optionalBody(decisionRequest{}).returns(200, store.Approval{}).errors(404, 409, 501),
-		approvalParam(post("/api/approvals/:id/deny", "Deny", s.decide(false))).roles(RoleApprove).
-			optionalBody(decisionRequest{}).returns(200, store.Approval{}).errors(404, 409, 501),
+		approvalParam(post("/api/approvals/:id/approve", "Approve a held call, optionally with a scoped grant", s.decide(store.VerbApprove))).roles(RoleApprove).
+			optionalBody(decisionRequest{}).returns(200, store.Approval{}).errors(400, 403, 404, 409, 501),
+		approvalParam(post("/api/approvals/:id/deny", "Reject a held call; the reason reaches the agent as a human's feedback", s.decide(store.VerbDeny))).roles(RoleApprove).
+			optionalBody(decisionRequest{}).returns(200, store.Approval{}).errors(400, 403, 404, 409, 501),
+		approvalParam(post("/api/approvals/:id/edit", "Approve a held call with edited arguments, which pass the whole gate again", s.decide(store.VerbEdit))).roles(RoleApprove).
+			body(editRequest{}).returns(200, store.Approval{}).errors(400, 403, 404, 409, 501),
+		approvalParam(post("/api/approvals/:id/answer", "Answer an agent's ask_user question (its run's owner or an approver)", s.decide(store.VerbAnswer))).roles(RoleSubmit, RoleApprove).
+			body(answerRequest{}).returns(200, store.Approval{}).errors(400, 403, 404, 409, 501),
+		get("/api/grants", "List scoped grants, newest first", s.listGrants).roles(RoleRead, RoleApprove).
+			query("status", "Only grants in this status.", enumOf(grantStatuses)).
+			query("limit", "At most this many (default 100).", intRange(1, 1000)).
+			returns(200, grantList{}).errors(400, 501),
+		grantParam(post("/api/grants/:id/revoke", "Revoke a grant: the next matching call asks again", s.changeGrant(false))).roles(RoleSubmit, RoleApprove).
+			returns(200, store.Grant{}).errors(400, 403, 404, 409, 501),
+		grantParam(post("/api/grants/:id/confirm", "Rebind a grant suspended by a change of the permissions to the permissions in force", s.changeGrant(true))).roles(RoleApprove).
+			returns(200, store.Grant{}).errors(400, 403, 404, 409, 501),
 
 		get("/api/tools/mcp-schemas", "The tool catalog, filtered as the router filters it for an agent", s.schemas).roles(RoleRead).
 			query("servers", "Comma-separated server groups.", stringSchema).

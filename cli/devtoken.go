@@ -54,7 +54,11 @@ func startDevToken(cfg *config.Config, out io.Writer) (stop func(), err error) {
 		return nil, fmt.Errorf("dev token: %w", err)
 	}
 	cfg.API.Tokens = []api.Token{tok}
-	fmt.Fprintf(out, "aetherium dev: api.tokens is empty, so this process made a token (role admin, principal %q) valid until it stops.\n"+
+	// One person submits and decides: the self-approval rule would leave every
+	// held call of theirs undecidable.
+	cfg.Security.AllowSelfApproval = true
+	fmt.Fprintf(out, "aetherium dev: api.tokens is empty, so this process made a token (role admin, principal %q) valid until it stops;\n"+
+		"  as its one user you may approve your own runs' calls (security.allow_self_approval).\n"+
 		"  The client commands read it from %s (or set AETHERIUM_API_TOKEN).\n"+
 		"  Open the Studio: %s\n", tok.Name, path, signInURL(cfg.API.Addr, secret))
 	return func() {

@@ -416,6 +416,13 @@ func applyEnv(c *Config, env func(string) (string, bool)) error {
 		}
 		c.WorkspaceLimits.MinFree = m
 	}
+	if v, ok := env("AETHERIUM_ALLOW_SELF_APPROVAL"); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("config: AETHERIUM_ALLOW_SELF_APPROVAL=%q is not true or false", v))
+		}
+		c.Security.AllowSelfApproval = b
+	}
 	if v, ok := env("AETHERIUM_API_ALLOWED_HOSTS"); ok {
 		c.API.AllowedHosts = nil
 		for _, h := range strings.Split(v, ",") {

@@ -274,8 +274,38 @@ func (f *Fleet) openApprovals(opts Options) {
 		return
 	}
 	sec := f.Cfg.Security
-	f.Approvals = security.NewApprovals(security.ApprovalsConfig{Window: sec.ApprovalWindow, FallbackTools: sec.SupervisorFallback},
+	f.Approvals = security.NewApprovals(security.ApprovalsConfig{Window: sec.ApprovalWindow, FallbackTools: sec.SupervisorFallback,
+		GrantMaxTTL: sec.GrantMaxTTL, AllowSelfApproval: sec.AllowSelfApproval},
 		f.Store, f.Events, f.Queue, f.Metrics, f.Log)
+	if f.Rules != nil {
+		f.Approvals.UseRules(f.Rules)
+	}
+}
+
+// loadRules loads the permissions file once (watched by WatchRules).
+func (f *Fleet) loadRules(sec security.Config) (*security.Rules, error) {
+	if f.Rules != nil {
+		return f.Rules, nil
+	}
+	rules, err := security.LoadRules(sec.PermissionsFile, f.Log)
+	if err != nil {
+		// At boot there is no last good file to keep: refuse to start.
+		return nil, fmt.Errorf("security.permissions_file (AETHERIUM_PERMISSIONS): %w", err)
+	}
+	rules.OnReload = func(n int, err error) {
+		if err != nil {
+			f.Metrics.RulesReloads.WithLabelValues("error").Inc()
+			f.Metrics.RulesValid.Set(0)
+			return
+		}
+		f.Metrics.RulesReloads.WithLabelValues("ok").Inc()
+		f.Metrics.RulesValid.Set(1)
+	}
+	f.Rules = rules
+	if f.Approvals != nil {
+		f.Approvals.UseRules(rules)
+	}
+	return rules, nil
 }
 
 // openAPI builds the api role's parts beyond the core; in a process that runs a
@@ -283,6 +313,12 @@ func (f *Fleet) openApprovals(opts Options) {
 func (f *Fleet) openAPI(opts Options) error {
 	if err := f.openStreams(); err != nil {
 		return err
+	}
+	if !opts.NoGate {
+		// Grants are listed and confirmed under the permissions in force.
+		if _, err := f.loadRules(f.Cfg.Security); err != nil {
+			return err
+		}
 	}
 	f.openApprovals(opts)
 	if f.Registry != nil {
@@ -418,21 +454,10 @@ func (f *Fleet) removeProject(ctx context.Context, p store.Project) error {
 }
 
 func (f *Fleet) openGate(sec security.Config, opts Options) (*security.Gate, error) {
-	rules, err := security.LoadRules(sec.PermissionsFile, f.Log)
+	rules, err := f.loadRules(sec)
 	if err != nil {
-		// At boot there is no last good file to keep: refuse to start.
-		return nil, fmt.Errorf("security.permissions_file (AETHERIUM_PERMISSIONS): %w", err)
+		return nil, err
 	}
-	rules.OnReload = func(n int, err error) {
-		if err != nil {
-			f.Metrics.RulesReloads.WithLabelValues("error").Inc()
-			f.Metrics.RulesValid.Set(0)
-			return
-		}
-		f.Metrics.RulesReloads.WithLabelValues("ok").Inc()
-		f.Metrics.RulesValid.Set(1)
-	}
-	f.Rules = rules
 	dlp, err := egress.NewDLP()
 	if err != nil {
 		return nil, err
@@ -532,6 +557,11 @@ func (f *Fleet) runAPI(ctx context.Context) error {
 	}
 	if err := f.Cfg.API.CheckAuth(); err != nil {
 		return err
+	}
+	if f.Worker == nil { // a worker of this process watches them
+		if err := f.WatchRules(ctx); err != nil {
+			return err
+		}
 	}
 	srv := f.API()
 	defer srv.Close()

@@ -40,7 +40,7 @@ func (m mcpFleet) parked(t *testing.T, n int) []store.Approval {
 	var list []store.Approval
 	require.Eventually(t, func() bool {
 		var err error
-		list, err = m.Store.ListApprovalsOf(context.Background(), "", store.ApprovalPending, "", 100)
+		list, err = m.Store.ListApprovals(context.Background(), store.ApprovalPending, "", 100)
 		if err != nil || len(list) != n {
 			return false
 		}
@@ -138,7 +138,7 @@ func TestMCPCallsInFlightAreCappedPerPrincipal(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the call past the cap was not refused")
 	}
-	list, err := m.Store.ListApprovalsOf(context.Background(), "", store.ApprovalPending, "", 100)
+	list, err := m.Store.ListApprovals(context.Background(), store.ApprovalPending, "", 100)
 	require.NoError(t, err)
 	require.Len(t, list, 2, "the refused call requested no approval")
 

@@ -477,7 +477,7 @@ func (m mcpFleet) pendingApproval(t *testing.T) store.Approval {
 	t.Helper()
 	var pending store.Approval
 	require.Eventually(t, func() bool {
-		list, err := m.Store.ListApprovalsOf(context.Background(), "", store.ApprovalPending, "", 10)
+		list, err := m.Store.ListApprovals(context.Background(), store.ApprovalPending, "", 10)
 		require.NoError(t, err)
 		if len(list) == 0 {
 			return false

@@ -79,6 +79,9 @@ func Config(t testing.TB) config.Config {
 	cfg.Worker.Concurrency = 8
 	cfg.Worker.MetricsAddr, cfg.Scheduler.MetricsAddr = "", ""
 	cfg.Security.PermissionsFile = RepoPath(t, "config/permissions.yaml")
+	// A test is one user who submits and decides, as under `aetherium dev`; the
+	// tests of the self-approval rule turn it off.
+	cfg.Security.AllowSelfApproval = true
 	return cfg
 }
 

@@ -36,6 +36,13 @@ type ApprovalsConfig struct {
 	// "supervisor-fallback") instead of timing out. Empty by default: nothing is
 	// waved through. tools.NeverFallsBack tools time out whatever it lists.
 	FallbackTools []string
+	// GrantMaxTTL caps a grant's life (security.grant_max_ttl). Default
+	// DefaultGrantMaxTTL.
+	GrantMaxTTL time.Duration
+	// AllowSelfApproval lets a principal approve, edit or grant a call of its own
+	// run (security.allow_self_approval): for single-user setups. False by
+	// default: someone else decides.
+	AllowSelfApproval bool
 }
 
 // fallsBack reports whether an expiring approval of tool, asked for why, is
@@ -58,7 +65,10 @@ func (c ApprovalsConfig) fallsBack(tool, why string) bool {
 // waiting), decide (once; 409 on a second decision), expire, and resume the
 // suspended session.
 type Approvals struct {
-	cfg     ApprovalsConfig
+	cfg ApprovalsConfig
+	// rules give the policy revision grants are listed and confirmed under (nil:
+	// NoPolicyRevision).
+	rules   *Rules
 	store   *store.Store
 	events  *events.Recorder
 	queue   ApprovalQueue
@@ -72,10 +82,72 @@ func NewApprovals(cfg ApprovalsConfig, st *store.Store, rec *events.Recorder, q 
 	if cfg.Window <= 0 {
 		cfg.Window = 5 * time.Minute
 	}
+	if cfg.GrantMaxTTL <= 0 {
+		cfg.GrantMaxTTL = DefaultGrantMaxTTL
+	}
 	if log == nil {
 		log = slog.Default()
 	}
 	return &Approvals{cfg: cfg, store: st, events: rec, queue: q, metrics: m, log: log}
+}
+
+// UseRules gives the approvals the live permissions, whose revision grants are
+// listed and confirmed under.
+func (a *Approvals) UseRules(r *Rules) { a.rules = r }
+
+// PolicyRevision is the revision of the permissions in force.
+func (a *Approvals) PolicyRevision() string {
+	if a.rules == nil {
+		return NoPolicyRevision
+	}
+	return a.rules.Current().Revision()
+}
+
+// ListGrants lists grants with their status under the permissions in force.
+func (a *Approvals) ListGrants(ctx context.Context, f store.GrantFilter) ([]store.Grant, error) {
+	return a.store.ListGrants(ctx, f, a.PolicyRevision())
+}
+
+// GetGrant loads one grant, its status under the permissions in force.
+func (a *Approvals) GetGrant(ctx context.Context, id string) (store.Grant, error) {
+	return a.store.GetGrant(ctx, id, a.PolicyRevision())
+}
+
+// RevokeGrant revokes a grant: the next matching call asks again. An approver,
+// or the owner whose runs it covers, may revoke it.
+func (a *Approvals) RevokeGrant(ctx context.Context, id, by string, mayApprove bool) (store.Grant, error) {
+	g, err := a.GetGrant(ctx, id)
+	if err != nil {
+		return g, err
+	}
+	if !mayApprove && by != g.Owner {
+		return g, fmt.Errorf("%w: only an approver or %s revokes grant %s", store.ErrForbidden, g.Owner, id)
+	}
+	g, err = a.store.RevokeGrant(ctx, id, by, a.PolicyRevision())
+	if err == nil {
+		a.log.Info("grant revoked", "grant_id", id, "by", by)
+	}
+	return g, err
+}
+
+// ConfirmGrant rebinds a grant (suspended by a change of the permissions) to the
+// revision in force: an approver's decision, under the self-approval rule.
+func (a *Approvals) ConfirmGrant(ctx context.Context, id, by string, mayApprove bool) (store.Grant, error) {
+	g, err := a.GetGrant(ctx, id)
+	if err != nil {
+		return g, err
+	}
+	if !mayApprove {
+		return g, fmt.Errorf("%w: confirming a grant needs the approve role", store.ErrForbidden)
+	}
+	if by == g.Owner && !a.cfg.AllowSelfApproval {
+		return g, fmt.Errorf("%w: grant %s covers %s's own runs, so someone else confirms it (security.allow_self_approval)", store.ErrForbidden, id, by)
+	}
+	g, err = a.store.ConfirmGrant(ctx, id, by, a.PolicyRevision())
+	if err == nil {
+		a.log.Info("grant confirmed", "grant_id", id, "by", by, "policy_revision", g.PolicyRevision)
+	}
+	return g, err
 }
 
 // ApprovalID is deterministic per call, so a redelivered step finds its approval.
@@ -101,19 +173,30 @@ func argsChangedReason(appr store.Approval, now string) string {
 // and hash, whatever its call holds now).
 func (a *Approvals) Ensure(ctx context.Context, s *tools.Session, call tools.Call, tier, why string, maskedArgs json.RawMessage,
 	argsHash string, view egress.ApprovalView) (store.Approval, error) {
+	return a.ensure(ctx, s, call, store.Approval{Tier: tier, Why: why, Args: maskedArgs, ArgsHash: argsHash, Kind: store.KindCall}, view)
+}
+
+// ensure is Ensure for an approval of any kind (want's Kind, Tier, Why, Args,
+// ArgsHash and PolicyRevision; view is marshalled into its View).
+func (a *Approvals) ensure(ctx context.Context, s *tools.Session, call tools.Call, want store.Approval, view any) (store.Approval, error) {
 	id := ApprovalID(s.SessionID, call.ID)
 	rawView, err := json.Marshal(view)
 	if err != nil {
 		return store.Approval{}, fmt.Errorf("approval view: %w", err)
 	}
-	appr, created, err := a.store.RequestApproval(ctx, store.Approval{
-		ID: id, RunID: s.RunID, SessionID: s.SessionID, CallID: call.ID, Team: s.Team, Agent: s.Agent,
-		Tool: call.Name, Tier: tier, Args: maskedArgs, ArgsHash: argsHash, View: rawView, Why: why,
-	}, a.cfg.Window)
+	want.ID, want.RunID, want.SessionID, want.CallID, want.Team, want.Agent, want.Tool, want.View =
+		id, s.RunID, s.SessionID, call.ID, s.Team, s.Agent, call.Name, rawView
+	appr, created, err := a.store.RequestApproval(ctx, want, a.cfg.Window)
 	if err != nil {
 		return appr, err
 	}
-	key, data := "approval-requested:"+id, map[string]any{"approval_id": id, "tool": call.Name, "tier": tier, "why": why, "expires_at": appr.ExpiresAt}
+	tier, why := want.Tier, want.Why
+	key, data := "approval-requested:"+id, map[string]any{"approval_id": id, "kind": appr.Kind, "tool": call.Name, "tier": tier, "why": why, "expires_at": appr.ExpiresAt}
+	if appr.Kind == store.KindQuestion {
+		if q, ok := view.(tools.Question); ok {
+			data["question"], data["choices"] = q.Text, q.Choices
+		}
+	}
 	emit := func() error {
 		// Through the step's coordinator when there is one: it records the tool.call
 		// events of the calls before this one first, so the stream keeps the model's order.
@@ -140,19 +223,25 @@ func (a *Approvals) Ensure(ctx context.Context, s *tools.Session, call tools.Cal
 		return appr, err
 	}
 	if created {
-		a.log.Info("approval requested", "approval_id", id, "run_id", s.RunID, "agent", s.Agent, "tool", call.Name, "why", why)
+		a.log.Info("approval requested", "approval_id", id, "kind", appr.Kind, "run_id", s.RunID, "agent", s.Agent, "tool", call.Name, "why", why)
 		a.refreshPending(ctx)
 	}
 	return appr, nil
 }
 
-// Decide records a human decision once; store.ErrDecided on a second one.
+// Decide records a human decision once; store.ErrDecided on a second one. It
+// checks no role (Apply does): the caller is trusted to.
 func (a *Approvals) Decide(ctx context.Context, id string, approve bool, by, reason string) (store.Approval, error) {
 	status := store.ApprovalDenied
 	if approve {
 		status = store.ApprovalApproved
 	}
-	appr, err := a.store.DecideApproval(ctx, id, status, by, reason)
+	return a.record(ctx, id, store.Decision{Status: status, By: by, Reason: reason})
+}
+
+// record stores a decision and resumes the session it unblocks.
+func (a *Approvals) record(ctx context.Context, id string, d store.Decision) (store.Approval, error) {
+	appr, err := a.store.Decide(ctx, id, d)
 	if errors.Is(err, store.ErrExpired) && appr.Status == store.ApprovalTimedOut && appr.DecidedBy == "system" {
 		// Timed out by this late decision, ahead of the expiry task: resume the
 		// session as that task would, and still refuse the decision.
@@ -184,7 +273,7 @@ func (a *Approvals) Expire(ctx context.Context, t *asynq.Task) error {
 		return err
 	}
 	status, by, reason := store.ApprovalTimedOut, "system", "no decision within "+a.cfg.Window.String()
-	if a.cfg.fallsBack(cur.Tool, cur.Why) {
+	if cur.Kind == store.KindCall && a.cfg.fallsBack(cur.Tool, cur.Why) {
 		status, by, reason = store.ApprovalApproved, "supervisor-fallback", "approved by fallback after "+a.cfg.Window.String()
 	}
 	appr, err := a.store.TimeOutApproval(ctx, p.ApprovalID, status, by, reason)
@@ -223,7 +312,8 @@ func (a *Approvals) refreshPending(ctx context.Context) {
 
 func (a *Approvals) afterDecision(ctx context.Context, appr store.Approval) error {
 	if err := a.events.Emit(ctx, appr.RunID, "approval-decided:"+appr.ID, "approval.decided", appr.Agent, map[string]any{
-		"approval_id": appr.ID, "tool": appr.Tool, "status": appr.Status, "decided_by": appr.DecidedBy, "reason": appr.DecisionReason,
+		"approval_id": appr.ID, "kind": appr.Kind, "tool": appr.Tool, "status": appr.Status, "decided_by": appr.DecidedBy, "reason": appr.DecisionReason,
+		"edited": len(appr.EditedArgs) > 0, "grant_id": appr.GrantID, "answer": appr.Answer,
 	}); err != nil {
 		return err
 	}

@@ -88,6 +88,13 @@ type Config struct {
 	// download_pdf and the frame_* tools never fall back: listing one is an error,
 	// and so is the old boolean true (it approved Restricted tools too).
 	SupervisorFallback FallbackTools `yaml:"supervisor_fallback"`
+	// GrantMaxTTL caps the life of a scoped grant an approver makes with a
+	// decision. Default DefaultGrantMaxTTL (24h).
+	GrantMaxTTL time.Duration `yaml:"grant_max_ttl"`
+	// AllowSelfApproval lets a principal approve, edit or grant a call of a run
+	// it submitted: for single-user setups (`aetherium dev` sets it). Env
+	// AETHERIUM_ALLOW_SELF_APPROVAL. Default false: someone else decides.
+	AllowSelfApproval bool `yaml:"allow_self_approval"`
 	// AuditRetention is how long tool_audit rows are kept (the scheduler's
 	// maintenance purges older ones). Default DefaultAuditRetention.
 	AuditRetention time.Duration `yaml:"audit_retention"`
@@ -141,6 +148,7 @@ type EgressRules struct {
 func (c Config) WithDefaults() Config {
 	c.PermissionsFile = cmp.Or(c.PermissionsFile, DefaultPermissionsFile)
 	c.ApprovalWindow = defaults.Positive(c.ApprovalWindow, DefaultApprovalWindow)
+	c.GrantMaxTTL = defaults.Positive(c.GrantMaxTTL, DefaultGrantMaxTTL)
 	c.AuditRetention = defaults.Positive(c.AuditRetention, DefaultAuditRetention)
 	c.MaxRedirects = defaults.Positive(c.MaxRedirects, DefaultMaxRedirects)
 	c.EgressTimeout = defaults.Positive(c.EgressTimeout, DefaultEgressTimeout)
@@ -180,6 +188,9 @@ func (c Config) Validate() error {
 		if strings.Trim(f, "/ ") == "" || strings.Contains(f, "..") {
 			bad("security.flow_instruction_files", "%q is not a file or folder name", f)
 		}
+	}
+	if c.GrantMaxTTL < time.Minute {
+		bad("security.grant_max_ttl", "must be at least 1m")
 	}
 	if c.MaxRedirects < 0 {
 		bad("security.max_redirects", "must not be negative")

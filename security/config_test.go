@@ -13,7 +13,7 @@ import (
 func TestConfigWithDefaultsAndValidate(t *testing.T) {
 	t.Parallel()
 	d := security.Config{}.WithDefaults()
-	require.Equal(t, security.Config{PermissionsFile: security.DefaultPermissionsFile, ApprovalWindow: security.DefaultApprovalWindow,
+	require.Equal(t, security.Config{PermissionsFile: security.DefaultPermissionsFile, ApprovalWindow: security.DefaultApprovalWindow, GrantMaxTTL: security.DefaultGrantMaxTTL,
 		AuditRetention: security.DefaultAuditRetention, MaxRedirects: security.DefaultMaxRedirects, EgressTimeout: security.DefaultEgressTimeout,
 		Egress: security.EgressRules{Private: egress.PrivateAllowlist, Refresh: egress.DefaultEndpointRefresh}, Flow: security.DefaultFlow, FlowInstructionFiles: security.DefaultInstructionFiles, FlowPrivateContent: security.DefaultFlowContent}, d)
 	require.NoError(t, d.Validate())

@@ -116,138 +116,197 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 			g.fillAudit(&row, call, tier, res, err, findings, start)
 			res.Audit = &row
 		}()
+		// edit is the approval whose edit this pass judges: an edited call goes
+		// through the whole gate again with the approver's arguments.
+		var edit *store.Approval
 		deny := func(layer, reason string, sentinel error) (tools.Result, error) {
 			if g.metrics != nil {
 				g.metrics.GateDenials.WithLabelValues(layer).Inc()
 			}
+			if edit != nil {
+				reason = "a human reviewer (" + edit.DecidedBy + ") edited this call, and the edited call was refused: " + reason
+			}
 			return tools.Result{}, &tools.Denied{Layer: layer, Reason: reason, Err: sentinel}
 		}
+		rev := g.rules.Current().Revision()
 
-		// 1. capability
-		if err := tools.CheckCapability(g.reg, s.Access, s.Agent, call.Name); err != nil {
-			var d *tools.Denied
-			errors.As(err, &d)
-			return deny(d.Layer, d.Reason, d.Err)
-		}
-		spec, _ := g.reg.Spec(call.Name)
-
-		// 2. rules
-		rule, advisory := g.rules.Current().Evaluate(CallFacts{Tool: call.Name, Team: s.Team, Agent: s.Agent, Source: s.TeamSource, Workspace: s.Workspace, Args: call.Args})
-		for _, r := range advisory {
-			g.log.Info("permission rule matched (advisory)", "action", r.Action, "tool", call.Name, "agent", s.Agent, "reason", r.Reason)
-		}
-		if rule != nil {
-			reason := rule.Reason
-			if reason == "" {
-				reason = "blocked by a permissions rule"
+	judge:
+		for {
+			// 1. capability
+			if err := tools.CheckCapability(g.reg, s.Access, s.Agent, call.Name); err != nil {
+				var d *tools.Denied
+				errors.As(err, &d)
+				return deny(d.Layer, d.Reason, d.Err)
 			}
-			return deny("rules", reason, nil)
-		}
+			spec, _ := g.reg.Spec(call.Name)
 
-		// 3. tier and destructive escalation
-		why := ""
-		if tier == tools.Restricted {
-			why = "restricted tool"
-		}
-		if spec.Escalate != nil {
-			if w := spec.Escalate(call.Args); w != "" {
-				why = w
+			// 2. rules
+			rule, advisory := g.rules.Current().Evaluate(CallFacts{Tool: call.Name, Team: s.Team, Agent: s.Agent, Source: s.TeamSource, Workspace: s.Workspace, Args: call.Args})
+			for _, r := range advisory {
+				g.log.Info("permission rule matched (advisory)", "action", r.Action, "tool", call.Name, "agent", s.Agent, "reason", r.Reason)
 			}
-		}
-		// 3b. flow: what the session has read (the model obeys it). A call the
-		// tier already holds names the untrusted sources too.
-		flow := g.rules.Current().Flow(s.Team, s.TeamSource, FlowSettings{Mode: g.flow, PrivateContent: g.content})
-		if flow.Mode == FlowAsk && s.Label.Untrusted() {
-			outbound := spec.Outbound || (spec.OutboundWhen != nil && spec.OutboundWhen(s))
-			if c, ok := carried(s.Label, outbound, call.Args); ok {
-				// The page's instruction is carrying the data out: refused outright
-				// unless the run may be sharing boilerplate (an import block), or
-				// the policy asks.
-				reason := "flow: this call carries private content the session read (" + c.Source + ", " + carriedForm(c) + "); " +
-					untrustedRead + " (" + s.Label.UntrustedSources() + ")"
-				if flow.PrivateContent == FlowContentRefuse && !c.Boilerplate {
-					return deny("flow", reason, nil)
+			if rule != nil {
+				reason := rule.Reason
+				if reason == "" {
+					reason = "blocked by a permissions rule"
 				}
-				why = strings.TrimPrefix(why+"; "+reason, "; ")
-			} else if r := g.flowReason(spec, tier, call.Args, s.Label, flow.Instructions); r != "" {
-				why = strings.TrimPrefix(why+"; "+r, "; ")
-			} else if why != "" {
-				why += "; " + untrustedRead + ": " + s.Label.UntrustedSources()
+				return deny("rules", reason, nil)
 			}
-		}
 
-		// 4. egress + DLP on outbound tools; DLP alone on a tool that reaches the
-		// network in this session only (its destinations are the proxy's).
-		scan := func() error {
-			var serr error
-			if findings, serr = g.dlp.ScanArgs(call.Args); serr != nil {
-				_, err := deny("dlp", serr.Error(), egress.ErrDLPTooLarge)
-				return err
-			} else if len(findings) > 0 {
-				ids := egress.RuleIDs(findings)
-				if g.metrics != nil {
-					for _, id := range ids {
-						g.metrics.DLPHits.WithLabelValues(id).Inc()
+			// 3. tier and destructive escalation
+			why := ""
+			if tier == tools.Restricted {
+				why = "restricted tool"
+			}
+			if spec.Escalate != nil {
+				if w := spec.Escalate(call.Args); w != "" {
+					why = w
+				}
+			}
+			// 3b. flow: what the session has read (the model obeys it). A call the
+			// tier already holds names the untrusted sources too.
+			flow := g.rules.Current().Flow(s.Team, s.TeamSource, FlowSettings{Mode: g.flow, PrivateContent: g.content})
+			if flow.Mode == FlowAsk && s.Label.Untrusted() {
+				outbound := spec.Outbound || (spec.OutboundWhen != nil && spec.OutboundWhen(s))
+				if c, ok := carried(s.Label, outbound, call.Args); ok {
+					// The page's instruction is carrying the data out: refused outright
+					// unless the run may be sharing boilerplate (an import block), or
+					// the policy asks.
+					reason := "flow: this call carries private content the session read (" + c.Source + ", " + carriedForm(c) + "); " +
+						untrustedRead + " (" + s.Label.UntrustedSources() + ")"
+					if flow.PrivateContent == FlowContentRefuse && !c.Boilerplate {
+						return deny("flow", reason, nil)
+					}
+					why = strings.TrimPrefix(why+"; "+reason, "; ")
+				} else if r := g.flowReason(spec, tier, call.Args, s.Label, flow.Instructions); r != "" {
+					why = strings.TrimPrefix(why+"; "+r, "; ")
+				} else if why != "" {
+					why += "; " + untrustedRead + ": " + s.Label.UntrustedSources()
+				}
+			}
+
+			// 4. egress + DLP on outbound tools; DLP alone on a tool that reaches the
+			// network in this session only (its destinations are the proxy's).
+			scan := func() error {
+				var serr error
+				if findings, serr = g.dlp.ScanArgs(call.Args); serr != nil {
+					_, err := deny("dlp", serr.Error(), egress.ErrDLPTooLarge)
+					return err
+				} else if len(findings) > 0 {
+					ids := egress.RuleIDs(findings)
+					if g.metrics != nil {
+						for _, id := range ids {
+							g.metrics.DLPHits.WithLabelValues(id).Inc()
+						}
+					}
+					_, err := deny("dlp", "outgoing arguments carry a credential (gitleaks rule "+strings.Join(ids, ", ")+"); remove it", nil)
+					return err
+				}
+				return nil
+			}
+			if spec.Outbound {
+				var strs, paths, urls []string
+				var args map[string]any
+				_ = json.Unmarshal(call.Args, &args)
+				collect("", args, &strs, &paths, &urls)
+				for _, u := range urls {
+					if spec.LoopbackInSandbox && inRunSandbox(u) {
+						continue
+					}
+					if err := g.checkURL(u, s); err != nil {
+						return deny("egress", egressReason(err), egress.ErrEgressDenied)
 					}
 				}
-				_, err := deny("dlp", "outgoing arguments carry a credential (gitleaks rule "+strings.Join(ids, ", ")+"); remove it", nil)
-				return err
-			}
-			return nil
-		}
-		if spec.Outbound {
-			var strs, paths, urls []string
-			var args map[string]any
-			_ = json.Unmarshal(call.Args, &args)
-			collect("", args, &strs, &paths, &urls)
-			for _, u := range urls {
-				if spec.LoopbackInSandbox && inRunSandbox(u) {
-					continue
+				if err := scan(); err != nil {
+					return tools.Result{}, err
 				}
-				if err := g.checkURL(u, s); err != nil {
-					return deny("egress", egressReason(err), egress.ErrEgressDenied)
+			} else if spec.OutboundWhen != nil && spec.OutboundWhen(s) {
+				if err := scan(); err != nil {
+					return tools.Result{}, err
 				}
 			}
-			if err := scan(); err != nil {
-				return tools.Result{}, err
-			}
-		} else if spec.OutboundWhen != nil && spec.OutboundWhen(s) {
-			if err := scan(); err != nil {
-				return tools.Result{}, err
-			}
-		}
 
-		// 5. approval, bound to the exact arguments: the hash of their canonical form
-		if why != "" {
-			hash, herr := egress.ArgsHash(call.Args)
-			if herr != nil {
-				return deny("approval", "the arguments cannot be bound to an approval: "+herr.Error(), nil)
-			}
-			view, masked := g.dlp.ApproverView(call.Args)
-			appr, err := g.approvals.Ensure(ctx, s, call, tier.String(), why, masked, hash, view)
-			if err != nil {
-				return tools.Result{}, fmt.Errorf("approval: %w", err)
-			}
-			switch appr.Status {
-			case store.ApprovalPending:
-				pending = true
-				return tools.Result{Pending: true, Content: "waiting for approval " + appr.ID}, nil
-			case store.ApprovalApproved:
-				if appr.ArgsHash != hash {
-					return deny("approval", argsChangedReason(appr, hash), ErrArgsChanged)
+			// 5. a human: the question of a tool that asks one, a grant, or an
+			// approval bound to the exact arguments (the hash of their canonical form).
+			if spec.AsksHuman != nil {
+				ans, stop, res, err := g.question(ctx, s, call, spec, tier, &row, &pending, deny)
+				if stop {
+					return res, err
 				}
-				row.ApprovedBy = appr.DecidedBy
-			case store.ApprovalTimedOut:
-				row.Decision = "timed_out"
-				return deny("approval", "timed_out: no human decision within the approval window", nil)
-			case store.ApprovalCancelled:
-				return deny("approval", "cancelled: the "+appr.DecisionReason+" before a decision", nil)
-			default:
-				reason := appr.DecisionReason
-				if reason == "" {
-					reason = "no reason given"
+				call.Answer = ans
+			} else if why != "" {
+				hash, herr := egress.ArgsHash(call.Args)
+				if herr != nil {
+					return deny("approval", "the arguments cannot be bound to an approval: "+herr.Error(), nil)
 				}
-				return deny("approval", "denied by "+appr.DecidedBy+": "+reason, nil)
+				row.ArgsHash, row.PolicyRevision = hash, rev
+				if edit != nil {
+					// The edited call, held again: it runs bound to the edit's hash.
+					if edit.EditedArgsHash != hash {
+						return deny("approval", argsChangedReason(store.Approval{ArgsHash: edit.EditedArgsHash}, hash), ErrArgsChanged)
+					}
+					row.ApprovalID, row.ApprovedBy = edit.ID, edit.DecidedBy
+					break judge
+				}
+				granted, err := g.granted(ctx, s, call, why, hash, rev, &row)
+				if err != nil {
+					return tools.Result{}, err
+				}
+				if granted {
+					break judge
+				}
+				view, masked := g.dlp.ApproverView(call.Args)
+				appr, err := g.approvals.ensure(ctx, s, call, store.Approval{Kind: store.KindCall, Tier: tier.String(), Why: why,
+					Args: masked, ArgsHash: hash, PolicyRevision: rev}, view)
+				if err != nil {
+					return tools.Result{}, fmt.Errorf("approval: %w", err)
+				}
+				switch appr.Status {
+				case store.ApprovalPending:
+					pending = true
+					return tools.Result{Pending: true, Content: "waiting for approval " + appr.ID}, nil
+				case store.ApprovalApproved, store.ApprovalEdited:
+					if appr.ArgsHash != hash {
+						return deny("approval", argsChangedReason(appr, hash), ErrArgsChanged)
+					}
+					if appr.PolicyRevision != "" && appr.PolicyRevision != rev {
+						return deny("approval", fmt.Sprintf("the permissions changed since this call was held (revision %s, now %s): "+
+							"the call did not run; call again to ask again", appr.PolicyRevision, rev), ErrPolicyChanged)
+					}
+					if appr.Status == store.ApprovalEdited {
+						row.OriginalArgs = g.redactJSON(call.Args, &findings)
+						row.EditedBy = appr.DecidedBy
+						call.Args, findings, edit = appr.EditedArgs, nil, &appr
+						continue judge
+					}
+					row.ApprovalID, row.ApprovedBy = appr.ID, appr.DecidedBy
+				case store.ApprovalTimedOut:
+					row.Decision = "timed_out"
+					return deny("approval", "timed_out: no human decision within the approval window", nil)
+				case store.ApprovalCancelled:
+					return deny("approval", "cancelled: the "+appr.DecisionReason+" before a decision", nil)
+				default:
+					reason := appr.DecisionReason
+					if reason == "" {
+						reason = "no reason given"
+					}
+					if g.metrics != nil {
+						g.metrics.GateDenials.WithLabelValues("approval").Inc()
+					}
+					// The reviewer's words are addressed to the agent: marked as a
+					// human's, and no failure of the agent's (tools.Denied.Human).
+					return tools.Result{}, &tools.Denied{Layer: "approval", Human: true,
+						Reason: "rejected by a human reviewer (" + appr.DecidedBy + "): " + reason}
+				}
+			}
+			break judge
+		}
+		if edit != nil {
+			// The edit needed no human any more (it asks for less): still the
+			// approval's decision that let it run.
+			row.ApprovalID, row.ApprovedBy = edit.ID, edit.DecidedBy
+			if row.ArgsHash == "" {
+				row.ArgsHash, row.PolicyRevision = edit.EditedArgsHash, rev
 			}
 		}
 
@@ -255,6 +314,15 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 		// covers a tool that reads a value some other way.
 		res, err = next.Handle(ctx, call)
 		res.Content = g.secrets.Scrub(res.Content)
+		if edit != nil {
+			// The model must know its call was not run as it asked.
+			_, masked := g.dlp.ApproverView(call.Args)
+			note := "[a human reviewer (" + edit.DecidedBy + ") edited this call before it ran; it ran with the arguments " + string(masked)
+			if edit.DecisionReason != "" {
+				note += "; the reviewer's note: " + edit.DecisionReason
+			}
+			res.Content = note + "]\n" + res.Content
+		}
 		err = g.secrets.ScrubError(err)
 		var d *tools.Denied
 		if err != nil && errors.Is(err, egress.ErrEgressDenied) && !errors.As(err, &d) {
@@ -452,4 +520,84 @@ func isInstructionFile(p string, entries []string) bool {
 		}
 	}
 	return false
+}
+
+// ErrPolicyChanged denies an approved call whose approval was asked under another
+// revision of the permissions file.
+var ErrPolicyChanged = errors.New("permissions changed since approval")
+
+// questionWhy is the why of every question: the approval list tells them apart
+// by kind, and the question itself is in the view.
+const questionWhy = "the agent asks a person"
+
+// question holds a call of a tool that asks a person (tools.AsksHuman) as a
+// question, and returns the answer once there is one. stop: the call ends here
+// with res, err (waiting, a bad question, nobody answered).
+func (g *Gate) question(ctx context.Context, s *tools.Session, call tools.Call, spec *tools.Spec, tier tools.Tier, row *store.AuditRow,
+	pending *bool, deny func(layer, reason string, sentinel error) (tools.Result, error)) (ans *tools.HumanAnswer, stop bool, res tools.Result, err error) {
+	q, err := spec.AsksHuman(call.Args)
+	if err != nil {
+		// The model's mistake: a tool error, and nobody is asked.
+		return nil, true, tools.Result{}, err
+	}
+	hash, herr := egress.ArgsHash(call.Args)
+	if herr != nil {
+		res, err = deny("approval", "the question cannot be bound to an approval: "+herr.Error(), nil)
+		return nil, true, res, err
+	}
+	_, masked := g.dlp.ApproverView(call.Args)
+	q.Text = g.dlp.MaskSecrets(q.Text)
+	for i, c := range q.Choices {
+		q.Choices[i] = g.dlp.MaskSecrets(c)
+	}
+	rev := g.rules.Current().Revision()
+	appr, err := g.approvals.ensure(ctx, s, call, store.Approval{Kind: store.KindQuestion, Tier: tier.String(), Why: questionWhy,
+		Args: masked, ArgsHash: hash, PolicyRevision: rev}, q)
+	if err != nil {
+		return nil, true, tools.Result{}, fmt.Errorf("question: %w", err)
+	}
+	row.ArgsHash, row.PolicyRevision, row.ApprovalID = hash, rev, appr.ID
+	switch appr.Status {
+	case store.ApprovalPending:
+		*pending = true
+		return nil, true, tools.Result{Pending: true, Content: "waiting for an answer to " + appr.ID}, nil
+	case store.ApprovalAnswered:
+		row.ApprovedBy = appr.DecidedBy
+		return &tools.HumanAnswer{By: appr.DecidedBy, Text: appr.Answer}, false, tools.Result{}, nil
+	case store.ApprovalTimedOut:
+		return nil, true, tools.Result{}, fmt.Errorf("%s: nobody answered within the approval window; go on with your best judgment, or stop and say what you need", call.Name)
+	case store.ApprovalCancelled:
+		res, err = deny("approval", "cancelled: the "+appr.DecisionReason+" before an answer", nil)
+		return nil, true, res, err
+	}
+	return nil, true, tools.Result{}, fmt.Errorf("%s: question %s is %s", call.Name, appr.ID, appr.Status)
+}
+
+// granted looks for a grant that lets a held call run without asking: only for
+// a call with no approval of its own yet (a decision on it wins, whatever grants
+// came since), only for the asks of the tier and escalation (never for the flow
+// rules': the untrusted content would be spending the grant), and only a grant
+// made under the permissions in force.
+func (g *Gate) granted(ctx context.Context, s *tools.Session, call tools.Call, why, hash, rev string, row *store.AuditRow) (bool, error) {
+	if strings.Contains(why, untrustedRead) || s.Owner == "" {
+		return false, nil
+	}
+	if _, err := g.approvals.store.ApprovalForCall(ctx, s.SessionID, call.ID); err == nil {
+		return false, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return false, fmt.Errorf("approval of %s: %w: %w", call.ID, tools.ErrInfrastructure, err)
+	}
+	grants, err := g.approvals.store.LiveGrants(ctx, call.Name, store.GrantScope{Owner: s.Owner, RunID: s.RunID, ProjectID: s.Project, Team: s.Team})
+	if err != nil {
+		return false, fmt.Errorf("grants: %w: %w", tools.ErrInfrastructure, err)
+	}
+	for _, gr := range grants {
+		if gr.PolicyRevision != rev || !grantCovers(gr, call.Args, hash) {
+			continue
+		}
+		row.GrantID, row.ApprovedBy = gr.ID, "grant "+gr.ID+" ("+gr.CreatedBy+")"
+		g.log.Info("call runs under a grant", "grant_id", gr.ID, "run_id", s.RunID, "tool", call.Name)
+		return true, nil
+	}
+	return false, nil
 }

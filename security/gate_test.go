@@ -610,7 +610,10 @@ func TestGateApprovals(t *testing.T) {
 
 		before := e.calls["download_pdf"].Load()
 		_, err = e.dispatch(s, "c1", "download_pdf", pdf)
-		requireDenied(t, err, "approval", "denied by bob: not from that host")
+		requireDenied(t, err, "approval", "rejected by a human reviewer (bob): not from that host")
+		var d *tools.Denied
+		require.ErrorAs(t, err, &d)
+		require.True(t, d.Human, "a rejection is marked as a human's")
 		require.Equal(t, before, e.calls["download_pdf"].Load())
 		row := e.oneAuditRow(t, s.RunID)
 		require.False(t, row.Allowed)

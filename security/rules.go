@@ -3,6 +3,8 @@ package security
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,6 +68,22 @@ type RuleSet struct {
 	rules []compiledRule
 	// flow is the file's flow: section (nil: the fleet's security.flow settings).
 	flow *FlowPolicy
+	// revision names the file's bytes (PolicyRevision).
+	revision string
+}
+
+// NoPolicyRevision is the revision of no permissions file.
+const NoPolicyRevision = "none"
+
+// Revision names the permissions file the rules came from: "sha256:" and 16 hex
+// digits of its bytes (NoPolicyRevision without a file). Approvals and grants are
+// bound to it: a reload that changes the file suspends grants made under the
+// old one.
+func (rs *RuleSet) Revision() string {
+	if rs == nil || rs.revision == "" {
+		return NoPolicyRevision
+	}
+	return rs.revision
 }
 
 // Len is the number of rules.
@@ -91,7 +109,8 @@ func ParseRules(raw []byte) (*RuleSet, error) {
 	if err := doc.Flow.validate(); err != nil {
 		errs = append(errs, err)
 	}
-	rs := &RuleSet{flow: doc.Flow}
+	sum := sha256.Sum256(raw)
+	rs := &RuleSet{flow: doc.Flow, revision: "sha256:" + hex.EncodeToString(sum[:8])}
 	for i, r := range doc.Rules {
 		c := compiledRule{Rule: r}
 		switch r.Action {

@@ -14,10 +14,22 @@ import (
 const (
 	ApprovalPending  = "pending"
 	ApprovalApproved = "approved"
+	// ApprovalEdited: approved with the approver's arguments (EditedArgs).
+	ApprovalEdited = "edited"
+	// ApprovalAnswered closes a question (kind question) with an answer.
+	ApprovalAnswered = "answered"
 	ApprovalDenied   = "denied"
 	ApprovalTimedOut = "timed_out"
 	// ApprovalCancelled closes a pending approval whose run was cancelled or failed.
 	ApprovalCancelled = "cancelled"
+)
+
+// Approval kinds.
+const (
+	// KindCall: a call the gate holds for a human.
+	KindCall = "call"
+	// KindQuestion: a question an agent asked with ask_user.
+	KindQuestion = "question"
 )
 
 // Errors of a human decision on an approval that is no longer pending. Each is a
@@ -56,15 +68,28 @@ type Approval struct {
 	CreatedAt      time.Time       `json:"created_at"`
 	ExpiresAt      time.Time       `json:"expires_at"`
 	DecidedAt      *time.Time      `json:"decided_at,omitempty"`
+	// Kind is KindCall or KindQuestion.
+	Kind string `json:"kind"`
+	// PolicyRevision is the permissions file's revision when it was requested.
+	PolicyRevision string `json:"policy_revision"`
+	// EditedArgs are the approver's arguments of an edited call, and
+	// EditedArgsHash their hash, which the edited call must run with.
+	EditedArgs     json.RawMessage `json:"edited_args,omitempty"`
+	EditedArgsHash string          `json:"edited_args_hash,omitempty"`
+	// Answer is a question's answer.
+	Answer string `json:"answer,omitempty"`
+	// GrantID is the grant made with the decision ("" for none).
+	GrantID string `json:"grant_id,omitempty"`
 }
 
 const apprCols = `id, run_id::text, session_id, call_id, team, agent, tool, tier, args, args_hash, approver_view, why, status,
-	decided_by, decision_reason, created_at, expires_at, decided_at`
+	decided_by, decision_reason, created_at, expires_at, decided_at, kind, policy_revision, edited_args, edited_args_hash, answer, grant_id`
 
 func scanApproval(row pgx.Row) (Approval, error) {
 	var a Approval
 	err := row.Scan(&a.ID, &a.RunID, &a.SessionID, &a.CallID, &a.Team, &a.Agent, &a.Tool, &a.Tier, &a.Args, &a.ArgsHash, &a.View, &a.Why,
-		&a.Status, &a.DecidedBy, &a.DecisionReason, &a.CreatedAt, &a.ExpiresAt, &a.DecidedAt)
+		&a.Status, &a.DecidedBy, &a.DecisionReason, &a.CreatedAt, &a.ExpiresAt, &a.DecidedAt,
+		&a.Kind, &a.PolicyRevision, &a.EditedArgs, &a.EditedArgsHash, &a.Answer, &a.GrantID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return a, ErrNotFound
 	}
@@ -82,16 +107,19 @@ func (s *Store) RequestApproval(ctx context.Context, a Approval, window time.Dur
 	if len(a.View) == 0 {
 		a.View = json.RawMessage("{}")
 	}
+	if a.Kind == "" {
+		a.Kind = KindCall
+	}
 	tag, err := s.db.Exec(ctx, `INSERT INTO approvals (id, run_id, session_id, call_id, team, agent, tool, tier, args, args_hash,
-			approver_view, why, expires_at, status, decided_by, decision_reason, decided_at)
-		SELECT $1, r.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, now() + $13::interval,
+			approver_view, why, expires_at, kind, policy_revision, status, decided_by, decision_reason, decided_at)
+		SELECT $1, r.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, now() + $13::interval, $14, $15,
 			CASE WHEN r.status IN ('queued','running','waiting') THEN 'pending' ELSE 'cancelled' END,
 			CASE WHEN r.status IN ('queued','running','waiting') THEN '' ELSE 'system' END,
 			CASE WHEN r.status IN ('queued','running','waiting') THEN '' ELSE 'run was ' || r.status END,
 			CASE WHEN r.status IN ('queued','running','waiting') THEN NULL ELSE now() END
 		FROM runs r WHERE r.id = $2 FOR SHARE
 		ON CONFLICT DO NOTHING`,
-		a.ID, a.RunID, a.SessionID, a.CallID, a.Team, a.Agent, a.Tool, a.Tier, a.Args, a.ArgsHash, a.View, a.Why, window.String())
+		a.ID, a.RunID, a.SessionID, a.CallID, a.Team, a.Agent, a.Tool, a.Tier, a.Args, a.ArgsHash, a.View, a.Why, window.String(), a.Kind, a.PolicyRevision)
 	if err != nil {
 		return a, false, fmt.Errorf("request approval: %w", err)
 	}
@@ -113,16 +141,34 @@ func (s *Store) GetApproval(ctx context.Context, id string) (Approval, error) {
 
 // ListApprovals lists approvals, optionally by status and run, oldest first.
 func (s *Store) ListApprovals(ctx context.Context, status, runID string, limit int) ([]Approval, error) {
-	return s.ListApprovalsOf(ctx, "", status, runID, limit)
+	return s.ListApprovalsOf(ctx, ApprovalFilter{Status: status, RunID: runID, Limit: limit})
 }
 
-// ListApprovalsOf is ListApprovals restricted to the runs of one owner ("" for
-// every owner).
-func (s *Store) ListApprovalsOf(ctx context.Context, owner, status, runID string, limit int) ([]Approval, error) {
+// ApprovalFilter selects approvals; empty fields match everything.
+type ApprovalFilter struct {
+	// Owner restricts to the runs of one principal.
+	Owner  string
+	Status string
+	RunID  string
+	// Kind is KindCall or KindQuestion.
+	Kind string
+	// Decided lists decided approvals, latest decision first (the history).
+	Decided bool
+	Limit   int
+}
+
+// ListApprovalsOf lists the approvals f selects, oldest first (latest decision
+// first with f.Decided).
+func (s *Store) ListApprovalsOf(ctx context.Context, f ApprovalFilter) ([]Approval, error) {
+	order := `created_at, id`
+	if f.Decided {
+		order = `decided_at DESC, id`
+	}
 	return queryRows(ctx, s.db, "list approvals", []Approval{}, rowsOf(scanApproval), `SELECT `+apprCols+` FROM approvals
 		WHERE ($1 = '' OR status = $1) AND ($2 = '' OR run_id::text = $2)
 		AND ($4 = '' OR run_id IN (SELECT id FROM runs WHERE owner = $4))
-		ORDER BY created_at, id LIMIT $3`, status, runID, limit, owner)
+		AND ($5 = '' OR kind = $5) AND (NOT $6 OR decided_at IS NOT NULL)
+		ORDER BY `+order+` LIMIT $3`, f.Status, f.RunID, f.Limit, f.Owner, f.Kind, f.Decided)
 }
 
 // DecideApproval records a human decision on a pending approval whose window is
@@ -131,7 +177,25 @@ func (s *Store) ListApprovalsOf(ctx context.Context, owner, status, runID string
 // caller can resume its session), ErrRunClosed when its run closed it, ErrDecided
 // when it was decided; ErrNotFound when it does not exist.
 func (s *Store) DecideApproval(ctx context.Context, id, status, by, reason string) (Approval, error) {
-	a, err := s.closeApproval(ctx, id, status, by, reason, `expires_at > now()`)
+	return s.Decide(ctx, id, Decision{Status: status, By: by, Reason: reason})
+}
+
+// Decision is a human's decision on a pending approval.
+type Decision struct {
+	Status, By, Reason string
+	// EditedArgs and EditedArgsHash: an edit (status ApprovalEdited).
+	EditedArgs     json.RawMessage
+	EditedArgsHash string
+	// Answer: a question's answer (status ApprovalAnswered).
+	Answer string
+	// Grant is inserted with the decision, in its transaction (Approval.GrantID).
+	Grant *Grant
+}
+
+// Decide records d on a pending approval whose window is still open; errors as
+// DecideApproval's.
+func (s *Store) Decide(ctx context.Context, id string, d Decision) (Approval, error) {
+	a, err := s.closeWith(ctx, id, d, `expires_at > now()`)
 	if !errors.Is(err, ErrNotFound) {
 		return a, err
 	}
@@ -148,8 +212,33 @@ func (s *Store) DecideApproval(ctx context.Context, id, status, by, reason strin
 // closeApproval moves a pending approval that meets cond to status; ErrNotFound
 // when none did.
 func (s *Store) closeApproval(ctx context.Context, id, status, by, reason, cond string) (Approval, error) {
-	a, err := scanApproval(s.db.QueryRow(ctx, `UPDATE approvals SET status = $2, decided_by = $3, decision_reason = $4, decided_at = now()
-		WHERE id = $1 AND status = 'pending' AND `+cond+` RETURNING `+apprCols, id, status, by, reason))
+	return s.closeWith(ctx, id, Decision{Status: status, By: by, Reason: reason}, cond)
+}
+
+// closeWith is closeApproval with a decision's edit, answer and grant: the grant
+// row and the decision commit together, so a grant exists exactly when its
+// approval names it.
+func (s *Store) closeWith(ctx context.Context, id string, d Decision, cond string) (Approval, error) {
+	var a Approval
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		grantID := ""
+		if d.Grant != nil {
+			grantID = d.Grant.ID
+		}
+		var edited any
+		if len(d.EditedArgs) > 0 {
+			edited = string(d.EditedArgs)
+		}
+		var err error
+		a, err = scanApproval(tx.QueryRow(ctx, `UPDATE approvals SET status = $2, decided_by = $3, decision_reason = $4, decided_at = now(),
+				edited_args = $5::jsonb, edited_args_hash = $6, answer = $7, grant_id = $8
+			WHERE id = $1 AND status = 'pending' AND `+cond+` RETURNING `+apprCols,
+			id, d.Status, d.By, d.Reason, edited, d.EditedArgsHash, d.Answer, grantID))
+		if err != nil || d.Grant == nil {
+			return err
+		}
+		return insertGrant(ctx, tx, *d.Grant)
+	})
 	return a, lookupErr(err, "decide approval "+id)
 }
 

@@ -34,6 +34,17 @@ type AuditRow struct {
 	Summary    string          `json:"summary"`
 	Error      string          `json:"error,omitempty"`
 	DurationMS int64           `json:"duration_ms"`
+	// ArgsHash is the hash of the arguments an executed call ran with (the edited
+	// ones after an edit); PolicyRevision the permissions file's revision it was
+	// judged under; ApprovalID or GrantID what let a held call run.
+	ArgsHash       string `json:"args_hash,omitempty"`
+	PolicyRevision string `json:"policy_revision,omitempty"`
+	ApprovalID     string `json:"approval_id,omitempty"`
+	GrantID        string `json:"grant_id,omitempty"`
+	// EditedBy is the approver who edited the call; OriginalArgs the model's
+	// arguments before the edit (redacted), Args the edited ones.
+	EditedBy     string          `json:"edited_by,omitempty"`
+	OriginalArgs json.RawMessage `json:"original_args,omitempty"`
 }
 
 // insertAudit is the one statement that writes audit rows: $3… are the columns
@@ -42,13 +53,16 @@ type AuditRow struct {
 // row whose call_key exists is skipped: a redelivered step re-auditing the same
 // attempt.
 const insertAudit = `INSERT INTO tool_audit (call_key, at, run_id, team, agent, role, tool, tier, allowed, decision,
-		deny_layer, deny_reason, approved_by, args, result, summary, error, duration_ms)
+		deny_layer, deny_reason, approved_by, args, result, summary, error, duration_ms,
+		args_hash, policy_revision, approval_id, grant_id, edited_by, original_args)
 	SELECT u.call_key, u.at, u.run_id::uuid, u.team, u.agent, u.role, u.tool, u.tier, u.allowed, u.decision,
-		u.deny_layer, u.deny_reason, u.approved_by, u.args::jsonb, u.result, u.summary, u.error, u.duration_ms
+		u.deny_layer, u.deny_reason, u.approved_by, u.args::jsonb, u.result, u.summary, u.error, u.duration_ms,
+		u.args_hash, u.policy_revision, u.approval_id, u.grant_id, u.edited_by, u.original_args::jsonb
 	FROM unnest($3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
-		$11::bool[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::int8[])
+		$11::bool[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::int8[],
+		$21::text[], $22::text[], $23::text[], $24::text[], $25::text[], $26::text[])
 		AS u(call_key, at, run_id, team, agent, role, tool, tier, allowed, decision, deny_layer, deny_reason, approved_by,
-			args, result, summary, error, duration_ms)
+			args, result, summary, error, duration_ms, args_hash, policy_revision, approval_id, grant_id, edited_by, original_args)
 	WHERE $1::text IS NULL OR EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $2::text)
 	ON CONFLICT (call_key) DO NOTHING`
 
@@ -62,6 +76,8 @@ func auditColumns(rows []AuditRow) []any {
 		allowed                                                 = make([]bool, n)
 		args, results                                           = make([]*string, n), make([]*string, n)
 		durations                                               = make([]int64, n)
+		hashes, revisions, approvals, grants, editors           = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		originals                                               = make([]*string, n)
 	)
 	for i, r := range rows {
 		keys[i], at[i], runs[i], teams[i], agents[i], roles[i], tls[i], tiers[i] = r.CallKey, r.At, r.RunID, r.Team, r.Agent, r.Role, r.Tool, r.Tier
@@ -71,8 +87,14 @@ func auditColumns(rows []AuditRow) []any {
 			args[i] = &a
 		}
 		results[i], summaries[i], errs[i], durations[i] = r.Result, r.Summary, r.Error, r.DurationMS
+		hashes[i], revisions[i], approvals[i], grants[i], editors[i] = r.ArgsHash, r.PolicyRevision, r.ApprovalID, r.GrantID, r.EditedBy
+		if len(r.OriginalArgs) > 0 {
+			o := string(r.OriginalArgs)
+			originals[i] = &o
+		}
 	}
-	return []any{keys, at, runs, teams, agents, roles, tls, tiers, allowed, decisions, layers, reasons, approvers, args, results, summaries, errs, durations}
+	return []any{keys, at, runs, teams, agents, roles, tls, tiers, allowed, decisions, layers, reasons, approvers, args, results, summaries, errs, durations,
+		hashes, revisions, approvals, grants, editors, originals}
 }
 
 // InsertAudit writes rows in one statement (the Auditor's batches, and rows a step
@@ -98,13 +120,15 @@ func (s *Store) RunAudit(ctx context.Context, runID string, limit int) ([]AuditR
 }
 
 const auditSelectCols = `id, call_key, at, run_id::text, team, agent, role, tool, tier, allowed, decision,
-		deny_layer, deny_reason, approved_by, args, result, summary, error, duration_ms`
+		deny_layer, deny_reason, approved_by, args, result, summary, error, duration_ms,
+		args_hash, policy_revision, approval_id, grant_id, edited_by, original_args`
 
 func scanAudit(rows pgx.Rows) ([]AuditRow, error) {
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AuditRow, error) {
 		var r AuditRow
 		err := row.Scan(&r.ID, &r.CallKey, &r.At, &r.RunID, &r.Team, &r.Agent, &r.Role, &r.Tool, &r.Tier, &r.Allowed,
-			&r.Decision, &r.DenyLayer, &r.DenyReason, &r.ApprovedBy, &r.Args, &r.Result, &r.Summary, &r.Error, &r.DurationMS)
+			&r.Decision, &r.DenyLayer, &r.DenyReason, &r.ApprovedBy, &r.Args, &r.Result, &r.Summary, &r.Error, &r.DurationMS,
+			&r.ArgsHash, &r.PolicyRevision, &r.ApprovalID, &r.GrantID, &r.EditedBy, &r.OriginalArgs)
 		return r, err
 	})
 	if err != nil {

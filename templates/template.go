@@ -59,6 +59,10 @@ type Template struct {
 	// "var:<name>" (the value of the template variable <name>, e.g. the customer
 	// a team serves). fairness.keys configures each key's weight and limits.
 	FairnessKey string `yaml:"fairness_key,omitempty" json:"fairness_key,omitempty"`
+	// CountRejections makes a human reviewer's rejection of a call count toward
+	// the circuit breaker like a failed call. False by default: a rejection is
+	// feedback the agent acts on, not its failure.
+	CountRejections bool `yaml:"count_rejections,omitempty" json:"count_rejections,omitempty"`
 }
 
 // ImageModels are the known image_model values and the GPU service each renders

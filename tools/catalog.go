@@ -78,8 +78,8 @@ func IsGroup(g string) bool {
 	return false
 }
 
-// DesignTools returns every tool name of the design (45: the seed's 44 and
-// read_result): the documented catalog's.
+// DesignTools returns every tool name of the design (46: the seed's 44,
+// read_result and ask_user): the documented catalog's.
 func DesignTools() []string {
 	out := make([]string, 0, len(documented()))
 	for k := range documented() {

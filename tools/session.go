@@ -10,6 +10,9 @@ type Session struct {
 	Team      string
 	Agent     string
 	Role      string // supervisor | worker | subagent
+	// Owner is the principal who submitted the run: a human's scoped grant
+	// covers only that principal's runs.
+	Owner string
 	// TeamSource is how the run's team was submitted: TeamSourceTemplate (a shipped
 	// template, by name) or TeamSourceInline (a team object in the request, named by
 	// its submitter). Permission rules match it (match.source).

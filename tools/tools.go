@@ -33,6 +33,16 @@ type Call struct {
 	// MCP server's runner set it where they build the call. Nil is a call from
 	// outside any session, which the capability layer and the gate refuse.
 	Session *Session
+	// Answer is a human's answer to a tool that asks one (AsksHuman): the gate
+	// sets it once the question is answered, and calls the tool only then.
+	Answer *HumanAnswer
+}
+
+// HumanAnswer is a person's answer to a question a tool asked (AsksHuman).
+type HumanAnswer struct {
+	// By is the principal who answered.
+	By   string
+	Text string
 }
 
 // ErrNoWorkspace is a call whose session has no workspace directory (no session,
@@ -177,6 +187,9 @@ type Denied struct {
 	// Ran marks a refusal made after the tool ran (the egress client refused a
 	// redirect): its reason may quote what the remote chose.
 	Ran bool
+	// Human marks a human reviewer's rejection: its reason is the reviewer's
+	// feedback, and it counts toward no failure unless the team says so.
+	Human bool
 }
 
 func (d *Denied) Error() string { return "denied by " + d.Layer + ": " + d.Reason }
@@ -210,6 +223,8 @@ type Spec struct {
 	Escalate func(args json.RawMessage) string
 	// AlwaysHuman marks a tool only a person may approve: see AlwaysHuman.
 	AlwaysHuman bool
+	// AsksHuman, when set, reads the question a call asks a person: see AsksHuman.
+	AsksHuman func(args json.RawMessage) (Question, error)
 	// Reads is the provenance of what the tool returns (see Reads): the session
 	// that reads it carries it in its Label.
 	Reads Provenance
@@ -282,6 +297,40 @@ func IsLoopbackHost(h string) bool {
 	}
 	a, err := netip.ParseAddr(h)
 	return err == nil && a.Unmap().IsLoopback()
+}
+
+// AsksHuman marks a tool whose call is a question to a person (ask_user): the
+// gate reads the question with parse (an error is the call's error, and nobody
+// is asked), holds the call as a question (a durable approval of kind question,
+// with its expiry and cancellation) and calls the tool with Call.Answer once a
+// person answered, so the tool only words the answer.
+func AsksHuman(parse func(args json.RawMessage) (Question, error)) Option {
+	return func(s *Spec) { s.AsksHuman = parse }
+}
+
+// Question is what a tool that AsksHuman asks.
+type Question struct {
+	Text string `json:"question"`
+	// Choices, when any, are the answers offered; AllowOther lets a person
+	// answer something else too.
+	Choices    []string `json:"choices,omitempty"`
+	AllowOther bool     `json:"allow_other,omitempty"`
+}
+
+// Accepts reports whether answer answers q ("" when it does, else why not).
+func (q Question) Accepts(answer string) string {
+	if strings.TrimSpace(answer) == "" {
+		return "the answer is empty"
+	}
+	if len(q.Choices) == 0 || q.AllowOther {
+		return ""
+	}
+	for _, c := range q.Choices {
+		if c == answer {
+			return ""
+		}
+	}
+	return fmt.Sprintf("the answer must be one of the choices %q", q.Choices)
 }
 
 // Idempotent flags a tool as safe to re-run.

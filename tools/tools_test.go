@@ -560,7 +560,7 @@ func TestTierOf(t *testing.T) {
 		})
 		counts[tools.TierOf(n)]++
 	}
-	require.Equal(t, map[tools.Tier]int{tools.Standard: 33, tools.Elevated: 8, tools.Restricted: 4}, counts)
+	require.Equal(t, map[tools.Tier]int{tools.Standard: 34, tools.Elevated: 8, tools.Restricted: 4}, counts)
 	require.Equal(t, tools.Standard, tools.TierOf("not_a_tool"))
 	require.Equal(t, "standard", tools.Standard.String())
 	require.Equal(t, "elevated", tools.Elevated.String())
@@ -570,7 +570,7 @@ func TestTierOf(t *testing.T) {
 func TestDesignToolsAndGroups(t *testing.T) {
 	t.Parallel()
 	names := tools.DesignTools()
-	require.Len(t, names, 45, "the seed's 44 and read_result (issue 38)")
+	require.Len(t, names, 46, "the seed's 44, read_result (issue 38) and ask_user (issue 40)")
 	used := map[string]int{}
 	for _, n := range names {
 		g, ok := tools.GroupOf(n)

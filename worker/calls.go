@@ -19,6 +19,9 @@ const (
 	callDone callState = iota
 	callWaiting
 	callFinal
+	// callRejected: answered with a human reviewer's rejection, which is no
+	// failure of the agent's unless its team counts rejections.
+	callRejected
 )
 
 // resolveCall produces the tool message for one pending call: from its finished
@@ -76,6 +79,9 @@ func (w *Worker) resolveCall(ctx context.Context, tsess *tools.Session, in stepI
 	w.recordCall(in, sess, call, outcome, layer, errString(err), msg.Content, start, res.Audit)
 	if err == nil && res.Final {
 		return msg, callFinal, nil
+	}
+	if d := (*tools.Denied)(nil); errors.As(err, &d) && d.Human {
+		return msg, callRejected, nil
 	}
 	return msg, callDone, nil
 }

@@ -91,7 +91,7 @@ func (m *mcpCall) run(ctx context.Context) error {
 	}
 	sessionID := queue.MCPCallSession(call.ID).String()
 	tsess := &tools.Session{
-		RunID: run.ID, SessionID: sessionID, Team: team.Name, Agent: call.Principal, Role: MCPRole,
+		RunID: run.ID, SessionID: sessionID, Owner: run.Owner, Team: team.Name, Agent: call.Principal, Role: MCPRole,
 		TeamSource: tools.TeamSourceOf(run.Template), Workspace: workspace,
 		Access:         w.router.Registry().Resolve(tools.Node{Role: MCPRole, MCPServers: node.MCPServers, Tools: node.Tools}),
 		AllowedDomains: team.AllowedDomains, ToolDefaults: team.ToolDefaults,

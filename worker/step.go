@@ -238,7 +238,7 @@ func (s *stepRun) prepare(ctx context.Context) error {
 	}
 	c := &coordinator{w: w, in: in, session: &s.sess, workspace: workspace, save: func() error { return s.save(ctx) }}
 	tsess := &tools.Session{
-		RunID: in.run.ID, SessionID: s.sess.ID, Team: in.team.Name, Agent: in.node.Name, Role: in.role,
+		RunID: in.run.ID, SessionID: s.sess.ID, Owner: in.run.Owner, Team: in.team.Name, Agent: in.node.Name, Role: in.role,
 		TeamSource: tools.TeamSourceOf(in.run.Template), Workspace: workspace, Access: in.access,
 		AllowedDomains: in.team.AllowedDomains, ToolDefaults: in.team.ToolDefaults, Coordinator: c,
 		Peers: peers(in.team), EgressDenyPrivate: in.team.Egress.DenyPrivate(), EgressPorts: in.team.EgressPorts,
@@ -307,7 +307,9 @@ func (s *stepRun) resolvePending(ctx context.Context, pending []llm.ToolCall) er
 		if err := s.relabel(ctx); err != nil {
 			return err
 		}
-		if msg.IsError {
+		if state == callRejected && !s.in.team.CountRejections {
+			// The reviewer's feedback: the agent acts on it, nothing failed.
+		} else if msg.IsError {
 			s.sess.Failures++
 		} else {
 			s.sess.Failures = 0

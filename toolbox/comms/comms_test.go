@@ -67,7 +67,7 @@ func TestRegistered(t *testing.T) {
 	t.Parallel()
 	reg := tools.NewRegistry()
 	comms.Register(reg)
-	require.Equal(t, []string{"notify_user", "report_progress"}, reg.Names())
+	require.Equal(t, []string{"ask_user", "notify_user", "report_progress"}, reg.Names())
 	for _, n := range reg.Names() {
 		s, _ := reg.Spec(n)
 		require.Equal(t, "comms", s.Group)
