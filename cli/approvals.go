@@ -115,7 +115,11 @@ func printApproval(w io.Writer, a approval) {
 	if a.Status == "pending" {
 		fmt.Fprintf(w, "  expires:  in %s\n", time.Until(a.ExpiresAt).Round(time.Second))
 	} else if a.DecidedBy != "" {
-		fmt.Fprintf(w, "  decided:  by %s: %s\n", a.DecidedBy, printable(a.DecisionReason))
+		decided := "by " + a.DecidedBy
+		if a.DecisionReason != "" {
+			decided += ": " + printable(a.DecisionReason)
+		}
+		fmt.Fprintf(w, "  decided:  %s\n", decided)
 	}
 	v := a.view()
 	if a.isQuestion() {

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -35,7 +36,9 @@ func callApproval(t *testing.T, f *fleettest.Fleet, run string, n int, command s
 	a, created, err := f.Store.RequestApproval(context.Background(), store.Approval{
 		ID: fmt.Sprintf("apr_cli%d_%s", n, strings.ReplaceAll(run, "-", "")[:16]), RunID: run, SessionID: queue.SupervisorSession(run).String(),
 		CallID: fmt.Sprint("call-", n), Agent: "lead", Tool: "run_shell", Tier: "restricted", Why: "destructive command",
-		Args: args, View: view,
+		Args: args, View: view, ArgsHash: fmt.Sprintf("%x", sha256.Sum256(args)),
+		// As the gate records it: a grant made under another revision is suspended.
+		PolicyRevision: f.Approvals.PolicyRevision(),
 	}, time.Hour)
 	require.NoError(t, err)
 	require.True(t, created)

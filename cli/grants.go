@@ -39,8 +39,9 @@ type grant struct {
 }
 
 // printGrant writes one grant: what it covers (whose runs, which tool, how later
-// calls match), its state and where it came from.
-func printGrant(w io.Writer, g grant) {
+// calls match), its state and where it came from; inForce is the revision of
+// permissions.yaml in force, which a suspended grant was not made under.
+func printGrant(w io.Writer, g grant, inForce string) {
 	fmt.Fprintf(w, "%s  %s  %s %s  tool %s  owner %s\n", g.ID, g.Status, g.Scope, g.ScopeID, g.Tool, g.Owner)
 	if g.Match == "exact" {
 		fmt.Fprintf(w, "  match:    exact (arguments sha256 %s)\n", g.Pattern)
@@ -61,11 +62,15 @@ func printGrant(w io.Writer, g grant) {
 	}
 	fmt.Fprintf(w, "  granted:  %s\n", from)
 	policy := g.PolicyRevision
+	if policy == "" {
+		policy = "(none recorded)"
+	}
 	if g.ConfirmedBy != "" {
 		policy += " (confirmed by " + g.ConfirmedBy + ")"
 	}
 	if g.Status == "suspended" {
-		policy += ": permissions.yaml changed since; grants confirm " + g.ID + " rebinds it"
+		// Why it matches nothing now, and the one command that changes that.
+		policy += fmt.Sprintf("; permissions in force: %s (grants confirm %s rebinds it)", inForce, g.ID)
 	}
 	fmt.Fprintf(w, "  policy:   %s\n", policy)
 }
@@ -120,6 +125,8 @@ func grantsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		var out struct {
 			Grants []grant `json:"grants"`
+			// PolicyRevision is the revision of permissions.yaml in force.
+			PolicyRevision string `json:"policy_revision"`
 		}
 		if err := getJSON(ctx, u, &out); err != nil {
 			return fail("%v", err)
@@ -132,7 +139,7 @@ func grantsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			if i > 0 {
 				fmt.Fprintln(stdout)
 			}
-			printGrant(stdout, g)
+			printGrant(stdout, g, out.PolicyRevision)
 		}
 		return 0
 	default: // revoke, confirm
@@ -143,7 +150,8 @@ func grantsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return fail("%s needs a grant id\n%s", sub, grantsUsage)
 		}
 		var g grant
-		if err := postJSON(ctx, root+"/"+url.PathEscape(id)+"/"+sub, nil, &g); err != nil {
+		// An empty object, not no body: the API takes only JSON posts (415 otherwise).
+		if err := postJSON(ctx, root+"/"+url.PathEscape(id)+"/"+sub, struct{}{}, &g); err != nil {
 			return fail("%s %s: %v", sub, id, err)
 		}
 		fmt.Fprintf(stdout, "grant %s %s\n", id, g.Status)
