@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
@@ -145,5 +146,19 @@ func TestApprovalsGrants(t *testing.T) {
 		{name: "confirm a revoked grant", args: []string{"grants", "confirm", id}, code: 1, err: "confirm " + id + ": HTTP 409"},
 		{name: "revoke a missing grant", args: []string{"grants", "revoke", "grt_missing"}, code: 1, err: "HTTP 404"},
 		{name: "revoke an invalid id", args: []string{"grants", "revoke", "nope"}, code: 1, err: `HTTP 400: grant id "nope" is not valid`},
+	})
+}
+
+// Without security.allow_self_approval the run's owner cannot approve its own
+// call: the CLI prints the API's 403 and its reason; a rejection stays possible.
+func TestApprovalsSelfApprovalRefused(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{NoWorker: true, Configure: func(c *config.Config) { c.Security.AllowSelfApproval = false }})
+	run := f.Submit("demo", "x", map[string]any{"topic": "t"})
+	id := callApproval(t, f, run, 1, "rm -rf build/")
+	steps(t, f.URL, []step{
+		{name: "approve", args: []string{"approvals", "approve", id}, code: 1, err: "approve " + id + ": HTTP 403: not allowed to decide: local submitted run " + run},
+		{name: "edit", args: []string{"approvals", "edit", id, "--args", `{"command":"ls"}`}, code: 1, err: "HTTP 403"},
+		{name: "deny", args: []string{"approvals", "deny", id, "--reason", "not today"}, out: []string{"denied by local"}},
 	})
 }
