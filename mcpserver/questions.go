@@ -131,6 +131,11 @@ func (s *Server) answerQuestion(ctx context.Context, req *mcp.CallToolRequest) (
 	if !ok {
 		return nil, errors.New("no authenticated principal on this request")
 	}
+	// The API's roles of POST /api/approvals/{id}/answer: a read-only token
+	// answers nothing, even of a run it owns.
+	if !holds(roles, api.RoleSubmit) && !holds(roles, api.RoleApprove) {
+		return refusal(fmt.Sprintf("forbidden: token %q lacks role %s or %s to answer questions", principal, api.RoleSubmit, api.RoleApprove)), nil
+	}
 	var in struct {
 		ApprovalID string `json:"approval_id"`
 		Answer     string `json:"answer"`

@@ -28,6 +28,7 @@ const (
 	aliceSecret    = "q-alice-secret"
 	bobSecret      = "q-bob-secret"
 	approverSecret = "q-approver-secret"
+	readerSecret   = "q-reader-secret"
 )
 
 type bearer struct {
@@ -120,6 +121,7 @@ func TestMCPAnswersQuestions(t *testing.T) {
 			{Name: "alice", SHA256: api.HashToken(aliceSecret), Roles: []string{api.RoleSubmit, api.RoleRead}},
 			{Name: "bob", SHA256: api.HashToken(bobSecret), Roles: []string{api.RoleSubmit, api.RoleRead}},
 			{Name: "approver", SHA256: api.HashToken(approverSecret), Roles: []string{api.RoleApprove, api.RoleRead}},
+			{Name: "reader", SHA256: api.HashToken(readerSecret), Roles: []string{api.RoleRead}},
 		}
 		c.MCP.Profiles = map[string]mcpserver.Profile{
 			"inbox": {Questions: true},
@@ -136,6 +138,7 @@ func TestMCPAnswersQuestions(t *testing.T) {
 	require.NoError(t, err)
 
 	alice, bob, approver := connect(t, f, "inbox", aliceSecret), connect(t, f, "inbox", bobSecret), connect(t, f, "inbox", approverSecret)
+	reader := connect(t, f, "inbox", readerSecret)
 
 	t.Run("tools", func(t *testing.T) {
 		t.Parallel()
@@ -159,6 +162,7 @@ func TestMCPAnswersQuestions(t *testing.T) {
 		require.ElementsMatch(t, []string{bobs}, pending(t, bob, nil))
 		require.ElementsMatch(t, []string{db, name, bobs}, pending(t, approver, nil), "the approver sees every run's")
 		require.ElementsMatch(t, []string{bobs}, pending(t, approver, map[string]any{"run_id": bobRun}))
+		require.Empty(t, pending(t, reader, nil), "a principal without runs has no questions")
 	})
 
 	t.Run("refusals", func(t *testing.T) {
@@ -169,6 +173,7 @@ func TestMCPAnswersQuestions(t *testing.T) {
 			args map[string]any
 			want string
 		}{
+			{"read-only", reader, map[string]any{"approval_id": db, "answer": "postgres"}, `forbidden: token "reader" lacks role submit or approve`},
 			{"another's run", bob, map[string]any{"approval_id": db, "answer": "postgres"}, "forbidden"},
 			{"not a choice", alice, map[string]any{"approval_id": db, "answer": "mysql"}, "invalid answer"},
 			{"a call", alice, map[string]any{"approval_id": call.ID, "answer": "yes"}, "conflict"},
