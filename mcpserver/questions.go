@@ -117,7 +117,7 @@ func (s *Server) pendingQuestions(ctx context.Context, req *mcp.CallToolRequest)
 	}
 	raw, err := json.Marshal(out)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("pending questions of %s: %w", principal, err)
 	}
 	// JSON as the text: a model reads it as well as a program does.
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(raw)}}}, nil
