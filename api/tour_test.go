@@ -32,16 +32,21 @@ func TestEveryOperationAnswersAsDocumented(t *testing.T) {
 	}})
 	ctx := context.Background()
 	run := f.Submit("demo", "x", map[string]any{"topic": "t"})
-	approval := func(n int) string {
+	approval := func(n int, kind string) string {
+		view := `{"commands":["ls"]}`
+		if kind == store.KindQuestion {
+			view = `{"question":"Which one?","choices":["a","b"]}`
+		}
 		a, _, err := f.Store.RequestApproval(ctx, store.Approval{
 			ID: fmt.Sprintf("apr_tour%d_%s", n, strings.ReplaceAll(run, "-", "")[:16]), RunID: run, SessionID: queue.SupervisorSession(run).String(),
-			CallID: fmt.Sprint("call-", n), Agent: "lead", Tool: "run_shell", Tier: "restricted", Why: "tour",
-			Args: json.RawMessage(`{"command":"ls"}`), View: json.RawMessage(`{"commands":[["ls"]]}`),
+			CallID: fmt.Sprint("call-", n), Agent: "lead", Tool: "run_shell", Tier: "restricted", Why: "tour", Kind: kind,
+			Args: json.RawMessage(`{"command":"ls"}`), View: json.RawMessage(view),
 		}, time.Hour)
 		require.NoError(t, err)
 		return a.ID
 	}
-	approveMe, denyMe := approval(1), approval(2)
+	approveMe, denyMe, editMe, askMe := approval(1, store.KindCall), approval(2, store.KindCall), approval(3, store.KindCall), approval(4, store.KindQuestion)
+	var granted store.Approval
 	_, err := f.Store.InsertDelegation(ctx, store.Delegation{ID: "del-tour-" + run[:8], RunID: run, ParentSession: queue.SupervisorSession(run).String(),
 		ToolCallID: "call-9", Agent: "writer", Task: "write", Tools: []string{"write_file"}})
 	require.NoError(t, err)
@@ -90,8 +95,14 @@ func TestEveryOperationAnswersAsDocumented(t *testing.T) {
 		{"GET", fixed("/api/templates/demo"), nil, 200, nil},
 		{"GET", fixed("/api/approvals?status=pending"), nil, 200, nil},
 		{"GET", fixed("/api/approvals/" + approveMe), nil, 200, nil},
-		{"POST", fixed("/api/approvals/" + approveMe + "/approve"), map[string]any{"reason": "fine"}, 200, nil},
+		{"POST", fixed("/api/approvals/" + approveMe + "/approve"), map[string]any{"reason": "fine", "grant": map[string]any{"scope": "run", "match": "exact", "ttl": "30m"}}, 200, &granted},
 		{"POST", fixed("/api/approvals/" + denyMe + "/deny"), nil, 200, nil},
+		{"POST", fixed("/api/approvals/" + editMe + "/edit"), map[string]any{"args": map[string]any{"command": "ls -l"}}, 200, nil},
+		{"POST", fixed("/api/approvals/" + askMe + "/answer"), map[string]any{"answer": "b"}, 200, nil},
+		{"GET", fixed("/api/approvals?decided=true&kind=call"), nil, 200, nil},
+		{"GET", fixed("/api/grants"), nil, 200, nil},
+		{"POST", func() string { return "/api/grants/" + granted.GrantID + "/confirm" }, nil, 200, nil},
+		{"POST", func() string { return "/api/grants/" + granted.GrantID + "/revoke" }, nil, 200, nil},
 		{"POST", fixed("/api/runs/" + run + "/cancel"), nil, 200, nil},
 		// The run is over, so its stream replays to the terminal event and ends.
 		{"GET", fixed("/api/runs/" + run + "/events"), nil, 200, nil},
