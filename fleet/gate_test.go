@@ -133,7 +133,7 @@ rules:
 	// The same outcomes reached the model as tool messages.
 	var msgs string
 	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT session_history(id)::text FROM sessions WHERE run_id = $1 AND agent = 'writer'`, id).Scan(&msgs))
-	for _, want := range []string{"denied by capability", "denied by rules: secrets/ is off limits", "denied by dlp", "denied by egress", "downloaded", "denied by approval: denied by local: not this one", "timed_out"} {
+	for _, want := range []string{"denied by capability", "denied by rules: secrets/ is off limits", "denied by dlp", "denied by egress", "downloaded", "denied by approval: rejected by a human reviewer (local): not this one", "timed_out"} {
 		require.Contains(t, msgs, want)
 	}
 	// The refusal names the rule, never the secret (the model's own call holds it).

@@ -346,7 +346,7 @@ func TestMCPRestrictedCallWaitsForApproval(t *testing.T) {
 		contains         string
 	}{
 		{"approved", "approve", "a.pdf", false, "allowed", "", "downloaded http://127.0.0.1:1/a.pdf"},
-		{"denied", "deny", "b.pdf", true, "denied", "approval", "denied by approval: denied by approver: fine"},
+		{"denied", "deny", "b.pdf", true, "denied", "approval", "denied by approval: rejected by a human reviewer (approver): fine"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m.restricted(t, c.verb, c.file, c.isError, c.decision, c.layer, c.contains)

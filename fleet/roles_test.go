@@ -38,7 +38,7 @@ func TestOpenRolesBuildOnlyTheirParts(t *testing.T) {
 		require.Nil(t, f.EgressProxy)
 		require.Nil(t, f.Device)
 		require.Nil(t, f.GPU)
-		require.Nil(t, f.Rules, "no gate")
+		require.NotNil(t, f.Rules, "the permissions in force: grants are listed and confirmed under their revision")
 		require.Nil(t, f.Router, "the api dispatches no tool")
 		require.Nil(t, f.Worker)
 		require.ErrorContains(t, f.RunWorker(ctx), "not opened for the worker role")

@@ -304,10 +304,9 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 		if edit != nil {
 			// The edit needed no human any more (it asks for less): still the
 			// approval's decision that let it run.
+			// The first pass set the model's hash: the call runs with the edit's.
 			row.ApprovalID, row.ApprovedBy = edit.ID, edit.DecidedBy
-			if row.ArgsHash == "" {
-				row.ArgsHash, row.PolicyRevision = edit.EditedArgsHash, rev
-			}
+			row.ArgsHash, row.PolicyRevision = edit.EditedArgsHash, rev
 		}
 
 		// 6. execute. The egress client already scrubs what it returns; this also
