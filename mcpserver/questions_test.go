@@ -207,3 +207,52 @@ func TestMCPAnswersQuestions(t *testing.T) {
 		}
 	})
 }
+
+// askingTeam is an inline team whose writer asks one question with ask_user,
+// then ends; its scripted model reads the answer from its history.
+func askingTeam() map[string]any {
+	return map[string]any{
+		"name":  "asking",
+		"model": map[string]any{"provider": "script"},
+		"supervisor": map[string]any{
+			"name": "boss", "prompt": "coordinate", "mcp_servers": []string{"orchestration"},
+		},
+		"workers": []map[string]any{{"name": "writer", "prompt": "write", "mcp_servers": []string{"workspace", "comms"}}},
+		"script": map[string]any{"agents": map[string]any{
+			"boss": []map[string]any{
+				{"calls": []map[string]any{{"tool": "delegate", "args": map[string]any{"agent": "writer", "task": "go"}}}},
+				{"calls": []map[string]any{{"tool": "reply", "args": map[string]any{"message": "done"}}}},
+			},
+			"writer": []map[string]any{
+				{"calls": []map[string]any{{"tool": "ask_user", "args": map[string]any{"question": "Which database?", "choices": []string{"postgres", "sqlite"}}}}},
+				{"say": "done"},
+			},
+		}},
+	}
+}
+
+// End to end: an agent's ask_user question is found with pending_questions and
+// answered with answer_question; the run resumes and its model reads the answer.
+func TestMCPAnswerResumesTheAgent(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{Configure: func(c *config.Config) {
+		c.MCP.Profiles = map[string]mcpserver.Profile{"inbox": {Questions: true}}
+	}})
+	run := f.SubmitTeam(askingTeam(), "ask")
+	cs := connect(t, f, "inbox", "")
+	var id string
+	require.Eventually(t, func() bool {
+		ids := pending(t, cs, map[string]any{"run_id": run})
+		if len(ids) == 1 {
+			id = ids[0]
+		}
+		return id != ""
+	}, 30*time.Second, 50*time.Millisecond, "the question is pending")
+	text, isErr := callTool(t, cs, mcpserver.ToolAnswerQuestion, map[string]any{"approval_id": id, "answer": "sqlite"})
+	require.False(t, isErr, text)
+	require.Equal(t, "completed", f.WaitTerminal(run, 60*time.Second).Status)
+	var msgs string
+	require.NoError(t, f.Store.Pool.QueryRow(context.Background(),
+		`SELECT session_history(id)::text FROM sessions WHERE run_id = $1 AND agent = 'writer'`, run).Scan(&msgs))
+	require.Contains(t, msgs, "local answered: sqlite", "the model reads who answered what")
+}
