@@ -162,3 +162,44 @@ func TestApprovalsSelfApprovalRefused(t *testing.T) {
 		{name: "deny", args: []string{"approvals", "deny", id, "--reason", "not today"}, out: []string{"denied by local"}},
 	})
 }
+
+// End to end: an agent asks with ask_user, `approvals list --kind question`
+// shows it, `approvals answer --choice` answers it, and the run completes with
+// the answer in its model's history.
+func TestApprovalsAnswerResumesTheAgent(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{})
+	run := f.SubmitTeam(map[string]any{
+		"name":  "asking",
+		"model": map[string]any{"provider": "script"},
+		"supervisor": map[string]any{
+			"name": "boss", "prompt": "coordinate", "mcp_servers": []string{"orchestration"},
+		},
+		"workers": []map[string]any{{"name": "writer", "prompt": "write", "mcp_servers": []string{"workspace", "comms"}}},
+		"script": map[string]any{"agents": map[string]any{
+			"boss": []map[string]any{
+				{"calls": []map[string]any{{"tool": "delegate", "args": map[string]any{"agent": "writer", "task": "go"}}}},
+				{"calls": []map[string]any{{"tool": "reply", "args": map[string]any{"message": "done"}}}},
+			},
+			"writer": []map[string]any{
+				{"calls": []map[string]any{{"tool": "ask_user", "args": map[string]any{"question": "Which database?", "choices": []string{"postgres", "sqlite"}}}}},
+				{"say": "done"},
+			},
+		}},
+	}, "ask")
+	var out string
+	require.Eventually(t, func() bool {
+		_, out, _ = cliRun("approvals", "list", "--api", f.URL, "--run", run, "--kind", "question")
+		return strings.Contains(out, "question: Which database?")
+	}, 30*time.Second, 50*time.Millisecond, "the question is listed")
+	require.Contains(t, out, "    1. postgres\n    2. sqlite\n")
+	id := strings.Fields(out)[0]
+	code, answered, errOut := cliRun("approvals", "answer", id, "--api", f.URL, "--choice", "2")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, answered, "approval "+id+" answered by local")
+	require.Equal(t, "completed", f.WaitTerminal(run, 60*time.Second).Status)
+	var msgs string
+	require.NoError(t, f.Store.Pool.QueryRow(context.Background(),
+		`SELECT session_history(id)::text FROM sessions WHERE run_id = $1 AND agent = 'writer'`, run).Scan(&msgs))
+	require.Contains(t, msgs, "local answered: sqlite")
+}
