@@ -33,6 +33,9 @@ var broadFirstWords = []string{
 	"sh", "bash", "zsh", "dash", "ksh", "fish", "busybox", "env", "sudo", "su", "doas", "nice", "nohup", "timeout",
 	"time", "xargs", "exec", "eval", "command", "builtin", "find", "python", "python3", "perl", "ruby", "node",
 	"deno", "bun", "php", "lua", "awk", "gawk", "sed", "ssh", "parallel", "watch", "script", "strace", "chroot",
+	// Commands whose options name another program to run (git -c core.pager=…,
+	// npx any-package, docker run any-image).
+	"git", "npx", "docker", "podman", "kubectl",
 }
 
 // commandPattern is a parsed command grant: its words, and whether any further
