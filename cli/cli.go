@@ -35,7 +35,9 @@ an API on loopback, the token a local dev wrote to data/dev-token):
   run [flags]              submit a run; --follow streams its events
   events RUN_ID            a run's events, with the post-run ones after its end (postrun.finish_image)
   runs show RUN_ID         a run's state, tokens and what its model calls cost, by model
-  approvals list|show|approve|deny   human decisions on Restricted calls
+  approvals list|show|approve|deny|edit|answer   human decisions on held calls and
+                           answers to the agents' questions (ask_user); approvals --help
+  grants list|revoke|confirm   scoped grants made with approvals approve --grant
   memory list|add|delete   a project's long-term agent memory (--project SLUG)
   leases [--events N]      GPU lease holders, waiters, tokens and recent lease events
   tools [flags]            print the tool catalog
@@ -59,6 +61,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = serve(ctx, args[0], args[1:], stderr, log)
 	case "approvals":
 		return approvalsCmd(ctx, args[1:], stdout, stderr)
+	case "grants":
+		return grantsCmd(ctx, args[1:], stdout, stderr)
 	case "memory":
 		return memoryCmd(ctx, args[1:], stdout, stderr)
 	case "leases":

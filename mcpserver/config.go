@@ -103,6 +103,12 @@ type Profile struct {
 	CallRole string `yaml:"call_role"`
 	// Principals, when set, are the only token names that may use the profile.
 	Principals []string `yaml:"principals"`
+	// Questions serves, beside the catalog, the fleet's own tools
+	// pending_questions and answer_question: a client answers the questions
+	// agents ask with ask_user (questions.go). Opt-in, so a profile lists exactly
+	// the catalog it names unless it says so; a profile of questions alone (no
+	// mcp_servers, no tools) is an answering inbox.
+	Questions bool `yaml:"questions"`
 }
 
 // WithDefaults returns c with every zero field filled in.
@@ -151,8 +157,8 @@ func (c Config) Validate() error {
 		if !profileRE.MatchString(name) {
 			errs = append(errs, fmt.Errorf("%s: a profile name is 1-64 of a-z 0-9 _ - (it is a URL path segment)", key))
 		}
-		if len(p.MCPServers) == 0 && len(p.Tools) == 0 {
-			errs = append(errs, fmt.Errorf("%s: names neither mcp_servers nor tools: its catalog would be empty", key))
+		if len(p.MCPServers) == 0 && len(p.Tools) == 0 && !p.Questions {
+			errs = append(errs, fmt.Errorf("%s: names neither mcp_servers nor tools nor questions: its catalog would be empty", key))
 		}
 		for _, t := range p.Tools {
 			if tools.AgentOnly(t) {

@@ -77,6 +77,8 @@ func TestNewRefusesProfilesTheCatalogCannotServe(t *testing.T) {
 		{name: "the orchestration group", p: mcpserver.Profile{Node: templates.Node{MCPServers: []string{"orchestration"}}}, wantErr: "mcp.profiles.ide.mcp_servers"},
 		{name: "an unknown tool", p: profile("format_disk"), wantErr: `unknown tool "format_disk"`},
 		{name: "nothing", p: mcpserver.Profile{}, wantErr: "catalog would be empty"},
+		// Questions alone make a catalog (an inbox), but only a fleet with a gate has any.
+		{name: "questions without a gate", p: mcpserver.Profile{Questions: true}, wantErr: "mcp.profiles.ide.questions: this fleet has no permission gate"},
 		{name: "a bad role", p: mcpserver.Profile{Node: templates.Node{Tools: []string{"read_file"}}, CallRole: "root"}, wantErr: `mcp.profiles.ide.call_role: unknown role "root"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -9,7 +9,9 @@
 // outcome, with progress notifications while a Restricted call waits for a
 // human. It is served by net/http on a listener of its own: Fiber's net/http
 // adaptor buffers a response until the handler returns, which would hold the
-// notifications back.
+// notifications back. A profile with questions: true also serves the fleet's
+// own pending_questions and answer_question (questions.go): a client answers
+// the questions agents ask with ask_user, decided by security.Approvals.
 package mcpserver
 
 import (
@@ -35,6 +37,7 @@ import (
 	"github.com/aetherium-engine/aetherium/api"
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/queue"
+	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -55,7 +58,11 @@ type Deps struct {
 	// announcement of its row (events.MCPCallChannel) and of its run's end
 	// (events.EndChannel), and reads PostgreSQL only then or on Config.Poll.
 	Hub *events.Hub
-	Log *slog.Logger
+	// Approvals records the answers MCP clients give to the questions of ask_user
+	// (answer_question; pending_questions lists them), in profiles with
+	// questions: true. Nil without a permission gate: such a profile is an error.
+	Approvals *security.Approvals
+	Log       *slog.Logger
 }
 
 // Server is the MCP endpoint.
@@ -152,7 +159,7 @@ func (s *Server) buildProfile(name string, p Profile) (*mcp.Server, json.RawMess
 			return nil, nil, fmt.Errorf("%s.tools: %s is not registered in this build", key, t)
 		}
 	}
-	if len(access.Tools) == 0 {
+	if len(access.Tools) == 0 && !p.Questions {
 		return nil, nil, fmt.Errorf("%s: its catalog is empty", key)
 	}
 	raw, err := json.Marshal(team(name, p))
@@ -176,6 +183,11 @@ func (s *Server) buildProfile(name string, p Profile) (*mcp.Server, json.RawMess
 		t := &mcp.Tool{Name: def.Name, Description: def.Description, InputSchema: schema,
 			Meta: mcp.Meta{"aetherium/tier": spec.Tier.String(), "aetherium/group": spec.Group}}
 		srv.AddTool(t, s.callTool(name, p, raw))
+	}
+	if p.Questions {
+		if err := s.addQuestionTools(key, srv); err != nil {
+			return nil, nil, err
+		}
 	}
 	return srv, raw, nil
 }
