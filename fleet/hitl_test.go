@@ -259,43 +259,11 @@ func TestAskUserOverTheAPI(t *testing.T) {
 }
 
 // A grant lets the matching calls of its scope run without asking, never what
-// a rule forbids; it expires on time, a revocation takes effect for the next
-// call, and a change of the permissions suspends it until confirmed.
+// a rule forbids, and expires on time.
 func TestScopedGrants(t *testing.T) {
 	t.Parallel()
-	f, rulesPath := setupHITL(t, hitlRules, nil)
-	ctx := context.Background()
-
-	// A run whose writer makes the given shell calls, one per turn.
-	shellRun := func(cmds ...string) string {
-		calls := make([]map[string]any, 0, len(cmds))
-		for _, c := range cmds {
-			calls = append(calls, call("run_shell", map[string]any{"command": c}))
-		}
-		return submitWriter(t, f, calls...)
-	}
-	grant := func(t *testing.T, runID string, g map[string]any) store.Approval {
-		t.Helper()
-		a := pendingApproval(t, f, runID)
-		var got store.Approval
-		code, raw := f.Do("POST", "/api/approvals/"+a.ID+"/approve", map[string]any{"grant": g}, &got)
-		require.Equal(t, http.StatusOK, code, string(raw))
-		require.NotEmpty(t, got.GrantID)
-		return got
-	}
-	shellRows := func(t *testing.T, runID string) []store.AuditRow {
-		t.Helper()
-		f.Audit.Flush()
-		rows, err := f.Store.RunAudit(ctx, runID, 100)
-		require.NoError(t, err)
-		var out []store.AuditRow
-		for _, r := range rows {
-			if r.Tool == "run_shell" {
-				out = append(out, r)
-			}
-		}
-		return out
-	}
+	f, _ := setupHITL(t, hitlRules, nil)
+	shellRun, grant, shellRows := grantHelpers(t, f)
 
 	t.Run("covers the matching calls of its run, not others, nor a rule's refusal", func(t *testing.T) {
 		t.Parallel()
@@ -357,58 +325,6 @@ func TestScopedGrants(t *testing.T) {
 		require.Equal(t, http.StatusOK, code, string(raw))
 		require.Equal(t, "completed", f.WaitTerminal(again, 60*time.Second).Status)
 	})
-	t.Run("revoked, then a policy change suspends until confirmed", func(t *testing.T) {
-		t.Parallel()
-		first := shellRun("rm -rf tmp1")
-		g := grant(t, first, map[string]any{"scope": "team", "match": "command", "pattern": "rm -rf tmp1"})
-		require.Equal(t, "completed", f.WaitTerminal(first, 60*time.Second).Status)
-
-		covered := shellRun("rm -rf tmp1")
-		require.Equal(t, "completed", f.WaitTerminal(covered, 60*time.Second).Status, "the team grant covers another run")
-		require.Equal(t, g.GrantID, shellRows(t, covered)[0].GrantID)
-
-		// A change of the permissions file suspends it.
-		require.NoError(t, os.WriteFile(rulesPath, []byte(hitlRules+"\n# changed\n"), 0o644))
-		require.Eventually(t, func() bool { return f.Rules.Current().Revision() != g.PolicyRevision }, 10*time.Second, 20*time.Millisecond)
-		var gr store.Grant
-		require.Eventually(t, func() bool {
-			var list struct{ Grants []store.Grant }
-			f.Do("GET", "/api/grants?status=suspended", nil, &list)
-			for _, x := range list.Grants {
-				if x.ID == g.GrantID {
-					gr = x
-					return true
-				}
-			}
-			return false
-		}, 10*time.Second, 50*time.Millisecond)
-		require.Equal(t, store.GrantSuspended, gr.Status)
-		suspended := shellRun("rm -rf tmp1")
-		a := pendingApproval(t, f, suspended)
-		require.Empty(t, a.GrantID)
-		code, raw := f.Do("POST", "/api/grants/"+g.GrantID+"/confirm", nil, &gr)
-		require.Equal(t, http.StatusOK, code, string(raw))
-		require.Equal(t, store.GrantActive, gr.Status)
-		require.Equal(t, f.Rules.Current().Revision(), gr.PolicyRevision)
-		code, raw = f.Do("POST", "/api/approvals/"+a.ID+"/approve", nil, nil)
-		require.Equal(t, http.StatusOK, code, string(raw))
-		require.Equal(t, "completed", f.WaitTerminal(suspended, 60*time.Second).Status)
-
-		confirmed := shellRun("rm -rf tmp1")
-		require.Equal(t, "completed", f.WaitTerminal(confirmed, 60*time.Second).Status, "confirmed: it covers again")
-		require.Equal(t, g.GrantID, shellRows(t, confirmed)[0].GrantID)
-
-		code, raw = f.Do("POST", "/api/grants/"+g.GrantID+"/revoke", nil, &gr)
-		require.Equal(t, http.StatusOK, code, string(raw))
-		require.Equal(t, store.GrantRevoked, gr.Status)
-		revoked := shellRun("rm -rf tmp1")
-		b := pendingApproval(t, f, revoked)
-		code, raw = f.Do("POST", "/api/approvals/"+b.ID+"/deny", map[string]string{"reason": "revoked"}, nil)
-		require.Equal(t, http.StatusOK, code, string(raw))
-		require.Equal(t, "completed", f.WaitTerminal(revoked, 60*time.Second).Status)
-		code, _ = f.Do("POST", "/api/grants/"+g.GrantID+"/revoke", nil, nil)
-		require.Equal(t, http.StatusConflict, code, "revoked once")
-	})
 	t.Run("hostile grants", func(t *testing.T) {
 		t.Parallel()
 		id := shellRun("rm -rf hostile")
@@ -454,4 +370,103 @@ func TestNoSelfApprovalByDefault(t *testing.T) {
 	code, raw := f.Do("POST", "/api/approvals/"+a.ID+"/deny", map[string]string{"reason": "mine, and no"}, nil)
 	require.Equal(t, http.StatusOK, code, string(raw))
 	require.Equal(t, "completed", f.WaitTerminal(id, 60*time.Second).Status)
+}
+
+// A revocation takes effect for the next call; a change of the permissions file
+// suspends a grant (the next matching call asks) until an approver confirms it
+// under the new revision. Its own fleet: the change of the file would suspend
+// the grants of every other test sharing it.
+func TestGrantRevokedAndSuspendedByAPolicyChange(t *testing.T) {
+	t.Parallel()
+	f, rulesPath := setupHITL(t, hitlRules, nil)
+	shellRun, grant, shellRows := grantHelpers(t, f)
+	first := shellRun("rm -rf tmp1")
+	g := grant(t, first, map[string]any{"scope": "team", "match": "command", "pattern": "rm -rf tmp1"})
+	require.Equal(t, "completed", f.WaitTerminal(first, 60*time.Second).Status)
+
+	covered := shellRun("rm -rf tmp1")
+	require.Equal(t, "completed", f.WaitTerminal(covered, 60*time.Second).Status, "the team grant covers another run")
+	require.Equal(t, g.GrantID, shellRows(t, covered)[0].GrantID)
+
+	// A change of the permissions file suspends it.
+	require.NoError(t, os.WriteFile(rulesPath, []byte(hitlRules+"\n# changed\n"), 0o644))
+	require.Eventually(t, func() bool { return f.Rules.Current().Revision() != g.PolicyRevision }, 10*time.Second, 20*time.Millisecond)
+	var gr store.Grant
+	require.Eventually(t, func() bool {
+		var list struct{ Grants []store.Grant }
+		f.Do("GET", "/api/grants?status=suspended", nil, &list)
+		for _, x := range list.Grants {
+			if x.ID == g.GrantID {
+				gr = x
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 50*time.Millisecond)
+	require.Equal(t, store.GrantSuspended, gr.Status)
+	suspended := shellRun("rm -rf tmp1")
+	a := pendingApproval(t, f, suspended)
+	require.Empty(t, a.GrantID)
+	code, raw := f.Do("POST", "/api/grants/"+g.GrantID+"/confirm", nil, &gr)
+	require.Equal(t, http.StatusOK, code, string(raw))
+	require.Equal(t, store.GrantActive, gr.Status)
+	require.Equal(t, f.Rules.Current().Revision(), gr.PolicyRevision)
+	code, raw = f.Do("POST", "/api/approvals/"+a.ID+"/approve", nil, nil)
+	require.Equal(t, http.StatusOK, code, string(raw))
+	require.Equal(t, "completed", f.WaitTerminal(suspended, 60*time.Second).Status)
+
+	confirmed := shellRun("rm -rf tmp1")
+	require.Equal(t, "completed", f.WaitTerminal(confirmed, 60*time.Second).Status, "confirmed: it covers again")
+	require.Equal(t, g.GrantID, shellRows(t, confirmed)[0].GrantID)
+
+	code, raw = f.Do("POST", "/api/grants/"+g.GrantID+"/revoke", nil, &gr)
+	require.Equal(t, http.StatusOK, code, string(raw))
+	require.Equal(t, store.GrantRevoked, gr.Status)
+	revoked := shellRun("rm -rf tmp1")
+	b := pendingApproval(t, f, revoked)
+	code, raw = f.Do("POST", "/api/approvals/"+b.ID+"/deny", map[string]string{"reason": "revoked"}, nil)
+	require.Equal(t, http.StatusOK, code, string(raw))
+	require.Equal(t, "completed", f.WaitTerminal(revoked, 60*time.Second).Status)
+	code, _ = f.Do("POST", "/api/grants/"+g.GrantID+"/revoke", nil, nil)
+	require.Equal(t, http.StatusConflict, code, "revoked once")
+}
+
+// grantHelpers are the grant tests' steps: a run of shell calls (one per turn),
+// approving its pending call with a grant, and its run_shell audit rows.
+func grantHelpers(t *testing.T, f *fleettest.Fleet) (shellRun func(cmds ...string) string,
+	grant func(t *testing.T, runID string, g map[string]any) store.Approval, shellRows func(t *testing.T, runID string) []store.AuditRow) {
+	t.Helper()
+	ctx := context.Background()
+	// A run whose writer makes the given shell calls, one per turn.
+	shellRun = func(cmds ...string) string {
+		calls := make([]map[string]any, 0, len(cmds))
+		for _, c := range cmds {
+			calls = append(calls, call("run_shell", map[string]any{"command": c}))
+		}
+		return submitWriter(t, f, calls...)
+	}
+	grant = func(t *testing.T, runID string, g map[string]any) store.Approval {
+		t.Helper()
+		a := pendingApproval(t, f, runID)
+		var got store.Approval
+		code, raw := f.Do("POST", "/api/approvals/"+a.ID+"/approve", map[string]any{"grant": g}, &got)
+		require.Equal(t, http.StatusOK, code, string(raw))
+		require.NotEmpty(t, got.GrantID)
+		return got
+	}
+	shellRows = func(t *testing.T, runID string) []store.AuditRow {
+		t.Helper()
+		f.Audit.Flush()
+		rows, err := f.Store.RunAudit(ctx, runID, 100)
+		require.NoError(t, err)
+		var out []store.AuditRow
+		for _, r := range rows {
+			if r.Tool == "run_shell" {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+
+	return shellRun, grant, shellRows
 }
