@@ -39,11 +39,7 @@ func (s *Server) listApprovals(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	// The on-call approver decides approvals of any run, so it lists them all.
-	owner := ownerScope(c)
-	if hasRole(c, RoleApprove) {
-		owner = ""
-	}
+	owner := decisionScope(c)
 	list, err := s.d.Store.ListApprovalsOf(c.UserContext(), store.ApprovalFilter{Owner: owner, Status: status, RunID: c.Query("run_id"),
 		Kind: kind, Decided: decided, Limit: limit})
 	if err != nil {
@@ -51,6 +47,18 @@ func (s *Server) listApprovals(c *fiber.Ctx) error {
 	}
 	return c.JSON(approvalList{Approvals: list})
 }
+
+// decisionScope is the owner filter of the approvals and grants listings: the
+// on-call approver decides for any run, so it lists them all.
+func decisionScope(c *fiber.Ctx) string {
+	if hasRole(c, RoleApprove) {
+		return ""
+	}
+	return ownerScope(c)
+}
+
+// errNoApprovals answers the decision routes of an API without a permission gate.
+var errNoApprovals = &Error{Status: http.StatusNotImplemented, Message: "approvals are not enabled (no permission gate)"}
 
 type approvalList struct {
 	Approvals []store.Approval `json:"approvals"`
@@ -138,7 +146,7 @@ type ApprovalDecider interface {
 func (s *Server) decide(verb string) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		if s.d.Approvals == nil {
-			return &Error{Status: http.StatusNotImplemented, Message: "approvals are not enabled (no permission gate)"}
+			return errNoApprovals
 		}
 		id, err := approvalID(c)
 		if err != nil {
@@ -208,7 +216,7 @@ type grantList struct {
 // those that cover its own runs.
 func (s *Server) listGrants(c *fiber.Ctx) error {
 	if s.d.Approvals == nil {
-		return &Error{Status: http.StatusNotImplemented, Message: "approvals are not enabled (no permission gate)"}
+		return errNoApprovals
 	}
 	status := c.Query("status")
 	if status != "" && !grantStatuses[status] {
@@ -218,10 +226,7 @@ func (s *Server) listGrants(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	owner := ownerScope(c)
-	if hasRole(c, RoleApprove) {
-		owner = ""
-	}
+	owner := decisionScope(c)
 	gs, err := s.d.Approvals.ListGrants(c.UserContext(), store.GrantFilter{Owner: owner, Status: status, Limit: limit})
 	if err != nil {
 		return err
@@ -241,7 +246,7 @@ func grantID(c *fiber.Ctx) (string, error) {
 func (s *Server) changeGrant(confirm bool) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		if s.d.Approvals == nil {
-			return &Error{Status: http.StatusNotImplemented, Message: "approvals are not enabled (no permission gate)"}
+			return errNoApprovals
 		}
 		id, err := grantID(c)
 		if err != nil {

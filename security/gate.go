@@ -229,7 +229,7 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 			// 5. a human: the question of a tool that asks one, a grant, or an
 			// approval bound to the exact arguments (the hash of their canonical form).
 			if spec.AsksHuman != nil {
-				ans, stop, res, err := g.question(ctx, s, call, spec, tier, &row, &pending, deny)
+				ans, stop, res, err := g.question(ctx, s, call, spec, tier, rev, &row, &pending, deny)
 				if stop {
 					return res, err
 				}
@@ -532,7 +532,7 @@ const questionWhy = "the agent asks a person"
 // question holds a call of a tool that asks a person (tools.AsksHuman) as a
 // question, and returns the answer once there is one. stop: the call ends here
 // with res, err (waiting, a bad question, nobody answered).
-func (g *Gate) question(ctx context.Context, s *tools.Session, call tools.Call, spec *tools.Spec, tier tools.Tier, row *store.AuditRow,
+func (g *Gate) question(ctx context.Context, s *tools.Session, call tools.Call, spec *tools.Spec, tier tools.Tier, rev string, row *store.AuditRow,
 	pending *bool, deny func(layer, reason string, sentinel error) (tools.Result, error)) (ans *tools.HumanAnswer, stop bool, res tools.Result, err error) {
 	q, err := spec.AsksHuman(call.Args)
 	if err != nil {
@@ -549,7 +549,6 @@ func (g *Gate) question(ctx context.Context, s *tools.Session, call tools.Call, 
 	for i, c := range q.Choices {
 		q.Choices[i] = g.dlp.MaskSecrets(c)
 	}
-	rev := g.rules.Current().Revision()
 	appr, err := g.approvals.ensure(ctx, s, call, store.Approval{Kind: store.KindQuestion, Tier: tier.String(), Why: questionWhy,
 		Args: masked, ArgsHash: hash, PolicyRevision: rev}, q)
 	if err != nil {
