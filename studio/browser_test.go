@@ -233,15 +233,26 @@ func (tb *tab) screenshot(name string) {
 	require.NoError(tb.b.t, os.WriteFile(filepath.Join(tb.b.shots, name+".png"), png, 0o644))
 }
 
+// text reads an element's visible text in one evaluation in the page: the run
+// page re-renders its header as events arrive, and a node found first and read
+// second may be gone in between ("No node with given id found").
 func (tb *tab) text(sel string) string {
 	tb.b.t.Helper()
-	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
-	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Text(css(sel)))
-	if err != nil {
-		tb.fail("text of "+sel, err)
+	js := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e && e.getClientRects().length > 0 ? e.innerText : null; })()`, sel)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s, err := chromedp.Run(tb.ctx, chromedp.Evaluate[*string](js))
+		if err != nil {
+			tb.fail("text of "+sel, err)
+		}
+		if s != nil {
+			return *s
+		}
+		if time.Now().After(deadline) {
+			tb.fail("text of "+sel, fmt.Errorf("no visible element after 30 s"))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	return s
 }
 
 func (tb *tab) evalString(js string) string {
