@@ -92,4 +92,3 @@ func (s *Server) caller(extra *mcp.RequestExtra) (string, map[string]bool, bool)
 	}
 	return extra.TokenInfo.UserID, roles, true
 }
-
