@@ -11,7 +11,9 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,6 +55,14 @@ type Fleet struct {
 	client *http.Client
 	// StopWorker stops the worker role (graceful, like SIGTERM); nil with NoWorker.
 	StopWorker func()
+	// opts and log open the fleet's further API processes (StartAPI) as the
+	// first was opened: the same catalog (ExtraTools) and log.
+	opts Options
+	log  *slog.Logger
+	// apis are the further API processes' stores: Transactions resets their
+	// pools too, so their backends publish what they did.
+	apisMu sync.Mutex
+	apis   []*fleet.Fleet
 }
 
 // Config returns a config on a fresh database and a private Redis.
@@ -135,9 +145,9 @@ func StartWith(t testing.TB, cfg config.Config, opts Options) *Fleet {
 	f.RegisterEndpoint(ctx, egress.EndpointAPI, ln.Addr().String())
 	go func() { _ = srv.App.Listener(ln) }()
 	t.Cleanup(func() { _ = srv.App.ShutdownWithTimeout(2 * time.Second); _ = srv.Close() })
-	tf := &Fleet{Fleet: f, URL: "http://" + ln.Addr().String(), API: srv, t: t, client: Client(t, nil)}
+	tf := &Fleet{Fleet: f, URL: "http://" + ln.Addr().String(), API: srv, t: t, client: Client(t, nil), opts: opts, log: log}
 	if mcfg := cfg.MCPConfig(); mcfg.Enabled() {
-		tf.MCPURL = tf.startMCP(mcfg.Addr)
+		tf.MCPURL, _ = startMCP(t, f, mcfg.Addr)
 	}
 	if !opts.NoWorker {
 		tf.StopWorker = tf.StartWorker()
@@ -145,23 +155,94 @@ func StartWith(t testing.TB, cfg config.Config, opts Options) *Fleet {
 	return tf
 }
 
-// startMCP serves the fleet's MCP server on addr until the test ends.
-func (f *Fleet) startMCP(addr string) string {
-	f.t.Helper()
+// startMCP serves f's MCP server on addr until the test ends or stop is
+// called (idempotent).
+func startMCP(t testing.TB, f *fleet.Fleet, addr string) (url string, stop func()) {
+	t.Helper()
 	msrv, err := f.MCP()
 	if err != nil {
-		f.t.Fatalf("mcp server: %v", err)
+		t.Fatalf("mcp server: %v", err)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		f.t.Fatalf("mcp listen: %v", err)
+		t.Fatalf("mcp listen: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f.RegisterEndpoint(ctx, egress.EndpointMCP, ln.Addr().String())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = msrv.Serve(ctx, ln, time.Second) }()
-	f.t.Cleanup(func() { cancel(); <-done })
-	return "http://" + ln.Addr().String()
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return "http://" + ln.Addr().String(), stop
+}
+
+// APIProcess is one more API role of a test fleet (StartAPI).
+type APIProcess struct {
+	// Fleet is the process's own wiring (fleet.OpenAPI): its store pool, Redis
+	// clients, events hub, approvals and catalog.
+	*fleet.Fleet
+	URL    string // its API's base URL
+	MCPURL string // its MCP listener's base URL
+	// Stop stops both listeners and closes the process (idempotent; also at cleanup).
+	Stop func()
+}
+
+// StartAPI starts a second API role for the fleet, as another `aetherium api`
+// process on the same PostgreSQL and Redis would be: opened by fleet.OpenAPI
+// (the role's own constructor, so it shares no in-memory state with the
+// fleet: not the events hub, not the MCP server's caches), its API and its MCP
+// server each on their own 127.0.0.1 port. For the tests of what any API
+// process may serve (docs/mcp.md, "Two protocol generations on one endpoint").
+func (f *Fleet) StartAPI() *APIProcess {
+	f.t.Helper()
+	cfg := f.Cfg
+	cfg.API.Addr, cfg.API.MCPAddr = "127.0.0.1:0", "127.0.0.1:0"
+	ctx, cancel := context.WithCancel(context.Background())
+	af, err := fleet.OpenAPI(ctx, cfg, f.log.With("api", "second"), f.opts.Fleet)
+	if err != nil {
+		cancel()
+		f.t.Fatalf("open a second api role: %v", err)
+	}
+	// As RunAPI in a process without a worker: it watches the permissions file itself.
+	if err := af.WatchRules(ctx); err != nil {
+		cancel()
+		af.Close()
+		f.t.Fatalf("second api role: watch rules: %v", err)
+	}
+	srv := af.API()
+	ln, err := net.Listen("tcp", cfg.API.Addr)
+	if err != nil {
+		cancel()
+		af.Close()
+		f.t.Fatalf("second api role: listen: %v", err)
+	}
+	af.RegisterEndpoint(ctx, egress.EndpointAPI, ln.Addr().String())
+	go func() { _ = srv.App.Listener(ln) }()
+	p := &APIProcess{Fleet: af, URL: "http://" + ln.Addr().String()}
+	var stopMCP func()
+	if mcfg := cfg.MCPConfig(); mcfg.Enabled() {
+		p.MCPURL, stopMCP = startMCP(f.t, af, mcfg.Addr)
+	}
+	f.apisMu.Lock()
+	f.apis = append(f.apis, af)
+	f.apisMu.Unlock()
+	var once sync.Once
+	p.Stop = func() {
+		once.Do(func() {
+			if stopMCP != nil {
+				stopMCP()
+			}
+			_ = srv.App.ShutdownWithTimeout(2 * time.Second)
+			_ = srv.Close()
+			cancel()
+			f.apisMu.Lock()
+			f.apis = slices.DeleteFunc(f.apis, func(x *fleet.Fleet) bool { return x == af })
+			f.apisMu.Unlock()
+			af.Close()
+		})
+	}
+	f.t.Cleanup(p.Stop)
+	return p
 }
 
 // StartWorker starts one more worker server on the fleet's Redis; the returned func

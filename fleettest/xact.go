@@ -26,6 +26,11 @@ func (f *Fleet) Transactions() int64 {
 	}
 	name := strings.TrimPrefix(u.Path, "/")
 	f.Store.Pool.Reset()
+	f.apisMu.Lock()
+	for _, a := range f.apis {
+		a.Store.Pool.Reset()
+	}
+	f.apisMu.Unlock()
 	time.Sleep(300 * time.Millisecond) // the closed backends' exits
 	admin, err := pgx.Connect(ctx, AdminURL())
 	if err != nil {
