@@ -296,6 +296,9 @@ func TestMCPStatelessCallsSpreadOverTwoAPIs(t *testing.T) {
 		c.MCP.MaxCallsInFlight = 4 * clients
 	})
 	second := m.StartAPI()
+	// Two API processes take the requests; one more worker server keeps the
+	// workers from being the only queue (1,000 calls on 2 cores: ~150 calls/s).
+	m.StartWorker()
 	rr, proxyURL := newRoundRobin(t, m.MCPURL, second.MCPURL)
 	c := newModern(proxyURL+"/mcp/ide", aliceSecret)
 
@@ -455,8 +458,7 @@ func TestMCPWaitingCallsCostNoQueries(t *testing.T) {
 	}
 	require.Eventually(t, func() bool {
 		var waiting int
-		require.NoError(t, m.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM mcp_calls WHERE status = 'waiting'`).Scan(&waiting))
-		if waiting < tasks+streams {
+		if err := m.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM mcp_calls WHERE status = 'waiting'`).Scan(&waiting); err != nil || waiting < tasks+streams {
 			return false
 		}
 		for i := range progressed {
@@ -479,8 +481,8 @@ func TestMCPWaitingCallsCostNoQueries(t *testing.T) {
 					return
 				}
 				polls.Add(1)
-				if err == nil && res.Status != "working" {
-					err = fmt.Errorf("task %s: status %q (%s)", id, res.Status, res.StatusMessage)
+				if err == nil && (res.Status != "working" || res.PollIntervalMs <= 0) {
+					err = fmt.Errorf("task %s: status %q (%s), pollIntervalMs %d", id, res.Status, res.StatusMessage, res.PollIntervalMs)
 				}
 				if err != nil {
 					pollErrs.Add(1)
@@ -521,7 +523,7 @@ func TestMCPWaitingCallsCostNoQueries(t *testing.T) {
 	for _, id := range taskIDs {
 		wg.Go(func() {
 			res, err := c.task(ctx, "tasks/cancel", id)
-			if err == nil && res.ResultType != "complete" && res.ResultType != "" {
+			if err == nil && res.ResultType != "complete" {
 				err = fmt.Errorf("cancel %s: resultType %q", id, res.ResultType)
 			}
 			if err != nil {
@@ -537,8 +539,7 @@ func TestMCPWaitingCallsCostNoQueries(t *testing.T) {
 	require.Eventually(t, func() bool {
 		// Any run: the database is this test's own.
 		pending, err := m.Store.ListApprovals(ctx, store.ApprovalPending, "", 1000)
-		require.NoError(t, err)
-		return len(pending) == 0
+		return err == nil && len(pending) == 0
 	}, 30*time.Second, 100*time.Millisecond, "every approval of a withdrawn call is cancelled")
 	var withdrawn int
 	require.NoError(t, m.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM mcp_calls WHERE status = 'done' AND decision = 'withdrawn'`).Scan(&withdrawn))
