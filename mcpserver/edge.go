@@ -92,7 +92,9 @@ type rpcMessage struct {
 	Params  json.RawMessage `json:"params,omitempty"`
 }
 
-func (m rpcMessage) isRequest() bool { return m.Method != "" && len(m.ID) > 0 && string(m.ID) != "null" }
+func (m rpcMessage) isRequest() bool {
+	return m.Method != "" && len(m.ID) > 0 && string(m.ID) != "null"
+}
 
 // edge routes an authenticated request to its generation: the stateless layer
 // (modern.go) or the go-sdk's sessions, fixing two of the latter's answers on
