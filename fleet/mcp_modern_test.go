@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/api"
@@ -433,5 +434,81 @@ func TestMCPModernApprovals(t *testing.T) {
 		require.Equal(t, true, out.result["isError"])
 		require.Contains(t, resultText(out.result), "withdrawn")
 		require.Zero(t, m.pendingCount(t))
+	})
+	t.Run("a 2025 session's client decides in elicitation/create", func(t *testing.T) {
+		var asked []string
+		client := mcp.NewClient(&mcp.Implementation{Name: "aetherium-test", Version: "1"}, &mcp.ClientOptions{
+			ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				asked = append(asked, r.Params.Message)
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "deny", "reason": "not today"}}, nil
+			},
+		})
+		cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
+			Endpoint: self, HTTPClient: &http.Client{Transport: bearer{aliceSecret, http.DefaultTransport}}, MaxRetries: 1,
+		}, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = cs.Close() })
+		res := m.call(t, cs, "download_pdf", map[string]any{"url": "http://127.0.0.1:1/t6.pdf"})
+		require.True(t, res.IsError, text(res))
+		require.Contains(t, text(res), "rejected by a human reviewer (alice (mcp client)): not today")
+		require.Len(t, asked, 1)
+		require.Contains(t, asked[0], "t6.pdf")
+		require.Zero(t, m.pendingCount(t))
+	})
+	t.Run("subscriptions/listen pushes a task's state", func(t *testing.T) {
+		id := task(t, "t7.pdf")
+		a := m.pendingOf(t, id)
+		req := modernRequest(t, ide, aliceSecret, "subscriptions/listen", "", map[string]any{"notifications": map[string]any{"taskIds": []string{id}}}, tasksCap)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		next := func() map[string]any {
+			for sc.Scan() {
+				if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+					var msg map[string]any
+					require.NoError(t, json.Unmarshal([]byte(data), &msg))
+					return msg
+				}
+			}
+			t.Fatalf("the stream ended: %v", sc.Err())
+			return nil
+		}
+		ack := next()
+		require.Equal(t, "notifications/subscriptions/acknowledged", ack["method"])
+		require.Equal(t, []any{id}, ack["params"].(map[string]any)["notifications"].(map[string]any)["taskIds"])
+		m.decide(t, a.ID, "approve")
+		for {
+			msg := next()
+			require.Equal(t, "notifications/tasks", msg["method"])
+			if msg["params"].(map[string]any)["status"] == "completed" {
+				break
+			}
+		}
+	})
+	t.Run("a requested log level streams the call's progress as log lines", func(t *testing.T) {
+		params := pdf("t8.pdf")
+		params["_meta"] = map[string]any{"io.modelcontextprotocol/logLevel": "info"}
+		done := make(chan rpc, 1)
+		go func() { done <- send(t, modernRequest(t, ide, aliceSecret, "tools/call", "download_pdf", params, nil)) }()
+		var callID string
+		require.Eventually(t, func() bool {
+			return m.Store.Pool.QueryRow(context.Background(), `SELECT id FROM mcp_calls WHERE args LIKE '%t8.pdf%'`).Scan(&callID) == nil
+		}, 10*time.Second, 20*time.Millisecond)
+		a := m.pendingOf(t, callID)
+		m.decide(t, a.ID, "approve")
+		r := <-done
+		require.Equal(t, "complete", r.result["resultType"])
+		var lines []string
+		for _, n := range r.notifications {
+			if n["method"] == "notifications/message" {
+				lines = append(lines, n["params"].(map[string]any)["data"].(string))
+			}
+		}
+		require.GreaterOrEqual(t, len(lines), 2, "%v", lines)
+		require.Contains(t, lines[0], "queued as call "+callID)
+		require.Contains(t, lines[1], a.ID)
 	})
 }
