@@ -77,7 +77,9 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, name string
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	probe := msg.Method == "server/discover" && hv == "" && mv == ""
+	// A discovery probe of a client that has not picked a revision yet (no
+	// version, or a 2025 header) is answered as such.
+	probe := msg.Method == "server/discover" && !modern(hv) && mv == ""
 	if !probe {
 		switch {
 		case r.Header.Get("Last-Event-ID") != "":
