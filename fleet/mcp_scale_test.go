@@ -536,8 +536,16 @@ func TestMCPWaitingCallsCostNoQueries(t *testing.T) {
 	}
 	time.Sleep(time.Second) // every task polled once more before the window
 	pollsBefore := polls.Load()
+	progressBefore := make([]int64, streams)
+	for i := range progressed {
+		progressBefore[i] = progressed[i].Load()
+	}
 	waitN, waiting := txRate(m, window)
 	pollsIn := polls.Load() - pollsBefore
+	for i := range progressed {
+		// The streams were alive through the window, not stalled.
+		require.Greater(t, progressed[i].Load(), progressBefore[i], "stream %d had no progress in the window", i)
+	}
 	stopPolling()
 	pollers.Wait()
 	t.Logf("PostgreSQL: idle %d tx in %s (%.2f tx/s); with %d tasks and %d progress waits %d tx (%.2f tx/s), during %d task polls; requests per api %d/%d",
