@@ -176,8 +176,11 @@ func (s *Server) buildProfile(name string, p Profile) (*mcp.Server, json.RawMess
 		if err := json.Unmarshal(def.Parameters, &schema); err != nil || schema["type"] != "object" {
 			return nil, nil, fmt.Errorf("%s: tool %s has no object schema", key, def.Name)
 		}
-		t := &mcp.Tool{Name: def.Name, Description: def.Description, InputSchema: schema,
-			Meta: mcp.Meta{"aetherium/tier": spec.Tier.String(), "aetherium/group": spec.Group}}
+		meta, err := describe(spec)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", key, err)
+		}
+		t := meta.sdkTool()
 		srv.AddTool(t, s.callTool(name, p, raw))
 	}
 	if p.Questions {
