@@ -107,7 +107,7 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, name string
 			TaskID string `json:"taskId"`
 		}
 		_ = json.Unmarshal(msg.Params, &named)
-		want := map[string]string{"tools/call": named.Name, "tasks/get": named.TaskID, "tasks/update": named.TaskID, "tasks/cancel": named.TaskID}
+		want := map[string]string{"tools/call": named.Name} // the contract and mcp-go (mcp.ExtractHeaderName) name only tools/call; tasks/* carry no Mcp-Name
 		if v, ok := want[msg.Method]; ok {
 			if hn, _ := decodeHeader(r.Header.Get("Mcp-Name")); hn != v {
 				q.fail(codeHeaderMismatch, fmt.Sprintf("the Mcp-Name header %q does not match the request's %q", hn, v), nil)
