@@ -32,6 +32,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/api"
 	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/oauth"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
@@ -58,7 +59,10 @@ type Deps struct {
 	// (answer_question; pending_questions lists them), in profiles with
 	// questions: true. Nil without a permission gate: such a profile is an error.
 	Approvals *security.Approvals
-	Log       *slog.Logger
+	// OAuthClient fetches the OAuth issuer's discovery document and keys
+	// (mcp.oauth); nil is a client with a 10 s timeout.
+	OAuthClient *http.Client
+	Log         *slog.Logger
 }
 
 // Server is the MCP endpoint.
@@ -69,6 +73,8 @@ type Server struct {
 	servers map[string]*mcp.Server
 	teams   map[string]json.RawMessage
 	handler http.Handler
+	// verifier checks JWT access tokens (mcp.oauth); nil without OAuth.
+	verifier *oauth.Verifier
 }
 
 type token struct {
@@ -101,6 +107,13 @@ func New(cfg Config, d Deps) (*Server, error) {
 			roles[r] = true
 		}
 		s.tokens = append(s.tokens, token{t.Name, h, roles})
+	}
+	if cfg.OAuth.Enabled() {
+		v, err := oauth.New(cfg.OAuth, d.OAuthClient)
+		if err != nil {
+			return nil, fmt.Errorf("mcp.oauth: %w", err)
+		}
+		s.verifier = v
 	}
 	for name, p := range cfg.Profiles {
 		srv, team, err := s.buildProfile(name, p)
@@ -188,9 +201,16 @@ func (s *Server) buildProfile(name string, p Profile) (*mcp.Server, json.RawMess
 	return srv, raw, nil
 }
 
-// routes are the profile paths behind the token check.
+// routes are the profile paths behind the token check and, with OAuth, the
+// protected resource metadata (unauthenticated: it is how a client learns
+// where to get a token).
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
+	var metadata http.Handler
+	if s.verifier != nil {
+		metadata = s.metadata()
+		mux.Handle("GET "+oauth.WellKnownPath, metadata)
+	}
 	names := make([]string, 0, len(s.servers))
 	for name := range s.servers {
 		names = append(names, name)
@@ -205,6 +225,12 @@ func (s *Server) routes() http.Handler {
 		mux.Handle("/mcp/"+name, guarded)
 		if len(names) == 1 {
 			mux.Handle("/mcp", guarded)
+		}
+		if metadata != nil {
+			mux.Handle("GET "+oauth.WellKnownPath+"/mcp/"+name, metadata)
+			if len(names) == 1 {
+				mux.Handle("GET "+oauth.WellKnownPath+"/mcp", metadata)
+			}
 		}
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
