@@ -4,8 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"maps"
 	"net/url"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 )
@@ -105,7 +106,7 @@ func (c Config) Validate() error {
 	if len(c.Scopes) == 0 {
 		bad("scopes", "required: map at least one scope to fleet roles (a token without roles may do nothing)")
 	}
-	for _, s := range sortedKeys(c.Scopes) {
+	for _, s := range slices.Sorted(maps.Keys(c.Scopes)) {
 		if !scopeToken(s) {
 			bad("scopes."+s, "not a scope token (RFC 6749 §3.3: printable ASCII without space, \" or \\)")
 		}
@@ -161,14 +162,14 @@ func (c Config) Roles(scopes []string) []string {
 			set[r] = true
 		}
 	}
-	return sortedKeys(set)
+	return slices.Sorted(maps.Keys(set))
 }
 
 // ScopesGranting are the configured scopes (sorted) one of whose roles
 // satisfies want: what a client must ask for to be let in.
 func (c Config) ScopesGranting(want func(role string) bool) []string {
 	var out []string
-	for _, s := range sortedKeys(c.Scopes) {
+	for _, s := range slices.Sorted(maps.Keys(c.Scopes)) {
 		for _, r := range c.Scopes[s] {
 			if want(r) {
 				out = append(out, s)
@@ -177,15 +178,6 @@ func (c Config) ScopesGranting(want func(role string) bool) []string {
 		}
 	}
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // ResourceName names the protected resource in its metadata (resource_name).
@@ -207,7 +199,7 @@ func (c Config) Metadata(resource string) Metadata {
 	return Metadata{
 		Resource:               resource,
 		AuthorizationServers:   []string{c.Issuer},
-		ScopesSupported:        sortedKeys(c.Scopes),
+		ScopesSupported:        slices.Sorted(maps.Keys(c.Scopes)),
 		BearerMethodsSupported: []string{"header"},
 		ResourceName:           ResourceName,
 	}

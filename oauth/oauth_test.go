@@ -86,7 +86,7 @@ func TestVerify(t *testing.T) {
 		},
 			want: oauth.Identity{Principal: "alice", Roles: []string{"approve", "read", "submit"}, Scopes: []string{"fleet:approve", "fleet:call", "openid-unknown"}}},
 		{name: "a scope the config does not map grants nothing", token: func(t *testing.T) string { return e.idp.Token(t, "ide", "calendar") },
-			want: oauth.Identity{Principal: "alice", Roles: []string{}, Scopes: []string{"calendar"}}},
+			want: oauth.Identity{Principal: "alice", Roles: nil, Scopes: []string{"calendar"}}},
 		{name: "scp as a list", token: func(t *testing.T) string {
 			return e.idp.Sign(t, claims(func(c map[string]any) { delete(c, "scope"); c["scp"] = []string{"fleet:read"} }))
 		}, want: oauth.Identity{Principal: "bob", Roles: []string{"read"}, Scopes: []string{"fleet:read"}}},

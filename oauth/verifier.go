@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -189,18 +189,8 @@ func scopesOf(claims map[string]any) []string {
 			}
 		}
 	}
-	sort.Strings(out)
-	return compact(out)
-}
-
-func compact(s []string) []string {
-	out := s[:0]
-	for i, e := range s {
-		if i == 0 || e != s[i-1] {
-			out = append(out, e)
-		}
-	}
-	return out
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // peekHeader reads the JOSE header, to refuse a disallowed algorithm by name
