@@ -3,8 +3,8 @@ package oauth
 import (
 	"errors"
 	"fmt"
-	"net"
 	"maps"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
