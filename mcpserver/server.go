@@ -12,6 +12,10 @@
 // notifications back. A profile with questions: true also serves the fleet's
 // own pending_questions and answer_question (questions.go): a client answers
 // the questions agents ask with ask_user, decided by security.Approvals.
+// Clients authenticate with the API's bearer tokens or, with mcp.oauth, with
+// JWT access tokens of an OAuth authorization server (auth.go, package oauth):
+// the listener is then an OAuth 2.1 resource server and serves its RFC 9728
+// metadata.
 package mcpserver
 
 import (
