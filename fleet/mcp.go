@@ -17,7 +17,7 @@ func (f *Fleet) MCP() (*mcpserver.Server, error) {
 		return nil, errors.New("mcp: this process was not opened for the api role (fleet.OpenAPI)")
 	}
 	return mcpserver.New(f.Cfg.MCPConfig(), mcpserver.Deps{Store: f.Store, Queue: f.Queue, Registry: f.Registry,
-		Tokens: f.Cfg.API.Tokens, ApprovalWindow: f.Cfg.Security.ApprovalWindow, Hub: f.EventsHub(), Approvals: f.Approvals, Log: f.Log.With("component", "mcp")})
+		Tokens: f.Cfg.API.Tokens, ApprovalWindow: f.Cfg.Security.ApprovalWindow, Hub: f.EventsHub(), Approvals: f.Approvals, Events: f.Events, Log: f.Log.With("component", "mcp")})
 }
 
 // RunMCP serves /mcp on api.mcp_addr until ctx ends; a no-op when it is off or

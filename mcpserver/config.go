@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"regexp"
 	"sort"
 	"time"
@@ -36,6 +37,11 @@ const (
 	DefaultProgressEvery = time.Second
 	// DefaultSessionTimeout closes an MCP session idle for this long.
 	DefaultSessionTimeout = 30 * time.Minute
+	// DefaultTaskAfter is how long a 2026-07-28 call of a client that declared
+	// the Tasks extension waits inline before it is answered as a task.
+	DefaultTaskAfter = 2 * time.Second
+	// DefaultTaskPoll is the pollIntervalMs a task suggests.
+	DefaultTaskPoll = time.Second
 	// DefaultListRole may connect and list a profile's tools; DefaultCallRole may
 	// call them (the API's roles, docs/ownership.md).
 	DefaultListRole = api.RoleRead
@@ -70,6 +76,17 @@ type Config struct {
 	ProgressEvery time.Duration `yaml:"progress_every"`
 	// SessionTimeout closes idle MCP sessions. Default DefaultSessionTimeout.
 	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// TaskAfter is how long a call of a client that declared the Tasks extension
+	// waits for its outcome before the answer is a task. Default DefaultTaskAfter.
+	TaskAfter time.Duration `yaml:"task_after"`
+	// TaskPoll is the polling interval a task suggests (pollIntervalMs): its
+	// polls are served from a cache the events hub keeps fresh, so they cost no
+	// query. Default DefaultTaskPoll.
+	TaskPoll time.Duration `yaml:"task_poll"`
+	// AllowedOrigins are the browser origins (scheme://host[:port]) besides the
+	// listener's own whose requests are served: a request with any other Origin
+	// header is refused (403) before authentication, against DNS rebinding.
+	AllowedOrigins []string `yaml:"allowed_origins"`
 	// OAuth makes the listener an OAuth 2.1 resource server (docs/mcp.md): a
 	// bearer that is no api.tokens token is verified as a JWT access token of
 	// the issuer, its principal the principal_claim, its roles those of its
@@ -118,6 +135,12 @@ type Profile struct {
 	// the catalog it names unless it says so; a profile of questions alone (no
 	// mcp_servers, no tools) is an answering inbox.
 	Questions bool `yaml:"questions"`
+	// ApproveInClient lets the calling principal decide its own Restricted calls
+	// in its MCP client (an elicitation form showing what the fleet's approval
+	// card shows), instead of the fleet's approvers: the operator's explicit
+	// choice, audited as "<principal> (mcp client)". A client without
+	// elicitation falls back to the fleet's approvers.
+	ApproveInClient bool `yaml:"approve_in_client"`
 }
 
 // WithDefaults returns c with every zero field filled in.
@@ -127,6 +150,8 @@ func (c Config) WithDefaults() Config {
 	c.ProgressEvery = defaults.Positive(c.ProgressEvery, DefaultProgressEvery)
 	c.MaxCallsInFlight = cmp.Or(c.MaxCallsInFlight, DefaultMaxCallsInFlight)
 	c.SessionTimeout = defaults.Positive(c.SessionTimeout, DefaultSessionTimeout)
+	c.TaskAfter = defaults.Positive(c.TaskAfter, DefaultTaskAfter)
+	c.TaskPoll = defaults.Positive(c.TaskPoll, DefaultTaskPoll)
 	profiles := make(map[string]Profile, len(c.Profiles))
 	for name, p := range c.Profiles {
 		p.ListRole = cmp.Or(p.ListRole, DefaultListRole)
@@ -155,8 +180,13 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("api.mcp_addr (AETHERIUM_MCP_ADDR): want host:port, %q or empty, got %q", Off, c.Addr))
 		}
 	}
-	if c.CallTimeout < 0 || c.Poll < 0 || c.ProgressEvery < 0 || c.SessionTimeout < 0 {
-		errs = append(errs, errors.New("mcp.call_timeout, mcp.poll, mcp.progress_every, mcp.session_timeout: must not be negative"))
+	if c.CallTimeout < 0 || c.Poll < 0 || c.ProgressEvery < 0 || c.SessionTimeout < 0 || c.TaskAfter < 0 || c.TaskPoll < 0 {
+		errs = append(errs, errors.New("mcp.call_timeout, mcp.poll, mcp.progress_every, mcp.session_timeout, mcp.task_after, mcp.task_poll: must not be negative"))
+	}
+	for i, o := range c.AllowedOrigins {
+		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			errs = append(errs, fmt.Errorf("mcp.allowed_origins[%d]: want scheme://host[:port], got %q", i, o))
+		}
 	}
 	errs = append(errs, defaults.NotNegative("mcp.max_calls_in_flight", c.MaxCallsInFlight))
 	names := make([]string, 0, len(c.Profiles))

@@ -29,7 +29,7 @@ const maxPendingQuestions = 1000
 
 // addQuestionTools registers pending_questions and answer_question on srv; a
 // registry tool of either name would be shadowed, so it is an error naming key.
-func (s *Server) addQuestionTools(key string, srv *mcp.Server) error {
+func (s *Server) addQuestionTools(profile, key string, srv *mcp.Server) error {
 	if s.d.Approvals == nil {
 		return fmt.Errorf("%s.questions: this fleet has no permission gate, so no question of ask_user waits for an answer", key)
 	}
@@ -38,7 +38,7 @@ func (s *Server) addQuestionTools(key string, srv *mcp.Server) error {
 			return fmt.Errorf("%s: the registry has a tool %s, which the MCP server serves itself (questions of ask_user)", key, name)
 		}
 	}
-	srv.AddTool(&mcp.Tool{
+	s.addTool(profile, srv, &mcp.Tool{
 		Name: ToolPendingQuestions,
 		Description: "The questions agents asked with ask_user that wait for a human answer: those of your own runs, " +
 			"or of every run when you hold the approve role. Answer one with answer_question.",
@@ -46,8 +46,8 @@ func (s *Server) addQuestionTools(key string, srv *mcp.Server) error {
 			"run_id": map[string]any{"type": "string", "description": "Only the questions of this run."},
 		}},
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
-	}, s.pendingQuestions)
-	srv.AddTool(&mcp.Tool{
+	}, s.pendingQuestions, true)
+	s.addTool(profile, srv, &mcp.Tool{
 		Name: ToolAnswerQuestion,
 		Description: "Answer a question an agent asked with ask_user (see pending_questions): the agent resumes with the answer. " +
 			"With choices and no other answers allowed, the answer must be one of the choices.",
@@ -59,7 +59,7 @@ func (s *Server) addQuestionTools(key string, srv *mcp.Server) error {
 			},
 			"required": []string{"approval_id", "answer"},
 		},
-	}, s.answerQuestion)
+	}, s.answerQuestion, true)
 	return nil
 }
 

@@ -27,6 +27,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -63,6 +64,9 @@ type Deps struct {
 	// (answer_question; pending_questions lists them), in profiles with
 	// questions: true. Nil without a permission gate: such a profile is an error.
 	Approvals *security.Approvals
+	// Events announces a call's change of state to every process watching it (a
+	// call withdrawn by its client).
+	Events *events.Recorder
 	// OAuthClient fetches the OAuth issuer's discovery document and keys
 	// (mcp.oauth); nil is a client with a 10 s timeout.
 	OAuthClient *http.Client
@@ -77,8 +81,21 @@ type Server struct {
 	servers map[string]*mcp.Server
 	teams   map[string]json.RawMessage
 	handler http.Handler
+	// catalog is each profile's tools in name order (tools/list of both
+	// generations), instructions its server instructions.
+	catalog      map[string][]catalogEntry
+	instructions map[string]string
+	tasks        taskCache
+	listeners    listChanged
 	// verifier checks JWT access tokens (mcp.oauth); nil without OAuth.
 	verifier *oauth.Verifier
+}
+
+// catalogEntry is a served tool: a fleet tool (run by the workers) or one the
+// MCP server answers itself (local: the questions of ask_user).
+type catalogEntry struct {
+	tool  *mcp.Tool
+	local mcp.ToolHandler
 }
 
 type token struct {
@@ -103,7 +120,8 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if d.ApprovalWindow <= 0 {
 		d.ApprovalWindow = 5 * time.Minute
 	}
-	s := &Server{cfg: cfg, d: d, servers: map[string]*mcp.Server{}, teams: map[string]json.RawMessage{}}
+	s := &Server{cfg: cfg, d: d, servers: map[string]*mcp.Server{}, teams: map[string]json.RawMessage{},
+		catalog: map[string][]catalogEntry{}, instructions: map[string]string{}}
 	for _, t := range d.Tokens {
 		h, _ := hex.DecodeString(t.SHA256)
 		roles := map[string]bool{}
@@ -195,14 +213,37 @@ func (s *Server) buildProfile(name string, p Profile) (*mcp.Server, json.RawMess
 		}
 		t := &mcp.Tool{Name: def.Name, Description: def.Description, InputSchema: schema,
 			Meta: mcp.Meta{"aetherium/tier": spec.Tier.String(), "aetherium/group": spec.Group}}
-		srv.AddTool(t, s.callTool(name, p, raw))
+		s.addTool(name, srv, t, s.callTool(name, p, raw), false)
 	}
 	if p.Questions {
-		if err := s.addQuestionTools(key, srv); err != nil {
+		if err := s.addQuestionTools(name, key, srv); err != nil {
 			return nil, nil, err
 		}
 	}
+	slices.SortFunc(s.catalog[name], func(a, b catalogEntry) int { return strings.Compare(a.tool.Name, b.tool.Name) })
+	s.instructions[name] = instructions
 	return srv, raw, nil
+}
+
+// addTool serves t on srv (the go-sdk's sessions) and lists it for the
+// stateless generation; local tools are answered by h in both.
+func (s *Server) addTool(profile string, srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandler, local bool) {
+	srv.AddTool(t, h)
+	e := catalogEntry{tool: t}
+	if local {
+		e.local = h
+	}
+	s.catalog[profile] = append(s.catalog[profile], e)
+}
+
+// entry is a profile's tool by name.
+func (s *Server) entry(profile, name string) (catalogEntry, bool) {
+	for _, e := range s.catalog[profile] {
+		if e.tool.Name == name {
+			return e, true
+		}
+	}
+	return catalogEntry{}, false
 }
 
 // routes are the profile paths behind the token check and, with OAuth, the
@@ -225,7 +266,7 @@ func (s *Server) routes() http.Handler {
 		h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 			SessionTimeout: s.cfg.SessionTimeout, Logger: s.d.Log.With("component", "mcp", "profile", name),
 		})
-		guarded := s.authorize(p, h)
+		guarded := s.origin(s.authorize(p, s.edge(name, p, h)))
 		mux.Handle("/mcp/"+name, guarded)
 		if len(names) == 1 {
 			mux.Handle("/mcp", guarded)
@@ -243,45 +284,62 @@ func (s *Server) routes() http.Handler {
 	return mux
 }
 
-// callTool records the call, queues it for the workers and waits for its outcome.
-func (s *Server) callTool(profile string, p Profile, team json.RawMessage) mcp.ToolHandler {
+// callTool is a tool of the go-sdk's sessions: it submits the call and waits
+// for its outcome.
+func (s *Server) callTool(profile string, p Profile, _ json.RawMessage) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		principal, roles, ok := s.caller(req.Extra)
 		if !ok {
 			return nil, errors.New("no authenticated principal on this request")
 		}
-		if !holds(roles, p.CallRole) {
-			return refusal(fmt.Sprintf("forbidden: token %q lacks role %q to call tools of MCP profile %s", principal, p.CallRole, profile)), nil
-		}
-		projectID, refused, err := s.project(ctx, profile, p, principal, roles)
+		call, refused, err := s.submit(ctx, profile, p, principal, roles, req.Params.Name, req.Params.Arguments, "")
 		if err != nil || refused != nil {
 			return refused, err
 		}
-		run, err := s.d.Store.EnsureMCPRun(ctx, principal, profile, team, projectID)
-		if errors.Is(err, store.ErrNoProject) {
-			return refusal(fmt.Sprintf("MCP profile %s names project %q of %s, which does not exist", profile, p.Project, p.ProjectOwner)), nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("mcp run: %w", err)
-		}
-		args := string(req.Params.Arguments)
-		if strings.TrimSpace(args) == "" {
-			args = "{}"
-		}
-		call := store.MCPCall{ID: "mcp_" + strings.ReplaceAll(uuid.NewString(), "-", ""), RunID: run.ID, Profile: profile,
-			Principal: principal, Tool: req.Params.Name, Args: args}
-		if err := s.d.Store.CreateMCPCall(ctx, call, s.cfg.MaxCallsInFlight); err != nil {
-			if errors.Is(err, store.ErrTooManyMCPCalls) {
-				// Refused before anything is queued: no approval is requested for it.
-				return refusal(fmt.Sprintf("refused: %v; retry when one of them is decided or done", err)), nil
-			}
-			return nil, err
-		}
-		if err := s.d.Queue.MCPCall(ctx, queue.Route{Key: run.FairKey, Priority: run.Priority}, call.ID, "start"); err != nil {
-			return nil, fmt.Errorf("queue mcp call %s: %w", call.ID, err)
-		}
-		return s.wait(ctx, req, call)
+		return s.wait(ctx, req, p, principal, call)
 	}
+}
+
+// submit records a call and queues it for the workers, for both generations:
+// the role check, the profile's project, the MCP run (the principal's default
+// one, or that of handle), the call's row and its task. A refusal is a tool
+// result with isError, and then nothing was queued.
+func (s *Server) submit(ctx context.Context, profile string, p Profile, principal string, roles map[string]bool, tool string, rawArgs json.RawMessage, handle string) (store.MCPCall, *mcp.CallToolResult, error) {
+	if !holds(roles, p.CallRole) {
+		return store.MCPCall{}, refusal(fmt.Sprintf("forbidden: token %q lacks role %q to call tools of MCP profile %s", principal, p.CallRole, profile)), nil
+	}
+	projectID, refused, err := s.project(ctx, profile, p, principal, roles)
+	if err != nil || refused != nil {
+		return store.MCPCall{}, refused, err
+	}
+	key := profile
+	if handle != "" {
+		key += "#" + handle
+	}
+	run, err := s.d.Store.EnsureMCPRun(ctx, principal, key, s.teams[profile], projectID)
+	if errors.Is(err, store.ErrNoProject) {
+		return store.MCPCall{}, refusal(fmt.Sprintf("MCP profile %s names project %q of %s, which does not exist", profile, p.Project, p.ProjectOwner)), nil
+	}
+	if err != nil {
+		return store.MCPCall{}, nil, fmt.Errorf("mcp run: %w", err)
+	}
+	args := string(rawArgs)
+	if strings.TrimSpace(args) == "" {
+		args = "{}"
+	}
+	call := store.MCPCall{ID: "mcp_" + strings.ReplaceAll(uuid.NewString(), "-", ""), RunID: run.ID, Profile: key,
+		Principal: principal, Tool: tool, Args: args, Status: store.MCPCallQueued}
+	if err := s.d.Store.CreateMCPCall(ctx, call, s.cfg.MaxCallsInFlight); err != nil {
+		if errors.Is(err, store.ErrTooManyMCPCalls) {
+			// Refused before anything is queued: no approval is requested for it.
+			return store.MCPCall{}, refusal(fmt.Sprintf("refused: %v; retry when one of them is decided or done", err)), nil
+		}
+		return store.MCPCall{}, nil, err
+	}
+	if err := s.d.Queue.MCPCall(ctx, queue.Route{Key: run.FairKey, Priority: run.Priority}, call.ID, "start"); err != nil {
+		return store.MCPCall{}, nil, fmt.Errorf("queue mcp call %s: %w", call.ID, err)
+	}
+	return call, nil, nil
 }
 
 // project resolves the profile's project for one call: its id when the calling
@@ -312,89 +370,89 @@ func (s *Server) project(ctx context.Context, profile string, p Profile, princip
 	return proj.ID, nil, nil
 }
 
-// wait reads the call's row until it is done. It reads when the worker
-// announces a change of the call (parked on its approval, done) or the run's end
-// on the events hub, and otherwise only every Config.Poll (the safety net of a
-// lost announcement): a call waiting minutes for a human costs no queries.
-// While its approval is pending it sends a progress notification every
-// ProgressEvery (when the client asked for progress) from the row it last read;
-// the approval window bounds that wait, as the expiry denies the call, and a run
-// that ends meanwhile (cancelled) ends it too.
-func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, call store.MCPCall) (*mcp.CallToolResult, error) {
-	window := s.d.ApprovalWindow + s.cfg.CallTimeout
-	deadline := time.NewTimer(window)
-	defer deadline.Stop()
-	// Subscribed before the first read, so no announcement falls between them.
-	callWake, stopCall, err := s.d.Hub.WatchChannel(ctx, events.MCPCallChannel(call.ID))
-	if err != nil {
-		s.d.Log.Warn("mcp wait: watch call", "call", call.ID, "err", err)
+// wait is a session's wait for its call's outcome (follow): progress
+// notifications while its approval is pending (when the client asked for
+// progress), the approval form when the profile lets the client decide and the
+// client elicits; the approval window bounds the wait, as the expiry denies the
+// call. A client that cancels the request (notifications/cancelled) or goes
+// away withdraws the call while no worker runs it, and its pending approval
+// with it.
+func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, p Profile, principal string, call store.MCPCall) (*mcp.CallToolResult, error) {
+	elicit := p.ApproveInClient && req.Session != nil && sessionElicits(req.Session)
+	token := req.Params.GetProgressToken()
+	every := time.Duration(0)
+	if token != nil {
+		every = s.cfg.ProgressEvery
 	}
-	defer stopCall()
-	endWake, stopEnd, err := s.d.Hub.WatchChannel(ctx, events.EndChannel(call.RunID))
-	if err != nil {
-		s.d.Log.Warn("mcp wait: watch run end", "call", call.ID, "err", err)
-	}
-	defer stopEnd()
-	poll := time.NewTicker(s.cfg.Poll)
-	defer poll.Stop()
-	var progress <-chan time.Time
-	if progressToken := req.Params.GetProgressToken(); progressToken != nil {
-		t := time.NewTicker(s.cfg.ProgressEvery)
-		defer t.Stop()
-		progress = t.C
-	}
-	started := time.Now()
-	resumed, checkRun := false, true
-	var cur store.MCPCall
-	for read := true; ; {
-		if read {
-			cur, err = s.d.Store.GetMCPCall(ctx, call.ID)
-			if err != nil && ctx.Err() == nil {
-				return nil, err
-			}
-			if err == nil && cur.Status == store.MCPCallDone {
-				return result(cur), nil
-			}
-			if err == nil && cur.Status == store.MCPCallWaiting && !resumed && checkRun {
-				// A run that ends closes its pending approvals without deciding them, so
-				// no decision will resume the call: resume it here, and the worker
-				// finishes it as a call of an ended run (one task per call: the key).
-				if run, rerr := s.d.Store.GetRun(ctx, call.RunID); rerr == nil && store.Terminal(run.Status) {
-					if qerr := s.d.Queue.MCPCall(ctx, queue.Route{Key: run.FairKey, Priority: run.Priority}, call.ID, "run-ended"); qerr != nil {
-						return nil, fmt.Errorf("resume mcp call %s of ended run %s: %w", call.ID, run.ID, qerr)
-					}
-					resumed = true
-				}
-				checkRun = false
-			}
-			read = false
-		}
-		select {
-		case <-ctx.Done():
-			// The client went away: the call still runs (or waits) on the workers,
-			// and its outcome and audit row are recorded with its run.
-			return nil, ctx.Err()
-		case <-deadline.C:
-			return refusal(fmt.Sprintf("no outcome for %s within %s; the call %s continues on the workers (run %s)",
-				call.Tool, window, call.ID, call.RunID)), nil
-		case <-callWake:
-			read = true
-		case <-endWake:
-			read, checkRun = true, true
-		case <-poll.C:
-			read, checkRun = true, true
-		case <-progress:
-			if cur.Status != store.MCPCallWaiting {
-				continue
-			}
-			msg := fmt.Sprintf("%s waits for a human approval (%s): approve or deny it at /api/approvals/%s", cur.Tool, cur.ApprovalID, cur.ApprovalID)
+	started, asked := time.Now(), ""
+	var decided *mcp.CallToolResult
+	cur, err := s.follow(ctx, call, s.window(), every, func(cur store.MCPCall, fresh bool) bool {
+		switch {
+		case cur.Status == store.MCPCallDone:
+			return true
+		case fresh && elicit && cur.Status == store.MCPCallWaiting && cur.ApprovalID != "" && cur.ApprovalID != asked:
+			asked = cur.ApprovalID
+			decided = s.elicitSession(ctx, req, principal, cur)
+			return decided != nil
+		case !fresh && cur.Status == store.MCPCallWaiting && token != nil:
 			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-				ProgressToken: req.Params.GetProgressToken(), Message: msg, Progress: time.Since(started).Seconds(),
+				ProgressToken: token, Message: waitingMessage(cur), Progress: time.Since(started).Seconds(),
 			}); err != nil {
 				s.d.Log.Debug("mcp progress notification", "call", call.ID, "err", err)
 			}
 		}
+		return false
+	})
+	switch {
+	case decided != nil:
+		return decided, nil
+	case ctx.Err() != nil:
+		s.withdraw(call.ID, principal, "the client cancelled the call or went away")
+		return nil, ctx.Err()
+	case errors.Is(err, errWaitTimeout):
+		return refusal(fmt.Sprintf("no outcome for %s within %s; the call %s continues on the workers (run %s)",
+			call.Tool, s.window(), call.ID, call.RunID)), nil
+	case err != nil:
+		return nil, err
 	}
+	return result(cur), nil
+}
+
+// sessionElicits reports whether a session's client declared form elicitation.
+func sessionElicits(ss *mcp.ServerSession) bool {
+	ip := ss.InitializeParams()
+	if ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil {
+		return false
+	}
+	e := ip.Capabilities.Elicitation
+	return e.Form != nil || e.URL == nil
+}
+
+// elicitSession asks the session's client (elicitation/create) to decide the
+// call's approval; a non-nil result ends the wait (withdrawn, or the decision
+// refused). A form that cannot be asked leaves the decision to the fleet's
+// approvers.
+func (s *Server) elicitSession(ctx context.Context, req *mcp.CallToolRequest, principal string, cur store.MCPCall) *mcp.CallToolResult {
+	a, err := s.d.Store.GetApproval(ctx, cur.ApprovalID)
+	if err != nil {
+		s.d.Log.Warn("mcp elicitation: approval", "call", cur.ID, "err", err)
+		return nil
+	}
+	form := elicitParams(a)
+	res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Mode: "form", Message: form["message"].(string), RequestedSchema: form["requestedSchema"]})
+	if err != nil {
+		s.d.Log.Info("mcp elicitation failed: the fleet's approvers decide", "call", cur.ID, "err", err)
+		return nil
+	}
+	var ans elicitAnswer
+	ans.Action = res.Action
+	if d, ok := res.Content["decision"].(string); ok {
+		ans.Content.Decision = d
+	}
+	if r, ok := res.Content["reason"].(string); ok {
+		ans.Content.Reason = r
+	}
+	return s.decideInClient(ctx, principal, cur, ans)
 }
 
 // result is a finished call as MCP sees it: a refusal or a tool error is a tool

@@ -60,10 +60,17 @@ func (a *Approvals) Apply(ctx context.Context, id string, d store.HumanDecision)
 		if cur.Kind == store.KindQuestion {
 			return cur, fmt.Errorf("%w: %s is a question: answer it", store.ErrWrongKind, id)
 		}
-		if !d.MayApprove {
+		switch {
+		case d.InClient && d.By != run.Owner:
+			return cur, fmt.Errorf("%w: %s decides in its MCP client only the calls of its own runs", store.ErrForbidden, d.By)
+		case d.InClient && d.Verb == store.VerbEdit:
+			return cur, fmt.Errorf("%w: an MCP client approves or denies its own calls; it does not edit them", store.ErrForbidden)
+		case d.InClient:
+			sd.By = d.By + " (mcp client)"
+		case !d.MayApprove:
 			return cur, fmt.Errorf("%w: deciding a call needs the approve role", store.ErrForbidden)
 		}
-		if d.Verb != store.VerbDeny && d.By == run.Owner && !a.cfg.AllowSelfApproval {
+		if !d.InClient && d.Verb != store.VerbDeny && d.By == run.Owner && !a.cfg.AllowSelfApproval {
 			return cur, fmt.Errorf("%w: %s submitted run %s, so someone else approves its calls (security.allow_self_approval)", store.ErrForbidden, d.By, run.ID)
 		}
 		switch d.Verb {

@@ -38,6 +38,11 @@ type HumanDecision struct {
 	Grant *GrantRequest
 	// MayApprove: By holds the approve role. MayGrantBroad: the grant_broad role.
 	MayApprove, MayGrantBroad bool
+	// InClient: By decides a call of its own MCP run in its MCP client, because
+	// the profile says so (mcp approve_in_client): no approve role and no
+	// allow_self_approval are needed, only By owning the run; the decision is
+	// recorded as "By (mcp client)".
+	InClient bool
 }
 
 // GrantRequest is what an approver asks for when approving with a grant.

@@ -42,16 +42,17 @@ type MCPCall struct {
 	DenyLayer  string
 	DenyReason string
 	CreatedAt  time.Time
+	UpdatedAt  time.Time
 	FinishedAt *time.Time
 }
 
 const mcpCols = `id, run_id::text, profile, principal, tool, args, status, approval_id, attempts, decision, result, is_error,
-	deny_layer, deny_reason, created_at, finished_at`
+	deny_layer, deny_reason, created_at, updated_at, finished_at`
 
 func scanMCPCall(row pgx.Row) (MCPCall, error) {
 	var c MCPCall
 	err := row.Scan(&c.ID, &c.RunID, &c.Profile, &c.Principal, &c.Tool, &c.Args, &c.Status, &c.ApprovalID, &c.Attempts,
-		&c.Decision, &c.Result, &c.IsError, &c.DenyLayer, &c.DenyReason, &c.CreatedAt, &c.FinishedAt)
+		&c.Decision, &c.Result, &c.IsError, &c.DenyLayer, &c.DenyReason, &c.CreatedAt, &c.UpdatedAt, &c.FinishedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return c, ErrNotFound
 	}
@@ -234,4 +235,56 @@ func (s *Store) FinishMCPCall(ctx context.Context, id, token string, out MCPCall
 // binary output or a hostile argument must not make the outcome's write fail.
 func pgText(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// MCPDecisionWithdrawn is the decision of a call its client withdrew before a
+// worker ran it (WithdrawMCPCall).
+const MCPDecisionWithdrawn = "withdrawn"
+
+// WithdrawMCPCall ends a call its client gave up on (tasks/cancel, a cancelled
+// or disconnected wait) while no worker runs it: in one transaction a queued or
+// waiting call becomes done with decision withdrawn, its pending approval is
+// cancelled (the inbox no longer shows it; a later decision is a conflict), and
+// its audit row says so. ok is false when the call had already moved on (a
+// worker claimed it, or it is done): a running call finishes and is audited as
+// usual. The returned call is the row as it now stands.
+func (s *Store) WithdrawMCPCall(ctx context.Context, id, by, reason string) (MCPCall, bool, error) {
+	var out MCPCall
+	ok := false
+	text := "withdrawn by the MCP client"
+	if reason != "" {
+		text += " (" + reason + ")"
+	}
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		c, err := scanMCPCall(tx.QueryRow(ctx, `UPDATE mcp_calls SET status = 'done', claim = '', decision = $2, result = $3,
+				is_error = true, deny_layer = 'approval', deny_reason = $3, updated_at = now(), finished_at = now()
+			WHERE id = $1 AND status IN ('queued','waiting') RETURNING `+mcpCols, id, MCPDecisionWithdrawn, pgText(text)))
+		if errors.Is(err, ErrNotFound) {
+			out, err = scanMCPCall(tx.QueryRow(ctx, `SELECT `+mcpCols+` FROM mcp_calls WHERE id = $1`, id))
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		out, ok = c, true
+		// The audit keeps the approval's arguments, which the gate masked; a call
+		// withdrawn before the gate saw it records none (they were never judged).
+		tier, team := "", MCPTemplatePrefix+c.Profile
+		var args json.RawMessage
+		if c.ApprovalID != "" {
+			if err := tx.QueryRow(ctx, `UPDATE approvals SET status = 'cancelled', decided_by = $2, decision_reason = $3, decided_at = now()
+				WHERE id = $1 AND status = 'pending' RETURNING tier, team, args`, c.ApprovalID, pgText(by), pgText(text)).Scan(&tier, &team, &args); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+		}
+		row := AuditRow{CallKey: "m:" + c.ID + ":" + c.ID, At: time.Now(), RunID: c.RunID, Team: team, Agent: c.Principal, Role: "mcp",
+			Tool: c.Tool, Tier: tier, Decision: "denied", DenyLayer: "approval", DenyReason: text, Args: args,
+			Summary: c.Tool + " " + text, ApprovalID: c.ApprovalID}
+		_, err = tx.Exec(ctx, insertAudit, append([]any{nil, nil}, auditColumns([]AuditRow{row})...)...)
+		return err
+	})
+	if err != nil {
+		return out, false, fmt.Errorf("withdraw mcp call %s: %w", id, err)
+	}
+	return out, ok, nil
 }
