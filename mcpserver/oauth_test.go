@@ -149,8 +149,14 @@ func TestMCPOAuth(t *testing.T) {
 		aliceRun, bobRun := ownRun(t, f, "alice"), ownRun(t, f, "bob")
 		mine := ask(t, f, aliceRun, "o1", "Which port?", []string{"8080", "9090"}, false)
 		ask(t, f, bobRun, "o2", "Ship it?", []string{"yes", "no"}, false)
-		alice := connectURL(t, f.MCPURL+"/mcp/inbox", idp.Token(t, "ide", "fleet:call"))
+		token := idp.Token(t, "ide", "fleet:call")
+		alice := connectURL(t, f.MCPURL+"/mcp/inbox", token)
 		require.Equal(t, []string{mine}, pending(t, alice, nil), "alice sees her run's question only")
+		// The 2026-07-28 generation reads the same TokenInfo.
+		resp, body := modern(t, f.MCPURL+"/mcp/inbox", token, "tools/call", mcpserver.ToolPendingQuestions)
+		require.Equal(t, http.StatusOK, resp.StatusCode, body)
+		require.Contains(t, body, mine)
+		require.NotContains(t, body, "Ship it?")
 		text, isErr := callTool(t, alice, mcpserver.ToolAnswerQuestion, map[string]any{"approval_id": mine, "answer": "8080"})
 		require.False(t, isErr, text)
 		a, err := f.Store.GetApproval(context.Background(), mine)
@@ -179,6 +185,27 @@ func TestMCPOAuth(t *testing.T) {
 		_ = resp.Body.Close()
 		require.Equal(t, http.StatusNotFound, resp.StatusCode)
 	})
+}
+
+// modern posts a 2026-07-28 request (stateless: no session) of method on
+// tool name with bearer.
+func modern(t *testing.T, url, bearer, method, name string) (*http.Response, string) {
+	t.Helper()
+	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": mcpserver.Version20260728, "io.modelcontextprotocol/clientCapabilities": map[string]any{}}
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": map[string]any{"name": name, "arguments": map[string]any{}, "_meta": meta}})
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	require.NoError(t, err)
+	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Authorization": "Bearer " + bearer, "Mcp-Protocol-Version": mcpserver.Version20260728, "Mcp-Method": method, "Mcp-Name": name} {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, string(b)
 }
 
 // connectURL opens an MCP session with the SDK's client and a bearer token.
