@@ -53,12 +53,21 @@ func providers(t *testing.T) (idp, foreign *oauthtest.Provider) {
 func initialize(t *testing.T, url, bearer string) (*http.Response, string) {
 	t.Helper()
 	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewBufferString(body))
+	return post(t, url, bearer, []byte(body), nil)
+}
+
+// post posts a JSON-RPC body with bearer (none when empty) and headers.
+func post(t *testing.T, url, bearer string, body []byte, headers map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
@@ -194,18 +203,7 @@ func modern(t *testing.T, url, bearer, method, name string) (*http.Response, str
 	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": mcpserver.Version20260728, "io.modelcontextprotocol/clientCapabilities": map[string]any{}}
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": map[string]any{"name": name, "arguments": map[string]any{}, "_meta": meta}})
 	require.NoError(t, err)
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	require.NoError(t, err)
-	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-		"Authorization": "Bearer " + bearer, "Mcp-Protocol-Version": mcpserver.Version20260728, "Mcp-Method": method, "Mcp-Name": name} {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp, string(b)
+	return post(t, url, bearer, body, map[string]string{"Mcp-Protocol-Version": mcpserver.Version20260728, "Mcp-Method": method, "Mcp-Name": name})
 }
 
 // connectURL opens an MCP session with the SDK's client and a bearer token.
