@@ -131,6 +131,7 @@ func setupModern(t *testing.T) mcpFleet {
 		c.API.Tokens = append(c.API.Tokens, api.Token{Name: "bob", SHA256: api.HashToken(bobSecret), Roles: []string{api.RoleSubmit, api.RoleRead}})
 		c.MCP.TaskAfter = 300 * time.Millisecond
 		c.MCP.TaskPoll = 100 * time.Millisecond
+		c.MCP.Poll = 300 * time.Millisecond
 		c.MCP.AllowedOrigins = []string{"https://ide.example"}
 		ide := c.MCP.Profiles["ide"]
 		self := ide
@@ -510,5 +511,17 @@ func TestMCPModernApprovals(t *testing.T) {
 		require.GreaterOrEqual(t, len(lines), 2, "%v", lines)
 		require.Contains(t, lines[0], "queued as call "+callID)
 		require.Contains(t, lines[1], a.ID)
+	})
+	t.Run("a lost announcement is caught by the process's one sweep", func(t *testing.T) {
+		id := task(t, "t9.pdf")
+		a := m.pendingOf(t, id)
+		require.Equal(t, "working", get(t, aliceSecret, id).result["status"], "cached and watched now")
+		// A change nobody announces (the worker's publish lost): only the sweep sees it.
+		_, err := m.Store.Pool.Exec(context.Background(), `UPDATE mcp_calls SET status = 'done', decision = 'allowed',
+			result = 'finished unannounced', updated_at = now(), finished_at = now() WHERE id = $1`, id)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return get(t, aliceSecret, id).result["status"] == "completed" }, 10*time.Second, 50*time.Millisecond)
+		_, err = m.Store.Pool.Exec(context.Background(), `UPDATE approvals SET status = 'cancelled' WHERE id = $1`, a.ID)
+		require.NoError(t, err)
 	})
 }

@@ -64,8 +64,9 @@ type Config struct {
 	// CallTimeout is how long a call waits for its outcome on top of the approval
 	// window. Default DefaultCallTimeout.
 	CallTimeout time.Duration `yaml:"call_timeout"`
-	// Poll is how often a waiting call re-reads its row when the events hub
-	// announced nothing (the safety net of a lost announcement). Default
+	// Poll is how often the process checks, in one query for all of them, the
+	// calls its clients wait on (and the tasks they poll), in case the events
+	// hub lost an announcement; only a call that changed is re-read. Default
 	// DefaultPoll.
 	Poll time.Duration `yaml:"poll"`
 	// MaxCallsInFlight caps one principal's MCP calls not yet done (queued,

@@ -87,6 +87,7 @@ type Server struct {
 	instructions map[string]string
 	tasks        taskCache
 	listeners    listChanged
+	sweeper      sweeper
 	// verifier checks JWT access tokens (mcp.oauth); nil without OAuth.
 	verifier *oauth.Verifier
 }
@@ -157,6 +158,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 	hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	defer stopSweep()
+	go s.sweep(sweepCtx)
 	select {
 	case err := <-errc:
 		return fmt.Errorf("mcp (api.mcp_addr=%s): %w", s.cfg.Addr, err)

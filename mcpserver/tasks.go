@@ -107,7 +107,8 @@ func (s *Server) watchTask(id string, e *cachedCall) error {
 		cancel()
 		return err
 	}
-	e.stop = func() { stop(); cancel() }
+	sweepWake, stopSweep, _ := s.sweeper.watch(id)
+	e.stop = func() { stop(); stopSweep(); cancel() }
 	go func() {
 		t := time.NewTicker(taskIdle / 2)
 		defer t.Stop()
@@ -118,6 +119,7 @@ func (s *Server) watchTask(id string, e *cachedCall) error {
 				return
 			case <-wake:
 			case <-endWake:
+			case <-sweepWake:
 			case <-t.C:
 				s.tasks.mu.Lock()
 				idle := time.Since(e.used) > taskIdle
@@ -318,8 +320,13 @@ func (s *Server) follow(ctx context.Context, call store.MCPCall, limit, every ti
 		s.d.Log.Warn("mcp wait: watch run end", "call", call.ID, "err", err)
 	}
 	defer stopEnd()
-	poll := time.NewTicker(s.cfg.Poll)
-	defer poll.Stop()
+	sweepWake, stopSweep, swept := s.sweeper.watch(call.ID)
+	defer stopSweep()
+	if !swept {
+		poll := time.NewTicker(s.cfg.Poll)
+		defer poll.Stop()
+		sweepWake = tickWake(ctx, poll.C)
+	}
 	var tick <-chan time.Time
 	if every > 0 {
 		t := time.NewTicker(every)
@@ -338,6 +345,7 @@ func (s *Server) follow(ctx context.Context, call store.MCPCall, limit, every ti
 				return cur, err
 			}
 			cur = c
+			s.sweeper.note(call.ID, c.UpdatedAt)
 			if cur.Status == store.MCPCallWaiting && !resumed && checkRun {
 				if run, rerr := s.d.Store.GetRun(ctx, call.RunID); rerr == nil && store.Terminal(run.Status) {
 					if qerr := s.d.Queue.MCPCall(ctx, queue.Route{Key: run.FairKey, Priority: run.Priority}, call.ID, "run-ended"); qerr != nil {
@@ -361,7 +369,7 @@ func (s *Server) follow(ctx context.Context, call store.MCPCall, limit, every ti
 			read = true
 		case <-endWake:
 			read, checkRun = true, true
-		case <-poll.C:
+		case <-sweepWake:
 			read, checkRun = true, true
 		case <-tick:
 			if step(cur, false) {
@@ -369,6 +377,25 @@ func (s *Server) follow(ctx context.Context, call store.MCPCall, limit, every ti
 			}
 		}
 	}
+}
+
+// tickWake turns a ticker into a wake channel.
+func tickWake(ctx context.Context, c <-chan time.Time) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-c:
+				select {
+				case out <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	return out
 }
 
 // window is how long a call may wait for its outcome: the approval window and

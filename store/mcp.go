@@ -288,3 +288,35 @@ func (s *Store) WithdrawMCPCall(ctx context.Context, id, by, reason string) (MCP
 	}
 	return out, ok, nil
 }
+
+// MCPCallState is what a waiting client's safety net reads of a call: when its
+// row last changed, and whether its run ended.
+type MCPCallState struct {
+	UpdatedAt   time.Time
+	RunTerminal bool
+}
+
+// MCPCallStates reads the states of many calls in one statement: an API
+// process checks every call its clients wait on with one query per
+// mcp.poll, however many there are. Unknown ids are absent.
+func (s *Store) MCPCallStates(ctx context.Context, ids []string) (map[string]MCPCallState, error) {
+	out := make(map[string]MCPCallState, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.db.Query(ctx, `SELECT m.id, m.updated_at, r.status = ANY($2)
+		FROM mcp_calls m JOIN runs r ON r.id = m.run_id WHERE m.id = ANY($1)`, ids, []string{RunCompleted, RunFailed, RunCancelled})
+	if err != nil {
+		return nil, fmt.Errorf("mcp call states (%d): %w", len(ids), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var st MCPCallState
+		if err := rows.Scan(&id, &st.UpdatedAt, &st.RunTerminal); err != nil {
+			return nil, fmt.Errorf("mcp call states: %w", err)
+		}
+		out[id] = st
+	}
+	return out, rows.Err()
+}

@@ -155,3 +155,72 @@ func TestMCPCallTransitions(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rows, 1, "outcome and audit row land together, once")
 }
+
+// A client withdraws a call no worker runs: the call is done (withdrawn), its
+// pending approval cancelled and the audit says so, once; a running or
+// finished call is not withdrawn.
+func TestWithdrawMCPCall(t *testing.T) {
+	t.Parallel()
+	st, run, call := setupMCP(t)
+	ctx := context.Background()
+	claimed, ok, err := st.ClaimMCPCall(ctx, call.ID, "tok", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, withdrawn, err := st.WithdrawMCPCall(ctx, call.ID, "alice (mcp client)", "tasks/cancel")
+	require.NoError(t, err)
+	require.False(t, withdrawn, "a running call finishes on its worker")
+
+	a, created, err := st.RequestApproval(ctx, store.Approval{ID: "apr_" + uuid.NewString()[:8], RunID: run.ID, SessionID: "m:" + call.ID,
+		CallID: call.ID, Team: "mcp:ide", Agent: "alice", Tool: claimed.Tool, Tier: "restricted", Args: json.RawMessage(`{"path":"a"}`)}, time.Minute)
+	require.NoError(t, err)
+	require.True(t, created)
+	ok, err = st.ReleaseMCPCall(ctx, call.ID, "tok", store.MCPCallWaiting, a.ID)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	out, withdrawn, err := st.WithdrawMCPCall(ctx, call.ID, "alice (mcp client)", "tasks/cancel")
+	require.NoError(t, err)
+	require.True(t, withdrawn)
+	require.Equal(t, store.MCPCallDone, out.Status)
+	require.Equal(t, store.MCPDecisionWithdrawn, out.Decision)
+	require.True(t, out.IsError)
+	closed, err := st.GetApproval(ctx, a.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.ApprovalCancelled, closed.Status)
+	require.Equal(t, "alice (mcp client)", closed.DecidedBy)
+	rows, err := st.RunAudit(ctx, run.ID, 10)
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.Equal(t, "denied", rows[0].Decision)
+	require.Equal(t, "approval", rows[0].DenyLayer)
+	require.Equal(t, "restricted", rows[0].Tier)
+	require.Contains(t, rows[0].DenyReason, "withdrawn by the MCP client (tasks/cancel)")
+
+	_, again, err := st.WithdrawMCPCall(ctx, call.ID, "alice (mcp client)", "again")
+	require.NoError(t, err)
+	require.False(t, again, "withdrawn once")
+	rows, err = st.RunAudit(ctx, run.ID, 10)
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+}
+
+// One statement reads the states of many calls: the row's version and whether
+// its run ended.
+func TestMCPCallStates(t *testing.T) {
+	t.Parallel()
+	st, run, call := setupMCP(t)
+	ctx := context.Background()
+	states, err := st.MCPCallStates(ctx, []string{call.ID, "mcp_missing"})
+	require.NoError(t, err)
+	require.Len(t, states, 1)
+	before := states[call.ID]
+	require.False(t, before.RunTerminal)
+	_, _, err = st.ClaimMCPCall(ctx, call.ID, "tok", time.Minute)
+	require.NoError(t, err)
+	_, _, err = st.FinishRun(ctx, run.ID, store.RunCancelled, "", "", "test")
+	require.NoError(t, err)
+	states, err = st.MCPCallStates(ctx, []string{call.ID})
+	require.NoError(t, err)
+	require.True(t, states[call.ID].RunTerminal)
+	require.True(t, states[call.ID].UpdatedAt.After(before.UpdatedAt))
+}
