@@ -12,6 +12,10 @@
 // notifications back. A profile with questions: true also serves the fleet's
 // own pending_questions and answer_question (questions.go): a client answers
 // the questions agents ask with ask_user, decided by security.Approvals.
+// Clients authenticate with the API's bearer tokens or, with mcp.oauth, with
+// JWT access tokens of an OAuth authorization server (auth.go, package oauth):
+// the listener is then an OAuth 2.1 resource server and serves its RFC 9728
+// metadata.
 package mcpserver
 
 import (
@@ -33,6 +37,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/api"
 	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/oauth"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
@@ -62,7 +67,10 @@ type Deps struct {
 	// Events announces a call's change of state to every process watching it (a
 	// call withdrawn by its client).
 	Events *events.Recorder
-	Log    *slog.Logger
+	// OAuthClient fetches the OAuth issuer's discovery document and keys
+	// (mcp.oauth); nil is a client with a 10 s timeout.
+	OAuthClient *http.Client
+	Log         *slog.Logger
 }
 
 // Server is the MCP endpoint.
@@ -80,6 +88,8 @@ type Server struct {
 	tasks        taskCache
 	listeners    listChanged
 	sweeper      sweeper
+	// verifier checks JWT access tokens (mcp.oauth); nil without OAuth.
+	verifier *oauth.Verifier
 }
 
 // catalogEntry is a served tool: a fleet tool (run by the workers) or one the
@@ -120,6 +130,13 @@ func New(cfg Config, d Deps) (*Server, error) {
 			roles[r] = true
 		}
 		s.tokens = append(s.tokens, token{t.Name, h, roles})
+	}
+	if cfg.OAuth.Enabled() {
+		v, err := oauth.New(cfg.OAuth, d.OAuthClient)
+		if err != nil {
+			return nil, fmt.Errorf("mcp.oauth: %w", err)
+		}
+		s.verifier = v
 	}
 	for name, p := range cfg.Profiles {
 		srv, team, err := s.buildProfile(name, p)
@@ -215,7 +232,6 @@ func (s *Server) buildProfile(name string, p Profile) (*mcp.Server, json.RawMess
 	return srv, raw, nil
 }
 
-// routes are the profile paths behind the token check.
 // addTool serves t on srv (the go-sdk's sessions) and lists it for the
 // stateless generation; local tools are answered by h in both.
 func (s *Server) addTool(profile string, srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandler, local bool) {
@@ -237,8 +253,16 @@ func (s *Server) entry(profile, name string) (catalogEntry, bool) {
 	return catalogEntry{}, false
 }
 
+// routes are the profile paths behind the token check and, with OAuth, the
+// protected resource metadata (unauthenticated: it is how a client learns
+// where to get a token).
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
+	var metadata http.Handler
+	if s.verifier != nil {
+		metadata = s.metadata()
+		mux.Handle("GET "+oauth.WellKnownPath, metadata)
+	}
 	names := make([]string, 0, len(s.servers))
 	for name := range s.servers {
 		names = append(names, name)
@@ -253,6 +277,12 @@ func (s *Server) routes() http.Handler {
 		mux.Handle("/mcp/"+name, guarded)
 		if len(names) == 1 {
 			mux.Handle("/mcp", guarded)
+		}
+		if metadata != nil {
+			mux.Handle("GET "+oauth.WellKnownPath+"/mcp/"+name, metadata)
+			if len(names) == 1 {
+				mux.Handle("GET "+oauth.WellKnownPath+"/mcp", metadata)
+			}
 		}
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
