@@ -186,11 +186,10 @@ func argSchema(spec *tools.Spec) (*jsonschema.Schema, error) {
 }
 
 // validateArgs checks a call's arguments against the tool's input schema before
-// anything is recorded, so a malformed call costs no run, approval or audit row,
-// and the client (a model, often) reads what to fix: "invalid arguments for
-// write_file: missing property \"path\"". Empty arguments are {}. The profile's
-// tool_defaults are not merged here: a caller whose profile defaults a required
-// argument merges them first.
+// anything is queued, so a malformed call costs no task or approval, and the
+// client (a model, often) reads what to fix: "invalid arguments for write_file:
+// missing property \"path\"" (submit audits the refusal). Empty arguments are
+// {}. The profile's tool_defaults are merged by the caller (withDefaults).
 func (s *Server) validateArgs(tool string, args json.RawMessage) error {
 	spec, ok := s.d.Registry.Spec(tool)
 	if !ok {

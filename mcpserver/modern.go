@@ -398,7 +398,7 @@ func (s *Server) awaitModern(q *mreq, call store.MCPCall, handle, decided string
 	}
 	switch {
 	case cur.Status == store.MCPCallDone:
-		q.replyCall(result(cur), handle)
+		q.replyCall(s.result(cur), handle)
 	case elicit:
 		s.replyInputRequired(q, cur)
 	default:
@@ -527,7 +527,7 @@ func (s *Server) decideInClient(ctx context.Context, principal string, cur store
 	switch {
 	case ans.Action == "cancel":
 		if out, ok := s.withdraw(cur.ID, principal, "the client's human cancelled the approval form"); ok {
-			return result(out)
+			return s.result(out)
 		}
 		return nil
 	case ans.Action == "accept" && ans.Content.Decision == "approve":

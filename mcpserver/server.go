@@ -330,6 +330,10 @@ func (s *Server) submit(ctx context.Context, profile string, p Profile, principa
 	if err != nil {
 		return store.MCPCall{}, nil, fmt.Errorf("mcp run: %w", err)
 	}
+	if verr := s.validateArgs(tool, withDefaults(p.ToolDefaults[tool], rawArgs)); verr != nil {
+		res, err := s.refuseArgs(ctx, run, key, principal, tool, verr)
+		return store.MCPCall{}, res, err
+	}
 	args := string(rawArgs)
 	if strings.TrimSpace(args) == "" {
 		args = "{}"
@@ -347,6 +351,55 @@ func (s *Server) submit(ctx context.Context, profile string, p Profile, principa
 		return store.MCPCall{}, nil, fmt.Errorf("queue mcp call %s: %w", call.ID, err)
 	}
 	return call, nil, nil
+}
+
+// refuseArgs answers a call whose arguments do not match the tool's input
+// schema (SEP-1303: a tool error the client's model reads and fixes, not a
+// protocol error). Nothing is queued and no approval is asked, but the attempt
+// is audited in the MCP run (layer arguments), as every refusal is; the
+// arguments are not stored: no gate masked them.
+func (s *Server) refuseArgs(ctx context.Context, run store.Run, key, principal, tool string, verr error) (*mcp.CallToolResult, error) {
+	id := "mcp_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	tier := ""
+	if spec, ok := s.d.Registry.Spec(tool); ok {
+		tier = spec.Tier.String()
+	}
+	row := store.AuditRow{CallKey: "m:" + id + ":" + id, At: time.Now(), RunID: run.ID, Team: store.MCPTemplatePrefix + baseProfile(key),
+		Agent: principal, Role: "mcp", Tool: tool, Tier: tier, Decision: "denied", DenyLayer: "arguments", DenyReason: verr.Error(),
+		Summary: tool + " refused: " + verr.Error()}
+	if err := s.d.Store.InsertAudit(ctx, []store.AuditRow{row}); err != nil {
+		return nil, fmt.Errorf("audit refused mcp call: %w", err)
+	}
+	res := refusal(verr.Error())
+	res.Meta = mcp.Meta{"aetherium/call_id": id, "aetherium/run_id": run.ID, "aetherium/decision": "denied",
+		"aetherium/layer": "arguments", "aetherium/reason": verr.Error()}
+	return res, nil
+}
+
+// withDefaults is a call's arguments with the profile's tool_defaults for the
+// tool merged under them, as the worker merges them: the schema judges what
+// will run. Arguments that are not a JSON object are left as they are (the
+// schema refuses them).
+func withDefaults(defaults map[string]any, args json.RawMessage) json.RawMessage {
+	if len(defaults) == 0 {
+		return args
+	}
+	var m map[string]any
+	if trimmed := strings.TrimSpace(string(args)); trimmed == "" || trimmed == "null" {
+		m = map[string]any{}
+	} else if json.Unmarshal(args, &m) != nil || m == nil {
+		return args
+	}
+	for k, v := range defaults {
+		if _, set := m[k]; !set {
+			m[k] = v
+		}
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return args
+	}
+	return out
 }
 
 // project resolves the profile's project for one call: its id when the calling
@@ -422,7 +475,7 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, p Profile, 
 	case err != nil:
 		return nil, err
 	}
-	return result(cur), nil
+	return s.result(cur), nil
 }
 
 // sessionElicits reports whether a session's client declared form elicitation.
@@ -464,18 +517,25 @@ func (s *Server) elicitSession(ctx context.Context, req *mcp.CallToolRequest, pr
 
 // result is a finished call as MCP sees it: a refusal or a tool error is a tool
 // result with isError (the text says "denied by <layer>: <reason>", as an agent
-// reads it), the gate's verdict in _meta.
-func result(c store.MCPCall) *mcp.CallToolResult {
+// reads it), the gate's verdict in _meta; a tool that declares a result schema
+// (its outputSchema) gives its result as structuredContent too.
+func (s *Server) result(c store.MCPCall) *mcp.CallToolResult {
 	text := c.Result
 	if text == "" && !c.IsError {
 		text = "ok"
 	}
-	return &mcp.CallToolResult{
+	res := &mcp.CallToolResult{
 		IsError: c.IsError,
 		Content: []mcp.Content{&mcp.TextContent{Text: text}},
 		Meta: mcp.Meta{"aetherium/call_id": c.ID, "aetherium/run_id": c.RunID, "aetherium/decision": c.Decision,
 			"aetherium/layer": c.DenyLayer, "aetherium/reason": c.DenyReason},
 	}
+	if spec, ok := s.d.Registry.Spec(c.Tool); ok {
+		if sc := structured(spec, c.IsError, c.Result); sc != nil {
+			res.StructuredContent = sc
+		}
+	}
+	return res
 }
 
 func refusal(msg string) *mcp.CallToolResult {
