@@ -124,8 +124,9 @@ type Config struct {
 	// take its defaults.
 	Memory memory.Config `yaml:"memory"`
 	// MCP is the MCP server's profiles and waits (profiles, call_timeout, poll,
-	// progress_every, session_timeout); its address is api.mcp_addr. See package
-	// mcpserver and docs/mcp.md. Default: no profiles, no listener.
+	// progress_every, session_timeout) and its OAuth resource server (oauth);
+	// its address is api.mcp_addr. See package mcpserver and docs/mcp.md.
+	// Default: no profiles, no listener.
 	MCP mcpserver.Config `yaml:"mcp"`
 }
 

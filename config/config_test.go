@@ -285,6 +285,10 @@ func TestLoadFromErrors(t *testing.T) {
 		{name: "mcp profile with an unknown role", file: "mcp:\n  profiles:\n    ide:\n      tools: [read_file]\n      call_role: god\n", want: []string{"mcp.profiles.ide.call_role", `"god"`}},
 		{name: "unknown mcp profile key", file: "mcp:\n  profiles:\n    ide:\n      tolls: [read_file]\n", want: []string{"tolls", "not found"}},
 		{name: "negative mcp wait", file: "mcp:\n  poll: -1s\n", want: []string{"mcp.poll"}},
+		{name: "mcp oauth with an unknown role", file: "mcp:\n  oauth:\n    issuer: https://id.example.com\n    scopes:\n      fleet:all: [root]\n",
+			want: []string{"mcp.oauth.scopes.fleet:all", `unknown role "root"`}},
+		{name: "mcp oauth over http", file: "mcp:\n  oauth:\n    issuer: http://id.example.com\n    scopes: {fleet:read: [read]}\n", want: []string{"mcp.oauth.issuer", "want https"}},
+		{name: "mcp oauth key misspelt", file: "mcp:\n  oauth:\n    isuer: https://id.example.com\n", want: []string{"isuer", "not found"}},
 		{name: "non-integer concurrency", env: map[string]string{"AETHERIUM_WORKER_CONCURRENCY": "lots"}, want: []string{"AETHERIUM_WORKER_CONCURRENCY", `"lots"`, "not an integer"}},
 		{name: "non-integer body limit", env: map[string]string{"AETHERIUM_API_BODY_LIMIT": "1MB"}, want: []string{"AETHERIUM_API_BODY_LIMIT", "not an integer"}},
 		{name: "zero body limit in file", file: "api:\n  body_limit: 0\n", want: []string{"api.body_limit (AETHERIUM_API_BODY_LIMIT)", "must be positive"}},
@@ -479,6 +483,18 @@ func TestLoadMCPProfiles(t *testing.T) {
 			}
 		})
 	}
+	t.Run("oauth", func(t *testing.T) {
+		t.Parallel()
+		cfg, err := config.LoadFrom(writeFile(t, "mcp:\n  profiles:\n    ide:\n      tools: [read_file]\n  oauth:\n    issuer: https://id.example.com\n"+
+			"    scopes:\n      fleet:call: [submit, read]\n    principal_claim: email\n    leeway: 1m\n"), envOf(nil))
+		require.NoError(t, err)
+		o := cfg.MCPConfig().OAuth
+		require.Equal(t, "https://id.example.com", o.Issuer)
+		require.Equal(t, map[string][]string{"fleet:call": {"submit", "read"}}, o.Scopes)
+		require.Equal(t, "email", o.PrincipalClaim)
+		require.Equal(t, time.Minute, o.Leeway)
+		require.Equal(t, "http://"+mcpserver.DefaultAddr+"/mcp", o.Resource, "the loopback listener's URL")
+	})
 	t.Run("a project without its owner", func(t *testing.T) {
 		t.Parallel()
 		_, err := config.LoadFrom(writeFile(t, "mcp:\n  profiles:\n    ide:\n      tools: [read_file]\n      project: site\n"), envOf(nil))

@@ -256,6 +256,29 @@ func TestMCPModernEnvelope(t *testing.T) {
 		}
 		require.Equal(t, 1, n)
 	})
+	t.Run("invalid arguments are a tool error, audited, and queue nothing", func(t *testing.T) {
+		r := m.modern(t, aliceSecret, "tools/call", "write_file", map[string]any{"name": "write_file",
+			"arguments": map[string]any{"content": 3}}, nil)
+		require.Equal(t, http.StatusOK, r.status, "%v", r.err)
+		require.Equal(t, true, r.result["isError"])
+		require.Contains(t, resultText(r.result), "invalid arguments for write_file")
+		meta := r.result["_meta"].(map[string]any)
+		require.Equal(t, "arguments", meta["aetherium/layer"])
+		var calls int
+		require.NoError(t, m.Store.Pool.QueryRow(context.Background(), `SELECT count(*) FROM mcp_calls WHERE id = $1`, meta["aetherium/call_id"]).Scan(&calls))
+		require.Zero(t, calls, "nothing was queued")
+		rows, err := m.Store.RunAudit(context.Background(), meta["aetherium/run_id"].(string), 1000)
+		require.NoError(t, err)
+		found := false
+		for _, row := range rows {
+			if row.CallKey == "m:"+meta["aetherium/call_id"].(string)+":"+meta["aetherium/call_id"].(string) {
+				require.Equal(t, "denied", row.Decision)
+				require.Equal(t, "arguments", row.DenyLayer)
+				found = true
+			}
+		}
+		require.True(t, found, "the refusal is audited")
+	})
 	t.Run("a new session handle is a run of its own", func(t *testing.T) {
 		r := m.modern(t, aliceSecret, "tools/call", "todo", map[string]any{"name": "todo",
 			"arguments": map[string]any{"action": "write", "items": []string{"apart"}}, "_meta": map[string]any{"aetherium/session": "new"}}, nil)

@@ -302,7 +302,7 @@ func TestMCPCallsPassTheGate(t *testing.T) {
 		{"refused by a rule", "write_file", map[string]any{"path": "secrets/key.txt", "content": "x"}, "denied", "rules", "denied by rules: secrets/ is off limits"},
 		{"path traversal", "read_file", map[string]any{"path": "../../../etc/passwd"}, "error", "", "path escapes the workspace"},
 		{"absolute path", "write_file", map[string]any{"path": "/etc/cron.d/x", "content": "x"}, "error", "", "path escapes the workspace"},
-		{"malformed arguments", "write_file", map[string]any{"path": 42, "content": []int{1}}, "error", "", "write_file"},
+		{"malformed arguments", "write_file", map[string]any{"path": 42, "content": []int{1}}, "denied", "arguments", "invalid arguments for write_file"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			res := m.call(t, cs, c.tool, c.args)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/api"
 	"github.com/aetherium-engine/aetherium/internal/defaults"
+	"github.com/aetherium-engine/aetherium/oauth"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -87,6 +88,14 @@ type Config struct {
 	// listener's own whose requests are served: a request with any other Origin
 	// header is refused (403) before authentication, against DNS rebinding.
 	AllowedOrigins []string `yaml:"allowed_origins"`
+	// OAuth makes the listener an OAuth 2.1 resource server (docs/mcp.md): a
+	// bearer that is no api.tokens token is verified as a JWT access token of
+	// the issuer, its principal the principal_claim, its roles those of its
+	// scopes. The resource (the audience tokens must carry) defaults to
+	// http://<api.mcp_addr>/mcp on a loopback address and is required elsewhere
+	// (behind a proxy only the operator knows the public URL). Off without an
+	// issuer.
+	OAuth oauth.Config `yaml:"oauth"`
 }
 
 // Profile is one served catalog: a team node (its mcp_servers and tools build
@@ -152,6 +161,10 @@ func (c Config) WithDefaults() Config {
 		profiles[name] = p
 	}
 	c.Profiles = profiles
+	c.OAuth = c.OAuth.WithDefaults()
+	if c.OAuth.Enabled() && c.OAuth.Resource == "" && api.IsLoopback(c.Addr) {
+		c.OAuth.Resource = "http://" + c.Addr + "/mcp"
+	}
 	return c
 }
 
@@ -204,9 +217,7 @@ func (c Config) Validate() error {
 			}
 		}
 		for _, r := range []struct{ k, v string }{{"list_role", p.ListRole}, {"call_role", p.CallRole}} {
-			switch r.v {
-			case "", api.RoleRead, api.RoleSubmit, api.RoleReadAll, api.RoleApprove, api.RoleAdmin:
-			default:
+			if r.v != "" && !knownRole(r.v) {
 				errs = append(errs, fmt.Errorf("%s.%s: unknown role %q", key, r.k, r.v))
 			}
 		}
@@ -223,14 +234,65 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s.egress.private: want deny or allow, got %q", key, p.Egress.Private))
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, c.validateOAuth()...)...)
+}
+
+// validateOAuth names the keys of mcp.oauth's problems, and checks what the
+// oauth package cannot know: the fleet's roles, and where the listener is.
+func (c Config) validateOAuth() []error {
+	const key = "mcp.oauth"
+	var errs []error
+	if err := c.OAuth.Validate(); err != nil {
+		for _, e := range unjoin(err) {
+			if fe, ok := errors.AsType[*oauth.FieldError](e); ok {
+				errs = append(errs, fmt.Errorf("%s.%s: %w", key, fe.Key, fe.Err))
+			} else {
+				errs = append(errs, fmt.Errorf("%s: %w", key, e))
+			}
+		}
+	}
+	if !c.OAuth.Enabled() {
+		return errs
+	}
+	if c.OAuth.Resource == "" && !api.IsLoopback(c.Addr) {
+		errs = append(errs, fmt.Errorf("%s.resource: required when api.mcp_addr is not a loopback address: the audience tokens must carry is the URL clients reach the listener at", key))
+	}
+	scopes := make([]string, 0, len(c.OAuth.Scopes))
+	for s := range c.OAuth.Scopes {
+		scopes = append(scopes, s)
+	}
+	sort.Strings(scopes)
+	for _, s := range scopes {
+		for _, r := range c.OAuth.Scopes[s] {
+			if !knownRole(r) {
+				errs = append(errs, fmt.Errorf("%s.scopes.%s: unknown role %q", key, s, r))
+			}
+		}
+	}
+	return errs
+}
+
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+func knownRole(r string) bool {
+	switch r {
+	case api.RoleRead, api.RoleSubmit, api.RoleReadAll, api.RoleApprove, api.RoleAdmin:
+		return true
+	}
+	return false
 }
 
 // CheckAuth refuses an MCP listener reachable beyond loopback without tokens,
 // the API's rule (api.Config.CheckAuth): every profile call can write files.
+// mcp.oauth counts as authentication: every request then needs a token.
 func (c Config) CheckAuth(a api.Config) error {
-	if !c.Enabled() || len(a.Tokens) > 0 || a.InsecureNoAuth || api.IsLoopback(c.Addr) {
+	if !c.Enabled() || len(a.Tokens) > 0 || c.OAuth.Enabled() || a.InsecureNoAuth || api.IsLoopback(c.Addr) {
 		return nil
 	}
-	return fmt.Errorf("api.mcp_addr %s is not loopback and api.tokens is empty: configure bearer tokens, or pass --insecure-no-auth if an authenticating proxy guards it", c.Addr)
+	return fmt.Errorf("api.mcp_addr %s is not loopback and neither api.tokens nor mcp.oauth is configured: configure bearer tokens or an OAuth issuer, or pass --insecure-no-auth if an authenticating proxy guards it", c.Addr)
 }

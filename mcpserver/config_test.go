@@ -11,6 +11,7 @@ import (
 	"github.com/aetherium-engine/aetherium/internal/testdb"
 
 	"github.com/aetherium-engine/aetherium/mcpserver"
+	"github.com/aetherium-engine/aetherium/oauth"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/toolbox"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -48,6 +49,7 @@ func TestConfigEnabledAndCheckAuth(t *testing.T) {
 		{name: "open without tokens", cfg: mcpserver.Config{Addr: "0.0.0.0:8081", Profiles: one}, enabled: true, authErr: "api.mcp_addr 0.0.0.0:8081 is not loopback"},
 		{name: "open with tokens", cfg: mcpserver.Config{Addr: "0.0.0.0:8081", Profiles: one}, api: api.Config{Tokens: token}, enabled: true},
 		{name: "open behind a proxy", cfg: mcpserver.Config{Addr: "0.0.0.0:8081", Profiles: one}, api: api.Config{InsecureNoAuth: true}, enabled: true},
+		{name: "open with oauth", cfg: mcpserver.Config{Addr: "0.0.0.0:8081", Profiles: one, OAuth: oauth.Config{Issuer: "https://id.example.com"}}, enabled: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -102,4 +104,43 @@ func TestNewRefusesProfilesTheCatalogCannotServe(t *testing.T) {
 		_, err := mcpserver.New(mcpserver.Config{Profiles: map[string]mcpserver.Profile{"ide": profile("read_file")}}, mcpserver.Deps{Registry: reg})
 		require.ErrorContains(t, err, "no events hub")
 	})
+}
+
+func TestConfigValidateOAuth(t *testing.T) {
+	t.Parallel()
+	one := map[string]mcpserver.Profile{"ide": profile("read_file")}
+	good := oauth.Config{Issuer: "https://id.example.com", Resource: "https://fleet.example.com/mcp", Scopes: map[string][]string{"fleet:call": {api.RoleSubmit, api.RoleRead}}}
+	for _, c := range []struct {
+		name string
+		addr string
+		mod  func(o *oauth.Config)
+		want []string
+	}{
+		{name: "valid", addr: "0.0.0.0:8081", mod: func(*oauth.Config) {}},
+		{name: "off", addr: "0.0.0.0:8081", mod: func(o *oauth.Config) { *o = oauth.Config{} }},
+		{name: "the resource defaults on loopback", addr: "127.0.0.1:8081", mod: func(o *oauth.Config) { o.Resource = "" }},
+		{name: "no resource beyond loopback", addr: "0.0.0.0:8081", mod: func(o *oauth.Config) { o.Resource = "" }, want: []string{"mcp.oauth.resource: required when api.mcp_addr is not a loopback address"}},
+		{name: "an unknown role", addr: "0.0.0.0:8081", mod: func(o *oauth.Config) { o.Scopes = map[string][]string{"fleet:all": {"root"}} }, want: []string{`mcp.oauth.scopes.fleet:all: unknown role "root"`}},
+		{name: "the package's own checks, by key", addr: "0.0.0.0:8081", mod: func(o *oauth.Config) { o.Issuer = "http://id.example.com"; o.Scopes = nil },
+			want: []string{"mcp.oauth.issuer: want https", "mcp.oauth.scopes: required"}},
+		{name: "keys without an issuer", addr: "0.0.0.0:8081", mod: func(o *oauth.Config) { o.Issuer = "" }, want: []string{"mcp.oauth.issuer: required"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			o := good
+			c.mod(&o)
+			cfg := mcpserver.Config{Addr: c.addr, Profiles: one, OAuth: o}
+			err := cfg.WithDefaults().Validate()
+			if len(c.want) == 0 {
+				require.NoError(t, err)
+				return
+			}
+			for _, w := range c.want {
+				require.ErrorContains(t, err, w)
+			}
+		})
+	}
+	d := mcpserver.Config{Addr: "127.0.0.1:8081", OAuth: oauth.Config{Issuer: "https://id.example.com"}}.WithDefaults()
+	require.Equal(t, "http://127.0.0.1:8081/mcp", d.OAuth.Resource)
+	require.Equal(t, oauth.DefaultLeeway, d.OAuth.Leeway)
 }

@@ -107,7 +107,7 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, name string
 			TaskID string `json:"taskId"`
 		}
 		_ = json.Unmarshal(msg.Params, &named)
-		want := map[string]string{"tools/call": named.Name, "tasks/get": named.TaskID, "tasks/update": named.TaskID, "tasks/cancel": named.TaskID}
+		want := map[string]string{"tools/call": named.Name} // the contract and mcp-go (mcp.ExtractHeaderName) name only tools/call; tasks/* carry no Mcp-Name
 		if v, ok := want[msg.Method]; ok {
 			if hn, _ := decodeHeader(r.Header.Get("Mcp-Name")); hn != v {
 				q.fail(codeHeaderMismatch, fmt.Sprintf("the Mcp-Name header %q does not match the request's %q", hn, v), nil)
@@ -398,7 +398,7 @@ func (s *Server) awaitModern(q *mreq, call store.MCPCall, handle, decided string
 	}
 	switch {
 	case cur.Status == store.MCPCallDone:
-		q.replyCall(result(cur), handle)
+		q.replyCall(s.result(cur), handle)
 	case elicit:
 		s.replyInputRequired(q, cur)
 	default:
@@ -527,7 +527,7 @@ func (s *Server) decideInClient(ctx context.Context, principal string, cur store
 	switch {
 	case ans.Action == "cancel":
 		if out, ok := s.withdraw(cur.ID, principal, "the client's human cancelled the approval form"); ok {
-			return result(out)
+			return s.result(out)
 		}
 		return nil
 	case ans.Action == "accept" && ans.Content.Decision == "approve":

@@ -45,13 +45,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // connect opens an MCP session on a profile with the SDK's own client.
 func connect(t *testing.T, f *fleettest.Fleet, profile, secret string) *mcp.ClientSession {
 	t.Helper()
-	client := mcp.NewClient(&mcp.Implementation{Name: "aetherium-test", Version: "1"}, nil)
-	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
-		Endpoint: f.MCPURL + "/mcp/" + profile, HTTPClient: &http.Client{Transport: bearer{secret, http.DefaultTransport}}, MaxRetries: 1,
-	}, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cs.Close() })
-	return cs
+	return connectURL(t, f.MCPURL+"/mcp/"+profile, secret)
 }
 
 func callTool(t *testing.T, cs *mcp.ClientSession, tool string, args any) (string, bool) {

@@ -12,6 +12,10 @@
 // notifications back. A profile with questions: true also serves the fleet's
 // own pending_questions and answer_question (questions.go): a client answers
 // the questions agents ask with ask_user, decided by security.Approvals.
+// Clients authenticate with the API's bearer tokens or, with mcp.oauth, with
+// JWT access tokens of an OAuth authorization server (auth.go, package oauth):
+// the listener is then an OAuth 2.1 resource server and serves its RFC 9728
+// metadata.
 package mcpserver
 
 import (
@@ -33,6 +37,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/api"
 	"github.com/aetherium-engine/aetherium/events"
+	"github.com/aetherium-engine/aetherium/oauth"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
@@ -62,7 +67,10 @@ type Deps struct {
 	// Events announces a call's change of state to every process watching it (a
 	// call withdrawn by its client).
 	Events *events.Recorder
-	Log    *slog.Logger
+	// OAuthClient fetches the OAuth issuer's discovery document and keys
+	// (mcp.oauth); nil is a client with a 10 s timeout.
+	OAuthClient *http.Client
+	Log         *slog.Logger
 }
 
 // Server is the MCP endpoint.
@@ -80,6 +88,8 @@ type Server struct {
 	tasks        taskCache
 	listeners    listChanged
 	sweeper      sweeper
+	// verifier checks JWT access tokens (mcp.oauth); nil without OAuth.
+	verifier *oauth.Verifier
 }
 
 // catalogEntry is a served tool: a fleet tool (run by the workers) or one the
@@ -120,6 +130,13 @@ func New(cfg Config, d Deps) (*Server, error) {
 			roles[r] = true
 		}
 		s.tokens = append(s.tokens, token{t.Name, h, roles})
+	}
+	if cfg.OAuth.Enabled() {
+		v, err := oauth.New(cfg.OAuth, d.OAuthClient)
+		if err != nil {
+			return nil, fmt.Errorf("mcp.oauth: %w", err)
+		}
+		s.verifier = v
 	}
 	for name, p := range cfg.Profiles {
 		srv, team, err := s.buildProfile(name, p)
@@ -198,8 +215,11 @@ func (s *Server) buildProfile(name string, p Profile) (*mcp.Server, json.RawMess
 		if err := json.Unmarshal(def.Parameters, &schema); err != nil || schema["type"] != "object" {
 			return nil, nil, fmt.Errorf("%s: tool %s has no object schema", key, def.Name)
 		}
-		t := &mcp.Tool{Name: def.Name, Description: def.Description, InputSchema: schema,
-			Meta: mcp.Meta{"aetherium/tier": spec.Tier.String(), "aetherium/group": spec.Group}}
+		meta, err := describe(spec)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", key, err)
+		}
+		t := meta.sdkTool()
 		s.addTool(name, srv, t, s.callTool(name, p, raw), false)
 	}
 	if p.Questions {
@@ -212,7 +232,6 @@ func (s *Server) buildProfile(name string, p Profile) (*mcp.Server, json.RawMess
 	return srv, raw, nil
 }
 
-// routes are the profile paths behind the token check.
 // addTool serves t on srv (the go-sdk's sessions) and lists it for the
 // stateless generation; local tools are answered by h in both.
 func (s *Server) addTool(profile string, srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandler, local bool) {
@@ -234,8 +253,16 @@ func (s *Server) entry(profile, name string) (catalogEntry, bool) {
 	return catalogEntry{}, false
 }
 
+// routes are the profile paths behind the token check and, with OAuth, the
+// protected resource metadata (unauthenticated: it is how a client learns
+// where to get a token).
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
+	var metadata http.Handler
+	if s.verifier != nil {
+		metadata = s.metadata()
+		mux.Handle("GET "+oauth.WellKnownPath, metadata)
+	}
 	names := make([]string, 0, len(s.servers))
 	for name := range s.servers {
 		names = append(names, name)
@@ -250,6 +277,12 @@ func (s *Server) routes() http.Handler {
 		mux.Handle("/mcp/"+name, guarded)
 		if len(names) == 1 {
 			mux.Handle("/mcp", guarded)
+		}
+		if metadata != nil {
+			mux.Handle("GET "+oauth.WellKnownPath+"/mcp/"+name, metadata)
+			if len(names) == 1 {
+				mux.Handle("GET "+oauth.WellKnownPath+"/mcp", metadata)
+			}
 		}
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -297,6 +330,10 @@ func (s *Server) submit(ctx context.Context, profile string, p Profile, principa
 	if err != nil {
 		return store.MCPCall{}, nil, fmt.Errorf("mcp run: %w", err)
 	}
+	if verr := s.validateArgs(tool, withDefaults(p.ToolDefaults[tool], rawArgs)); verr != nil {
+		res, err := s.refuseArgs(ctx, run, key, principal, tool, verr)
+		return store.MCPCall{}, res, err
+	}
 	args := string(rawArgs)
 	if strings.TrimSpace(args) == "" {
 		args = "{}"
@@ -314,6 +351,55 @@ func (s *Server) submit(ctx context.Context, profile string, p Profile, principa
 		return store.MCPCall{}, nil, fmt.Errorf("queue mcp call %s: %w", call.ID, err)
 	}
 	return call, nil, nil
+}
+
+// refuseArgs answers a call whose arguments do not match the tool's input
+// schema (SEP-1303: a tool error the client's model reads and fixes, not a
+// protocol error). Nothing is queued and no approval is asked, but the attempt
+// is audited in the MCP run (layer arguments), as every refusal is; the
+// arguments are not stored: no gate masked them.
+func (s *Server) refuseArgs(ctx context.Context, run store.Run, key, principal, tool string, verr error) (*mcp.CallToolResult, error) {
+	id := "mcp_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	tier := ""
+	if spec, ok := s.d.Registry.Spec(tool); ok {
+		tier = spec.Tier.String()
+	}
+	row := store.AuditRow{CallKey: "m:" + id + ":" + id, At: time.Now(), RunID: run.ID, Team: store.MCPTemplatePrefix + baseProfile(key),
+		Agent: principal, Role: "mcp", Tool: tool, Tier: tier, Decision: "denied", DenyLayer: "arguments", DenyReason: verr.Error(),
+		Summary: tool + " refused: " + verr.Error()}
+	if err := s.d.Store.InsertAudit(ctx, []store.AuditRow{row}); err != nil {
+		return nil, fmt.Errorf("audit refused mcp call: %w", err)
+	}
+	res := refusal(verr.Error())
+	res.Meta = mcp.Meta{"aetherium/call_id": id, "aetherium/run_id": run.ID, "aetherium/decision": "denied",
+		"aetherium/layer": "arguments", "aetherium/reason": verr.Error()}
+	return res, nil
+}
+
+// withDefaults is a call's arguments with the profile's tool_defaults for the
+// tool merged under them, as the worker merges them: the schema judges what
+// will run. Arguments that are not a JSON object are left as they are (the
+// schema refuses them).
+func withDefaults(defaults map[string]any, args json.RawMessage) json.RawMessage {
+	if len(defaults) == 0 {
+		return args
+	}
+	var m map[string]any
+	if trimmed := strings.TrimSpace(string(args)); trimmed == "" || trimmed == "null" {
+		m = map[string]any{}
+	} else if json.Unmarshal(args, &m) != nil || m == nil {
+		return args
+	}
+	for k, v := range defaults {
+		if _, set := m[k]; !set {
+			m[k] = v
+		}
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return args
+	}
+	return out
 }
 
 // project resolves the profile's project for one call: its id when the calling
@@ -389,7 +475,7 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, p Profile, 
 	case err != nil:
 		return nil, err
 	}
-	return result(cur), nil
+	return s.result(cur), nil
 }
 
 // sessionElicits reports whether a session's client declared form elicitation.
@@ -431,18 +517,25 @@ func (s *Server) elicitSession(ctx context.Context, req *mcp.CallToolRequest, pr
 
 // result is a finished call as MCP sees it: a refusal or a tool error is a tool
 // result with isError (the text says "denied by <layer>: <reason>", as an agent
-// reads it), the gate's verdict in _meta.
-func result(c store.MCPCall) *mcp.CallToolResult {
+// reads it), the gate's verdict in _meta; a tool that declares a result schema
+// (its outputSchema) gives its result as structuredContent too.
+func (s *Server) result(c store.MCPCall) *mcp.CallToolResult {
 	text := c.Result
 	if text == "" && !c.IsError {
 		text = "ok"
 	}
-	return &mcp.CallToolResult{
+	res := &mcp.CallToolResult{
 		IsError: c.IsError,
 		Content: []mcp.Content{&mcp.TextContent{Text: text}},
 		Meta: mcp.Meta{"aetherium/call_id": c.ID, "aetherium/run_id": c.RunID, "aetherium/decision": c.Decision,
 			"aetherium/layer": c.DenyLayer, "aetherium/reason": c.DenyReason},
 	}
+	if spec, ok := s.d.Registry.Spec(c.Tool); ok {
+		if sc := structured(spec, c.IsError, c.Result); sc != nil {
+			res.StructuredContent = sc
+		}
+	}
+	return res
 }
 
 func refusal(msg string) *mcp.CallToolResult {

@@ -203,7 +203,7 @@ func (s *Server) taskView(ctx context.Context, c store.MCPCall, caps clientCaps,
 		}
 		v["inputRequests"], v["statusMessage"] = form, "waits for your decision on approval "+c.ApprovalID
 	case "completed":
-		v["result"] = callResult(result(c))
+		v["result"] = callResult(s.result(c))
 	case "cancelled":
 		v["statusMessage"] = c.Result
 	}
@@ -217,6 +217,11 @@ func (q *mreq) replyTask(c store.MCPCall) {
 	v["resultType"] = "task"
 	delete(v, "result")
 	delete(v, "inputRequests")
+	// Beyond the extension's shape: a client that reads every tools/call answer
+	// as a CallToolResult (mcp-go v1.6.0 requires content) still shows what
+	// happened, and finds the task's id where the 2025 tasks put it.
+	v["content"] = []map[string]any{{"type": "text", "text": fmt.Sprintf("%s continues as task %s: %s; poll tasks/get", c.Tool, c.ID, v["statusMessage"])}}
+	v["_meta"] = map[string]any{"io.modelcontextprotocol/related-task": map[string]any{"taskId": c.ID}}
 	q.reply(v)
 }
 

@@ -218,6 +218,12 @@ type Spec struct {
 	LoopbackInSandbox bool
 	// Idempotent marks tools safe to re-run after a crash.
 	Idempotent bool
+	// ReadOnly marks a tool that changes nothing: not the workspace, not the
+	// run's state, not a remote service or device (see ReadOnly).
+	ReadOnly bool
+	// Output is the JSON schema of a successful call's result, for a tool whose
+	// result is always one JSON object (see Returns); nil for text results.
+	Output json.RawMessage
 	// Escalate, when set, says why a call needs a human approval although its
 	// tier does not ("" when it does not): see Escalates.
 	Escalate func(args json.RawMessage) string
@@ -335,6 +341,27 @@ func (q Question) Accepts(answer string) string {
 
 // Idempotent flags a tool as safe to re-run.
 func Idempotent() Option { return func(s *Spec) { s.Idempotent = true } }
+
+// ReadOnly flags a tool that only reads: it writes no file, changes no plan, no
+// remote service and no device. Outside clients are told so (the MCP server's
+// readOnlyHint), so the flag must hold for every call of the tool, whatever its
+// arguments: a tool that reads or writes depending on them is not read-only.
+func ReadOnly() Option { return func(s *Spec) { s.ReadOnly = true } }
+
+// Returns declares that a successful call's result is always one JSON object of
+// type R (the tool answers with JSON(r)): its reflected schema is the tool's
+// output schema, which the MCP server lists (outputSchema) and by which a client
+// may read the result as structured content. Declare it only where no success
+// path answers anything else.
+func Returns[R any]() Option {
+	sch := reflector.Reflect(new(R))
+	sch.Version, sch.ID = "", ""
+	raw, err := json.Marshal(sch)
+	if err != nil {
+		panic(fmt.Sprintf("tools: result schema of %T: %v", *new(R), err))
+	}
+	return func(s *Spec) { s.Output = raw }
+}
 
 // Registry holds the registered tools.
 type Registry struct {

@@ -180,6 +180,21 @@ var rules = []rule{
 		},
 	},
 	{
+		// The resource server's token check (issue 50): the MCP listener uses
+		// it, and the API may; it knows no role, principal store or route of the
+		// fleet (its callers decide what a role allows), so it stands on the
+		// standard library, go-jose and the leaves, and its tests on its own
+		// OpenID provider (oauth/oauthtest, which imports nothing of the module).
+		name:  "oauth imports no package of the module, tests included (the token check is a floor below the listeners)",
+		tests: true,
+		forbids: func(from pkg, to string) bool {
+			if from.Path != "oauth" && from.Path != "oauth/oauthtest" {
+				return false
+			}
+			return to != "oauth" && to != "oauth/oauthtest" && !leaves[to]
+		},
+	},
+	{
 		name: "egressproxy imports neither store nor queue (it records through an interface)",
 		forbids: func(from pkg, to string) bool {
 			return from.Path == "egressproxy" && (to == "store" || to == "queue")
@@ -406,6 +421,16 @@ func TestImportRulesCatchViolations(t *testing.T) {
 			want: []string{
 				`tools -> toolbox breaks "the router core (tools) imports no toolbox package"`,
 				`tools -> toolbox/workspace breaks "the router core (tools) imports no toolbox package"`,
+			}},
+		{name: "the token check and its provider stand alone", pkgs: with(
+			pkg{Path: "oauth", Name: "oauth", Imports: []string{"internal/defaults"}, TestImports: []string{"oauth", "oauth/oauthtest"}},
+			pkg{Path: "oauth/oauthtest", Name: "oauthtest"})},
+		{name: "the token check learns the fleet's roles", pkgs: with(
+			pkg{Path: "oauth", Name: "oauth", Imports: []string{"api"}, TestImports: []string{"fleettest"}}),
+			want: []string{
+				`oauth -> api breaks "oauth imports no package of the module, tests included (the token check is a floor below the listeners)"`,
+				`oauth -> fleettest (in its tests) breaks "oauth imports no package of the module, tests included (the token check is a floor below the listeners)"`,
+				`oauth -> fleettest (in its tests) breaks "only tests that start a fleet import fleettest (a database, Redis or a logger come from internal/testdb and internal/testlog)"`,
 			}},
 		{name: "the sandboxes' proxy links the store", pkgs: with(pkg{Path: "egressproxy", Name: "egressproxy", Imports: []string{"egress", "store"}}),
 			want: []string{`egressproxy -> store breaks "egressproxy imports neither store nor queue (it records through an interface)"`}},

@@ -71,7 +71,7 @@ func Register(reg *tools.Registry, d Deps, cfg Config) {
 	tools.Register(reg, "tts_render", "Speak a workspace script into one MP3. Speaker lines may be written as `NAME: words`, `**NAME:** words`, `[NAME]` or `**Name:**` on its own line with the words below; stage directions, headings and blank lines are not spoken. cast maps a speaker to a reference clip in the workspace (e.g. voices/host.wav) or to `design: <description of the voice>`; speakers left out get distinct default voices. Returns the MP3's path, duration and each speaker's voice and word count.",
 		s.render, tools.WritesPath("out", ""), tools.InGroup("audio"))
 	tools.Register(reg, "tts_status", "Whether the voice service is up, which backend speaks, its voices, and the designed voices cached in the workspace.",
-		s.status, tools.Idempotent(), tools.InGroup("audio"))
+		s.status, tools.ReadOnly(), tools.Idempotent(), tools.InGroup("audio"))
 }
 
 // backend is the configured voice backend for one call.

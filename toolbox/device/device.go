@@ -46,13 +46,13 @@ func Register(reg *tools.Registry, d *hw.Driver) {
 		"Read the Steam Frame headset's state without changing anything: reachable and paired, Android container up, adb connected, the installed build (version name/code) and how many saves it has.",
 		handler(d, "frame_status", func(ctx context.Context, c hw.Caller, ws string, a StatusArgs) (hw.Status, error) {
 			return d.Status(ctx, c, ws, strings.TrimSpace(a.Package))
-		}), tools.Idempotent(), tools.InGroup("device"), tools.AlwaysHuman())
+		}), tools.Returns[hw.Status](), tools.ReadOnly(), tools.Idempotent(), tools.InGroup("device"), tools.AlwaysHuman())
 
 	tools.Register(reg, "frame_install",
 		"Install an APK from the workspace on the Steam Frame headset (validated first: a zip with AndroidManifest.xml, arm64-v8a native code or none, size-limited). Starts the Android container and reconnects adb when needed, and restores the app's saves after a container restart. Needs human approval.",
 		handler(d, "frame_install", func(ctx context.Context, c hw.Caller, ws string, a InstallArgs) (hw.InstallResult, error) {
 			return d.Install(ctx, c, ws, a.APK, strings.TrimSpace(a.Package))
-		}), tools.InGroup("device"), tools.WithTier(tools.Restricted), tools.AlwaysHuman())
+		}), tools.Returns[hw.InstallResult](), tools.InGroup("device"), tools.WithTier(tools.Restricted), tools.AlwaysHuman())
 
 	tools.Register(reg, "frame_run",
 		"Run the installed app with someone wearing the headset: capture the view every few seconds, wait until the wearer exits (or max_seconds), then bring back the log, the performance recording, the saves and a contact sheet under .frame/, with how the run ended (exited, crashed, timed_out) and the frame rate against the 72 fps bar. Needs human approval.",
@@ -67,13 +67,13 @@ func Register(reg *tools.Registry, d *hw.Driver) {
 				return hw.RunResult{}, err
 			}
 			return d.Run(ctx, c, ws, hw.RunOptions{Package: strings.TrimSpace(a.Package), MaxDuration: maxDur, CaptureInterval: every})
-		}), tools.InGroup("device"), tools.WithTier(tools.Restricted), tools.AlwaysHuman())
+		}), tools.Returns[hw.RunResult](), tools.InGroup("device"), tools.WithTier(tools.Restricted), tools.AlwaysHuman())
 
 	tools.Register(reg, "frame_grab",
 		"Save one picture of what the Steam Frame headset shows right now under .frame/grabs/. Needs human approval.",
 		handler(d, "frame_grab", func(ctx context.Context, c hw.Caller, ws string, _ GrabArgs) (hw.GrabResult, error) {
 			return d.Grab(ctx, c, ws)
-		}), tools.InGroup("device"), tools.WithTier(tools.Restricted), tools.AlwaysHuman())
+		}), tools.Returns[hw.GrabResult](), tools.InGroup("device"), tools.WithTier(tools.Restricted), tools.AlwaysHuman())
 }
 
 // handler is the handler of a device tool: the caller named for the headset

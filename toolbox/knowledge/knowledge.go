@@ -91,7 +91,7 @@ func Register(reg *tools.Registry, d Deps) {
 	s := &server{d: d}
 	tools.Register(reg, "search_knowledge", "Search the knowledge base of this session: the team's knowledge packs and the project's documents "+
 		"(written with write_knowledge or added under knowledge/). Returns title, path, a snippet with the matched terms in **bold**, score (0-1) and source.",
-		s.search, tools.Idempotent(), tools.Reads(tools.Private), tools.InGroup("knowledge"))
+		s.search, tools.ReadOnly(), tools.Idempotent(), tools.Reads(tools.Private), tools.InGroup("knowledge"))
 	tools.Register(reg, "write_knowledge", "Save a Markdown document into the project knowledge base: it is written to knowledge/<slug>.md in the workspace, then indexed. "+
 		"Writing the same title again updates that document. Returns a receipt {id, path, chunks, indexed}; indexed: false (with a reason) still means the file is saved — do not retry.",
 		s.write, tools.Idempotent(), tools.Persists(), tools.InGroup("knowledge"))

@@ -75,7 +75,7 @@ func Register(reg *tools.Registry, st *store.Store) {
 			default:
 				return tools.Result{}, fmt.Errorf("read_plan: mode %q is not next or all", a.Mode)
 			}
-		}, tools.Idempotent(), tools.InGroup("planning"))
+		}, tools.ReadOnly(), tools.Idempotent(), tools.InGroup("planning"))
 	tools.Register(reg, "update_plan", "Mark a plan step's status and record its result.",
 		func(ctx context.Context, call tools.Call, a UpdateArgs) (tools.Result, error) {
 			if !statuses[a.Status] {

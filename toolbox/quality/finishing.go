@@ -31,7 +31,7 @@ func RegisterFinishing(reg *tools.Registry, ws workspace.Config) {
 		"Reads only files that ship: .gitignore is honoured; dependencies, tests, build output and dot directories are skipped.",
 		tabled("check_finishing", func(ctx context.Context, call tools.Call, a FinishingArgs) (FinishingReport, error) {
 			return checkFinishing(ctx, call, a, ws.MaxFileBytes)
-		}), tools.Idempotent(), tools.InGroup("quality"))
+		}), tools.ReadOnly(), tools.Idempotent(), tools.InGroup("quality"))
 }
 
 // tabled is the handler of a tool (name) whose answer is its report as JSON and

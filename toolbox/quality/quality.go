@@ -124,7 +124,7 @@ type server struct {
 func Register(reg *tools.Registry, d Deps, cfg Config) {
 	s := &server{run: d.Runner, cfg: cfg.WithDefaults()}
 	tools.Register(reg, "analyze_code", "Static analysis of a workspace file or directory by its language's linter (flake8 or pylint, eslint, shellcheck, go vet and gofmt), run in the toolchain sandbox. Reads the files itself: do not read_file first. Returns findings {file, line, column, rule, severity, message} and counts per severity.",
-		s.analyze, tools.Idempotent(), tools.Reads(tools.Private), tools.InGroup("quality"))
+		s.analyze, tools.ReadOnly(), tools.Idempotent(), tools.Reads(tools.Private), tools.InGroup("quality"))
 	tools.Register(reg, "run_tests", "Run the project's test suite (pytest, go test, jest or node --test, detected from the directory) in the toolchain sandbox without network; returns pass/fail/skip counts, failures and the output's tail.",
 		s.runTests, tools.Reads(tools.Private), tools.InGroup("quality"))
 }

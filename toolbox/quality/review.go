@@ -78,7 +78,7 @@ func RegisterReview(reg *tools.Registry, cfg ReviewConfig) {
 				return tools.Result{}, err
 			}
 			return tools.Result{Pending: true}, nil
-		}, tools.Idempotent(), tools.Reads(tools.Private), tools.InGroup("quality"))
+		}, tools.ReadOnly(), tools.Idempotent(), tools.Reads(tools.Private), tools.InGroup("quality"))
 }
 
 type sourceFile struct {

@@ -112,7 +112,7 @@ func registerValidateWebApp(reg *tools.Registry, d WebAppDeps, cfg WebAppConfig)
 		"selector (a CSS selector matches), text (the rendered page contains a text), no_console_errors, no_failed_requests (every sub-request answered below 400). Redirects off the app's origin are refused.",
 		tabled("validate_web_app", func(ctx context.Context, call tools.Call, a ValidateWebAppArgs) (WebAppReport, error) {
 			return validateWebApp(ctx, call, d, cfg, a)
-		}), tools.Outbound(), tools.Idempotent(), tools.LoopbackInSandbox(d.Sandbox != nil), tools.Reads(tools.Untrusted), tools.InGroup("quality"))
+		}), tools.Outbound(), tools.ReadOnly(), tools.Idempotent(), tools.LoopbackInSandbox(d.Sandbox != nil), tools.Reads(tools.Untrusted), tools.InGroup("quality"))
 }
 
 // preparedCheck is a check whose arguments were validated, schema compiled.

@@ -133,7 +133,7 @@ func registerCapture(reg *tools.Registry, host BrowserHost, cfg Config) *Browser
 				return tools.Result{}, fmt.Errorf("capture_reference %s: %w", a.URL, err)
 			}
 			return tools.JSON(ans)
-		}, tools.Outbound(), tools.Reads(tools.Untrusted), tools.InGroup("research"), tools.WithTier(tools.Elevated))
+		}, tools.Returns[CaptureAnswer](), tools.Outbound(), tools.Reads(tools.Untrusted), tools.InGroup("research"), tools.WithTier(tools.Elevated))
 	if pool == nil {
 		return nil
 	}

@@ -70,7 +70,7 @@ func registerFetch(reg *tools.Registry, eg *egress.Egress, cfg Config) {
 				return tools.Result{}, fmt.Errorf("web_fetch: %w", err)
 			}
 			return tools.JSON(ans)
-		}, tools.Outbound(), tools.Idempotent(), tools.Reads(tools.Untrusted), tools.InGroup("research"), tools.WithTier(tools.Elevated))
+		}, tools.Returns[FetchAnswer](), tools.Outbound(), tools.ReadOnly(), tools.Idempotent(), tools.Reads(tools.Untrusted), tools.InGroup("research"), tools.WithTier(tools.Elevated))
 }
 
 // maxChars is a max_chars argument checked, with its default for 0; tool names

@@ -95,7 +95,7 @@ func registerPDF(reg *tools.Registry, eg *egress.Egress, run Runner, cfg Config)
 				return tools.Result{}, fmt.Errorf("download_pdf: %w", err)
 			}
 			return tools.JSON(ans)
-		}, tools.Outbound(), tools.Reads(tools.Untrusted), tools.InGroup("research"), tools.WithTier(tools.Restricted), tools.AlwaysHuman())
+		}, tools.Returns[PDFAnswer](), tools.Outbound(), tools.Reads(tools.Untrusted), tools.InGroup("research"), tools.WithTier(tools.Restricted), tools.AlwaysHuman())
 }
 
 func downloadPDF(ctx context.Context, client *http.Client, run Runner, cfg Config, s *tools.Session, a PDFArgs) (PDFAnswer, error) {

@@ -120,7 +120,7 @@ func Register(reg *tools.Registry, eg *egress.Egress, cfg Config, run Runner) *B
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 			resp.Body.Close()
 			return tools.JSON(map[string]any{"healthy": resp.StatusCode < 400, "status": resp.StatusCode, "latency_ms": latency.Milliseconds()})
-		}, tools.Outbound(), tools.Idempotent(), tools.Reads(tools.Untrusted), tools.InGroup("research"), tools.WithTier(tools.Elevated))
+		}, tools.Outbound(), tools.ReadOnly(), tools.Idempotent(), tools.Reads(tools.Untrusted), tools.InGroup("research"), tools.WithTier(tools.Elevated))
 	registerSearch(reg, eg, cfg)
 	registerFetch(reg, eg, cfg)
 	registerPDF(reg, eg, run, cfg)

@@ -76,7 +76,7 @@ func registerSearch(reg *tools.Registry, eg *egress.Egress, cfg Config) {
 				return tools.Result{}, fmt.Errorf("web_search: %w", err)
 			}
 			return tools.JSON(ans)
-		}, tools.Outbound(), tools.Idempotent(), tools.Reads(tools.Untrusted), tools.InGroup("research"), tools.WithTier(tools.Elevated))
+		}, tools.Returns[SearchAnswer](), tools.Outbound(), tools.ReadOnly(), tools.Idempotent(), tools.Reads(tools.Untrusted), tools.InGroup("research"), tools.WithTier(tools.Elevated))
 }
 
 type searcher struct {

@@ -91,7 +91,7 @@ func Register(reg *tools.Registry, d Deps, cfg Config) {
 		"To find files or text prefer search_files; to read or change files prefer read_file/edit_file.",
 		s.run, tools.Reads(tools.Private), tools.InGroup("shell"), tools.WithTier(tools.Elevated), tools.Escalates(Destructive), tools.OutboundWhen(HasNetwork))
 	tools.Register(reg, "read_logs", "Read logs: the sandbox container's log (source docker), a log file in the workspace (source file), or the systemd journal of an allowed unit (source journal); tail and since limit the output.",
-		s.logs, tools.Idempotent(), tools.Reads(tools.Private), tools.InGroup("shell"), tools.WithTier(tools.Elevated))
+		s.logs, tools.ReadOnly(), tools.Idempotent(), tools.Reads(tools.Private), tools.InGroup("shell"), tools.WithTier(tools.Elevated))
 }
 
 type server struct {

@@ -85,7 +85,7 @@ func Register(reg *tools.Registry, mb *mailbox.Mailbox, roster Roster) {
 				return tools.Result{}, fmt.Errorf("send_message_to: %w", err)
 			}
 			return tools.JSON(Receipt{DeliveredTo: to, MessageID: res.ID, Note: to + " reads it at the start of their next turn"})
-		}, tools.Idempotent(), tools.InGroup("team"))
+		}, tools.Returns[Receipt](), tools.Idempotent(), tools.InGroup("team"))
 }
 
 // messageID makes a replayed call (same session, same call id) send the same

@@ -47,7 +47,7 @@ func RegisterResults(reg *tools.Registry, r ResultReader) {
 		"Returns text: bytes that are not UTF-8 (binary data) come back as U+FFFD.",
 		func(ctx context.Context, call tools.Call, a ReadResultArgs) (tools.Result, error) {
 			return readResult(ctx, r, call, a)
-		}, tools.Idempotent(), tools.Reads(tools.Private), tools.InGroup("workspace"))
+		}, tools.ReadOnly(), tools.Idempotent(), tools.Reads(tools.Private), tools.InGroup("workspace"))
 }
 
 func readResult(ctx context.Context, r ResultReader, call tools.Call, a ReadResultArgs) (tools.Result, error) {

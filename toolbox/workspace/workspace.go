@@ -89,7 +89,7 @@ func Register(reg *tools.Registry, cfg Config) {
 	cfg.defaults()
 	s := &server{cfg: cfg}
 	tools.Register(reg, "read_file", "Read and return a file's contents (path relative to the workspace); start_line/end_line return only those lines.",
-		s.read, tools.Idempotent(), tools.Reads(tools.Private), tools.InGroup("workspace"))
+		s.read, tools.ReadOnly(), tools.Idempotent(), tools.Reads(tools.Private), tools.InGroup("workspace"))
 	tools.Register(reg, "write_file", "Create or overwrite a file in the workspace with the given content. "+
 		"Replacing a file with much less content is refused: to really rewrite it, use edit_file with an empty search and start_line 1, end_line = the last line.",
 		quota(s.write), tools.Idempotent(), tools.WritesPath("path", ""), tools.InGroup("workspace"))
@@ -98,10 +98,10 @@ func Register(reg *tools.Registry, cfg Config) {
 		"(start_line 1 to the last line rewrites the whole file). A miss reports the nearest line.",
 		quota(s.edit), tools.WritesPath("path", ""), tools.InGroup("workspace"))
 	tools.Register(reg, "list_files", "List the workspace (or a directory in it) as a tree with file sizes; capped.",
-		s.list, tools.Idempotent(), tools.Reads(tools.Private), tools.InGroup("workspace"))
+		s.list, tools.ReadOnly(), tools.Idempotent(), tools.Reads(tools.Private), tools.InGroup("workspace"))
 	tools.Register(reg, "search_files", "Find files by name (glob: *.go, src/**/*.ts) and lines by content (text or regex), read-only, output capped. "+
 		"Use it instead of ls, find or grep in run_shell. Dot directories are skipped.",
-		s.search, tools.Idempotent(), tools.Reads(tools.Private), tools.InGroup("workspace"))
+		s.search, tools.ReadOnly(), tools.Idempotent(), tools.Reads(tools.Private), tools.InGroup("workspace"))
 	tools.Register(reg, "revert_file", "Undo this session's edits to a file: restore it as it was before the session first changed it (a file the session created is removed).",
 		quota(s.revert), tools.WritesPath("path", ""), tools.InGroup("workspace"))
 }
