@@ -107,12 +107,17 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, name string
 			TaskID string `json:"taskId"`
 		}
 		_ = json.Unmarshal(msg.Params, &named)
-		want := map[string]string{"tools/call": named.Name} // the contract and mcp-go (mcp.ExtractHeaderName) name only tools/call; tasks/* carry no Mcp-Name
-		if v, ok := want[msg.Method]; ok {
-			if hn, _ := decodeHeader(r.Header.Get("Mcp-Name")); hn != v {
-				q.fail(codeHeaderMismatch, fmt.Sprintf("the Mcp-Name header %q does not match the request's %q", hn, v), nil)
-				return
-			}
+		// tools/call must name its tool in Mcp-Name. The Tasks extension asks
+		// clients to name the task on tasks/*, but mcp-go v1.6.0 sends none: a
+		// task's Mcp-Name is checked when present.
+		hn, _ := decodeHeader(r.Header.Get("Mcp-Name"))
+		switch {
+		case msg.Method == "tools/call" && hn != named.Name:
+			q.fail(codeHeaderMismatch, fmt.Sprintf("the Mcp-Name header %q does not match the request's %q", hn, named.Name), nil)
+			return
+		case strings.HasPrefix(msg.Method, "tasks/") && r.Header.Get("Mcp-Name") != "" && hn != named.TaskID:
+			q.fail(codeHeaderMismatch, fmt.Sprintf("the Mcp-Name header %q does not match the request's task %q", hn, named.TaskID), nil)
+			return
 		}
 	}
 	q.caps = parseCaps(meta[metaCapabilities])

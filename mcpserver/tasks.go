@@ -20,8 +20,9 @@ import (
 // id is the call's id, its state the call's row (and its approval's), so any
 // API process answers any task. tasks/get reads through a cache of rows that
 // the events hub invalidates (the worker announces every change of a call's
-// row; a run's end is announced too): a client polling a call that waits
-// minutes for a human costs no query per poll.
+// row) and the process's sweep checks: a client polling a call that waits
+// minutes for a human costs no query per poll, only a read of its row when the
+// hub confirms the subscription (an announcement may have fallen before it).
 
 func mcpCallChannel(id string) string { return events.MCPCallChannel(id) }
 
@@ -44,6 +45,9 @@ type cachedCall struct {
 	fresh bool
 	used  time.Time
 	stop  func()
+	// checkRun: the run may have ended (first read, the run's end announced, or
+	// the sweep woke it): the next read checks it.
+	checkRun bool
 }
 
 // taskIdle is how long a cached row outlives its last poll.
@@ -62,6 +66,7 @@ func (s *Server) row(ctx context.Context, id string) (store.MCPCall, error) {
 		c.mu.Unlock()
 		return call, nil
 	}
+	checkRun := !ok || e.checkRun
 	c.mu.Unlock()
 	if !ok {
 		// Watch before the read, so no announcement falls between them.
@@ -77,7 +82,8 @@ func (s *Server) row(ctx context.Context, id string) (store.MCPCall, error) {
 		}
 		return call, err
 	}
-	if call.Status == store.MCPCallWaiting {
+	s.sweeper.note(id, call.UpdatedAt)
+	if call.Status == store.MCPCallWaiting && checkRun {
 		s.resumeIfRunEnded(ctx, call)
 	}
 	c.mu.Lock()
@@ -93,13 +99,15 @@ func (s *Server) row(ctx context.Context, id string) (store.MCPCall, error) {
 	}
 	// Only a watched entry may be served from the cache: without a watch (Redis
 	// away) every poll reads.
-	e.call, e.fresh, e.used = call, e.stop != nil, time.Now()
+	e.call, e.fresh, e.used, e.checkRun = call, e.stop != nil, time.Now(), false
 	c.entries[id] = e
 	return call, nil
 }
 
-// watchTask marks e stale on every announcement of the call or of its run's
-// end, and evicts it once it goes unpolled for taskIdle.
+// watchTask marks e stale on every announcement of the call and on the sweep's
+// wake (the row changed, or its run ended: the next read then checks the run),
+// and evicts it once it goes unpolled for taskIdle. The run's end is left to
+// the sweep: a task's wait costs no subscription of its own to the run.
 func (s *Server) watchTask(id string, e *cachedCall) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	wake, stop, err := s.d.Hub.WatchChannel(ctx, events.MCPCallChannel(id))
@@ -112,14 +120,15 @@ func (s *Server) watchTask(id string, e *cachedCall) error {
 	go func() {
 		t := time.NewTicker(taskIdle / 2)
 		defer t.Stop()
-		var endWake <-chan struct{}
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-wake:
-			case <-endWake:
 			case <-sweepWake:
+				s.tasks.mu.Lock()
+				e.checkRun = true
+				s.tasks.mu.Unlock()
 			case <-t.C:
 				s.tasks.mu.Lock()
 				idle := time.Since(e.used) > taskIdle
@@ -135,14 +144,7 @@ func (s *Server) watchTask(id string, e *cachedCall) error {
 			}
 			s.tasks.mu.Lock()
 			e.fresh = false
-			runID := e.call.RunID
 			s.tasks.mu.Unlock()
-			if endWake == nil && runID != "" {
-				if w, stopEnd, err := s.d.Hub.WatchChannel(ctx, events.EndChannel(runID)); err == nil {
-					endWake = w
-					defer stopEnd()
-				}
-			}
 		}
 	}()
 	return nil
