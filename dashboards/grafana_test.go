@@ -127,8 +127,8 @@ var builtinVars = map[string]bool{"__rate_interval": true, "__range": true, "__i
 // selectorHas reports whether every selector of metric name in expr carries the
 // matcher m (a metric written twice must be filtered twice).
 func selectorHas(expr, name, m string) bool {
-	all := regexp.MustCompile(`\b` + regexp.QuoteMeta(name) + `\b`).FindAllStringIndex(expr, -1)
-	with := regexp.MustCompile(`\b` + regexp.QuoteMeta(name) + `\{[^}]*` + regexp.QuoteMeta(m) + `[^}]*\}`).FindAllStringIndex(expr, -1)
+	all := regexp.MustCompile(`\b`+regexp.QuoteMeta(name)+`\b`).FindAllStringIndex(expr, -1)
+	with := regexp.MustCompile(`\b`+regexp.QuoteMeta(name)+`\{[^}]*`+regexp.QuoteMeta(m)+`[^}]*\}`).FindAllStringIndex(expr, -1)
 	return len(all) > 0 && len(all) == len(with)
 }
 
