@@ -2,6 +2,7 @@ package dashboards_test
 
 import (
 	"encoding/json"
+	"flag"
 	"os"
 	"regexp"
 	"strings"
@@ -13,7 +14,44 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
+
+	"github.com/aetherium-engine/aetherium/dashboards/gen"
 )
+
+var update = flag.Bool("update", false, "rewrite the dashboard JSON files from package gen")
+
+// TestDashboardsAreGenerated: the committed JSON is what package gen builds with
+// the SDK (-update rewrites it), so a hand edit of a file cannot drift from the
+// generator.
+func TestDashboardsAreGenerated(t *testing.T) {
+	files, err := gen.Files()
+	require.NoError(t, err)
+	var names []string
+	for _, f := range files {
+		names = append(names, f.Name)
+		if *update {
+			require.NoError(t, os.WriteFile(f.Name, f.JSON, 0o644))
+			continue
+		}
+		raw, err := os.ReadFile(f.Name)
+		require.NoError(t, err)
+		require.Equal(t, string(f.JSON), string(raw), "%s differs from package gen: go test ./dashboards -run TestDashboardsAreGenerated -update", f.Name)
+	}
+	require.ElementsMatch(t, wantDashboards, names)
+}
+
+// TestFilter checks the matchers the generator adds to every selector.
+func TestFilter(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"sum(aetherium_worker_up)", `sum(aetherium_worker_up{job=~"$job", instance=~"$instance"})`},
+		{`max by (queue) (aetherium_queue_tasks{state="active"})`, `max by (queue) (aetherium_queue_tasks{job=~"$job", instance=~"$instance", queue=~"$queue", state="active"})`},
+		{"rate(aetherium_task_duration_seconds_bucket[5m]) / rate(aetherium_runs_submitted_total[5m])",
+			`rate(aetherium_task_duration_seconds_bucket{job=~"$job", instance=~"$instance", queue=~"$queue"}[5m]) / rate(aetherium_runs_submitted_total{job=~"$job", instance=~"$instance"}[5m])`},
+	} {
+		require.Equal(t, tc.want, gen.Filter(tc.in), tc.in)
+	}
+}
 
 // The dashboards are parsed with Grafana's own Go SDK (grafana-foundation-sdk): no
 // Grafana server runs here, so its dashboard types are the closest check that
@@ -27,8 +65,8 @@ func init() {
 // The one datasource reference every panel, target and query variable carries:
 // the dashboard's variable, so an import picks any Prometheus, whatever its uid.
 const (
-	dsVar   = "${datasource}"
-	dsInput = "${DS_PROMETHEUS}"
+	dsVar   = gen.DatasourceVar
+	dsInput = gen.DatasourceInput
 )
 
 // sdkDashboard is one dashboard file as the SDK reads it, plus the import
