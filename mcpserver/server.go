@@ -30,6 +30,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -90,6 +91,8 @@ type Server struct {
 	sweeper      sweeper
 	// verifier checks JWT access tokens (mcp.oauth); nil without OAuth.
 	verifier *oauth.Verifier
+	// schemas are the compiled input schemas by *tools.Spec (argSchema).
+	schemas sync.Map
 }
 
 // catalogEntry is a served tool: a fleet tool (run by the workers) or one the
@@ -217,6 +220,9 @@ func (s *Server) buildProfile(name string, p Profile) (*mcp.Server, json.RawMess
 		}
 		meta, err := describe(spec)
 		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", key, err)
+		}
+		if _, err := s.argSchema(spec); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", key, err)
 		}
 		t := meta.sdkTool()
