@@ -473,7 +473,7 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, p Profile, 
 	case decided != nil:
 		return decided, nil
 	case ctx.Err() != nil:
-		s.withdraw(call.ID, principal, "the client cancelled the call or went away")
+		s.abandon(call, principal, "the client cancelled the call or went away")
 		return nil, ctx.Err()
 	case errors.Is(err, errWaitTimeout):
 		return refusal(fmt.Sprintf("no outcome for %s within %s; the call %s continues on the workers (run %s)",
