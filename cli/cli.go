@@ -219,9 +219,9 @@ func serve(ctx context.Context, role string, args []string, stderr io.Writer, lo
 }
 
 const migrateUsage = `usage: aetherium migrate up|down|status
-  up       apply every pending migration, then print the status
-  down     roll the latest migration back, then print the status
-  status   each migration and whether it is applied
+  aetherium migrate up       apply every pending migration, then print the status
+  aetherium migrate down     roll the latest migration back, then print the status
+  aetherium migrate status   each migration and whether it is applied
 Talks to PostgreSQL directly (database_url, AETHERIUM_DATABASE_URL).`
 
 var roleSummary = map[string]string{
@@ -232,6 +232,10 @@ var roleSummary = map[string]string{
 }
 
 func migrate(ctx context.Context, args []string, out, _ io.Writer) error {
+	if slices.ContainsFunc(args, isHelp) {
+		fmt.Fprintln(out, migrateUsage)
+		return flag.ErrHelp
+	}
 	if len(args) != 1 || (args[0] != "up" && args[0] != "down" && args[0] != "status") {
 		return errors.New(migrateUsage)
 	}

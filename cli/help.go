@@ -30,6 +30,9 @@ func helpRequest(args []string, cmds map[string]command) (cmd, sub string, ok bo
 	if len(rest) == 0 {
 		return "", "", false
 	}
+	if len(rest) == 1 && rest[0] == "help" && len(c.subs) == 0 {
+		return cmd, "", true
+	}
 	if rest[0] == "help" && len(c.subs) > 0 {
 		if len(rest) > 1 && slices.Contains(c.subs, rest[1]) {
 			sub = rest[1]
