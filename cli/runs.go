@@ -220,12 +220,16 @@ func runsList(ctx context.Context, base string, f runFilter, limit int, asJSON b
 			return fail("%v", err)
 		}
 		for _, r := range out.Runs {
-			if f.keeps(r) && len(kept) < limit {
+			switch {
+			case !f.keeps(r):
+			case len(kept) < limit:
 				kept = append(kept, r)
+			default:
+				more = true // one it keeps past the limit
 			}
 		}
 		if len(kept) >= limit || out.NextCursor == "" {
-			more = out.NextCursor != ""
+			more = more || out.NextCursor != ""
 			break
 		}
 		if page+1 == maxListPages {
@@ -248,8 +252,11 @@ func runsList(ctx context.Context, base string, f runFilter, limit int, asJSON b
 		return 0
 	}
 	printRunList(stdout, kept, time.Now())
-	if more && len(kept) == limit {
+	switch {
+	case more && len(kept) == limit:
 		fmt.Fprintf(stdout, "(the newest %d; --limit N for more)\n", limit)
+	case more:
+		fmt.Fprintf(stdout, "(the newest matches among the latest %d runs read)\n", maxListPages*500)
 	}
 	return 0
 }
