@@ -197,11 +197,11 @@ func approvalsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	allowed, known := approvalFlags[sub]
 	if !known {
-		return fail("unknown subcommand %q (list, show, approve, deny, edit, answer)\n%s", sub, approvalsUsage)
+		return fail("%s\n%s", unknownSub("approvals", sub), approvalsUsage)
 	}
 	fs := flag.NewFlagSet("approvals "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, approvalsUsage) }
+	fs.Usage = func() { printUsage(stderr, approvalsUsage, fs, allowed) }
 	base := fs.String("api", apiURL(), "API base URL (AETHERIUM_API_URL)")
 	status := fs.String("status", "pending", "list: only approvals in this status (all for every status)")
 	runID := fs.String("run", "", "list: only the approvals of this run")

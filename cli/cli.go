@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/aetherium-engine/aetherium/config"
@@ -34,7 +35,8 @@ bearer token from AETHERIUM_API_TOKEN, else the file AETHERIUM_API_TOKEN_FILE, e
 an API on loopback, the token a local dev wrote to data/dev-token):
   run [flags]              submit a run; --follow streams its events
   events RUN_ID            a run's events, with the post-run ones after its end (postrun.finish_image)
-  runs show RUN_ID         a run's state, tokens and what its model calls cost, by model
+  runs list|show|cancel|export   the runs you may read: a table (filters), one run with
+                           its costs and recent events, cancel one, its history as JSON
   approvals list|show|approve|deny|edit|answer   human decisions on held calls and
                            answers to the agents' questions (ask_user); approvals --help
   grants list|revoke|confirm   scoped grants made with approvals approve --grant
@@ -42,55 +44,88 @@ an API on loopback, the token a local dev wrote to data/dev-token):
   leases [--events N]      GPU lease holders, waiters, tokens and recent lease events
   tools [flags]            print the tool catalog
 
+Every command and subcommand takes --help (aetherium runs list --help); flags may
+follow positional arguments (aetherium approvals approve apr_… --reason ok).
+
 Configuration: aetherium.yaml (AETHERIUM_CONFIG) with AETHERIUM_* overrides; see docs/reference/configuration.md.
 `
 
+// command is one command of the tree: how it runs, its subcommands (what
+// --help lists and an unknown one is told) and, for a command with
+// subcommands, the synopsis --help prints.
+type command struct {
+	run      func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	subs     []string
+	synopsis string
+}
+
+// commands is the command tree of the client and maintenance commands (the
+// server roles are served apart: they log and shut down gracefully).
+func commands() map[string]command {
+	withErr := func(name string, f func(ctx context.Context, args []string, stdout, stderr io.Writer) error) func(context.Context, []string, io.Writer, io.Writer) int {
+		return func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+			if err := f(ctx, args, stdout, stderr); err != nil {
+				if errors.Is(err, flag.ErrHelp) {
+					return 0
+				}
+				fmt.Fprintf(stderr, "aetherium %s: %v\n", name, err)
+				return 1
+			}
+			return 0
+		}
+	}
+	return map[string]command{
+		"approvals": {run: approvalsCmd, subs: []string{"list", "show", "approve", "deny", "edit", "answer"}, synopsis: approvalsUsage},
+		"grants":    {run: grantsCmd, subs: []string{"list", "revoke", "confirm"}, synopsis: grantsUsage},
+		"memory":    {run: memoryCmd, subs: []string{"list", "add", "delete"}, synopsis: memoryUsage},
+		"runs":      {run: runsCmd, subs: []string{"list", "show", "cancel", "export"}, synopsis: runsUsage},
+		"knowledge": {run: withErr("knowledge", knowledgeCmd), subs: []string{"index", "search", "stats"}, synopsis: knowledgeUsage},
+		"migrate":   {run: withErr("migrate", migrate), subs: []string{"up", "down", "status"}, synopsis: migrateUsage},
+		"leases":    {run: leasesCmd},
+		"run":       {run: runCmd},
+		"events":    {run: eventsCmd},
+		"tools":     {run: withErr("tools", toolsCmd)},
+	}
+}
+
+// serverRoles are the long-running roles: JSON logs, graceful shutdown.
+var serverRoles = []string{"api", "worker", "scheduler", "dev"}
+
 // Main runs the command and returns the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 || isHelp(args[0]) {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	// JSON logs; logctx adds run_id, agent, tool and task id from the context.
-	log := slog.New(logctx.NewHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: logLevel()})))
-	ctx, stop := signalContext(log)
-	defer stop()
-	var err error
-	switch args[0] {
-	case "api", "worker", "scheduler", "dev":
-		err = serve(ctx, args[0], args[1:], stderr, log)
-	case "approvals":
-		return approvalsCmd(ctx, args[1:], stdout, stderr)
-	case "grants":
-		return grantsCmd(ctx, args[1:], stdout, stderr)
-	case "memory":
-		return memoryCmd(ctx, args[1:], stdout, stderr)
-	case "leases":
-		return leasesCmd(ctx, args[1:], stdout, stderr)
-	case "migrate":
-		err = migrate(ctx, args[1:], stdout)
-	case "knowledge":
-		err = knowledgeCmd(ctx, args[1:], stdout)
-	case "run":
-		return runCmd(ctx, args[1:], stdout, stderr)
-	case "events":
-		return eventsCmd(ctx, args[1:], stdout, stderr)
-	case "runs":
-		return runsCmd(ctx, args[1:], stdout, stderr)
-	case "tools":
-		err = toolsCmd(args[1:], stdout)
-	default:
+	cmds := commands()
+	if cmd, sub, ok := helpRequest(args, cmds); ok {
+		return printHelp(cmd, sub, cmds, stdout)
+	}
+	if slices.Contains(serverRoles, args[0]) {
+		// JSON logs; logctx adds run_id, agent, tool and task id from the context.
+		log := slog.New(logctx.NewHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: logLevel()})))
+		ctx, stop := signalContext(log)
+		defer stop()
+		if err := serve(ctx, args[0], args[1:], stderr, log); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			fmt.Fprintf(stderr, "aetherium %s: %v\n", args[0], err)
+			return 1
+		}
+		return 0
+	}
+	c, ok := cmds[args[0]]
+	if !ok {
 		fmt.Fprintf(stderr, "aetherium: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "aetherium %s: %v\n", args[0], err)
-		return 1
-	}
-	return 0
+	// A client command logs nothing: an interrupt only ends its context, and
+	// the command says in its own words what that left (run --follow: the run
+	// goes on).
+	ctx, stop := interruptContext()
+	defer stop()
+	return c.run(ctx, args[1:], stdout, stderr)
 }
 
 func logLevel() slog.Level {
@@ -99,6 +134,24 @@ func logLevel() slog.Level {
 		return slog.LevelInfo
 	}
 	return l
+}
+
+// interruptContext ends quietly on the first SIGINT/SIGTERM; a second one has
+// its default effect (the process ends at once).
+func interruptContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ch:
+			signal.Stop(ch)
+			cancel()
+		case <-done:
+		}
+	}()
+	return ctx, func() { close(done); signal.Stop(ch); cancel() }
 }
 
 // signalContext ends on the first SIGINT/SIGTERM (graceful shutdown); a second
@@ -124,6 +177,8 @@ func signalContext(log *slog.Logger) (context.Context, func()) {
 
 func serve(ctx context.Context, role string, args []string, stderr io.Writer, log *slog.Logger) error {
 	fs := flag.NewFlagSet(role, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	setUsage(fs, "usage: aetherium "+role+" [--insecure-no-auth]\n"+roleSummary[role])
 	insecure := fs.Bool("insecure-no-auth", false, "allow a non-loopback API address without bearer tokens")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -163,9 +218,26 @@ func serve(ctx context.Context, role string, args []string, stderr io.Writer, lo
 	}
 }
 
-func migrate(ctx context.Context, args []string, out io.Writer) error {
+const migrateUsage = `usage: aetherium migrate up|down|status
+  aetherium migrate up       apply every pending migration, then print the status
+  aetherium migrate down     roll the latest migration back, then print the status
+  aetherium migrate status   each migration and whether it is applied
+Talks to PostgreSQL directly (database_url, AETHERIUM_DATABASE_URL).`
+
+var roleSummary = map[string]string{
+	"api":       "The HTTP API (runs, events, tools, /metrics, /monitoring/).",
+	"worker":    "The asynq worker: supervisor steps and agent turns (scale out freely).",
+	"scheduler": "Periodic maintenance (safe with 2+ replicas).",
+	"dev":       "api + worker + scheduler in one process; migrates first; without api.tokens it makes a token.",
+}
+
+func migrate(ctx context.Context, args []string, out, _ io.Writer) error {
+	if slices.ContainsFunc(args, isHelp) {
+		fmt.Fprintln(out, migrateUsage)
+		return flag.ErrHelp
+	}
 	if len(args) != 1 || (args[0] != "up" && args[0] != "down" && args[0] != "status") {
-		return errors.New("usage: aetherium migrate up|down|status")
+		return errors.New(migrateUsage)
 	}
 	cfg, err := config.Load()
 	if err != nil {

@@ -91,11 +91,17 @@ func grantsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 0
 	case "list", "revoke", "confirm":
 	default:
-		return fail("unknown subcommand %q (list, revoke, confirm)\n%s", sub, grantsUsage)
+		return fail("%s\n%s", unknownSub("grants", sub), grantsUsage)
 	}
 	fs := flag.NewFlagSet("grants "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, grantsUsage) }
+	fs.Usage = func() {
+		var only []string
+		if sub == "list" {
+			only = []string{"status"}
+		}
+		printUsage(stderr, grantsUsage, fs, append(only, "api"))
+	}
 	base := fs.String("api", apiURL(), "API base URL (AETHERIUM_API_URL)")
 	status := fs.String("status", "", "list: only grants in this status (active, expired, revoked, suspended; default every status)")
 	positional, err := parseInterleaved(fs, rest)

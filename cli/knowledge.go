@@ -24,18 +24,28 @@ const knowledgeUsage = `usage:
 // to PostgreSQL directly (database_url, AETHERIUM_DATABASE_URL), not to the API:
 // indexing reads directories on this machine, and the knowledge tables are
 // nothing the API serves.
-func knowledgeCmd(ctx context.Context, args []string, out io.Writer) error {
+func knowledgeCmd(ctx context.Context, args []string, out, stderr io.Writer) error {
 	if len(args) == 0 {
 		return errors.New(knowledgeUsage)
 	}
+	switch args[0] {
+	case "index", "search", "stats":
+	default:
+		return fmt.Errorf("%s\n%s", unknownSub("knowledge", args[0]), knowledgeUsage)
+	}
 	fs := flag.NewFlagSet("knowledge "+args[0], flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs.SetOutput(stderr)
+	setUsage(fs, knowledgeUsage)
 	packs := fs.String("packs", "", "index: the packs directory (default knowledge.packs_dir); search: comma-separated pack names")
 	project := fs.String("project", "", "the project whose documents to index or search")
 	workspace := fs.String("workspace", "", "index: the project's workspace (its knowledge/ folder is indexed)")
 	k := fs.Int("k", knowledge.DefaultK, "search: how many documents")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args[1:]); err != nil {
+	positional, err := parseInterleaved(fs, args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	if err != nil {
 		return fmt.Errorf("%w\n%s", err, knowledgeUsage)
 	}
 	cfg, err := config.Load()
@@ -93,7 +103,7 @@ func knowledgeCmd(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return errors.Join(errs...)
 	case "search":
-		q := strings.Join(fs.Args(), " ")
+		q := strings.Join(positional, " ")
 		if strings.TrimSpace(q) == "" {
 			return errors.New("knowledge search: no query")
 		}
@@ -145,5 +155,5 @@ func knowledgeCmd(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(out, "vocabulary: %d words\n", s.Terms)
 		return nil
 	}
-	return fmt.Errorf("knowledge: unknown subcommand %q\n%s", args[0], knowledgeUsage)
+	return nil
 }

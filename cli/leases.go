@@ -26,6 +26,7 @@ type leasesView struct {
 func leasesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("leases", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	setUsage(fs, "usage: aetherium leases [--events N] [--json]\nGPU lease holders (fencing tokens, expiries), waiters and recent lease events.")
 	base := fs.String("api", apiURL(), "API base URL (AETHERIUM_API_URL)")
 	events := fs.Int("events", 0, "also print the last N lease events (at most 1000)")
 	asJSON := fs.Bool("json", false, "print the API's JSON")

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -41,13 +42,23 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if len(args) == 0 {
 		return fail("%s", memoryUsage)
 	}
+	switch args[0] {
+	case "list", "add", "delete":
+	default:
+		return fail("%s\n%s", unknownSub("memory", args[0]), memoryUsage)
+	}
 	fs := flag.NewFlagSet("memory "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	setUsage(fs, memoryUsage)
 	base := fs.String("api", apiURL(), "API base URL (AETHERIUM_API_URL)")
 	project := fs.String("project", "", "the project's slug")
 	agent := fs.String("agent", "", "add: the one agent that recalls the entry (default: the whole project)")
 	asJSON := fs.Bool("json", false, "list: print the API's JSON")
-	if err := fs.Parse(args[1:]); err != nil {
+	positional, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	if *project == "" {
@@ -79,7 +90,7 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		return 0
 	case "add":
-		text := strings.TrimSpace(strings.Join(fs.Args(), " "))
+		text := strings.TrimSpace(strings.Join(positional, " "))
 		if text == "" {
 			return fail("add needs the entry's text")
 		}
@@ -90,21 +101,20 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stdout, "added memory %d to project %s (%s)\n", e.ID, *project, scopeOf(e))
 		return 0
 	case "delete":
-		if fs.NArg() != 1 {
+		if len(positional) != 1 {
 			return fail("delete needs one entry id")
 		}
-		id, err := strconv.ParseInt(fs.Arg(0), 10, 64)
+		id, err := strconv.ParseInt(positional[0], 10, 64)
 		if err != nil || id <= 0 {
-			return fail("entry id %q: must be a positive integer", fs.Arg(0))
+			return fail("entry id %q: must be a positive integer", positional[0])
 		}
 		if err := doJSON(ctx, "DELETE", root+"/"+strconv.FormatInt(id, 10), nil, nil); err != nil {
 			return fail("%v", err)
 		}
 		fmt.Fprintf(stdout, "deleted memory %d of project %s\n", id, *project)
 		return 0
-	default:
-		return fail("unknown subcommand %q (list, add, delete)\n%s", args[0], memoryUsage)
 	}
+	return 2
 }
 
 func scopeOf(e memoryEntry) string {

@@ -29,8 +29,8 @@ func TestMemoryCommand(t *testing.T) {
 		c := cli.Main(full, &out, &errOut)
 		return c, out.String(), errOut.String()
 	}
-	// Flags go before the text (the flag package stops at the first argument).
-	c, out, errOut := run("add", "--project", "apollo", "--agent", "coder", "the", "widgets", "live", "in", "inventory.csv")
+	// Flags go anywhere: before the text, or among its words.
+	c, out, errOut := run("add", "--project", "apollo", "the", "widgets", "live", "--agent", "coder", "in", "inventory.csv")
 	require.Equal(t, 0, c, errOut)
 	m := regexp.MustCompile(`added memory (\d+) to project apollo \(agent coder\)`).FindStringSubmatch(out)
 	require.NotNil(t, m, out)

@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aetherium-engine/aetherium/templates"
 )
@@ -33,9 +34,13 @@ func apiURL() string {
 	return "http://" + addr
 }
 
+const runUsage = `usage: aetherium run (--template NAME | --team FILE) --prompt TEXT [--var k=v]… [--project SLUG] [--priority N] [--follow]
+Submit a run; --follow streams its events until it ends (Ctrl-C stops following, not the run).`
+
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	setUsage(fs, runUsage)
 	base := fs.String("api", apiURL(), "API base URL (AETHERIUM_API_URL)")
 	tmpl := fs.String("template", "", "template name from the templates directory")
 	teamFile := fs.String("team", "", "inline team: a template YAML file sent with the run")
@@ -93,6 +98,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Position int    `json:"position"`
 	}
 	if err := postJSON(ctx, *base+path, body, &accepted); err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintln(stderr, "aetherium run: interrupted before the API answered: the run may or may not have been submitted (aetherium runs list)")
+			return 130
+		}
 		return fail("%v", err)
 	}
 	fmt.Fprintf(stdout, "run %s queued (priority %d)\n", accepted.RunID, accepted.Priority)
@@ -103,6 +112,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	status, result, err := followRun(ctx, *base, accepted.RunID, stdout)
+	if ctx.Err() != nil {
+		return stoppedFollowing(stderr, accepted.RunID)
+	}
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -146,19 +158,37 @@ func doJSON(ctx context.Context, method, url string, body, into any) error {
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode/100 != 2 {
-		var e struct {
-			Error string `json:"error"`
-			Field string `json:"field"`
-		}
-		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			return fmt.Errorf("HTTP %d: %s", resp.StatusCode, e.Error)
-		}
-		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(data)))
+		return apiError(resp.StatusCode, data)
 	}
 	if into == nil || len(bytes.TrimSpace(data)) == 0 {
 		return nil
 	}
 	return json.Unmarshal(data, into)
+}
+
+// apiError is a refusal of the API as a person reads it: the status and the
+// API's message ({"error": …}), not its JSON body; a body that is not the
+// API's (a proxy's page) is shown as text, on one line and shortened.
+func apiError(status int, body []byte) error {
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(body, &e) == nil && e.Error != "" {
+		return fmt.Errorf("HTTP %d: %s", status, printable(e.Error))
+	}
+	text := oneLine(printable(string(body)), 300)
+	if text == "" {
+		text = http.StatusText(status)
+	}
+	return fmt.Errorf("HTTP %d: %s", status, text)
+}
+
+// stoppedFollowing is what an interrupt (Ctrl-C) while following a run
+// prints: one line, because nothing went wrong: the run is the fleet's and
+// goes on; exit code 130, a shell's for SIGINT.
+func stoppedFollowing(stderr io.Writer, runID string) int {
+	fmt.Fprintf(stderr, "\nstopped following; run %s goes on. Follow it again: aetherium events %s · cancel it: aetherium runs cancel %s\n", runID, runID, runID)
+	return 130
 }
 
 // authorize adds the bearer token (apiToken) to a request to the API.
@@ -192,19 +222,25 @@ func followRun(ctx context.Context, base, runID string, out io.Writer) (status, 
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			if ctx.Err() != nil {
+				clearProgress(out, tty)
 				return "", "", ctx.Err()
 			}
 			failures++
 			if failures > 10 {
 				return "", "", fmt.Errorf("event stream: %w", err)
 			}
-			time.Sleep(time.Duration(failures) * 300 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				clearProgress(out, tty)
+				return "", "", ctx.Err()
+			case <-time.After(time.Duration(failures) * 300 * time.Millisecond):
+			}
 			continue
 		}
 		if resp.StatusCode != http.StatusOK {
 			data, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 			resp.Body.Close()
-			return "", "", fmt.Errorf("event stream: HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(data)))
+			return "", "", fmt.Errorf("event stream: %w", apiError(resp.StatusCode, data))
 		}
 		failures = 0
 		sc := bufio.NewScanner(resp.Body)
@@ -244,66 +280,27 @@ func followRun(ctx context.Context, base, runID string, out io.Writer) (status, 
 			}
 		}
 		resp.Body.Close()
+		if ctx.Err() != nil {
+			clearProgress(out, tty)
+			return "", "", ctx.Err()
+		}
 	}
 }
 
-func describe(e sseEvent) string {
-	var d map[string]any
-	_ = json.Unmarshal(e.Data, &d)
-	who := e.Agent
-	if who == "" {
-		who = "-"
+// clearProgress erases the progress line of a terminal.
+func clearProgress(out io.Writer, tty bool) {
+	if tty {
+		fmt.Fprint(out, "\r\033[K")
 	}
-	detail := ""
-	switch e.Type {
-	case "delegation.created":
-		detail = fmt.Sprintf("→ %v: %v", d["to"], d["task"])
-	case "tool.call":
-		detail = fmt.Sprintf("%v [%v]", d["tool"], d["decision"])
-		if s, _ := d["error"].(string); s != "" {
-			detail += " " + s
-		}
-	case "progress":
-		detail = fmt.Sprintf("%v%% %v", d["percent"], d["message"])
-	case "notification":
-		detail = fmt.Sprintf("[%v] %v", d["level"], d["message"])
-	case "delegation.finished":
-		detail = fmt.Sprintf("%v", d["status"])
-	case "agent.message":
-		if c, _ := d["content"].(string); c != "" {
-			detail = oneLine(c, 100)
-		} else {
-			detail = fmt.Sprintf("calls %v", d["tool_calls"])
-		}
-	case "run.queued":
-		detail = fmt.Sprintf("priority %v", d["priority"])
-		if pos, ok := d["position"]; ok {
-			detail += fmt.Sprintf(", waiting for its key's run limit (%v): position %v", d["run_limit"], pos)
-		}
-	case "run.admitted":
-		detail = "a run of its key ended: admitted"
-	case "run.failed":
-		detail = fmt.Sprintf("%v: %v", d["reason"], d["error"])
-	case "postrun.finish_image":
-		detail = fmt.Sprintf("%v: %v done, %v failed, %v skipped", d["status"], d["done"], d["failed"], d["skipped"])
-		if files, _ := d["files"].([]any); len(files) > 0 {
-			var outs []string
-			for _, f := range files {
-				if m, _ := f.(map[string]any); m["status"] == "done" {
-					outs = append(outs, fmt.Sprint(m["output"]))
-				}
-			}
-			if len(outs) > 0 {
-				detail += " → " + strings.Join(outs, ", ")
-			}
-		}
-	}
-	return fmt.Sprintf("%s %-12s %-20s %s", e.Time.Local().Format("15:04:05"), who, e.Type, detail)
 }
 
 func oneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > n {
+		// Cut at a rune's start: half a character is not text.
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
 		return s[:n] + "…"
 	}
 	return s

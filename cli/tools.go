@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -12,8 +13,10 @@ import (
 )
 
 // toolsCmd prints the catalog this binary registers (no server needed).
-func toolsCmd(args []string, out io.Writer) error {
+func toolsCmd(_ context.Context, args []string, out, stderr io.Writer) error {
 	fs := flag.NewFlagSet("tools", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	setUsage(fs, "usage: aetherium tools [--json]\nThe tool catalog this binary registers (no server needed).")
 	asJSON := fs.Bool("json", false, "print the schemas as JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
