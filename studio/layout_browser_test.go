@@ -14,6 +14,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/lease"
 )
 
 // viewports the Studio is laid out for: a phone and a laptop.
@@ -43,13 +44,12 @@ type toolCardView struct {
 }
 
 // overflowJS is "" when the page is no wider than the viewport, else the
-// widths and the first elements that stick out (not those inside a table's
-// own scrolling box).
+// widths and the first elements that stick out.
 const overflowJS = `(() => {
 	const w = window.innerWidth, sw = document.documentElement.scrollWidth;
 	if (sw <= w) return '';
 	const out = [...document.querySelectorAll('body *')]
-		.filter((e) => e.getBoundingClientRect().right > w + 1 && !e.closest('.table-scroll'))
+		.filter((e) => e.getBoundingClientRect().right > w + 1)
 		.slice(0, 6).map((e) => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + (e.className ? '.' + String(e.className).replace(/ /g, '.') : '') +
 			' right=' + Math.round(e.getBoundingClientRect().right));
 	return 'scrollWidth ' + sw + ' > innerWidth ' + w + ': ' + out.join('; ');
@@ -79,7 +79,11 @@ func TestStudioLayoutInTheBrowser(t *testing.T) {
     action: always_deny
     reason: "secret/ is read-only for agents"
 `)...), 0o644))
-	f := startFleet(t, func(c *config.Config) { c.Security.PermissionsFile = rulesPath })
+	f := startFleet(t, func(c *config.Config) {
+		c.Security.PermissionsFile = rulesPath
+		// A GPU service declared, so the leases page has its table.
+		c.Streams.Leases = lease.Config{Services: []lease.Service{{Name: "comfyui", Capacity: 1, TTL: time.Minute}}}
+	})
 
 	longID := "a-long-unbroken-identifier-" + strings.Repeat("x", 120)
 	outcomes := submitTeam(t, f, "alice", scriptTeam("outcomes", []string{"workspace"},
@@ -193,7 +197,7 @@ func TestStudioLayoutInTheBrowser(t *testing.T) {
 		{"inbox", "/app/inbox", "article[data-approval]", alice, true},
 		{"approvals", "/app/approvals", "article[data-approval]", alice, false},
 		{"audit", "/app/audit", "#audit tbody tr[data-audit]", alice, true},
-		{"leases", "/app/leases", "main section", alice, false},
+		{"leases", "/app/leases", "#leases tbody tr", alice, false},
 		{"tools", "/app/tools", "#tools .group", alice, false},
 	}
 	for _, vp := range viewports {
@@ -204,13 +208,19 @@ func TestStudioLayoutInTheBrowser(t *testing.T) {
 			p.tb.open(p.path, p.ready)
 			require.Empty(t, p.tb.evalString(overflowJS), "%s at %s px scrolls sideways", p.name, vp.name)
 			if p.shot {
+				if p.name == "run" {
+					// The run's picture is of its outcome cards, not its header.
+					p.tb.evalString(`document.querySelector('#timeline li.outcome-refused').previousElementSibling.scrollIntoView(); ''`)
+				}
 				p.tb.screenshot("layout-" + p.name + "-" + vp.name)
 			}
 			switch p.name {
 			case "run":
 				// The side panels: under the timeline on the phone, beside it on
 				// the laptop, where the timeline keeps most of the width.
-				var box struct{ Wide, Side struct{ Left, Right, Top, Bottom, Width float64 } }
+				var box struct {
+					Wide, Side struct{ Left, Right, Top, Bottom, Width float64 }
+				}
 				require.NoError(t, json.Unmarshal([]byte(p.tb.evalString(`JSON.stringify(Object.fromEntries(['wide', 'side'].map((c) => {
 					const r = document.querySelector('.cols > .' + c).getBoundingClientRect();
 					return [c[0].toUpperCase() + c.slice(1), { Left: r.left, Right: r.right, Top: r.top, Bottom: r.bottom, Width: r.width }];
