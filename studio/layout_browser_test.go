@@ -177,6 +177,13 @@ func TestStudioLayoutInTheBrowser(t *testing.T) {
 	require.NotEqual(t, styles[0], styles[2], "allowed and failed look alike")
 	require.NotEqual(t, styles[1], styles[2], "refused and failed look alike")
 
+	// A call a stopped worker left without an outcome (no run here can make
+	// one on purpose): fed to the card renderer, it is neither allowed nor failed.
+	require.Equal(t, "ev call bad outcome-unknown|outcome unknown: started before a worker stopped|0", alice.evalString(`(() => {
+		const c = card({ id: 1e9, type: 'tool.call', agent: 'writer', time: '', data: { tool: 'run_shell', call_id: 'c9', decision: 'unknown',
+			error: 'started before a worker stopped' } }, { auditWanted: [], refreshPlan: () => {} });
+		return c.className + '|' + c.querySelector('.outcome-label').innerText.trim() + '|' + c.querySelectorAll('.diff').length; })()`))
+
 	// The held call: its run page says it waits, in the waiting look.
 	alice.open("/app/runs/"+held, `#timeline li[data-type="approval.requested"].outcome-waiting`)
 	require.Equal(t, "waiting for approval", alice.text(`#timeline li[data-type="approval.requested"] .outcome-label`))
