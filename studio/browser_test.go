@@ -460,7 +460,7 @@ func TestStudioShowsAgentOutputAsText(t *testing.T) {
 	require.Contains(t, alice.text(`#timeline li[data-type="notification"]`), payload)
 	require.Contains(t, alice.text(`#timeline li[data-type="delegation.created"]`), payload)
 	require.NotEmpty(t, alice.text(`#timeline li.refusal .layer`), "a refusal names its layer")
-	require.Contains(t, alice.text(`#timeline li.refusal`), "refused: run_shell")
+	require.Contains(t, alice.text(`#timeline li.outcome-refused[data-tool="run_shell"] .outcome-label`), "refused by capability")
 	alice.screenshot("xss-run")
 	assertNoScriptRan(t, alice, b)
 

@@ -35,6 +35,7 @@ func TestShellsAndHeaders(t *testing.T) {
 		{"/app/tools", "tools", 200, "text/html"},
 		{"/app/static/studio.js", "", 200, "text/javascript"},
 		{"/app/static/studio.css", "", 200, "text/css"},
+		{"/app/static/favicon.svg", "", 200, "image/svg+xml"},
 		// A path the shell would echo must be a run id, nothing else.
 		{"/app/runs/%22%3E%3Cscript%3Ealert(1)%3C%2Fscript%3E", "", 404, ""},
 		{"/app/static/shell.html", "", 404, ""},
@@ -57,6 +58,9 @@ func TestShellsAndHeaders(t *testing.T) {
 				require.Contains(t, string(body), `data-page="`+tc.page+`"`)
 				require.NotContains(t, string(body), "<script>", "no inline script: only <script src>")
 				require.NotContains(t, string(body), "style=", "no inline style")
+				// The tab's icon is the Studio's own file: no network, no data: URI
+				// the CSP would have to allow.
+				require.Contains(t, string(body), `<link rel="icon" type="image/svg+xml" href="/app/static/favicon.svg">`)
 			}
 		})
 	}

@@ -108,6 +108,10 @@ function fmtSize(n) {
 
 function badge(text, kind) { return el('span', { class: 'badge ' + (kind || String(text).replace(/[^a-z_]/g, '')) }, String(text)); }
 
+// scroller wraps a table in a box that scrolls sideways on its own: a table
+// wider than a phone then scrolls inside the page, not the page itself.
+function scroller(table) { return el('div', { class: 'table-scroll' }, table); }
+
 function errorBox(err) { return el('p', { class: 'error', role: 'alert' }, String(err && err.message || err)); }
 
 // pageRoot is the current page's container in #main. route() makes a new one
@@ -159,9 +163,9 @@ async function pageRuns() {
       el('h2', {}, 'Runs'),
       el('div', { class: 'filters' }, status, search),
       listErr,
-      el('table', { class: 'grid', id: 'runs' },
+      scroller(el('table', { class: 'grid', id: 'runs' },
         el('thead', {}, el('tr', {}, ['created', 'status', 'team', 'prompt', 'owner', 'tokens'].map((h) => el('th', {}, h)))),
-        tbody),
+        tbody)),
       pager));
 
   let timer;
@@ -313,7 +317,7 @@ async function pageRun(id) {
   const fillAudit = debounce(() => loadAudit(ctx), 500);
 
   const ac = new AbortController();
-  onLeave(() => ac.abort());
+  onLeave(() => { ac.abort(); ctx.left = true; clearTimeout(ctx.auditRetry); });
   await streamEvents(id, ac.signal, streamState, (ev) => {
     timeline.appendChild(card(ev, ctx));
     if (ev.type.startsWith('delegation.')) refreshTree();
@@ -440,7 +444,10 @@ async function renderTree(id, box) {
 
 // loadAudit fetches the run's audit rows for the cards that need a call's
 // arguments (the event carries only the tool and its outcome).
-async function loadAudit(ctx) {
+async function loadAudit(ctx, retry) {
+  // A new event starts the count again; a call whose row never comes (its key
+  // differs, its page was left) stops being asked for after a few tries.
+  ctx.auditTries = retry ? (ctx.auditTries || 0) + 1 : 0;
   let rows;
   try { rows = (await api('GET', '/api/runs/' + encodeURIComponent(ctx.id) + '/audit')).audit || []; } catch (_) { return; }
   for (const r of rows) {
@@ -453,8 +460,8 @@ async function loadAudit(ctx) {
     w.fill(r);
     return false;
   });
-  if (ctx.auditWanted.length && !ctx.auditRetry) {
-    ctx.auditRetry = setTimeout(() => { ctx.auditRetry = null; loadAudit(ctx); }, 1500);
+  if (ctx.auditWanted.length && !ctx.auditRetry && !ctx.left && ctx.auditTries < 10) {
+    ctx.auditRetry = setTimeout(() => { ctx.auditRetry = null; loadAudit(ctx, true); }, 1500);
   }
 }
 
@@ -527,7 +534,8 @@ function card(ev, ctx) {
     }
     case 'notification': return cardShell(ev, 'note ' + (d.level === 'error' || d.level === 'warning' ? 'bad' : ''), 'notification' + (d.level ? ' (' + d.level + ')' : ''), el('div', { class: 'pre' }, d.message || ''));
     case 'approval.requested':
-      return cardShell(ev, 'approval', d.kind === 'question' ? 'question asked' : 'approval requested: ' + (d.tool || ''),
+      return cardShell(ev, 'approval outcome-waiting', d.kind === 'question' ? 'question asked' : 'approval requested: ' + (d.tool || ''),
+        outcomeLabel('waiting', d.kind === 'question' ? 'waiting for an answer' : 'waiting for approval'),
         d.kind === 'question' && d.question ? el('div', { class: 'question-text pre' }, d.question) : null,
         d.why ? el('div', { class: 'reason pre' }, d.why) : null,
         el('div', {}, el('a', { href: '/app/inbox?run=' + encodeURIComponent(ev.run_id) }, d.kind === 'question' ? 'answer it in the inbox' : 'open the inbox')), genericData(d));
@@ -577,27 +585,57 @@ function genericData(d) {
   return el('details', {}, el('summary', {}, 'data'), el('pre', {}, JSON.stringify(d, null, 2)));
 }
 
+// OUTCOMES are the looks of a tool call by how it ended: each its class on the
+// card (outcome-<kind>) and the label it starts with, so a refused or failed
+// call never reads like one that ran. "waiting" is a call held for a person:
+// its card is the approval.requested event's (no tool.call exists yet).
+const OUTCOMES = {
+  allowed: { kind: 'allowed', cls: 'tool', label: () => 'allowed' },
+  denied: { kind: 'refused', cls: 'refusal', label: (d) => ['refused by ', el('strong', { class: 'layer' }, d.layer || 'the gate'), d.error ? ': ' + refusalReason(d) : ''] },
+  error: { kind: 'failed', cls: 'bad', label: (d) => 'failed: ' + (d.error || 'the tool reported an error') },
+  unknown: { kind: 'unknown', cls: 'bad', label: (d) => 'outcome unknown: ' + (d.error || 'started before a worker stopped; not run again') },
+};
+
+// refusalReason is a refusal's reason without the "denied by <layer>: " the
+// event's error starts with (the label names the layer already).
+function refusalReason(d) {
+  const prefix = 'denied by ' + d.layer + ': ';
+  return String(d.error).startsWith(prefix) ? String(d.error).slice(prefix.length) : String(d.error);
+}
+
+function outcomeLabel(kind, ...text) {
+  return el('div', { class: 'outcome-label', 'data-outcome': kind }, ...text);
+}
+
+// WRITES are the tools whose allowed call is drawn as a diff. Only an allowed
+// one: a refused or failed write changed nothing, and its arguments (a path
+// that escapes, a missing content) are shown as what they are.
+const WRITES = ['write_file', 'edit_file'];
+
 function toolCard(ev, ctx) {
   const d = ev.data || {};
-  if (d.decision === 'denied') {
-    return cardShell(ev, 'refusal', 'refused: ' + d.tool,
-      el('div', {}, 'layer ', el('strong', { class: 'layer' }, d.layer || '?')),
-      el('div', { class: 'reason pre' }, d.error || ''));
-  }
-  const c = cardShell(ev, d.decision === 'allowed' ? 'tool' : 'bad', d.tool + ' · ' + d.decision,
-    d.error ? el('pre', { class: 'error' }, d.error) : null);
+  const o = OUTCOMES[d.decision] || OUTCOMES.error;
+  const c = el('li', { class: 'ev call ' + o.cls + ' outcome-' + o.kind, 'data-type': ev.type, 'data-id': ev.id, 'data-outcome': o.kind, 'data-tool': d.tool },
+    el('div', { class: 'ev-head' }, el('code', { class: 'ev-title' }, d.tool || ''), ev.agent ? el('span', { class: 'agent' }, ev.agent) : null, el('time', {}, fmtTime(ev.time))),
+    outcomeLabel(o.kind, o.label(d)));
   const body = el('div', { class: 'tool-body' });
   c.appendChild(body);
   const key = (ev.agent || '') + '\u0000' + d.call_id + '\u0000' + d.tool;
   const want = (fill) => ctx.auditWanted.push({ key, fill });
+  // The arguments come from the call's audit row, as the API gives them to
+  // this viewer: masked by the gate, and for a Standard tool only their first
+  // bytes (the event itself carries none).
+  const showArgs = () => want((r) => body.insertBefore(argsView(parseArgs(r)), body.firstChild));
+  if (d.decision === 'allowed' && WRITES.includes(d.tool)) {
+    want((r) => body.appendChild(diffView(d.tool, parseArgs(r))));
+    return c;
+  }
+  showArgs();
+  if (d.decision !== 'allowed') return c;
   switch (d.tool) {
     case 'create_plan':
     case 'update_plan':
       ctx.refreshPlan();
-      break;
-    case 'write_file':
-    case 'edit_file':
-      want((r) => body.appendChild(diffView(d.tool, parseArgs(r))));
       break;
     case 'run_tests':
     case 'analyze_code':
@@ -608,6 +646,16 @@ function toolCard(ev, ctx) {
       if (d.result) body.appendChild(el('details', {}, el('summary', {}, 'result'), el('pre', {}, d.result)));
   }
   return c;
+}
+
+// argsView shows a call's arguments: indented JSON, or the audit's cut summary
+// as it is, marked as cut.
+function argsView(a) {
+  if (a.__summary === '') return el('div', { class: 'args-box muted' }, 'no arguments recorded');
+  if (a.__summary !== undefined) {
+    return el('div', { class: 'args-box' }, el('div', { class: 'muted' }, 'arguments (their first bytes, as the audit keeps them)'), el('pre', { class: 'args' }, a.__summary + ' …'));
+  }
+  return el('div', { class: 'args-box' }, el('div', { class: 'muted' }, 'arguments'), el('pre', { class: 'args' }, JSON.stringify(a, null, 2)));
 }
 
 async function loadPlan(ctx) {
@@ -658,14 +706,14 @@ function resultTable(text) {
   if (scalars.length) {
     const flat = scalars.flatMap(([k, x]) => (x && typeof x === 'object' ? Object.entries(x).map(([k2, y]) => [k + '.' + k2, y]) : [[k, x]]))
       .filter(([k]) => k !== 'output_tail');
-    add(out, el('table', { class: 'grid small summary' }, el('thead', {}, el('tr', {}, flat.map(([k]) => el('th', {}, k)))),
-      el('tbody', {}, el('tr', {}, flat.map(([k, x]) => el('td', { class: bad(k, x) }, cell(x)))))));
+    add(out, scroller(el('table', { class: 'grid small summary' }, el('thead', {}, el('tr', {}, flat.map(([k]) => el('th', {}, k)))),
+      el('tbody', {}, el('tr', {}, flat.map(([k, x]) => el('td', { class: bad(k, x) }, cell(x))))))));
   }
   for (const [k, rows] of Object.entries(v)) {
     if (!Array.isArray(rows) || !rows.length || typeof rows[0] !== 'object') continue;
     const cols = [...new Set(rows.flatMap((r) => Object.keys(r || {})))].slice(0, 8);
-    add(out, el('div', { class: 'muted' }, k), el('table', { class: 'grid small' }, el('thead', {}, el('tr', {}, cols.map((c) => el('th', {}, c)))),
-      el('tbody', {}, rows.slice(0, 200).map((r) => el('tr', {}, cols.map((c) => el('td', { class: bad(c, r[c]) }, cell(r[c]))))))));
+    add(out, el('div', { class: 'muted' }, k), scroller(el('table', { class: 'grid small' }, el('thead', {}, el('tr', {}, cols.map((c) => el('th', {}, c)))),
+      el('tbody', {}, rows.slice(0, 200).map((r) => el('tr', {}, cols.map((c) => el('td', { class: bad(c, r[c]) }, cell(r[c])))))))));
   }
   if (v.output_tail) add(out, el('details', {}, el('summary', {}, 'output'), el('pre', {}, String(v.output_tail))));
   return out;
@@ -793,7 +841,7 @@ async function pageInbox() {
     }
     if (!rows.length) tbody.appendChild(el('tr', {}, el('td', { colspan: 6, class: 'muted' }, 'No decisions yet.')));
     add(clear(history), el('h2', {}, 'Decided'),
-      el('table', { class: 'grid stack', id: 'history-table' }, el('thead', {}, el('tr', {}, ['when', 'status', 'what', 'by', 'reason / answer', 'run'].map((h) => el('th', {}, h)))), tbody));
+      scroller(el('table', { class: 'grid stack', id: 'history-table' }, el('thead', {}, el('tr', {}, ['when', 'status', 'what', 'by', 'reason / answer', 'run'].map((h) => el('th', {}, h)))), tbody)));
   }
   await load();
   loadGrants(grants);
@@ -986,8 +1034,8 @@ async function loadGrants(box) {
   if (!rows.length) tbody.appendChild(el('tr', {}, el('td', { colspan: 8, class: 'muted' }, 'No grants.')));
   add(clear(box), el('h2', {}, 'Grants'),
     el('p', { class: 'muted' }, 'A suspended grant was made under an older permissions.yaml: it matches nothing until an approver confirms it for the current one.'),
-    el('table', { class: 'grid stack', id: 'grants-table' },
-      el('thead', {}, el('tr', {}, ['status', 'tool', 'scope', 'match', 'expires', 'by', 'policy', ''].map((h) => el('th', {}, h)))), tbody));
+    scroller(el('table', { class: 'grid stack', id: 'grants-table' },
+      el('thead', {}, el('tr', {}, ['status', 'tool', 'scope', 'match', 'expires', 'by', 'policy', ''].map((h) => el('th', {}, h)))), tbody)));
 }
 
 // ---------- audit ----------
@@ -1048,7 +1096,7 @@ async function pageAudit() {
   add(m, el('section', { class: 'card' }, el('h1', {}, 'Audit'),
     el('p', { class: 'muted' }, 'Every gated tool call of the runs you may read, newest first: its tier, the decision and the layer that refused it.'),
     el('div', { class: 'filters' }, Object.values(f), text), err,
-    el('table', { class: 'grid', id: 'audit' }, el('thead', {}, el('tr', {}, ['at', 'run', 'agent', 'tool', 'tier', 'decision', 'why', 'arguments', 'ms'].map((h) => el('th', {}, h)))), tbody), pager));
+    scroller(el('table', { class: 'grid', id: 'audit' }, el('thead', {}, el('tr', {}, ['at', 'run', 'agent', 'tool', 'tier', 'decision', 'why', 'arguments', 'ms'].map((h) => el('th', {}, h)))), tbody)), pager));
   await load();
 }
 
@@ -1061,13 +1109,13 @@ async function pageLeases() {
   let data;
   try { data = await api('GET', '/api/leases'); } catch (e) { box.appendChild(errorBox(e)); return; }
   if (!data.services.length) { box.appendChild(el('p', { class: 'muted' }, 'This deployment declares no GPU services.')); return; }
-  box.appendChild(el('table', { class: 'grid', id: 'leases' },
+  box.appendChild(scroller(el('table', { class: 'grid', id: 'leases' },
     el('thead', {}, el('tr', {}, ['service', 'capacity', 'ttl', 'holders', 'waiters', 'last token', 'idle since'].map((h) => el('th', {}, h)))),
     el('tbody', {}, data.services.map((s) => el('tr', {},
       el('td', {}, s.service), el('td', {}, String(s.capacity)), el('td', {}, s.ttl),
       el('td', {}, (s.holders || []).map((h) => el('div', {}, JSON.stringify(h)))),
       el('td', {}, (s.waiters || []).map((w) => el('div', {}, JSON.stringify(w)))),
-      el('td', {}, String(s.last_token)), el('td', {}, s.idle_since ? fmtTime(s.idle_since) : (s.stopping ? 'stopping' : '')))))));
+      el('td', {}, String(s.last_token)), el('td', {}, s.idle_since ? fmtTime(s.idle_since) : (s.stopping ? 'stopping' : ''))))))));
 }
 
 // ---------- tools ----------
@@ -1093,9 +1141,9 @@ async function pageTools() {
     }
     for (const [g, ts] of [...groups].sort()) {
       list.appendChild(el('div', { class: 'group' }, el('h2', {}, g, ' ', el('span', { class: 'muted' }, ts.length + ' tools')),
-        el('table', { class: 'grid' }, el('tbody', {}, ts.map((t) => el('tr', {},
+        scroller(el('table', { class: 'grid' }, el('tbody', {}, ts.map((t) => el('tr', {},
           el('td', {}, el('code', {}, t.name)), el('td', {}, badge(t.tier)), el('td', {}, t.outbound ? 'outbound' : ''),
-          el('td', {}, t.description, el('details', {}, el('summary', {}, 'parameters'), el('pre', {}, JSON.stringify(t.parameters, null, 2))))))))));
+          el('td', {}, t.description, el('details', {}, el('summary', {}, 'parameters'), el('pre', {}, JSON.stringify(t.parameters, null, 2)))))))))));
     }
   };
   tierSel.addEventListener('change', draw);
@@ -1171,7 +1219,7 @@ async function pageFiles(id) {
         el('button', { type: 'button', class: 'link', onclick: () => preview(id, f, pv).catch((e) => err.appendChild(errorBox(e))) }, 'Preview'), err, pv)));
     if (MEDIA_NAME.test(f.path) && previews++ < 12) preview(id, f, pv).catch(() => {});
   }
-  add(box, el('table', { class: 'grid', id: 'files' }, el('thead', {}, el('tr', {}, ['path', 'size', 'modified', ''].map((h) => el('th', {}, h)))), tbody),
+  add(box, scroller(el('table', { class: 'grid', id: 'files' }, el('thead', {}, el('tr', {}, ['path', 'size', 'modified', ''].map((h) => el('th', {}, h)))), tbody)),
     data.truncated ? el('p', { class: 'muted' }, 'Only the first files are listed.') : null);
 }
 
