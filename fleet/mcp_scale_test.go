@@ -555,10 +555,13 @@ func TestMCPWaitingCallsCostNoQueries(t *testing.T) {
 	// Within ±10 % of idle; idle is a handful of transactions, a band below the
 	// noise of the fleet's own timers, so the bound is absolute: the sweeps'
 	// own cost (at most two transactions each: pgx prepares the statement on a
-	// connection Transactions' reset made new) and 10 of noise. One query per
-	// waiting call would add 200, one per task poll pollsIn (~700).
+	// connection Transactions' reset made new), 10 of noise, and a tenth of the
+	// waiting calls for the fleet's periodic jobs (the scheduler's sweeps), which
+	// fall into one window or the other (CI on a loaded machine saw 28 against
+	// 0 idle). One query per waiting call would add 200, one per task poll
+	// pollsIn (~700): both stay far outside.
 	sweeps := int64(len(backends) * (int(window/sweep) + 1))
-	slack := max(idleN/10, 2*sweeps+10)
+	slack := max(idleN/10, 2*sweeps+10+int64(tasks+streams)/10)
 	t.Logf("bound: idle ± %d tx (%d sweeps at mcp.poll %s)", slack, sweeps, sweep)
 	require.LessOrEqual(t, waitN, idleN+slack, "waiting calls and task polls query PostgreSQL (idle %d, waiting %d, %d polls)", idleN, waitN, pollsIn)
 	require.GreaterOrEqual(t, waitN, idleN-slack, "the idle window was busier than the waiting one: the measurement is not sound")
