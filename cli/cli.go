@@ -93,11 +93,15 @@ var serverRoles = []string{"api", "worker", "scheduler", "dev"}
 
 // Main runs the command and returns the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
+	cmds := commands()
+	if len(args) > 1 && args[0] == "help" {
+		// aetherium help runs [list]: as aetherium runs [list] --help.
+		args = append(slices.Clone(args[1:]), "--help")
+	}
 	if len(args) == 0 || isHelp(args[0]) {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	cmds := commands()
 	if cmd, sub, ok := helpRequest(args, cmds); ok {
 		return printHelp(cmd, sub, cmds, stdout)
 	}

@@ -48,6 +48,8 @@ func TestHelpEveryCommand(t *testing.T) {
 	}
 	cases = append(cases,
 		want{[]string{"help"}, []string{"runs list|show|cancel|export", "approvals list"}},
+		want{[]string{"help", "runs"}, []string{"subcommands: list, show, cancel, export"}},
+		want{[]string{"help", "approvals", "deny"}, []string{"aetherium approvals deny", "  -reason"}},
 		want{[]string{"run", "--help"}, []string{"--template NAME", "  -follow", "  -prompt"}},
 		want{[]string{"events", "-h"}, []string{"RUN_ID", "  -api"}},
 		want{[]string{"leases", "--help"}, []string{"  -events"}},
