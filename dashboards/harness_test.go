@@ -236,6 +236,30 @@ func (p *prom) series(expr string) (int, error) {
 }
 
 // grafanaVars replaces the Grafana variables the dashboards use with what Grafana
-// would send for a short range at a 1s scrape interval.
+// would send for a short range at a 1s scrape interval, with All selected in the
+// job, instance and queue variables (their allValue, ".*").
 var grafanaVars = strings.NewReplacer("${__rate_interval}", "1m", "$__rate_interval", "1m",
-	"${__range}", "5m", "$__range", "5m", "${__interval}", "15s", "$__interval", "15s")
+	"${__range}", "5m", "$__range", "5m", "${__interval}", "15s", "$__interval", "15s",
+	"$job", ".*", "$instance", ".*", "$queue", ".*")
+
+// labelValues evaluates a Grafana label_values(selector, label) variable query as
+// Grafana's Prometheus datasource does: the label's values over the matching series.
+func (p *prom) labelValues(query string) ([]string, error) {
+	m := regexp.MustCompile(`^label_values\((.+),\s*(\w+)\)$`).FindStringSubmatch(query)
+	if m == nil {
+		return nil, fmt.Errorf("not a label_values query: %q", query)
+	}
+	var series []map[string]string
+	if err := p.get("/api/v1/series", url.Values{"match[]": {m[1]}, "start": {strconv.FormatInt(time.Now().Add(-5*time.Minute).Unix(), 10)}}, &series); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range series {
+		if v := s[m[2]]; v != "" && !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}

@@ -8,10 +8,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	gdash "github.com/grafana/grafana-foundation-sdk/go/dashboard"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/stretchr/testify/require"
@@ -93,6 +95,34 @@ func TestPanelsShowDataFromPrometheus(t *testing.T) {
 		empty = append(empty, q.Where+": "+q.Expr)
 	}
 	require.Empty(t, empty, "panel queries with no series")
+
+	// The variables' own queries list the fleet: every role's job, every process,
+	// every queue (the dropdowns a user picks from).
+	want := map[string][]string{
+		"job":      {"aetherium-api", "aetherium-worker", "aetherium-scheduler"},
+		"instance": append([]string{strings.TrimPrefix(f.URL, "http://"), sched}, workers...),
+		"queue":    {"supervisor", "workers", "maintenance"},
+	}
+	for _, d := range loadSDKDashboards(t) {
+		for _, v := range d.D.Templating.List {
+			if v.Type != gdash.VariableTypeQuery {
+				continue
+			}
+			got, err := p.labelValues(grafanaVars.Replace(queryString(v)))
+			require.NoError(t, err, "%s: variable %s", d.File, v.Name)
+			require.Subset(t, got, want[v.Name], "%s: variable %s", d.File, v.Name)
+		}
+	}
+	// One process picked, as Grafana sends a multi-value selection: (a|b), regex
+	// metacharacters escaped once for the regex and once for the PromQL string.
+	pick := strings.NewReplacer("$job", "(aetherium-worker)", "$instance", "("+strings.ReplaceAll(regexp.QuoteMeta(workers[0]), `\`, `\\`)+")")
+	for _, q := range queries(t) {
+		if strings.Contains(q.Expr, "aetherium_worker_up{") {
+			v, err := p.value(grafanaVars.Replace(pick.Replace(q.Expr)))
+			require.NoError(t, err, q.Where)
+			require.Equal(t, 1.0, v, "%s: one worker selected", q.Where)
+		}
+	}
 
 	// The traffic shows up as values, not only as series.
 	for expr, min := range map[string]float64{

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -36,18 +35,6 @@ type toolMeta struct {
 	Meta map[string]any
 }
 
-// wireTool is a tool of tools/list as the 2026-07-28 layer writes it (its own
-// JSON, not the go-sdk's): the same facts as the go-sdk's mcp.Tool.
-type wireTool struct {
-	Name         string               `json:"name"`
-	Title        string               `json:"title,omitempty"`
-	Description  string               `json:"description,omitempty"`
-	InputSchema  map[string]any       `json:"inputSchema"`
-	Annotations  *mcp.ToolAnnotations `json:"annotations,omitempty"`
-	OutputSchema map[string]any       `json:"outputSchema,omitempty"`
-	Meta         map[string]any       `json:"_meta,omitempty"`
-}
-
 // describe derives a tool's metadata from its registration and compiles its
 // input schema for validateArgs (once per registration: New describes every
 // tool of every profile).
@@ -55,9 +42,6 @@ func describe(spec *tools.Spec) (toolMeta, error) {
 	var in map[string]any
 	if err := json.Unmarshal(spec.Schema, &in); err != nil || in["type"] != "object" {
 		return toolMeta{}, fmt.Errorf("tool %s has no object schema", spec.Name)
-	}
-	if _, err := argSchema(spec); err != nil {
-		return toolMeta{}, err
 	}
 	m := toolMeta{
 		Name: spec.Name, Title: title(spec.Name), Description: spec.Description, InputSchema: in,
@@ -115,7 +99,8 @@ func title(name string) string {
 	return strings.Join(words, " ")
 }
 
-// sdkTool is the go-sdk's tool of the 2025 revisions.
+// sdkTool is the tool as both generations list it (the 2026-07-28 layer
+// writes the same go-sdk value).
 func (m toolMeta) sdkTool() *mcp.Tool {
 	ann := m.Annotations
 	t := &mcp.Tool{Name: m.Name, Title: m.Title, Description: m.Description, InputSchema: m.InputSchema,
@@ -124,13 +109,6 @@ func (m toolMeta) sdkTool() *mcp.Tool {
 		t.OutputSchema = m.OutputSchema
 	}
 	return t
-}
-
-// wire is the tool as the 2026-07-28 layer lists it.
-func (m toolMeta) wire() wireTool {
-	ann := m.Annotations
-	return wireTool{Name: m.Name, Title: m.Title, Description: m.Description, InputSchema: m.InputSchema,
-		Annotations: &ann, OutputSchema: m.OutputSchema, Meta: m.Meta}
 }
 
 // toolMeta is the metadata of a registered tool (by name).
@@ -157,13 +135,12 @@ func structured(spec *tools.Spec, isError bool, text string) map[string]any {
 	return v
 }
 
-// argSchemas are the compiled input schemas by registration: a registration's
-// schema never changes, and a test that stands another tool in for a shipped one
-// registers a new Spec.
-var argSchemas sync.Map // *tools.Spec -> *jsonschema.Schema
-
-func argSchema(spec *tools.Spec) (*jsonschema.Schema, error) {
-	if v, ok := argSchemas.Load(spec); ok {
+// argSchema is the compiled input schema of a registration, compiled once (New
+// compiles every served tool's) and kept by the server (Server.schemas): a
+// registration's schema never changes, and a test that stands another tool in
+// for a shipped one registers a new Spec.
+func (s *Server) argSchema(spec *tools.Spec) (*jsonschema.Schema, error) {
+	if v, ok := s.schemas.Load(spec); ok {
 		return v.(*jsonschema.Schema), nil
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(spec.Schema))
@@ -181,7 +158,7 @@ func argSchema(spec *tools.Spec) (*jsonschema.Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tool %s: input schema: %w", spec.Name, err)
 	}
-	v, _ := argSchemas.LoadOrStore(spec, sch)
+	v, _ := s.schemas.LoadOrStore(spec, sch)
 	return v.(*jsonschema.Schema), nil
 }
 
@@ -195,7 +172,7 @@ func (s *Server) validateArgs(tool string, args json.RawMessage) error {
 	if !ok {
 		return fmt.Errorf("unknown tool %q", tool)
 	}
-	sch, err := argSchema(spec)
+	sch, err := s.argSchema(spec)
 	if err != nil {
 		return err
 	}

@@ -116,7 +116,7 @@ func TestToolMetadataFromRegistrations(t *testing.T) {
 		}{{"write_file", false}, {"web_fetch", true}} {
 			m, err := s.toolMeta(c.tool)
 			require.NoError(t, err)
-			raw, err := json.Marshal(m.wire())
+			raw, err := json.Marshal(m.sdkTool())
 			require.NoError(t, err)
 			var got map[string]any
 			require.NoError(t, json.Unmarshal(raw, &got))

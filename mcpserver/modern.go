@@ -388,7 +388,7 @@ func (s *Server) awaitModern(q *mreq, call store.MCPCall, handle, decided string
 	})
 	switch {
 	case ctx.Err() != nil:
-		s.withdraw(call.ID, q.principal, "the client went away")
+		s.abandon(call, q.principal, "the client went away")
 		return
 	case errors.Is(err, errWaitTimeout) && q.caps.Tasks:
 		q.replyTask(cur)

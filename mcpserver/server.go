@@ -30,6 +30,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -90,6 +91,8 @@ type Server struct {
 	sweeper      sweeper
 	// verifier checks JWT access tokens (mcp.oauth); nil without OAuth.
 	verifier *oauth.Verifier
+	// schemas are the compiled input schemas by *tools.Spec (argSchema).
+	schemas sync.Map
 }
 
 // catalogEntry is a served tool: a fleet tool (run by the workers) or one the
@@ -217,6 +220,9 @@ func (s *Server) buildProfile(name string, p Profile) (*mcp.Server, json.RawMess
 		}
 		meta, err := describe(spec)
 		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", key, err)
+		}
+		if _, err := s.argSchema(spec); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", key, err)
 		}
 		t := meta.sdkTool()
@@ -467,7 +473,7 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, p Profile, 
 	case decided != nil:
 		return decided, nil
 	case ctx.Err() != nil:
-		s.withdraw(call.ID, principal, "the client cancelled the call or went away")
+		s.abandon(call, principal, "the client cancelled the call or went away")
 		return nil, ctx.Err()
 	case errors.Is(err, errWaitTimeout):
 		return refusal(fmt.Sprintf("no outcome for %s within %s; the call %s continues on the workers (run %s)",

@@ -306,6 +306,28 @@ func (s *Server) withdraw(id, principal, why string) (store.MCPCall, bool) {
 	return out, ok
 }
 
+// abandon withdraws a call whose client went away (or cancelled it). A call a
+// worker holds at that moment cannot be withdrawn yet, but may be about to park
+// on an approval that nobody would then wait for: this process follows it, on a
+// context of its own, until it parks (and withdraws it then) or finishes. A
+// process that dies meanwhile leaves the approval to expire, as before.
+func (s *Server) abandon(call store.MCPCall, principal, why string) {
+	out, ok := s.withdraw(call.ID, principal, why)
+	if ok || out.Status == store.MCPCallDone || out.ID == "" {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.window())
+		defer cancel()
+		cur, err := s.follow(ctx, call, s.window(), 0, func(cur store.MCPCall, _ bool) bool {
+			return cur.Status == store.MCPCallWaiting || cur.Status == store.MCPCallDone || cur.Status == store.MCPCallQueued
+		})
+		if err == nil && cur.Status != store.MCPCallDone {
+			s.withdraw(call.ID, principal, why)
+		}
+	}()
+}
+
 // errWaitTimeout ends a follow whose limit passed.
 var errWaitTimeout = errors.New("mcp wait: limit passed")
 
