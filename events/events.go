@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
@@ -147,14 +148,61 @@ func (r *Recorder) publish(ctx context.Context, channel string, msg any) {
 	}
 }
 
+// DelegationFinishedKey is the key of a delegation's delegation.finished event:
+// one event per delegation, whoever records it (the worker when the delegation's
+// session ends, EmitTerminal when its run's end closed it). The store's
+// UnannouncedDelegations looks the events up by this key.
+func DelegationFinishedKey(delegationID string) string { return "delegation-finished:" + delegationID }
+
+// maxDelegationResult bounds a delegation's result in its delegation.finished
+// event (the full result stays on the delegation's row).
+const maxDelegationResult = 2000
+
+// DelegationFinishedData is the data of a delegation.finished event.
+func DelegationFinishedData(id, status, result, errMsg string) map[string]any {
+	if len(result) > maxDelegationResult {
+		n := maxDelegationResult
+		for n > 0 && !utf8.RuneStart(result[n]) {
+			n--
+		}
+		result = result[:n] + "…"
+	}
+	return map[string]any{"delegation_id": id, "status": status, "result": result, "error": errMsg}
+}
+
 // EmitTerminal records the terminal event of a finished run from its stored status,
 // keyed "terminal": whoever finished the run, and however often this runs, the
-// stream gets exactly one.
+// stream gets exactly one. The delegation.finished events of the delegations the
+// run's end closed (store.FinishRun) are recorded first, from their rows and
+// under their own keys, so a follower whose stream ends at the terminal event
+// sees them, and a retry of this (every caller runs it again on redelivery)
+// records what a crash in between lost.
 func (r *Recorder) EmitTerminal(ctx context.Context, run store.Run) error {
+	if err := r.emitClosedDelegations(ctx, run.ID); err != nil {
+		return err
+	}
 	typ := map[string]string{store.RunCompleted: RunCompleted, store.RunFailed: RunFailed, store.RunCancelled: RunCancelled}[run.Status]
 	return r.Emit(ctx, run.ID, "terminal", typ, "", map[string]any{
 		"status": run.Status, "result": run.Result, "error": run.Error, "reason": run.Reason, "tokens_used": run.TokensUsed,
 	})
+}
+
+// emitClosedDelegations records the missing delegation.finished events of a
+// finished run's delegations (store.UnannouncedDelegations).
+func (r *Recorder) emitClosedDelegations(ctx context.Context, runID string) error {
+	ds, err := r.Store.UnannouncedDelegations(ctx, runID)
+	if err != nil {
+		return fmt.Errorf("emit %s: %w", DelegationFinished, err)
+	}
+	if len(ds) == 0 {
+		return nil
+	}
+	evs := make([]store.NewEvent, len(ds))
+	for i, d := range ds {
+		evs[i] = store.NewEvent{Key: DelegationFinishedKey(d.ID), Type: DelegationFinished, Agent: d.Agent,
+			Data: DelegationFinishedData(d.ID, d.Status, d.Result, d.Error)}
+	}
+	return r.EmitBatch(ctx, runID, evs)
 }
 
 // EmitBatch stores several events of one run in one statement (each once per key)

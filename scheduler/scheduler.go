@@ -47,7 +47,8 @@ const (
 type Config struct {
 	// Period is the tick interval of every task. Default DefaultPeriod.
 	Period time.Duration `yaml:"period"`
-	// StuckAfter fails non-terminal runs with no event for this long. Default
+	// StuckAfter fails non-terminal runs with no event for this long, except
+	// MCP runs (an MCP client's session, idle between calls). Default
 	// DefaultStuckAfter.
 	StuckAfter time.Duration `yaml:"stuck_after"`
 	// MetricsAddr serves /metrics for the scheduler. Env

@@ -16,6 +16,9 @@ const (
 	DelegationRunning   = "running"
 	DelegationCompleted = "completed"
 	DelegationFailed    = "failed"
+	// DelegationCancelled is a delegation its run stopped waiting for: the run
+	// was cancelled, or completed, while it was still open (closeRunDelegations).
+	DelegationCancelled = "cancelled"
 )
 
 // Delegation is a task handed from one session to an agent.
@@ -206,6 +209,47 @@ func (s *Store) FinishDelegation(ctx context.Context, id, status, result, errMsg
 		return false, fmt.Errorf("finish delegation %s: %w", id, err)
 	}
 	return tag.RowsAffected() == 1, nil
+}
+
+// closeRunDelegations closes the open delegations of a run that just ended
+// (FinishRun's transaction), with a status that says why: failed with the run
+// when it failed — its agent's work is lost with the run, whoever tripped the
+// breaker or the budget —, cancelled when the run was cancelled or completed
+// without waiting for it (its agent neither finished nor failed the task). A
+// step that finishes the delegation later finds it closed (FinishDelegation,
+// SaveStep's Finish: only pending or running ones change).
+func closeRunDelegations(ctx context.Context, tx pgx.Tx, runID, runStatus, reason, errMsg string) error {
+	status, why := DelegationCancelled, "the run "+runStatus+" before this delegation finished"
+	switch runStatus {
+	case RunFailed:
+		status = DelegationFailed
+	case RunCancelled:
+		why = "the run was cancelled before this delegation finished"
+	}
+	if reason != "" && reason != runStatus {
+		why += " (" + reason + ")"
+	}
+	if errMsg != "" {
+		why += ": " + errMsg
+	}
+	_, err := tx.Exec(ctx, `UPDATE delegations SET status = $2, error = $3, completed_at = now()
+		WHERE run_id = $1 AND status IN ('pending','running')`, runID, status, why)
+	if err != nil {
+		return fmt.Errorf("close delegations of run %s: %w", runID, err)
+	}
+	return nil
+}
+
+// UnannouncedDelegations returns the finished delegations of a run that have no
+// delegation.finished event yet (keyed "delegation-finished:<id>"): those its
+// end closed (closeRunDelegations), and any whose event a crash lost. The
+// recorder of the run's terminal event emits theirs first, under the same keys,
+// so each delegation gets exactly one however often that runs.
+func (s *Store) UnannouncedDelegations(ctx context.Context, runID string) ([]Delegation, error) {
+	return s.queryDelegations(ctx, `SELECT `+delCols+` FROM delegations AS d
+		WHERE d.run_id = $1 AND d.status NOT IN ('pending','running')
+			AND NOT EXISTS (SELECT 1 FROM run_events AS e WHERE e.run_id = d.run_id AND e.key = 'delegation-finished:' || d.id)
+		ORDER BY d.created_at, d.id`, runID)
 }
 
 // GetTurn loads a delegation with its run, in one query: what an agent turn

@@ -376,7 +376,10 @@ func (s *Store) SetRunWaiting(ctx context.Context, id string, waiting bool) (boo
 // run's end admits the next waiting runs of its key in the same transaction, so
 // no end — completion, failure, cancellation, a sweep of a dead worker's run —
 // can leak its slot; they are returned, and the caller starts them (a start lost
-// with the caller is the queued-runs sweep's: QueuedRuns).
+// with the caller is the queued-runs sweep's: QueuedRuns). Its open delegations
+// are closed in the same transaction too (closeRunDelegations): whichever way the
+// run ended, none of them stays pending or running; their delegation.finished
+// events ride with the run's terminal one (UnannouncedDelegations).
 func (s *Store) FinishRun(ctx context.Context, id, status, result, errMsg, reason string) (bool, []Run, error) {
 	if !Terminal(status) {
 		return false, nil, fmt.Errorf("finish run: %q is not terminal", status)
@@ -403,6 +406,9 @@ func (s *Store) FinishRun(ctx context.Context, id, status, result, errMsg, reaso
 		if err := cancelRunApprovals(ctx, tx, id, status); err != nil {
 			return err
 		}
+		if err := closeRunDelegations(ctx, tx, id, status, reason, errMsg); err != nil {
+			return err
+		}
 		if limited {
 			admitted, err = admit(ctx, tx, key)
 		}
@@ -414,12 +420,17 @@ func (s *Store) FinishRun(ctx context.Context, id, status, result, errMsg, reaso
 	return changed, admitted, nil
 }
 
-// StaleRuns returns non-terminal runs whose last event is older than age.
+// StaleRuns returns non-terminal runs whose last event is older than age: the
+// stuck-run detector's. MCP runs (template MCPTemplatePrefix…) are not among
+// them: such a run is an MCP client's session, running with no event for as
+// long as the client sits idle, not a job that stopped making progress; each
+// of its calls has its own timeouts, and its owner can cancel it.
 func (s *Store) StaleRuns(ctx context.Context, age time.Duration, limit int) ([]string, error) {
 	rows, err := s.db.Query(ctx, `SELECT r.id::text FROM runs r
 		WHERE r.status IN ('queued','running') AND r.updated_at < now() - $1::interval
+		AND NOT starts_with(r.template, $3)
 		AND NOT EXISTS (SELECT 1 FROM run_events e WHERE e.run_id = r.id AND e.created_at >= now() - $1::interval)
-		LIMIT $2`, age.String(), limit)
+		LIMIT $2`, age.String(), limit, MCPTemplatePrefix)
 	if err != nil {
 		return nil, fmt.Errorf("stale runs: %w", err)
 	}

@@ -89,11 +89,16 @@ const (
 		FROM sessions AS s JOIN runs AS r ON r.id = s.run_id
 		WHERE s.id = $1 AND s.lease_token = $2`
 	// The inserts run only when the session update above (same implicit
-	// transaction) found the lease still ours.
+	// transaction) found the lease still ours. A delegation.finished event is
+	// stored only when its delegation now holds the status it announces (saved by
+	// saveStepFinish, queued before): one its run's end closed first
+	// (store.FinishRun) is announced from its row with the run's terminal event.
 	saveStepEvents = `INSERT INTO run_events (run_id, key, type, agent, data)
 		SELECT $3::uuid, u.key, u.type, u.agent, u.data::jsonb
 		FROM unnest($4::text[], $5::text[], $6::text[], $7::text[]) WITH ORDINALITY AS u(key, type, agent, data, n)
 		WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $2)
+			AND (u.type <> 'delegation.finished' OR EXISTS (SELECT 1 FROM delegations AS d
+				WHERE d.id = u.data::jsonb->>'delegation_id' AND d.status = u.data::jsonb->>'status'))
 		ORDER BY u.n
 		ON CONFLICT (run_id, key) DO NOTHING RETURNING id, type`
 	// The messages the step added (or wrote over: Session.Rewrite), as rows from

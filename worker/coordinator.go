@@ -172,8 +172,18 @@ func (w *Worker) finishSession(ctx context.Context, in stepInput, sess *store.Se
 	}
 	d := in.delegation
 	out := delegationOutcome(in.role, d.ID, final)
-	if _, err := w.store.FinishDelegation(ctx, d.ID, out.Status, out.Result, out.Error); err != nil {
+	finished, err := w.store.FinishDelegation(ctx, d.ID, out.Status, out.Result, out.Error)
+	if err != nil {
 		return err
+	}
+	if !finished {
+		// Closed already: by an earlier delivery of this step, or by its run's
+		// end (store.FinishRun). The event says what the row says.
+		cur, err := w.store.GetDelegation(ctx, d.ID)
+		if err != nil {
+			return err
+		}
+		out = store.DelegationOutcome{ID: cur.ID, Status: cur.Status, Result: cur.Result, Error: cur.Error}
 	}
 	ev := delegationFinishedEvent(*d, out)
 	if err := w.events.Emit(ctx, in.run.ID, ev.Key, ev.Type, ev.Agent, ev.Data.(map[string]any)); err != nil {
@@ -203,9 +213,8 @@ func delegationOutcome(role, id, final string) store.DelegationOutcome {
 
 // delegationFinishedEvent announces a delegation's outcome (once, by its key).
 func delegationFinishedEvent(d store.Delegation, out store.DelegationOutcome) store.NewEvent {
-	return store.NewEvent{Key: "delegation-finished:" + d.ID, Type: events.DelegationFinished, Agent: d.Agent, Data: map[string]any{
-		"delegation_id": d.ID, "status": out.Status, "result": truncate(out.Result, 2000), "error": out.Error,
-	}}
+	return store.NewEvent{Key: events.DelegationFinishedKey(d.ID), Type: events.DelegationFinished, Agent: d.Agent,
+		Data: events.DelegationFinishedData(d.ID, out.Status, out.Result, out.Error)}
 }
 
 // reviewOutcome is how a reviewer's delegation ends: completed with the
