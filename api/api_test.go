@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -171,6 +172,48 @@ func TestListRunsSearch(t *testing.T) {
 			require.Equal(t, c.want, got)
 		})
 	}
+}
+
+// A run listing narrows by team, project and kind; an MCP client's session run
+// says it is one.
+func TestListRunsFilters(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	demo := f.Submit("demo", "a demo run", map[string]any{"topic": "t"})
+	mcpRun, err := f.Store.EnsureMCPRun(context.Background(), "local", "ide", json.RawMessage(`{"name":"mcp:ide"}`), "")
+	require.NoError(t, err)
+	cases := []struct {
+		name, query string
+		want        []string
+		kinds       []string
+	}{
+		{"every run", "", []string{mcpRun.ID, demo}, []string{"mcp", "job"}},
+		{"jobs", "kind=job", []string{demo}, []string{"job"}},
+		{"MCP sessions", "kind=mcp", []string{mcpRun.ID}, []string{"mcp"}},
+		{"a team by its template", "team=demo", []string{demo}, []string{"job"}},
+		{"a team that ran nothing", "team=nobody", []string{}, []string{}},
+		{"a project with no runs", "project=elsewhere", []string{}, []string{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var page struct {
+				Runs []struct {
+					ID   string `json:"id"`
+					Kind string `json:"kind"`
+				} `json:"runs"`
+			}
+			code, raw := f.Do("GET", "/api/runs?"+c.query, nil, &page)
+			require.Equal(t, http.StatusOK, code, string(raw))
+			ids, kinds := []string{}, []string{}
+			for _, r := range page.Runs {
+				ids, kinds = append(ids, r.ID), append(kinds, r.Kind)
+			}
+			require.Equal(t, c.want, ids)
+			require.Equal(t, c.kinds, kinds)
+		})
+	}
+	code, raw := f.Do("GET", "/api/runs?kind=robot", nil, nil)
+	require.Equal(t, http.StatusBadRequest, code, string(raw))
 }
 
 func TestListRunsPages(t *testing.T) {

@@ -321,7 +321,29 @@ func buildOpenAPIWith(schemas *schemaSet, routes []route) ([]byte, map[string]re
 	if schemas.err != nil {
 		return nil, nil, schemas.err
 	}
+	// The tags the operations use, declared once with a description each, in
+	// order, so generated clients and documentation viewers group by them.
+	tagSet := map[string]bool{}
+	for _, r := range routes {
+		tagSet[tag(r.path)] = true
+	}
+	tagNames := make([]string, 0, len(tagSet))
+	for t := range tagSet {
+		tagNames = append(tagNames, t)
+	}
+	sort.Strings(tagNames)
+	tags := make([]map[string]any, len(tagNames))
+	for i, t := range tagNames {
+		tags[i] = map[string]any{"name": t, "description": "Operations under /api/" + t + "."}
+		if t == "operations" {
+			tags[i]["description"] = "Health, readiness and metrics, outside /api."
+		}
+	}
 	doc := map[string]any{
+		// A relative server: the document describes the API that serves it, at
+		// whatever address the deployment gives it.
+		"servers": []map[string]any{{"url": "/", "description": "The API that serves this document."}},
+		"tags":    tags,
 		"openapi":           "3.1.0",
 		"jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
 		"info": map[string]any{

@@ -32,6 +32,7 @@ var goComments = map[string]string{
 	"Readiness":                               "readiness is the answer of /readyz: checks holds \"ok\" or the error per dependency.",
 	"RunList.NextCursor":                      "NextCursor is the cursor of the next page; empty on the last one.",
 	"RunView.CostUSD":                         "CostUSD is what the run's model calls cost, in dollars (six decimals, by the fleet's price table); CostBudgetUSD its money budget, \"\" for none.",
+	"RunView.Kind":                            "Kind is \"job\" (a submitted run) or \"mcp\" (an MCP client's session: it runs as long as the client calls, with no duration or tokens of its own).",
 	"RunView.Priority":                        "Priority is the run's priority, 1 (lowest) to 5.",
 	"RunView.Waiting":                         "Waiting is true while the run waits for its fairness key's run limit (fairness.keys.<key>.runs) to admit it; Position is then its place in that line (1: next), on GET /api/runs/:id only.",
 	"SessionHistory":                          "sessionHistory is one page of a session's full stored history.",

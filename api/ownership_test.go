@@ -267,6 +267,15 @@ func TestPerRunEndpointsAnswer404OutsideTheCallersScope(t *testing.T) {
 		}
 	})
 
+	t.Run("an owner filter", func(t *testing.T) {
+		code, _, raw := o.call(t, "alice", "GET", "/api/runs?owner=bob", nil)
+		require.Equal(t, http.StatusForbidden, code, "alice may not list bob's runs: %s", raw)
+		require.Contains(t, string(raw), "only its own runs")
+		require.Equal(t, []string{o.aliceRun}, o.runIDs(t, "alice", "/api/runs?owner=alice"))
+		require.Contains(t, o.runIDs(t, "auditor", "/api/runs?owner=bob"), o.bobRun)
+		require.NotContains(t, o.runIDs(t, "auditor", "/api/runs?owner=bob"), o.aliceRun)
+	})
+
 	t.Run("leases hide other principals' runs", func(t *testing.T) {
 		ctx := context.Background()
 		g, err := o.Leases.Acquire(ctx, "comfyui", o.aliceRun)

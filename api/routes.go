@@ -51,7 +51,11 @@ func (s *Server) routes() []route {
 			query("limit", "Page size (default 50).", intRange(1, 500)).
 			query("cursor", "next_cursor of the previous page.", uuidSchema).
 			query("q", "Only runs whose id, prompt, template, project, owner or team name contains this text (ignoring case).", map[string]any{"type": "string", "maxLength": maxRunSearch}).
-			returns(200, runList{}).errors(400),
+			query("owner", "Only this principal's runs (another's needs read_all: else 403).", map[string]any{"type": "string", "maxLength": maxRunSearch}).
+			query("team", "Only runs of this team (its name, or its template).", map[string]any{"type": "string", "maxLength": maxRunSearch}).
+			query("project", "Only runs in this project (its slug).", map[string]any{"type": "string", "maxLength": maxRunSearch}).
+			query("kind", "job: submitted runs; mcp: MCP client sessions.", map[string]any{"type": "string", "enum": []string{"job", "mcp"}}).
+			returns(200, runList{}).errors(400, 403),
 		runParam(get("/api/runs/:id", "A run", s.getRun)).roles(RoleRead, RoleApprove).
 			describe("The approver reads the summary of a run that asked for an approval.").
 			returns(200, runView{}).errors(400, 404),

@@ -320,6 +320,9 @@ type runView struct {
 	// that line (1: next), on GET /api/runs/:id only.
 	Waiting  bool `json:"waiting,omitempty"`
 	Position int  `json:"position,omitempty"`
+	// Kind is "job" (a submitted run) or "mcp" (an MCP client's session: it runs
+	// as long as the client calls, with no duration or tokens of its own).
+	Kind string `json:"kind" jsonschema:"enum=job,enum=mcp"`
 }
 
 // JSONSchemaExtend lists the statuses a run can have, from the set listRuns accepts.
@@ -336,7 +339,7 @@ func view(r store.Run) runView {
 	_ = json.Unmarshal(r.Team, &team)
 	v := runView{ID: r.ID, Status: r.Status, Prompt: r.Prompt, Template: r.Template, Team: team.Name, Result: r.Result,
 		Error: r.Error, Reason: r.Reason, TokensUsed: r.TokensUsed, TokenBudget: r.TokenBudget, Owner: r.Owner, Project: r.Project,
-		Priority: r.Priority, Waiting: r.Status == store.RunQueued && r.AdmittedAt == nil,
+		Priority: r.Priority, Waiting: r.Status == store.RunQueued && r.AdmittedAt == nil, Kind: store.KindOf(r.Template),
 		CostUSD: dollars(r.Cost), CostBudgetUSD: dollars(r.CostBudget),
 		CreatedAt: r.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"), UpdatedAt: r.UpdatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")}
 	if r.FinishedAt != nil {
@@ -457,7 +460,27 @@ func (s *Server) listRuns(c *fiber.Ctx) error {
 	if len(search) > maxRunSearch || !utf8.ValidString(search) || strings.ContainsRune(search, 0) {
 		return badRequest("q", "q must be UTF-8 text of at most %d bytes without NUL", maxRunSearch)
 	}
-	runs, err := s.d.Store.FindRuns(c.UserContext(), store.RunFilter{Owner: ownerScope(c), Status: status, Search: search}, limit, cursor)
+	f := store.RunFilter{Owner: ownerScope(c), Status: status, Search: search, Team: c.Query("team"), Project: c.Query("project"), Kind: c.Query("kind")}
+	switch f.Kind {
+	case "", store.RunKindJob, store.RunKindMCP:
+	default:
+		return badRequest("kind", "kind %q is not job or mcp", f.Kind)
+	}
+	for _, v := range []struct{ field, value string }{{"team", f.Team}, {"project", f.Project}, {"owner", c.Query("owner")}} {
+		if len(v.value) > maxRunSearch || !utf8.ValidString(v.value) || strings.ContainsRune(v.value, 0) {
+			return badRequest(v.field, "%s must be UTF-8 text of at most %d bytes without NUL", v.field, maxRunSearch)
+		}
+	}
+	if owner := c.Query("owner"); owner != "" {
+		if f.Owner != "" && owner != f.Owner {
+			// A principal without read_all lists its own runs only: asking for
+			// another's is refused, not answered with an empty page that reads as
+			// "they have none".
+			return &Error{Status: http.StatusForbidden, Field: "owner", Message: fmt.Sprintf("%s may list only its own runs (read_all lists everyone's)", f.Owner)}
+		}
+		f.Owner = owner
+	}
+	runs, err := s.d.Store.FindRuns(c.UserContext(), f, limit, cursor)
 	if err != nil {
 		return err
 	}

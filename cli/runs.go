@@ -183,17 +183,13 @@ func (f runFilter) keeps(r runView) bool {
 		(f.project == "" || r.Project == f.project)
 }
 
-// query is the API's filter: the status, and as q the first exact filter
-// (every run it keeps contains it).
+// query is the API's filter: GET /api/runs filters by status, owner, team
+// and project itself (keeps re-checks what a page holds).
 func (f runFilter) query() url.Values {
 	q := url.Values{}
-	if f.status != "" {
-		q.Set("status", f.status)
-	}
-	for _, v := range []string{f.owner, f.team, f.project} {
+	for k, v := range map[string]string{"status": f.status, "owner": f.owner, "team": f.team, "project": f.project} {
 		if v != "" {
-			q.Set("q", v)
-			break
+			q.Set(k, v)
 		}
 	}
 	return q

@@ -15,7 +15,7 @@ import (
 const runPath = "/api/runs/7d444840-9dc0-11d1-b245-5ffdce74fad2"
 
 const goodRun = `{"id":"7d444840-9dc0-11d1-b245-5ffdce74fad2","status":"queued","prompt":"x","team":"t","result":"","error":"",
-	"tokens_used":0,"token_budget":0,"cost_usd":"0.000000","created_at":"2026-01-01T00:00:00.000Z","updated_at":"2026-01-01T00:00:00.000Z","owner":"local","priority":3}`
+	"tokens_used":0,"token_budget":0,"cost_usd":"0.000000","created_at":"2026-01-01T00:00:00.000Z","updated_at":"2026-01-01T00:00:00.000Z","owner":"local","priority":3,"kind":"job"}`
 
 // The checks must catch what drifts: a field the document lacks, a status or
 // content type it does not list, a route it does not have, a bad event.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -322,6 +323,12 @@ func (s *Store) ListRunsOf(ctx context.Context, owner, status string, limit int,
 // RunFilter narrows a run listing; every empty field matches everything.
 type RunFilter struct {
 	Owner, Status string
+	// Team is a team name (the run's team, or its template); Project a project
+	// slug; exact matches.
+	Team, Project string
+	// Kind is RunKindMCP (an MCP client's session run) or RunKindJob (every
+	// other run); "" both.
+	Kind string
 	// Search matches runs whose id, prompt, template, project, owner or team name
 	// contains it, ignoring case; a plain substring (no pattern characters). It
 	// filters the scan in created_at order: cheap on a page of recent runs, a
@@ -329,14 +336,31 @@ type RunFilter struct {
 	Search string
 }
 
+// Run kinds (RunFilter.Kind): a job is a submitted run; an MCP run holds one
+// MCP client's calls (template "mcp:<profile>[#<handle>]").
+const (
+	RunKindJob = "job"
+	RunKindMCP = "mcp"
+)
+
+// KindOf is a run's kind.
+func KindOf(template string) string {
+	if strings.HasPrefix(template, MCPTemplatePrefix) {
+		return RunKindMCP
+	}
+	return RunKindJob
+}
+
 // FindRuns lists the runs that match f, newest first, limit at a time after
 // cursor (the last run of the previous page).
 func (s *Store) FindRuns(ctx context.Context, f RunFilter, limit int, cursor string) ([]Run, error) {
 	q := `SELECT ` + runCols + ` FROM runs WHERE ($1 = '' OR status = $1) AND ($2 = '' OR owner = $2)
-		AND ($4 = '' OR strpos(lower(id::text || ' ' || prompt || ' ' || template || ' ' || project || ' ' || owner || ' ' || coalesce(team->>'name', '')), lower($4)) > 0)`
-	args := []any{f.Status, f.Owner, limit, f.Search}
+		AND ($4 = '' OR strpos(lower(id::text || ' ' || prompt || ' ' || template || ' ' || project || ' ' || owner || ' ' || coalesce(team->>'name', '')), lower($4)) > 0)
+		AND ($5 = '' OR coalesce(team->>'name', '') = $5 OR template = $5) AND ($6 = '' OR project = $6)
+		AND ($7 = '' OR ($7 = 'mcp') = (template LIKE 'mcp:%'))`
+	args := []any{f.Status, f.Owner, limit, f.Search, f.Team, f.Project, f.Kind}
 	if cursor != "" {
-		q += ` AND (created_at, id) < (SELECT created_at, id FROM runs WHERE id = $5 AND ($2 = '' OR owner = $2))`
+		q += ` AND (created_at, id) < (SELECT created_at, id FROM runs WHERE id = $8 AND ($2 = '' OR owner = $2))`
 		args = append(args, cursor)
 	}
 	q += ` ORDER BY created_at DESC, id DESC LIMIT $3`
