@@ -342,8 +342,8 @@ func buildOpenAPIWith(schemas *schemaSet, routes []route) ([]byte, map[string]re
 	doc := map[string]any{
 		// A relative server: the document describes the API that serves it, at
 		// whatever address the deployment gives it.
-		"servers": []map[string]any{{"url": "/", "description": "The API that serves this document."}},
-		"tags":    tags,
+		"servers":           []map[string]any{{"url": "/", "description": "The API that serves this document."}},
+		"tags":              tags,
 		"openapi":           "3.1.0",
 		"jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
 		"info": map[string]any{
