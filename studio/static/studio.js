@@ -184,10 +184,12 @@ async function pageRuns() {
       tbody.appendChild(el('tr', { 'data-run': r.id },
         el('td', {}, el('a', { href: '/app/runs/' + encodeURIComponent(r.id) }, fmtTime(r.created_at))),
         el('td', {}, badge(r.status)),
-        el('td', {}, r.team || ''),
+        // An MCP client's session is a run of its own kind: it lives while the
+        // client calls and has no token budget to show.
+        el('td', {}, r.kind === 'mcp' ? el('span', { class: 'kind-mcp', title: 'an MCP client session: its calls are in the audit' }, 'MCP session · ' + (r.team || '').replace(/^mcp:/, '')) : (r.team || '')),
         el('td', { class: 'clip' }, r.prompt),
         el('td', {}, r.owner),
-        el('td', {}, r.tokens_used + ' / ' + r.token_budget)));
+        el('td', {}, r.kind === 'mcp' ? '—' : r.tokens_used + ' / ' + r.token_budget)));
     }
     if (!runs.length) tbody.appendChild(el('tr', {}, el('td', { colspan: 6, class: 'muted' }, 'No runs.')));
     clear(pager);
