@@ -331,6 +331,11 @@ func TestStudioInTheBrowser(t *testing.T) {
 	// The run list, newest first, with a status filter.
 	alice.open("/app/runs?status=completed", `#runs tr[data-run="`+demoRun+`"]`)
 	alice.screenshot("runs")
+	// An MCP client's session run is labelled as one, without a token count.
+	session, err := f.Store.EnsureMCPRun(context.Background(), "alice", "ide", json.RawMessage(`{"name":"mcp:ide"}`), "")
+	require.NoError(t, err)
+	alice.open("/app/runs?status=running", `#runs tr[data-run="`+session.ID+`"] .kind-mcp`)
+	require.Contains(t, alice.text(`#runs tr[data-run="`+session.ID+`"]`), "MCP session · ide")
 
 	// The workspace browser, the audit, the catalog and the leases.
 	alice.open("/app/runs/"+demoRun+"/files", `#files tr[data-file="hello.txt"]`)
