@@ -227,14 +227,31 @@ func TestMCPModernEnvelope(t *testing.T) {
 		r := send(t, req)
 		require.Equal(t, float64(-32601), errCode(r), "%v", r.err)
 	})
+	port := m.MCPURL[strings.LastIndex(m.MCPURL, ":")+1:]
 	for _, o := range []struct {
-		origin string
-		status int
-	}{{"https://evil.example", http.StatusForbidden}, {"https://ide.example", http.StatusOK}, {"", http.StatusOK}} {
+		origin, host string
+		status       int
+	}{
+		{"https://evil.example", "", http.StatusForbidden},
+		// DNS rebinding: the attacker's name resolves to the listener, so Host
+		// and Origin agree, and name the attacker.
+		{"http://evil.example:" + port, "evil.example:" + port, http.StatusForbidden},
+		{"null", "", http.StatusForbidden},
+		{"file://", "", http.StatusForbidden},
+		{"http://127.0.0.1.evil.example:" + port, "127.0.0.1.evil.example:" + port, http.StatusForbidden},
+		{"https://ide.example", "", http.StatusOK},
+		{"http://127.0.0.1:" + port, "", http.StatusOK},
+		{"http://localhost:" + port, "", http.StatusOK},
+		{"http://[::1]:" + port, "", http.StatusOK},
+		{"", "", http.StatusOK},
+	} {
 		t.Run("origin "+o.origin, func(t *testing.T) {
 			req := modernRequest(t, m.endpoint, aliceSecret, "ping", "", nil, nil)
 			if o.origin != "" {
 				req.Header.Set("Origin", o.origin)
+			}
+			if o.host != "" {
+				req.Host = o.host
 			}
 			require.Equal(t, o.status, send(t, req).status)
 		})

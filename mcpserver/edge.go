@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -63,25 +64,38 @@ var legacyMethods = []string{"initialize", "ping", "tools/list", "tools/call", "
 
 // origin refuses a browser request from a foreign origin before anything else
 // (the transport spec's MUST, against DNS rebinding): an Origin header is
-// accepted when it names the listener itself (the Host the request came to) or
-// one of mcp.allowed_origins. Requests without Origin (every non-browser
-// client) pass.
+// accepted when it names the machine itself (localhost or a loopback address:
+// a page the user opened locally) or one of mcp.allowed_origins. The Host
+// header proves nothing: a rebound name (evil.example resolving to 127.0.0.1)
+// sends Origin and Host of the same attacker domain. Requests without Origin
+// (every non-browser client) pass.
 func (s *Server) origin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		o := r.Header.Get("Origin")
-		if o == "" {
-			next.ServeHTTP(w, r)
-			return
-		}
-		u, err := url.Parse(o)
-		if err == nil && u.Host != "" && (strings.EqualFold(u.Host, r.Host) || slices.ContainsFunc(s.cfg.AllowedOrigins, func(a string) bool {
-			return strings.EqualFold(strings.TrimSuffix(a, "/"), u.Scheme+"://"+u.Host)
-		})) {
+		if o == "" || s.originAllowed(o) {
 			next.ServeHTTP(w, r)
 			return
 		}
 		writeRPCError(w, nil, codeInvalidRequest, fmt.Sprintf("origin %q may not use this MCP server (mcp.allowed_origins)", o), nil, http.StatusForbidden)
 	})
+}
+
+func (s *Server) originAllowed(o string) bool {
+	u, err := url.Parse(o)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return false // "null", file:, opaque and malformed origins
+	}
+	if slices.ContainsFunc(s.cfg.AllowedOrigins, func(a string) bool {
+		return strings.EqualFold(strings.TrimSuffix(a, "/"), u.Scheme+"://"+u.Host)
+	}) {
+		return true
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // rpcMessage is one JSON-RPC message as the edge reads it.
