@@ -214,21 +214,9 @@ func approvalsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	editArgs := fs.String("args", "", "edit: the new arguments, a JSON object")
 	argsFile := fs.String("args-file", "", "edit: a file holding the new arguments (- for stdin)")
 	choice := fs.Int("choice", 0, "answer: the number of one of the question's choices (as show numbers them)")
-	positional, err := parseInterleaved(fs, rest)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	var stray []string
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name != "api" && !contains(allowed, f.Name) {
-			stray = append(stray, "--"+f.Name)
-		}
-	})
-	if len(stray) > 0 {
-		return fail("%s does not take %s\n%s", sub, strings.Join(stray, ", "), approvalsUsage)
+	positional, code, ok := parseSub(fs, rest, sub, allowed, approvalsUsage, fail)
+	if !ok {
+		return code
 	}
 	var id string
 	if sub != "list" {
@@ -305,6 +293,30 @@ func approvalsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // ID alike; the flag package alone stops at the first positional one) and
 // returns the positional ones in order. Everything after "--" is positional: an
 // answer may start with a dash.
+// parseSub parses a subcommand's arguments (flags in any position) and refuses
+// the flags of the command's other subcommands: allowed are sub's own (--api
+// always). ok is false when the command ends here with code (help: 0, a bad
+// flag: 2, a stray one: fail's).
+func parseSub(fs *flag.FlagSet, rest []string, sub string, allowed []string, usage string, fail func(string, ...any) int) ([]string, int, bool) {
+	positional, err := parseInterleaved(fs, rest)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, 0, false
+		}
+		return nil, 2, false
+	}
+	var stray []string
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name != "api" && !contains(allowed, f.Name) {
+			stray = append(stray, "--"+f.Name)
+		}
+	})
+	if len(stray) > 0 {
+		return nil, fail("%s does not take %s\n%s", sub, strings.Join(stray, ", "), usage), false
+	}
+	return positional, 0, true
+}
+
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var tail []string
 	for i, a := range args {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -98,21 +97,9 @@ func runsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "list: print the runs as JSON")
 	nEvents := fs.Int("events", 15, "show: how many of the latest events to print (0: none)")
 	out := fs.String("out", "", "export: write the JSON to this file instead of stdout")
-	positional, err := parseInterleaved(fs, rest)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	var stray []string
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name != "api" && !contains(allowed, f.Name) {
-			stray = append(stray, "--"+f.Name)
-		}
-	})
-	if len(stray) > 0 {
-		return fail("%s does not take %s\n%s", sub, strings.Join(stray, ", "), runsUsage)
+	positional, code, ok := parseSub(fs, rest, sub, allowed, runsUsage, fail)
+	if !ok {
+		return code
 	}
 	if sub == "list" {
 		if len(positional) > 0 {
