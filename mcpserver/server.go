@@ -226,7 +226,7 @@ func (s *Server) buildProfile(name string, p Profile) (*mcp.Server, json.RawMess
 			return nil, nil, fmt.Errorf("%s: %w", key, err)
 		}
 		t := meta.sdkTool()
-		s.addTool(name, srv, t, s.callTool(name, p, raw), false)
+		s.addTool(name, srv, t, s.callTool(name, p), false)
 	}
 	if p.Questions {
 		if err := s.addQuestionTools(name, key, srv); err != nil {
@@ -299,7 +299,7 @@ func (s *Server) routes() http.Handler {
 
 // callTool is a tool of the go-sdk's sessions: it submits the call and waits
 // for its outcome.
-func (s *Server) callTool(profile string, p Profile, _ json.RawMessage) mcp.ToolHandler {
+func (s *Server) callTool(profile string, p Profile) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		principal, roles, ok := s.caller(req.Extra)
 		if !ok {
