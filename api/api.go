@@ -35,6 +35,7 @@ import (
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/metrics"
 	"github.com/aetherium-engine/aetherium/queue"
+	"github.com/aetherium-engine/aetherium/schedules"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/studio"
 	"github.com/aetherium-engine/aetherium/templates"
@@ -210,6 +211,9 @@ type Deps struct {
 	// deployment (providers configured, fallbacks and money-budgeted models
 	// priced): its error is the submit's 400.
 	CheckModels func(team templates.Template) error
+	// Schedules bounds the schedules people create (schedules.min_interval,
+	// max_jitter, max_catch_up).
+	Schedules schedules.Config
 	// PrincipalDailyBudget refuses a principal's new runs (429 until midnight
 	// UTC) once its model calls cost this much today; 0 = none
 	// (llm.budgets.principal_daily, which the workers enforce on running runs).

@@ -27,9 +27,18 @@ func NewSchedules(reg prometheus.Registerer, reasons []string) (*Schedules, erro
 		Skips:  prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "schedule_skips_total", Help: "Schedule ticks skipped by the overlap policy, by reason (overlap, queue_full, paused)."}, []string{"reason"}),
 		Misses: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "schedule_misses_total", Help: "Schedule ticks that started no run: missed during a downtime (downtime) or refused (owner_gone, forbidden, invalid, not_found, busy, …)."}, []string{"reason"}),
 	}
-	for _, c := range []prometheus.Collector{s.Fires, s.Skips, s.Misses} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
+	for _, c := range []**prometheus.CounterVec{&s.Fires, &s.Skips, &s.Misses} {
+		if err := reg.Register(*c); err != nil {
+			// A second scheduler of one process (tests) shares the counters.
+			are, ok := err.(prometheus.AlreadyRegisteredError)
+			if !ok {
+				return nil, err
+			}
+			existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
+			if !ok {
+				return nil, err
+			}
+			*c = existing
 		}
 	}
 	s.Fires.WithLabelValues("on_time")
