@@ -64,6 +64,16 @@ const (
 	DefaultMaxStreams = 4096
 	// DefaultMonitoringReadOnly: asynqmon at /monitoring/ cannot change the queues.
 	DefaultMonitoringReadOnly = true
+	// DefaultMonitoringSessionTTL is how long the cookie of POST
+	// /api/monitoring/session opens asynqmon: long enough to look around, short
+	// enough that a copied cookie soon stops working (monitoring.go).
+	DefaultMonitoringSessionTTL = 10 * time.Minute
+	// MaxMonitoringSessionTTL bounds api.monitoring_session_ttl: the cookie
+	// cannot be withdrawn before it expires, only its token can.
+	MaxMonitoringSessionTTL = 24 * time.Hour
+	// MinMonitoringSessionKeyBytes is the shortest api.monitoring_session_key:
+	// an HMAC-SHA256 key of fewer bytes is guessable sooner than the MAC.
+	MinMonitoringSessionKeyBytes = 32
 )
 
 // Config is the api role (the `api` section of aetherium.yaml but its webhooks,
@@ -77,6 +87,16 @@ type Config struct {
 	// MonitoringReadOnly makes asynqmon at /monitoring/ read-only. Default
 	// DefaultMonitoringReadOnly (nil reads as the default).
 	MonitoringReadOnly *bool `yaml:"monitoring_read_only"`
+	// MonitoringSessionTTL is how long the cookie of POST /api/monitoring/session
+	// (an admin's browser session for asynqmon) is valid. Default
+	// DefaultMonitoringSessionTTL; at most MaxMonitoringSessionTTL.
+	MonitoringSessionTTL time.Duration `yaml:"monitoring_session_ttl"`
+	// MonitoringSessionKey signs those cookies (HMAC-SHA256), at least
+	// MinMonitoringSessionKeyBytes bytes. Env AETHERIUM_API_MONITORING_SESSION_KEY.
+	// Default empty: a random key per process, so a cookie works only on the API
+	// process that made it and none survives a restart; with several API
+	// processes behind a balancer, set one shared key.
+	MonitoringSessionKey string `yaml:"monitoring_session_key"`
 	// PrometheusURL lets asynqmon chart queue metrics. Env AETHERIUM_PROMETHEUS_URL.
 	// Default empty (charts off).
 	PrometheusURL string `yaml:"prometheus_url"`
@@ -133,6 +153,7 @@ func (c Config) WithDefaults() Config {
 		c.MonitoringReadOnly = &ro
 	}
 	c.SSEPoll = defaults.Positive(c.SSEPoll, DefaultSSEPoll)
+	c.MonitoringSessionTTL = cmp.Or(c.MonitoringSessionTTL, DefaultMonitoringSessionTTL)
 	c.SSEHeartbeat = defaults.Positive(c.SSEHeartbeat, DefaultSSEHeartbeat)
 	c.MaxStreamsPerPrincipal = cmp.Or(c.MaxStreamsPerPrincipal, DefaultMaxStreamsPerPrincipal)
 	c.MaxStreams = cmp.Or(c.MaxStreams, DefaultMaxStreams)
@@ -159,6 +180,12 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
 			errs = append(errs, fmt.Errorf("api.metrics_addr (AETHERIUM_API_METRICS_ADDR): want host:port or empty, got %q", c.MetricsAddr))
 		}
+	}
+	if c.MonitoringSessionTTL < 0 || c.MonitoringSessionTTL > MaxMonitoringSessionTTL {
+		errs = append(errs, fmt.Errorf("api.monitoring_session_ttl: want a duration up to %s, got %s", MaxMonitoringSessionTTL, c.MonitoringSessionTTL))
+	}
+	if k := c.MonitoringSessionKey; k != "" && len(k) < MinMonitoringSessionKeyBytes {
+		errs = append(errs, fmt.Errorf("api.monitoring_session_key (AETHERIUM_API_MONITORING_SESSION_KEY): want at least %d bytes, got %d", MinMonitoringSessionKeyBytes, len(k)))
 	}
 	errs = append(errs, validateHosts(c.AllowedHosts))
 	if _, err := newCSRF(c.AllowedOrigins); err != nil {
@@ -210,6 +237,9 @@ type Deps struct {
 	// deployment (providers configured, fallbacks and money-budgeted models
 	// priced): its error is the submit's 400.
 	CheckModels func(team templates.Template) error
+	// Limits are the deployment's operative limits beyond the API's own, as GET
+	// /api/fleet shows them (the fleet fills them from the configuration).
+	Limits []Limit
 	// PrincipalDailyBudget refuses a principal's new runs (429 until midnight
 	// UTC) once its model calls cost this much today; 0 = none
 	// (llm.budgets.principal_daily, which the workers enforce on running runs).
@@ -229,6 +259,10 @@ type Server struct {
 	// hosts and csrf are the edge checks (edge.go).
 	hosts hostSet
 	csrf  *http.CrossOriginProtection
+	// inspector reads asynq's servers and queues (GET /api/fleet).
+	inspector *asynq.Inspector
+	// tickets signs and checks asynqmon's browser sessions (monitoring.go).
+	tickets *ticketer
 }
 
 // New builds the Fiber app: the route table (routes.go) and asynqmon at /monitoring.
@@ -248,6 +282,11 @@ func New(cfg Config, d Deps) *Server {
 		csrf, _ = newCSRF(nil)
 	}
 	s.csrf = csrf
+	s.inspector = asynq.NewInspectorFromRedisClient(d.Redis)
+	if s.tickets, err = newTicketer(cfg); err != nil {
+		// Validate reports a bad key at load; here it fails closed: no cookie opens asynqmon.
+		d.Log.Error("monitoring sessions off", "err", err)
+	}
 	app := fiber.New(fiber.Config{
 		BodyLimit:             cfg.BodyLimit,
 		DisableStartupMessage: true,
@@ -262,11 +301,11 @@ func New(cfg Config, d Deps) *Server {
 	// Before every route, asynqmon and the Studio included (edge.go).
 	app.Use(s.guard)
 	s.mon = asynqmon.New(asynqmon.Options{
-		RootPath: "/monitoring", RedisConnOpt: d.RedisOpt, ReadOnly: cfg.monitoringReadOnly(),
+		RootPath: MonitoringPath, RedisConnOpt: d.RedisOpt, ReadOnly: cfg.monitoringReadOnly(),
 		PrometheusAddress: cfg.PrometheusURL,
 	})
 	mon := adaptor.HTTPHandler(s.mon)
-	app.Use("/monitoring", s.auth(RoleAdmin), mon)
+	app.Use(MonitoringPath, s.monitoringAuth(), mon)
 	s.register(app)
 	// The Studio's pages are HTML shells outside the OpenAPI document (NotInOpenAPI).
 	studio.Mount(app)

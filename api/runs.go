@@ -106,6 +106,12 @@ func (s *Server) submitInline(c *fiber.Ctx) error {
 	if err := decode(c.Body(), &req); err != nil {
 		return err
 	}
+	return s.submitInlineRequest(c, req)
+}
+
+// submitInlineRequest checks and submits a decoded inline request (a submit, or
+// a retry's rebuilt request: both go this one way).
+func (s *Server) submitInlineRequest(c *fiber.Ctx, req inlineRequest) error {
 	if err := checkPrompt(req.Prompt); err != nil {
 		return err
 	}
@@ -134,6 +140,12 @@ func (s *Server) submitTemplate(c *fiber.Ctx) error {
 	if err := decode(c.Body(), &req); err != nil {
 		return err
 	}
+	return s.submitTemplateRequest(c, req)
+}
+
+// submitTemplateRequest checks and submits a decoded template request (a
+// submit, or a retry's rebuilt request: both go this one way).
+func (s *Server) submitTemplateRequest(c *fiber.Ctx, req templateRequest) error {
 	if req.Template == "" {
 		return badRequest("template", "template is required")
 	}

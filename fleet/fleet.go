@@ -533,7 +533,7 @@ func (f *Fleet) API() *api.Server {
 	deps := api.Deps{Store: f.Store, Redis: f.Redis, RedisOpt: f.RedisOpt, Queue: f.Queue, Fairness: f.Cfg.Fairness.WithDefaults(), Events: f.Events, Hub: f.EventsHub(), Registry: f.Registry,
 		Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Leases: f.Leases, Log: f.Log,
 		CheckDisk: f.Workspaces.CheckFree, RemoveProject: f.removeProject, WorkspaceDir: f.Workspaces.Dir,
-		CheckModels: f.Traffic.CheckModels}
+		CheckModels: f.Traffic.CheckModels, Limits: f.Cfg.OperatorLimits()}
 	// config.Validate has checked the budget.
 	deps.PrincipalDailyBudget, _ = f.Cfg.LLM.DailyBudget()
 	if f.Approvals != nil { // a nil *Approvals in the interface would not read as "no gate"
