@@ -9,6 +9,16 @@
 // tests check that the registered routes are the documented operations, and
 // fleettest checks every answer a test receives against the document with
 // kin-openapi.
+//
+// Authentication is a bearer token on every /api route (auth.go), and nothing
+// else: no /api route reads a cookie. asynqmon under /monitoring takes an
+// admin's bearer token or the cookie POST /api/monitoring/session mints for
+// one (monitoring.go): an HMAC-signed ticket naming the principal, valid for
+// api.monitoring_session_ttl, re-checked on every request against the
+// configured tokens (revoked, demoted or rotated tokens end their cookies);
+// a change it carries must come from the API's own origin. The key is
+// api.monitoring_session_key, else random per process (several API processes
+// behind a balancer share one). docs/api-edge.md has the whole edge.
 package api
 
 import (
