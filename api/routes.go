@@ -73,10 +73,10 @@ func (s *Server) routes() []route {
 			returns(200, sessionHistory{}).errors(400, 404),
 		runParam(post("/api/runs/:id/cancel", "Cancel a run", s.cancelRun)).roles(RoleSubmit).
 			returns(200, runView{}).errors(400, 404, 409),
-		runParam(get("/api/runs/:id/request", "A run's submission, as it can be posted again (clone)", s.getRunRequest)).roles(RoleRead, RoleApprove).
+		runParam(get("/api/runs/:id/request", "A run's submission, as it can be posted again (clone)", s.getRunRequest)).roles(RoleRead).
 			describe("The endpoint and the body that submit the same run again: a template run's template, prompt, variables, "+
 				"project and priority (run-from-template), or an inline run's team (as stored: rendered), prompt, variables, project "+
-				"and priority (run). Visible as GET /api/runs/:id is. 409 for an MCP client's session run, which was not submitted.").
+				"and priority (run). Visible as GET /api/runs/:id is (its owner, read_all, and an approver holding read for a run that asked for an approval). 409 for an MCP client's session run, which was not submitted.").
 			returns(200, RunRequest{}).errors(400, 404, 409),
 		runParam(post("/api/runs/:id/retry", "Submit a run's request again as a new run of the caller", s.retryRun)).roles(RoleSubmit).
 			describe("The request of GET /api/runs/:id/request, submitted as the caller through the submit's own checks "+
