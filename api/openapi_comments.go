@@ -85,6 +85,7 @@ var goComments = map[string]string{
 	"SubmitBody.Variables":                    "Variables are the variables the run was submitted with.",
 	"SubmitResponse.Position":                 "Position is the run's place in the line of its fairness key's waiting runs (1: next) when the key is at its run limit (fairness.keys.<key>.runs); absent when the run was admitted at once.",
 	"SubmitResponse.Priority":                 "Priority is the run's priority (1-5).",
+	"SubmitResponse.Status":                   "Status is queued for a new run; an Idempotency-Key's replay answers with its first run's status now.",
 	"TemplateInfo":                            "TemplateInfo is the answer of GET /api/templates/:name: what a form needs to submit the template.",
 	"TemplateInfo.Variables":                  "Variables are the variables its prompts use; each must be given.",
 	"TemplateRequest.Priority":                "Priority is the run's priority, 1 (lowest) to 5 (default 3), at most the caller's roles allow (fairness.max_priority).",

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/submit"
 )
 
 // Retry and clone (issue 41). A run keeps what its submission said: its
@@ -16,9 +17,10 @@ import (
 // GET /api/runs/:id/request rebuilds the body that submits the same run again
 // (the Studio's "clone with edits" form posts it, edited), and
 // POST /api/runs/:id/retry submits it at once as the caller: a new run, owned
-// by the caller, through the submit's own checks (validation, the priority cap,
-// fairness, runs in flight, budgets, the free-disk guard). Each retry POST makes
-// a new run: two clicks are two runs.
+// by the caller, through package submit like every run (validation, the
+// priority cap, fairness, runs in flight, budgets, the free-disk guard). Each
+// retry POST makes a new run, unless it carries an Idempotency-Key the caller
+// used before (issue 43): then it answers with that key's first run.
 //
 // An inline team is kept rendered (its prompts with the variables in), so the
 // rebuilt body carries the rendered team with the variables beside it: a
@@ -117,8 +119,8 @@ func (s *Server) retryRun(c *fiber.Ctx) error {
 		return err
 	}
 	b := req.Body
-	if req.Endpoint == templateEndpoint {
-		return s.submitTemplateRequest(c, templateRequest{Project: b.Project, Template: b.Template, Prompt: b.Prompt, Variables: b.Variables, Priority: b.Priority})
-	}
-	return s.submitInlineRequest(c, inlineRequest{Prompt: b.Prompt, Project: b.Project, Team: b.Team, Variables: b.Variables, Priority: b.Priority})
+	// One way in for every run (package submit), the retry marked as such in
+	// its run.queued event. An Idempotency-Key applies as on a submit.
+	return s.start(c, submit.Request{Template: b.Template, Team: b.Team, Prompt: b.Prompt, Project: b.Project,
+		Variables: b.Variables, Priority: b.Priority, Trigger: "retry:" + r.ID})
 }

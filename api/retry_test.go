@@ -93,6 +93,25 @@ func TestRetryAndClone(t *testing.T) {
 		_, a, _ := retry("alice", tmplRun)
 		_, b, _ := retry("alice", tmplRun)
 		require.NotEqual(t, a, b)
+		evs, err := f.Store.EventsAfter(ctx, b, 0, 10)
+		require.NoError(t, err)
+		require.NotEmpty(t, evs)
+		require.Equal(t, "run.queued", evs[0].Type)
+		var data struct {
+			Trigger string `json:"trigger"`
+		}
+		require.NoError(t, json.Unmarshal(evs[0].Data, &data))
+		require.Equal(t, "retry:"+tmplRun, data.Trigger, "the event says it is a retry")
+	})
+	t.Run("an Idempotency-Key makes a retry once", func(t *testing.T) {
+		key := map[string]string{api.IdempotencyKeyHeader: "retry-once"}
+		code, h1, raw1 := request(t, f, f.URL, "alice", "POST", "/api/runs/"+tmplRun+"/retry", nil, key)
+		require.Equal(t, http.StatusAccepted, code, string(raw1))
+		code, h2, raw2 := request(t, f, f.URL, "alice", "POST", "/api/runs/"+tmplRun+"/retry", nil, key)
+		require.Equal(t, http.StatusAccepted, code, string(raw2))
+		require.JSONEq(t, string(raw1), string(raw2), "the key's first run")
+		require.Empty(t, h1.Get(api.IdempotentReplayedHeader))
+		require.Equal(t, "true", h2.Get(api.IdempotentReplayedHeader))
 	})
 	t.Run("an admin retries anyone's run as its own", func(t *testing.T) {
 		code, id, raw := retry("root", tmplRun)

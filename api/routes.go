@@ -42,9 +42,9 @@ func (s *Server) routes() []route {
 			describe("Readable without a token: it is the same for every deployment and holds no data or configuration.").
 			returns(200, map[string]any{}),
 
-		post("/api/orchestrator/run", "Submit a run with an inline team", s.submitInline).roles(RoleSubmit).
-			body(inlineRequest{}).returns(202, submitResponse{}).errors(404, 429, 507),
-		post("/api/orchestrator/run-from-template", "Submit a run of a shipped template", s.submitTemplate).roles(RoleSubmit).
+		idempotent(post("/api/orchestrator/run", "Submit a run with an inline team", s.submitInline)).roles(RoleSubmit).
+			body(inlineRequest{}).returns(202, submitResponse{}).errors(404, 422, 429, 507),
+		idempotent(post("/api/orchestrator/run-from-template", "Submit a run of a shipped template", s.submitTemplate)).roles(RoleSubmit).
 			body(templateRequest{}).returns(202, submitResponse{}).errors(404, 422, 429, 507),
 		get("/api/runs", "List runs, newest first", s.listRuns).roles(RoleRead).
 			query("status", "Only runs in this status.", enumOf(statuses)).
@@ -78,10 +78,11 @@ func (s *Server) routes() []route {
 				"project and priority (run-from-template), or an inline run's team (as stored: rendered), prompt, variables, project "+
 				"and priority (run). Visible as GET /api/runs/:id is (its owner, read_all, and an approver holding read for a run that asked for an approval). 409 for an MCP client's session run, which was not submitted.").
 			returns(200, RunRequest{}).errors(400, 404, 409),
-		runParam(post("/api/runs/:id/retry", "Submit a run's request again as a new run of the caller", s.retryRun)).roles(RoleSubmit).
+		idempotent(runParam(post("/api/runs/:id/retry", "Submit a run's request again as a new run of the caller", s.retryRun))).roles(RoleSubmit).
 			describe("The request of GET /api/runs/:id/request, submitted as the caller through the submit's own checks "+
-				"(validation, the priority cap, fairness, api.max_runs_in_flight, budgets): a new run owned by the caller. "+
-				"The caller must see the run (else the missing-run 404). Each POST makes a new run. "+
+				"(package submit: validation, the priority cap, fairness, api.max_runs_in_flight, budgets): a new run owned by the caller, "+
+				"its run.queued event's trigger retry:<id>. "+
+				"The caller must see the run (else the missing-run 404). Each POST makes a new run, unless its Idempotency-Key was used before. "+
 				"409 for an MCP client's session run.").
 			returns(202, submitResponse{}).errors(400, 403, 404, 409, 422, 429, 507),
 		runParam(get("/api/runs/:id/events", "A run's events as a server-sent event stream", s.streamEvents)).roles(RoleRead).
@@ -201,6 +202,13 @@ func (s *Server) routes() []route {
 			query("events", "Add this many latest lease events (default 0).", intRange(0, 1000)).
 			returns(200, leaseSnapshot{}).errors(400, 503),
 	}
+}
+
+// idempotent documents a submission's Idempotency-Key (package submit).
+func idempotent(r route) route {
+	return r.header(IdempotencyKeyHeader, "At most once: the same key and request within a day answer with the key's first run "+
+		"(202, "+IdempotentReplayedHeader+": true); the key with another request is a 422. Keys are per principal, at most 255 printable characters.",
+		map[string]any{"type": "string", "maxLength": 255})
 }
 
 // metricsHandler is nil without metrics: the route table then skips /metrics.
