@@ -161,8 +161,9 @@ func runsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			RunID    string `json:"run_id"`
 			Position int    `json:"position"`
 		}
-		// Each retry is a new run: the API makes one per POST.
-		if err := postJSON(ctx, one+"/retry", struct{}{}, &sub); err != nil {
+		// Each invocation is one new run: under a fresh Idempotency-Key, sent
+		// again if the answer is lost, as run does.
+		if _, err := submitOnce(ctx, one+"/retry", randomKey(), struct{}{}, &sub); err != nil {
 			return fail("retry %s: %v", id, err)
 		}
 		fmt.Fprintf(stdout, "run %s queued, a retry of %s", sub.RunID, id)
