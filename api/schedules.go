@@ -14,6 +14,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/schedules"
 	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/submit"
 	"github.com/aetherium-engine/aetherium/templates"
 )
 
@@ -235,8 +236,8 @@ func (s *Server) checkSchedule(c *fiber.Ctx, sc *store.Schedule) error {
 	if strings.TrimSpace(sc.Prompt) == "" {
 		return badRequest("prompt", "prompt is required")
 	}
-	if len(sc.Prompt) > MaxPromptBytes {
-		return badRequest("prompt", "prompt is over %d bytes", MaxPromptBytes)
+	if len(sc.Prompt) > submit.MaxPromptBytes {
+		return badRequest("prompt", "prompt is over %d bytes", submit.MaxPromptBytes)
 	}
 	now := time.Now()
 	spec, err := schedules.ParseSpec(sc.Cron, sc.TimeZone, cfg.MinInterval, now)

@@ -12,12 +12,13 @@ import (
 	"github.com/aetherium-engine/aetherium/schedules"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/submit"
+	"github.com/aetherium-engine/aetherium/toolbox"
 )
 
 // Schedules builds the scheduler role's schedule loop (package schedules) on
 // this process's store: d's zero fields are filled in with the fleet's parts
-// (the principals of api.tokens, run cancellation, the metrics, the log), so
-// a test passes only its clock, its name and its hooks.
+// (the submitter, the principals of api.tokens, run cancellation, the
+// metrics, the log), so a test passes only its clock, its name and its hooks.
 func (f *Fleet) Schedules(d schedules.Deps) (*schedules.Scheduler, error) {
 	if d.Store == nil {
 		d.Store = f.Store
@@ -39,7 +40,19 @@ func (f *Fleet) Schedules(d schedules.Deps) (*schedules.Scheduler, error) {
 		d.Metrics = m
 	}
 	if d.Submit == nil {
-		return nil, fmt.Errorf("schedules: no submitter")
+		// The scheduler role opens neither the API's catalog nor the streams;
+		// submit checks a team against both (its tools, its gpu_services).
+		if f.Registry == nil {
+			reg, err := toolbox.New(toolbox.Deps{Research: f.Cfg.Research})
+			if err != nil {
+				return nil, fmt.Errorf("schedules: tool catalog: %w", err)
+			}
+			f.Registry = reg
+		}
+		if err := f.openStreams(); err != nil {
+			return nil, fmt.Errorf("schedules: %w", err)
+		}
+		d.Submit = f.Submitter()
 	}
 	return schedules.New(f.Cfg.Schedules, d), nil
 }
@@ -56,7 +69,7 @@ func (f *Fleet) SchedulePrincipal(_ context.Context, owner string) (submit.Princ
 	tokens := f.Cfg.API.Tokens
 	if len(tokens) == 0 {
 		if owner == store.LocalOwner {
-			return submit.Principal{Name: owner, Roles: slices.Clone(everyRole)}, nil
+			return submit.Principal{Name: owner, Roles: slices.Clone(everyRole), Admin: true, ReadAll: true}, nil
 		}
 		return submit.Principal{}, fmt.Errorf("%w: %q (api.tokens is empty: only %q exists)", schedules.ErrOwnerGone, owner, store.LocalOwner)
 	}
@@ -67,7 +80,9 @@ func (f *Fleet) SchedulePrincipal(_ context.Context, owner string) (submit.Princ
 		if !slices.Contains(t.Roles, api.RoleSubmit) && !slices.Contains(t.Roles, api.RoleAdmin) {
 			return submit.Principal{}, fmt.Errorf("%w: token %q holds neither submit nor admin", schedules.ErrOwnerForbidden, owner)
 		}
-		return submit.Principal{Name: owner, Roles: slices.Clone(t.Roles)}, nil
+		admin := slices.Contains(t.Roles, api.RoleAdmin)
+		return submit.Principal{Name: owner, Roles: slices.Clone(t.Roles), Admin: admin,
+			ReadAll: admin || slices.Contains(t.Roles, api.RoleReadAll)}, nil
 	}
 	return submit.Principal{}, fmt.Errorf("%w: no api token is named %q", schedules.ErrOwnerGone, owner)
 }
