@@ -325,3 +325,45 @@ func TestScheduleOwnerResolvedAtFireTime(t *testing.T) {
 	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM runs`).Scan(&runs))
 	require.Zero(t, runs)
 }
+
+// The scheduler role end to end on the real clock: a schedule created over
+// the API fires within its second, its run's run.queued event names the
+// schedule as its trigger, and a worker completes it.
+func TestRunSchedulerFiresASchedule(t *testing.T) {
+	t.Parallel()
+	f := fleettest.Start(t, fleettest.Options{Configure: func(c *config.Config) {
+		c.Schedules.MinInterval = time.Second
+		c.Schedules.Period = 100 * time.Millisecond
+	}})
+	var sc struct {
+		ID string `json:"id"`
+	}
+	code, raw := f.Do("POST", "/api/schedules", map[string]any{"name": "every-second", "cron": "* * * * * *", "template": "demo",
+		"prompt": "Greet the user in a file", "variables": map[string]any{"topic": "t"}}, &sc)
+	require.Equal(t, 201, code, string(raw))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.RunScheduler(ctx) }()
+	var runID string
+	require.Eventually(t, func() bool {
+		for _, fr := range fires(t, f, sc.ID) {
+			if fr.RunID != "" {
+				runID = fr.RunID
+				return true
+			}
+		}
+		return false
+	}, 15*time.Second, 50*time.Millisecond)
+	code, _ = f.Do("POST", "/api/schedules/"+sc.ID+"/pause", nil, nil)
+	require.Equal(t, 200, code)
+	cancel()
+	require.NoError(t, <-done)
+	queued, ok := eventOf(f.Follow(runID, 0, 60*time.Second), "run.queued")
+	require.True(t, ok)
+	var data struct {
+		Trigger string `json:"trigger"`
+	}
+	require.NoError(t, json.Unmarshal(queued.Data, &data))
+	require.Equal(t, "schedule:"+sc.ID, data.Trigger)
+	require.Equal(t, store.RunCompleted, f.WaitTerminal(runID, 60*time.Second).Status)
+}
