@@ -17,6 +17,7 @@ import (
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/schedules"
 	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/submit"
 )
 
 // simClock is the schedulers' simulated clock: tests move it, nobody sleeps.
@@ -366,4 +367,50 @@ func TestRunSchedulerFiresASchedule(t *testing.T) {
 	require.NoError(t, json.Unmarshal(queued.Data, &data))
 	require.Equal(t, "schedule:"+sc.ID, data.Trigger)
 	require.Equal(t, store.RunCompleted, f.WaitTerminal(runID, 60*time.Second).Status)
+}
+
+// A scheduler that submitted a tick and died before recording its run: when
+// another resubmits the tick, the tick's idempotency key gives back that run,
+// even though a later tick's run is in flight and the overlap policy is skip.
+func TestScheduleRecoveredTickKeepsItsRun(t *testing.T) {
+	t.Parallel()
+	f := scheduleFleet(t, nil)
+	ctx := context.Background()
+	start := time.Now().UTC().Truncate(time.Second)
+	clock := &simClock{now: start}
+	sc := newSchedule(t, f, "skip", "* * * * * *", start.Add(time.Second), func(s *store.Schedule) { s.Overlap = store.OverlapSkip })
+	sub := f.Submitter()
+	victimCtx, kill := context.WithCancel(ctx)
+	var orphan string
+	victim := schedulerProcess(t, f, "victim", clock, func(_ context.Context, claimed []store.ScheduleFire) {
+		require.Len(t, claimed, 1)
+		res, err := sub.Submit(ctx, submit.Request{By: submit.Principal{Name: store.LocalOwner}, Template: "demo", Prompt: "tick",
+			Variables: map[string]any{"topic": "t"}, IdempotencyKey: schedules.IdempotencyKey(sc.ID, claimed[0].Tick), Trigger: schedules.Trigger(sc.ID)})
+		require.NoError(t, err)
+		orphan = res.RunID
+		kill() // submitted, then died before recording the run
+	})
+	survivor := schedulerProcess(t, f, "survivor", clock, nil)
+	clock.Advance(time.Second)
+	_, _ = victim.RunOnce(victimCtx)
+	require.NotEmpty(t, orphan)
+	clock.Advance(time.Second)
+	_, err := survivor.RunOnce(ctx)
+	require.NoError(t, err)
+	fs := fires(t, f, sc.ID)
+	require.Equal(t, store.FireSubmitted, fs[0].Status, "the second tick: the orphan run is not linked to a fire yet")
+	later := fs[0].RunID
+	clock.Advance(6 * time.Second) // past resubmit_after
+	_, err = survivor.RunOnce(ctx)
+	require.NoError(t, err)
+	fs = fires(t, f, sc.ID)
+	first := fs[len(fs)-1]
+	require.Equal(t, store.FireSubmitted, first.Status, "%s %s", first.Reason, first.Detail)
+	require.Equal(t, orphan, first.RunID)
+	var runs int
+	require.NoError(t, f.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM runs`).Scan(&runs))
+	require.Equal(t, 2, runs, "the orphan and the second tick's run (%s); the later ticks skipped", later)
+	for _, fr := range fs[:len(fs)-2] {
+		require.Equal(t, store.FireSkipped, fr.Status, "tick %s", fr.Tick)
+	}
 }

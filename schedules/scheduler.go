@@ -340,6 +340,22 @@ func (s *Scheduler) fire(ctx context.Context, f store.ScheduleFire, now time.Tim
 			outcome, reason = status, why
 			return tx.DecideFire(ctx, cur, status, why, detail, runID)
 		}
+		var req request
+		if err := json.Unmarshal(cur.Request, &req); err != nil {
+			return decide(store.FireFailed, ReasonInvalid, "the tick's request cannot be read: "+err.Error(), "")
+		}
+		if cur.Status == store.FireClaimed {
+			// A scheduler that submitted this tick and died before recording
+			// its run: the tick's idempotency key names the run, which is the
+			// tick's whatever runs started since (no overlap policy applies).
+			prior, err := tx.IdempotentRun(ctx, req.Owner, IdempotencyKey(sc.ID, cur.Tick), submit.DefaultIdempotencyTTL)
+			switch {
+			case err == nil:
+				return decide(store.FireSubmitted, "", "", prior.RunID)
+			case !errors.Is(err, store.ErrNotFound):
+				return err
+			}
+		}
 		if cur.Status == store.FireDeferred && sc.Paused {
 			return decide(store.FireSkipped, ReasonPaused, "the schedule was paused while this tick waited for the previous run", "")
 		}
@@ -370,10 +386,6 @@ func (s *Scheduler) fire(ctx context.Context, f store.ScheduleFire, now time.Tim
 					}
 				}
 			}
-		}
-		var req request
-		if err := json.Unmarshal(cur.Request, &req); err != nil {
-			return decide(store.FireFailed, ReasonInvalid, "the tick's request cannot be read: "+err.Error(), "")
 		}
 		by, err := s.d.Principal(ctx, req.Owner)
 		switch {
