@@ -199,7 +199,10 @@ func (s *Server) routes() []route {
 		post("/api/schedules", "Create a schedule: a run that starts itself on a cron expression", s.createSchedule).roles(RoleSubmit).
 			describe("The cron expression, time zone, jitter, policies, template or team, variables and project are checked now; "+
 				"the owner's roles (priority cap, project access) are read again at every tick. docs/schedules.md has the semantics.").
-			body(scheduleRequest{}).returns(201, scheduleView{}).errors(404, 409),
+			header(IdempotencyKeyHeader, "At most once: the same key and body within a day answer with the key's first schedule "+
+				"(201, "+IdempotentReplayedHeader+": true); the key with another body is a 422. Keys are per principal, at most 255 printable characters.",
+				map[string]any{"type": "string", "maxLength": 255}).
+			body(scheduleRequest{}).returns(201, scheduleView{}).errors(404, 409, 422),
 		get("/api/schedules", "List schedules (the caller's; every owner's with read_all)", s.listSchedules).roles(RoleRead).
 			returns(200, scheduleList{}),
 		scheduleParam(get("/api/schedules/:id", "A schedule with its next fire times", s.getSchedule)).roles(RoleRead).

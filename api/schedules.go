@@ -2,6 +2,8 @@ package api
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -365,14 +367,35 @@ func (s *Server) createSchedule(c *fiber.Ctx) error {
 	if err := s.checkSchedule(c, &sc); err != nil {
 		return err
 	}
-	out, err := s.d.Store.CreateSchedule(c.UserContext(), sc)
+	var out store.Schedule
+	replayed := false
+	if key := c.Get(IdempotencyKeyHeader); key != "" {
+		if len(key) > 255 || strings.ContainsFunc(key, unicode.IsControl) {
+			return badRequest(IdempotencyKeyHeader, "the Idempotency-Key must be at most 255 printable characters")
+		}
+		// The body as decoded (key order and spacing do not count), its
+		// jitter as the duration it means.
+		canon, _ := json.Marshal(req)
+		sum := sha256.Sum256(canon)
+		out, replayed, err = s.d.Store.CreateScheduleOnce(c.UserContext(), sc, key, hex.EncodeToString(sum[:]))
+		if errors.Is(err, store.ErrIdempotencyMismatch) {
+			return &Error{Status: http.StatusUnprocessableEntity, Field: IdempotencyKeyHeader,
+				Message: "this Idempotency-Key was used with another schedule in the last day: use a new key for a new request"}
+		}
+	} else {
+		out, err = s.d.Store.CreateSchedule(c.UserContext(), sc)
+	}
 	if errors.Is(err, store.ErrScheduleExists) {
 		return &Error{Status: http.StatusConflict, Field: "name", Message: fmt.Sprintf("you have a schedule named %q", sc.Name)}
 	}
 	if err != nil {
 		return err
 	}
-	s.d.Log.Info("schedule created", "schedule_id", out.ID, "owner", out.Owner, "cron", out.Cron, "time_zone", out.TimeZone)
+	if replayed {
+		c.Set(IdempotentReplayedHeader, "true")
+	} else {
+		s.d.Log.Info("schedule created", "schedule_id", out.ID, "owner", out.Owner, "cron", out.Cron, "time_zone", out.TimeZone)
+	}
 	return c.Status(http.StatusCreated).JSON(s.viewSchedule(out, DefaultNextFires))
 }
 

@@ -1,11 +1,15 @@
 package api_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/aetherium-engine/aetherium/api"
 )
 
 func scheduleBody(edit func(map[string]any)) map[string]any {
@@ -141,4 +145,50 @@ func TestSchedulesAreOwnerScoped(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, code)
 	code, _, _ = o.call(t, "alice", "GET", path, nil)
 	require.Equal(t, http.StatusNotFound, code)
+}
+
+// An Idempotency-Key on POST /api/schedules: the same key and body answer
+// with the first schedule (Idempotent-Replayed), the key with another body is
+// a 422, another principal's same key is its own; without a key a second
+// create of the name is a 409.
+func TestCreateScheduleIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	o := setupOwners(t, 1)
+	post := func(token, key string, body map[string]any) (int, http.Header, string) {
+		t.Helper()
+		raw, err := json.Marshal(body)
+		require.NoError(t, err)
+		req, err := http.NewRequest("POST", o.URL+"/api/schedules", bytes.NewReader(raw))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token+"-secret")
+		if key != "" {
+			req.Header.Set(api.IdempotencyKeyHeader, key)
+		}
+		resp, err := o.Client().Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		out, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		var sc struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(out, &sc)
+		return resp.StatusCode, resp.Header, sc.ID
+	}
+	code, hdr, first := post("alice", "k1", scheduleBody(nil))
+	require.Equal(t, http.StatusCreated, code)
+	require.Empty(t, hdr.Get(api.IdempotentReplayedHeader))
+	code, hdr, again := post("alice", "k1", scheduleBody(nil))
+	require.Equal(t, http.StatusCreated, code)
+	require.Equal(t, "true", hdr.Get(api.IdempotentReplayedHeader))
+	require.Equal(t, first, again)
+	code, _, _ = post("alice", "k1", scheduleBody(func(b map[string]any) { b["prompt"] = "other" }))
+	require.Equal(t, http.StatusUnprocessableEntity, code)
+	code, _, _ = post("alice", "", scheduleBody(nil))
+	require.Equal(t, http.StatusConflict, code)
+	code, hdr, bobs := post("bob", "k1", scheduleBody(nil))
+	require.Equal(t, http.StatusCreated, code)
+	require.Empty(t, hdr.Get(api.IdempotentReplayedHeader))
+	require.NotEqual(t, first, bobs)
 }

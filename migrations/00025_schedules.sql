@@ -28,11 +28,16 @@ CREATE TABLE schedules (
     last_reason     text NOT NULL DEFAULT '',
     last_run_id     uuid,
     missed          bigint NOT NULL DEFAULT 0,
+    -- The creating request's Idempotency-Key and the fingerprint of its body:
+    -- the same key and body within a day answer with this schedule.
+    idempotency_key text,
+    request_hash    text NOT NULL DEFAULT '',
     created_at      timestamptz NOT NULL DEFAULT now(),
     updated_at      timestamptz NOT NULL DEFAULT now(),
     UNIQUE (owner, name)
 );
 CREATE INDEX schedules_due ON schedules (next_fire_at) WHERE NOT paused;
+CREATE UNIQUE INDEX schedules_idempotency ON schedules (owner, idempotency_key) WHERE idempotency_key IS NOT NULL;
 
 -- One row per tick of a schedule that a scheduler claimed. UNIQUE (schedule_id,
 -- tick) is the exactly-once claim: however many scheduler processes run, and

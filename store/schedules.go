@@ -166,6 +166,47 @@ func (s *Store) CreateSchedule(ctx context.Context, sc Schedule) (Schedule, erro
 	return out, nil
 }
 
+// ScheduleIdempotencyTTL is how long a schedule's Idempotency-Key answers
+// with it (as a run submission's, submit.DefaultIdempotencyTTL).
+const ScheduleIdempotencyTTL = 24 * time.Hour
+
+// CreateScheduleOnce is CreateSchedule under an Idempotency-Key: when the
+// owner's key made a schedule within ScheduleIdempotencyTTL, that schedule is
+// the answer (replayed) if requestHash matches, else ErrIdempotencyMismatch;
+// an expired key is taken over by the new schedule.
+func (s *Store) CreateScheduleOnce(ctx context.Context, sc Schedule, key, requestHash string) (out Schedule, replayed bool, err error) {
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('schedule-key:' || $1 || ':' || $2, 0))`, sc.Owner, key); err != nil {
+			return fmt.Errorf("lock idempotency key: %w", err)
+		}
+		var id, hash string
+		var fresh bool
+		err := tx.QueryRow(ctx, `SELECT id, request_hash, created_at > now() - $3::bigint * interval '1 microsecond' FROM schedules
+			WHERE owner = $1 AND idempotency_key = $2`, sc.Owner, key, ScheduleIdempotencyTTL.Microseconds()).Scan(&id, &hash, &fresh)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return fmt.Errorf("idempotency key: %w", err)
+		case fresh && hash != requestHash:
+			return ErrIdempotencyMismatch
+		case fresh:
+			replayed = true
+			out, err = InTx(tx).GetSchedule(ctx, id)
+			return err
+		default:
+			if _, err := tx.Exec(ctx, `UPDATE schedules SET idempotency_key = NULL WHERE id = $1`, id); err != nil {
+				return fmt.Errorf("expire idempotency key: %w", err)
+			}
+		}
+		if out, err = InTx(tx).CreateSchedule(ctx, sc); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE schedules SET idempotency_key = $2, request_hash = $3 WHERE id = $1`, out.ID, key, requestHash)
+		return err
+	})
+	return out, replayed, err
+}
+
 // GetSchedule loads a schedule; ErrNotFound when there is none.
 func (s *Store) GetSchedule(ctx context.Context, id string) (Schedule, error) {
 	sc, err := scanSchedule(s.db.QueryRow(ctx, `SELECT `+scheduleCols+` FROM schedules WHERE id = $1`, id))
