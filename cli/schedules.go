@@ -168,7 +168,9 @@ func schedulesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			body["team"] = json.RawMessage(raw)
 		}
 		var sc scheduleView
-		if err := postJSON(ctx, *base+"/api/schedules", body, &sc); err != nil {
+		// Under a fresh Idempotency-Key, sent again when the connection fails
+		// before an answer: one schedule per invocation.
+		if _, err := submitOnce(ctx, *base+"/api/schedules", randomKey(), body, &sc); err != nil {
 			return fail("create: %v", err)
 		}
 		fmt.Fprintf(stdout, "schedule %s created\n", sc.ID)
