@@ -676,3 +676,26 @@ func (s *Server) hookTooLarge(c *fiber.Ctx) {
 	s.recordHookRefusal(ctx, h.ID, inbound.DeliveryID(h.Scheme, func(n string) string { return c.Get(n) }, ""),
 		hookRefusal{reason: inbound.ReasonTooLarge, detail: fmt.Sprintf("body over %d bytes", s.cfg.Hooks.BodyLimit)})
 }
+
+// HooksApp is the app of api.hooks.addr, a listener of its own that serves
+// only POST /hooks/:id (as the API's listener does): a deployment exposes it
+// to the senders without exposing the API. No Host check: it serves nothing a
+// rebinding page could read, and every delivery must carry a signature. The
+// caller serves it (fleet.RunAPI registers it as a control-plane endpoint).
+func (s *Server) HooksApp() *fiber.App {
+	app := fiber.New(fiber.Config{
+		BodyLimit:             s.cfg.Hooks.BodyLimit,
+		DisableStartupMessage: true,
+		ErrorHandler:          s.errorHandler,
+		ReadTimeout:           30 * time.Second,
+		IdleTimeout:           60 * time.Second,
+	})
+	if s.d.Metrics != nil {
+		app.Use(s.observe)
+	}
+	app.Post("/hooks/:id", s.deliverHook)
+	app.Use(func(c *fiber.Ctx) error {
+		return &Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no route %s %s: this listener serves only POST /hooks/:id", c.Method(), c.Path())}
+	})
+	return app
+}
