@@ -9,6 +9,16 @@
 // tests check that the registered routes are the documented operations, and
 // fleettest checks every answer a test receives against the document with
 // kin-openapi.
+//
+// Authentication is a bearer token on every /api route (auth.go), and nothing
+// else: no /api route reads a cookie. asynqmon under /monitoring takes an
+// admin's bearer token or the cookie POST /api/monitoring/session mints for
+// one (monitoring.go): an HMAC-signed ticket naming the principal, valid for
+// api.monitoring_session_ttl, re-checked on every request against the
+// configured tokens (revoked, demoted or rotated tokens end their cookies);
+// a change it carries must come from the API's own origin. The key is
+// api.monitoring_session_key, else random per process (several API processes
+// behind a balancer share one). docs/api-edge.md has the whole edge.
 package api
 
 import (
@@ -32,7 +42,6 @@ import (
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/internal/defaults"
 	"github.com/aetherium-engine/aetherium/lease"
-	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/metrics"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
@@ -66,6 +75,16 @@ const (
 	DefaultMaxStreams = 4096
 	// DefaultMonitoringReadOnly: asynqmon at /monitoring/ cannot change the queues.
 	DefaultMonitoringReadOnly = true
+	// DefaultMonitoringSessionTTL is how long the cookie of POST
+	// /api/monitoring/session opens asynqmon: long enough to look around, short
+	// enough that a copied cookie soon stops working (monitoring.go).
+	DefaultMonitoringSessionTTL = 10 * time.Minute
+	// MaxMonitoringSessionTTL bounds api.monitoring_session_ttl: the cookie
+	// cannot be withdrawn before it expires, only its token can.
+	MaxMonitoringSessionTTL = 24 * time.Hour
+	// MinMonitoringSessionKeyBytes is the shortest api.monitoring_session_key:
+	// an HMAC-SHA256 key of fewer bytes is guessable sooner than the MAC.
+	MinMonitoringSessionKeyBytes = 32
 )
 
 // Config is the api role (the `api` section of aetherium.yaml but its webhooks,
@@ -79,6 +98,16 @@ type Config struct {
 	// MonitoringReadOnly makes asynqmon at /monitoring/ read-only. Default
 	// DefaultMonitoringReadOnly (nil reads as the default).
 	MonitoringReadOnly *bool `yaml:"monitoring_read_only"`
+	// MonitoringSessionTTL is how long the cookie of POST /api/monitoring/session
+	// (an admin's browser session for asynqmon) is valid. Default
+	// DefaultMonitoringSessionTTL; at most MaxMonitoringSessionTTL.
+	MonitoringSessionTTL time.Duration `yaml:"monitoring_session_ttl"`
+	// MonitoringSessionKey signs those cookies (HMAC-SHA256), at least
+	// MinMonitoringSessionKeyBytes bytes. Env AETHERIUM_API_MONITORING_SESSION_KEY.
+	// Default empty: a random key per process, so a cookie works only on the API
+	// process that made it and none survives a restart; with several API
+	// processes behind a balancer, set one shared key.
+	MonitoringSessionKey string `yaml:"monitoring_session_key"`
 	// PrometheusURL lets asynqmon chart queue metrics. Env AETHERIUM_PROMETHEUS_URL.
 	// Default empty (charts off).
 	PrometheusURL string `yaml:"prometheus_url"`
@@ -138,6 +167,7 @@ func (c Config) WithDefaults() Config {
 		c.MonitoringReadOnly = &ro
 	}
 	c.SSEPoll = defaults.Positive(c.SSEPoll, DefaultSSEPoll)
+	c.MonitoringSessionTTL = cmp.Or(c.MonitoringSessionTTL, DefaultMonitoringSessionTTL)
 	c.SSEHeartbeat = defaults.Positive(c.SSEHeartbeat, DefaultSSEHeartbeat)
 	c.MaxStreamsPerPrincipal = cmp.Or(c.MaxStreamsPerPrincipal, DefaultMaxStreamsPerPrincipal)
 	c.MaxStreams = cmp.Or(c.MaxStreams, DefaultMaxStreams)
@@ -167,6 +197,12 @@ func (c Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.Hooks.Validate())
+	if c.MonitoringSessionTTL < 0 || c.MonitoringSessionTTL > MaxMonitoringSessionTTL {
+		errs = append(errs, fmt.Errorf("api.monitoring_session_ttl: want a duration up to %s, got %s", MaxMonitoringSessionTTL, c.MonitoringSessionTTL))
+	}
+	if k := c.MonitoringSessionKey; k != "" && len(k) < MinMonitoringSessionKeyBytes {
+		errs = append(errs, fmt.Errorf("api.monitoring_session_key (AETHERIUM_API_MONITORING_SESSION_KEY): want at least %d bytes, got %d", MinMonitoringSessionKeyBytes, len(k)))
+	}
 	errs = append(errs, validateHosts(c.AllowedHosts))
 	if _, err := newCSRF(c.AllowedOrigins); err != nil {
 		errs = append(errs, err)
@@ -178,10 +214,6 @@ func (c Config) Validate() error {
 func (c Config) monitoringReadOnly() bool {
 	return c.MonitoringReadOnly == nil || *c.MonitoringReadOnly
 }
-
-// RunsInFlightRetryAfter is the Retry-After of a submit refused for too many runs
-// in flight: runs take minutes, so an immediate retry would only be refused again.
-const RunsInFlightRetryAfter = 30 * time.Second
 
 // Deps are the API's collaborators.
 type Deps struct {
@@ -204,26 +236,17 @@ type Deps struct {
 	// Leases serves GET /api/leases and checks a team's gpu_services.
 	Leases *lease.Manager
 	Log    *slog.Logger
-	// CheckDisk, when set, is the free-disk guard: a submit it refuses with
-	// wsquota.ErrDiskFull gets 507 before anything is stored or enqueued.
-	CheckDisk func() error
+	// Submit starts runs (package submit): every check of a submission.
+	Submit *submit.Submitter
 	// RemoveProject, when set, removes a deleted project's workspace and knowledge
 	// (its rows and memory are deleted by the store first).
 	RemoveProject func(ctx context.Context, p store.Project) error
 	// WorkspaceDir, when set, is the directory of a workspace by id: the Studio's
 	// read-only workspace browser (GET /api/runs/:id/files). Nil answers 501.
 	WorkspaceDir func(id string) string
-	// CheckModels, when set, checks a submitted team's models against the
-	// deployment (providers configured, fallbacks and money-budgeted models
-	// priced): its error is the submit's 400.
-	CheckModels func(team templates.Template) error
-	// PrincipalDailyBudget refuses a principal's new runs (429 until midnight
-	// UTC) once its model calls cost this much today; 0 = none
-	// (llm.budgets.principal_daily, which the workers enforce on running runs).
-	PrincipalDailyBudget llm.Money
-	// Submit is the one run submission path (package submit): inbound webhook
-	// deliveries start their runs through it.
-	Submit *submit.Submitter
+	// Limits are the deployment's operative limits beyond the API's own, as GET
+	// /api/fleet shows them (the fleet fills them from the configuration).
+	Limits []Limit
 }
 
 // Server is the API.
@@ -239,6 +262,10 @@ type Server struct {
 	// hosts and csrf are the edge checks (edge.go).
 	hosts hostSet
 	csrf  *http.CrossOriginProtection
+	// inspector reads asynq's servers and queues (GET /api/fleet).
+	inspector *asynq.Inspector
+	// tickets signs and checks asynqmon's browser sessions (monitoring.go).
+	tickets *ticketer
 }
 
 // New builds the Fiber app: the route table (routes.go) and asynqmon at /monitoring.
@@ -258,6 +285,11 @@ func New(cfg Config, d Deps) *Server {
 		csrf, _ = newCSRF(nil)
 	}
 	s.csrf = csrf
+	s.inspector = asynq.NewInspectorFromRedisClient(d.Redis)
+	if s.tickets, err = newTicketer(cfg); err != nil {
+		// Validate reports a bad key at load; here it fails closed: no cookie opens asynqmon.
+		d.Log.Error("monitoring sessions off", "err", err)
+	}
 	app := fiber.New(fiber.Config{
 		// The larger of the API's and the hooks' limits: guard holds the API's
 		// routes to theirs, deliverHook the hooks to theirs.
@@ -274,11 +306,11 @@ func New(cfg Config, d Deps) *Server {
 	// Before every route, asynqmon and the Studio included (edge.go).
 	app.Use(s.guard)
 	s.mon = asynqmon.New(asynqmon.Options{
-		RootPath: "/monitoring", RedisConnOpt: d.RedisOpt, ReadOnly: cfg.monitoringReadOnly(),
+		RootPath: MonitoringPath, RedisConnOpt: d.RedisOpt, ReadOnly: cfg.monitoringReadOnly(),
 		PrometheusAddress: cfg.PrometheusURL,
 	})
 	mon := adaptor.HTTPHandler(s.mon)
-	app.Use("/monitoring", s.auth(RoleAdmin), mon)
+	app.Use(MonitoringPath, s.monitoringAuth(), mon)
 	s.register(app)
 	// The Studio's pages are HTML shells outside the OpenAPI document (NotInOpenAPI).
 	studio.Mount(app)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"regexp"
 	"slices"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/submit"
 	"github.com/aetherium-engine/aetherium/templates"
@@ -188,8 +190,8 @@ func renderHookPrompt(prompt string, vars map[string]any) (string, error) {
 	if strings.Contains(placeholder.ReplaceAllString(prompt, ""), "{{") {
 		return "", errors.New("prompt may hold only {{.name}} placeholders of mapped variables")
 	}
-	if len(out) > MaxPromptBytes {
-		return "", fmt.Errorf("the rendered prompt is over %d bytes", MaxPromptBytes)
+	if len(out) > submit.MaxPromptBytes {
+		return "", fmt.Errorf("the rendered prompt is over %d bytes", submit.MaxPromptBytes)
 	}
 	return out, nil
 }
@@ -245,8 +247,8 @@ func (s *Server) createHook(c *fiber.Ctx) error {
 	if (req.Template == "") == !hasTeam {
 		return badRequest("template", "name a template or give a team (exactly one)")
 	}
-	if err := checkPrompt(req.Prompt); err != nil {
-		return err
+	if err := submit.CheckPrompt(req.Prompt); err != nil {
+		return submitError(c, err)
 	}
 	team, err := s.hookTeam(req.Template, req.Team)
 	if err != nil {
@@ -260,9 +262,13 @@ func (s *Server) createHook(c *fiber.Ctx) error {
 			return err
 		}
 	}
-	if req.Priority != 0 {
-		if _, err := s.checkPriority(c, req.Priority); err != nil {
-			return err
+	if p := req.Priority; p != 0 {
+		// As package submit checks it at each delivery, against the owner's roles then.
+		if p < queue.MinPriority || p > queue.MaxPriority {
+			return badRequest("priority", "priority %d is not %d (lowest) to %d (highest)", p, queue.MinPriority, queue.MaxPriority)
+		}
+		if top := s.d.Fairness.MaxPriorityOf(callerRoles(c)); p > top {
+			return badRequest("priority", "priority %d is over %d, the highest your roles may submit with (fairness.max_priority)", p, top)
 		}
 	}
 	h := store.Hook{Owner: principal(c), Name: req.Name, Scheme: req.Scheme, Secret: req.Secret, Template: req.Template,
@@ -454,7 +460,7 @@ func (s *Server) hookOwner(owner string) (submit.Principal, string, bool) {
 	if len(s.cfg.Tokens) == 0 {
 		// Without tokens the one principal is local, holding every role.
 		if owner == store.LocalOwner {
-			return submit.Principal{Name: owner}, "", true
+			return submit.Principal{Name: owner, Admin: true, ReadAll: true}, "", true
 		}
 		return submit.Principal{}, fmt.Sprintf("this API has no tokens: only %s's hooks take deliveries", store.LocalOwner), false
 	}
@@ -469,7 +475,7 @@ func (s *Server) hookOwner(owner string) (submit.Principal, string, bool) {
 		if !holdsAny(held, []string{RoleSubmit}) {
 			return submit.Principal{}, fmt.Sprintf("the owner's token %q no longer holds role submit", owner), false
 		}
-		return submit.Principal{Name: owner, Roles: slices.Clone(t.Roles)}, "", true
+		return submit.Principal{Name: owner, Roles: slices.Clone(t.Roles), Admin: held[RoleAdmin], ReadAll: held[RoleAdmin] || held[RoleReadAll]}, "", true
 	}
 	return submit.Principal{}, fmt.Sprintf("the owner's token %q is no longer configured (api.tokens)", owner), false
 }
@@ -632,7 +638,7 @@ func (s *Server) hookSubmitRefused(c *fiber.Ctx, claim store.HookDelivery, err e
 	if errors.As(err, &se) {
 		status = se.Status()
 		if se.RetryAfter > 0 {
-			c.Set("Retry-After", strconv.Itoa(int(se.RetryAfter.Seconds())))
+			c.Set("Retry-After", strconv.Itoa(int(math.Ceil(se.RetryAfter.Seconds()))))
 		}
 	}
 	ctx := context.WithoutCancel(c.UserContext())

@@ -169,6 +169,10 @@ func TestHookDeliveryStartsOneRunWithTheMappedVariables(t *testing.T) {
 	require.Equal(t, "alice", run.Owner)
 	require.Equal(t, "Triage issue 42: Printer on fire", run.Prompt)
 	require.JSONEq(t, `{"topic":"Printer on fire","number":42}`, string(run.Variables))
+	var trigger string
+	require.NoError(t, h.Store.Pool.QueryRow(context.Background(),
+		`SELECT data->>'trigger' FROM run_events WHERE run_id = $1 AND type = 'run.queued'`, got.RunID).Scan(&trigger))
+	require.Equal(t, "hook:"+hook.ID, trigger)
 	d := h.lastDelivery(hook.ID)
 	require.Equal(t, store.HookAccepted, d.Outcome)
 	require.Equal(t, got.RunID, d.RunID)
