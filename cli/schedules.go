@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -88,22 +87,11 @@ func (v varsFlag) Set(s string) error {
 
 // schedulesCmd: list | show | create | pause | resume | delete (schedulesUsage).
 func schedulesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "aetherium schedules: "+format+"\n", a...)
+	sc, ok := newSubcommand("schedules", schedulesUsage, schedulesFlags, args, stderr)
+	if !ok {
 		return 1
 	}
-	if len(args) == 0 {
-		return fail("%s", schedulesUsage)
-	}
-	sub, rest := args[0], args[1:]
-	allowed, known := schedulesFlags[sub]
-	if !known {
-		return fail("%s\n%s", unknownSub("schedules", sub), schedulesUsage)
-	}
-	fs := flag.NewFlagSet("schedules "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { printUsage(stderr, schedulesUsage, fs, allowed) }
-	base := fs.String("api", apiURL(), "API base URL (AETHERIUM_API_URL)")
+	sub, rest, allowed, fs, base, fail := sc.name, sc.rest, sc.allowed, sc.fs, sc.base, sc.fail
 	asJSON := fs.Bool("json", false, "list: print the schedules as JSON")
 	next := fs.Int("next", 5, "show: how many next fire times to print (0 to 50)")
 	nFires := fs.Int("fires", 10, "show: how many of the latest ticks to print (0: none)")
