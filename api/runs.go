@@ -218,12 +218,12 @@ func (s *Server) submit(c *fiber.Ctx, team templates.Template, tmplName, prompt,
 		return err
 	}
 	resp := submitResponse{RunID: run.ID, Status: store.RunQueued, Priority: priority}
-	data := map[string]any{"team": rendered.Name, "template": tmplName, "priority": priority}
+	data := events.RunQueuedData{Team: rendered.Name, Template: tmplName, Priority: priority}
 	if !admitted {
 		if resp.Position, err = s.d.Store.QueuePosition(ctx, run.ID); err != nil {
 			return err
 		}
-		data["position"], data["run_limit"] = resp.Position, runLimit
+		data.Position, data.RunLimit = resp.Position, runLimit
 	}
 	if err := s.d.Events.Emit(ctx, run.ID, "queued", events.RunQueued, "", data); err != nil {
 		return err
@@ -599,7 +599,7 @@ func (s *Server) getPlan(c *fiber.Ctx) error {
 // returned: the run is admitted durably and the queued-runs sweep starts it.
 func (s *Server) startAdmitted(ctx context.Context, runs []store.Run) {
 	for _, r := range runs {
-		if err := s.d.Events.Emit(ctx, r.ID, "admitted", events.RunAdmitted, "", map[string]any{"priority": r.Priority}); err != nil {
+		if err := s.d.Events.Emit(ctx, r.ID, "admitted", events.RunAdmitted, "", events.RunAdmittedData{Priority: r.Priority}); err != nil {
 			s.d.Log.Error("admitted run: event", "run_id", r.ID, "err", err)
 		}
 		if err := s.d.Queue.Supervise(ctx, queue.Route{Key: r.FairKey, Priority: r.Priority}, r.ID, "start"); err != nil {
