@@ -318,6 +318,9 @@ func buildOpenAPIWith(schemas *schemaSet, routes []route) ([]byte, map[string]re
 		}
 		paths[p][m] = op
 	}
+	if err := schemas.eventUnion(); err != nil {
+		return nil, nil, err
+	}
 	if schemas.err != nil {
 		return nil, nil, schemas.err
 	}
@@ -368,7 +371,11 @@ func buildOpenAPIWith(schemas *schemaSet, routes []route) ([]byte, map[string]re
 	raw, err := json.MarshalIndent(doc, "", "  ")
 	types := map[string]reflect.Type{}
 	for name := range schemas.components {
-		types[name] = schemas.types[name] // the namer saw inline types (time.Time) too
+		// The namer saw inline types (time.Time) too; the per-type event
+		// components (eventUnion) have no Go type of their own.
+		if t := schemas.types[name]; t != nil {
+			types[name] = t
+		}
 	}
 	return raw, types, err
 }

@@ -168,6 +168,13 @@ func httpAPIReference(string) ([]byte, error) {
 		if s.Description != "" {
 			fmt.Fprintf(&b, "%s\n\n", cell(s.Description))
 		}
+		if dis := s.Discriminator; dis != nil {
+			fmt.Fprintf(&b, "One of these, by `%s`:\n\n| %s | schema |\n| --- | --- |\n", dis.PropertyName, dis.PropertyName)
+			for _, v := range sortedKeys(dis.Mapping) {
+				fmt.Fprintf(&b, "| `%s` | %s |\n", v, refType(&schema{Ref: dis.Mapping[v]}))
+			}
+			continue
+		}
 		if len(s.Properties) == 0 {
 			fmt.Fprintf(&b, "A %s.\n", refType(s))
 			if len(s.Enum) > 0 {
@@ -185,6 +192,9 @@ func httpAPIReference(string) ([]byte, error) {
 			doc := p.Description
 			if len(p.Enum) > 0 {
 				doc = strings.TrimSpace(doc + " One of " + enumList(p.Enum) + ".")
+			}
+			if p.Const != nil {
+				doc = strings.TrimSpace(fmt.Sprintf("Always `%v`. %s", p.Const, doc))
 			}
 			fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", f, refType(p), req, cell(doc))
 		}
