@@ -81,13 +81,22 @@ func (s *Server) routes() []route {
 			query("last_event_id", "Last-Event-ID for clients that cannot set headers.", map[string]any{"type": "string"}).
 			returnsStream(200, "text/event-stream", "The event stream.", streamEvent{}).
 			returns(204, nil).errors(400, 404, 429),
+		// A path of its own, not the stream's with Accept: application/json: one
+		// route-table row documents one answer per status, and the list takes
+		// none of the stream's slots (429), resume header or 204.
+		runParam(get("/api/runs/:id/events.json", "A run's stored events as a JSON list, paged by event id", s.listEvents)).roles(RoleRead).
+			describe("The events the stream would replay, as StreamEvents, oldest first: read pages with after=next_after until one is shorter than limit. "+
+				"terminal says the run's terminal event is among those read; events after it are post-run ones.").
+			query("after", "Only events after this event id (next_after of the previous page).", map[string]any{"type": "integer", "minimum": 0}).
+			query("limit", "Page size (default 500).", intRange(1, MaxEventPage)).
+			returns(200, eventPage{}).errors(400, 404),
 		runParam(get("/api/runs/:id/delegations", "A run's delegations", s.getDelegations)).roles(RoleRead).
 			returns(200, delegationList{}).errors(400, 404),
 		runParam(get("/api/runs/:id/audit", "A run's tool-call audit", s.runAudit)).roles(RoleRead).
 			returns(200, auditList{}).errors(400, 404),
 		runParam(get("/api/runs/:id/egress", "Connections the run's sandbox made through the egress proxy", s.runEgress)).roles(RoleRead).
 			returns(200, egressList{}).errors(400, 404),
-		runParam(get("/api/runs/:id/plan", "A run's active plan (null before its supervisor made one)", s.getPlan)).roles(RoleRead).
+		runParam(get("/api/runs/:id/plan", "A run's active plan ({\"plan\": null} before its supervisor made one)", s.getPlan)).roles(RoleRead).
 			returns(200, PlanResponse{}).errors(400, 404),
 		runParam(get("/api/runs/:id/files", "A run's workspace files", s.listFiles)).roles(RoleRead).
 			describe("Regular files only, .aetherium/ left out, at most MaxListedFiles (truncated says so). "+

@@ -571,9 +571,10 @@ func (s *Server) getTemplate(c *fiber.Ctx) error {
 }
 
 // PlanResponse is the answer of GET /api/runs/:id/plan: the run's active plan,
-// absent before its supervisor made one.
+// null before its supervisor made one.
 type PlanResponse struct {
-	Plan *store.Plan `json:"plan,omitempty"`
+	// Plan is the run's active plan; null before its supervisor made one.
+	Plan *store.Plan `json:"plan" jsonschema:"nullable"`
 }
 
 func (s *Server) getPlan(c *fiber.Ctx) error {

@@ -185,7 +185,7 @@ func (s *streamSlots) acquire(who string) (release func(), err error) {
 }
 
 func writeEvent(w *bufio.Writer, e store.Event) error {
-	payload, _ := json.Marshal(streamEvent{ID: e.ID, RunID: e.RunID, Type: e.Type, Agent: e.Agent, Data: e.Data, Time: e.CreatedAt})
+	payload, _ := json.Marshal(toStreamEvent(e))
 	_, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.ID, e.Type, payload)
 	return err
 }

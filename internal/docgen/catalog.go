@@ -146,6 +146,7 @@ type schema struct {
 	Default              any                `json:"default"`
 	AdditionalProperties json.RawMessage    `json:"additionalProperties"`
 	Const                any                `json:"const"`
+	OneOf                []*schema          `json:"oneOf"`
 	// Discriminator names, for a oneOf union, the property whose value picks
 	// the member (OpenAPI's discriminator).
 	Discriminator *struct {

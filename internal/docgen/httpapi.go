@@ -190,6 +190,9 @@ func httpAPIReference(string) ([]byte, error) {
 				req = "yes"
 			}
 			doc := p.Description
+			if doc == "" && len(p.OneOf) > 0 {
+				doc = p.OneOf[0].Description
+			}
 			if len(p.Enum) > 0 {
 				doc = strings.TrimSpace(doc + " One of " + enumList(p.Enum) + ".")
 			}
@@ -207,6 +210,13 @@ func refType(s *schema) string {
 	if s.Ref != "" {
 		name := s.Ref[strings.LastIndex(s.Ref, "/")+1:]
 		return fmt.Sprintf("[%s](#%s)", name, anchor(name))
+	}
+	if len(s.OneOf) > 0 && s.Discriminator == nil {
+		alts := make([]string, len(s.OneOf))
+		for i, o := range s.OneOf {
+			alts[i] = refType(o)
+		}
+		return strings.Join(alts, " or ")
 	}
 	t := schemaType(s, nil)
 	if t == "array" || strings.HasPrefix(t, "array of") {
