@@ -32,11 +32,11 @@ import (
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/internal/defaults"
 	"github.com/aetherium-engine/aetherium/lease"
-	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/metrics"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/studio"
+	"github.com/aetherium-engine/aetherium/submit"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
 )
@@ -172,10 +172,6 @@ func (c Config) monitoringReadOnly() bool {
 	return c.MonitoringReadOnly == nil || *c.MonitoringReadOnly
 }
 
-// RunsInFlightRetryAfter is the Retry-After of a submit refused for too many runs
-// in flight: runs take minutes, so an immediate retry would only be refused again.
-const RunsInFlightRetryAfter = 30 * time.Second
-
 // Deps are the API's collaborators.
 type Deps struct {
 	Store    *store.Store
@@ -197,23 +193,14 @@ type Deps struct {
 	// Leases serves GET /api/leases and checks a team's gpu_services.
 	Leases *lease.Manager
 	Log    *slog.Logger
-	// CheckDisk, when set, is the free-disk guard: a submit it refuses with
-	// wsquota.ErrDiskFull gets 507 before anything is stored or enqueued.
-	CheckDisk func() error
+	// Submit starts runs (package submit): every check of a submission.
+	Submit *submit.Submitter
 	// RemoveProject, when set, removes a deleted project's workspace and knowledge
 	// (its rows and memory are deleted by the store first).
 	RemoveProject func(ctx context.Context, p store.Project) error
 	// WorkspaceDir, when set, is the directory of a workspace by id: the Studio's
 	// read-only workspace browser (GET /api/runs/:id/files). Nil answers 501.
 	WorkspaceDir func(id string) string
-	// CheckModels, when set, checks a submitted team's models against the
-	// deployment (providers configured, fallbacks and money-budgeted models
-	// priced): its error is the submit's 400.
-	CheckModels func(team templates.Template) error
-	// PrincipalDailyBudget refuses a principal's new runs (429 until midnight
-	// UTC) once its model calls cost this much today; 0 = none
-	// (llm.budgets.principal_daily, which the workers enforce on running runs).
-	PrincipalDailyBudget llm.Money
 }
 
 // Server is the API.

@@ -1,9 +1,6 @@
 package api
 
 import (
-	"fmt"
-	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -76,26 +73,4 @@ func (s *Server) projectCosts(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(newCostReport(lines))
-}
-
-// checkDailyBudget refuses a submit once the principal's model calls cost its
-// daily budget today: 429 with Retry-After until midnight UTC.
-func (s *Server) checkDailyBudget(c *fiber.Ctx) error {
-	budget := s.d.PrincipalDailyBudget
-	if budget <= 0 {
-		return nil
-	}
-	who := principal(c)
-	spent, err := s.d.Store.SpentToday(c.UserContext(), who)
-	if err != nil {
-		return err
-	}
-	if llm.Money(spent) < budget {
-		return nil
-	}
-	now := time.Now().UTC()
-	midnight := now.Truncate(24 * time.Hour).Add(24 * time.Hour)
-	c.Set("Retry-After", strconv.Itoa(int(midnight.Sub(now).Seconds())+1))
-	return &Error{Status: http.StatusTooManyRequests, Message: fmt.Sprintf(
-		"%s spent %s on model calls today, its daily budget is %s (llm.budgets.principal_daily); it renews at midnight UTC", who, llm.Money(spent), budget)}
 }

@@ -42,9 +42,9 @@ func (s *Server) routes() []route {
 			describe("Readable without a token: it is the same for every deployment and holds no data or configuration.").
 			returns(200, map[string]any{}),
 
-		post("/api/orchestrator/run", "Submit a run with an inline team", s.submitInline).roles(RoleSubmit).
-			body(inlineRequest{}).returns(202, submitResponse{}).errors(404, 429, 507),
-		post("/api/orchestrator/run-from-template", "Submit a run of a shipped template", s.submitTemplate).roles(RoleSubmit).
+		idempotent(post("/api/orchestrator/run", "Submit a run with an inline team", s.submitInline)).roles(RoleSubmit).
+			body(inlineRequest{}).returns(202, submitResponse{}).errors(404, 422, 429, 507),
+		idempotent(post("/api/orchestrator/run-from-template", "Submit a run of a shipped template", s.submitTemplate)).roles(RoleSubmit).
 			body(templateRequest{}).returns(202, submitResponse{}).errors(404, 422, 429, 507),
 		get("/api/runs", "List runs, newest first", s.listRuns).roles(RoleRead).
 			query("status", "Only runs in this status.", enumOf(statuses)).
@@ -180,6 +180,13 @@ func (s *Server) routes() []route {
 			query("events", "Add this many latest lease events (default 0).", intRange(0, 1000)).
 			returns(200, leaseSnapshot{}).errors(400, 503),
 	}
+}
+
+// idempotent documents a submission's Idempotency-Key (package submit).
+func idempotent(r route) route {
+	return r.header(IdempotencyKeyHeader, "At most once: the same key and request within a day answer with the key's first run "+
+		"(202, "+IdempotentReplayedHeader+": true); the key with another request is a 422. Keys are per principal, at most 255 printable characters.",
+		map[string]any{"type": "string", "maxLength": 255})
 }
 
 // metricsHandler is nil without metrics: the route table then skips /metrics.

@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
@@ -19,16 +19,9 @@ import (
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/submit"
 	"github.com/aetherium-engine/aetherium/templates"
-	"github.com/aetherium-engine/aetherium/wsquota"
 )
-
-// MaxPromptBytes bounds a run's prompt.
-const MaxPromptBytes = 64 << 10
-
-// DiskFullRetryAfter is the Retry-After of a submit refused by the free-disk guard:
-// space comes back when someone frees it, not in a second.
-const DiskFullRetryAfter = 5 * time.Minute
 
 type inlineRequest struct {
 	Prompt string `json:"prompt"`
@@ -91,42 +84,12 @@ func decode(body []byte, into any) error {
 	return nil
 }
 
-func checkPrompt(p string) error {
-	if strings.TrimSpace(p) == "" {
-		return badRequest("prompt", "prompt is required")
-	}
-	if len(p) > MaxPromptBytes {
-		return badRequest("prompt", "prompt is over %d bytes", MaxPromptBytes)
-	}
-	return nil
-}
-
 func (s *Server) submitInline(c *fiber.Ctx) error {
 	var req inlineRequest
 	if err := decode(c.Body(), &req); err != nil {
 		return err
 	}
-	if err := checkPrompt(req.Prompt); err != nil {
-		return err
-	}
-	if len(bytes.TrimSpace(req.Team)) == 0 || string(bytes.TrimSpace(req.Team)) == "null" {
-		return badRequest("team", "team is required (a template object)")
-	}
-	team, err := templates.ParseJSON(req.Team)
-	if err != nil {
-		return badRequest("team", "%v", err)
-	}
-	if err := team.Validate(s.d.Registry); err != nil {
-		return badRequest("team", "%v", err)
-	}
-	// Refused rather than renamed: a `team:` permission rule naming a shipped
-	// template must never apply to (or be dodged by) a team its submitter named.
-	if owner, taken, err := s.d.Templates.Owner(team.Name); err != nil {
-		return fmt.Errorf("inline team name: %w", err)
-	} else if taken {
-		return badRequest("team", "name %q belongs to the shipped template %q: an inline team cannot use it (submit the template with POST /api/orchestrator/run-from-template, or rename the team)", team.Name, owner)
-	}
-	return s.submit(c, team, "", req.Prompt, req.Project, req.Variables, req.Priority)
+	return s.start(c, submit.Request{Team: req.Team, Prompt: req.Prompt, Project: req.Project, Variables: req.Variables, Priority: req.Priority})
 }
 
 func (s *Server) submitTemplate(c *fiber.Ctx) error {
@@ -137,160 +100,61 @@ func (s *Server) submitTemplate(c *fiber.Ctx) error {
 	if req.Template == "" {
 		return badRequest("template", "template is required")
 	}
-	if err := checkPrompt(req.Prompt); err != nil {
-		return err
-	}
-	team, err := s.d.Templates.Load(req.Template, s.d.Registry)
-	switch {
-	case errors.Is(err, templates.ErrUnknownTemplate):
-		return &Error{Status: http.StatusNotFound, Field: "template", Message: err.Error()}
-	case err != nil:
-		return &Error{Status: http.StatusUnprocessableEntity, Field: "template", Message: err.Error()}
-	}
-	return s.submit(c, team, req.Template, req.Prompt, req.Project, req.Variables, req.Priority)
+	return s.start(c, submit.Request{Template: req.Template, Prompt: req.Prompt, Project: req.Project, Variables: req.Variables, Priority: req.Priority})
 }
 
-func (s *Server) submit(c *fiber.Ctx, team templates.Template, tmplName, prompt, project string, vars map[string]any, priority int) error {
-	priority, err := s.checkPriority(c, priority)
+// start submits req as the caller (package submit holds every check), with the
+// request's Idempotency-Key: 202 with the run, or with the key's first run
+// (Idempotent-Replayed: true).
+func (s *Server) start(c *fiber.Ctx, req submit.Request) error {
+	req.By = submitter(c)
+	req.IdempotencyKey = c.Get(IdempotencyKeyHeader)
+	res, err := s.d.Submit.Submit(c.UserContext(), req)
 	if err != nil {
+		return submitError(c, err)
+	}
+	if res.Replayed {
+		c.Set(IdempotentReplayedHeader, "true")
+	}
+	return c.Status(http.StatusAccepted).JSON(submitResponse{RunID: res.RunID, Status: res.Status, Priority: res.Priority, Position: res.Position})
+}
+
+// IdempotencyKeyHeader makes a submission at most once per principal and key
+// (a day); IdempotentReplayedHeader marks an answer that is the key's first run.
+const (
+	IdempotencyKeyHeader     = "Idempotency-Key"
+	IdempotentReplayedHeader = "Idempotent-Replayed"
+)
+
+// submitter is the caller as package submit knows principals.
+func submitter(c *fiber.Ctx) submit.Principal {
+	return submit.Principal{Name: principal(c), Roles: callerRoles(c), Admin: hasRole(c, RoleAdmin), ReadAll: seesAllRuns(c)}
+}
+
+// submitError answers a refusal of package submit with its status, field and
+// Retry-After; other errors are the fleet's (500).
+func submitError(c *fiber.Ctx, err error) error {
+	var e *submit.Error
+	if !errors.As(err, &e) {
 		return err
 	}
-	var projectID string
-	if project != "" {
-		// A run works in one of its submitter's own projects, named from here on
-		// by its id: the slug may be another project's by the time it runs.
-		p, err := s.ownProject(c, project)
-		if err != nil {
-			return err
-		}
-		projectID = p.ID
+	if e.RetryAfter > 0 {
+		c.Set("Retry-After", strconv.Itoa(int(math.Ceil(e.RetryAfter.Seconds()))))
 	}
-	if vars == nil {
-		vars = map[string]any{}
-	}
-	rendered, err := team.Render(vars)
-	if err != nil {
-		return badRequest("variables", "%v", err)
-	}
-	for _, svc := range rendered.GPUServices {
-		if s.d.Leases == nil {
-			return badRequest("team", "gpu_services: this deployment declares no GPU services")
-		}
-		if _, ok := s.d.Leases.Service(svc); !ok {
-			return badRequest("team", "gpu_services: %q is not a GPU service of this deployment (streams.leases.services)", svc)
-		}
-	}
-	if s.d.CheckDisk != nil {
-		if err := s.d.CheckDisk(); errors.Is(err, wsquota.ErrDiskFull) {
-			c.Set("Retry-After", strconv.Itoa(int(DiskFullRetryAfter.Seconds())))
-			return &Error{Status: http.StatusInsufficientStorage, Message: err.Error()}
-		} else if err != nil {
-			// The workers guard every new workspace too: an API that cannot measure
-			// the disk (it does not see the workspaces) does not refuse work for it.
-			s.d.Log.Warn("free-disk guard: cannot measure the workspaces' disk", "err", err)
-		}
-	}
-	if s.d.CheckModels != nil {
-		if err := s.d.CheckModels(rendered); err != nil {
-			return badRequest("team", "%v", err)
-		}
-	}
-	if err := s.checkDailyBudget(c); err != nil {
-		return err
-	}
-	teamJSON, _ := json.Marshal(rendered)
-	varsJSON, _ := json.Marshal(vars)
-	key := fairKey(rendered, principal(c), project, vars)
-	_, runLimit, _ := s.d.Fairness.Policy(key)
-	run := store.Run{ID: uuid.NewString(), Prompt: prompt, Template: tmplName, Team: teamJSON, Variables: varsJSON, TokenBudget: rendered.TokenBudget(), CostBudget: int64(rendered.CostBudget()), Owner: principal(c), Project: project, ProjectID: projectID,
-		FairKey: key, Priority: priority, RunLimit: runLimit, Aging: s.d.Fairness.WithDefaults().Aging}
-	ctx := c.UserContext()
-	admitted, err := s.d.Store.CreateRunLimited(ctx, run, s.cfg.MaxRunsInFlight)
-	if err != nil {
-		if errors.Is(err, store.ErrNoProject) {
-			return &Error{Status: http.StatusNotFound, Field: "project", Message: fmt.Sprintf("no project %q", project)}
-		}
-		if errors.Is(err, store.ErrTooManyRuns) {
-			c.Set("Retry-After", strconv.Itoa(int(RunsInFlightRetryAfter.Seconds())))
-			return &Error{Status: http.StatusTooManyRequests, Message: fmt.Sprintf(
-				"%s already has %d runs queued or running (api.max_runs_in_flight); retry when one finishes", run.Owner, s.cfg.MaxRunsInFlight)}
-		}
-		return err
-	}
-	resp := submitResponse{RunID: run.ID, Status: store.RunQueued, Priority: priority}
-	data := events.RunQueuedData{Team: rendered.Name, Template: tmplName, Priority: priority}
-	if !admitted {
-		if resp.Position, err = s.d.Store.QueuePosition(ctx, run.ID); err != nil {
-			return err
-		}
-		data.Position, data.RunLimit = resp.Position, runLimit
-	}
-	if err := s.d.Events.Emit(ctx, run.ID, "queued", events.RunQueued, "", data); err != nil {
-		return err
-	}
-	// A failed enqueue leaves the run queued; the scheduler re-enqueues queued runs,
-	// so the request still succeeds durably (the TaskID makes the retry a no-op).
-	// A run waiting for admission is started by the end of one of its key's runs.
-	if admitted {
-		if err := s.d.Queue.Supervise(ctx, queue.Route{Key: run.FairKey, Priority: priority}, run.ID, "start"); err != nil {
-			s.d.Log.Error("enqueue run", "run_id", run.ID, "err", err)
-		}
-	}
-	if s.d.Metrics != nil {
-		s.d.Metrics.RunsSubmitted.Inc()
-	}
-	return c.Status(http.StatusAccepted).JSON(resp)
+	return &Error{Status: e.Status(), Field: e.Field, Message: e.Message}
 }
 
 type submitResponse struct {
-	RunID  string `json:"run_id" jsonschema:"format=uuid"`
-	Status string `json:"status" jsonschema:"enum=queued"`
+	RunID string `json:"run_id" jsonschema:"format=uuid"`
+	// Status is queued for a new run; an Idempotency-Key's replay answers with
+	// its first run's status now.
+	Status string `json:"status" jsonschema:"enum=queued,enum=running,enum=waiting,enum=completed,enum=failed,enum=cancelled"`
 	// Priority is the run's priority (1-5).
 	Priority int `json:"priority"`
 	// Position is the run's place in the line of its fairness key's waiting
 	// runs (1: next) when the key is at its run limit (fairness.keys.<key>.runs);
 	// absent when the run was admitted at once.
 	Position int `json:"position,omitempty"`
-}
-
-// checkPriority resolves a submission's priority: 0 is DefaultPriority; out
-// of 1-5, or over what the caller's roles allow, is a 400.
-func (s *Server) checkPriority(c *fiber.Ctx, p int) (int, error) {
-	if p == 0 {
-		return queue.DefaultPriority, nil
-	}
-	if p < queue.MinPriority || p > queue.MaxPriority {
-		return 0, badRequest("priority", "priority %d is not %d (lowest) to %d (highest)", p, queue.MinPriority, queue.MaxPriority)
-	}
-	if top := s.d.Fairness.MaxPriorityOf(callerRoles(c)); p > top {
-		return 0, badRequest("priority", "priority %d is over %d, the highest your roles may submit with (fairness.max_priority)", p, top)
-	}
-	return p, nil
-}
-
-// fairKey is the fairness key of a run of team (templates.Template.FairnessKey).
-// A run without the project or variable its team keys on falls back to its
-// owner: a key is always someone's.
-func fairKey(team templates.Template, owner, project string, vars map[string]any) string {
-	switch k := team.FairnessKey; {
-	case k == "project" && project != "":
-		return queue.Key("project:" + project)
-	case k == "team":
-		return queue.Key("team:" + team.Name)
-	case strings.HasPrefix(k, "var:"):
-		name := strings.TrimPrefix(k, "var:")
-		if v, ok := vars[name]; ok && v != nil {
-			var val string
-			if str, isStr := v.(string); isStr {
-				val = str
-			} else {
-				raw, _ := json.Marshal(v)
-				val = string(raw)
-			}
-			return queue.Key("var:" + name + "=" + val)
-		}
-	}
-	return queue.Key(owner)
 }
 
 type runView struct {

@@ -27,6 +27,9 @@ type RunQueuedData struct {
 	Position int `json:"position,omitempty"`
 	// RunLimit is that key's run limit (fairness.keys.<key>.runs), when the run waits.
 	RunLimit int `json:"run_limit,omitempty"`
+	// Trigger says what started the run when no person did ("retry:<run id>",
+	// …); absent for a person's submission.
+	Trigger string `json:"trigger,omitempty"`
 }
 
 // RunAdmittedData is the data of run.admitted: a run that waited for its

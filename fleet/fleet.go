@@ -43,6 +43,7 @@ import (
 	"github.com/aetherium-engine/aetherium/scheduler"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/submit"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/toolbox"
 	comfyuitools "github.com/aetherium-engine/aetherium/toolbox/comfyui"
@@ -525,6 +526,18 @@ func (f *Fleet) EventsHub() *events.Hub {
 	return f.hub
 }
 
+// Submitter builds what starts runs (package submit) for every way a run
+// begins in this process: the API's submit and retry, schedules, inbound
+// webhooks. It needs the catalog (the API's and the scheduler's opens load it).
+func (f *Fleet) Submitter() *submit.Submitter {
+	// config.Validate has checked the budget.
+	daily, _ := f.Cfg.LLM.DailyBudget()
+	return submit.New(submit.Config{MaxRunsInFlight: f.Cfg.API.MaxRunsInFlight, PrincipalDailyBudget: daily}, submit.Deps{
+		Store: f.Store, Queue: f.Queue, Fairness: f.Cfg.Fairness.WithDefaults(), Events: f.Events, Registry: f.Registry,
+		Templates: templates.Dir{Path: f.Cfg.Templates}, Leases: f.Leases, Metrics: f.Metrics, Log: f.Log,
+		CheckDisk: f.Workspaces.CheckFree, CheckModels: f.Traffic.CheckModels})
+}
+
 // API builds the HTTP API.
 func (f *Fleet) API() *api.Server {
 	if err := f.Metrics.WatchQueues(asynq.NewInspectorFromRedisClient(f.Redis), metrics.QueueConfig{Queues: queue.Queues(), AsynqmonNames: true, Log: f.Log}); err != nil {
@@ -532,10 +545,7 @@ func (f *Fleet) API() *api.Server {
 	}
 	deps := api.Deps{Store: f.Store, Redis: f.Redis, RedisOpt: f.RedisOpt, Queue: f.Queue, Fairness: f.Cfg.Fairness.WithDefaults(), Events: f.Events, Hub: f.EventsHub(), Registry: f.Registry,
 		Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Leases: f.Leases, Log: f.Log,
-		CheckDisk: f.Workspaces.CheckFree, RemoveProject: f.removeProject, WorkspaceDir: f.Workspaces.Dir,
-		CheckModels: f.Traffic.CheckModels}
-	// config.Validate has checked the budget.
-	deps.PrincipalDailyBudget, _ = f.Cfg.LLM.DailyBudget()
+		RemoveProject: f.removeProject, WorkspaceDir: f.Workspaces.Dir, Submit: f.Submitter()}
 	if f.Approvals != nil { // a nil *Approvals in the interface would not read as "no gate"
 		deps.Approvals = f.Approvals
 	}

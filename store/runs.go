@@ -138,6 +138,53 @@ func (s *Store) CreateRun(ctx context.Context, r Run) error {
 // sees every run a previous lock holder committed. lineAt is the run's place in
 // its key's line (Run.LineAt): its creation time less its priority's head start.
 func (s *Store) CreateRunLimited(ctx context.Context, r Run, maxInFlight int) (bool, error) {
+	admitted, _, err := s.CreateRunOnce(ctx, r, maxInFlight, nil)
+	return admitted, err
+}
+
+// IdempotencyClaim makes a run's creation at most once per (owner, Key) for
+// TTL: the key is claimed in the transaction that inserts the run.
+type IdempotencyClaim struct {
+	Key string
+	// RequestHash fingerprints the request: the key with another hash is
+	// ErrIdempotencyMismatch.
+	RequestHash string
+	TTL         time.Duration
+}
+
+// ErrIdempotencyMismatch refuses a request whose idempotency key an earlier,
+// different request of its owner holds.
+var ErrIdempotencyMismatch = errors.New("idempotency key used with another request")
+
+// IdempotentRun is the run an owner's idempotency key started within ttl
+// (ErrNotFound when none did, or the key has expired).
+func (s *Store) IdempotentRun(ctx context.Context, owner, key string, ttl time.Duration) (IdempotentRun, error) {
+	var out IdempotentRun
+	err := s.db.QueryRow(ctx, `SELECT run_id::text, request_hash, created_at FROM run_idempotency
+		WHERE owner = $1 AND key = $2 AND created_at > now() - $3::bigint * interval '1 microsecond'`, owner, key, ttl.Microseconds()).
+		Scan(&out.RunID, &out.RequestHash, &out.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return out, ErrNotFound
+	}
+	if err != nil {
+		return out, fmt.Errorf("idempotency key: %w", err)
+	}
+	return out, nil
+}
+
+// IdempotentRun is an idempotency key's first run.
+type IdempotentRun struct {
+	RunID, RequestHash string
+	CreatedAt          time.Time
+}
+
+// CreateRunOnce is CreateRunLimited with an optional idempotency claim. With a
+// claim, the key is inserted first in the run's transaction: a concurrent
+// request with the same key blocks on the key's row until this transaction
+// ends, then either finds the committed claim (earlier is its run, nothing is
+// created; ErrIdempotencyMismatch when its hash differs) or, if this one rolled
+// back (a refusal), claims the key itself. An expired claim is taken over.
+func (s *Store) CreateRunOnce(ctx context.Context, r Run, maxInFlight int, claim *IdempotencyClaim) (admitted bool, earlier string, err error) {
 	if len(r.Variables) == 0 {
 		r.Variables = json.RawMessage("{}")
 	}
@@ -152,11 +199,13 @@ func (s *Store) CreateRunLimited(ctx context.Context, r Run, maxInFlight int) (b
 	}
 	switch {
 	case maxInFlight < 0:
-		return false, fmt.Errorf("create run: max runs in flight %d is negative", maxInFlight)
+		return false, "", fmt.Errorf("create run: max runs in flight %d is negative", maxInFlight)
 	case r.Priority < MinPriority || r.Priority > MaxPriority:
-		return false, fmt.Errorf("create run: priority %d is not in %d-%d", r.Priority, MinPriority, MaxPriority)
+		return false, "", fmt.Errorf("create run: priority %d is not in %d-%d", r.Priority, MinPriority, MaxPriority)
 	case r.RunLimit < 0:
-		return false, fmt.Errorf("create run: run limit %d is negative", r.RunLimit)
+		return false, "", fmt.Errorf("create run: run limit %d is negative", r.RunLimit)
+	case claim != nil && (claim.Key == "" || claim.TTL <= 0):
+		return false, "", fmt.Errorf("create run: an idempotency claim needs a key and a ttl")
 	}
 	// A project run names its project by id (the caller checked the principal may
 	// use it): the insert takes the project's slug and workspace from that row,
@@ -174,19 +223,62 @@ func (s *Store) CreateRunLimited(ctx context.Context, r Run, maxInFlight int) (b
 	headStart := int64(r.Priority) * r.Aging.Microseconds()
 	args := []any{r.ID, r.Prompt, r.Template, r.Team, r.Variables, r.TokenBudget, r.Owner, r.ProjectID, r.CostBudget,
 		r.FairKey, r.Priority, r.RunLimit, headStart}
-	var admitted bool
-	if maxInFlight == 0 && r.RunLimit == 0 {
-		// Nothing to count: one statement, no transaction.
+	if claim == nil && maxInFlight == 0 && r.RunLimit == 0 {
+		// Nothing to count or claim: one statement, no transaction.
 		err := s.db.QueryRow(ctx, insert+` RETURNING admitted_at IS NOT NULL`, args...).Scan(&admitted)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return false, fmt.Errorf("%w: project %q (deleted?)", ErrNoProject, r.ProjectID)
+			return false, "", fmt.Errorf("%w: project %q (deleted?)", ErrNoProject, r.ProjectID)
 		}
 		if err != nil {
-			return false, fmt.Errorf("create run: %w", err)
+			return false, "", fmt.Errorf("create run: %w", err)
 		}
-		return admitted, nil
+		return admitted, "", nil
 	}
-	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		if claim != nil {
+			var err error
+			if earlier, err = claimKey(ctx, tx, r.Owner, r.ID, *claim); err != nil || earlier != "" {
+				return err
+			}
+		}
+		var err error
+		admitted, err = createRunTx(ctx, tx, r, maxInFlight, insert, args)
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrTooManyRuns) && !errors.Is(err, ErrNoProject) && !errors.Is(err, ErrIdempotencyMismatch) {
+		return false, "", fmt.Errorf("create run: %w", err)
+	}
+	return admitted, earlier, err
+}
+
+// claimKey claims owner's idempotency key for runID in tx; earlier is the run
+// of a live claim someone else committed first.
+func claimKey(ctx context.Context, tx pgx.Tx, owner, runID string, c IdempotencyClaim) (earlier string, err error) {
+	var got string
+	err = tx.QueryRow(ctx, `INSERT INTO run_idempotency (owner, key, request_hash, run_id, created_at) VALUES ($1, $2, $3, $4::uuid, now())
+		ON CONFLICT (owner, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, run_id = EXCLUDED.run_id, created_at = EXCLUDED.created_at
+			WHERE run_idempotency.created_at <= now() - $5::bigint * interval '1 microsecond'
+		RETURNING run_id::text`, owner, c.Key, c.RequestHash, runID, c.TTL.Microseconds()).Scan(&got)
+	if err == nil {
+		return "", nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("claim idempotency key: %w", err)
+	}
+	var hash string
+	if err := tx.QueryRow(ctx, `SELECT run_id::text, request_hash FROM run_idempotency WHERE owner = $1 AND key = $2`, owner, c.Key).Scan(&earlier, &hash); err != nil {
+		return "", fmt.Errorf("read idempotency key: %w", err)
+	}
+	if hash != c.RequestHash {
+		return "", fmt.Errorf("%w (run %s)", ErrIdempotencyMismatch, earlier)
+	}
+	return earlier, nil
+}
+
+// createRunTx is CreateRunLimited's counted insert, in tx.
+func createRunTx(ctx context.Context, tx pgx.Tx, r Run, maxInFlight int, insert string, args []any) (bool, error) {
+	var admitted bool
+	err := func() error {
 		q := insert
 		if maxInFlight > 0 {
 			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('aetherium.runs_in_flight:' || $1, 0))`, r.Owner); err != nil {
@@ -211,10 +303,7 @@ func (s *Store) CreateRunLimited(ctx context.Context, r Run, maxInFlight int) (b
 			return fmt.Errorf("%w: %q has %d (api.max_runs_in_flight)", ErrTooManyRuns, r.Owner, maxInFlight)
 		}
 		return err
-	})
-	if err != nil && !errors.Is(err, ErrTooManyRuns) && !errors.Is(err, ErrNoProject) {
-		return false, fmt.Errorf("create run: %w", err)
-	}
+	}()
 	return admitted, err
 }
 

@@ -31,11 +31,12 @@ import (
 
 var screenshots = flag.String("screenshots", "", "save the Studio's screenshots in this directory (../docs/screenshots refreshes the README's)")
 
-// tokens of the browser fleet: two submitters and the on-call approver.
+// tokens of the browser fleet: two submitters, the on-call approver and an admin.
 var tokens = map[string][]string{
 	"alice":  {api.RoleSubmit, api.RoleRead},
 	"bob":    {api.RoleSubmit, api.RoleRead},
 	"oncall": {api.RoleRead, api.RoleApprove},
+	"admin":  {api.RoleRead, api.RoleAdmin},
 }
 
 func secret(name string) string { return name + "-secret" }

@@ -40,6 +40,7 @@ var pages = []struct{ Route, Page, Title string }{
 	{"/audit", "audit", "Audit"},
 	{"/leases", "leases", "Leases"},
 	{"/tools", "tools", "Tools"},
+	{"/fleet", "fleet", "Fleet"},
 }
 
 type shellData struct {

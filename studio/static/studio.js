@@ -106,6 +106,44 @@ function fmtSize(n) {
   return (n / (1 << 20)).toFixed(1) + ' MiB';
 }
 
+// fmtDur is a duration for people: 850 ms, 4.2 s, 3m 05s, 2h 10m.
+function fmtDur(ms) {
+  ms = Number(ms);
+  if (!isFinite(ms) || ms < 0) return '';
+  if (ms < 1000) return Math.round(ms) + ' ms';
+  const s = ms / 1000;
+  if (s < 60) return s.toFixed(s < 10 ? 1 : 0) + ' s';
+  const m = Math.floor(s / 60);
+  if (m < 60) return m + 'm ' + String(Math.floor(s % 60)).padStart(2, '0') + 's';
+  return Math.floor(m / 60) + 'h ' + String(m % 60).padStart(2, '0') + 'm';
+}
+
+// relTime is how long ago a time was ("3 min ago"); the absolute time goes in
+// the element's title (timeAgo).
+function relTime(iso, now) {
+  const t = Date.parse(iso);
+  if (!iso || isNaN(t)) return '';
+  const s = Math.round(((now || Date.now()) - t) / 1000);
+  if (s < 0) return 'just now';
+  if (s < 45) return s + ' s ago';
+  if (s < 90 * 60) return Math.max(1, Math.round(s / 60)) + ' min ago';
+  if (s < 36 * 3600) return Math.round(s / 3600) + ' h ago';
+  return Math.round(s / 86400) + ' d ago';
+}
+
+function timeAgo(iso) { return el('time', { datetime: iso, title: fmtTime(iso), class: 'ago' }, relTime(iso)); }
+
+// runDuration is a run's wall time: created to finished, or to now while it
+// runs ("so far"). An MCP session has none of its own.
+function runDuration(r, now) {
+  if (r.kind === 'mcp') return '';
+  const start = Date.parse(r.created_at);
+  if (isNaN(start)) return '';
+  if (r.finished_at) return fmtDur(Date.parse(r.finished_at) - start);
+  if (['completed', 'failed', 'cancelled'].includes(r.status)) return '';
+  return fmtDur((now || Date.now()) - start) + ' so far';
+}
+
 function badge(text, kind) { return el('span', { class: 'badge ' + (kind || String(text).replace(/[^a-z_]/g, '')) }, String(text)); }
 
 // scroller wraps a table in a box that scrolls sideways on its own: a table
@@ -147,26 +185,37 @@ function signIn(msg) {
 
 const RUN_STATUSES = ['', 'queued', 'running', 'waiting', 'completed', 'failed', 'cancelled'];
 
+// RUN_FILTERS are the run list's text filters, each a query parameter of both
+// the page's address and GET /api/runs.
+const RUN_FILTERS = [
+  ['owner', 'owner'],
+  ['team', 'team or template'],
+  ['project', 'project'],
+];
+
 async function pageRuns() {
   const m = main();
   const params = new URLSearchParams(location.search);
   const state = { status: params.get('status') || '', q: params.get('q') || '', cursors: [''] };
   const status = el('select', { id: 'status-filter', 'aria-label': 'status' }, RUN_STATUSES.map((s) => el('option', { value: s }, s || 'any status')));
   status.value = state.status;
-  const search = el('input', { id: 'search', type: 'search', placeholder: 'search prompt, team, template, project, id, owner', maxlength: '200', value: state.q });
+  const search = el('input', { id: 'search', type: 'search', placeholder: 'search prompt, team, template, project, id, owner', maxlength: '200', value: state.q, 'aria-label': 'search' });
+  const filters = Object.fromEntries(RUN_FILTERS.map(([k, label]) => [k, el('input', { id: 'filter-' + k, type: 'search', placeholder: label, 'aria-label': label, maxlength: '200', value: params.get(k) || '' })]));
   const tbody = el('tbody', { id: 'runs-body' });
   const pager = el('div', { class: 'pager' });
   const listErr = el('div');
-  add(m, 
-    el('section', { class: 'card', id: 'new-run' }, el('h2', {}, 'New run'), await newRunForm()),
+  const clone = params.get('clone') || '';
+  add(m,
+    el('section', { class: 'card', id: 'new-run' }, el('h2', {}, clone ? 'New run, cloned from ' : 'New run', clone ? el('code', {}, clone.slice(0, 8)) : null), await newRunForm(clone)),
     el('section', { class: 'card' },
       el('h2', {}, 'Runs'),
-      el('div', { class: 'filters' }, status, search),
+      el('div', { class: 'filters' }, status, search, Object.values(filters)),
       listErr,
       scroller(el('table', { class: 'grid', id: 'runs' },
-        el('thead', {}, el('tr', {}, ['created', 'status', 'team', 'prompt', 'owner', 'tokens'].map((h) => el('th', {}, h)))),
+        el('thead', {}, el('tr', {}, ['run', 'created', 'status', 'duration', 'team', 'prompt', 'owner', 'tokens', 'error'].map((h) => el('th', {}, h)))),
         tbody)),
       pager));
+  if (clone) document.getElementById('new-run').scrollIntoView();
 
   let timer;
   async function load() {
@@ -176,22 +225,28 @@ async function pageRuns() {
     if (state.status) qs.set('status', state.status);
     if (cursor) qs.set('cursor', cursor);
     if (state.q) qs.set('q', state.q);
+    for (const [k, input] of Object.entries(filters)) if (input.value.trim()) qs.set(k, input.value.trim());
     let data;
-    try { data = await api('GET', '/api/runs?' + qs); } catch (e) { listErr.appendChild(errorBox(e)); return; }
+    try { data = await api('GET', '/api/runs?' + qs); } catch (e) { clear(tbody); listErr.appendChild(errorBox(e)); return; }
     const runs = data.runs;
+    const now = Date.now();
     clear(tbody);
     for (const r of runs) {
-      tbody.appendChild(el('tr', { 'data-run': r.id },
-        el('td', {}, el('a', { href: '/app/runs/' + encodeURIComponent(r.id) }, fmtTime(r.created_at))),
-        el('td', {}, badge(r.status)),
+      const link = '/app/runs/' + encodeURIComponent(r.id);
+      tbody.appendChild(el('tr', { 'data-run': r.id, 'data-status': r.status },
+        el('td', { 'data-label': 'run' }, el('a', { href: link, class: 'run-id', title: r.id }, el('code', {}, r.id.slice(0, 8)))),
+        el('td', { 'data-label': 'created' }, el('a', { href: link }, timeAgo(r.created_at))),
+        el('td', { 'data-label': 'status' }, badge(r.status), r.reason ? el('span', { class: 'muted' }, ' ' + r.reason) : null),
+        el('td', { 'data-label': 'duration', class: 'duration' }, runDuration(r, now) || '—'),
         // An MCP client's session is a run of its own kind: it lives while the
         // client calls and has no token budget to show.
-        el('td', {}, r.kind === 'mcp' ? el('span', { class: 'kind-mcp', title: 'an MCP client session: its calls are in the audit' }, 'MCP session · ' + (r.team || '').replace(/^mcp:/, '')) : (r.team || '')),
-        el('td', { class: 'clip' }, r.prompt),
-        el('td', {}, r.owner),
-        el('td', {}, r.kind === 'mcp' ? '—' : r.tokens_used + ' / ' + r.token_budget)));
+        el('td', { 'data-label': 'team' }, r.kind === 'mcp' ? el('span', { class: 'kind-mcp', title: 'an MCP client session: its calls are in the audit' }, 'MCP session · ' + (r.team || '').replace(/^mcp:/, '')) : (r.team || '')),
+        el('td', { 'data-label': 'prompt', class: 'clip' }, r.prompt),
+        el('td', { 'data-label': 'owner' }, r.owner),
+        el('td', { 'data-label': 'tokens' }, r.kind === 'mcp' ? '—' : r.tokens_used + ' / ' + r.token_budget),
+        el('td', { 'data-label': 'error', class: 'clip error run-error', title: r.error || '' }, r.error || '')));
     }
-    if (!runs.length) tbody.appendChild(el('tr', {}, el('td', { colspan: 6, class: 'muted' }, 'No runs.')));
+    if (!runs.length) tbody.appendChild(el('tr', {}, el('td', { colspan: 9, class: 'muted' }, 'No runs.')));
     clear(pager);
     if (state.cursors.length > 1) pager.appendChild(el('button', { type: 'button', onclick: () => { state.cursors.pop(); load(); } }, '← newer'));
     if (data.next_cursor) pager.appendChild(el('button', { type: 'button', id: 'older', onclick: () => { state.cursors.push(data.next_cursor); load(); } }, 'older →'));
@@ -200,38 +255,67 @@ async function pageRuns() {
     const qs = new URLSearchParams();
     if (state.status) qs.set('status', state.status);
     if (state.q) qs.set('q', state.q);
+    for (const [k, input] of Object.entries(filters)) if (input.value.trim()) qs.set(k, input.value.trim());
     history.replaceState(null, '', '/app/runs' + (qs.toString() ? '?' + qs : ''));
   };
+  const later = () => { state.cursors = ['']; sync(); clearTimeout(timer); timer = setTimeout(load, 250); };
   status.addEventListener('change', () => { state.status = status.value; state.cursors = ['']; sync(); load(); });
   // The API searches every run the principal may see, not only this page.
-  search.addEventListener('input', () => { state.q = search.value; state.cursors = ['']; sync(); clearTimeout(timer); timer = setTimeout(load, 200); });
+  search.addEventListener('input', () => { state.q = search.value; later(); });
+  for (const input of Object.values(filters)) input.addEventListener('input', later);
   await load();
   // A list page refreshes while it is open, so runs started elsewhere show up.
   const iv = setInterval(() => { if (state.cursors.length === 1) load(); }, 5000);
-  onLeave(() => clearInterval(iv));
+  onLeave(() => { clearInterval(iv); clearTimeout(timer); });
 }
 
-async function newRunForm() {
+// newRunForm starts a run of a template. With clone (a run's id) it is filled
+// from that run's submission (GET /api/runs/:id/request) for a person to edit:
+// a template run's template, prompt, variables and project, or an inline run's
+// team as JSON.
+async function newRunForm(clone) {
   const wrap = el('div');
   let names = [];
   try { names = (await api('GET', '/api/templates')).templates || []; } catch (e) { wrap.appendChild(errorBox(e)); return wrap; }
   let projects = [];
   try { projects = (await api('GET', '/api/projects')).projects || []; } catch (_) { /* no projects role or none */ }
+  let from = null;
+  if (clone) {
+    try { from = await api('GET', '/api/runs/' + encodeURIComponent(clone) + '/request'); } catch (e) { wrap.appendChild(errorBox('cannot clone run ' + clone + ': ' + e.message)); }
+  }
+  const inline = !!(from && from.endpoint === '/api/orchestrator/run');
+  const body0 = (from && from.body) || {};
   const tmpl = el('select', { id: 'template', 'aria-label': 'template' }, names.map((n) => el('option', { value: n }, n)));
-  if (names.includes('demo')) tmpl.value = 'demo';
+  if (body0.template && !names.includes(body0.template)) tmpl.appendChild(el('option', { value: body0.template }, body0.template + ' (no longer shipped)'));
+  if (body0.template) tmpl.value = body0.template;
+  else if (names.includes('demo')) tmpl.value = 'demo';
   const prompt = el('textarea', { id: 'prompt', rows: 2, placeholder: 'what should the team do?' });
+  prompt.value = body0.prompt || '';
   const vars = el('div', { id: 'variables', class: 'vars' });
   const desc = el('p', { class: 'muted' });
   const project = projects.length ? el('select', { id: 'project', 'aria-label': 'project' }, el('option', { value: '' }, 'no project (scratch workspace)'), projects.map((p) => el('option', { value: p.slug }, p.slug))) : null;
+  if (project && body0.project) {
+    if (!projects.some((p) => p.slug === body0.project)) project.appendChild(el('option', { value: body0.project }, body0.project));
+    project.value = body0.project;
+  }
+  // An inline run's team and variables are edited as JSON: the API names the
+  // field a bad team gets wrong.
+  const team = el('textarea', { id: 'team-json', rows: 12, spellcheck: 'false', 'aria-label': 'team (JSON)', class: 'json' });
+  const varsJSON = el('textarea', { id: 'variables-json', rows: 3, spellcheck: 'false', 'aria-label': 'variables (JSON)', class: 'json' });
+  if (inline) {
+    team.value = JSON.stringify(body0.team || {}, null, 2);
+    varsJSON.value = JSON.stringify(body0.variables || {}, null, 2);
+  }
   const out = el('div', { id: 'new-run-result' });
   async function loadVars() {
     clear(vars); desc.textContent = '';
-    if (!tmpl.value) return;
+    if (!tmpl.value || inline) return;
     try {
       const info = await api('GET', '/api/templates/' + encodeURIComponent(tmpl.value));
       desc.textContent = info.description || '';
       for (const v of info.variables) {
-        vars.appendChild(el('label', {}, v, el('input', { 'data-var': v, name: 'var-' + v, required: true })));
+        const given = body0.template === tmpl.value && body0.variables && body0.variables[v] !== undefined ? String(body0.variables[v]) : '';
+        vars.appendChild(el('label', {}, v, el('input', { 'data-var': v, name: 'var-' + v, required: true, value: given })));
       }
     } catch (e) { vars.appendChild(errorBox(e)); }
   }
@@ -240,17 +324,26 @@ async function newRunForm() {
   const form = el('form', { id: 'new-run-form', onsubmit: async (ev) => {
     ev.preventDefault();
     clear(out);
-    const variables = {};
-    for (const i of vars.querySelectorAll('input[data-var]')) variables[i.getAttribute('data-var')] = i.value;
-    const body = { template: tmpl.value, prompt: prompt.value, variables };
+    let path = '/api/orchestrator/run-from-template';
+    let body;
+    if (inline) {
+      path = '/api/orchestrator/run';
+      try { body = { team: JSON.parse(team.value), variables: JSON.parse(varsJSON.value || '{}'), prompt: prompt.value }; } catch (e) { out.appendChild(errorBox('not valid JSON: ' + e.message)); return; }
+    } else {
+      const variables = {};
+      for (const i of vars.querySelectorAll('input[data-var]')) variables[i.getAttribute('data-var')] = i.value;
+      body = { template: tmpl.value, prompt: prompt.value, variables };
+    }
     if (project && project.value) body.project = project.value;
+    if (body0.priority) body.priority = body0.priority;
     try {
-      const r = await api('POST', '/api/orchestrator/run-from-template', body);
+      const r = await api('POST', path, body);
       navigate('/app/runs/' + encodeURIComponent(r.run_id));
     } catch (e) { out.appendChild(errorBox(e)); }
   } },
-  el('div', { class: 'row' }, el('label', {}, 'template', tmpl), project ? el('label', {}, 'project', project) : null),
-  desc, el('label', { class: 'block' }, 'prompt', prompt), vars,
+  el('div', { class: 'row' }, inline ? el('span', { class: 'muted' }, 'an inline team') : el('label', {}, 'template', tmpl), project ? el('label', {}, 'project', project) : null,
+    body0.priority ? el('span', { class: 'muted' }, 'priority ' + body0.priority) : null),
+  desc, el('label', { class: 'block' }, 'prompt', prompt), inline ? [el('label', { class: 'block' }, 'team (JSON)', team), el('label', { class: 'block' }, 'variables (JSON)', varsJSON)] : vars,
   el('button', { type: 'submit', id: 'start-run' }, 'Start run'), out);
   wrap.appendChild(form);
   return wrap;
@@ -260,6 +353,12 @@ async function newRunForm() {
 
 const TERMINAL = ['run.completed', 'run.failed', 'run.cancelled'];
 
+const TERMINAL_STATUSES = ['completed', 'failed', 'cancelled'];
+
+// FORK_WHY is why Fork is not offered yet: it needs a run's history replayed up
+// to a chosen step (docs/how-to/studio.md).
+const FORK_WHY = 'Fork from a step needs replay of a run\'s recorded history, which the fleet does not have yet (issue 44). Clone with edits starts the same request afresh.';
+
 async function pageRun(id) {
   const m = main();
   let run;
@@ -268,30 +367,54 @@ async function pageRun(id) {
   const plan = el('section', { class: 'card', id: 'plan', hidden: true });
   const tree = el('section', { class: 'card', id: 'delegations' }, el('h2', {}, 'Delegations'));
   const media = el('section', { class: 'card', id: 'media', hidden: true });
+  const wf = el('section', { class: 'card', id: 'waterfall', hidden: true });
   const timeline = el('ol', { id: 'timeline', class: 'timeline' });
   const streamState = el('span', { id: 'stream-state', class: 'muted' });
-  add(m, head, el('div', { class: 'cols' },
+  add(m, head, wf, el('div', { class: 'cols' },
     el('div', { class: 'wide' }, el('section', { class: 'card' }, el('h2', {}, 'Timeline ', streamState), timeline)),
     el('div', { class: 'side' }, plan, tree, media)));
 
   const ctx = { id, planEl: plan, audit: new Map(), auditWanted: [] };
   ctx.refreshPlan = debounce(() => loadPlan(ctx), 300);
   ctx.refreshPlan();
+  const seen = [];
+  const actionOut = el('div', { id: 'run-action-result' });
+
+  function actions() {
+    const live = !TERMINAL_STATUSES.includes(run.status);
+    const job = run.kind !== 'mcp';
+    const busy = (fn) => async (ev) => {
+      const b = ev.currentTarget;
+      clear(actionOut);
+      b.disabled = true;
+      try { await fn(); } catch (e) { actionOut.appendChild(errorBox(e)); } finally { b.disabled = false; }
+    };
+    return el('div', { class: 'row actions', id: 'run-actions' },
+      live ? el('button', { type: 'button', id: 'cancel', class: 'danger', onclick: busy(async () => {
+        run = await api('POST', '/api/runs/' + encodeURIComponent(id) + '/cancel'); renderHead();
+      }) }, 'Cancel run') : null,
+      job && !live ? el('button', { type: 'button', id: 'retry', title: 'Start a new run of the same request, owned by you', onclick: busy(async () => {
+        const r = await api('POST', '/api/runs/' + encodeURIComponent(id) + '/retry');
+        navigate('/app/runs/' + encodeURIComponent(r.run_id));
+      }) }, 'Retry') : null,
+      job ? el('a', { class: 'button secondary', id: 'clone', href: '/app/runs?clone=' + encodeURIComponent(id), title: 'The new-run form, filled from this run\'s request' }, 'Clone with edits…') : null,
+      job ? el('button', { type: 'button', id: 'fork', class: 'secondary', disabled: true, title: FORK_WHY, 'aria-describedby': 'fork-why' }, 'Fork from a step') : null,
+      el('button', { type: 'button', id: 'export', class: 'secondary', title: 'The run, its events, delegations, plan and audit as one JSON file', onclick: busy(() => exportRun(id)) }, 'Export JSON'),
+      job ? el('span', { id: 'fork-why', class: 'sr' }, FORK_WHY) : null);
+  }
 
   function renderHead() {
     clear(head);
     const pct = run.token_budget > 0 ? Math.min(100, Math.round(100 * run.tokens_used / run.token_budget)) : 0;
-    const cancel = !['completed', 'failed', 'cancelled'].includes(run.status)
-      ? el('button', { type: 'button', id: 'cancel', class: 'danger', onclick: async () => {
-        try { run = await api('POST', '/api/runs/' + encodeURIComponent(id) + '/cancel'); renderHead(); } catch (e) { head.appendChild(errorBox(e)); }
-      } }, 'Cancel run') : null;
-    add(head, 
+    add(head,
       el('h1', {}, 'Run ', el('code', {}, run.id), ' ', badge(run.status), ' ', el('span', { id: 'run-status', 'data-status': run.status, class: 'sr' }, run.status)),
       el('dl', { class: 'meta' },
         el('dt', {}, 'team'), el('dd', {}, run.team || ''),
         el('dt', {}, 'owner'), el('dd', {}, run.owner),
         run.project ? [el('dt', {}, 'project'), el('dd', {}, run.project)] : null,
-        el('dt', {}, 'created'), el('dd', {}, fmtTime(run.created_at)),
+        el('dt', {}, 'created'), el('dd', {}, fmtTime(run.created_at), ' ', el('span', { class: 'muted' }, '(' + relTime(run.created_at) + ')')),
+        run.finished_at ? [el('dt', {}, 'finished'), el('dd', { id: 'finished' }, fmtTime(run.finished_at))] : null,
+        run.kind !== 'mcp' ? [el('dt', {}, 'duration'), el('dd', { id: 'duration' }, runDuration(run) || '—')] : null,
         el('dt', {}, 'priority'), el('dd', { id: 'priority' }, String(run.priority || 3)),
         run.waiting ? [el('dt', {}, 'admission'), el('dd', { id: 'admission' }, 'waiting for a slot of its fairness key: position ' + run.position + ' in line')] : null,
         el('dt', {}, 'prompt'), el('dd', { class: 'pre' }, run.prompt),
@@ -301,7 +424,8 @@ async function pageRun(id) {
       run.error ? el('div', { class: 'result bad' }, el('h3', {}, 'Error'), el('pre', { id: 'run-error' }, run.error + (run.reason ? ' (' + run.reason + ')' : ''))) : null,
       el('p', {}, el('a', { href: '/app/runs/' + encodeURIComponent(id) + '/files', id: 'files-link' }, 'Workspace files'), ' · ',
         el('a', { href: '/app/audit?run=' + encodeURIComponent(id) }, 'Audit'), ' · ',
-        el('a', { href: '/app/inbox?run=' + encodeURIComponent(id) }, 'Inbox'), ' ', cancel));
+        el('a', { href: '/app/inbox?run=' + encodeURIComponent(id) }, 'Inbox')),
+      actions(), actionOut);
     setBars(head);
   }
   renderHead();
@@ -317,11 +441,16 @@ async function pageRun(id) {
   const refreshTree = debounce(() => renderTree(id, tree), 300);
   refreshTree();
   const fillAudit = debounce(() => loadAudit(ctx), 500);
+  const drawWaterfall = debounce(() => renderWaterfall(wf, seen, run), 200);
+  // While the run goes on, its open spans (and the run's own) grow to now.
+  const grow = setInterval(() => { if (!TERMINAL_STATUSES.includes(run.status) && seen.length) drawWaterfall(); }, 2000);
 
   const ac = new AbortController();
-  onLeave(() => { ac.abort(); ctx.left = true; clearTimeout(ctx.auditRetry); });
+  onLeave(() => { ac.abort(); ctx.left = true; clearTimeout(ctx.auditRetry); clearInterval(grow); });
   await streamEvents(id, ac.signal, streamState, (ev) => {
+    seen.push(ev);
     timeline.appendChild(card(ev, ctx));
+    drawWaterfall();
     if (ev.type.startsWith('delegation.')) refreshTree();
     if (ev.type.startsWith('approval.')) kickInboxCount();
     if (ev.type === 'agent.message' || ev.type.startsWith('run.')) refresh();
@@ -329,7 +458,145 @@ async function pageRun(id) {
   });
   refresh();
   fillAudit();
+  drawWaterfall();
   showMedia(id, media);
+}
+
+// EXPORT_PAGE is how many events one request of an export reads.
+const EXPORT_PAGE = 1000;
+
+// exportRun saves a run's whole history as one JSON file: the run, every
+// stored event (post-run ones too) page by page, its delegations, plan and
+// audit, each as the API gave it to this viewer (masked where it masks).
+async function exportRun(id) {
+  const base = '/api/runs/' + encodeURIComponent(id);
+  const events = [];
+  let after = 0;
+  for (;;) {
+    const page = await api('GET', base + '/events?format=json&limit=' + EXPORT_PAGE + '&after=' + after);
+    events.push(...(page.events || []));
+    if (!page.events || !page.events.length || !page.next_after || page.next_after === after) break;
+    after = page.next_after;
+  }
+  const [run, delegations, plan, audit] = await Promise.all([
+    api('GET', base), api('GET', base + '/delegations'), api('GET', base + '/plan'), api('GET', base + '/audit'),
+  ]);
+  const doc = {
+    exported_at: new Date().toISOString(),
+    run,
+    events,
+    delegations: (delegations && delegations.delegations) || [],
+    plan: plan && plan.plan !== undefined ? plan.plan : plan,
+    audit: (audit && audit.audit) || [],
+  };
+  saveBlob(new Blob([JSON.stringify(doc, null, 2) + '\n'], { type: 'application/json' }), 'run-' + id + '.json');
+  return doc;
+}
+
+// spansOf lays a run's events out in time: the run itself, then one lane per
+// agent holding its model calls (from the answer back to the agent's previous
+// event, or the call's own duration when the event has one), tool calls (their
+// duration_ms before the event), rate-limit waits, approvals (asked to
+// decided) and delegations (created to finished, in the delegate's lane).
+function spansOf(events, run, now) {
+  const t = (ev) => Date.parse(ev.time);
+  const lanes = new Map();
+  const lane = (name) => { if (!lanes.has(name)) lanes.set(name, { name, life: [], spans: [] }); return lanes.get(name); };
+  const last = new Map();
+  const open = { approvals: new Map(), delegations: new Map() };
+  let start = Infinity;
+  let end = -Infinity;
+  let runStart = null;
+  let runEnd = null;
+  let queued = null;
+  for (const ev of events) {
+    const at = t(ev);
+    if (isNaN(at)) continue;
+    const d = ev.data || {};
+    const agent = ev.agent || '';
+    start = Math.min(start, at);
+    end = Math.max(end, at);
+    switch (ev.type) {
+      case 'run.queued': queued = at; break;
+      case 'run.started': runStart = at; break;
+      case 'run.completed': case 'run.failed': case 'run.cancelled': runEnd = at; break;
+      case 'tool.call': {
+        const ms = Number(d.duration_ms) || 0;
+        lane(agent).spans.push({ start: at - ms, end: at, kind: 'tool outcome-' + ((OUTCOMES[d.decision] || OUTCOMES.error).kind), label: (d.tool || 'tool') + ' · ' + fmtDur(ms), id: ev.id });
+        start = Math.min(start, at - ms);
+        break;
+      }
+      case 'agent.message': {
+        const from = d.duration_ms !== undefined ? at - Number(d.duration_ms) : (last.has(agent) ? last.get(agent) : at);
+        lane(agent).spans.push({ start: from, end: at, kind: 'model', label: 'model' + (d.model ? ' ' + d.model : '') + ' · ' + fmtDur(at - from) + (d.tokens ? ' · ' + d.tokens + ' tokens' : ''), id: ev.id });
+        break;
+      }
+      case 'agent.waiting': {
+        const ms = Number(d.retry_after_ms) || 0;
+        lane(agent).spans.push({ start: at, end: at + ms, kind: 'wait', label: 'waiting for ' + (d.limit || 'a rate limit') + ' · ' + fmtDur(ms), id: ev.id });
+        break;
+      }
+      case 'approval.requested': {
+        const s = { start: at, end: null, kind: 'approval', label: (d.kind === 'question' ? 'question' : 'approval of ' + (d.tool || '')), id: ev.id };
+        lane(agent).spans.push(s);
+        open.approvals.set(d.approval_id, s);
+        break;
+      }
+      case 'approval.decided': {
+        const s = open.approvals.get(d.approval_id);
+        if (s) { s.end = at; s.label += ' · ' + (d.status || 'decided') + ' after ' + fmtDur(at - s.start); }
+        break;
+      }
+      case 'delegation.created': {
+        const s = { start: at, end: null, kind: 'delegation', label: 'delegated by ' + (agent || 'the supervisor'), id: ev.id };
+        lane(d.to || '?').life.push(s);
+        open.delegations.set(d.delegation_id, s);
+        break;
+      }
+      case 'delegation.finished': {
+        const s = open.delegations.get(d.delegation_id);
+        if (s) { s.end = at; s.kind += ' ' + (d.status || ''); s.label += ' · ' + (d.status || 'finished') + ' after ' + fmtDur(at - s.start); }
+        break;
+      }
+    }
+    if (agent) last.set(agent, at);
+  }
+  if (start === Infinity) return null;
+  const running = !TERMINAL_STATUSES.includes(run.status) && runEnd === null;
+  const stop = running ? Math.max(end, now) : (runEnd !== null ? Math.max(end, runEnd) : end);
+  const close = (s) => { if (s.end === null) { s.end = stop; s.label += running ? ' · still open' : ' · never closed'; } };
+  for (const l of lanes.values()) { l.spans.forEach(close); l.life.forEach(close); }
+  const runLane = { name: 'run', life: [], spans: [] };
+  if (queued !== null && runStart !== null && runStart > queued) runLane.spans.push({ start: queued, end: runStart, kind: 'queue', label: 'queued · ' + fmtDur(runStart - queued) });
+  const from = runStart !== null ? runStart : (queued !== null ? queued : start);
+  runLane.spans.push({ start: from, end: runEnd !== null ? runEnd : stop, kind: 'run ' + run.status, label: run.status + ' · ' + fmtDur((runEnd !== null ? runEnd : stop) - from) });
+  return { start, end: stop, lanes: [runLane, ...lanes.values()] };
+}
+
+// renderWaterfall draws the spans as bars on a shared time axis; a bar names
+// its step and how long it took, and leads to its card in the timeline.
+function renderWaterfall(box, events, run) {
+  const w = spansOf(events, run, Date.now());
+  if (!w) return;
+  const total = Math.max(1, w.end - w.start);
+  const pos = (s) => [100 * (s.start - w.start) / total, Math.max(0, 100 * (s.end - s.start) / total)];
+  const bar = (s, cls) => {
+    const [left, width] = pos(s);
+    const b = el(s.id ? 'a' : 'span', { class: 'wf-bar ' + cls + ' ' + s.kind, title: s.label, 'aria-label': s.label, 'data-left': left.toFixed(3), 'data-width': width.toFixed(3), 'data-ms': Math.round(s.end - s.start),
+      href: s.id ? location.pathname + '#ev-' + s.id : null, onclick: s.id ? (ev) => { ev.preventDefault(); ev.stopPropagation(); const c = document.querySelector('#timeline li[data-id="' + s.id + '"]'); if (c) { c.scrollIntoView({ block: 'center' }); c.classList.add('flash'); setTimeout(() => c.classList.remove('flash'), 1200); } } : null });
+    return b;
+  };
+  clear(box).hidden = false;
+  add(box, el('h2', {}, 'Waterfall ', el('span', { class: 'muted' }, fmtDur(total))),
+    el('div', { class: 'wf', role: 'list' }, w.lanes.map((l) => el('div', { class: 'wf-lane', role: 'listitem', 'data-lane': l.name },
+      el('div', { class: 'wf-name', title: l.name }, l.name),
+      el('div', { class: 'wf-track' }, l.life.map((s) => bar(s, 'wf-life')), l.spans.map((s) => bar(s, 'wf-step')))))),
+    el('div', { class: 'wf-axis muted' }, el('span', {}, '0'), el('span', {}, fmtDur(total / 2)), el('span', {}, fmtDur(total))));
+  // Positions through the CSSOM: a style attribute would need 'unsafe-inline'.
+  for (const b of box.querySelectorAll('.wf-bar')) {
+    b.style.left = b.getAttribute('data-left') + '%';
+    b.style.width = b.getAttribute('data-width') + '%';
+  }
 }
 
 // showMedia shows the pictures and videos of the finished run's workspace,
@@ -479,9 +746,15 @@ function parseArgs(r) {
   try { return JSON.parse(r.summary || ''); } catch (_) { return { __summary: r.summary || '' }; }
 }
 
+// stepDur is how long a step took, for an event that says (a tool call's
+// duration_ms, a model answer's latency).
+function stepDur(d) {
+  return d && d.duration_ms !== undefined && d.duration_ms !== null ? el('span', { class: 'dur', title: 'how long it took' }, fmtDur(d.duration_ms)) : null;
+}
+
 function cardShell(ev, kind, title, ...body) {
   return el('li', { class: 'ev ' + kind, 'data-type': ev.type, 'data-id': ev.id },
-    el('div', { class: 'ev-head' }, el('span', { class: 'ev-title' }, title), ev.agent ? el('span', { class: 'agent' }, ev.agent) : null, el('time', {}, fmtTime(ev.time))),
+    el('div', { class: 'ev-head' }, el('span', { class: 'ev-title' }, title), ev.agent ? el('span', { class: 'agent' }, ev.agent) : null, stepDur(ev.data), el('time', {}, fmtTime(ev.time))),
     ...body);
 }
 
@@ -496,7 +769,7 @@ function card(ev, ctx) {
     case 'run.completed':
     case 'run.failed':
     case 'run.cancelled':
-      return cardShell(ev, ev.type === 'run.completed' ? 'ok' : 'bad', ev.type.slice(4),
+      return cardShell(ev, ev.type === 'run.completed' ? 'ok' : ev.type === 'run.cancelled' ? 'cancelled' : 'bad', ev.type.slice(4),
         d.result ? el('pre', { class: 'result-text' }, d.result) : null,
         d.error ? el('pre', { class: 'error' }, d.error + (d.reason ? ' (' + d.reason + ')' : '')) : null,
         d.tokens_used !== undefined ? el('div', { class: 'muted' }, d.tokens_used + ' tokens used') : null);
@@ -526,7 +799,8 @@ function card(ev, ctx) {
     case 'delegation.created':
       return cardShell(ev, 'deleg', 'delegated to ' + (d.to || ''), el('pre', { class: 'content' }, d.task || ''));
     case 'delegation.finished':
-      return cardShell(ev, d.status === 'completed' ? 'ok' : 'bad', 'delegation ' + (d.status || ''),
+      // Cancelled is a person's (or the run's end's) choice, not a failure.
+      return cardShell(ev, d.status === 'completed' ? 'ok' : d.status === 'cancelled' ? 'cancelled' : 'bad', 'delegation ' + (d.status || ''),
         d.result ? el('pre', { class: 'content' }, d.result) : null, d.error ? el('pre', { class: 'error' }, d.error) : null);
     case 'progress': {
       const pct = Number(d.percent) || 0;
@@ -618,7 +892,7 @@ function toolCard(ev, ctx) {
   const d = ev.data || {};
   const o = OUTCOMES[d.decision] || OUTCOMES.error;
   const c = el('li', { class: 'ev call ' + o.cls + ' outcome-' + o.kind, 'data-type': ev.type, 'data-id': ev.id, 'data-outcome': o.kind, 'data-tool': d.tool },
-    el('div', { class: 'ev-head' }, el('code', { class: 'ev-title' }, d.tool || ''), ev.agent ? el('span', { class: 'agent' }, ev.agent) : null, el('time', {}, fmtTime(ev.time))),
+    el('div', { class: 'ev-head' }, el('code', { class: 'ev-title' }, d.tool || ''), ev.agent ? el('span', { class: 'agent' }, ev.agent) : null, stepDur(d), el('time', {}, fmtTime(ev.time))),
     outcomeLabel(o.kind, o.label(d)));
   const body = el('div', { class: 'tool-body' });
   c.appendChild(body);
@@ -1120,6 +1394,66 @@ async function pageLeases() {
       el('td', {}, String(s.last_token)), el('td', {}, s.idle_since ? fmtTime(s.idle_since) : (s.stopping ? 'stopping' : ''))))))));
 }
 
+// ---------- fleet ----------
+
+// pageFleet is the fleet at a glance (GET /api/fleet): its workers, queues,
+// the runs in flight the viewer may see, the GPU leases, the limits in force,
+// and the way into the queue monitor (asynqmon) for an admin.
+async function pageFleet() {
+  const m = main();
+  const box = el('section', { class: 'card', id: 'fleet' }, el('h1', {}, 'Fleet'));
+  const err = el('div');
+  const body = el('div');
+  const stamp = el('span', { class: 'muted', id: 'fleet-stamp' });
+  add(m, add(box, el('p', { class: 'muted' }, 'Workers, queues, runs in flight, GPU leases and the limits in force; refreshed every 5 s. ', stamp), err, body));
+  const table = (id, heads, rows, empty) => scroller(el('table', { class: 'grid', id }, el('thead', {}, el('tr', {}, heads.map((h) => el('th', {}, h)))),
+    el('tbody', {}, rows.length ? rows : el('tr', {}, el('td', { colspan: heads.length, class: 'muted' }, empty)))));
+  async function load() {
+    let f;
+    try { f = await api('GET', '/api/fleet'); } catch (e) { clear(err).appendChild(errorBox(e)); return; }
+    clear(err);
+    stamp.textContent = 'as of ' + new Date().toLocaleTimeString();
+    const runs = f.runs || {};
+    const mon = f.monitoring || {};
+    const monOut = el('span');
+    add(clear(body),
+      el('h2', {}, 'Runs in flight'),
+      el('p', { id: 'fleet-runs' }, ['queued', 'running', 'waiting'].map((k) => el('a', { class: 'stat', href: '/app/runs?status=' + k, 'data-stat': k }, el('strong', {}, String(runs[k] || 0)), ' ' + k))),
+      el('h2', {}, 'Workers ', el('span', { class: 'muted' }, String((f.workers || []).length))),
+      table('fleet-workers', ['worker', 'host', 'pid', 'status', 'started', 'busy', 'queues'], (f.workers || []).map((w) => el('tr', { 'data-worker': w.id },
+        el('td', {}, el('code', { title: w.id }, String(w.id || '').slice(0, 12))), el('td', {}, w.host || ''), el('td', {}, String(w.pid || '')),
+        el('td', {}, badge(w.status || 'unknown')), el('td', {}, w.started ? timeAgo(w.started) : ''),
+        el('td', {}, (w.active || 0) + ' / ' + (w.concurrency || 0)),
+        el('td', {}, Object.entries(w.queues || {}).map(([q, p]) => q + ':' + p).join(' ')))), 'No worker is running: runs wait in the queues.'),
+      el('h2', {}, 'Queues'),
+      table('fleet-queues', ['queue', 'pending', 'active', 'scheduled', 'retry', 'archived', 'latency', 'today done / failed', ''], (f.queues || []).map((q) => el('tr', { 'data-queue': q.name },
+        el('td', {}, el('code', {}, q.name)), el('td', {}, String(q.pending)), el('td', {}, String(q.active)), el('td', {}, String(q.scheduled)),
+        el('td', { class: q.retry ? 'bad' : '' }, String(q.retry)), el('td', { class: q.archived ? 'bad' : '' }, String(q.archived)),
+        el('td', {}, fmtDur(q.latency_ms || 0)), el('td', {}, (q.processed || 0) + ' / ' + (q.failed || 0)),
+        el('td', {}, q.paused ? badge('paused', 'pending') : ''))), 'No queue has had a task yet.'),
+      el('h2', {}, 'GPU leases'),
+      table('fleet-leases', ['service', 'held', 'waiting'], (f.leases || []).map((l) => el('tr', { 'data-service': l.service },
+        el('td', {}, l.service), el('td', {}, (l.held || 0) + ' / ' + (l.capacity || 0)), el('td', {}, String(l.waiting || 0)))), 'No GPU service is declared.'),
+      el('h2', {}, 'Limits'),
+      table('fleet-limits', ['limit', 'value', 'why'], (f.limits || []).map((l) => el('tr', { 'data-limit': l.name },
+        el('td', {}, el('code', {}, l.name)), el('td', {}, String(l.value)), el('td', { class: 'muted' }, l.why || ''))), 'None reported.'),
+      el('h2', {}, 'Queue monitor'),
+      mon.available ? el('p', {}, el('button', { type: 'button', id: 'open-monitor', class: 'secondary', onclick: async () => {
+        clear(monOut);
+        // A navigation cannot send the bearer token: the API sets a short-lived
+        // cookie that only /monitoring reads, for an admin token.
+        try {
+          await api('POST', '/api/monitoring/session');
+          window.open(mon.path || '/monitoring/', '_blank', 'noopener');
+        } catch (e) { monOut.appendChild(errorBox(e.status === 403 ? 'The queue monitor is for admin tokens.' : e)); }
+      } }, 'Open asynqmon'), ' ', el('span', { class: 'muted' }, mon.read_only ? 'read-only' : 'can pause, delete and retry tasks'), monOut)
+        : el('p', { class: 'muted' }, 'asynqmon is not mounted on this API process.'));
+  }
+  await load();
+  const iv = setInterval(() => { if (!document.hidden) load(); }, 5000);
+  onLeave(() => clearInterval(iv));
+}
+
 // ---------- tools ----------
 
 async function pageTools() {
@@ -1180,10 +1514,14 @@ async function fetchFile(id, path) {
 }
 
 async function download(id, path) {
-  const bytes = await fetchFile(id, path);
   // An opaque type: the browser saves it, it does not render it here.
-  const url = URL.createObjectURL(new Blob([bytes], { type: 'application/octet-stream' }));
-  const a = el('a', { href: url, download: path.split('/').pop() });
+  saveBlob(new Blob([await fetchFile(id, path)], { type: 'application/octet-stream' }), path.split('/').pop());
+}
+
+// saveBlob hands bytes to the browser as a download named name.
+function saveBlob(blob, name) {
+  const url = URL.createObjectURL(blob);
+  const a = el('a', { href: url, download: name });
   document.body.appendChild(a);
   a.click();
   a.remove();
@@ -1255,9 +1593,10 @@ function route() {
   else if (p === '/app/audit') page = 'audit';
   else if (p === '/app/leases') page = 'leases';
   else if (p === '/app/tools') page = 'tools';
+  else if (p === '/app/fleet') page = 'fleet';
   document.body.setAttribute('data-page', page);
   for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('active', a.getAttribute('data-nav') === (page === 'run' || page === 'files' ? 'runs' : page));
-  const pages = { runs: pageRuns, run: pageRun, files: pageFiles, inbox: pageInbox, audit: pageAudit, leases: pageLeases, tools: pageTools };
+  const pages = { runs: pageRuns, run: pageRun, files: pageFiles, inbox: pageInbox, audit: pageAudit, leases: pageLeases, tools: pageTools, fleet: pageFleet };
   document.title = page + ' · Aetherium Studio';
   pages[page](id).catch((e) => { if (!(e instanceof APIError && e.status === 401)) main().appendChild(errorBox(e)); });
 }
