@@ -9,14 +9,14 @@ import (
 	"github.com/aetherium-engine/aetherium/store"
 )
 
-// Page sizes of GET /api/runs/:id/events.json.
+// Page sizes of GET /api/runs/:id/events?format=json.
 const (
 	DefaultEventPage = 500
 	MaxEventPage     = 5000
 )
 
-// eventPage is the answer of GET /api/runs/:id/events.json: a page of a run's
-// stored events, as the stream sends them.
+// eventPage is the answer of GET /api/runs/:id/events?format=json: a page of
+// a run's stored events, as the stream sends them.
 type eventPage struct {
 	// Events are the run's events after after=, oldest first, at most limit=.
 	Events []streamEvent `json:"events"`
@@ -26,10 +26,14 @@ type eventPage struct {
 	Terminal bool `json:"terminal"`
 }
 
-// listEvents serves a run's stored events as JSON, paged by event id: the
-// history a client exports, without holding an event stream (and one of the
-// principal's stream slots) open until it goes quiet. Same access as the
-// stream: the run's owner, or read_all.
+// listEvents serves a run's stored events as JSON, paged by event id (the
+// events route with format=json): the history a client exports, without
+// holding an event stream (and one of the principal's stream slots) open
+// until it goes quiet. Same access as the stream: the run's owner, or
+// read_all. A query parameter on the stream's own route rather than a path of
+// its own: the same resource in another representation, which a browser's
+// download or curl asks for without setting a header (the Studio's export and
+// the CLI's runs export use it).
 func (s *Server) listEvents(c *fiber.Ctx) error {
 	r, err := s.loadRun(c)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/aetherium-engine/aetherium/fleettest"
 )
 
-// listedEvent is an event of GET /api/runs/:id/events.json.
+// listedEvent is an event of GET /api/runs/:id/events?format=json.
 type listedEvent struct {
 	ID    int64           `json:"id"`
 	Type  string          `json:"type"`
@@ -48,7 +48,7 @@ func TestEventListPagesTheStoredEvents(t *testing.T) {
 	after, pages := int64(0), 0
 	for {
 		var page listedPage
-		code, raw := f.Do("GET", fmt.Sprintf("/api/runs/%s/events.json?after=%d&limit=2", run, after), nil, &page)
+		code, raw := f.Do("GET", fmt.Sprintf("/api/runs/%s/events?format=json&after=%d&limit=2", run, after), nil, &page)
 		require.Equal(t, 200, code, string(raw))
 		pages++
 		listed = append(listed, page.Events...)
@@ -90,12 +90,12 @@ func TestEventListPagesTheStoredEvents(t *testing.T) {
 
 	// The default page holds them all; a page past the end is empty, still terminal.
 	var all listedPage
-	code, _ := f.Do("GET", "/api/runs/"+run+"/events.json", nil, &all)
+	code, _ := f.Do("GET", "/api/runs/"+run+"/events?format=json", nil, &all)
 	require.Equal(t, 200, code)
 	require.Len(t, all.Events, len(streamed))
 	require.True(t, all.Terminal)
 	var past listedPage
-	code, _ = f.Do("GET", fmt.Sprintf("/api/runs/%s/events.json?after=%d", run, all.NextAfter), nil, &past)
+	code, _ = f.Do("GET", fmt.Sprintf("/api/runs/%s/events?format=json&after=%d", run, all.NextAfter), nil, &past)
 	require.Equal(t, 200, code)
 	require.Empty(t, past.Events)
 	require.Equal(t, all.NextAfter, past.NextAfter)
@@ -110,12 +110,13 @@ func TestEventListRefusesBadPaging(t *testing.T) {
 		name, query, field string
 		code               int
 	}{
-		{"a queued run's first events", "", "", 200},
-		{"the largest page", "?limit=5000", "", 200},
-		{"a page too large", "?limit=5001", "limit", 400},
-		{"an empty page size", "?limit=0", "limit", 400},
-		{"a negative after", "?after=-1", "after", 400},
-		{"an after that is no id", "?after=x", "after", 400},
+		{"a queued run's first events", "?format=json", "", 200},
+		{"the largest page", "?format=json&limit=5000", "", 200},
+		{"a page too large", "?format=json&limit=5001", "limit", 400},
+		{"an empty page size", "?format=json&limit=0", "limit", 400},
+		{"a negative after", "?format=json&after=-1", "after", 400},
+		{"an after that is no id", "?format=json&after=x", "after", 400},
+		{"a format other than json", "?format=xml", "format", 400},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -124,7 +125,7 @@ func TestEventListRefusesBadPaging(t *testing.T) {
 				listedPage
 				Field string `json:"field"`
 			}
-			code, raw := f.Do("GET", "/api/runs/"+run+"/events.json"+tc.query, nil, &out)
+			code, raw := f.Do("GET", "/api/runs/"+run+"/events"+tc.query, nil, &out)
 			require.Equal(t, tc.code, code, string(raw))
 			require.Equal(t, tc.field, out.Field)
 			if code == 200 {

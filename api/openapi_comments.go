@@ -19,7 +19,7 @@ var goComments = map[string]string{
 	"EditRequest.Args":                         "Args are the arguments the call runs with instead of the model's: a JSON object, at most 256 KiB. The edited call passes the whole gate again.",
 	"ErrorResponse":                            "errorResponse is the body of every error answer.",
 	"ErrorResponse.Field":                      "Field names the offending input (a body field, a parameter) when there is one.",
-	"EventPage":                                "eventPage is the answer of GET /api/runs/:id/events.json: a page of a run's stored events, as the stream sends them.",
+	"EventPage":                                "eventPage is the answer of GET /api/runs/:id/events?format=json: a page of a run's stored events, as the stream sends them.",
 	"EventPage.Events":                         "Events are the run's events after after=, oldest first, at most limit=.",
 	"EventPage.NextAfter":                      "NextAfter is the after= of the next page: the last event's id (after= itself when the page is empty). A page shorter than limit= was the last stored so far.",
 	"EventPage.Terminal":                       "Terminal is true when the run's terminal event (run.completed, run.failed, run.cancelled) is stored at or before next_after: what follows it is post-run events only.",

@@ -73,23 +73,20 @@ func (s *Server) routes() []route {
 			returns(200, sessionHistory{}).errors(400, 404),
 		runParam(post("/api/runs/:id/cancel", "Cancel a run", s.cancelRun)).roles(RoleSubmit).
 			returns(200, runView{}).errors(400, 404, 409),
-		runParam(get("/api/runs/:id/events", "A run's events as a server-sent event stream", s.streamEvents)).roles(RoleRead).
+		runParam(get("/api/runs/:id/events", "A run's events as a server-sent event stream, or (format=json) as a JSON list", s.streamEvents)).roles(RoleRead).
 			describe("Replays from Last-Event-ID (or ?last_event_id), then streams live until the terminal event. "+
 				"Each event has id (the event id), event (its type) and data (a StreamEvent, named by x-event-data); "+
-				"an idle stream sends a keepalive comment. 204 when a resumed stream has nothing past the terminal event.").
+				"an idle stream sends a keepalive comment. 204 when a resumed stream has nothing past the terminal event. "+
+				"With format=json, the stored events as a JSON page instead (an EventPage, oldest first, after= and limit=; never 204 or 429): "+
+				"read pages with after=next_after until one is shorter than limit; terminal says the run's terminal event is among those read.").
 			header("Last-Event-ID", "Resume after this event id.", map[string]any{"type": "string"}).
 			query("last_event_id", "Last-Event-ID for clients that cannot set headers.", map[string]any{"type": "string"}).
-			returnsStream(200, "text/event-stream", "The event stream.", streamEvent{}).
+			query("format", "json: the stored events as a JSON page (EventPage) instead of the stream.", map[string]any{"type": "string", "enum": []string{"json"}}).
+			query("after", "format=json: only events after this event id (next_after of the previous page).", map[string]any{"type": "integer", "minimum": 0}).
+			query("limit", "format=json: page size (default 500).", intRange(1, MaxEventPage)).
+			returnsStream(200, "text/event-stream", "The event stream; with format=json, a JSON page of the stored events.", streamEvent{}).
+			returns(200, eventPage{}).
 			returns(204, nil).errors(400, 404, 429),
-		// A path of its own, not the stream's with Accept: application/json: one
-		// route-table row documents one answer per status, and the list takes
-		// none of the stream's slots (429), resume header or 204.
-		runParam(get("/api/runs/:id/events.json", "A run's stored events as a JSON list, paged by event id", s.listEvents)).roles(RoleRead).
-			describe("The events the stream would replay, as StreamEvents, oldest first: read pages with after=next_after until one is shorter than limit. "+
-				"terminal says the run's terminal event is among those read; events after it are post-run ones.").
-			query("after", "Only events after this event id (next_after of the previous page).", map[string]any{"type": "integer", "minimum": 0}).
-			query("limit", "Page size (default 500).", intRange(1, MaxEventPage)).
-			returns(200, eventPage{}).errors(400, 404),
 		runParam(get("/api/runs/:id/delegations", "A run's delegations", s.getDelegations)).roles(RoleRead).
 			returns(200, delegationList{}).errors(400, 404),
 		runParam(get("/api/runs/:id/audit", "A run's tool-call audit", s.runAudit)).roles(RoleRead).

@@ -24,6 +24,13 @@ import (
 // covers lost announcements. Open streams are capped per principal and per
 // process (429 past either).
 func (s *Server) streamEvents(c *fiber.Ctx) error {
+	switch c.Query("format") {
+	case "json":
+		return s.listEvents(c)
+	case "":
+	default:
+		return badRequest("format", "format %q: only json (or none, for the stream)", c.Query("format"))
+	}
 	r, err := s.loadRun(c)
 	if err != nil {
 		return err

@@ -397,7 +397,7 @@ type storedEvent struct {
 }
 
 // eventPageSize is the page size runs show and export read a run's events
-// in (GET /api/runs/:id/events.json takes up to 5,000): a thousand events of
+// in (GET /api/runs/:id/events?format=json takes up to 5,000): a thousand events of
 // a few KiB each stay well under what getJSON reads of an answer (8 MiB).
 const eventPageSize = 1000
 
@@ -412,7 +412,7 @@ func storedEvents(ctx context.Context, base, runID string) ([]storedEvent, error
 			Events    []json.RawMessage `json:"events"`
 			NextAfter int64             `json:"next_after"`
 		}
-		u := fmt.Sprintf("%s/api/runs/%s/events.json?after=%d&limit=%d", base, url.PathEscape(runID), after, eventPageSize)
+		u := fmt.Sprintf("%s/api/runs/%s/events?format=json&after=%d&limit=%d", base, url.PathEscape(runID), after, eventPageSize)
 		if err := getJSON(ctx, u, &page); err != nil {
 			return nil, fmt.Errorf("events: %w", err)
 		}

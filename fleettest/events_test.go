@@ -67,7 +67,7 @@ func TestStoredEventsMatchTheirDeclaredSchemas(t *testing.T) {
 	var page struct {
 		Events []json.RawMessage `json:"events"`
 	}
-	code, raw = f.Do("GET", "/api/runs/"+run+"/events.json?limit=5000", nil, &page) // checked as a whole
+	code, raw = f.Do("GET", "/api/runs/"+run+"/events?format=json&limit=5000", nil, &page) // checked as a whole
 	require.Equal(t, http.StatusOK, code, string(raw))
 	require.Len(t, page.Events, len(streamed))
 
