@@ -9,6 +9,16 @@
 // tests check that the registered routes are the documented operations, and
 // fleettest checks every answer a test receives against the document with
 // kin-openapi.
+//
+// Authentication is a bearer token on every /api route (auth.go), and nothing
+// else: no /api route reads a cookie. asynqmon under /monitoring takes an
+// admin's bearer token or the cookie POST /api/monitoring/session mints for
+// one (monitoring.go): an HMAC-signed ticket naming the principal, valid for
+// api.monitoring_session_ttl, re-checked on every request against the
+// configured tokens (revoked, demoted or rotated tokens end their cookies);
+// a change it carries must come from the API's own origin. The key is
+// api.monitoring_session_key, else random per process (several API processes
+// behind a balancer share one). docs/api-edge.md has the whole edge.
 package api
 
 import (
@@ -64,6 +74,16 @@ const (
 	DefaultMaxStreams = 4096
 	// DefaultMonitoringReadOnly: asynqmon at /monitoring/ cannot change the queues.
 	DefaultMonitoringReadOnly = true
+	// DefaultMonitoringSessionTTL is how long the cookie of POST
+	// /api/monitoring/session opens asynqmon: long enough to look around, short
+	// enough that a copied cookie soon stops working (monitoring.go).
+	DefaultMonitoringSessionTTL = 10 * time.Minute
+	// MaxMonitoringSessionTTL bounds api.monitoring_session_ttl: the cookie
+	// cannot be withdrawn before it expires, only its token can.
+	MaxMonitoringSessionTTL = 24 * time.Hour
+	// MinMonitoringSessionKeyBytes is the shortest api.monitoring_session_key:
+	// an HMAC-SHA256 key of fewer bytes is guessable sooner than the MAC.
+	MinMonitoringSessionKeyBytes = 32
 )
 
 // Config is the api role (the `api` section of aetherium.yaml but its webhooks,
@@ -77,6 +97,16 @@ type Config struct {
 	// MonitoringReadOnly makes asynqmon at /monitoring/ read-only. Default
 	// DefaultMonitoringReadOnly (nil reads as the default).
 	MonitoringReadOnly *bool `yaml:"monitoring_read_only"`
+	// MonitoringSessionTTL is how long the cookie of POST /api/monitoring/session
+	// (an admin's browser session for asynqmon) is valid. Default
+	// DefaultMonitoringSessionTTL; at most MaxMonitoringSessionTTL.
+	MonitoringSessionTTL time.Duration `yaml:"monitoring_session_ttl"`
+	// MonitoringSessionKey signs those cookies (HMAC-SHA256), at least
+	// MinMonitoringSessionKeyBytes bytes. Env AETHERIUM_API_MONITORING_SESSION_KEY.
+	// Default empty: a random key per process, so a cookie works only on the API
+	// process that made it and none survives a restart; with several API
+	// processes behind a balancer, set one shared key.
+	MonitoringSessionKey string `yaml:"monitoring_session_key"`
 	// PrometheusURL lets asynqmon chart queue metrics. Env AETHERIUM_PROMETHEUS_URL.
 	// Default empty (charts off).
 	PrometheusURL string `yaml:"prometheus_url"`
@@ -133,6 +163,7 @@ func (c Config) WithDefaults() Config {
 		c.MonitoringReadOnly = &ro
 	}
 	c.SSEPoll = defaults.Positive(c.SSEPoll, DefaultSSEPoll)
+	c.MonitoringSessionTTL = cmp.Or(c.MonitoringSessionTTL, DefaultMonitoringSessionTTL)
 	c.SSEHeartbeat = defaults.Positive(c.SSEHeartbeat, DefaultSSEHeartbeat)
 	c.MaxStreamsPerPrincipal = cmp.Or(c.MaxStreamsPerPrincipal, DefaultMaxStreamsPerPrincipal)
 	c.MaxStreams = cmp.Or(c.MaxStreams, DefaultMaxStreams)
@@ -159,6 +190,12 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
 			errs = append(errs, fmt.Errorf("api.metrics_addr (AETHERIUM_API_METRICS_ADDR): want host:port or empty, got %q", c.MetricsAddr))
 		}
+	}
+	if c.MonitoringSessionTTL < 0 || c.MonitoringSessionTTL > MaxMonitoringSessionTTL {
+		errs = append(errs, fmt.Errorf("api.monitoring_session_ttl: want a duration up to %s, got %s", MaxMonitoringSessionTTL, c.MonitoringSessionTTL))
+	}
+	if k := c.MonitoringSessionKey; k != "" && len(k) < MinMonitoringSessionKeyBytes {
+		errs = append(errs, fmt.Errorf("api.monitoring_session_key (AETHERIUM_API_MONITORING_SESSION_KEY): want at least %d bytes, got %d", MinMonitoringSessionKeyBytes, len(k)))
 	}
 	errs = append(errs, validateHosts(c.AllowedHosts))
 	if _, err := newCSRF(c.AllowedOrigins); err != nil {
@@ -201,6 +238,9 @@ type Deps struct {
 	// WorkspaceDir, when set, is the directory of a workspace by id: the Studio's
 	// read-only workspace browser (GET /api/runs/:id/files). Nil answers 501.
 	WorkspaceDir func(id string) string
+	// Limits are the deployment's operative limits beyond the API's own, as GET
+	// /api/fleet shows them (the fleet fills them from the configuration).
+	Limits []Limit
 }
 
 // Server is the API.
@@ -216,6 +256,10 @@ type Server struct {
 	// hosts and csrf are the edge checks (edge.go).
 	hosts hostSet
 	csrf  *http.CrossOriginProtection
+	// inspector reads asynq's servers and queues (GET /api/fleet).
+	inspector *asynq.Inspector
+	// tickets signs and checks asynqmon's browser sessions (monitoring.go).
+	tickets *ticketer
 }
 
 // New builds the Fiber app: the route table (routes.go) and asynqmon at /monitoring.
@@ -235,6 +279,11 @@ func New(cfg Config, d Deps) *Server {
 		csrf, _ = newCSRF(nil)
 	}
 	s.csrf = csrf
+	s.inspector = asynq.NewInspectorFromRedisClient(d.Redis)
+	if s.tickets, err = newTicketer(cfg); err != nil {
+		// Validate reports a bad key at load; here it fails closed: no cookie opens asynqmon.
+		d.Log.Error("monitoring sessions off", "err", err)
+	}
 	app := fiber.New(fiber.Config{
 		BodyLimit:             cfg.BodyLimit,
 		DisableStartupMessage: true,
@@ -249,11 +298,11 @@ func New(cfg Config, d Deps) *Server {
 	// Before every route, asynqmon and the Studio included (edge.go).
 	app.Use(s.guard)
 	s.mon = asynqmon.New(asynqmon.Options{
-		RootPath: "/monitoring", RedisConnOpt: d.RedisOpt, ReadOnly: cfg.monitoringReadOnly(),
+		RootPath: MonitoringPath, RedisConnOpt: d.RedisOpt, ReadOnly: cfg.monitoringReadOnly(),
 		PrometheusAddress: cfg.PrometheusURL,
 	})
 	mon := adaptor.HTTPHandler(s.mon)
-	app.Use("/monitoring", s.auth(RoleAdmin), mon)
+	app.Use(MonitoringPath, s.monitoringAuth(), mon)
 	s.register(app)
 	// The Studio's pages are HTML shells outside the OpenAPI document (NotInOpenAPI).
 	studio.Mount(app)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -13,6 +14,7 @@ func TestConfigWithDefaultsAndValidate(t *testing.T) {
 	require.Equal(t, DefaultBodyLimit, d.BodyLimit)
 	require.Equal(t, DefaultSSEPoll, d.SSEPoll)
 	require.Equal(t, DefaultSSEHeartbeat, d.SSEHeartbeat)
+	require.Equal(t, DefaultMonitoringSessionTTL, d.MonitoringSessionTTL)
 	require.True(t, d.monitoringReadOnly())
 	require.NoError(t, d.Validate())
 	require.NotSame(t, d.MonitoringReadOnly, Config{}.WithDefaults().MonitoringReadOnly, "each call has its own MonitoringReadOnly")
@@ -26,6 +28,9 @@ func TestConfigWithDefaultsAndValidate(t *testing.T) {
 		{"bad addr", func(c *Config) { c.Addr = "8080" }, "api.addr (AETHERIUM_API_ADDR)"},
 		{"zero body limit", func(c *Config) { c.BodyLimit = 0 }, "api.body_limit (AETHERIUM_API_BODY_LIMIT)"},
 		{"negative runs in flight", func(c *Config) { c.MaxRunsInFlight = -1 }, "api.max_runs_in_flight"},
+		{"monitoring session over a day", func(c *Config) { c.MonitoringSessionTTL = 25 * time.Hour }, "api.monitoring_session_ttl"},
+		{"negative monitoring session", func(c *Config) { c.MonitoringSessionTTL = -time.Second }, "api.monitoring_session_ttl"},
+		{"short monitoring key", func(c *Config) { c.MonitoringSessionKey = "short" }, "api.monitoring_session_key (AETHERIUM_API_MONITORING_SESSION_KEY): want at least 32 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

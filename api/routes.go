@@ -73,6 +73,18 @@ func (s *Server) routes() []route {
 			returns(200, sessionHistory{}).errors(400, 404),
 		runParam(post("/api/runs/:id/cancel", "Cancel a run", s.cancelRun)).roles(RoleSubmit).
 			returns(200, runView{}).errors(400, 404, 409),
+		runParam(get("/api/runs/:id/request", "A run's submission, as it can be posted again (clone)", s.getRunRequest)).roles(RoleRead).
+			describe("The endpoint and the body that submit the same run again: a template run's template, prompt, variables, "+
+				"project and priority (run-from-template), or an inline run's team (as stored: rendered), prompt, variables, project "+
+				"and priority (run). Visible as GET /api/runs/:id is (its owner, read_all, and an approver holding read for a run that asked for an approval). 409 for an MCP client's session run, which was not submitted.").
+			returns(200, RunRequest{}).errors(400, 404, 409),
+		idempotent(runParam(post("/api/runs/:id/retry", "Submit a run's request again as a new run of the caller", s.retryRun))).roles(RoleSubmit).
+			describe("The request of GET /api/runs/:id/request, submitted as the caller through the submit's own checks "+
+				"(package submit: validation, the priority cap, fairness, api.max_runs_in_flight, budgets): a new run owned by the caller, "+
+				"its run.queued event's trigger retry:<id>. "+
+				"The caller must see the run (else the missing-run 404). Each POST makes a new run, unless its Idempotency-Key was used before. "+
+				"409 for an MCP client's session run.").
+			returns(202, submitResponse{}).errors(400, 403, 404, 409, 422, 429, 507),
 		runParam(get("/api/runs/:id/events", "A run's events as a server-sent event stream, or (format=json) as a JSON list", s.streamEvents)).roles(RoleRead).
 			describe("Replays from Last-Event-ID (or ?last_event_id), then streams live until the terminal event. "+
 				"Each event has id (the event id), event (its type) and data (a StreamEvent, named by x-event-data); "+
@@ -171,6 +183,25 @@ func (s *Server) routes() []route {
 		del("/api/projects/:slug/memory/:id", "Delete a memory entry", s.deleteMemory).roles(RoleSubmit).
 			pathParam("id", "The entry's id.", map[string]any{"type": "string", "pattern": "^[0-9]+$"}).
 			returns(204, nil).errors(400, 404),
+
+		get("/api/fleet", "The fleet at a glance: workers, queues, runs in flight, leases, limits, asynqmon", s.getFleet).roles(RoleRead).
+			describe("workers: the asynq worker servers registered in Redis (Inspector.Servers), with their concurrency, queues and active tasks; "+
+				"queues: the fleet's queues (Inspector.GetQueueInfo; processed and failed are today's, UTC); "+
+				"runs: the runs queued, running and waiting (MCP client sessions apart) — every principal's for read_all, "+
+				"else only the caller's own, as GET /api/runs scopes them; "+
+				"leases: each GPU service's capacity, live grants and waiters; "+
+				"limits: the configured operative limits (name, value, why); "+
+				"monitoring: where asynqmon is served and whether it is read-only. 503 when Redis is unreachable.").
+			returns(200, FleetView{}).errors(503),
+		post(MonitoringSessionPath, "Open asynqmon in this browser: a short-lived cookie for /monitoring", s.createMonitoringSession).roles(RoleAdmin).
+			describe("204 with Set-Cookie: "+MonitoringCookie+"=<ticket>; Path="+MonitoringPath+"; HttpOnly; SameSite=Strict; "+
+				"Max-Age=api.monitoring_session_ttl (default 10 minutes; Secure over TLS). The ticket is signed (HMAC-SHA256) and names "+
+				"the token's principal; /monitoring re-checks on every request that the principal still holds admin with the same token. "+
+				"Only /monitoring reads the cookie: every /api route takes the bearer token alone.").
+			returns(204, nil),
+		del(MonitoringSessionPath, "Drop the asynqmon cookie from this browser", s.deleteMonitoringSession).roles(RoleAdmin).
+			describe("204 with a Set-Cookie that expires it. A copy of the cookie stays valid until its expiry; revoking the token ends it.").
+			returns(204, nil),
 
 		get("/api/leases", "GPU services with their lease holders and waiters", LeasesHandlerScoped(s.d.Leases, s.visibleHolders)).roles(RoleRead).
 			describe("Holders, waiters and events of runs the caller cannot see show \"(hidden)\".").

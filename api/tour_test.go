@@ -103,6 +103,8 @@ func TestEveryOperationAnswersAsDocumented(t *testing.T) {
 		{"GET", fixed("/api/grants"), nil, 200, nil},
 		{"POST", func() string { return "/api/grants/" + granted.GrantID + "/confirm" }, nil, 200, nil},
 		{"POST", func() string { return "/api/grants/" + granted.GrantID + "/revoke" }, nil, 200, nil},
+		{"GET", fixed("/api/runs/" + run + "/request"), nil, 200, nil},
+		{"POST", fixed("/api/runs/" + run + "/retry"), nil, 202, nil},
 		{"POST", fixed("/api/runs/" + run + "/cancel"), nil, 200, nil},
 		// The run is over, so its stream replays to the terminal event and ends.
 		{"GET", fixed("/api/runs/" + run + "/events"), nil, 200, nil},
@@ -112,6 +114,9 @@ func TestEveryOperationAnswersAsDocumented(t *testing.T) {
 		{"GET", fixed("/api/tools/mcp-schemas"), nil, 200, nil},
 		{"GET", fixed("/api/templates"), nil, 200, nil},
 		{"GET", fixed("/api/leases?events=5"), nil, 200, nil},
+		{"GET", fixed("/api/fleet"), nil, 200, nil},
+		{"POST", fixed("/api/monitoring/session"), nil, 204, nil},
+		{"DELETE", fixed("/api/monitoring/session"), nil, 204, nil},
 		{"POST", fixed("/api/projects"), map[string]any{"slug": "tour", "name": "Tour"}, 201, nil},
 		{"GET", fixed("/api/projects"), nil, 200, nil},
 		{"GET", fixed("/api/projects/tour"), nil, 200, nil},

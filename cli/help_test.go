@@ -47,8 +47,9 @@ func TestHelpEveryCommand(t *testing.T) {
 		cases = append(cases, want{[]string{role, "--help"}, []string{"aetherium " + role, "-insecure-no-auth"}})
 	}
 	cases = append(cases,
-		want{[]string{"help"}, []string{"runs list|show|cancel|export", "approvals list"}},
-		want{[]string{"help", "runs"}, []string{"subcommands: list, show, cancel, export"}},
+		want{[]string{"help"}, []string{"runs list|show|cancel|retry|export", "approvals list"}},
+		want{[]string{"help", "runs"}, []string{"subcommands: list, show, cancel, retry, export"}},
+		want{[]string{"runs", "retry", "--help"}, []string{"aetherium runs retry  RUN_ID", "a new run of yours"}},
 		want{[]string{"help", "approvals", "deny"}, []string{"aetherium approvals deny", "  -reason"}},
 		want{[]string{"run", "--help"}, []string{"--template NAME", "  -follow", "  -prompt"}},
 		want{[]string{"events", "-h"}, []string{"RUN_ID", "  -api"}},

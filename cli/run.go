@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -34,8 +36,15 @@ func apiURL() string {
 	return "http://" + addr
 }
 
-const runUsage = `usage: aetherium run (--template NAME | --team FILE) --prompt TEXT [--var k=v]… [--project SLUG] [--priority N] [--follow]
-Submit a run; --follow streams its events until it ends (Ctrl-C stops following, not the run).`
+const runUsage = `usage: aetherium run (--template NAME | --team FILE) --prompt TEXT [--var k=v]… [--project SLUG] [--priority N] [--idempotency-key KEY] [--follow]
+Submit a run; --follow streams its events until it ends (Ctrl-C stops following, not the run).
+The submission carries an Idempotency-Key (a new one each time unless --idempotency-key
+gives it), so a connection lost before the API answered is retried without starting the
+run twice; the same key and request again answer with the first run.`
+
+// submitAttempts is how often run sends its submission when the connection
+// fails before an answer (the Idempotency-Key makes the resend safe).
+const submitAttempts = 3
 
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
@@ -48,6 +57,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	project := fs.String("project", "", "the project the run works in (its workspace, knowledge and memory); default a private scratch project")
 	follow := fs.Bool("follow", false, "stream the run's events until it ends; exit 1 unless it completes")
 	priority := fs.Int("priority", 0, "the run's priority, 1 (lowest) to 5; default 3 (at most what your roles allow: fairness.max_priority)")
+	key := fs.String("idempotency-key", "", "submit at most once under this key (a day, per principal): the same key and request answer with the first run; default a new key")
 	var vars multiFlag
 	fs.Var(&vars, "var", "template variable key=value (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -97,14 +107,23 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Priority int    `json:"priority"`
 		Position int    `json:"position"`
 	}
-	if err := postJSON(ctx, *base+path, body, &accepted); err != nil {
+	if *key == "" {
+		*key = "cli-" + randomKey()
+	}
+	replayed, err := submitOnce(ctx, *base+path, *key, body, &accepted)
+	if err != nil {
 		if ctx.Err() != nil {
-			fmt.Fprintln(stderr, "aetherium run: interrupted before the API answered: the run may or may not have been submitted (aetherium runs list)")
+			fmt.Fprintf(stderr, "aetherium run: interrupted before the API answered: the run may or may not have been submitted; "+
+				"the same command with --idempotency-key %s submits it at most once\n", *key)
 			return 130
 		}
 		return fail("%v", err)
 	}
-	fmt.Fprintf(stdout, "run %s queued (priority %d)\n", accepted.RunID, accepted.Priority)
+	if replayed {
+		fmt.Fprintf(stdout, "run %s was already submitted under idempotency key %s (priority %d)\n", accepted.RunID, *key, accepted.Priority)
+	} else {
+		fmt.Fprintf(stdout, "run %s queued (priority %d)\n", accepted.RunID, accepted.Priority)
+	}
 	if accepted.Position > 0 {
 		fmt.Fprintf(stdout, "its fairness key is at its run limit: waiting in line at position %d; it starts when one of the key's runs ends\n", accepted.Position)
 	}
@@ -132,20 +151,62 @@ func postJSON(ctx context.Context, url string, body, into any) error {
 	return doJSON(ctx, http.MethodPost, url, body, into)
 }
 
+// submitOnce posts a submission under an Idempotency-Key, sending it again
+// when the connection fails before an answer; replayed reports an answer that
+// is the key's earlier run.
+func submitOnce(ctx context.Context, url, key string, body, into any) (replayed bool, err error) {
+	header := http.Header{"Idempotency-Key": {key}}
+	for attempt := 1; ; attempt++ {
+		var answer http.Header
+		answer, err = doJSONHeader(ctx, http.MethodPost, url, header, body, into)
+		var transport *transportError
+		if err == nil || !errors.As(err, &transport) || attempt == submitAttempts || ctx.Err() != nil {
+			return answer.Get("Idempotent-Replayed") == "true", err
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(time.Duration(attempt) * time.Second):
+		}
+	}
+}
+
+// randomKey is a fresh idempotency key.
+func randomKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// transportError is a request that got no answer (the connection failed).
+type transportError struct{ err error }
+
+func (e *transportError) Error() string { return e.err.Error() }
+func (e *transportError) Unwrap() error { return e.err }
+
 // doJSON sends body (JSON, when not nil) and decodes a 2xx answer into into (when
 // not nil); another status is an error with the API's message.
 func doJSON(ctx context.Context, method, url string, body, into any) error {
+	_, err := doJSONHeader(ctx, method, url, nil, body, into)
+	return err
+}
+
+// doJSONHeader is doJSON with request headers, returning the answer's.
+func doJSONHeader(ctx context.Context, method, url string, header http.Header, body, into any) (http.Header, error) {
 	var rd io.Reader
 	if body != nil {
 		raw, err := json.Marshal(body)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rd = bytes.NewReader(raw)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -153,17 +214,17 @@ func doJSON(ctx context.Context, method, url string, body, into any) error {
 	authorize(req)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w (is the API running? AETHERIUM_API_URL)", method, url, err)
+		return nil, &transportError{fmt.Errorf("%s %s: %w (is the API running? AETHERIUM_API_URL)", method, url, err)}
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode/100 != 2 {
-		return apiError(resp.StatusCode, data)
+		return resp.Header, apiError(resp.StatusCode, data)
 	}
 	if into == nil || len(bytes.TrimSpace(data)) == 0 {
-		return nil
+		return resp.Header, nil
 	}
-	return json.Unmarshal(data, into)
+	return resp.Header, json.Unmarshal(data, into)
 }
 
 // apiError is a refusal of the API as a person reads it: the status and the

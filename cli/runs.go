@@ -57,6 +57,7 @@ const runsUsage = `usage:
   aetherium runs list   [--status S] [--owner P] [--team T] [--project SLUG] [--limit N] [--json]
   aetherium runs show   RUN_ID [--events N]     its state, cost by model and its latest events
   aetherium runs cancel RUN_ID                  stop it (its owner or an admin)
+  aetherium runs retry  RUN_ID                  submit its request again: a new run of yours
   aetherium runs export RUN_ID [--out FILE]     its history as JSON: the run, its events, its audit
 Every command takes --api URL (default AETHERIUM_API_URL).`
 
@@ -66,10 +67,11 @@ var runsFlags = map[string][]string{
 	"list":   {"status", "owner", "team", "project", "limit", "json"},
 	"show":   {"events"},
 	"cancel": {},
+	"retry":  {},
 	"export": {"out"},
 }
 
-// runsCmd: list | show | cancel | export (runsUsage).
+// runsCmd: list | show | cancel | retry | export (runsUsage).
 func runsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "aetherium runs: "+format+"\n", a...)
@@ -151,6 +153,22 @@ func runsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return fail("cancel %s: %v", id, err)
 		}
 		fmt.Fprintf(stdout, "run %s %s: its agents stop at their next step; its events end with run.cancelled (aetherium runs show %s)\n", id, run.Status, id)
+		return 0
+	case "retry":
+		var sub struct {
+			RunID    string `json:"run_id"`
+			Position int    `json:"position"`
+		}
+		// Each invocation is one new run: under a fresh Idempotency-Key, sent
+		// again if the answer is lost, as run does.
+		if _, err := submitOnce(ctx, one+"/retry", randomKey(), struct{}{}, &sub); err != nil {
+			return fail("retry %s: %v", id, err)
+		}
+		fmt.Fprintf(stdout, "run %s queued, a retry of %s", sub.RunID, id)
+		if sub.Position > 0 {
+			fmt.Fprintf(stdout, " (place %d in its fairness key's line: the key is at its run limit)", sub.Position)
+		}
+		fmt.Fprintf(stdout, "\n  follow it: aetherium events %s · see it: aetherium runs show %s\n", sub.RunID, sub.RunID)
 		return 0
 	default: // export
 		return runsExport(ctx, one, *base, id, *out, stdout, fail)

@@ -90,6 +90,9 @@ func TestRunsCommands(t *testing.T) {
 		{name: "cancel", args: []string{"runs", "cancel", waiting}, out: []string{"run " + waiting + " cancelled"}},
 		{name: "cancel twice", args: []string{"runs", "cancel", waiting}, code: 1, err: "cancel " + waiting + ": HTTP 409: run " + waiting + " is already cancelled"},
 		{name: "cancel a missing run", args: []string{"runs", "cancel", missing}, code: 1, err: "HTTP 404"},
+		{name: "retry a missing run", args: []string{"runs", "retry", missing}, code: 1, err: "retry " + missing + ": HTTP 404: run " + missing + " not found"},
+		{name: "retry a bad id", args: []string{"runs", "retry", "nope"}, code: 1, err: `want a run id (a UUID), got "nope"`},
+		{name: "retry takes no flags of others", args: []string{"runs", "retry", done, "--out", "x"}, code: 1, err: "retry does not take --out"},
 		{name: "events of a missing run", args: []string{"events", missing}, code: 1, err: "aetherium events: HTTP 404: run " + missing + " not found"},
 	} {
 		code, out, errOut := cli(c.args...)
@@ -104,9 +107,22 @@ func TestRunsCommands(t *testing.T) {
 		require.NotContains(t, errOut, `{"error"`, "%s: the API's message, not its body", c.name)
 	}
 
+	// runs retry submits the completed run again: a new run, which completes
+	// as the first did.
+	code, out, errOut := cli("runs", "retry", done)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, ", a retry of "+done)
+	again, _, ok := strings.Cut(strings.TrimPrefix(out, "run "), " queued")
+	require.True(t, ok, out)
+	require.NotEqual(t, done, again)
+	require.Contains(t, out, "aetherium runs show "+again)
+	retried := f.WaitTerminal(again, 60*time.Second)
+	require.Equal(t, "completed", retried.Status)
+	require.Equal(t, "hello", retried.Result)
+
 	// The cancelled run ended so: its status and its last event.
 	require.Equal(t, "cancelled", f.WaitTerminal(waiting, 10*time.Second).Status)
-	code, out, errOut := cli("runs", "export", waiting)
+	code, out, errOut = cli("runs", "export", waiting)
 	require.Equal(t, 0, code, errOut)
 	var cancelled exported
 	require.NoError(t, json.Unmarshal([]byte(out), &cancelled), "export is JSON: %s", out)

@@ -165,24 +165,25 @@ llm:
 		{
 			name: "env overrides file",
 			env: map[string]string{
-				"AETHERIUM_REDIS_URL":              "rediss://cache:6379/0",
-				"AETHERIUM_DATABASE_URL":           "postgres://other@db2/x",
-				"AETHERIUM_WORKSPACES":             "/tmp/ws",
-				"AETHERIUM_WORKSPACE_QUOTA":        "0",
-				"AETHERIUM_WORKSPACE_MIN_FREE":     "10%",
-				"AETHERIUM_TEMPLATES":              "/etc/aetherium/templates",
-				"AETHERIUM_API_ADDR":               ":8081",
-				"AETHERIUM_PROMETHEUS_URL":         "http://prom:9090",
-				"AETHERIUM_API_BODY_LIMIT":         "4096",
-				"AETHERIUM_WORKER_CONCURRENCY":     "3",
-				"AETHERIUM_WORKER_METRICS_ADDR":    "127.0.0.1:9191",
-				"AETHERIUM_SCHEDULER_METRICS_ADDR": "",
-				"AETHERIUM_OPENAI_BASE_URL":        "http://ollama:11434/v1",
-				"AETHERIUM_ANTHROPIC_BASE_URL":     "http://proxy/anthropic",
-				"AETHERIUM_OPENAI_MODEL":           "env-model",
-				"AETHERIUM_ANTHROPIC_MODEL":        "claude-env",
-				"AETHERIUM_ANTHROPIC_API_KEY":      "ant-env",
-				"AETHERIUM_API_TOKEN_SHA256":       strings.Repeat("AB", 32),
+				"AETHERIUM_REDIS_URL":                  "rediss://cache:6379/0",
+				"AETHERIUM_DATABASE_URL":               "postgres://other@db2/x",
+				"AETHERIUM_WORKSPACES":                 "/tmp/ws",
+				"AETHERIUM_WORKSPACE_QUOTA":            "0",
+				"AETHERIUM_WORKSPACE_MIN_FREE":         "10%",
+				"AETHERIUM_TEMPLATES":                  "/etc/aetherium/templates",
+				"AETHERIUM_API_ADDR":                   ":8081",
+				"AETHERIUM_PROMETHEUS_URL":             "http://prom:9090",
+				"AETHERIUM_API_BODY_LIMIT":             "4096",
+				"AETHERIUM_WORKER_CONCURRENCY":         "3",
+				"AETHERIUM_WORKER_METRICS_ADDR":        "127.0.0.1:9191",
+				"AETHERIUM_SCHEDULER_METRICS_ADDR":     "",
+				"AETHERIUM_OPENAI_BASE_URL":            "http://ollama:11434/v1",
+				"AETHERIUM_ANTHROPIC_BASE_URL":         "http://proxy/anthropic",
+				"AETHERIUM_OPENAI_MODEL":               "env-model",
+				"AETHERIUM_ANTHROPIC_MODEL":            "claude-env",
+				"AETHERIUM_ANTHROPIC_API_KEY":          "ant-env",
+				"AETHERIUM_API_TOKEN_SHA256":           strings.Repeat("AB", 32),
+				"AETHERIUM_API_MONITORING_SESSION_KEY": strings.Repeat("m", 40),
 			},
 			check: func(t *testing.T, c config.Config) {
 				require.Equal(t, []api.Token{{Name: config.EnvTokenName, SHA256: strings.Repeat("ab", 32), Roles: []string{api.RoleAdmin}}}, c.API.Tokens,
@@ -206,6 +207,7 @@ llm:
 				require.Equal(t, "claude-env", c.LLM.Anthropic.Model)
 				require.Equal(t, "from-file", c.LLM.OpenAI.APIKey)
 				require.Equal(t, "ant-env", c.LLM.Anthropic.APIKey)
+				require.Equal(t, strings.Repeat("m", 40), c.API.MonitoringSessionKey)
 				require.Equal(t, 30*time.Second, c.Worker.ShutdownTimeout, "file values without an env var survive")
 			},
 		},

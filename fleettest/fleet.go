@@ -195,7 +195,19 @@ type APIProcess struct {
 // process may serve (docs/mcp.md, "Two protocol generations on one endpoint").
 func (f *Fleet) StartAPI() *APIProcess {
 	f.t.Helper()
+	return f.StartAPIWith(nil)
+}
+
+// StartAPIWith is StartAPI with the fleet's configuration changed by
+// configure first (nil: unchanged): another API process configured otherwise,
+// such as one whose tokens were revoked or whose keys differ.
+func (f *Fleet) StartAPIWith(configure func(*config.Config)) *APIProcess {
+	f.t.Helper()
 	cfg := f.Cfg
+	cfg.API.Tokens = slices.Clone(cfg.API.Tokens)
+	if configure != nil {
+		configure(&cfg)
+	}
 	cfg.API.Addr, cfg.API.MCPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	ctx, cancel := context.WithCancel(context.Background())
 	af, err := fleet.OpenAPI(ctx, cfg, f.log.With("api", "second"), f.opts.Fleet)

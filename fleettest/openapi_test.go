@@ -17,6 +17,17 @@ const runPath = "/api/runs/7d444840-9dc0-11d1-b245-5ffdce74fad2"
 const goodRun = `{"id":"7d444840-9dc0-11d1-b245-5ffdce74fad2","status":"queued","prompt":"x","team":"t","result":"","error":"",
 	"tokens_used":0,"token_budget":0,"cost_usd":"0.000000","created_at":"2026-01-01T00:00:00.000Z","updated_at":"2026-01-01T00:00:00.000Z","owner":"local","priority":3,"kind":"job"}`
 
+const goodFleet = `{"workers":[{"id":"w1","host":"h","pid":123,"concurrency":10,"queues":{"supervisor":6},"status":"active","started":"2026-01-01T00:00:00Z","active":2}],
+	"queues":[{"name":"supervisor","size":1,"pending":1,"active":0,"scheduled":0,"retry":0,"archived":0,"completed":0,"processed":4,"failed":1,"paused":false,"latency_ms":12}],
+	"runs":{"queued":1,"running":2,"waiting":0,"mcp_sessions":1},
+	"leases":[{"service":"comfyui","capacity":1,"held":1,"waiting":0}],
+	"limits":[{"name":"worker.concurrency","value":"10","why":"tasks one worker process runs at once"}],
+	"monitoring":{"path":"/monitoring/","available":true,"read_only":true,"session":"/api/monitoring/session"}}`
+
+const goodTemplateRequest = `{"endpoint":"/api/orchestrator/run-from-template","body":{"template":"demo","prompt":"x","project":"","variables":{"topic":"t"},"priority":2}}`
+
+const goodInlineRequest = `{"endpoint":"/api/orchestrator/run","body":{"team":{"name":"t","supervisor":{"name":"boss"}},"prompt":"x","project":"p","variables":{}}}`
+
 // The checks must catch what drifts: a field the document lacks, a status or
 // content type it does not list, a route it does not have, a bad event.
 func TestValidateResponseCatchesMismatches(t *testing.T) {
@@ -44,6 +55,19 @@ func TestValidateResponseCatchesMismatches(t *testing.T) {
 		{"HEAD of a documented GET", "HEAD", runPath, 200, "application/json", "", ""},
 		{"HEAD of no route", "HEAD", "/api/ghosts", 200, "application/json", "", "not in the document"},
 		{"metrics as text", "GET", "/metrics", 200, "text/plain; version=0.0.4; charset=utf-8", "# HELP x\n", ""},
+		{"the fleet", "GET", "/api/fleet", 200, "application/json", goodFleet, ""},
+		{"the fleet, a worker without its pid", "GET", "/api/fleet", 200, "application/json", strings.Replace(goodFleet, `"pid":123,`, "", 1), "pid"},
+		{"the fleet, a latency that is not a number", "GET", "/api/fleet", 200, "application/json", strings.Replace(goodFleet, `"latency_ms":12`, `"latency_ms":"12ms"`, 1), "latency_ms"},
+		{"the fleet without Redis", "GET", "/api/fleet", 503, "application/json", `{"error":"reading the worker servers: Redis is unreachable"}`, ""},
+		{"a template run's request", "GET", runPath + "/request", 200, "application/json", goodTemplateRequest, ""},
+		{"an inline run's request", "GET", runPath + "/request", 200, "application/json", goodInlineRequest, ""},
+		{"a request to another endpoint", "GET", runPath + "/request", 200, "application/json", strings.Replace(goodTemplateRequest, "run-from-template", "runs", 1), "endpoint"},
+		{"a request body field no submit takes", "GET", runPath + "/request", 200, "application/json", strings.Replace(goodTemplateRequest, `"prompt"`, `"colour":1,"prompt"`, 1), "colour"},
+		{"an MCP session has no request", "GET", runPath + "/request", 409, "application/json", `{"error":"run x is an MCP client's session","field":"id"}`, ""},
+		{"a retry", "POST", runPath + "/retry", 202, "application/json", `{"run_id":"7d444840-9dc0-11d1-b245-5ffdce74fad3","status":"queued","priority":3}`, ""},
+		{"a monitoring session", "POST", "/api/monitoring/session", 204, "", "", ""},
+		{"a monitoring session with a body", "POST", "/api/monitoring/session", 204, "", "{}", "no content"},
+		{"the end of a monitoring session", "DELETE", "/api/monitoring/session", 204, "", "", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -211,7 +211,7 @@ var rules = []rule{
 		tests: true,
 		forbids: func(from pkg, to string) bool {
 			switch from.Path {
-			case "api", "cli", "dashboards", "fleet", "mcpserver", "studio", "webhook", "toolbox/research", "toolbox/shell":
+			case "api", "cli", "dashboards", "fleet", "mcpserver", "studio", "submit", "webhook", "toolbox/research", "toolbox/shell":
 				return false
 			}
 			return to == "fleettest" && from.Name != "main"

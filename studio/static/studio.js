@@ -472,10 +472,12 @@ async function exportRun(id) {
   const base = '/api/runs/' + encodeURIComponent(id);
   const events = [];
   let after = 0;
+  // A page shorter than asked for was the last one stored so far.
   for (;;) {
-    const page = await api('GET', base + '/events?format=json&limit=' + EXPORT_PAGE + '&after=' + after);
-    events.push(...(page.events || []));
-    if (!page.events || !page.events.length || !page.next_after || page.next_after === after) break;
+    const page = await api('GET', base + '/events.json?limit=' + EXPORT_PAGE + '&after=' + after);
+    const got = page.events || [];
+    events.push(...got);
+    if (got.length < EXPORT_PAGE || page.next_after === after) break;
     after = page.next_after;
   }
   const [run, delegations, plan, audit] = await Promise.all([
