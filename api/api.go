@@ -49,6 +49,7 @@ import (
 	"github.com/aetherium-engine/aetherium/submit"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
+	"github.com/aetherium-engine/aetherium/webhook/inbound"
 )
 
 // Defaults of Config.
@@ -151,6 +152,9 @@ type Config struct {
 	// SSEHeartbeat is how often an idle event stream writes a keepalive comment.
 	// Default DefaultSSEHeartbeat. Not a configuration key.
 	SSEHeartbeat time.Duration `yaml:"-"`
+	// Hooks is the inbound webhook endpoint POST /hooks/:id (docs/hooks.md):
+	// its body limit, nesting bound, replay window and own listener.
+	Hooks inbound.Config `yaml:"hooks"`
 }
 
 // WithDefaults returns c with every zero field filled in (a fresh
@@ -167,6 +171,7 @@ func (c Config) WithDefaults() Config {
 	c.SSEHeartbeat = defaults.Positive(c.SSEHeartbeat, DefaultSSEHeartbeat)
 	c.MaxStreamsPerPrincipal = cmp.Or(c.MaxStreamsPerPrincipal, DefaultMaxStreamsPerPrincipal)
 	c.MaxStreams = cmp.Or(c.MaxStreams, DefaultMaxStreams)
+	c.Hooks = c.Hooks.WithDefaults()
 	return c
 }
 
@@ -191,6 +196,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("api.metrics_addr (AETHERIUM_API_METRICS_ADDR): want host:port or empty, got %q", c.MetricsAddr))
 		}
 	}
+	errs = append(errs, c.Hooks.Validate())
 	if c.MonitoringSessionTTL < 0 || c.MonitoringSessionTTL > MaxMonitoringSessionTTL {
 		errs = append(errs, fmt.Errorf("api.monitoring_session_ttl: want a duration up to %s, got %s", MaxMonitoringSessionTTL, c.MonitoringSessionTTL))
 	}
@@ -285,7 +291,9 @@ func New(cfg Config, d Deps) *Server {
 		d.Log.Error("monitoring sessions off", "err", err)
 	}
 	app := fiber.New(fiber.Config{
-		BodyLimit:             cfg.BodyLimit,
+		// The larger of the API's and the hooks' limits: guard holds the API's
+		// routes to theirs, deliverHook the hooks to theirs.
+		BodyLimit:             max(cfg.BodyLimit, cfg.Hooks.BodyLimit),
 		DisableStartupMessage: true,
 		ErrorHandler:          s.errorHandler,
 		ReadTimeout:           30 * time.Second,
@@ -382,7 +390,13 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	case errors.As(err, &fe):
 		status, body = fe.Code, errorResponse{Error: fe.Message}
 		if fe.Code == http.StatusRequestEntityTooLarge {
-			body.Error = fmt.Sprintf("request body is over the %d byte limit", s.cfg.BodyLimit)
+			limit := s.cfg.BodyLimit
+			if strings.HasPrefix(c.Path(), HooksPathPrefix) {
+				// Refused by Fiber before any handler: recorded here.
+				limit = s.cfg.Hooks.BodyLimit
+				s.hookTooLarge(c)
+			}
+			body.Error = fmt.Sprintf("request body is over the %d byte limit", limit)
 		}
 	default:
 		s.d.Log.Error("api error", "method", c.Method(), "path", c.Path(), "err", err)

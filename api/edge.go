@@ -36,6 +36,16 @@ func (s *Server) guard(c *fiber.Ctx) error {
 	if err := s.hostGuard(c); err != nil {
 		return err
 	}
+	if strings.HasPrefix(c.Path(), HooksPathPrefix) {
+		// Inbound webhooks: server-to-server POSTs from anywhere, any content
+		// type (GitHub's form deliveries too), authenticated by the delivery's
+		// signature under the hook's secret, which no cross-site page holds.
+		return c.Next()
+	}
+	if len(c.Body()) > s.cfg.BodyLimit {
+		// The app's limit is the larger of the API's and the hooks' (New).
+		return fiber.ErrRequestEntityTooLarge
+	}
 	if err := s.originGuard(c); err != nil {
 		return err
 	}

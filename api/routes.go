@@ -207,6 +207,32 @@ func (s *Server) routes() []route {
 			describe("Holders, waiters and events of runs the caller cannot see show \"(hidden)\".").
 			query("events", "Add this many latest lease events (default 0).", intRange(0, 1000)).
 			returns(200, leaseSnapshot{}).errors(400, 503),
+
+		// Inbound webhooks (hooks.go, docs/hooks.md): the delivery endpoint outside
+		// /api, without a token (the signature authenticates it), and the hooks'
+		// management, owner-scoped like projects.
+		hookParam(post("/hooks/:id", "Deliver an event to an inbound webhook: a verified delivery starts a run", s.deliverHook)).
+			describe("No bearer token: the delivery is signed with the hook's secret under its scheme (github: X-Hub-Signature-256; "+
+				"stripe: Stripe-Signature; hmac: X-Aetherium-Signature with X-Aetherium-Timestamp and X-Aetherium-Delivery). "+
+				"Any content type; a JSON body, or a form with a payload field. 202: the run it started; "+
+				"200: a replay of an accepted delivery, answered with the first delivery's run (nothing started). "+
+				"Every refusal is recorded with its reason (GET /api/hooks/{id}/deliveries).").
+			with(hookSignatureHeaders).optionalBody(map[string]any{}).
+			returns(202, hookDeliveryResponse{}).returns(200, hookDeliveryResponse{}).errors(400, 401, 403, 404, 409, 413, 422, 429, 507),
+		post("/api/hooks", "Create an inbound webhook (its secret is answered this once)", s.createHook).roles(RoleSubmit).
+			body(hookRequest{}).returns(201, hookWithSecret{}).errors(400, 403, 404, 422),
+		get("/api/hooks", "List inbound webhooks, newest first", s.listHooks).roles(RoleRead, RoleSubmit).
+			returns(200, hookList{}),
+		hookParam(get("/api/hooks/:id", "An inbound webhook (never its secret)", s.getHook)).roles(RoleRead, RoleSubmit).
+			returns(200, hookView{}).errors(404),
+		hookParam(del("/api/hooks/:id", "Delete an inbound webhook and its deliveries", s.deleteHook)).roles(RoleSubmit).
+			returns(204, nil).errors(403, 404),
+		hookParam(post("/api/hooks/:id/rotate", "Replace a hook's secret (answered this once; the old one stops verifying at once)", s.rotateHook)).roles(RoleSubmit).
+			optionalBody(rotateRequest{}).returns(200, hookWithSecret{}).errors(400, 403, 404),
+		hookParam(get("/api/hooks/:id/deliveries", "A hook's deliveries, newest first, accepted and refused", s.listHookDeliveries)).roles(RoleRead, RoleSubmit).
+			query("limit", "Page size (default 100).", intRange(1, 1000)).
+			query("before", "next_before of the previous page.", map[string]any{"type": "integer", "minimum": 1}).
+			returns(200, hookDeliveryList{}).errors(400, 404),
 	}
 }
 

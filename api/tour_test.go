@@ -67,6 +67,9 @@ func TestEveryOperationAnswersAsDocumented(t *testing.T) {
 	var memory struct {
 		ID int64 `json:"id"`
 	}
+	var hook struct {
+		ID string `json:"id"`
+	}
 	steps := []struct {
 		method string
 		path   func() string
@@ -125,6 +128,14 @@ func TestEveryOperationAnswersAsDocumented(t *testing.T) {
 		{"GET", fixed("/api/projects/tour/memory"), nil, 200, nil},
 		{"DELETE", func() string { return fmt.Sprint("/api/projects/tour/memory/", memory.ID) }, nil, 204, nil},
 		{"DELETE", fixed("/api/projects/tour?confirm=tour"), nil, 204, nil},
+		{"POST", fixed("/api/hooks"), map[string]any{"name": "tour", "scheme": "github", "template": "demo", "prompt": "x {{.topic}}",
+			"variables": map[string]string{"topic": "/issue/title"}}, 201, &hook},
+		{"GET", fixed("/api/hooks"), nil, 200, nil},
+		{"GET", func() string { return "/api/hooks/" + hook.ID }, nil, 200, nil},
+		{"POST", func() string { return "/hooks/" + hook.ID }, map[string]any{"issue": map[string]any{"title": "unsigned"}}, 401, nil},
+		{"GET", func() string { return "/api/hooks/" + hook.ID + "/deliveries" }, nil, 200, nil},
+		{"POST", func() string { return "/api/hooks/" + hook.ID + "/rotate" }, nil, 200, nil},
+		{"DELETE", func() string { return "/api/hooks/" + hook.ID }, nil, 204, nil},
 	}
 	doc := fleettest.OpenAPI(t)
 	covered := map[string]bool{}

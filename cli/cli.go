@@ -41,6 +41,8 @@ an API on loopback, the token a local dev wrote to data/dev-token):
   approvals list|show|approve|deny|edit|answer   human decisions on held calls and
                            answers to the agents' questions (ask_user); approvals --help
   grants list|revoke|confirm   scoped grants made with approvals approve --grant
+  hooks list|show|create|rotate|delete|deliveries   inbound webhooks: signed deliveries
+                           that start runs (docs/hooks.md)
   memory list|add|delete   a project's long-term agent memory (--project SLUG)
   leases [--events N]      GPU lease holders, waiters, tokens and recent lease events
   tools [flags]            print the tool catalog
@@ -80,6 +82,7 @@ func commands() map[string]command {
 		"grants":    {run: grantsCmd, subs: []string{"list", "revoke", "confirm"}, synopsis: grantsUsage},
 		"memory":    {run: memoryCmd, subs: []string{"list", "add", "delete"}, synopsis: memoryUsage},
 		"runs":      {run: runsCmd, subs: []string{"list", "show", "cancel", "retry", "export"}, synopsis: runsUsage},
+		"hooks":     {run: hooksCmd, subs: []string{"list", "show", "create", "rotate", "delete", "deliveries"}, synopsis: hooksUsage},
 		"knowledge": {run: withErr("knowledge", knowledgeCmd), subs: []string{"index", "search", "stats"}, synopsis: knowledgeUsage},
 		"migrate":   {run: withErr("migrate", migrate), subs: []string{"up", "down", "status"}, synopsis: migrateUsage},
 		"leases":    {run: leasesCmd},

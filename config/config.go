@@ -352,6 +352,7 @@ func applyEnv(c *Config, env func(string) (string, bool)) error {
 		"AETHERIUM_PROMETHEUS_URL":             &c.API.PrometheusURL,
 		"AETHERIUM_API_METRICS_ADDR":           &c.API.MetricsAddr,
 		"AETHERIUM_API_MONITORING_SESSION_KEY": &c.API.MonitoringSessionKey,
+		"AETHERIUM_API_HOOKS_ADDR":             &c.API.Hooks.Addr,
 		"AETHERIUM_WORKER_METRICS_ADDR":        &c.Worker.MetricsAddr,
 		"AETHERIUM_SCHEDULER_METRICS_ADDR":     &c.Scheduler.MetricsAddr,
 		"AETHERIUM_EGRESS_PRIVATE":             &c.Security.Egress.Private,

@@ -54,6 +54,7 @@ const (
 const (
 	EndpointAPI              = "the fleet's own API"
 	EndpointMCP              = "the fleet's MCP server"
+	EndpointHooks            = "the fleet's inbound webhook listener"
 	EndpointWorkerMetrics    = "a worker's metrics listener"
 	EndpointSchedulerMetrics = "the scheduler's metrics listener"
 	EndpointRedis            = "the fleet's Redis"

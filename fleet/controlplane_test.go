@@ -145,6 +145,8 @@ func TestAgentsCannotReachTheControlPlane(t *testing.T) {
 		{"GET", "http://127.0.0.1:" + apiPort + "/api/approvals?status=pending", egress.EndpointAPI},
 		{"POST", "http://127.0.0.1:" + apiPort + "/api/approvals/" + appr.ID + "/approve", egress.EndpointAPI},
 		{"POST", "http://localhost:" + apiPort + "/api/approvals/" + appr.ID + "/approve", egress.EndpointAPI},
+		// Inbound webhooks are served on the API's listener too (and on api.hooks.addr: TestHooksListener).
+		{"POST", "http://127.0.0.2:" + apiPort + "/hooks/hk_00000000000000000000000000000000", egress.EndpointAPI},
 		{"GET", "http://127.0.0.2:" + apiPort + "/metrics", egress.EndpointAPI},
 		{"GET", "http://" + net.JoinHostPort(hostIP, apiPort) + "/metrics", egress.EndpointAPI},
 		{"GET", "http://[::1]:" + apiPort + "/metrics", egress.EndpointAPI},

@@ -121,6 +121,9 @@ func fleetEndpoints(cfg config.Config, opts Options) []egress.Endpoint {
 	}
 	add(egress.EndpointAPI, cfg.API.Addr)
 	add(egress.EndpointAPI, cfg.API.MetricsAddr)
+	// An agent posting to a hook would start runs as the hook's owner (with the
+	// secret it read somewhere); the API's own listener serves /hooks/ too.
+	add(egress.EndpointHooks, cfg.API.Hooks.Addr)
 	if m := cfg.MCPConfig(); m.Enabled() {
 		// An agent reaching /mcp would call tools outside its own catalog.
 		add(egress.EndpointMCP, m.Addr)

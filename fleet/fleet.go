@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
@@ -580,13 +581,31 @@ func (f *Fleet) runAPI(ctx context.Context) error {
 		return fmt.Errorf("api (AETHERIUM_API_ADDR=%s): %w", f.Cfg.API.Addr, err)
 	}
 	f.RegisterEndpoint(ctx, egress.EndpointAPI, ln.Addr().String())
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.App.Listener(ln) }()
 	f.Log.Info("api listening", "addr", ln.Addr().String())
+	// api.hooks.addr: a listener of its own serving only POST /hooks/:id.
+	var hooks *fiber.App
+	if addr := f.Cfg.API.Hooks.Addr; addr != "" {
+		hln, err := net.Listen("tcp", addr)
+		if err != nil {
+			_ = srv.App.Shutdown()
+			return fmt.Errorf("hooks listener (AETHERIUM_API_HOOKS_ADDR=%s): %w", addr, err)
+		}
+		f.RegisterEndpoint(ctx, egress.EndpointHooks, hln.Addr().String())
+		hooks = srv.HooksApp()
+		go func() { errc <- hooks.Listener(hln) }()
+		f.Log.Info("hooks listening", "addr", hln.Addr().String())
+	}
 	select {
 	case err := <-errc:
 		return fmt.Errorf("api (AETHERIUM_API_ADDR=%s): %w", f.Cfg.API.Addr, err)
 	case <-ctx.Done():
+	}
+	if hooks != nil {
+		if err := hooks.ShutdownWithTimeout(f.Cfg.Worker.ShutdownTimeout); err != nil {
+			f.Log.Warn("hooks listener shutdown", "err", err)
+		}
 	}
 	if err := srv.App.ShutdownWithTimeout(f.Cfg.Worker.ShutdownTimeout); err != nil {
 		return fmt.Errorf("api shutdown: %w", err)

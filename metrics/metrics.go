@@ -64,6 +64,10 @@ type Metrics struct {
 	// delivery had taken over (store.ErrLeaseLost): a worker paused or cut off
 	// past its lease, its late save or release refused by the lease token.
 	StaleWritesRefused *prometheus.CounterVec // kind
+	// HookDeliveries counts inbound webhook deliveries (POST /hooks/:id) by
+	// outcome (accepted, refused) and reason ("" when accepted; a refusal's
+	// reason from the bounded set of webhook/inbound, or unknown_hook).
+	HookDeliveries *prometheus.CounterVec // outcome, reason
 
 	mu         sync.Mutex
 	collectors []prometheus.Collector
@@ -115,7 +119,8 @@ func New() *Metrics {
 	m.RulesValid.Set(1)
 	m.StaleWritesRefused = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "stale_writes_refused_total", Help: "Late writes of a step whose session lease was taken over, refused by the lease token, by kind (save, release)."}, []string{"kind"})
 	m.FirstModelCall = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "step_first_model_call_seconds", Help: "Time from a step's handler start to its first model call, by agent role.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"role"})
-	for _, c := range []prometheus.Collector{m.StaleWritesRefused, m.RunsSubmitted, m.RunsFinished, m.RunDuration, m.TasksProcessed, m.TaskDuration, m.QueueWait, m.FirstModelCall, m.ToolCalls, m.ToolDuration, m.GateDenials, m.LLMRequests, m.LLMLatency, m.LLMTokens, m.LLMCost, m.LLMWaits, m.HTTPRequests, m.HTTPDuration} {
+	m.HookDeliveries = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "hook_deliveries_total", Help: "Inbound webhook deliveries by outcome (accepted, refused) and the refusal's reason (bad_signature, stale, replayed, too_large, too_deep, bad_json, unmapped, disabled, owner_gone, submit_refused, unknown_hook)."}, []string{"outcome", "reason"})
+	for _, c := range []prometheus.Collector{m.HookDeliveries, m.StaleWritesRefused, m.RunsSubmitted, m.RunsFinished, m.RunDuration, m.TasksProcessed, m.TaskDuration, m.QueueWait, m.FirstModelCall, m.ToolCalls, m.ToolDuration, m.GateDenials, m.LLMRequests, m.LLMLatency, m.LLMTokens, m.LLMCost, m.LLMWaits, m.HTTPRequests, m.HTTPDuration} {
 		f(c)
 	}
 	return m

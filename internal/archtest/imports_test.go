@@ -180,6 +180,16 @@ var rules = []rule{
 		},
 	},
 	{
+		// Inbound webhook verification (issue 43): signatures, nesting bound,
+		// JSON pointers. The API's delivery endpoint looks the hook up and
+		// records the outcome; the checks themselves need nothing of the fleet.
+		name:  "webhook/inbound imports no package of the module, tests included (verifying a delivery is a floor below the API)",
+		tests: true,
+		forbids: func(from pkg, to string) bool {
+			return from.Path == "webhook/inbound" && to != "webhook/inbound" && !leaves[to]
+		},
+	},
+	{
 		// The resource server's token check (issue 50): the MCP listener uses
 		// it, and the API may; it knows no role, principal store or route of the
 		// fleet (its callers decide what a role allows), so it stands on the

@@ -474,7 +474,7 @@ async function exportRun(id) {
   let after = 0;
   // A page shorter than asked for was the last one stored so far.
   for (;;) {
-    const page = await api('GET', base + '/events.json?limit=' + EXPORT_PAGE + '&after=' + after);
+    const page = await api('GET', base + '/events?format=json&limit=' + EXPORT_PAGE + '&after=' + after);
     const got = page.events || [];
     events.push(...got);
     if (got.length < EXPORT_PAGE || page.next_after === after) break;
