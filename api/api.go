@@ -44,6 +44,7 @@ import (
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/metrics"
 	"github.com/aetherium-engine/aetherium/queue"
+	"github.com/aetherium-engine/aetherium/schedules"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/studio"
 	"github.com/aetherium-engine/aetherium/submit"
@@ -247,6 +248,9 @@ type Deps struct {
 	// Limits are the deployment's operative limits beyond the API's own, as GET
 	// /api/fleet shows them (the fleet fills them from the configuration).
 	Limits []Limit
+	// Schedules bounds the schedules people create (schedules.min_interval,
+	// max_jitter, max_catch_up).
+	Schedules schedules.Config
 }
 
 // Server is the API.

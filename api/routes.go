@@ -202,6 +202,32 @@ func (s *Server) routes() []route {
 		del(MonitoringSessionPath, "Drop the asynqmon cookie from this browser", s.deleteMonitoringSession).roles(RoleAdmin).
 			describe("204 with a Set-Cookie that expires it. A copy of the cookie stays valid until its expiry; revoking the token ends it.").
 			returns(204, nil),
+		post("/api/schedules", "Create a schedule: a run that starts itself on a cron expression", s.createSchedule).roles(RoleSubmit).
+			describe("The cron expression, time zone, jitter, policies, template or team, variables and project are checked now; "+
+				"the owner's roles (priority cap, project access) are read again at every tick. docs/schedules.md has the semantics.").
+			header(IdempotencyKeyHeader, "At most once: the same key and body within a day answer with the key's first schedule "+
+				"(201, "+IdempotentReplayedHeader+": true); the key with another body is a 422. Keys are per principal, at most 255 printable characters.",
+				map[string]any{"type": "string", "maxLength": 255}).
+			body(scheduleRequest{}).returns(201, scheduleView{}).errors(404, 409, 422),
+		get("/api/schedules", "List schedules (the caller's; every owner's with read_all)", s.listSchedules).roles(RoleRead).
+			returns(200, scheduleList{}),
+		scheduleParam(get("/api/schedules/:id", "A schedule with its next fire times", s.getSchedule)).roles(RoleRead).
+			query("next", "How many next fire times to show (default 5).", intRange(0, MaxNextFires)).
+			returns(200, scheduleView{}).errors(400, 404),
+		scheduleParam(patchRoute("/api/schedules/:id", "Change a schedule (the fields given)", s.patchSchedule)).roles(RoleSubmit).
+			describe("A change of cron or time zone starts from the next tick after now.").
+			body(schedulePatch{}).returns(200, scheduleView{}).errors(403, 404, 409),
+		scheduleParam(del("/api/schedules/:id", "Delete a schedule and its fires (its runs are kept)", s.deleteSchedule)).roles(RoleSubmit).
+			returns(204, nil).errors(400, 403, 404),
+		scheduleParam(post("/api/schedules/:id/pause", "Pause a schedule: no tick fires until it is resumed", s.setPaused(true))).roles(RoleSubmit).
+			returns(200, scheduleView{}).errors(400, 403, 404),
+		scheduleParam(post("/api/schedules/:id/resume", "Resume a schedule from its next tick after now (ticks passed while paused are not caught up)", s.setPaused(false))).roles(RoleSubmit).
+			returns(200, scheduleView{}).errors(400, 403, 404),
+		scheduleParam(get("/api/schedules/:id/fires", "A schedule's ticks as the schedulers decided them, latest first", s.listFires)).roles(RoleRead).
+			describe("Each tick claimed once (UNIQUE schedule and tick): submitted with its run, deferred, skipped, missed or failed with a reason.").
+			query("limit", "Page size (default 100).", intRange(1, 1000)).
+			query("before", "next_before of the previous page.", map[string]any{"type": "string", "format": "date-time"}).
+			returns(200, fireList{}).errors(400, 404),
 
 		get("/api/leases", "GPU services with their lease holders and waiters", LeasesHandlerScoped(s.d.Leases, s.visibleHolders)).roles(RoleRead).
 			describe("Holders, waiters and events of runs the caller cannot see show \"(hidden)\".").

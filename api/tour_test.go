@@ -70,6 +70,9 @@ func TestEveryOperationAnswersAsDocumented(t *testing.T) {
 	var hook struct {
 		ID string `json:"id"`
 	}
+	var schedule struct {
+		ID string `json:"id"`
+	}
 	steps := []struct {
 		method string
 		path   func() string
@@ -120,6 +123,15 @@ func TestEveryOperationAnswersAsDocumented(t *testing.T) {
 		{"GET", fixed("/api/fleet"), nil, 200, nil},
 		{"POST", fixed("/api/monitoring/session"), nil, 204, nil},
 		{"DELETE", fixed("/api/monitoring/session"), nil, 204, nil},
+		{"POST", fixed("/api/schedules"), map[string]any{"name": "nightly", "cron": "0 3 * * *", "time_zone": "Europe/Paris", "template": "demo",
+			"prompt": "x", "variables": map[string]any{"topic": "t"}, "jitter": "1m", "overlap": "queue_one", "catch_up": "all", "catch_up_limit": 3}, 201, &schedule},
+		{"GET", fixed("/api/schedules"), nil, 200, nil},
+		{"GET", func() string { return "/api/schedules/" + schedule.ID + "?next=3" }, nil, 200, nil},
+		{"PATCH", func() string { return "/api/schedules/" + schedule.ID }, map[string]any{"prompt": "y", "catch_up": "last"}, 200, nil},
+		{"POST", func() string { return "/api/schedules/" + schedule.ID + "/pause" }, nil, 200, nil},
+		{"POST", func() string { return "/api/schedules/" + schedule.ID + "/resume" }, nil, 200, nil},
+		{"GET", func() string { return "/api/schedules/" + schedule.ID + "/fires?limit=5" }, nil, 200, nil},
+		{"DELETE", func() string { return "/api/schedules/" + schedule.ID }, nil, 204, nil},
 		{"POST", fixed("/api/projects"), map[string]any{"slug": "tour", "name": "Tour"}, 201, nil},
 		{"GET", fixed("/api/projects"), nil, 200, nil},
 		{"GET", fixed("/api/projects/tour"), nil, 200, nil},

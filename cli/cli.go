@@ -43,6 +43,8 @@ an API on loopback, the token a local dev wrote to data/dev-token):
   grants list|revoke|confirm   scoped grants made with approvals approve --grant
   hooks list|show|create|rotate|delete|deliveries   inbound webhooks: signed deliveries
                            that start runs (docs/hooks.md)
+  schedules list|show|create|pause|resume|delete   runs that start themselves on a cron
+                           expression (docs/schedules.md)
   memory list|add|delete   a project's long-term agent memory (--project SLUG)
   leases [--events N]      GPU lease holders, waiters, tokens and recent lease events
   tools [flags]            print the tool catalog
@@ -83,6 +85,7 @@ func commands() map[string]command {
 		"memory":    {run: memoryCmd, subs: []string{"list", "add", "delete"}, synopsis: memoryUsage},
 		"runs":      {run: runsCmd, subs: []string{"list", "show", "cancel", "retry", "export"}, synopsis: runsUsage},
 		"hooks":     {run: hooksCmd, subs: []string{"list", "show", "create", "rotate", "delete", "deliveries"}, synopsis: hooksUsage},
+		"schedules": {run: schedulesCmd, subs: []string{"list", "show", "create", "pause", "resume", "delete"}, synopsis: schedulesUsage},
 		"knowledge": {run: withErr("knowledge", knowledgeCmd), subs: []string{"index", "search", "stats"}, synopsis: knowledgeUsage},
 		"migrate":   {run: withErr("migrate", migrate), subs: []string{"up", "down", "status"}, synopsis: migrateUsage},
 		"leases":    {run: leasesCmd},

@@ -105,3 +105,41 @@ func printUsage(w io.Writer, synopsis string, fs *flag.FlagSet, only []string) {
 func unknownSub(cmd, sub string) string {
 	return fmt.Sprintf("unknown subcommand %q of %s (%s)", sub, cmd, strings.Join(commands()[cmd].subs, ", "))
 }
+
+// subcommand is the setup the commands with per-subcommand flags share (runs,
+// hooks, schedules): the subcommand args name, the flags it takes beyond
+// --api (flags[sub]), its flag set (its usage is the synopsis and those flags)
+// with --api defined, and fail, which writes "aetherium CMD: …" and returns 1.
+type subcommand struct {
+	name    string
+	rest    []string
+	allowed []string
+	fs      *flag.FlagSet
+	base    *string
+	fail    func(format string, a ...any) int
+}
+
+// newSubcommand reads args' subcommand of cmd; ok is false (and fail has
+// answered, exit code 1) when args name none, or one not in flags.
+func newSubcommand(cmd, usage string, flags map[string][]string, args []string, stderr io.Writer) (subcommand, bool) {
+	s := subcommand{fail: func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "aetherium "+cmd+": "+format+"\n", a...)
+		return 1
+	}}
+	if len(args) == 0 {
+		s.fail("%s", usage)
+		return s, false
+	}
+	s.name, s.rest = args[0], args[1:]
+	allowed, known := flags[s.name]
+	if !known {
+		s.fail("%s\n%s", unknownSub(cmd, s.name), usage)
+		return s, false
+	}
+	s.allowed = allowed
+	s.fs = flag.NewFlagSet(cmd+" "+s.name, flag.ContinueOnError)
+	s.fs.SetOutput(stderr)
+	s.fs.Usage = func() { printUsage(stderr, usage, s.fs, allowed) }
+	s.base = s.fs.String("api", apiURL(), "API base URL (AETHERIUM_API_URL)")
+	return s, true
+}

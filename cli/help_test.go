@@ -33,8 +33,9 @@ func TestHelpEveryCommand(t *testing.T) {
 		}
 		for _, sub := range c.subs {
 			has := []string{"aetherium " + name + " " + sub}
-			for _, fl := range append(approvalFlags[sub], runsFlags[sub]...) {
-				if name == "approvals" && slices.Contains(approvalFlags[sub], fl) || name == "runs" && slices.Contains(runsFlags[sub], fl) {
+			for _, fl := range append(append(approvalFlags[sub], runsFlags[sub]...), schedulesFlags[sub]...) {
+				if name == "approvals" && slices.Contains(approvalFlags[sub], fl) || name == "runs" && slices.Contains(runsFlags[sub], fl) ||
+					name == "schedules" && slices.Contains(schedulesFlags[sub], fl) {
 					has = append(has, "  -"+fl)
 				}
 			}

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -62,22 +61,11 @@ type hookView struct {
 
 // hooksCmd: list | show | create | rotate | delete | deliveries (hooksUsage).
 func hooksCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "aetherium hooks: "+format+"\n", a...)
+	sc, ok := newSubcommand("hooks", hooksUsage, hooksFlags, args, stderr)
+	if !ok {
 		return 1
 	}
-	if len(args) == 0 {
-		return fail("%s", hooksUsage)
-	}
-	sub, rest := args[0], args[1:]
-	allowed, known := hooksFlags[sub]
-	if !known {
-		return fail("%s\n%s", unknownSub("hooks", sub), hooksUsage)
-	}
-	fs := flag.NewFlagSet("hooks "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { printUsage(stderr, hooksUsage, fs, allowed) }
-	base := fs.String("api", apiURL(), "API base URL (AETHERIUM_API_URL)")
+	sub, rest, allowed, fs, base, fail := sc.name, sc.rest, sc.allowed, sc.fs, sc.base, sc.fail
 	asJSON := fs.Bool("json", false, "list: print the hooks as JSON")
 	name := fs.String("name", "", "create: a label for people")
 	scheme := fs.String("scheme", "", "create: how the sender signs: github, stripe or hmac")

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -73,22 +72,11 @@ var runsFlags = map[string][]string{
 
 // runsCmd: list | show | cancel | retry | export (runsUsage).
 func runsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "aetherium runs: "+format+"\n", a...)
+	sc, ok := newSubcommand("runs", runsUsage, runsFlags, args, stderr)
+	if !ok {
 		return 1
 	}
-	if len(args) == 0 {
-		return fail("%s", runsUsage)
-	}
-	sub, rest := args[0], args[1:]
-	allowed, known := runsFlags[sub]
-	if !known {
-		return fail("%s\n%s", unknownSub("runs", sub), runsUsage)
-	}
-	fs := flag.NewFlagSet("runs "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { printUsage(stderr, runsUsage, fs, allowed) }
-	base := fs.String("api", apiURL(), "API base URL (AETHERIUM_API_URL)")
+	sub, rest, allowed, fs, base, fail := sc.name, sc.rest, sc.allowed, sc.fs, sc.base, sc.fail
 	status := fs.String("status", "", "list: only runs in this status (queued, running, waiting, completed, failed, cancelled)")
 	owner := fs.String("owner", "", "list: only runs of this principal")
 	team := fs.String("team", "", "list: only runs of this team (its name) or template")

@@ -40,6 +40,7 @@ import (
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/scheduler"
+	"github.com/aetherium-engine/aetherium/schedules"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/toolbox/audio"
 	comfyuitools "github.com/aetherium-engine/aetherium/toolbox/comfyui"
@@ -82,6 +83,11 @@ type Config struct {
 	// Scheduler configures the scheduler role and its maintenance; see package
 	// scheduler.
 	Scheduler scheduler.Config `yaml:"scheduler"`
+	// Schedules bounds the schedules people create (min_interval, max_jitter,
+	// max_catch_up) and paces the scheduler role's loop that fires them
+	// (period, late_after, resubmit_after); see package schedules and
+	// docs/schedules.md.
+	Schedules schedules.Config `yaml:"schedules"`
 	// Fairness shares the fleet between tenants: fairness keys' weights, run
 	// and turn limits, the priorities roles may submit with, aging, and the
 	// dispatch mode (see queue.Fairness and docs/fairness.md).
@@ -302,6 +308,7 @@ func Default() Config {
 		Worker:          worker.Defaults(),
 		Security:        security.Config{}.WithDefaults(),
 		Scheduler:       scheduler.Defaults(),
+		Schedules:       schedules.Config{}.WithDefaults(),
 		LLM: LLM{
 			OpenAI:    openai.Config{Model: openai.DefaultModel, MaxRetries: openai.DefaultMaxRetries, Timeout: openai.DefaultTimeout},
 			Anthropic: anthropic.Config{Model: anthropic.DefaultModel, MaxRetries: anthropic.DefaultMaxRetries, Timeout: anthropic.DefaultTimeout},
@@ -479,7 +486,7 @@ func (c Config) Validate() error {
 	if c.Templates == "" {
 		bad("templates (AETHERIUM_TEMPLATES)", "must not be empty")
 	}
-	for _, err := range []error{c.API.Validate(), webhook.ValidateHooks(c.API.Webhooks), c.Worker.Validate(), c.Scheduler.Validate()} {
+	for _, err := range []error{c.API.Validate(), webhook.ValidateHooks(c.API.Webhooks), c.Worker.Validate(), c.Scheduler.Validate(), c.Schedules.Validate()} {
 		add(err)
 	}
 	add(c.Security.Validate())

@@ -42,6 +42,7 @@ import (
 	"github.com/aetherium-engine/aetherium/requiredoutput"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/scheduler"
+	"github.com/aetherium-engine/aetherium/schedules"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/submit"
@@ -546,7 +547,8 @@ func (f *Fleet) API() *api.Server {
 	}
 	deps := api.Deps{Store: f.Store, Redis: f.Redis, RedisOpt: f.RedisOpt, Queue: f.Queue, Fairness: f.Cfg.Fairness.WithDefaults(), Events: f.Events, Hub: f.EventsHub(), Registry: f.Registry,
 		Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Leases: f.Leases, Log: f.Log,
-		RemoveProject: f.removeProject, WorkspaceDir: f.Workspaces.Dir, Submit: f.Submitter(), Limits: f.Cfg.OperatorLimits()}
+		RemoveProject: f.removeProject, WorkspaceDir: f.Workspaces.Dir, Submit: f.Submitter(), Limits: f.Cfg.OperatorLimits(),
+		Schedules: f.Cfg.Schedules}
 	if f.Approvals != nil { // a nil *Approvals in the interface would not read as "no gate"
 		deps.Approvals = f.Approvals
 	}
@@ -726,11 +728,16 @@ func (f *Fleet) RunWorker(ctx context.Context) error {
 	return nil
 }
 
-// RunScheduler enqueues the periodic maintenance ticks until ctx ends.
+// RunScheduler enqueues the periodic maintenance ticks and fires the
+// schedules (package schedules) until ctx ends.
 func (f *Fleet) RunScheduler(ctx context.Context) error {
 	s := scheduler.New(f.schedulerConfig(), scheduler.Deps{Queue: f.Queue, Log: f.Log})
-	f.Log.Info("scheduler started", "period", s.Config().Period.String())
-	err := s.Run(ctx)
+	sch, err := f.Schedules(schedules.Deps{})
+	if err != nil {
+		return err
+	}
+	f.Log.Info("scheduler started", "period", s.Config().Period.String(), "schedules_period", sch.Config().Period.String())
+	err = RunAll(ctx, s.Run, sch.Run)
 	f.Log.Info("scheduler stopped")
 	return err
 }

@@ -30,6 +30,19 @@ const goodInlineRequest = `{"endpoint":"/api/orchestrator/run","body":{"team":{"
 
 // The checks must catch what drifts: a field the document lacks, a status or
 // content type it does not list, a route it does not have, a bad event.
+// goodSchedule and goodFires are answers of the schedules' routes.
+const (
+	goodSchedule = `{"id":"sch_a1","owner":"alice","name":"nightly","cron":"0 3 * * *","time_zone":"Europe/Paris","template":"demo",` +
+		`"prompt":"x","variables":{"topic":"t"},"jitter":"1m0s","overlap":"queue_one","catch_up":"all","catch_up_limit":3,"paused":false,` +
+		`"next_fires":[{"tick":"2026-12-07T02:00:00Z","fire_at":"2026-12-07T02:00:41Z"}],"last_tick":"2026-12-06T02:00:00Z",` +
+		`"last_status":"submitted","last_run_id":"7d444840-9dc0-11d1-b245-5ffdce74fad3","missed":2,` +
+		`"created_at":"2026-12-01T10:00:00Z","updated_at":"2026-12-01T10:00:00Z"}`
+	goodFires = `{"fires":[{"tick":"2026-12-06T02:00:00Z","fire_at":"2026-12-06T02:00:41Z","status":"submitted",` +
+		`"run_id":"7d444840-9dc0-11d1-b245-5ffdce74fad3","attempts":1,"claimed_by":"host:12","claimed_at":"2026-12-06T02:00:41Z"},` +
+		`{"tick":"2026-12-05T02:00:00Z","fire_at":"2026-12-05T02:00:07Z","status":"skipped","reason":"overlap","detail":"run x is in flight",` +
+		`"attempts":1,"claimed_by":"host:12","claimed_at":"2026-12-05T02:00:07Z"}],"next_before":"2026-12-05T02:00:00Z"}`
+)
+
 func TestValidateResponseCatchesMismatches(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -68,6 +81,13 @@ func TestValidateResponseCatchesMismatches(t *testing.T) {
 		{"a monitoring session", "POST", "/api/monitoring/session", 204, "", "", ""},
 		{"a monitoring session with a body", "POST", "/api/monitoring/session", 204, "", "{}", "no content"},
 		{"the end of a monitoring session", "DELETE", "/api/monitoring/session", 204, "", "", ""},
+		{"a schedule", "GET", "/api/schedules/sch_a1", 200, "application/json", goodSchedule, ""},
+		{"a schedule created", "POST", "/api/schedules", 201, "application/json", goodSchedule, ""},
+		{"a schedule, an overlap outside the enum", "GET", "/api/schedules/sch_a1", 200, "application/json", strings.Replace(goodSchedule, `"queue_one"`, `"sometimes"`, 1), "overlap"},
+		{"a schedule without its next fires", "GET", "/api/schedules/sch_a1", 200, "application/json", strings.Replace(goodSchedule, `"next_fires":[{"tick":"2026-12-07T02:00:00Z","fire_at":"2026-12-07T02:00:41Z"}],`, "", 1), "next_fires"},
+		{"a schedule's fires", "GET", "/api/schedules/sch_a1/fires", 200, "application/json", goodFires, ""},
+		{"a fire status outside the enum", "GET", "/api/schedules/sch_a1/fires", 200, "application/json", strings.Replace(goodFires, `"skipped"`, `"maybe"`, 1), "status"},
+		{"a schedule deleted", "DELETE", "/api/schedules/sch_a1", 204, "", "", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
