@@ -181,6 +181,7 @@ var goComments = map[string]string{
 	"events.ModelAnsweredData.CachedTokens":    "CachedTokens are the input tokens the provider served from its cache.",
 	"events.ModelAnsweredData.Content":         "Content is the answer's text, cut to 2,000 bytes.",
 	"events.ModelAnsweredData.Cost":            "Cost is what the call cost in dollars, when the price table knows the model.",
+	"events.ModelAnsweredData.DurationMS":      "DurationMS is how long the model took to answer, in milliseconds (the Studio's step durations and waterfall).",
 	"events.ModelAnsweredData.Fallback":        "Fallback is true when the team's fallback model answered (its model was overloaded).",
 	"events.ModelAnsweredData.Tokens":          "Tokens are the call's tokens, input and output.",
 	"events.ModelAnsweredData.ToolCalls":       "ToolCalls are the names of the tools the answer calls, in order.",

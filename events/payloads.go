@@ -103,6 +103,9 @@ type ModelAnsweredData struct {
 	Cost string `json:"cost,omitempty"`
 	// CachedTokens are the input tokens the provider served from its cache.
 	CachedTokens int `json:"cached_tokens,omitempty"`
+	// DurationMS is how long the model took to answer, in milliseconds (the
+	// Studio's step durations and waterfall).
+	DurationMS int64 `json:"duration_ms"`
 }
 
 // ModelWaitingData is the data of agent.waiting: a rate limit parked an

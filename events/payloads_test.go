@@ -114,7 +114,7 @@ func TestPayloadJSON(t *testing.T) {
 		{"an MCP tool call", events.ToolCallData{Tool: "t", MCPProfile: "ide"},
 			`{"tool":"t","call_id":"","decision":"","layer":"","error":"","result":"","duration_ms":0,"mcp_profile":"ide"}`},
 		{"a model answer without extras", events.ModelAnsweredData{ToolCalls: []string{}},
-			`{"content":"","tool_calls":[],"tokens":0,"provider":"","model":""}`},
+			`{"content":"","tool_calls":[],"tokens":0,"provider":"","model":"","duration_ms":0}`},
 		{"a delegation's end", events.FinishedDelegation("d", "completed", strings.Repeat("é", 1500), ""),
 			`{"delegation_id":"d","status":"completed","result":"` + strings.Repeat("é", 1000) + `…","error":""}`},
 		{"a label without private reads", events.FlowLabelledData{Untrusted: []string{"web_fetch"}}, `{"untrusted":["web_fetch"]}`},

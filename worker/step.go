@@ -383,6 +383,7 @@ func (s *stepRun) ask(ctx context.Context) error {
 	}
 	start := time.Now()
 	resp, err := s.provider.Complete(ctx, req)
+	took := time.Since(start)
 	if errors.Is(err, llm.ErrContextLength) && !s.refit {
 		// The provider counts more than the estimate did: compact now and ask
 		// once more (a second refusal fails the step like any model error).
@@ -473,7 +474,7 @@ func (s *stepRun) ask(ctx context.Context) error {
 	}
 	data := events.ModelAnsweredData{Content: truncate(resp.Message.Content, 2000), ToolCalls: callNames(resp.Message.ToolCalls), Tokens: resp.Usage.Total(),
 		Provider: cmp.Or(resp.Provider, s.provider.Name()), Model: cmp.Or(resp.Model, s.model.Model),
-		Fallback: resp.Fallback, CachedTokens: resp.Usage.CachedInputTokens}
+		Fallback: resp.Fallback, CachedTokens: resp.Usage.CachedInputTokens, DurationMS: took.Milliseconds()}
 	if resp.Priced {
 		data.Cost = resp.Cost.String()
 	}
