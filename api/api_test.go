@@ -21,7 +21,9 @@ import (
 
 func setup(t *testing.T) *fleettest.Fleet {
 	t.Helper()
-	return fleettest.Start(t, fleettest.Options{NoWorker: true, Configure: func(c *config.Config) { c.API.BodyLimit = 64 << 10 }})
+	// The hooks' limit too: the listener reads a body up to the larger of the
+	// two before a route refuses it, and "oversized body" is refused unread.
+	return fleettest.Start(t, fleettest.Options{NoWorker: true, Configure: func(c *config.Config) { c.API.BodyLimit, c.API.Hooks.BodyLimit = 64<<10, 64<<10 }})
 }
 
 func TestBadInputGetsClearJSONErrors(t *testing.T) {

@@ -318,6 +318,9 @@ func buildOpenAPIWith(schemas *schemaSet, routes []route) ([]byte, map[string]re
 		}
 		paths[p][m] = op
 	}
+	if err := schemas.eventUnion(); err != nil {
+		return nil, nil, err
+	}
 	if schemas.err != nil {
 		return nil, nil, schemas.err
 	}
@@ -368,7 +371,11 @@ func buildOpenAPIWith(schemas *schemaSet, routes []route) ([]byte, map[string]re
 	raw, err := json.MarshalIndent(doc, "", "  ")
 	types := map[string]reflect.Type{}
 	for name := range schemas.components {
-		types[name] = schemas.types[name] // the namer saw inline types (time.Time) too
+		// The namer saw inline types (time.Time) too; the per-type event
+		// components (eventUnion) have no Go type of their own.
+		if t := schemas.types[name]; t != nil {
+			types[name] = t
+		}
 	}
 	return raw, types, err
 }
@@ -406,9 +413,6 @@ func (r route) operation(schemas *schemaSet, errRef map[string]any) (map[string]
 	responses := map[string]any{}
 	for _, res := range r.responses {
 		key := fmt.Sprint(res.status)
-		if _, dup := responses[key]; dup {
-			return nil, fmt.Errorf("route table: %s %s: status %d twice", r.method, r.path, res.status)
-		}
 		d := res.description
 		if d == "" {
 			d = http.StatusText(res.status)
@@ -423,6 +427,15 @@ func (r route) operation(schemas *schemaSet, errRef map[string]any) (map[string]
 			out["content"] = map[string]any{res.media: media}
 		case res.body != nil:
 			out["content"] = map[string]any{fiber.MIMEApplicationJSON: map[string]any{"schema": schemas.schemaOf(res.body, false)}}
+		}
+		if prev, dup := responses[key].(map[string]any); dup {
+			// One status, two representations (the event stream, and the same
+			// events as a JSON list): one response with both media types.
+			merged, ok := mergeContent(prev, out)
+			if !ok {
+				return nil, fmt.Errorf("route table: %s %s: status %d twice", r.method, r.path, res.status)
+			}
+			out = merged
 		}
 		responses[key] = out
 	}
@@ -450,6 +463,28 @@ func (r route) operation(schemas *schemaSet, errRef map[string]any) (map[string]
 	responses["default"] = errorAnswer("Any other error", errRef)
 	op["responses"] = responses
 	return op, nil
+}
+
+// mergeContent joins two documented answers of one status that have
+// different media types, under the first's description (which names both);
+// ok is false when either has no content or they share a media type.
+func mergeContent(a, b map[string]any) (map[string]any, bool) {
+	ca, _ := a["content"].(map[string]any)
+	cb, _ := b["content"].(map[string]any)
+	if len(ca) == 0 || len(cb) == 0 {
+		return nil, false
+	}
+	content := map[string]any{}
+	for m, v := range ca {
+		content[m] = v
+	}
+	for m, v := range cb {
+		if _, both := content[m]; both {
+			return nil, false
+		}
+		content[m] = v
+	}
+	return map[string]any{"description": a["description"], "content": content}, true
 }
 
 func errorAnswer(description string, errRef map[string]any) map[string]any {

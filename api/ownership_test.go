@@ -150,7 +150,7 @@ func TestPerRunEndpointsAnswer404OutsideTheCallersScope(t *testing.T) {
 	t.Parallel()
 	o := setupOwners(t, 0)
 	missing := "7d444840-9dc0-11d1-b245-5ffdce74fad2"
-	perRun := []string{"", "/events", "/delegations", "/audit", "/sessions"}
+	perRun := []string{"", "/events", "/events?format=json", "/delegations", "/audit", "/sessions"}
 	type tc struct {
 		name, token, run, suffix string
 		code                     int
@@ -171,6 +171,7 @@ func TestPerRunEndpointsAnswer404OutsideTheCallersScope(t *testing.T) {
 		tc{"approver reads the summary of alice's run", "oncall", o.aliceRun, "", 200},
 		tc{"approver reads the summary of bob's run", "oncall", o.bobRun, "", 200},
 		tc{"approver cannot read events", "oncall", o.bobRun, "/events", 404},
+		tc{"approver cannot list events", "oncall", o.bobRun, "/events?format=json", 404},
 		tc{"approver cannot read audit", "oncall", o.bobRun, "/audit", 404},
 		tc{"approver cannot read delegations", "oncall", o.aliceRun, "/delegations", 404},
 	)

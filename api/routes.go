@@ -85,13 +85,19 @@ func (s *Server) routes() []route {
 				"The caller must see the run (else the missing-run 404). Each POST makes a new run, unless its Idempotency-Key was used before. "+
 				"409 for an MCP client's session run.").
 			returns(202, submitResponse{}).errors(400, 403, 404, 409, 422, 429, 507),
-		runParam(get("/api/runs/:id/events", "A run's events as a server-sent event stream", s.streamEvents)).roles(RoleRead).
+		runParam(get("/api/runs/:id/events", "A run's events as a server-sent event stream, or (format=json) as a JSON list", s.streamEvents)).roles(RoleRead).
 			describe("Replays from Last-Event-ID (or ?last_event_id), then streams live until the terminal event. "+
 				"Each event has id (the event id), event (its type) and data (a StreamEvent, named by x-event-data); "+
-				"an idle stream sends a keepalive comment. 204 when a resumed stream has nothing past the terminal event.").
+				"an idle stream sends a keepalive comment. 204 when a resumed stream has nothing past the terminal event. "+
+				"With format=json, the stored events as a JSON page instead (an EventPage, oldest first, after= and limit=; never 204 or 429): "+
+				"read pages with after=next_after until one is shorter than limit; terminal says the run's terminal event is among those read.").
 			header("Last-Event-ID", "Resume after this event id.", map[string]any{"type": "string"}).
 			query("last_event_id", "Last-Event-ID for clients that cannot set headers.", map[string]any{"type": "string"}).
-			returnsStream(200, "text/event-stream", "The event stream.", streamEvent{}).
+			query("format", "json: the stored events as a JSON page (EventPage) instead of the stream.", map[string]any{"type": "string", "enum": []string{"json"}}).
+			query("after", "format=json: only events after this event id (next_after of the previous page).", map[string]any{"type": "integer", "minimum": 0}).
+			query("limit", "format=json: page size (default 500).", intRange(1, MaxEventPage)).
+			returnsStream(200, "text/event-stream", "The event stream; with format=json, a JSON page of the stored events.", streamEvent{}).
+			returns(200, eventPage{}).
 			returns(204, nil).errors(400, 404, 429),
 		runParam(get("/api/runs/:id/delegations", "A run's delegations", s.getDelegations)).roles(RoleRead).
 			returns(200, delegationList{}).errors(400, 404),
@@ -99,7 +105,7 @@ func (s *Server) routes() []route {
 			returns(200, auditList{}).errors(400, 404),
 		runParam(get("/api/runs/:id/egress", "Connections the run's sandbox made through the egress proxy", s.runEgress)).roles(RoleRead).
 			returns(200, egressList{}).errors(400, 404),
-		runParam(get("/api/runs/:id/plan", "A run's active plan (null before its supervisor made one)", s.getPlan)).roles(RoleRead).
+		runParam(get("/api/runs/:id/plan", "A run's active plan ({\"plan\": null} before its supervisor made one)", s.getPlan)).roles(RoleRead).
 			returns(200, PlanResponse{}).errors(400, 404),
 		runParam(get("/api/runs/:id/files", "A run's workspace files", s.listFiles)).roles(RoleRead).
 			describe("Regular files only, .aetherium/ left out, at most MaxListedFiles (truncated says so). "+

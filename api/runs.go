@@ -441,9 +441,10 @@ func (s *Server) getTemplate(c *fiber.Ctx) error {
 }
 
 // PlanResponse is the answer of GET /api/runs/:id/plan: the run's active plan,
-// absent before its supervisor made one.
+// null before its supervisor made one.
 type PlanResponse struct {
-	Plan *store.Plan `json:"plan,omitempty"`
+	// Plan is the run's active plan; null before its supervisor made one.
+	Plan *store.Plan `json:"plan" jsonschema:"nullable"`
 }
 
 func (s *Server) getPlan(c *fiber.Ctx) error {
@@ -469,7 +470,7 @@ func (s *Server) getPlan(c *fiber.Ctx) error {
 // returned: the run is admitted durably and the queued-runs sweep starts it.
 func (s *Server) startAdmitted(ctx context.Context, runs []store.Run) {
 	for _, r := range runs {
-		if err := s.d.Events.Emit(ctx, r.ID, "admitted", events.RunAdmitted, "", map[string]any{"priority": r.Priority}); err != nil {
+		if err := s.d.Events.Emit(ctx, r.ID, "admitted", events.RunAdmitted, "", events.RunAdmittedData{Priority: r.Priority}); err != nil {
 			s.d.Log.Error("admitted run: event", "run_id", r.ID, "err", err)
 		}
 		if err := s.d.Queue.Supervise(ctx, queue.Route{Key: r.FairKey, Priority: r.Priority}, r.ID, "start"); err != nil {

@@ -24,6 +24,13 @@ import (
 // covers lost announcements. Open streams are capped per principal and per
 // process (429 past either).
 func (s *Server) streamEvents(c *fiber.Ctx) error {
+	switch c.Query("format") {
+	case "json":
+		return s.listEvents(c)
+	case "":
+	default:
+		return badRequest("format", "format %q: only json (or none, for the stream)", c.Query("format"))
+	}
 	r, err := s.loadRun(c)
 	if err != nil {
 		return err
@@ -185,7 +192,7 @@ func (s *streamSlots) acquire(who string) (release func(), err error) {
 }
 
 func writeEvent(w *bufio.Writer, e store.Event) error {
-	payload, _ := json.Marshal(streamEvent{ID: e.ID, RunID: e.RunID, Type: e.Type, Agent: e.Agent, Data: e.Data, Time: e.CreatedAt})
+	payload, _ := json.Marshal(toStreamEvent(e))
 	_, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.ID, e.Type, payload)
 	return err
 }

@@ -115,6 +115,7 @@ func TestEveryOperationAnswersAsDocumented(t *testing.T) {
 		// The run is over, so its stream replays to the terminal event and ends.
 		{"GET", fixed("/api/runs/" + run + "/events"), nil, 200, nil},
 		{"GET", fixed("/api/runs/" + run + "/events?last_event_id=999999999"), nil, 204, nil},
+		{"GET", fixed("/api/runs/" + run + "/events?format=json&after=0&limit=2"), nil, 200, nil},
 		{"GET", fixed("/api/tools/mcp-schemas?servers=workspace"), nil, 200, nil},
 		{"GET", fixed("/api/tools/mcp-schemas"), nil, 200, nil},
 		{"GET", fixed("/api/templates"), nil, 200, nil},

@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -404,104 +402,37 @@ type storedEvent struct {
 	raw json.RawMessage
 }
 
-// storedIdle is how long storedEvents waits for more of a running run's
-// events: the stream replays what is stored at once, then waits for new
-// ones, which are not what show and export ask for.
-const storedIdle = 1500 * time.Millisecond
+// eventPageSize is the page size runs show and export read a run's events
+// in (GET /api/runs/:id/events?format=json takes up to 5,000): a thousand events of
+// a few KiB each stay well under what getJSON reads of an answer (8 MiB).
+const eventPageSize = 1000
 
-// storedEvents reads the events stored so far: to the terminal event and the
-// post-run ones after it, or, of a run still running, what the stream replays
-// before it falls quiet (its keepalive, or storedIdle without a line). The API
-// has no plain list of a run's events: the stream is the one way to read them.
+// storedEvents reads the events stored so far, page by page from the API's
+// JSON list of them: to the terminal event and the post-run ones after it, or,
+// of a run still running, what it recorded until now.
 func storedEvents(ctx context.Context, base, runID string) ([]storedEvent, error) {
 	var evs []storedEvent
-	var last int64
-	terminal := false
-	for pass := 0; pass < 2; pass++ {
-		more, done, err := readStream(ctx, base, runID, last)
-		if err != nil {
-			return nil, err
-		}
-		evs = append(evs, more...)
-		if len(more) > 0 {
-			last = more[len(more)-1].ID
-		}
-		terminal = terminal || done
-		if !terminal {
-			break
-		}
-	}
-	return evs, nil
-}
-
-// readStream reads one stream of runID past last until its terminal event,
-// its end, a keepalive or storedIdle of silence.
-func readStream(ctx context.Context, base, runID string, last int64) (evs []storedEvent, terminal bool, err error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/runs/"+url.PathEscape(runID)+"/events", nil)
-	if err != nil {
-		return nil, false, err
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	if last > 0 {
-		req.Header.Set("Last-Event-ID", fmt.Sprint(last))
-	}
-	authorize(req)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, false, fmt.Errorf("event stream: %w (is the API running? AETHERIUM_API_URL)", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNoContent {
-		return nil, false, nil
-	}
-	if resp.StatusCode != http.StatusOK {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, false, fmt.Errorf("event stream: %w", apiError(resp.StatusCode, data))
-	}
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 64<<10), 4<<20)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	idle := time.NewTimer(storedIdle)
-	defer idle.Stop()
+	var after int64
 	for {
-		select {
-		case <-ctx.Done():
-			return nil, false, ctx.Err()
-		case <-idle.C:
-			return evs, false, nil
-		case line, ok := <-lines:
-			if !ok {
-				return evs, false, nil
-			}
-			idle.Reset(storedIdle)
-			if strings.HasPrefix(line, ":") {
-				return evs, false, nil // a keepalive: the replay is over
-			}
-			payload, ok := strings.CutPrefix(line, "data: ")
-			if !ok {
-				continue
-			}
-			var e sseEvent
-			if json.Unmarshal([]byte(payload), &e) != nil {
-				continue
-			}
-			evs = append(evs, storedEvent{sseEvent: e, raw: json.RawMessage(payload)})
-			if e.Type == "run.completed" || e.Type == "run.failed" || e.Type == "run.cancelled" {
-				return evs, true, nil
-			}
+		var page struct {
+			Events    []json.RawMessage `json:"events"`
+			NextAfter int64             `json:"next_after"`
 		}
+		u := fmt.Sprintf("%s/api/runs/%s/events?format=json&after=%d&limit=%d", base, url.PathEscape(runID), after, eventPageSize)
+		if err := getJSON(ctx, u, &page); err != nil {
+			return nil, fmt.Errorf("events: %w", err)
+		}
+		for _, raw := range page.Events {
+			var e sseEvent
+			if err := json.Unmarshal(raw, &e); err != nil {
+				return nil, fmt.Errorf("events: %w", err)
+			}
+			evs = append(evs, storedEvent{sseEvent: e, raw: raw})
+		}
+		if len(page.Events) < eventPageSize || page.NextAfter <= after {
+			return evs, nil
+		}
+		after = page.NextAfter
 	}
 }
 

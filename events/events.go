@@ -29,8 +29,15 @@ const (
 	TurnStarted        = "agent.turn_started"
 	ModelAnswered      = "agent.message"
 	ToolCall           = "tool.call"
-	Progress           = "progress"
-	Notification       = "notification"
+	// ApprovalRequested records that a call (or an ask_user question) waits
+	// for a person; ApprovalDecided who decided it, how and why.
+	ApprovalRequested = "approval.requested"
+	ApprovalDecided   = "approval.decided"
+	Progress          = "progress"
+	Notification      = "notification"
+	// MailboxDeadLetter records a peer message dropped after its deliveries
+	// failed (the mailbox's dead letter).
+	MailboxDeadLetter = "mailbox.dead_letter"
 	// ModelWaiting records that an agent's model call was parked by a rate
 	// limit (the fleet's governor or the provider's 429/503/529): which limit,
 	// and how long until it asks again. Once per wait.
@@ -108,11 +115,13 @@ type Stored struct {
 	Type  string
 }
 
-// Emit stores the event once per key and announces it. A failed announcement is only
-// logged: followers also poll, so the event is never lost.
-func (r *Recorder) Emit(ctx context.Context, runID, key, typ, agent string, data map[string]any) error {
-	if data == nil {
-		data = map[string]any{}
+// Emit stores the event once per key and announces it. typ must be declared
+// (Types); data is its payload struct, as every emit site passes it
+// (TestEmitSitesPassDeclaredPayloads). A failed announcement is only logged:
+// followers also poll, so the event is never lost.
+func (r *Recorder) Emit(ctx context.Context, runID, key, typ, agent string, data any) error {
+	if err := CheckType(typ); err != nil {
+		return fmt.Errorf("emit: %w", err)
 	}
 	id, inserted, err := r.Store.AppendEvent(ctx, runID, key, typ, agent, data)
 	if err != nil {
@@ -158,8 +167,9 @@ func DelegationFinishedKey(delegationID string) string { return "delegation-fini
 // event (the full result stays on the delegation's row).
 const maxDelegationResult = 2000
 
-// DelegationFinishedData is the data of a delegation.finished event.
-func DelegationFinishedData(id, status, result, errMsg string) map[string]any {
+// FinishedDelegation is the data of a delegation.finished event, its result cut
+// to maxDelegationResult.
+func FinishedDelegation(id, status, result, errMsg string) DelegationFinishedData {
 	if len(result) > maxDelegationResult {
 		n := maxDelegationResult
 		for n > 0 && !utf8.RuneStart(result[n]) {
@@ -167,7 +177,7 @@ func DelegationFinishedData(id, status, result, errMsg string) map[string]any {
 		}
 		result = result[:n] + "…"
 	}
-	return map[string]any{"delegation_id": id, "status": status, "result": result, "error": errMsg}
+	return DelegationFinishedData{DelegationID: id, Status: status, Result: result, Error: errMsg}
 }
 
 // EmitTerminal records the terminal event of a finished run from its stored status,
@@ -182,8 +192,8 @@ func (r *Recorder) EmitTerminal(ctx context.Context, run store.Run) error {
 		return err
 	}
 	typ := map[string]string{store.RunCompleted: RunCompleted, store.RunFailed: RunFailed, store.RunCancelled: RunCancelled}[run.Status]
-	return r.Emit(ctx, run.ID, "terminal", typ, "", map[string]any{
-		"status": run.Status, "result": run.Result, "error": run.Error, "reason": run.Reason, "tokens_used": run.TokensUsed,
+	return r.Emit(ctx, run.ID, "terminal", typ, "", RunEndedData{
+		Status: run.Status, Result: run.Result, Error: run.Error, Reason: run.Reason, TokensUsed: run.TokensUsed,
 	})
 }
 
@@ -200,7 +210,7 @@ func (r *Recorder) emitClosedDelegations(ctx context.Context, runID string) erro
 	evs := make([]store.NewEvent, len(ds))
 	for i, d := range ds {
 		evs[i] = store.NewEvent{Key: DelegationFinishedKey(d.ID), Type: DelegationFinished, Agent: d.Agent,
-			Data: DelegationFinishedData(d.ID, d.Status, d.Result, d.Error)}
+			Data: FinishedDelegation(d.ID, d.Status, d.Result, d.Error)}
 	}
 	return r.EmitBatch(ctx, runID, evs)
 }
@@ -208,6 +218,11 @@ func (r *Recorder) emitClosedDelegations(ctx context.Context, runID string) erro
 // EmitBatch stores several events of one run in one statement (each once per key)
 // and announces them with one publish: the hot path of tool-call events.
 func (r *Recorder) EmitBatch(ctx context.Context, runID string, evs []store.NewEvent) error {
+	for _, e := range evs {
+		if err := CheckType(e.Type); err != nil {
+			return fmt.Errorf("emit batch: %w", err)
+		}
+	}
 	stored, err := r.Store.AppendEvents(ctx, runID, evs)
 	if err != nil {
 		return fmt.Errorf("emit batch: %w", err)

@@ -239,9 +239,9 @@ func (w *Work) emitFinish(ctx context.Context, run store.Run) error {
 			status = s
 		}
 	}
-	return w.d.Events.Emit(ctx, run.ID, finishEventKey, events.PostRunFinishImage, "", map[string]any{
-		"status": status, "run_status": run.Status, "service": comfyuitools.FinishService(), "holder": FinishHolder(run.ID),
-		"long_side": comfyuitools.FinishLongSide, "done": count[store.FinishDone], "failed": count[store.FinishFailed],
-		"skipped": count[store.FinishSkipped], "files": imgs,
+	return w.d.Events.Emit(ctx, run.ID, finishEventKey, events.PostRunFinishImage, "", events.FinishImageData{
+		Status: status, RunStatus: run.Status, Service: comfyuitools.FinishService(), Holder: FinishHolder(run.ID),
+		LongSide: comfyuitools.FinishLongSide, Done: count[store.FinishDone], Failed: count[store.FinishFailed],
+		Skipped: count[store.FinishSkipped], Files: imgs,
 	})
 }

@@ -268,8 +268,8 @@ func (f *Fleet) openStreams() error {
 	}
 	f.Mailbox = mailbox.New(f.Redis, cfg.Streams.Mailbox, mailbox.Options{Metrics: mbm, Log: f.Log,
 		OnDeadLetter: func(ctx context.Context, d mailbox.DeadLetter) {
-			if err := f.Events.Emit(ctx, d.RunID, "dead-letter:"+d.ID, "mailbox.dead_letter", d.To, map[string]any{
-				"message_id": d.ID, "from": d.From, "to": d.To, "reason": d.Reason,
+			if err := f.Events.Emit(ctx, d.RunID, "dead-letter:"+d.ID, events.MailboxDeadLetter, d.To, events.MailboxDeadLetterData{
+				MessageID: d.ID, From: d.From, To: d.To, Reason: d.Reason,
 			}); err != nil {
 				f.Log.Error("dead-letter event", "run_id", d.RunID, "err", err)
 			}

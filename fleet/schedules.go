@@ -97,7 +97,7 @@ func (f *Fleet) cancelRun(ctx context.Context, runID, reason string) error {
 		return err
 	}
 	for _, r := range admitted {
-		if err := f.Events.Emit(ctx, r.ID, "admitted", events.RunAdmitted, "", map[string]any{"priority": r.Priority}); err != nil {
+		if err := f.Events.Emit(ctx, r.ID, "admitted", events.RunAdmitted, "", events.RunAdmittedData{Priority: r.Priority}); err != nil {
 			f.Log.Error("admitted run: event", "run_id", r.ID, "err", err)
 		}
 		if err := f.Queue.Supervise(ctx, queue.Route{Key: r.FairKey, Priority: r.Priority}, r.ID, "start"); err != nil {

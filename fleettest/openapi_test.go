@@ -121,7 +121,9 @@ func (r *recorder) Errorf(format string, a ...any) {
 func TestClientChecksEventsAsTheyAreRead(t *testing.T) {
 	t.Parallel()
 	event := func(id, typ, data string) string { return "id: " + id + "\nevent: " + typ + "\ndata: " + data + "\n\n" }
-	good := `{"id":7,"run_id":"7d444840-9dc0-11d1-b245-5ffdce74fad2","type":"run.queued","agent":"","data":{"team":"t"},"time":"2026-01-01T00:00:00Z"}`
+	good := `{"id":7,"run_id":"7d444840-9dc0-11d1-b245-5ffdce74fad2","type":"run.queued","agent":"","data":{"team":"t","template":"","priority":3},"time":"2026-01-01T00:00:00Z"}`
+	call := `{"id":9,"run_id":"7d444840-9dc0-11d1-b245-5ffdce74fad2","type":"tool.call","agent":"w","data":{"tool":"write_file","call_id":"c1",` +
+		`"decision":"allowed","layer":"","error":"","result":"ok","duration_ms":3},"time":"2026-01-01T00:00:00Z"}`
 	cases := []struct {
 		name, stream string
 		bad          bool
@@ -131,6 +133,12 @@ func TestClientChecksEventsAsTheyAreRead(t *testing.T) {
 		{"an id that is not the data's", event("8", "run.queued", good), true},
 		{"an event name that is not the data's type", event("7", "run.started", good), true},
 		{"data that is not JSON", event("7", "run.queued", "{"), true},
+		// The data is a union on type: each type's payload has its own schema.
+		{"a tool call", event("9", "tool.call", call), false},
+		{"a payload the type does not declare", event("7", "run.queued", strings.Replace(good, `"team":"t"`, `"team":"t","tool":"x"`, 1)), true},
+		{"a payload missing a field of its type", event("7", "run.queued", strings.Replace(good, `,"priority":3`, "", 1)), true},
+		{"another type's payload", event("9", "progress", strings.Replace(call, `"type":"tool.call"`, `"type":"progress"`, 1)), true},
+		{"an undeclared type", event("7", "run.queueing", strings.ReplaceAll(good, "run.queued", "run.queueing")), true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

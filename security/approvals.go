@@ -191,19 +191,19 @@ func (a *Approvals) ensure(ctx context.Context, s *tools.Session, call tools.Cal
 		return appr, err
 	}
 	tier, why := want.Tier, want.Why
-	key, data := "approval-requested:"+id, map[string]any{"approval_id": id, "kind": appr.Kind, "tool": call.Name, "tier": tier, "why": why, "expires_at": appr.ExpiresAt}
+	key, data := "approval-requested:"+id, events.ApprovalRequestedData{ApprovalID: id, Kind: appr.Kind, Tool: call.Name, Tier: tier, Why: why, ExpiresAt: appr.ExpiresAt}
 	if appr.Kind == store.KindQuestion {
 		if q, ok := view.(tools.Question); ok {
-			data["question"], data["choices"] = q.Text, q.Choices
+			data.Question, data.Choices = q.Text, q.Choices
 		}
 	}
 	emit := func() error {
 		// Through the step's coordinator when there is one: it records the tool.call
 		// events of the calls before this one first, so the stream keeps the model's order.
 		if s.Coordinator != nil {
-			return s.Coordinator.Emit(ctx, key, "approval.requested", data)
+			return s.Coordinator.Emit(ctx, key, events.ApprovalRequested, data)
 		}
-		return a.events.Emit(ctx, s.RunID, key, "approval.requested", s.Agent, data)
+		return a.events.Emit(ctx, s.RunID, key, events.ApprovalRequested, s.Agent, data)
 	}
 	if appr.Status != store.ApprovalPending {
 		// Decided between an earlier attempt's insert and its event (a step that
@@ -311,9 +311,9 @@ func (a *Approvals) refreshPending(ctx context.Context) {
 }
 
 func (a *Approvals) afterDecision(ctx context.Context, appr store.Approval) error {
-	if err := a.events.Emit(ctx, appr.RunID, "approval-decided:"+appr.ID, "approval.decided", appr.Agent, map[string]any{
-		"approval_id": appr.ID, "kind": appr.Kind, "tool": appr.Tool, "status": appr.Status, "decided_by": appr.DecidedBy, "reason": appr.DecisionReason,
-		"edited": len(appr.EditedArgs) > 0, "grant_id": appr.GrantID, "answer": appr.Answer,
+	if err := a.events.Emit(ctx, appr.RunID, "approval-decided:"+appr.ID, events.ApprovalDecided, appr.Agent, events.ApprovalDecidedData{
+		ApprovalID: appr.ID, Kind: appr.Kind, Tool: appr.Tool, Status: appr.Status, DecidedBy: appr.DecidedBy, Reason: appr.DecisionReason,
+		Edited: len(appr.EditedArgs) > 0, GrantID: appr.GrantID, Answer: appr.Answer,
 	}); err != nil {
 		return err
 	}

@@ -48,7 +48,7 @@ func setupOpenDelegations(t *testing.T) openDelegations {
 	require.NoError(t, err)
 	require.True(t, finished)
 	_, _, err = st.AppendEvent(ctx, o.run, events.DelegationFinishedKey(o.done), events.DelegationFinished, "w2",
-		events.DelegationFinishedData(o.done, store.DelegationCompleted, "the answer", ""))
+		events.FinishedDelegation(o.done, store.DelegationCompleted, "the answer", ""))
 	require.NoError(t, err)
 	return o
 }
@@ -164,7 +164,7 @@ func TestLateStepAfterRunEnd(t *testing.T) {
 	out := store.DelegationOutcome{ID: o.running, Status: store.DelegationCompleted, Result: "late answer"}
 	saved, err := o.st.SaveStep(ctx, &sess, o.token, time.Minute, store.StepWrite{Release: true, Finish: &out, Events: []store.NewEvent{
 		{Key: events.DelegationFinishedKey(o.running), Type: events.DelegationFinished, Agent: sess.Agent,
-			Data: events.DelegationFinishedData(o.running, out.Status, out.Result, "")},
+			Data: events.FinishedDelegation(o.running, out.Status, out.Result, "")},
 		{Key: "msg:late", Type: events.ModelAnswered, Agent: sess.Agent, Data: map[string]any{"content": "late answer"}},
 	}})
 	require.NoError(t, err)

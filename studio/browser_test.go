@@ -325,7 +325,7 @@ func TestStudioInTheBrowser(t *testing.T) {
 
 	// A post-run event, stored after the terminal one, is read by resuming
 	// past it; an event type without a card of its own gets the generic one.
-	require.NoError(t, f.Events.Emit(context.Background(), demoRun, "postrun-test", events.PostRunFinishImage, "", map[string]any{"status": "skipped"}))
+	require.NoError(t, f.Events.Emit(context.Background(), demoRun, "postrun-test", events.PostRunFinishImage, "", events.FinishImageData{Status: "skipped", RunStatus: "completed"}))
 	alice.open("/app/runs/"+demoRun, `#timeline li[data-type="postrun.finish_image"].generic`)
 	require.Contains(t, alice.text(`#stream-state`), "finished")
 

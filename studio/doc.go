@@ -7,7 +7,10 @@
 // (/api/...) with it, and reads a run's live events from the SSE stream with
 // fetch and a streaming body reader (EventSource cannot send headers). Every
 // page therefore sees exactly what the API's roles and ownership let the token
-// see, and there is no cookie a cross-site request could ride on (no CSRF).
+// see, and there is no cookie a cross-site request could ride on (no CSRF). The
+// one cookie is asynqmon's (the fleet page's "Open asynqmon", an admin's): the
+// API sets it only for /monitoring, HttpOnly and SameSite=Strict, and never
+// reads it on /api (docs/api-edge.md).
 //
 // Everything a run produced is untrusted: the script inserts it with textContent
 // and createTextNode only, the pages run under a strict Content-Security-Policy

@@ -209,6 +209,8 @@ func TestStudioLayoutInTheBrowser(t *testing.T) {
 		{"audit", "/app/audit", "#audit tbody tr[data-audit]", alice, true},
 		{"leases", "/app/leases", "#leases tbody tr", alice, false},
 		{"tools", "/app/tools", "#tools .group", alice, false},
+		{"fleet", "/app/fleet", "#fleet-workers tbody tr[data-worker]", alice, true},
+		{"triggers", "/app/triggers", "#schedules-table", alice, false},
 	}
 	for _, vp := range viewports {
 		for _, tb := range []*tab{alice, anon} {

@@ -41,6 +41,7 @@ var pages = []struct{ Route, Page, Title string }{
 	{"/leases", "leases", "Leases"},
 	{"/tools", "tools", "Tools"},
 	{"/fleet", "fleet", "Fleet"},
+	{"/triggers", "triggers", "Triggers"},
 }
 
 type shellData struct {

@@ -325,15 +325,12 @@ func (s *Submitter) submit(ctx context.Context, req Request) (Result, error) {
 		return s.replayed(ctx, earlier)
 	}
 	res := Result{RunID: run.ID, Status: store.RunQueued, Priority: priority}
-	data := map[string]any{"team": rendered.Name, "template": req.Template, "priority": priority}
-	if req.Trigger != "" {
-		data["trigger"] = req.Trigger
-	}
+	data := events.RunQueuedData{Team: rendered.Name, Template: req.Template, Priority: priority, Trigger: req.Trigger}
 	if !admitted {
 		if res.Position, err = s.d.Store.QueuePosition(ctx, run.ID); err != nil {
 			return Result{}, err
 		}
-		data["position"], data["run_limit"] = res.Position, runLimit
+		data.Position, data.RunLimit = res.Position, runLimit
 	}
 	if err := s.d.Events.Emit(ctx, run.ID, "queued", events.RunQueued, "", data); err != nil {
 		return Result{}, err

@@ -73,8 +73,9 @@ type Coordinator interface {
 	Delegate(ctx context.Context, callID string, reqs []DelegateRequest) error
 	// Reply finishes the run with a final answer.
 	Reply(ctx context.Context, message string) error
-	// Emit records a run event; key makes it idempotent under redelivery.
-	Emit(ctx context.Context, key, typ string, data map[string]any) error
+	// Emit records a run event; key makes it idempotent under redelivery. typ
+	// is a declared event type (events.Types) and data its payload struct.
+	Emit(ctx context.Context, key, typ string, data any) error
 }
 
 // DelegateRequest is one task handed to one agent.

@@ -183,9 +183,9 @@ func (w *Worker) requeuePending(ctx context.Context, run store.Run, ds []store.D
 func (w *Worker) recordCall(in stepInput, sess *store.Session, call llm.ToolCall, outcome tools.Outcome, layer, errMsg, result string, start time.Time, audit *store.AuditRow) {
 	decision := string(outcome)
 	w.observeTool(call.Name, decision, layer, start)
-	ev := store.NewEvent{Key: "tool:" + sess.ID + ":" + call.ID, Type: events.ToolCall, Agent: in.node.Name, Data: map[string]any{
-		"tool": call.Name, "call_id": call.ID, "decision": decision, "layer": layer, "error": errMsg,
-		"result": truncate(result, 500), "duration_ms": time.Since(start).Milliseconds(),
+	ev := store.NewEvent{Key: "tool:" + sess.ID + ":" + call.ID, Type: events.ToolCall, Agent: in.node.Name, Data: events.ToolCallData{
+		Tool: call.Name, CallID: call.ID, Decision: decision, Layer: layer, Error: errMsg,
+		Result: truncate(result, 500), DurationMS: time.Since(start).Milliseconds(),
 	}}
 	in.out.call(ev, audit)
 }

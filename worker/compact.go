@@ -147,9 +147,9 @@ func (s *stepRun) compact(ctx context.Context, before, target int) error {
 	}
 	after := s.w.windows.Estimate(s.windowModel(), s.request())
 	n := sess.Compactions + 1
-	ev := store.NewEvent{Key: fmt.Sprintf("compact:%s:%d", sess.ID, n), Type: events.SessionCompacted, Agent: s.in.node.Name, Data: map[string]any{
-		"n": n, "session": sess.ID, "tokens_before": before, "tokens_after": after, "from_seq": from, "through_seq": sess.From,
-		"messages": summary.Compacted.Messages, "kept_turns": keep, "model": s.model.Model,
+	ev := store.NewEvent{Key: fmt.Sprintf("compact:%s:%d", sess.ID, n), Type: events.SessionCompacted, Agent: s.in.node.Name, Data: events.SessionCompactedData{
+		N: n, Session: sess.ID, TokensBefore: before, TokensAfter: after, FromSeq: from, ThroughSeq: sess.From,
+		Messages: summary.Compacted.Messages, KeptTurns: keep, Model: s.model.Model,
 	}}
 	saved, err := s.w.persist(ctx, s.in, sess, s.token, saveOpts{tokens: usage.Total(), call: call, extra: []store.NewEvent{ev},
 		compacted: &store.Compaction{N: n, FromSeq: from, TokensBefore: before, TokensAfter: after}})

@@ -77,7 +77,7 @@ func (c *coordinator) Delegate(ctx context.Context, callID string, reqs []tools.
 	}
 	for i, d := range ds {
 		c.in.out.delegate(d, store.NewEvent{Key: "delegated:" + d.ID, Type: events.Delegated, Agent: c.in.node.Name,
-			Data: map[string]any{"delegation_id": d.ID, "to": d.Agent, "task": truncate(reqs[i].Task, 2000)}})
+			Data: events.DelegationCreatedData{DelegationID: d.ID, To: d.Agent, Task: truncate(reqs[i].Task, 2000)}})
 	}
 	return nil
 }
@@ -126,7 +126,7 @@ func (c *coordinator) Reply(ctx context.Context, message string) error {
 }
 
 // Emit implements tools.Coordinator.
-func (c *coordinator) Emit(ctx context.Context, key, typ string, data map[string]any) error {
+func (c *coordinator) Emit(ctx context.Context, key, typ string, data any) error {
 	if err := c.w.flushEvents(ctx, c.in); err != nil {
 		return err
 	}
@@ -186,7 +186,7 @@ func (w *Worker) finishSession(ctx context.Context, in stepInput, sess *store.Se
 		out = store.DelegationOutcome{ID: cur.ID, Status: cur.Status, Result: cur.Result, Error: cur.Error}
 	}
 	ev := delegationFinishedEvent(*d, out)
-	if err := w.events.Emit(ctx, in.run.ID, ev.Key, ev.Type, ev.Agent, ev.Data.(map[string]any)); err != nil {
+	if err := w.events.Emit(ctx, in.run.ID, ev.Key, ev.Type, ev.Agent, ev.Data); err != nil {
 		return err
 	}
 	return w.resumeParent(ctx, in.run, *d)
@@ -214,7 +214,7 @@ func delegationOutcome(role, id, final string) store.DelegationOutcome {
 // delegationFinishedEvent announces a delegation's outcome (once, by its key).
 func delegationFinishedEvent(d store.Delegation, out store.DelegationOutcome) store.NewEvent {
 	return store.NewEvent{Key: events.DelegationFinishedKey(d.ID), Type: events.DelegationFinished, Agent: d.Agent,
-		Data: events.DelegationFinishedData(d.ID, out.Status, out.Result, out.Error)}
+		Data: events.FinishedDelegation(d.ID, out.Status, out.Result, out.Error)}
 }
 
 // reviewOutcome is how a reviewer's delegation ends: completed with the

@@ -62,7 +62,7 @@ func (w *Worker) handleSupervise(ctx context.Context, t *asynq.Task) error {
 		w.FailRun(ctx, run.ID, "invalid_team", err.Error())
 		return nil
 	}
-	startedData := map[string]any{"team": team.Name}
+	startedData := events.RunStartedData{Team: team.Name}
 	started := store.NewEvent{Key: "started", Type: events.RunStarted, Agent: team.Supervisor.Name, Data: startedData}
 	var first store.Acquire
 	switch {
@@ -143,7 +143,7 @@ func (w *Worker) handleTurn(ctx context.Context, t *asynq.Task) error {
 	// The delegation is marked running and its turn announced with the lease, in
 	// one transaction.
 	start := store.Acquire{StartDelegation: d.ID, Events: []store.NewEvent{{
-		Key: "turn:" + d.ID, Type: events.TurnStarted, Agent: d.Agent, Data: map[string]any{"delegation_id": d.ID},
+		Key: "turn:" + d.ID, Type: events.TurnStarted, Agent: d.Agent, Data: events.TurnStartedData{DelegationID: d.ID},
 	}}}
 	return w.step(ctx, stepInput{run: run, team: team, node: node, role: role, initial: sess, access: access, delegation: &d, acquire: start})
 }

@@ -168,9 +168,9 @@ func (m *mcpCall) finish(ctx context.Context, run store.Run, out store.MCPCall, 
 	w.events.AnnounceMCPCall(context.WithoutCancel(ctx), call.ID) // the client's wait answers
 	w.observeTool(call.Tool, out.Decision, out.DenyLayer, m.start)
 	key := "tool:" + queue.MCPCallSession(call.ID).String() + ":" + call.ID
-	if err := w.events.Emit(context.WithoutCancel(ctx), run.ID, key, events.ToolCall, call.Principal, map[string]any{
-		"tool": call.Tool, "call_id": call.ID, "decision": out.Decision, "layer": out.DenyLayer, "error": errorText(out),
-		"result": truncate(out.Result, 500), "duration_ms": time.Since(m.start).Milliseconds(), "mcp_profile": call.Profile,
+	if err := w.events.Emit(context.WithoutCancel(ctx), run.ID, key, events.ToolCall, call.Principal, events.ToolCallData{
+		Tool: call.Tool, CallID: call.ID, Decision: out.Decision, Layer: out.DenyLayer, Error: errorText(out),
+		Result: truncate(out.Result, 500), DurationMS: time.Since(m.start).Milliseconds(), MCPProfile: call.Profile,
 	}); err != nil {
 		// The outcome is stored and the client gets it; only the stream misses it.
 		w.log.WarnContext(ctx, "mcp call event", "call", call.ID, "err", err)
@@ -231,6 +231,6 @@ func (c mcpCoordinator) Reply(context.Context, string) error {
 	return errors.New("an MCP client cannot reply: its run is its session, not a job with an answer")
 }
 
-func (c mcpCoordinator) Emit(ctx context.Context, key, typ string, data map[string]any) error {
+func (c mcpCoordinator) Emit(ctx context.Context, key, typ string, data any) error {
 	return c.w.events.Emit(ctx, c.runID, key, typ, c.agent, data)
 }

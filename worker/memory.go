@@ -66,12 +66,12 @@ func (s *stepRun) injectMemory(ctx context.Context) error {
 	msgs = append(msgs, s.sess.Messages[0], llm.Message{Role: llm.RoleSystem, Content: block, Provenance: prov}, s.sess.Messages[1])
 	s.sess.Messages = msgs
 	s.sess.Rewrite(1) // the task row becomes the memory block's, the task the next
-	picked := make([]map[string]any, len(ranked))
+	picked := make([]events.MemoryEntryRef, len(ranked))
 	for i, r := range ranked {
-		picked[i] = map[string]any{"id": r.ID, "score": r.Score, "relevance": r.Relevance, "run_id": r.RunID, "agent": r.Agent, "scope": r.Scope}
+		picked[i] = events.MemoryEntryRef{ID: r.ID, Score: r.Score, Relevance: r.Relevance, RunID: r.RunID, Agent: r.Agent, Scope: r.Scope}
 	}
-	return s.w.events.Emit(ctx, s.in.run.ID, "memory:"+s.sess.ID, events.MemoryInjected, s.in.node.Name, map[string]any{
-		"project": project, "entries": picked, "tokens": memory.Tokens(block),
+	return s.w.events.Emit(ctx, s.in.run.ID, "memory:"+s.sess.ID, events.MemoryInjected, s.in.node.Name, events.MemoryInjectedData{
+		Project: project, Entries: picked, Tokens: memory.Tokens(block),
 	})
 }
 

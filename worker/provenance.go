@@ -250,8 +250,8 @@ func (s *stepRun) relabel(ctx context.Context) error {
 	}
 	s.labelled = n
 	rec := l.Record()
-	return s.w.events.Emit(ctx, s.in.run.ID, fmt.Sprintf("label:%s:%d", s.sess.ID, n), events.FlowLabelled, s.in.node.Name, map[string]any{
-		"untrusted": rec.Untrusted, "private": rec.Private,
+	return s.w.events.Emit(ctx, s.in.run.ID, fmt.Sprintf("label:%s:%d", s.sess.ID, n), events.FlowLabelled, s.in.node.Name, events.FlowLabelledData{
+		Untrusted: rec.Untrusted, Private: rec.Private,
 	})
 }
 
@@ -276,8 +276,8 @@ func (s *stepRun) markUntrustedWrite(ctx context.Context, call llm.ToolCall, msg
 			return err
 		}
 	}
-	return s.w.events.Emit(ctx, s.in.run.ID, "untrusted-write:"+s.sess.ID+":"+call.ID, events.FlowUntrustedWrite, s.in.node.Name, map[string]any{
-		"tool": call.Name, "path": printable(p), "untrusted": s.tsess.Label.Record().Untrusted,
+	return s.w.events.Emit(ctx, s.in.run.ID, "untrusted-write:"+s.sess.ID+":"+call.ID, events.FlowUntrustedWrite, s.in.node.Name, events.FlowUntrustedWriteData{
+		Tool: call.Name, Path: printable(p), Untrusted: s.tsess.Label.Record().Untrusted,
 	})
 }
 

@@ -390,6 +390,7 @@ func (s *stepRun) ask(ctx context.Context) error {
 	start := time.Now()
 	cctx, span := s.w.startModelCall(ctx, s.provider.Name(), s.model)
 	resp, err := s.provider.Complete(cctx, req)
+	took := time.Since(start)
 	endModelCall(span, resp, err)
 	if errors.Is(err, llm.ErrContextLength) && !s.refit {
 		// The provider counts more than the estimate did: compact now and ask
@@ -479,16 +480,11 @@ func (s *stepRun) ask(ctx context.Context) error {
 			final = false
 		}
 	}
-	data := map[string]any{"content": truncate(resp.Message.Content, 2000), "tool_calls": callNames(resp.Message.ToolCalls), "tokens": resp.Usage.Total(),
-		"provider": cmp.Or(resp.Provider, s.provider.Name()), "model": cmp.Or(resp.Model, s.model.Model)}
-	if resp.Fallback {
-		data["fallback"] = true
-	}
+	data := events.ModelAnsweredData{Content: truncate(resp.Message.Content, 2000), ToolCalls: callNames(resp.Message.ToolCalls), Tokens: resp.Usage.Total(),
+		Provider: cmp.Or(resp.Provider, s.provider.Name()), Model: cmp.Or(resp.Model, s.model.Model),
+		Fallback: resp.Fallback, CachedTokens: resp.Usage.CachedInputTokens, DurationMS: took.Milliseconds()}
 	if resp.Priced {
-		data["cost"] = resp.Cost.String()
-	}
-	if c := resp.Usage.CachedInputTokens; c > 0 {
-		data["cached_tokens"] = c
+		data.Cost = resp.Cost.String()
 	}
 	answer := store.NewEvent{Key: fmt.Sprintf("msg:%s:%d", s.sess.ID, s.sess.Steps), Type: events.ModelAnswered, Agent: s.in.node.Name, Data: data}
 	call := s.modelCall(resp)
@@ -615,9 +611,9 @@ func (s *stepRun) park(ctx context.Context, wait *llm.WaitError) error {
 	}
 	if now.Sub(since) < time.Second {
 		// Once per wait, not per park: the Studio shows the agent waiting and why.
-		data := map[string]any{"limit": wait.Limit, "retry_after_ms": after.Milliseconds()}
+		data := events.ModelWaitingData{Limit: wait.Limit, RetryAfterMS: after.Milliseconds()}
 		if wait.Cause != nil {
-			data["cause"] = truncate(wait.Cause.Error(), 300)
+			data.Cause = truncate(wait.Cause.Error(), 300)
 		}
 		if err := s.w.events.Emit(ctx, s.in.run.ID, fmt.Sprintf("wait:%s:%d:%d", s.sess.ID, s.sess.Steps, since.UnixMilli()), events.ModelWaiting, s.in.node.Name, data); err != nil {
 			return err

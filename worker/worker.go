@@ -512,7 +512,7 @@ func routeOf(run store.Run) queue.Route {
 // admitted durably, and the queued-runs sweep starts what this could not.
 func (w *Worker) StartAdmitted(ctx context.Context, runs []store.Run) {
 	for _, r := range runs {
-		if err := w.events.Emit(ctx, r.ID, "admitted", events.RunAdmitted, "", map[string]any{"priority": r.Priority}); err != nil {
+		if err := w.events.Emit(ctx, r.ID, "admitted", events.RunAdmitted, "", events.RunAdmittedData{Priority: r.Priority}); err != nil {
 			w.log.ErrorContext(ctx, "admitted run: event", "run_id", r.ID, "err", err)
 		}
 		if err := w.queue.Supervise(ctx, routeOf(r), r.ID, "start"); err != nil {

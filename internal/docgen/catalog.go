@@ -145,6 +145,14 @@ type schema struct {
 	Defs                 map[string]*schema `json:"$defs"`
 	Default              any                `json:"default"`
 	AdditionalProperties json.RawMessage    `json:"additionalProperties"`
+	Const                any                `json:"const"`
+	OneOf                []*schema          `json:"oneOf"`
+	// Discriminator names, for a oneOf union, the property whose value picks
+	// the member (OpenAPI's discriminator).
+	Discriminator *struct {
+		PropertyName string            `json:"propertyName"`
+		Mapping      map[string]string `json:"mapping"`
+	} `json:"discriminator"`
 }
 
 // UnmarshalJSON reads a schema, or a boolean schema (true: anything) as an

@@ -168,6 +168,13 @@ func httpAPIReference(string) ([]byte, error) {
 		if s.Description != "" {
 			fmt.Fprintf(&b, "%s\n\n", cell(s.Description))
 		}
+		if dis := s.Discriminator; dis != nil {
+			fmt.Fprintf(&b, "One of these, by `%s`:\n\n| %s | schema |\n| --- | --- |\n", dis.PropertyName, dis.PropertyName)
+			for _, v := range sortedKeys(dis.Mapping) {
+				fmt.Fprintf(&b, "| `%s` | %s |\n", v, refType(&schema{Ref: dis.Mapping[v]}))
+			}
+			continue
+		}
 		if len(s.Properties) == 0 {
 			fmt.Fprintf(&b, "A %s.\n", refType(s))
 			if len(s.Enum) > 0 {
@@ -183,8 +190,14 @@ func httpAPIReference(string) ([]byte, error) {
 				req = "yes"
 			}
 			doc := p.Description
+			if doc == "" && len(p.OneOf) > 0 {
+				doc = p.OneOf[0].Description
+			}
 			if len(p.Enum) > 0 {
 				doc = strings.TrimSpace(doc + " One of " + enumList(p.Enum) + ".")
+			}
+			if p.Const != nil {
+				doc = strings.TrimSpace(fmt.Sprintf("Always `%v`. %s", p.Const, doc))
 			}
 			fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", f, refType(p), req, cell(doc))
 		}
@@ -197,6 +210,13 @@ func refType(s *schema) string {
 	if s.Ref != "" {
 		name := s.Ref[strings.LastIndex(s.Ref, "/")+1:]
 		return fmt.Sprintf("[%s](#%s)", name, anchor(name))
+	}
+	if len(s.OneOf) > 0 && s.Discriminator == nil {
+		alts := make([]string, len(s.OneOf))
+		for i, o := range s.OneOf {
+			alts[i] = refType(o)
+		}
+		return strings.Join(alts, " or ")
 	}
 	t := schemaType(s, nil)
 	if t == "array" || strings.HasPrefix(t, "array of") {

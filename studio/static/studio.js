@@ -1396,6 +1396,173 @@ async function pageLeases() {
       el('td', {}, String(s.last_token)), el('td', {}, s.idle_since ? fmtTime(s.idle_since) : (s.stopping ? 'stopping' : ''))))))));
 }
 
+// ---------- triggers: schedules and inbound webhooks ----------
+
+const OVERLAPS = ['skip', 'queue_one', 'cancel_previous', 'allow_all'];
+const CATCH_UPS = ['none', 'last', 'all'];
+
+// templateFields is a template picker with an input per variable the picked
+// template uses; vars() reads them, and mapping (hooks) labels them as JSON
+// pointers into the delivery instead of values.
+async function templateFields(idPrefix, mapping) {
+  let names = [];
+  try { names = (await api('GET', '/api/templates')).templates || []; } catch (_) { /* shown on submit */ }
+  const tmpl = el('select', { id: idPrefix + '-template', 'aria-label': 'template' }, names.map((n) => el('option', { value: n }, n)));
+  if (names.includes('demo')) tmpl.value = 'demo';
+  const box = el('div', { class: 'vars' });
+  const load = async () => {
+    clear(box);
+    if (!tmpl.value) return;
+    try {
+      const info = await api('GET', '/api/templates/' + encodeURIComponent(tmpl.value));
+      for (const v of info.variables) {
+        box.appendChild(el('label', {}, mapping ? v + ' ← JSON pointer' : v, el('input', { 'data-var': v, required: true, placeholder: mapping ? '/repository/full_name' : '' })));
+      }
+    } catch (e) { box.appendChild(errorBox(e)); }
+  };
+  tmpl.addEventListener('change', load);
+  await load();
+  const vars = () => Object.fromEntries([...box.querySelectorAll('input[data-var]')].map((i) => [i.getAttribute('data-var'), i.value]));
+  return { tmpl, box, vars };
+}
+
+async function pageTriggers() {
+  const m = main();
+  const schedBox = el('section', { class: 'card', id: 'schedules' });
+  const hookBox = el('section', { class: 'card', id: 'hooks' });
+  add(m, el('section', { class: 'card' }, el('h1', {}, 'Triggers'),
+    el('p', { class: 'muted' }, 'Runs that start themselves: on a schedule, or when a signed webhook delivery arrives. Each starts as its owner, through the same checks as a run started by hand.')),
+  schedBox, hookBox);
+  await Promise.all([schedulesSection(schedBox), hooksSection(hookBox)]);
+}
+
+async function schedulesSection(box) {
+  const list = el('div');
+  const out = el('div', { id: 'schedule-result' });
+  const f = await templateFields('schedule', false);
+  const name = el('input', { id: 'schedule-name', required: true, maxlength: '200', placeholder: 'nightly report' });
+  const cron = el('input', { id: 'schedule-cron', required: true, maxlength: '200', placeholder: '0 6 * * 1-5', value: '0 6 * * *' });
+  const tz = el('input', { id: 'schedule-tz', maxlength: '64', placeholder: 'UTC', value: 'UTC' });
+  const prompt = el('textarea', { id: 'schedule-prompt', rows: 2, required: true, placeholder: 'what should the team do each time?' });
+  const overlap = el('select', { id: 'schedule-overlap', 'aria-label': 'overlap' }, OVERLAPS.map((o) => el('option', { value: o }, o)));
+  const catchUp = el('select', { id: 'schedule-catchup', 'aria-label': 'catch-up' }, CATCH_UPS.map((o) => el('option', { value: o }, o)));
+  const load = async () => {
+    let rows;
+    try { rows = (await api('GET', '/api/schedules')).schedules || []; } catch (e) { clear(list).appendChild(errorBox(e)); return; }
+    const tbody = el('tbody');
+    for (const sc of rows) {
+      const act = (verb, method) => async () => {
+        try { await api(method || 'POST', '/api/schedules/' + encodeURIComponent(sc.id) + (verb ? '/' + verb : '')); load(); } catch (e) { list.appendChild(errorBox(e)); }
+      };
+      const fires = el('details', { class: 'fires' }, el('summary', {}, 'fires'));
+      fires.addEventListener('toggle', async () => {
+        if (!fires.open || fires.dataset.loaded) return;
+        fires.dataset.loaded = '1';
+        try {
+          const fl = (await api('GET', '/api/schedules/' + encodeURIComponent(sc.id) + '/fires')).fires || [];
+          add(fires, fl.length ? el('ul', {}, fl.slice(0, 20).map((x) => el('li', { 'data-fire-status': x.status }, fmtTime(x.tick), ' ', badge(x.status),
+            x.reason ? ' ' + x.reason : '', x.run_id ? [' ', el('a', { href: '/app/runs/' + encodeURIComponent(x.run_id) }, x.run_id.slice(0, 8))] : null))) : el('p', { class: 'muted' }, 'No tick yet.'));
+        } catch (e) { fires.appendChild(errorBox(e)); }
+      });
+      const next = (sc.next_fires || [])[0];
+      tbody.appendChild(el('tr', { 'data-schedule': sc.id, 'data-paused': String(!!sc.paused) },
+        el('td', { 'data-label': 'name' }, sc.name, sc.paused ? [' ', badge('paused', 'pending')] : null),
+        el('td', { 'data-label': 'when' }, el('code', {}, sc.cron), ' ', el('span', { class: 'muted' }, sc.time_zone || 'UTC')),
+        el('td', { 'data-label': 'team' }, sc.template || 'inline team'),
+        el('td', { 'data-label': 'next' }, next && !sc.paused ? el('time', { datetime: next.fire_at, title: fmtTime(next.fire_at) }, fmtTime(next.fire_at)) : '—'),
+        el('td', { 'data-label': 'last' }, sc.last_status ? [badge(sc.last_status), sc.last_reason ? ' ' + sc.last_reason : '',
+          sc.last_run_id ? [' ', el('a', { href: '/app/runs/' + encodeURIComponent(sc.last_run_id) }, sc.last_run_id.slice(0, 8))] : null] : '—', sc.missed ? el('div', { class: 'muted' }, sc.missed + ' missed') : null),
+        el('td', { 'data-label': 'policy' }, sc.overlap + ' · catch-up ' + sc.catch_up + (sc.catch_up === 'all' && sc.catch_up_limit ? ' ' + sc.catch_up_limit : '')),
+        el('td', { 'data-label': 'owner' }, sc.owner),
+        el('td', { 'data-label': '' },
+          sc.paused ? el('button', { type: 'button', class: 'resume secondary', onclick: act('resume') }, 'Resume') : el('button', { type: 'button', class: 'pause secondary', onclick: act('pause') }, 'Pause'), ' ',
+          el('button', { type: 'button', class: 'delete danger', onclick: act('', 'DELETE') }, 'Delete'), fires)));
+    }
+    if (!rows.length) tbody.appendChild(el('tr', {}, el('td', { colspan: 8, class: 'muted' }, 'No schedules.')));
+    add(clear(list), scroller(el('table', { class: 'grid stack', id: 'schedules-table' }, el('thead', {}, el('tr', {}, ['name', 'when', 'team', 'next', 'last', 'policy', 'owner', ''].map((h) => el('th', {}, h)))), tbody)));
+  };
+  const form = el('form', { id: 'schedule-form', onsubmit: async (ev) => {
+    ev.preventDefault();
+    clear(out);
+    const body = { name: name.value, cron: cron.value, time_zone: tz.value || 'UTC', template: f.tmpl.value, prompt: prompt.value, variables: f.vars(), overlap: overlap.value, catch_up: catchUp.value };
+    try { await api('POST', '/api/schedules', body); form.reset(); cron.value = '0 6 * * *'; tz.value = 'UTC'; load(); } catch (e) { out.appendChild(errorBox(e)); }
+  } },
+  el('div', { class: 'row' }, el('label', {}, 'name', name), el('label', {}, 'cron', cron), el('label', {}, 'time zone', tz), el('label', {}, 'template', f.tmpl),
+    el('label', {}, 'overlap', overlap), el('label', {}, 'catch-up', catchUp)),
+  el('label', { class: 'block' }, 'prompt', prompt), f.box,
+  el('button', { type: 'submit', id: 'schedule-create' }, 'Create schedule'), out);
+  add(box, el('h2', {}, 'Schedules'),
+    el('p', { class: 'muted' }, 'A cron expression in a time zone; each tick fires once across every scheduler. Overlap decides what a tick does while the last run still runs; catch-up, what happens to the ticks missed while no scheduler ran (docs/schedules.md).'),
+    list, el('details', { class: 'create' }, el('summary', {}, 'New schedule'), form));
+  await load();
+}
+
+async function hooksSection(box) {
+  const list = el('div');
+  const out = el('div', { id: 'hook-result' });
+  const f = await templateFields('hook', true);
+  const name = el('input', { id: 'hook-name', required: true, maxlength: '200', placeholder: 'github pushes' });
+  const scheme = el('select', { id: 'hook-scheme', 'aria-label': 'scheme' }, ['github', 'stripe', 'hmac'].map((o) => el('option', { value: o }, o)));
+  const prompt = el('textarea', { id: 'hook-prompt', rows: 2, required: true, placeholder: 'review the push to {{.repo}}' });
+  // showSecret shows a secret the API answers only once, for the sender's settings.
+  const showSecret = (h) => add(clear(out), el('div', { class: 'note secret', id: 'hook-secret' },
+    el('strong', {}, 'Secret of ' + h.name + ' (shown this once; put it in the sender now):'), el('pre', {}, h.secret),
+    el('div', {}, 'Deliveries go to ', el('code', {}, location.origin + h.url), ' (or the hooks listener, api.hooks.addr).')));
+  const load = async () => {
+    let rows;
+    try { rows = (await api('GET', '/api/hooks')).hooks || []; } catch (e) { clear(list).appendChild(errorBox(e)); return; }
+    const tbody = el('tbody');
+    for (const h of rows) {
+      const act = (verb, method) => async () => {
+        try {
+          const r = await api(method || 'POST', '/api/hooks/' + encodeURIComponent(h.id) + (verb ? '/' + verb : ''));
+          if (r && r.secret) showSecret(r);
+          load();
+        } catch (e) { list.appendChild(errorBox(e)); }
+      };
+      const deliveries = el('details', { class: 'deliveries' }, el('summary', {}, 'deliveries'));
+      deliveries.addEventListener('toggle', async () => {
+        if (!deliveries.open || deliveries.dataset.loaded) return;
+        deliveries.dataset.loaded = '1';
+        try {
+          const ds = (await api('GET', '/api/hooks/' + encodeURIComponent(h.id) + '/deliveries')).deliveries || [];
+          add(deliveries, ds.length ? el('ul', {}, ds.slice(0, 20).map((d) => el('li', { 'data-outcome': d.outcome }, fmtTime(d.received_at), ' ', badge(d.outcome === 'accepted' ? 'accepted' : 'refused', d.outcome === 'accepted' ? 'completed' : 'failed'),
+            d.reason ? ' ' + d.reason : '', d.detail ? el('span', { class: 'muted' }, ' ' + d.detail) : '',
+            d.run_id ? [' ', el('a', { href: '/app/runs/' + encodeURIComponent(d.run_id) }, d.run_id.slice(0, 8))] : null))) : el('p', { class: 'muted' }, 'No delivery yet.'));
+        } catch (e) { deliveries.appendChild(errorBox(e)); }
+      });
+      tbody.appendChild(el('tr', { 'data-hook': h.id },
+        el('td', { 'data-label': 'name' }, h.name, h.enabled ? null : [' ', badge('disabled', 'failed')]),
+        el('td', { 'data-label': 'scheme' }, h.scheme),
+        el('td', { 'data-label': 'url' }, el('code', { class: 'url' }, h.url)),
+        el('td', { 'data-label': 'team' }, h.template || 'inline team'),
+        el('td', { 'data-label': 'variables' }, Object.entries(h.variables || {}).map(([k, v]) => el('div', {}, k + ' ← ', el('code', {}, v)))),
+        el('td', { 'data-label': 'created' }, timeAgo(h.created_at), h.rotated_at ? el('div', { class: 'muted' }, 'secret rotated ' + relTime(h.rotated_at)) : null),
+        el('td', { 'data-label': '' }, el('button', { type: 'button', class: 'rotate secondary', onclick: act('rotate') }, 'Rotate secret'), ' ',
+          el('button', { type: 'button', class: 'delete danger', onclick: act('', 'DELETE') }, 'Delete'), deliveries)));
+    }
+    if (!rows.length) tbody.appendChild(el('tr', {}, el('td', { colspan: 7, class: 'muted' }, 'No webhooks.')));
+    add(clear(list), scroller(el('table', { class: 'grid stack', id: 'hooks-table' }, el('thead', {}, el('tr', {}, ['name', 'scheme', 'url', 'team', 'variables', 'created', ''].map((x) => el('th', {}, x)))), tbody)));
+  };
+  const form = el('form', { id: 'hook-form', onsubmit: async (ev) => {
+    ev.preventDefault();
+    clear(out);
+    try {
+      const h = await api('POST', '/api/hooks', { name: name.value, scheme: scheme.value, template: f.tmpl.value, prompt: prompt.value, variables: f.vars() });
+      form.reset();
+      showSecret(h);
+      load();
+    } catch (e) { out.appendChild(errorBox(e)); }
+  } },
+  el('div', { class: 'row' }, el('label', {}, 'name', name), el('label', {}, 'scheme', scheme), el('label', {}, 'template', f.tmpl)),
+  el('label', { class: 'block' }, 'prompt ({{.variable}} placeholders only)', prompt), f.box,
+  el('button', { type: 'submit', id: 'hook-create' }, 'Create webhook'));
+  add(box, el('h2', {}, 'Inbound webhooks'),
+    el('p', { class: 'muted' }, 'A delivery signed with the hook\'s secret (GitHub, Stripe or a generic HMAC scheme) starts a run, its variables taken from the payload by JSON pointers; a replayed delivery starts nothing (docs/hooks.md).'),
+    list, out, el('details', { class: 'create' }, el('summary', {}, 'New webhook'), form));
+  await load();
+}
+
 // ---------- fleet ----------
 
 // pageFleet is the fleet at a glance (GET /api/fleet): its workers, queues,
@@ -1444,10 +1611,15 @@ async function pageFleet() {
         clear(monOut);
         // A navigation cannot send the bearer token: the API sets a short-lived
         // cookie that only /monitoring reads, for an admin token.
+        // The only request that accepts a cookie: api() omits credentials, so
+        // this one is made here, with the bearer token as every other.
         try {
-          await api('POST', '/api/monitoring/session');
+          const resp = await fetch(mon.session || '/api/monitoring/session', { method: 'POST', credentials: 'same-origin', cache: 'no-store',
+            headers: Object.assign({ 'Accept': 'application/json', 'Content-Type': 'application/json' }, authHeaders()) });
+          if (resp.status === 403) throw new Error('The queue monitor is for admin tokens.');
+          if (!resp.ok) throw new APIError(resp.status, 'HTTP ' + resp.status + ': ' + ((await resp.json().catch(() => ({}))).error || 'the monitor session was refused'));
           window.open(mon.path || '/monitoring/', '_blank', 'noopener');
-        } catch (e) { monOut.appendChild(errorBox(e.status === 403 ? 'The queue monitor is for admin tokens.' : e)); }
+        } catch (e) { monOut.appendChild(errorBox(e)); }
       } }, 'Open asynqmon'), ' ', el('span', { class: 'muted' }, mon.read_only ? 'read-only' : 'can pause, delete and retry tasks'), monOut)
         : el('p', { class: 'muted' }, 'asynqmon is not mounted on this API process.'));
   }
@@ -1596,9 +1768,10 @@ function route() {
   else if (p === '/app/leases') page = 'leases';
   else if (p === '/app/tools') page = 'tools';
   else if (p === '/app/fleet') page = 'fleet';
+  else if (p === '/app/triggers') page = 'triggers';
   document.body.setAttribute('data-page', page);
   for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('active', a.getAttribute('data-nav') === (page === 'run' || page === 'files' ? 'runs' : page));
-  const pages = { runs: pageRuns, run: pageRun, files: pageFiles, inbox: pageInbox, audit: pageAudit, leases: pageLeases, tools: pageTools, fleet: pageFleet };
+  const pages = { runs: pageRuns, run: pageRun, files: pageFiles, inbox: pageInbox, audit: pageAudit, leases: pageLeases, tools: pageTools, fleet: pageFleet, triggers: pageTriggers };
   document.title = page + ' · Aetherium Studio';
   pages[page](id).catch((e) => { if (!(e instanceof APIError && e.status === 401)) main().appendChild(errorBox(e)); });
 }

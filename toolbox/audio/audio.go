@@ -22,6 +22,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/gpu"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/media"
@@ -194,8 +195,8 @@ func progress(ctx context.Context, call tools.Call, step, percent int, msg strin
 	if sess == nil || sess.Coordinator == nil {
 		return
 	}
-	_ = sess.Coordinator.Emit(ctx, fmt.Sprintf("progress:%s:%s:tts:%d", sess.SessionID, call.ID, step), "progress",
-		map[string]any{"percent": percent, "message": msg, "tool": "tts_render"})
+	_ = sess.Coordinator.Emit(ctx, fmt.Sprintf("progress:%s:%s:tts:%d", sess.SessionID, call.ID, step), events.Progress,
+		events.ProgressData{Percent: percent, Message: msg, Tool: "tts_render"})
 }
 
 // DesignDir is where designed voices' clips are cached in the workspace.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/media"
 	"github.com/aetherium-engine/aetherium/media/script"
 	"github.com/aetherium-engine/aetherium/media/voice"
@@ -28,18 +29,18 @@ import (
 
 type coordinator struct {
 	mu     sync.Mutex
-	events []map[string]any
+	events []events.ProgressData
 }
 
 func (c *coordinator) Delegate(context.Context, string, []tools.DelegateRequest) error {
 	return errors.New("no")
 }
 func (c *coordinator) Reply(context.Context, string) error { return errors.New("no") }
-func (c *coordinator) Emit(_ context.Context, _, typ string, data map[string]any) error {
+func (c *coordinator) Emit(_ context.Context, _, typ string, data any) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if typ == "progress" {
-		c.events = append(c.events, data)
+	if p, ok := data.(events.ProgressData); ok && typ == events.Progress {
+		c.events = append(c.events, p)
 	}
 	return nil
 }
@@ -133,7 +134,7 @@ func TestRenderEspeakEveryShape(t *testing.T) {
 
 	// Progress reached the run's events, ending at 100.
 	require.NotEmpty(t, e.co.events)
-	require.Equal(t, 100, e.co.events[len(e.co.events)-1]["percent"])
+	require.Equal(t, 100, e.co.events[len(e.co.events)-1].Percent)
 
 	// The designed voice was cached: a second render reuses it.
 	out, err = e.call(t, "tts_render", map[string]any{"script": "episode.md", "out": "final/take2.mp3", "cast": map[string]string{"HOST": "design: a deep, calm male voice"}})

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/aetherium-engine/aetherium/confine"
+	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/internal/defaults"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/media"
@@ -456,8 +457,8 @@ func (t *toolset) progress(ctx context.Context, s *tools.Session, tool, promptID
 	if s.Coordinator == nil {
 		return
 	}
-	_ = s.Coordinator.Emit(ctx, fmt.Sprintf("progress:%s:%s:%d", s.SessionID, promptID, pct), "progress",
-		map[string]any{"percent": pct, "message": fmt.Sprintf("%s %s: %d%%", tool, promptID, pct), "tool": tool, "prompt_id": promptID})
+	_ = s.Coordinator.Emit(ctx, fmt.Sprintf("progress:%s:%s:%d", s.SessionID, promptID, pct), events.Progress,
+		events.ProgressData{Percent: pct, Message: fmt.Sprintf("%s %s: %d%%", tool, promptID, pct), Tool: tool, PromptID: promptID})
 }
 
 func (t *toolset) uploadRefs(ctx context.Context, c *comfyui.Client, root *os.Root, refs []string) ([]string, error) {

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/internal/testdb"
 
 	"github.com/aetherium-engine/aetherium/gpu"
@@ -49,16 +50,16 @@ func TestMain(m *testing.M) {
 // coord records the progress events a tool emits.
 type coord struct {
 	mu     sync.Mutex
-	events []map[string]any
+	events []events.ProgressData
 }
 
 func (c *coord) Delegate(context.Context, string, []tools.DelegateRequest) error { return nil }
 func (c *coord) Reply(context.Context, string) error                             { return nil }
-func (c *coord) Emit(_ context.Context, _, typ string, data map[string]any) error {
+func (c *coord) Emit(_ context.Context, _, typ string, data any) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if typ == "progress" {
-		c.events = append(c.events, data)
+	if p, ok := data.(events.ProgressData); ok && typ == events.Progress {
+		c.events = append(c.events, p)
 	}
 	return nil
 }
@@ -68,7 +69,7 @@ func (c *coord) percents() []int {
 	defer c.mu.Unlock()
 	var out []int
 	for _, e := range c.events {
-		out = append(out, e["percent"].(int))
+		out = append(out, e.Percent)
 	}
 	return out
 }

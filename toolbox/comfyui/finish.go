@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/aetherium-engine/aetherium/confine"
+	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/media/comfyui"
 	"github.com/aetherium-engine/aetherium/media/workflows"
@@ -84,7 +85,7 @@ type FinishResult struct {
 
 // PostRunFinishImage is the type of the run event the post-run task records
 // its outcome as (events.PostRunFinishImage).
-const PostRunFinishImage = "postrun.finish_image"
+const PostRunFinishImage = events.PostRunFinishImage
 
 // RegisterFinish adds finish_image. st nil: the tool refuses to run (this
 // deployment cannot record post-run work).

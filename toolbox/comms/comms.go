@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/tools"
 )
 
@@ -88,8 +89,8 @@ func Register(reg *tools.Registry) {
 				return tools.Result{}, fmt.Errorf("notify_user: level %q is not info, warning or error", a.Level)
 			}
 			s := call.Session
-			if err := s.Coordinator.Emit(ctx, "notify:"+s.SessionID+":"+call.ID, "notification",
-				map[string]any{"message": a.Message, "level": a.Level}); err != nil {
+			if err := s.Coordinator.Emit(ctx, "notify:"+s.SessionID+":"+call.ID, events.Notification,
+				events.NotificationData{Message: a.Message, Level: a.Level}); err != nil {
 				return tools.Result{}, err
 			}
 			return tools.Text("notified"), nil
@@ -100,8 +101,8 @@ func Register(reg *tools.Registry) {
 				return tools.Result{}, fmt.Errorf("report_progress: percent %d is outside 0..100", a.Percent)
 			}
 			s := call.Session
-			if err := s.Coordinator.Emit(ctx, "progress:"+s.SessionID+":"+call.ID, "progress",
-				map[string]any{"percent": a.Percent, "message": a.Message}); err != nil {
+			if err := s.Coordinator.Emit(ctx, "progress:"+s.SessionID+":"+call.ID, events.Progress,
+				events.ProgressData{Percent: a.Percent, Message: a.Message}); err != nil {
 				return tools.Result{}, err
 			}
 			return tools.Text("progress %d%% reported", a.Percent), nil

@@ -9,13 +9,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/toolbox/comms"
 	"github.com/aetherium-engine/aetherium/tools"
 )
 
 type event struct {
 	Key, Type string
-	Data      map[string]any
+	Data      any
 }
 
 // coordinator records Emit calls; err, when set, is returned by Emit.
@@ -33,7 +34,7 @@ func (c *coordinator) Reply(context.Context, string) error {
 	return errors.New("comms tools never reply")
 }
 
-func (c *coordinator) Emit(_ context.Context, key, typ string, data map[string]any) error {
+func (c *coordinator) Emit(_ context.Context, key, typ string, data any) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
@@ -117,8 +118,8 @@ func TestNotifyUser(t *testing.T) {
 			var msg map[string]string
 			require.NoError(t, json.Unmarshal([]byte(tc.args), &msg))
 			require.Equal(t, []event{{
-				Key: "notify:sess-A:call_7", Type: "notification",
-				Data: map[string]any{"message": msg["message"], "level": tc.wantLevel},
+				Key: "notify:sess-A:call_7", Type: events.Notification,
+				Data: events.NotificationData{Message: msg["message"], Level: tc.wantLevel},
 			}}, co.recorded())
 		})
 	}
@@ -159,8 +160,8 @@ func TestReportProgress(t *testing.T) {
 			require.NoError(t, err)
 			require.Contains(t, res.Content, "reported")
 			require.Equal(t, []event{{
-				Key: "progress:sess-B:call_3", Type: "progress",
-				Data: map[string]any{"percent": tc.percent, "message": tc.message},
+				Key: "progress:sess-B:call_3", Type: events.Progress,
+				Data: events.ProgressData{Percent: tc.percent, Message: tc.message},
 			}}, co.recorded())
 		})
 	}

@@ -48,7 +48,7 @@ func (c *coordinator) Reply(_ context.Context, message string) error {
 	return nil
 }
 
-func (c *coordinator) Emit(context.Context, string, string, map[string]any) error {
+func (c *coordinator) Emit(context.Context, string, string, any) error {
 	return errors.New("orchestration tools emit nothing themselves")
 }
 

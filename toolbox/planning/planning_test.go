@@ -25,7 +25,7 @@ func (coordinator) Delegate(context.Context, string, []tools.DelegateRequest) er
 	return errors.New("unexpected Delegate")
 }
 func (coordinator) Reply(context.Context, string) error { return errors.New("unexpected Reply") }
-func (coordinator) Emit(context.Context, string, string, map[string]any) error {
+func (coordinator) Emit(context.Context, string, string, any) error {
 	return errors.New("unexpected Emit")
 }
 
