@@ -441,6 +441,13 @@ func applyEnv(c *Config, env func(string) (string, bool)) error {
 		}
 		c.Security.AllowSelfApproval = b
 	}
+	if v, ok := env("AETHERIUM_TRACING"); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("config: AETHERIUM_TRACING=%q is not true or false", v))
+		}
+		c.Tracing.Enabled = b
+	}
 	if v, ok := env("AETHERIUM_API_ALLOWED_HOSTS"); ok {
 		c.API.AllowedHosts = nil
 		for _, h := range strings.Split(v, ",") {

@@ -48,7 +48,7 @@ const ScopeName = "github.com/aetherium-engine/aetherium"
 // Config is the tracing configuration (yaml key `tracing:`).
 type Config struct {
 	// Enabled turns tracing on. Off (the default) costs nothing: no SDK, no
-	// exporter, no-op spans.
+	// exporter, no-op spans. Env AETHERIUM_TRACING (true or false).
 	Enabled bool `yaml:"enabled"`
 	// Exporter is otlp-http or otlp-grpc. Default DefaultExporter.
 	Exporter string `yaml:"exporter"`
