@@ -94,9 +94,12 @@ func requestOf(r store.Run) (RunRequest, error) {
 	return RunRequest{Endpoint: inlineEndpoint, Body: body}, nil
 }
 
-// getRunRequest serves GET /api/runs/:id/request.
+// getRunRequest serves GET /api/runs/:id/request. The request is the run's
+// details (its whole team and variables), so only its owner or a reader of
+// every run has it: not the on-call approver, who sees a run's summary to
+// decide on its call.
 func (s *Server) getRunRequest(c *fiber.Ctx) error {
-	r, err := s.loadRunFor(c, accessSummary)
+	r, err := s.loadRunFor(c, accessRead)
 	if err != nil {
 		return err
 	}
@@ -110,7 +113,7 @@ func (s *Server) getRunRequest(c *fiber.Ctx) error {
 // retryRun serves POST /api/runs/:id/retry: the run's request submitted again
 // by the caller, through the submit's own path.
 func (s *Server) retryRun(c *fiber.Ctx) error {
-	r, err := s.loadRunFor(c, accessSummary)
+	r, err := s.loadRunFor(c, accessRead)
 	if err != nil {
 		return err
 	}

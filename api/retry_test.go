@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/api"
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
 )
 
@@ -27,6 +30,8 @@ func TestRetryAndClone(t *testing.T) {
 			"bob":   {api.RoleSubmit, api.RoleRead},
 			"carol": {api.RoleSubmit, api.RoleReadAll},
 			"root":  {api.RoleAdmin},
+			// The on-call approver: it reads the summary of a run that asks it.
+			"oncall": {api.RoleRead, api.RoleApprove, api.RoleSubmit},
 		})
 		c.Fairness.MaxPriority = map[string]int{api.RoleSubmit: 2}
 	}})
@@ -128,6 +133,19 @@ func TestRetryAndClone(t *testing.T) {
 			code, _, raw := request(t, f, f.URL, "bob", op[0], "/api/runs/"+tmplRun+op[1], nil, nil)
 			require.Equal(t, http.StatusNotFound, code, string(raw))
 			require.JSONEq(t, `{"error":"run `+tmplRun+` not found","field":"id"}`, string(raw), "exactly a missing run")
+		}
+	})
+	t.Run("the approver of a run's call sees its summary, not its request", func(t *testing.T) {
+		_, _, err := f.Store.RequestApproval(ctx, store.Approval{
+			ID: "apr_retry" + strings.ReplaceAll(inlineRun, "-", "")[:16], RunID: inlineRun, SessionID: queue.SupervisorSession(inlineRun).String(), CallID: "call-1",
+			Agent: "lead", Tool: "run_shell", Tier: "restricted", Why: "ls", Args: json.RawMessage(`{"command":"ls"}`),
+		}, time.Hour)
+		require.NoError(t, err)
+		code, _, raw := request(t, f, f.URL, "oncall", "GET", "/api/runs/"+inlineRun, nil, nil)
+		require.Equal(t, http.StatusOK, code, string(raw))
+		for _, op := range [][2]string{{"POST", "/retry"}, {"GET", "/request"}} {
+			code, _, raw := request(t, f, f.URL, "oncall", op[0], "/api/runs/"+inlineRun+op[1], nil, nil)
+			require.Equal(t, http.StatusNotFound, code, "%s: %s", op[1], raw)
 		}
 	})
 	t.Run("an MCP session run has no request", func(t *testing.T) {

@@ -76,7 +76,7 @@ func (s *Server) routes() []route {
 		runParam(get("/api/runs/:id/request", "A run's submission, as it can be posted again (clone)", s.getRunRequest)).roles(RoleRead).
 			describe("The endpoint and the body that submit the same run again: a template run's template, prompt, variables, "+
 				"project and priority (run-from-template), or an inline run's team (as stored: rendered), prompt, variables, project "+
-				"and priority (run). Visible as GET /api/runs/:id is (its owner, read_all, and an approver holding read for a run that asked for an approval). 409 for an MCP client's session run, which was not submitted.").
+				"and priority (run). Visible to the run's owner and read_all (not to the approver of one of its calls, who reads its summary). 409 for an MCP client's session run, which was not submitted.").
 			returns(200, RunRequest{}).errors(400, 404, 409),
 		idempotent(runParam(post("/api/runs/:id/retry", "Submit a run's request again as a new run of the caller", s.retryRun))).roles(RoleSubmit).
 			describe("The request of GET /api/runs/:id/request, submitted as the caller through the submit's own checks "+
