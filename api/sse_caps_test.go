@@ -127,7 +127,16 @@ func TestEventStreamsAreCappedAndIdleStreamsDoNotQuery(t *testing.T) {
 	}
 	require.Equal(t, perPrincipal, f.API.StreamWatchers())
 
-	time.Sleep(500 * time.Millisecond) // the streams' first reads are done
+	// The streams' first reads are done when the count stops moving (on a
+	// loaded machine the last of 1,000 first reads can come seconds late).
+	for settled, last, deadline := 0, f.Transactions(), time.Now().Add(15*time.Second); settled < 2 && time.Now().Before(deadline); {
+		time.Sleep(250 * time.Millisecond)
+		if now := f.Transactions(); now == last {
+			settled++
+		} else {
+			settled, last = 0, now
+		}
+	}
 	x1 := f.Transactions()
 	time.Sleep(window)
 	open := f.Transactions() - x1
