@@ -109,6 +109,9 @@ func (s *Server) submitTemplate(c *fiber.Ctx) error {
 func (s *Server) start(c *fiber.Ctx, req submit.Request) error {
 	req.By = submitter(c)
 	req.IdempotencyKey = c.Get(IdempotencyKeyHeader)
+	// The client's W3C trace context, when valid, parents the run's trace
+	// (package submit checks it); its baggage header is never read.
+	req.TraceParent = c.Get(TraceParentHeader)
 	res, err := s.d.Submit.Submit(c.UserContext(), req)
 	if err != nil {
 		return submitError(c, err)
@@ -124,6 +127,9 @@ func (s *Server) start(c *fiber.Ctx, req submit.Request) error {
 const (
 	IdempotencyKeyHeader     = "Idempotency-Key"
 	IdempotentReplayedHeader = "Idempotent-Replayed"
+	// TraceParentHeader is the W3C trace context a client may send with a
+	// submission: the run's trace joins the client's (docs/traces.md).
+	TraceParentHeader = "traceparent"
 )
 
 // submitter is the caller as package submit knows principals.

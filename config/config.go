@@ -46,6 +46,7 @@ import (
 	comfyuitools "github.com/aetherium-engine/aetherium/toolbox/comfyui"
 	"github.com/aetherium-engine/aetherium/toolbox/quality"
 	"github.com/aetherium-engine/aetherium/toolbox/research"
+	"github.com/aetherium-engine/aetherium/tracing"
 	"github.com/aetherium-engine/aetherium/webhook"
 	"github.com/aetherium-engine/aetherium/worker"
 	"github.com/aetherium-engine/aetherium/wsquota"
@@ -134,6 +135,12 @@ type Config struct {
 	// its address is api.mcp_addr. See package mcpserver and docs/mcp.md.
 	// Default: no profiles, no listener.
 	MCP mcpserver.Config `yaml:"mcp"`
+	// Tracing is OpenTelemetry tracing, one trace per run (enabled, exporter,
+	// endpoint, service_name, sample_ratio, shutdown_timeout); the standard
+	// OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS,
+	// OTEL_TRACES_SAMPLER, OTEL_SERVICE_NAME) apply where the YAML sets nothing.
+	// See package tracing and docs/traces.md. Default: off.
+	Tracing tracing.Config `yaml:"tracing"`
 }
 
 // MCPConfig is the MCP server's configuration with its address (api.mcp_addr)
@@ -309,6 +316,7 @@ func Default() Config {
 		Security:        security.Config{}.WithDefaults(),
 		Scheduler:       scheduler.Defaults(),
 		Schedules:       schedules.Config{}.WithDefaults(),
+		Tracing:         tracing.Config{}.WithDefaults(),
 		LLM: LLM{
 			OpenAI:    openai.Config{Model: openai.DefaultModel, MaxRetries: openai.DefaultMaxRetries, Timeout: openai.DefaultTimeout},
 			Anthropic: anthropic.Config{Model: anthropic.DefaultModel, MaxRetries: anthropic.DefaultMaxRetries, Timeout: anthropic.DefaultTimeout},
@@ -433,6 +441,13 @@ func applyEnv(c *Config, env func(string) (string, bool)) error {
 		}
 		c.Security.AllowSelfApproval = b
 	}
+	if v, ok := env("AETHERIUM_TRACING"); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("config: AETHERIUM_TRACING=%q is not true or false", v))
+		}
+		c.Tracing.Enabled = b
+	}
 	if v, ok := env("AETHERIUM_API_ALLOWED_HOSTS"); ok {
 		c.API.AllowedHosts = nil
 		for _, h := range strings.Split(v, ",") {
@@ -499,6 +514,7 @@ func (c Config) Validate() error {
 	add(c.Knowledge.Validate())
 	add(c.Memory.Validate())
 	add(c.Fairness.Validate())
+	add(c.Tracing.Validate())
 	mcp := c.MCP // validated as written: WithDefaults would hide a negative wait
 	mcp.Addr = c.API.MCPAddr
 	add(mcp.Validate())

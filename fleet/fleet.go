@@ -21,6 +21,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/aetherium-engine/aetherium/api"
 	"github.com/aetherium-engine/aetherium/config"
@@ -50,6 +51,7 @@ import (
 	"github.com/aetherium-engine/aetherium/toolbox"
 	comfyuitools "github.com/aetherium-engine/aetherium/toolbox/comfyui"
 	"github.com/aetherium-engine/aetherium/tools"
+	"github.com/aetherium-engine/aetherium/tracing"
 	"github.com/aetherium-engine/aetherium/webhook"
 	"github.com/aetherium-engine/aetherium/worker"
 	"github.com/aetherium-engine/aetherium/worker/hook"
@@ -106,6 +108,8 @@ type Fleet struct {
 	EgressProxy *egressproxy.Proxy
 	// Workspaces makes and mounts the runs' workspaces: quota, free-disk guard.
 	Workspaces *wsquota.Manager
+	// Tracing makes the spans of the runs' traces (nil: tracing is off).
+	Tracing *tracing.Provider
 }
 
 // Options adjust Open (tests and benchmarks).
@@ -132,6 +136,10 @@ type Options struct {
 	// EgressResolver resolves names for outbound tools and the sandbox egress
 	// proxy (a test's DNS server); nil uses the system resolver.
 	EgressResolver *net.Resolver
+	// SpanExporter, when set, turns tracing on whatever tracing.enabled says
+	// and receives every span synchronously as it ends, instead of the OTLP
+	// exporter (tests: tracetest.NewInMemoryExporter()).
+	SpanExporter sdktrace.SpanExporter
 }
 
 // role is a set of the roles one process runs.
@@ -174,8 +182,19 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options
 	if log == nil {
 		log = slog.Default()
 	}
-	f := &Fleet{Cfg: cfg, Log: log, Metrics: metrics.New()}
-	err := f.openCore(ctx, opts)
+	var topts []tracing.Option
+	if opts.SpanExporter != nil {
+		topts = append(topts, tracing.WithSpanExporter(opts.SpanExporter))
+	}
+	tp, err := tracing.New(ctx, cfg.Tracing, topts...)
+	if err != nil {
+		return nil, err
+	}
+	if tp.Enabled() {
+		log = slog.New(tracing.LogHandler(log.Handler())) // trace_id and span_id on every line of a span
+	}
+	f := &Fleet{Cfg: cfg, Log: log, Metrics: metrics.New(), Tracing: tp}
+	err = f.openCore(ctx, opts)
 	if err == nil && roles&roleWorker != 0 {
 		err = f.openWorker(ctx, opts)
 	}
@@ -416,7 +435,7 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 		Finisher: f.finisher(), Log: f.Log}).PostRun()}
 	f.Worker = worker.New(wcfg, worker.Deps{Store: f.Store, Queue: f.Queue, Events: f.Events, Router: f.Router, Models: models, Metrics: f.Metrics, ModelLabels: knownModels(cfg, f.Registry), Log: f.Log, Gated: !opts.NoGate,
 		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, LeaseRetry: cfg.Streams.LeaseRetry, Audit: audit, Workspaces: f.Workspaces,
-		Knowledge: kb, Memory: cfg.Memory, Windows: newWindows(windowTable)})
+		Knowledge: kb, Memory: cfg.Memory, Windows: newWindows(windowTable), Tracing: f.Tracing})
 	return nil
 }
 
@@ -519,6 +538,10 @@ func (f *Fleet) Close() {
 	if f.Store != nil {
 		f.Store.Close()
 	}
+	// Last: the spans of everything above are flushed.
+	if err := f.Tracing.Shutdown(context.Background()); err != nil {
+		f.Log.Warn("tracing shutdown", "err", err)
+	}
 }
 
 // EventsHub is the process's one events hub, made on first use and closed by
@@ -537,7 +560,7 @@ func (f *Fleet) Submitter() *submit.Submitter {
 	return submit.New(submit.Config{MaxRunsInFlight: f.Cfg.API.MaxRunsInFlight, PrincipalDailyBudget: daily}, submit.Deps{
 		Store: f.Store, Queue: f.Queue, Fairness: f.Cfg.Fairness.WithDefaults(), Events: f.Events, Registry: f.Registry,
 		Templates: templates.Dir{Path: f.Cfg.Templates}, Leases: f.Leases, Metrics: f.Metrics, Log: f.Log,
-		CheckDisk: f.Workspaces.CheckFree, CheckModels: f.Traffic.CheckModels})
+		CheckDisk: f.Workspaces.CheckFree, CheckModels: f.Traffic.CheckModels, Tracing: f.Tracing})
 }
 
 // API builds the HTTP API.

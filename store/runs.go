@@ -77,6 +77,9 @@ type Run struct {
 	// level is worth in waiting (fairness.aging), the head start its Priority
 	// gives the run in its key's line.
 	Aging time.Duration `json:"-"`
+	// TraceContext is the W3C traceparent of the run's submit span (issue 42):
+	// the parent of every span of the run's tasks. "" when tracing was off.
+	TraceContext string `json:"trace_context,omitempty"`
 }
 
 // WorkspaceID is the id of the workspace the run works in: its project's, shared
@@ -100,13 +103,13 @@ var ErrNoProject = errors.New("no such project")
 
 const runCols = `id::text, status, prompt, template, team, variables, result, error, reason,
 	tokens_used, token_budget, cost, cost_budget, created_at, updated_at, finished_at, owner, project, coalesce(project_id::text, ''), workspace,
-	fair_key, priority, run_limit, admitted_at`
+	fair_key, priority, run_limit, admitted_at, trace_context`
 
 func scanRun(row pgx.Row) (Run, error) {
 	var r Run
 	err := row.Scan(&r.ID, &r.Status, &r.Prompt, &r.Template, &r.Team, &r.Variables, &r.Result,
 		&r.Error, &r.Reason, &r.TokensUsed, &r.TokenBudget, &r.Cost, &r.CostBudget, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt, &r.Owner, &r.Project, &r.ProjectID, &r.Workspace,
-		&r.FairKey, &r.Priority, &r.RunLimit, &r.AdmittedAt)
+		&r.FairKey, &r.Priority, &r.RunLimit, &r.AdmittedAt, &r.TraceContext)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, ErrNotFound
 	}
@@ -212,17 +215,17 @@ func (s *Store) CreateRunOnce(ctx context.Context, r Run, maxInFlight int, claim
 	// locked FOR SHARE so it cannot vanish mid-insert; a project deleted (by
 	// someone else) meanwhile refuses the run instead of receiving it.
 	const insert = `INSERT INTO runs (id, status, prompt, template, team, variables, token_budget, owner, project, project_id, workspace, cost_budget,
-			fair_key, priority, run_limit, line_at, admitted_at)
+			fair_key, priority, run_limit, line_at, admitted_at, trace_context)
 		SELECT $1::uuid, 'queued', $2::text, $3::text, $4::jsonb, $5::jsonb, $6::bigint, $7::text,
 			coalesce(p.slug, ''), p.id, coalesce(p.workspace, ''), $9::bigint,
 			$10::text, $11::smallint, $12::integer, now() - $13::bigint * interval '1 microsecond',
 			CASE WHEN $12::integer = 0 OR (SELECT count(*) FROM runs WHERE fair_key = $10::text AND admitted_at IS NOT NULL
-				AND status IN ('queued','running','waiting')) < $12::integer THEN now() END
+				AND status IN ('queued','running','waiting')) < $12::integer THEN now() END, $14::text
 		FROM (SELECT 1) one LEFT JOIN (SELECT id, slug, workspace FROM projects WHERE id = nullif($8, '')::uuid FOR SHARE) p ON true
 		WHERE ($8 = '' OR p.id IS NOT NULL)`
 	headStart := int64(r.Priority) * r.Aging.Microseconds()
 	args := []any{r.ID, r.Prompt, r.Template, r.Team, r.Variables, r.TokenBudget, r.Owner, r.ProjectID, r.CostBudget,
-		r.FairKey, r.Priority, r.RunLimit, headStart}
+		r.FairKey, r.Priority, r.RunLimit, headStart, r.TraceContext}
 	if claim == nil && maxInFlight == 0 && r.RunLimit == 0 {
 		// Nothing to count or claim: one statement, no transaction.
 		err := s.db.QueryRow(ctx, insert+` RETURNING admitted_at IS NOT NULL`, args...).Scan(&admitted)
@@ -284,7 +287,7 @@ func createRunTx(ctx context.Context, tx pgx.Tx, r Run, maxInFlight int, insert 
 			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('aetherium.runs_in_flight:' || $1, 0))`, r.Owner); err != nil {
 				return fmt.Errorf("lock runs in flight of %q: %w", r.Owner, err)
 			}
-			q += ` AND (SELECT count(*) FROM runs WHERE owner = $7 AND status IN ('queued','running','waiting')) < $14::bigint`
+			q += ` AND (SELECT count(*) FROM runs WHERE owner = $7 AND status IN ('queued','running','waiting')) < $15::bigint`
 			args = append(args, maxInFlight)
 		}
 		if r.RunLimit > 0 {

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/lease"
@@ -32,6 +34,7 @@ import (
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
+	"github.com/aetherium-engine/aetherium/tracing"
 	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
@@ -104,6 +107,8 @@ type Deps struct {
 	CheckDisk func() error
 	// CheckModels, when set, checks a team's models against the deployment.
 	CheckModels func(team templates.Template) error
+	// Tracing makes the submit span, the root of the run's trace (nil: off).
+	Tracing *tracing.Provider
 }
 
 // Submitter starts runs.
@@ -154,6 +159,10 @@ type Request struct {
 	// Trigger says what started the run: "" (a person), "retry:<run id>",
 	// "schedule:<id>", "hook:<id>". It is recorded in the run.queued event.
 	Trigger string
+	// TraceParent is the client's W3C traceparent header: a valid one is the
+	// parent of the run's submit span; an empty, malformed or oversized one is
+	// ignored (the submit span is a new root). Baggage is never read.
+	TraceParent string
 }
 
 // Result is an accepted submission.
@@ -219,8 +228,26 @@ func refuse(kind error, field, format string, args ...any) *Error {
 }
 
 // Submit checks a request and starts its run, or refuses it with an *Error.
-// Other errors are the fleet's (the store, Redis).
+// Other errors are the fleet's (the store, Redis). Its span (tracing on) is
+// the root of the run's trace: the run stores its traceparent.
 func (s *Submitter) Submit(ctx context.Context, req Request) (Result, error) {
+	ctx, span := s.d.Tracing.StartRemote(ctx, req.TraceParent, "submit run", trace.WithSpanKind(trace.SpanKindServer))
+	defer span.End()
+	res, err := s.submit(ctx, req)
+	if span.IsRecording() {
+		span.SetAttributes(tracing.RunID.String(res.RunID), tracing.Template.String(req.Template))
+		if req.Trigger != "" {
+			span.SetAttributes(tracing.Trigger.String(req.Trigger))
+		}
+		if res.Replayed {
+			span.SetAttributes(attribute.Bool("aetherium.replayed", true))
+		}
+		tracing.Fail(span, err)
+	}
+	return res, err
+}
+
+func (s *Submitter) submit(ctx context.Context, req Request) (Result, error) {
 	if err := CheckPrompt(req.Prompt); err != nil {
 		return Result{}, err
 	}
@@ -276,7 +303,7 @@ func (s *Submitter) Submit(ctx context.Context, req Request) (Result, error) {
 	_, runLimit, _ := s.d.Fairness.Policy(key)
 	run := store.Run{ID: uuid.NewString(), Prompt: req.Prompt, Template: req.Template, Team: teamJSON, Variables: varsJSON,
 		TokenBudget: rendered.TokenBudget(), CostBudget: int64(rendered.CostBudget()), Owner: req.By.Name, Project: req.Project, ProjectID: projectID,
-		FairKey: key, Priority: priority, RunLimit: runLimit, Aging: s.d.Fairness.WithDefaults().Aging}
+		FairKey: key, Priority: priority, RunLimit: runLimit, Aging: s.d.Fairness.WithDefaults().Aging, TraceContext: tracing.Traceparent(ctx)}
 	var claim *store.IdempotencyClaim
 	if req.IdempotencyKey != "" {
 		claim = &store.IdempotencyClaim{Key: req.IdempotencyKey, RequestHash: fingerprint, TTL: s.cfg.IdempotencyTTL}

@@ -44,7 +44,9 @@ func (w *Worker) resolveCall(ctx context.Context, tsess *tools.Session, in stepI
 		}
 		return w.delegationAnswer(ctx, in, sess, call, ds, start)
 	}
-	res, err := w.router.Dispatch(logctx.Tool(ctx, call.Name), tools.Call{ID: call.ID, Name: call.Name, Args: call.Args, Session: tsess})
+	dctx, span := w.startToolCall(ctx, call)
+	res, err := w.router.Dispatch(logctx.Tool(dctx, call.Name), tools.Call{ID: call.ID, Name: call.Name, Args: call.Args, Session: tsess})
+	endToolCall(span, err == nil && res.Pending, err)
 	if ctx.Err() != nil {
 		return llm.Message{}, callDone, ctx.Err()
 	}

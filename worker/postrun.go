@@ -16,10 +16,12 @@ import (
 	"fmt"
 
 	"github.com/hibiken/asynq"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/tracing"
 	"github.com/aetherium-engine/aetherium/worker/hook"
 )
 
@@ -68,7 +70,11 @@ func (w *Worker) handlePostRun(p hook.PostRun) asynq.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		return p.Run(ctx, hook.Delivery{
+		// A post-run task is a span of its run's trace, like its steps.
+		ctx, span := w.tracing.StartRemote(ctx, run.TraceContext, "post_run "+p.Name, trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithAttributes(tracing.RunID.String(run.ID), tracing.TaskType.String(p.TaskType)))
+		defer span.End()
+		err = p.Run(ctx, hook.Delivery{
 			Run: run,
 			Workspace: func(ctx context.Context) (string, string, error) {
 				return w.workspace(ctx, run.WorkspaceID())
@@ -77,6 +83,8 @@ func (w *Worker) handlePostRun(p hook.PostRun) asynq.HandlerFunc {
 				return w.holdPostRun(ctx, p.Name, run.ID, service)
 			},
 		})
+		tracing.Fail(span, err)
+		return err
 	}
 }
 

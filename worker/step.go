@@ -20,6 +20,7 @@ import (
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
+	"github.com/aetherium-engine/aetherium/tracing"
 	"github.com/aetherium-engine/aetherium/worker/hook"
 )
 
@@ -103,6 +104,11 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 	// Every log line of this step carries the run and agent (and the asynq task id
 	// the task middleware put on ctx) through the logctx handler.
 	ctx = logctx.Run(ctx, in.run.ID, in.node.Name)
+	ctx, span := w.startStep(ctx, in)
+	defer func() {
+		tracing.Fail(span, retErr)
+		span.End()
+	}()
 	in.out = &stepWriter{} // before anything can fail the step: failStep flushes it
 	got := in.acquired
 	if got == nil {
@@ -382,8 +388,10 @@ func (s *stepRun) ask(ctx context.Context) error {
 		return err
 	}
 	start := time.Now()
-	resp, err := s.provider.Complete(ctx, req)
+	cctx, span := s.w.startModelCall(ctx, s.provider.Name(), s.model)
+	resp, err := s.provider.Complete(cctx, req)
 	took := time.Since(start)
+	endModelCall(span, resp, err)
 	if errors.Is(err, llm.ErrContextLength) && !s.refit {
 		// The provider counts more than the estimate did: compact now and ask
 		// once more (a second refusal fails the step like any model error).

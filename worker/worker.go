@@ -29,6 +29,7 @@ import (
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
+	"github.com/aetherium-engine/aetherium/tracing"
 	"github.com/aetherium-engine/aetherium/worker/hook"
 	"github.com/aetherium-engine/aetherium/wsquota"
 )
@@ -312,6 +313,7 @@ type Worker struct {
 	workspaces *wsquota.Manager
 	knowledge  knowledge.Backend
 	memory     memory.Config
+	tracing    *tracing.Provider
 }
 
 // AuditWriter takes audit rows a step could not write itself (the Auditor).
@@ -357,6 +359,9 @@ type Deps struct {
 	// Windows, when set, keeps each session's requests inside its model's
 	// context window (compaction, issue 38). Nil: requests grow unchecked.
 	Windows Windows
+	// Tracing makes the spans of steps, model calls and tool calls, children
+	// of the run's submit span (store.Run.TraceContext). Nil: tracing is off.
+	Tracing *tracing.Provider
 }
 
 // New returns a Worker. It panics on hooks Validate refuses (Config.ReplyChecks,
@@ -384,7 +389,7 @@ func New(cfg Config, d Deps) *Worker {
 	}
 	return &Worker{workspaces: d.Workspaces, cfg: cfg, store: d.Store, queue: d.Queue, events: d.Events, router: d.Router, models: d.Models, metrics: d.Metrics, log: d.Log, gated: d.Gated,
 		mailbox: d.Mailbox, consumer: consumerName(), leases: d.Leases, gpu: d.GPU, leaseRetry: d.LeaseRetry, audit: d.Audit, modelLabels: d.ModelLabels,
-		knowledge: d.Knowledge, memory: d.Memory.WithDefaults(), windows: d.Windows}
+		knowledge: d.Knowledge, memory: d.Memory.WithDefaults(), windows: d.Windows, tracing: d.Tracing}
 }
 
 func consumerName() string {

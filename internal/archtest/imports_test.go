@@ -77,7 +77,7 @@ var rules = []rule{
 	{
 		// Below every floor: a leaf serves all packages, the floors included
 		// (the floors' rules let them import it), so it imports nothing of the module.
-		name: "a leaf (internal/defaults, queue/fair) imports no package of the module",
+		name: "a leaf (internal/defaults, queue/fair, tracing) imports no package of the module",
 		forbids: func(from pkg, _ string) bool {
 			return leaves[from.Path]
 		},
@@ -254,7 +254,7 @@ var testSupport = map[string]bool{"media/voice/ttssim/simimage": true, "cmd/benc
 // leaves are the packages below the lowest floor: they import only the standard
 // library, so queue, confine and egress may import them (the floors' rules speak
 // of the module's other packages). internal/defaults fills the Configs' defaults.
-var leaves = map[string]bool{"internal/defaults": true, "queue/fair": true}
+var leaves = map[string]bool{"internal/defaults": true, "queue/fair": true, "tracing": true}
 
 // leafTests are the test helpers a leaf's tests may import.
 var leafTests = map[string]map[string]bool{
@@ -404,7 +404,7 @@ func TestImportRulesCatchViolations(t *testing.T) {
 		{name: "the fair dispatcher's tests run on the test helpers", pkgs: with(
 			pkg{Path: "queue/fair", Name: "fair", TestImports: []string{"internal/testdb", "internal/testinfra", "queue/fair"}})},
 		{name: "the fair dispatcher links the test helpers outside its tests", pkgs: with(pkg{Path: "queue/fair", Name: "fair", Imports: []string{"internal/testdb"}}),
-			want: []string{`queue/fair -> internal/testdb breaks "a leaf (internal/defaults, queue/fair) imports no package of the module"`}},
+			want: []string{`queue/fair -> internal/testdb breaks "a leaf (internal/defaults, queue/fair, tracing) imports no package of the module"`}},
 		{name: "the fair dispatcher's tests link the queue", pkgs: with(pkg{Path: "queue/fair", Name: "fair", TestImports: []string{"queue"}}),
 			want: []string{`queue/fair -> queue (in its tests) breaks "a leaf's tests import no package of the module but its test helpers"`}},
 		{name: "defaults' tests may not link the test helpers", pkgs: with(pkg{Path: "internal/defaults", Name: "defaults", TestImports: []string{"internal/testdb"}}),
