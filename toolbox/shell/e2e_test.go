@@ -138,9 +138,11 @@ func TestWorkspaceAndShellEndToEnd(t *testing.T) {
 		"edit_file:standard", "revert_file:standard", "revert_file:standard", "run_shell:elevated", "list_files:standard",
 	}, tools)
 
-	// The run's sandbox is one container; releasing it is the worker's job at run end.
+	// The run's sandbox is one container, this run's. The maintenance's orphan
+	// sweep (every scheduler.period) removes it once the run has ended, so on a
+	// loaded machine it may be gone already: never another one.
 	projects, err := d.Projects(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []string{id}, projects)
+	require.Subset(t, []string{id}, projects)
 	require.NoError(t, d.Release(ctx, id))
 }
