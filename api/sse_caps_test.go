@@ -27,6 +27,12 @@ func streamFleet(t *testing.T, perPrincipal, total int) *fleettest.Fleet {
 			{Name: "bob", SHA256: api.HashToken("bob-secret"), Roles: []string{api.RoleSubmit, api.RoleRead}},
 		}
 		c.API.MaxStreamsPerPrincipal, c.API.MaxStreams = perPrincipal, total
+		// The safety re-read (api.sse_poll) is every stream's one legitimate
+		// query: opening 1,000 streams on a loaded machine takes longer than
+		// its default 30 s, and the first streams' re-reads would fall in the
+		// measured window (77 and 101 in 3 s in CI). Ten minutes keeps the
+		// window to what an idle stream must not do.
+		c.API.SSEPoll = 10 * time.Minute
 	}})
 }
 
