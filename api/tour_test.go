@@ -154,6 +154,12 @@ func TestEveryOperationAnswersAsDocumented(t *testing.T) {
 	for _, s := range steps {
 		path := s.path()
 		code, raw := f.Do(s.method, path, s.body, s.out) // Do checks the answer against the document
+		// Readiness may say 503 while Redis is slow to answer its 2 s ping (CI's
+		// load did it once); a probe asks again, and so does the tour.
+		for tries := 0; path == "/readyz" && code == 503 && tries < 10; tries++ {
+			time.Sleep(500 * time.Millisecond)
+			code, raw = f.Do(s.method, path, s.body, s.out)
+		}
 		require.Equal(t, s.code, code, "%s %s: %s", s.method, path, raw)
 		route, _, err := doc.Router.FindRoute(httptest.NewRequest(s.method, path, nil))
 		require.NoError(t, err, "%s %s", s.method, path)
