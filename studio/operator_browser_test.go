@@ -138,7 +138,7 @@ func TestStudioOperatorSurfacesInTheBrowser(t *testing.T) {
 
 	// Clone with edits: the form holds the inline team; an edited prompt starts
 	// a new run of the same team.
-	alice.run("clone", chromedp.Click(css("#clone")))
+	alice.clickJS("clone", "#clone")
 	alice.waitJS("the form filled from the request", `!!document.querySelector('#team-json') && document.querySelector('#team-json').value.includes('"writers"') && document.querySelector('#prompt').value === 'write the notes'`)
 	alice.run("edit the prompt", chromedp.SetValue(css("#prompt"), "write the notes again"), chromedp.Click(css("#start-run")))
 	alice.waitJS("on the new run's page", `/\/app\/runs\/[0-9a-f-]{36}$/.test(location.pathname) && !location.pathname.endsWith('`+done+`')`)
@@ -153,16 +153,16 @@ func TestStudioOperatorSurfacesInTheBrowser(t *testing.T) {
 	// request, which holds its call again.
 	alice.open("/app/runs/"+held, `#timeline li[data-type="approval.requested"]`)
 	require.Zero(t, alice.count("#retry"), "a live run is cancelled, not retried")
-	alice.run("cancel", chromedp.Click(css("#cancel")))
+	alice.clickJS("cancel", "#cancel")
 	alice.waitJS("cancelled", `document.querySelector('#run-status').getAttribute('data-status') === 'cancelled'`)
-	alice.run("retry", chromedp.Click(css("#retry")))
+	alice.clickJS("retry", "#retry")
 	alice.waitJS("on the retry's page", `/\/app\/runs\/[0-9a-f-]{36}$/.test(location.pathname) && !location.pathname.endsWith('`+held+`')`)
 	retried := alice.location()[strings.LastIndex(alice.location(), "/")+1:]
 	rr, err := f.Store.GetRun(ctx, retried)
 	require.NoError(t, err)
 	require.Equal(t, "fetch a paper (held)", rr.Prompt)
 	alice.waitJS("the retry holds its call again", `!!document.querySelector('#timeline li[data-type="approval.requested"]')`)
-	alice.run("cancel the retry", chromedp.Click(css("#cancel")))
+	alice.clickJS("cancel the retry", "#cancel")
 	alice.waitJS("the retry cancelled", `document.querySelector('#run-status').getAttribute('data-status') === 'cancelled'`)
 
 	// The fleet page: a worker, the queues, the runs and limits; asynqmon only
@@ -171,34 +171,38 @@ func TestStudioOperatorSurfacesInTheBrowser(t *testing.T) {
 	require.Positive(t, alice.count("#fleet-queues tbody tr[data-queue]"))
 	require.Positive(t, alice.count("#fleet-limits tbody tr[data-limit]"))
 	require.Equal(t, "401", alice.evalAwait(`fetch('/monitoring/', { credentials: 'same-origin' }).then((r) => String(r.status))`))
-	alice.run("open asynqmon as alice", chromedp.Click(css("#open-monitor")))
+	alice.clickJS("open asynqmon as alice", "#open-monitor")
 	alice.waitJS("refused to a non-admin", `(document.querySelector('#fleet .error') || {}).innerText === 'The queue monitor is for admin tokens.'`)
 
 	admin := b.tab()
 	admin.signIn("admin")
 	admin.open("/app/fleet", "#open-monitor")
 	require.Equal(t, "401", admin.evalAwait(`fetch('/monitoring/', { credentials: 'same-origin' }).then((r) => String(r.status))`))
-	admin.run("open asynqmon as admin", chromedp.Click(css("#open-monitor")))
+	admin.clickJS("open asynqmon as admin", "#open-monitor")
 	admin.waitJS("no error", `!document.querySelector('#fleet .error')`)
 	require.Equal(t, "200", admin.evalAwait(`new Promise((ok) => setTimeout(ok, 300)).then(() => fetch('/monitoring/', { credentials: 'same-origin' })).then((r) => String(r.status))`))
 
 	// Triggers: a schedule made, paused and resumed from the page; a webhook
 	// made from the page, its secret shown once, and a delivery signed with it
 	// listed with the run it started.
-	alice.open("/app/triggers", "#schedule-form")
-	alice.run("new schedule", chromedp.Click(css("#schedules details.create > summary")),
+	alice.open("/app/triggers", "#schedules-table")
+	// The forms are in closed <details>: opened here rather than by a click on
+	// the summary, which a loaded CI machine once raced ("not focusable").
+	alice.evalString(`document.querySelectorAll('details.create').forEach((d) => { d.open = true; }); ''`)
+	alice.run("new schedule", chromedp.WaitVisible(css("#schedule-name")),
 		chromedp.SendKeys(css("#schedule-name"), "nightly"), chromedp.SetValue(css("#schedule-cron"), "30 2 * * *"),
 		chromedp.SetValue(css("#schedule-tz"), "Europe/Paris"), chromedp.SendKeys(css("#schedule-prompt"), "the nightly notes"),
 		chromedp.WaitVisible(css(`#schedule-form input[data-var="topic"]`)), chromedp.SendKeys(css(`#schedule-form input[data-var="topic"]`), "tides"),
 		chromedp.Click(css("#schedule-create")))
 	alice.waitJS("the schedule listed with its next fire", `(() => { const r = document.querySelector('#schedules-table tr[data-schedule]');
 		return !!r && r.innerText.includes('30 2 * * *') && r.innerText.includes('Europe/Paris') && !!r.querySelector('td[data-label="next"] time'); })()`)
-	alice.run("pause", chromedp.Click(css("#schedules-table tr[data-schedule] button.pause")))
+	alice.clickJS("pause", "#schedules-table tr[data-schedule] button.pause")
 	alice.waitJS("paused", `!!document.querySelector('#schedules-table tr[data-paused="true"] button.resume')`)
-	alice.run("resume", chromedp.Click(css("#schedules-table tr[data-schedule] button.resume")))
+	alice.clickJS("resume", "#schedules-table tr[data-schedule] button.resume")
 	alice.waitJS("resumed", `!!document.querySelector('#schedules-table tr[data-paused="false"] button.pause')`)
 
-	alice.run("new webhook", chromedp.Click(css("#hooks details.create > summary")),
+	alice.evalString(`document.querySelectorAll('details.create').forEach((d) => { d.open = true; }); ''`)
+	alice.run("new webhook", chromedp.WaitVisible(css("#hook-name")),
 		chromedp.SendKeys(css("#hook-name"), "pushes"), chromedp.SendKeys(css("#hook-prompt"), "write about {{.topic}}"),
 		chromedp.WaitVisible(css(`#hook-form input[data-var="topic"]`)), chromedp.SendKeys(css(`#hook-form input[data-var="topic"]`), "/topic"),
 		chromedp.Click(css("#hook-create")))
@@ -218,8 +222,18 @@ func TestStudioOperatorSurfacesInTheBrowser(t *testing.T) {
 	require.NoError(t, resp.Body.Close())
 	require.Equal(t, http.StatusAccepted, resp.StatusCode)
 	alice.open("/app/triggers", "#hooks-table tr[data-hook]")
-	alice.run("deliveries", chromedp.Click(css("#hooks-table tr[data-hook] details.deliveries > summary")))
+	alice.evalString(`document.querySelector('#hooks-table tr[data-hook] details.deliveries').open = true; ''`)
 	alice.waitJS("the delivery listed with its run", `!!document.querySelector('#hooks-table li[data-outcome="accepted"] a[href^="/app/runs/"]')`)
 	alice.screenshot("triggers")
 	require.Zero(t, b.dialogs.Load())
+}
+
+// clickJS clicks the element sel matches once there is one, found at the
+// moment of the click: the run page re-renders its header and the fleet page
+// its tables, so a node found first and clicked second may be gone.
+func (tb *tab) clickJS(what, sel string) {
+	tb.b.t.Helper()
+	q := "document.querySelector(" + jsString(tb.b.t, sel) + ")"
+	tb.waitJS(what, "!!"+q)
+	tb.evalString(q + ".click(); ''")
 }
