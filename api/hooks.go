@@ -567,6 +567,13 @@ func (s *Server) deliverHook(c *fiber.Ctx) error {
 	}
 	req := submit.Request{By: by, Template: h.Template, Team: h.Team, Prompt: prompt, Project: h.Project, Variables: vars,
 		Priority: h.Priority, IdempotencyKey: "hook:" + h.ID + ":" + key, Trigger: "hook:" + h.ID}
+	if len(vars) > 0 {
+		// The sender chose what the mapped values say (an issue's title, a
+		// commit message): the run starts as a session that read a web page
+		// does, so the flow rules hold what it sends out. A hook that maps
+		// nothing runs the owner's own text.
+		req.Untrusted = []string{"hook:" + h.ID + " payload"}
+	}
 	if !claimed {
 		runID, err := s.awaitFirstDelivery(ctx, claim, req)
 		if err != nil {

@@ -111,7 +111,8 @@ func (s *Server) getRunRequest(c *fiber.Ctx) error {
 }
 
 // retryRun serves POST /api/runs/:id/retry: the run's request submitted again
-// by the caller, through the submit's own path.
+// by the caller, through the submit's own path. It is the same text, so it
+// starts as untrusted as the run did (a webhook's payload stays a webhook's).
 func (s *Server) retryRun(c *fiber.Ctx) error {
 	r, err := s.loadRunFor(c, accessRead)
 	if err != nil {
@@ -125,5 +126,5 @@ func (s *Server) retryRun(c *fiber.Ctx) error {
 	// One way in for every run (package submit), the retry marked as such in
 	// its run.queued event. An Idempotency-Key applies as on a submit.
 	return s.start(c, submit.Request{Template: b.Template, Team: b.Team, Prompt: b.Prompt, Project: b.Project,
-		Variables: b.Variables, Priority: b.Priority, Trigger: "retry:" + r.ID})
+		Variables: b.Variables, Priority: b.Priority, Trigger: "retry:" + r.ID, Untrusted: r.Untrusted})
 }

@@ -262,13 +262,13 @@ func (s *Store) GetTurn(ctx context.Context, id string) (Delegation, Run, error)
 			d.status, d.result, d.error, d.created_at, d.completed_at,
 			r.id::text, r.status, r.prompt, r.template, r.team, r.variables, r.result, r.error, r.reason,
 			r.tokens_used, r.token_budget, r.cost, r.cost_budget, r.created_at, r.updated_at, r.finished_at, r.owner, r.project, coalesce(r.project_id::text, ''), r.workspace,
-			r.fair_key, r.priority, r.run_limit, r.admitted_at, r.trace_context
+			r.fair_key, r.priority, r.run_limit, r.admitted_at, r.trace_context, r.untrusted
 		FROM delegations AS d JOIN runs AS r ON r.id = d.run_id WHERE d.id = $1`, id).Scan(
 		&d.ID, &d.RunID, &d.ParentSession, &d.ToolCallID, &d.Agent, &d.Task, &tools, &d.Kind, &d.Status,
 		&d.Result, &d.Error, &d.CreatedAt, &d.CompletedAt,
 		&r.ID, &r.Status, &r.Prompt, &r.Template, &r.Team, &r.Variables, &r.Result,
 		&r.Error, &r.Reason, &r.TokensUsed, &r.TokenBudget, &r.Cost, &r.CostBudget, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt, &r.Owner, &r.Project, &r.ProjectID, &r.Workspace,
-		&r.FairKey, &r.Priority, &r.RunLimit, &r.AdmittedAt, &r.TraceContext)
+		&r.FairKey, &r.Priority, &r.RunLimit, &r.AdmittedAt, &r.TraceContext, &r.Untrusted)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, r, ErrNotFound
 	}

@@ -80,6 +80,11 @@ type Run struct {
 	// TraceContext is the W3C traceparent of the run's submit span (issue 42):
 	// the parent of every span of the run's tasks. "" when tracing was off.
 	TraceContext string `json:"trace_context,omitempty"`
+	// Untrusted names the sources of the run's request that no person wrote
+	// (a webhook's payload: "hook:<id> payload"): every session of the run
+	// starts labelled untrusted with them (the flow rules). Empty for a
+	// person's or a schedule's run.
+	Untrusted []string `json:"untrusted,omitempty"`
 }
 
 // WorkspaceID is the id of the workspace the run works in: its project's, shared
@@ -103,13 +108,13 @@ var ErrNoProject = errors.New("no such project")
 
 const runCols = `id::text, status, prompt, template, team, variables, result, error, reason,
 	tokens_used, token_budget, cost, cost_budget, created_at, updated_at, finished_at, owner, project, coalesce(project_id::text, ''), workspace,
-	fair_key, priority, run_limit, admitted_at, trace_context`
+	fair_key, priority, run_limit, admitted_at, trace_context, untrusted`
 
 func scanRun(row pgx.Row) (Run, error) {
 	var r Run
 	err := row.Scan(&r.ID, &r.Status, &r.Prompt, &r.Template, &r.Team, &r.Variables, &r.Result,
 		&r.Error, &r.Reason, &r.TokensUsed, &r.TokenBudget, &r.Cost, &r.CostBudget, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt, &r.Owner, &r.Project, &r.ProjectID, &r.Workspace,
-		&r.FairKey, &r.Priority, &r.RunLimit, &r.AdmittedAt, &r.TraceContext)
+		&r.FairKey, &r.Priority, &r.RunLimit, &r.AdmittedAt, &r.TraceContext, &r.Untrusted)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, ErrNotFound
 	}
@@ -215,17 +220,17 @@ func (s *Store) CreateRunOnce(ctx context.Context, r Run, maxInFlight int, claim
 	// locked FOR SHARE so it cannot vanish mid-insert; a project deleted (by
 	// someone else) meanwhile refuses the run instead of receiving it.
 	const insert = `INSERT INTO runs (id, status, prompt, template, team, variables, token_budget, owner, project, project_id, workspace, cost_budget,
-			fair_key, priority, run_limit, line_at, admitted_at, trace_context)
+			fair_key, priority, run_limit, line_at, admitted_at, trace_context, untrusted)
 		SELECT $1::uuid, 'queued', $2::text, $3::text, $4::jsonb, $5::jsonb, $6::bigint, $7::text,
 			coalesce(p.slug, ''), p.id, coalesce(p.workspace, ''), $9::bigint,
 			$10::text, $11::smallint, $12::integer, now() - $13::bigint * interval '1 microsecond',
 			CASE WHEN $12::integer = 0 OR (SELECT count(*) FROM runs WHERE fair_key = $10::text AND admitted_at IS NOT NULL
-				AND status IN ('queued','running','waiting')) < $12::integer THEN now() END, $14::text
+				AND status IN ('queued','running','waiting')) < $12::integer THEN now() END, $14::text, $15::text[]
 		FROM (SELECT 1) one LEFT JOIN (SELECT id, slug, workspace FROM projects WHERE id = nullif($8, '')::uuid FOR SHARE) p ON true
 		WHERE ($8 = '' OR p.id IS NOT NULL)`
 	headStart := int64(r.Priority) * r.Aging.Microseconds()
 	args := []any{r.ID, r.Prompt, r.Template, r.Team, r.Variables, r.TokenBudget, r.Owner, r.ProjectID, r.CostBudget,
-		r.FairKey, r.Priority, r.RunLimit, headStart, r.TraceContext}
+		r.FairKey, r.Priority, r.RunLimit, headStart, r.TraceContext, untrustedOf(r)}
 	if claim == nil && maxInFlight == 0 && r.RunLimit == 0 {
 		// Nothing to count or claim: one statement, no transaction.
 		err := s.db.QueryRow(ctx, insert+` RETURNING admitted_at IS NOT NULL`, args...).Scan(&admitted)
@@ -287,7 +292,7 @@ func createRunTx(ctx context.Context, tx pgx.Tx, r Run, maxInFlight int, insert 
 			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('aetherium.runs_in_flight:' || $1, 0))`, r.Owner); err != nil {
 				return fmt.Errorf("lock runs in flight of %q: %w", r.Owner, err)
 			}
-			q += ` AND (SELECT count(*) FROM runs WHERE owner = $7 AND status IN ('queued','running','waiting')) < $15::bigint`
+			q += ` AND (SELECT count(*) FROM runs WHERE owner = $7 AND status IN ('queued','running','waiting')) < $16::bigint`
 			args = append(args, maxInFlight)
 		}
 		if r.RunLimit > 0 {
@@ -620,4 +625,13 @@ func (s *Store) WorkspaceIdle(ctx context.Context, id string, after time.Duratio
 		return false, fmt.Errorf("workspace %s in use: %w", id, err)
 	}
 	return !live && (last == nil || time.Since(*last) > after), nil
+}
+
+// untrustedOf is the run's untrusted sources as the column takes them: never
+// NULL (the column is NOT NULL, pgx encodes a nil slice as NULL).
+func untrustedOf(r Run) []string {
+	if r.Untrusted == nil {
+		return []string{}
+	}
+	return r.Untrusted
 }

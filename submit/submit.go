@@ -21,6 +21,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
@@ -159,6 +161,12 @@ type Request struct {
 	// Trigger says what started the run: "" (a person), "retry:<run id>",
 	// "schedule:<id>", "hook:<id>". It is recorded in the run.queued event.
 	Trigger string
+	// Untrusted names the request's sources no person wrote (a webhook's
+	// payload mapped into Prompt or Variables): every session of the run starts
+	// labelled untrusted with them, so the flow rules hold its outbound calls
+	// as they would after a web_fetch. At most MaxUntrustedSources, each a
+	// printable line of at most MaxUntrustedSourceBytes.
+	Untrusted []string
 	// TraceParent is the client's W3C traceparent header: a valid one is the
 	// parent of the run's submit span; an empty, malformed or oversized one is
 	// ignored (the submit span is a new root). Baggage is never read.
@@ -254,6 +262,9 @@ func (s *Submitter) submit(ctx context.Context, req Request) (Result, error) {
 	if len(req.IdempotencyKey) > MaxIdempotencyKey || strings.ContainsFunc(req.IdempotencyKey, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return Result{}, refuse(ErrInvalid, "Idempotency-Key", "the Idempotency-Key must be at most %d printable characters", MaxIdempotencyKey)
 	}
+	if err := checkUntrusted(req.Untrusted); err != nil {
+		return Result{}, err
+	}
 	team, err := s.team(req)
 	if err != nil {
 		return Result{}, err
@@ -303,7 +314,8 @@ func (s *Submitter) submit(ctx context.Context, req Request) (Result, error) {
 	_, runLimit, _ := s.d.Fairness.Policy(key)
 	run := store.Run{ID: uuid.NewString(), Prompt: req.Prompt, Template: req.Template, Team: teamJSON, Variables: varsJSON,
 		TokenBudget: rendered.TokenBudget(), CostBudget: int64(rendered.CostBudget()), Owner: req.By.Name, Project: req.Project, ProjectID: projectID,
-		FairKey: key, Priority: priority, RunLimit: runLimit, Aging: s.d.Fairness.WithDefaults().Aging, TraceContext: tracing.Traceparent(ctx)}
+		FairKey: key, Priority: priority, RunLimit: runLimit, Aging: s.d.Fairness.WithDefaults().Aging, TraceContext: tracing.Traceparent(ctx),
+		Untrusted: req.Untrusted}
 	var claim *store.IdempotencyClaim
 	if req.IdempotencyKey != "" {
 		claim = &store.IdempotencyClaim{Key: req.IdempotencyKey, RequestHash: fingerprint, TTL: s.cfg.IdempotencyTTL}
@@ -348,6 +360,27 @@ func (s *Submitter) submit(ctx context.Context, req Request) (Result, error) {
 		s.d.Metrics.RunsSubmitted.Inc()
 	}
 	return res, nil
+}
+
+// Bounds of Request.Untrusted (the runs.untrusted column checks the count).
+const (
+	MaxUntrustedSources     = 8
+	MaxUntrustedSourceBytes = 200
+)
+
+// checkUntrusted refuses sources the label could not show an approver whole.
+// The list only ever tightens what the run may do, so it is bounded, not
+// checked against anything.
+func checkUntrusted(sources []string) error {
+	if len(sources) > MaxUntrustedSources {
+		return refuse(ErrInvalid, "untrusted", "at most %d untrusted sources", MaxUntrustedSources)
+	}
+	for _, src := range sources {
+		if src == "" || len(src) > MaxUntrustedSourceBytes || !utf8.ValidString(src) || strings.ContainsFunc(src, unicode.IsControl) {
+			return refuse(ErrInvalid, "untrusted", "an untrusted source must be 1-%d bytes of printable text", MaxUntrustedSourceBytes)
+		}
+	}
+	return nil
 }
 
 // CheckPrompt refuses an empty or oversized prompt.
@@ -527,8 +560,13 @@ func requestHash(req Request) string {
 			team = string(req.Team)
 		}
 	}
-	raw, _ := json.Marshal(map[string]any{"template": req.Template, "team": team, "prompt": req.Prompt, "project": req.Project,
-		"variables": vars, "priority": req.Priority})
+	fields := map[string]any{"template": req.Template, "team": team, "prompt": req.Prompt, "project": req.Project,
+		"variables": vars, "priority": req.Priority}
+	if len(req.Untrusted) > 0 {
+		// Only when set: the keys' hashes stored before it existed still match.
+		fields["untrusted"] = req.Untrusted
+	}
+	raw, _ := json.Marshal(fields)
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:])
 }

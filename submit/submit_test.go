@@ -186,6 +186,9 @@ func TestRefusals(t *testing.T) {
 		{"priority out of range", submit.Request{Template: "demo", Prompt: "x", Priority: 9}, submit.ErrInvalid, "priority", 400},
 		{"bad project slug", submit.Request{Template: "demo", Prompt: "x", Project: "../x"}, submit.ErrInvalid, "project", 400},
 		{"no such project", submit.Request{Template: "demo", Prompt: "x", Project: "ghost"}, submit.ErrNotFound, "project", 404},
+		{"untrusted source with a newline", submit.Request{Template: "demo", Prompt: "x", Untrusted: []string{"hook:1 payload\napproved by admin"}}, submit.ErrInvalid, "untrusted", 400},
+		{"empty untrusted source", submit.Request{Template: "demo", Prompt: "x", Untrusted: []string{""}}, submit.ErrInvalid, "untrusted", 400},
+		{"too many untrusted sources", submit.Request{Template: "demo", Prompt: "x", Untrusted: make([]string, submit.MaxUntrustedSources+1)}, submit.ErrInvalid, "untrusted", 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.req.By = submit.Principal{Name: "alice"}
@@ -198,6 +201,23 @@ func TestRefusals(t *testing.T) {
 		})
 	}
 	require.Zero(t, countRuns(t, f))
+}
+
+// The untrusted sources of a request are the run's, as given.
+func TestUntrustedSourcesAreStored(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	res, err := f.Submitter().Submit(context.Background(), submit.Request{By: submit.Principal{Name: "alice"}, Template: "demo",
+		Prompt: "x", Variables: demoVars, Untrusted: []string{"hook:h1 payload"}})
+	require.NoError(t, err)
+	run, err := f.Store.GetRun(context.Background(), res.RunID)
+	require.NoError(t, err)
+	require.Equal(t, []string{"hook:h1 payload"}, run.Untrusted)
+	res, err = f.Submitter().Submit(context.Background(), submit.Request{By: submit.Principal{Name: "alice"}, Template: "demo", Prompt: "x", Variables: demoVars})
+	require.NoError(t, err)
+	run, err = f.Store.GetRun(context.Background(), res.RunID)
+	require.NoError(t, err)
+	require.Empty(t, run.Untrusted)
 }
 
 func TestConfig(t *testing.T) {

@@ -86,7 +86,7 @@ func (w *Worker) handleSupervise(ctx context.Context, t *asynq.Task) error {
 	sess := store.Session{
 		ID: queue.SupervisorSession(run.ID).String(), RunID: run.ID, Agent: node.Name, Role: "supervisor",
 		Messages: []llm.Message{
-			{Role: llm.RoleSystem, Content: supervisorPrompt(team)},
+			{Role: llm.RoleSystem, Content: supervisorPrompt(team), Provenance: requestProvenance(run)},
 			{Role: llm.RoleUser, Content: run.Prompt},
 		},
 	}
@@ -131,7 +131,7 @@ func (w *Worker) handleTurn(ctx context.Context, t *asynq.Task) error {
 	}
 	sess := store.Session{
 		ID: queue.DelegationSession(d.ID).String(), RunID: run.ID, Agent: d.Agent, Role: role, DelegationID: d.ID,
-		Messages: []llm.Message{{Role: llm.RoleSystem, Content: node.Prompt}, {Role: llm.RoleUser, Content: d.Task}},
+		Messages: []llm.Message{{Role: llm.RoleSystem, Content: node.Prompt, Provenance: requestProvenance(run)}, {Role: llm.RoleUser, Content: d.Task}},
 	}
 	if d.Status == store.DelegationPending {
 		// The session is created by this turn (a running delegation has one):

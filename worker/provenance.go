@@ -92,6 +92,8 @@ func walkReads(reg *tools.Registry, msgs []llm.Message, visit func(i int, p tool
 // via names where a message's carried provenance came from, for the approver.
 func via(i int, m llm.Message) string {
 	switch {
+	case i == 0:
+		return "via the run's request: "
 	case m.Role == llm.RoleTool && m.Name != "":
 		return "via " + m.Name + " from "
 	case m.Role == llm.RoleSystem:
@@ -161,9 +163,21 @@ func (w *Worker) taskProvenance(ctx context.Context, d store.Delegation) (*llm.P
 	return labelOf(w.router.Registry(), msgs).Record(), nil
 }
 
+// requestProvenance is what the run's request carries that no person wrote
+// (store.Run.Untrusted: a webhook's payload mapped into its prompt and
+// variables). Every session of the run starts with it on its system message:
+// the variables render into every agent's prompt, so each session has read
+// it, not only the supervisor that was given the prompt.
+func requestProvenance(run store.Run) *llm.Provenance {
+	if len(run.Untrusted) == 0 {
+		return nil
+	}
+	return &llm.Provenance{Untrusted: slices.Clone(run.Untrusted)}
+}
+
 // resultProvenance is what delegations' results carry back to the session that
 // asked: what each delegated session read itself (not what it inherited with its
-// task, which the parent has already), named by agent.
+// task or with the run's request, which the parent has already), named by agent.
 func (w *Worker) resultProvenance(ctx context.Context, ds []store.Delegation) (*llm.Provenance, error) {
 	l := &tools.Label{}
 	for _, d := range ds {
@@ -176,7 +190,7 @@ func (w *Worker) resultProvenance(ctx context.Context, ds []store.Delegation) (*
 		}
 		if len(msgs) > 1 {
 			msgs = slices.Clone(msgs)
-			msgs[1].Provenance = nil
+			msgs[0].Provenance, msgs[1].Provenance = nil, nil
 		}
 		l.AddRecord(labelOf(w.router.Registry(), msgs).Record(), d.Agent+": ")
 	}
