@@ -15,6 +15,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleet"
@@ -453,10 +454,18 @@ func verdictText(v security.Verdict) string {
 
 // cell makes recorded text safe for a terminal: the record holds what the
 // model sent (hostile: escape sequences, bidi overrides, newlines), so every
-// character that is not graphic is shown escaped.
+// character that is not graphic is shown as its escape (\x1b, \u202e).
 func cell(s string) string {
-	q := strconv.QuoteToGraphic(s)
-	return q[1 : len(q)-1]
+	var b strings.Builder
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		if r == ' ' || (unicode.IsGraphic(r) && !unicode.Is(unicode.Bidi_Control, r)) {
+			b.WriteRune(r)
+			continue
+		}
+		q := strconv.QuoteRuneToASCII(r)
+		b.WriteString(q[1 : len(q)-1])
+	}
+	return b.String()
 }
 
 func ruleText(r *security.RuleRef) string {
@@ -497,7 +506,7 @@ func (r policyReport) write(out io.Writer, show int) error {
 	if r.Runs > 0 {
 		fmt.Fprintf(out, ": %d runs", r.Runs)
 	}
-	fmt.Fprintf(out, "); %d with arguments cut to their summary\n", r.ArgsCut)
+	fmt.Fprintf(out, "); %d with arguments cut in the record (no pattern judges them: docs/policy-test.md)\n", r.ArgsCut)
 	if len(r.Groups) == 0 {
 		fmt.Fprintf(out, "\nno differences: the candidate decides every replayed call as the current rules do\n")
 		return nil
@@ -523,7 +532,7 @@ func (r policyReport) write(out io.Writer, show int) error {
 			if c.ArgsCut {
 				cut = " (cut)"
 			}
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", c.ID, shortID(c.RunID), cell(c.Team), cell(c.Agent), cell(c.Tool),
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", c.ID, cell(c.RunID), cell(c.Team), cell(c.Agent), cell(c.Tool),
 				c.Recorded, c.Before, c.After, cell(c.Args), cut)
 		}
 		if err := tw.Flush(); err != nil {
@@ -534,11 +543,4 @@ func (r policyReport) write(out io.Writer, show int) error {
 		}
 	}
 	return nil
-}
-
-func shortID(id string) string {
-	if len(id) > 8 {
-		return id[:8]
-	}
-	return id
 }

@@ -110,12 +110,16 @@ func setupPolicy(t *testing.T, runs int) *policyEnv {
 		if i%7 == 0 {
 			writePath = filepath.Join(e.root, runID, "secret", "host.txt")
 		}
+		content := "x"
+		if i%11 == 0 {
+			content = strings.Repeat("y", 300) // the summary keeps 240 bytes
+		}
 		calls := []struct {
 			tool string
 			args any
 		}{
 			{"read_file", pathArgs{Path: "README.md"}},
-			{"write_file", pathArgs{Path: writePath, Content: "x"}},
+			{"write_file", pathArgs{Path: writePath, Content: content}},
 			{"run_shell", shellArgs{Command: policyCommands[i%len(policyCommands)]}},
 			// Garbage: not JSON, then an array, then a NUL and a lone surrogate.
 			{"run_shell", []string{"\x00not json{", `["a",1]`, `{"command":"x\u0000\ud800 rm -rf y"}`}[i%3]},
@@ -221,15 +225,20 @@ func TestPolicyTestOverRecordedRuns(t *testing.T) {
 		require.EqualValues(t, len(want), curl.Calls)
 		secret := findGroup(t, rep, security.ChangeDeny, "candidate", 2)
 		// write_file is Standard: the record keeps its summary, which every
-		// spelling of secret/ (./secret//, the workspace's host path) is in.
-		want = e.ids(t, `tool = 'write_file' AND summary LIKE '%secret%'`)
-		n := 0
+		// spelling of secret/ (./secret//, the workspace's host path) is in,
+		// unless it was cut (no longer JSON: counted, not judged).
+		want = e.ids(t, `tool = 'write_file' AND summary LIKE '%secret%' AND summary NOT LIKE '%…'`)
+		n, cut := 0, 0
 		for i := range 500 {
-			if i%5 == 0 || i%7 == 0 {
+			if (i%5 == 0 || i%7 == 0) && i%11 != 0 {
 				n++
+			}
+			if i%11 == 0 {
+				cut++
 			}
 		}
 		require.Len(t, want, n)
+		require.EqualValues(t, cut, rep.ArgsCut)
 		require.Equal(t, want, groupIDs(secret))
 		for _, c := range secret.Listed {
 			require.Equal(t, "allowed", c.Recorded)
@@ -289,7 +298,7 @@ func TestPolicyTestOverRecordedRuns(t *testing.T) {
 		require.NoError(t, rep.write(&out, 1000))
 		require.NotContains(t, out.String(), "\x1b", "escape sequences are shown escaped")
 		require.NotContains(t, out.String(), "\u202e", "bidi overrides are shown escaped")
-		require.Contains(t, out.String(), `\x1b[2J\u202egnp.exe`)
+		require.Contains(t, out.String(), `\u001b[2J\u202egnp.exe`, "the stored JSON escape, then ours")
 		_, err := os.Stat("PWNED")
 		require.ErrorIs(t, err, os.ErrNotExist, "rule text is matched, never run")
 		js, err := json.Marshal(rep)
