@@ -225,12 +225,12 @@ func TestPolicyTestOverRecordedRuns(t *testing.T) {
 		require.EqualValues(t, len(want), curl.Calls)
 		secret := findGroup(t, rep, security.ChangeDeny, "candidate", 2)
 		// write_file is Standard: the record keeps its summary, which every
-		// spelling of secret/ (./secret//, the workspace's host path) is in,
-		// unless it was cut (no longer JSON: counted, not judged).
-		want = e.ids(t, `tool = 'write_file' AND summary LIKE '%secret%' AND summary NOT LIKE '%…'`)
+		// spelling of secret/ (./secret//, the workspace's host path) is in;
+		// a cut one is judged on its head (the path comes first).
+		want = e.ids(t, `tool = 'write_file' AND summary LIKE '%secret%'`)
 		n, cut := 0, 0
 		for i := range 500 {
-			if (i%5 == 0 || i%7 == 0) && i%11 != 0 {
+			if i%5 == 0 || i%7 == 0 {
 				n++
 			}
 			if i%11 == 0 {
@@ -394,4 +394,23 @@ func TestPolicyTestTableGolden(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, rep.write(&out, 2))
 	golden(t, "policy_test.golden", out.String())
+}
+
+// A Standard call's cut summary is judged on its complete members only.
+func TestJSONHead(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{`{"path":"secret/x","content":"yyyy…`, `{"path":"secret/x"}`},
+		{`{"path":"secret/x","content":"yyyy"…`, `{"path":"secret/x","content":"yyyy"}`},
+		{`{"path":"secret/x","cont…`, `{"path":"secret/x"}`},
+		{`{"a":{"b":"c","d":["e","f…`, `{"a":{"b":"c","d":["e"]}}`},
+		{`{"a":[1,2],"b":{"c":"d"},"e":"f…`, `{"a":[1,2],"b":{"c":"d"}}`},
+		{`{"a":"b"} trailing`, `{"a":"b"}`},
+		{`{"a…`, `{}`},
+		{`["a","b…`, ``},
+		{`not json…`, ``},
+		{``, ``},
+	} {
+		require.Equal(t, tc.want, string(jsonHead(tc.in)), tc.in)
+	}
 }
