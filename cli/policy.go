@@ -210,6 +210,9 @@ type policyInput struct {
 	WorkspaceRoot string
 	// Page is the calls read per query (0: store.DefaultCallPage).
 	Page int
+	// ProgressEvery is how many calls pass between progress lines (0:
+	// policyProgressEvery).
+	ProgressEvery int
 }
 
 // policyReport is the result of policy test, the JSON of --json.
@@ -285,7 +288,8 @@ func policyTest(ctx context.Context, st *store.Store, in policyInput, progress i
 		return rep, err
 	}
 	groups := map[string]*policyGroup{}
-	next := int64(policyProgressEvery)
+	every := int64(cmp.Or(in.ProgressEvery, policyProgressEvery))
+	next := every
 	for {
 		n, last, err := st.EachRecordedCall(ctx, sc, func(c store.RecordedCall) error {
 			rep.Scanned++
@@ -315,7 +319,7 @@ func policyTest(ctx context.Context, st *store.Store, in policyInput, progress i
 		}
 		if rep.Scanned >= next && progress != nil {
 			fmt.Fprintf(progress, "policy test: %d of %d calls replayed, %d changed\n", rep.Scanned, total, rep.Changed)
-			next += policyProgressEvery
+			next += every
 		}
 		if n < page {
 			break

@@ -156,12 +156,19 @@ func (e *policyEnv) rules(t *testing.T, name, text string) policyRules {
 
 func (e *policyEnv) test(t *testing.T, candidate policyRules, scan policyScanSpec) policyReport {
 	t.Helper()
+	rep, _ := e.testProgress(t, candidate, scan)
+	return rep
+}
+
+// testProgress runs policy test in pages of 97 calls, a progress line every 500.
+func (e *policyEnv) testProgress(t *testing.T, candidate policyRules, scan policyScanSpec) (policyReport, string) {
+	t.Helper()
 	var progress bytes.Buffer
 	rep, err := policyTest(context.Background(), e.st, policyInput{Current: e.current, Candidate: candidate, Scan: scan,
 		Selection: "test", WorkspaceRoot: e.root, Flow: security.FlowSettings{Mode: security.FlowAsk, PrivateContent: security.FlowContentRefuse},
-		Page: 97}, &progress)
+		Page: 97, ProgressEvery: 500}, &progress)
 	require.NoError(t, err)
-	return rep
+	return rep, progress.String()
 }
 
 // ids are the audit ids an independent query selects.
@@ -207,7 +214,7 @@ func TestPolicyTestOverRecordedRuns(t *testing.T) {
 
 	t.Run("added rules list exactly the calls they match", func(t *testing.T) {
 		t.Parallel()
-		rep := e.test(t, e.rules(t, "added.yaml", currentRules+`  - match: {tool: run_shell, arg_pattern: "curl "}
+		rep, progress := e.testProgress(t, e.rules(t, "added.yaml", currentRules+`  - match: {tool: run_shell, arg_pattern: "curl "}
     action: always_deny
     reason: no curl from agents
   - match: {tool: write_file, path_pattern: "^secret(/|$)"}
@@ -247,6 +254,39 @@ func TestPolicyTestOverRecordedRuns(t *testing.T) {
 			require.Equal(t, "secret/ is read-only", c.Reason)
 		}
 		require.EqualValues(t, len(want)+len(groupIDs(curl)), rep.Changed)
+		require.Contains(t, progress, "policy test: 582 of 2000 calls replayed")
+		require.Equal(t, 4, strings.Count(progress, "\n"), "a line per 500 calls, after the page that passes it (582, 1067, 1552, 2000)")
+
+		// The JSON names each change's rule and every changed call.
+		var js struct {
+			Scanned int64 `json:"scanned"`
+			Groups  []struct {
+				Kind string `json:"kind"`
+				Side string `json:"side"`
+				Rule struct {
+					Index  int    `json:"index"`
+					Action string `json:"action"`
+					Reason string `json:"reason"`
+					Match  struct {
+						PathPattern string `json:"path_pattern"`
+					} `json:"match"`
+				} `json:"rule"`
+				Calls  int64 `json:"calls"`
+				Listed []struct {
+					ID    int64  `json:"id"`
+					After string `json:"after"`
+				} `json:"listed"`
+			} `json:"groups"`
+		}
+		raw, err := json.Marshal(rep)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(raw, &js))
+		require.EqualValues(t, 2000, js.Scanned)
+		require.Equal(t, "deny", js.Groups[1].Kind)
+		require.Equal(t, "candidate", js.Groups[1].Side)
+		require.Equal(t, 2, js.Groups[1].Rule.Index)
+		require.Equal(t, "^secret(/|$)", js.Groups[1].Rule.Match.PathPattern)
+		require.Len(t, js.Groups[1].Listed, len(want))
 	})
 
 	t.Run("a removed rule lists the calls now allowed", func(t *testing.T) {
