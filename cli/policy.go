@@ -273,7 +273,7 @@ var policyKindOrder = []string{security.ChangeDeny, security.ChangeAsk, security
 // groups the calls whose verdicts differ. progress gets a line per
 // policyProgressEvery calls on a long scan.
 func policyTest(ctx context.Context, st *store.Store, in policyInput, progress io.Writer) (policyReport, error) {
-	rep := policyReport{Current: in.Current, Candidate: in.Candidate, Selection: in.Selection}
+	rep := policyReport{Current: in.Current, Candidate: in.Candidate, Selection: in.Selection, Groups: []policyGroup{}}
 	page := cmp.Or(in.Page, store.DefaultCallPage)
 	sc := store.CallScan{Since: in.Scan.Since, Limit: page}
 	if in.Scan.LastRuns > 0 {
@@ -453,9 +453,6 @@ func groupOf(groups map[string]*policyGroup, ch security.Change, team string) *p
 	}
 	if g.Rule == nil {
 		f := ch.After.Flow
-		if ch.Kind == security.ChangeAllow {
-			f = ch.Before.Flow
-		}
 		g.Flow = fmt.Sprintf("team %q: mode %s, private_content %s", team, f.Mode, f.PrivateContent)
 		if ch.Kind == security.ChangeFlow {
 			g.Flow = fmt.Sprintf("team %q: %s → %s", team, flowText(ch.Before.Flow), flowText(ch.After.Flow))
