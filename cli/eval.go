@@ -146,8 +146,10 @@ func evalCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		run := func(ctx context.Context, t evals.Task) evals.Outcome {
 			return runEvalTask(ctx, *base, suite, t, spec, salt, suite.TimeoutOf(t, cfg.WithDefaults().TaskTimeout))
 		}
+		finished := 0
 		progress := func(r evals.TaskResult) {
-			fmt.Fprintf(stderr, "  %s: %s (%s)\n", r.Task, map[bool]string{true: "pass", false: "FAIL"}[r.Pass], r.Duration.Round(10*time.Millisecond))
+			finished++
+			fmt.Fprintf(stderr, "  [%d/%d] %s: %s (%s)\n", finished, len(suite.Tasks), r.Task, r.Summary(), r.Duration.Round(10*time.Millisecond))
 		}
 		rep := evals.Run(ctx, suite, spec.label, cfg, run, ev, progress)
 		if err := evals.WriteTable(stdout, rep); err != nil {

@@ -17,14 +17,14 @@ func WriteTable(w io.Writer, r Report) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "TASK\tRESULT\tCOST\tTURNS\tDURATION\tFAILED ASSERTION\n")
 	for _, t := range r.Tasks {
-		fmt.Fprintf(tw, "%s\t%s\t$%.4f\t%d\t%s\t%s\n", oneLine(t.Task, 40), t.verdict(), t.CostUSD, t.Turns, t.Duration.Round(10*time.Millisecond), t.why())
+		fmt.Fprintf(tw, "%s\t%s\t$%.4f\t%d\t%s\t%s\n", oneLine(t.Task, 40), t.Summary(), t.CostUSD, t.Turns, t.Duration.Round(10*time.Millisecond), t.why())
 	}
 	fmt.Fprintf(tw, "TOTAL\t%d/%d passed\t$%.4f\t%d\t%s\t\n", r.Totals.Passed, r.Totals.Tasks, r.Totals.CostUSD, r.Totals.Turns, r.Duration.Round(10*time.Millisecond))
 	return tw.Flush()
 }
 
-// verdict is the task's word in the table.
-func (t TaskResult) verdict() string {
+// Summary is the task's outcome in a word or three, as the table says it.
+func (t TaskResult) Summary() string {
 	switch {
 	case t.Error != "":
 		return "ERROR"
@@ -85,7 +85,7 @@ func WriteComparison(w io.Writer, a, b Report) error {
 	}
 	for _, ta := range a.Tasks {
 		tb := byName[ta.Task]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t$%.4f\t$%.4f\t%d\t%d\n", oneLine(ta.Task, 40), ta.verdict(), tb.verdict(), ta.CostUSD, tb.CostUSD, ta.Turns, tb.Turns)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t$%.4f\t$%.4f\t%d\t%d\n", oneLine(ta.Task, 40), ta.Summary(), tb.Summary(), ta.CostUSD, tb.CostUSD, ta.Turns, tb.Turns)
 	}
 	fmt.Fprintf(tw, "TOTAL\t%d/%d (%.0f%%)\t%d/%d (%.0f%%)\t$%.4f\t$%.4f\t%d\t%d\n",
 		a.Totals.Passed, a.Totals.Tasks, 100*a.Totals.PassRate, b.Totals.Passed, b.Totals.Tasks, 100*b.Totals.PassRate,
