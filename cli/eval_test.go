@@ -93,6 +93,7 @@ func TestEvalExampleSuite(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Equal(t, 20, runs(), "a second invocation reuses the runs")
 	require.Regexp(t, `TOTAL\s+9/10 passed`, out)
+	require.Contains(t, out, "10 of 10 runs were submitted before under the same keys")
 	code, _, _ = evalCLI(t, f.URL, suite, "--new-runs")
 	require.Equal(t, 1, code)
 	require.Equal(t, 30, runs(), "--new-runs submits new runs")
@@ -219,8 +220,12 @@ type junitCaseDoc struct {
 		Type    string `xml:"type,attr"`
 		Text    string `xml:",chardata"`
 	} `xml:"failure"`
-	Error   *struct{ Message string `xml:"message,attr"` } `xml:"error"`
-	Skipped *struct{ Message string `xml:"message,attr"` } `xml:"skipped"`
+	Error *struct {
+		Message string `xml:"message,attr"`
+	} `xml:"error"`
+	Skipped *struct {
+		Message string `xml:"message,attr"`
+	} `xml:"skipped"`
 }
 
 // validJUnit checks what the JUnit schema says and a reader relies on:

@@ -67,7 +67,9 @@ type fixedJudge struct {
 	err error
 }
 
-func (j fixedJudge) Grade(context.Context, string, string, string) (Verdict, error) { return j.v, j.err }
+func (j fixedJudge) Grade(context.Context, string, string, string) (Verdict, error) {
+	return j.v, j.err
+}
 
 // Every kind of assertion, passing and failing, with what a failure says it
 // expected and got.

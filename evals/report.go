@@ -20,7 +20,22 @@ func WriteTable(w io.Writer, r Report) error {
 		fmt.Fprintf(tw, "%s\t%s\t$%.4f\t%d\t%s\t%s\n", oneLine(t.Task, 40), t.Summary(), t.CostUSD, t.Turns, t.Duration.Round(10*time.Millisecond), t.why())
 	}
 	fmt.Fprintf(tw, "TOTAL\t%d/%d passed\t$%.4f\t%d\t%s\t\n", r.Totals.Passed, r.Totals.Tasks, r.Totals.CostUSD, r.Totals.Turns, r.Duration.Round(10*time.Millisecond))
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	reused := 0
+	for _, t := range r.Tasks {
+		if t.Reused {
+			reused++
+		}
+	}
+	if reused > 0 {
+		// Said, because a changed fleet (a new model, new rules) would not show
+		// in runs submitted before it.
+		_, err := fmt.Fprintf(w, "%d of %d runs were submitted before under the same keys (suite, task, team) and are judged again; --new-runs submits new ones\n", reused, len(r.Tasks))
+		return err
+	}
+	return nil
 }
 
 // Summary is the task's outcome in a word or three, as the table says it.
