@@ -6,12 +6,16 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -169,6 +173,54 @@ tasks:
 	require.Equal(t, 1, code)
 	require.Regexp(t, `must-complete\s+ERROR .*submit: HTTP 400: name "demo" belongs to the shipped template`, out)
 	require.Regexp(t, `expects-failure\s+ERROR .*submit: HTTP 400`, out)
+}
+
+// With a judge model configured (an OpenAI-compatible server, speaking the
+// wire format), the judge grades each run's real result: the rubric and the
+// fenced result reach the model, its verdicts pass one task and fail the
+// other. Not parallel: the model's address comes from the environment, as
+// for a user.
+func TestEvalJudgeWithAModel(t *testing.T) {
+	var asked atomic.Int32
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Messages []struct{ Content string } `json:"messages"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) != 2 {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		asked.Add(1)
+		q := req.Messages[1].Content
+		// The judge's stand-in: pass when the rubric's word is in the result.
+		rubric, _, _ := strings.Cut(strings.TrimPrefix(q, "RUBRIC:\nmentions "), "\n")
+		_, result, _ := strings.Cut(q, "RESULT:\n")
+		verdict := fmt.Sprintf(`{"pass": %t, "reason": "looked for %s"}`, strings.Contains(result, rubric), rubric)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"c","object":"chat.completion","created":1,"model":"judge-1","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":%q}}],"usage":{"prompt_tokens":9,"completion_tokens":9,"total_tokens":18}}`, verdict)
+	}))
+	t.Cleanup(model.Close)
+	t.Setenv("AETHERIUM_OPENAI_BASE_URL", model.URL+"/v1")
+	t.Setenv("AETHERIUM_OPENAI_API_KEY", "test-key")
+	f := fleettest.Start(t, fleettest.Options{})
+	suite := filepath.Join(t.TempDir(), "judged.yaml")
+	require.NoError(t, os.WriteFile(suite, []byte(`
+team: {template: demo}
+variables: {topic: x}
+judge: {provider: openai, model: judge-1}
+tasks:
+  - name: names-the-file
+    prompt: greet
+    assert: [{judge: {rubric: mentions hello.txt}}]
+  - name: says-goodbye
+    prompt: greet
+    assert: [{judge: {rubric: mentions goodbye}}]
+`), 0o644))
+	code, out, errOut := evalCLI(t, f.URL, suite)
+	require.Equal(t, 1, code, errOut)
+	require.EqualValues(t, 2, asked.Load())
+	require.Regexp(t, `names-the-file\s+pass\s`, out)
+	require.Regexp(t, `says-goodbye\s+FAIL .*judge \(line \d+\): expected judged to meet: "mentions goodbye", got fails the rubric — looked for goodbye`, out)
 }
 
 // A suite the parser refuses never reaches the fleet: exit 2 and the line.

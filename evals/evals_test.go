@@ -307,6 +307,11 @@ func TestRunIsBounded(t *testing.T) {
 	rep = Run(ctx, s, "demo", Config{Parallel: 1}, run, Evaluator{}, nil)
 	require.Equal(t, 12, rep.Totals.Errors+rep.Totals.Passed)
 	require.Positive(t, rep.Totals.Errors, "tasks that never started are errors")
+	for _, r := range rep.Tasks {
+		if r.Error != "" {
+			require.Equal(t, "not run: interrupted before its turn (context canceled)", r.Error)
+		}
+	}
 }
 
 // The JUnit XML of results holding what XML cannot carry (control

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -60,7 +61,7 @@ func Run(ctx context.Context, s Suite, team string, cfg Config, run Runner, ev E
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
-				results[i] = ev.Evaluate(ctx, t, Outcome{Err: context.Cause(ctx)})
+				results[i] = ev.Evaluate(ctx, t, Outcome{Err: fmt.Errorf("not run: interrupted before its turn (%w)", context.Cause(ctx))})
 				return
 			}
 			defer func() { <-sem }()
