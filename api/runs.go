@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,8 +15,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/invopop/jsonschema"
 
-	"github.com/aetherium-engine/aetherium/events"
-	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/submit"
 	"github.com/aetherium-engine/aetherium/templates"
@@ -380,29 +377,12 @@ func (s *Server) cancelRun(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.UserContext()
-	changed, admitted, err := s.d.Store.FinishRun(ctx, r.ID, store.RunCancelled, "", "cancelled by request", "cancelled")
-	if err != nil {
-		return err
-	}
-	s.startAdmitted(ctx, admitted)
-	r, err = s.d.Store.GetRun(ctx, r.ID)
+	r, changed, err := s.d.Submit.Cancel(c.UserContext(), r.ID, "cancelled by request")
 	if err != nil {
 		return err
 	}
 	if !changed {
 		return &Error{Status: http.StatusConflict, Field: "id", Message: fmt.Sprintf("run %s is already %s", r.ID, r.Status)}
-	}
-	// Its first step, if still in its key's line, would only start to find the
-	// run cancelled: it gives its place up now.
-	if err := s.d.Queue.Withdraw(ctx, queue.SuperviseTaskID(r.ID, "start")); err != nil {
-		s.d.Log.Warn("cancel: withdraw the first step", "run_id", r.ID, "err", err)
-	}
-	if s.d.Metrics != nil {
-		s.d.Metrics.RunsFinished.WithLabelValues(store.RunCancelled).Inc()
-	}
-	if err := s.d.Events.EmitTerminal(ctx, r); err != nil {
-		return err
 	}
 	return c.JSON(view(r))
 }
@@ -463,18 +443,4 @@ func (s *Server) getPlan(c *fiber.Ctx) error {
 		p.Steps = []store.PlanStep{}
 	}
 	return c.JSON(PlanResponse{Plan: &p})
-}
-
-// startAdmitted starts the runs an end admitted (store.FinishRun): each gets a
-// run.admitted event and its first supervisor step. A failure is logged, not
-// returned: the run is admitted durably and the queued-runs sweep starts it.
-func (s *Server) startAdmitted(ctx context.Context, runs []store.Run) {
-	for _, r := range runs {
-		if err := s.d.Events.Emit(ctx, r.ID, "admitted", events.RunAdmitted, "", events.RunAdmittedData{Priority: r.Priority}); err != nil {
-			s.d.Log.Error("admitted run: event", "run_id", r.ID, "err", err)
-		}
-		if err := s.d.Queue.Supervise(ctx, queue.Route{Key: r.FairKey, Priority: r.Priority}, r.ID, "start"); err != nil {
-			s.d.Log.Error("admitted run: enqueue", "run_id", r.ID, "err", err)
-		}
-	}
 }
