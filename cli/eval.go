@@ -54,13 +54,9 @@ func resolveTeam(file, template string) (teamSpec, error) {
 		}
 		return teamSpec{label: "template " + template, id: "template:" + template, template: template}, nil
 	}
-	raw, err := os.ReadFile(file)
+	t, err := readTeamFile(file)
 	if err != nil {
 		return teamSpec{}, err
-	}
-	t, err := templates.ParseYAML(raw)
-	if err != nil {
-		return teamSpec{}, fmt.Errorf("%s: %w", file, err)
 	}
 	canon, err := json.Marshal(t)
 	if err != nil {

@@ -121,22 +121,21 @@ func WriteJSON(w io.Writer, reports ...Report) error {
 // a failure, error or skipped element per case that did not simply pass).
 type (
 	junitSuites struct {
-		XMLName  xml.Name     `xml:"testsuites"`
-		Name     string       `xml:"name,attr"`
-		Tests    int          `xml:"tests,attr"`
-		Failures int          `xml:"failures,attr"`
-		Errors   int          `xml:"errors,attr"`
-		Skipped  int          `xml:"skipped,attr"`
-		Time     string       `xml:"time,attr"`
-		Suites   []junitSuite `xml:"testsuite"`
+		XMLName xml.Name `xml:"testsuites"`
+		junitCounts
+		Suites []junitSuite `xml:"testsuite"`
+	}
+	// junitCounts are the attributes testsuites and testsuite share.
+	junitCounts struct {
+		Name     string `xml:"name,attr"`
+		Tests    int    `xml:"tests,attr"`
+		Failures int    `xml:"failures,attr"`
+		Errors   int    `xml:"errors,attr"`
+		Skipped  int    `xml:"skipped,attr"`
+		Time     string `xml:"time,attr"`
 	}
 	junitSuite struct {
-		Name       string          `xml:"name,attr"`
-		Tests      int             `xml:"tests,attr"`
-		Failures   int             `xml:"failures,attr"`
-		Errors     int             `xml:"errors,attr"`
-		Skipped    int             `xml:"skipped,attr"`
-		Time       string          `xml:"time,attr"`
+		junitCounts
 		Timestamp  string          `xml:"timestamp,attr,omitempty"`
 		Properties []junitProperty `xml:"properties>property"`
 		Cases      []junitCase     `xml:"testcase"`
@@ -170,8 +169,8 @@ func WriteJUnit(w io.Writer, started time.Time, reports ...Report) error {
 	for _, r := range reports {
 		doc.Name = r.Suite
 		s := junitSuite{
-			Name: r.Suite + " [" + r.Team + "]", Tests: r.Totals.Tasks, Failures: r.Totals.Failed, Errors: r.Totals.Errors,
-			Skipped: r.Totals.Skipped, Time: seconds(r.Duration),
+			junitCounts: junitCounts{Name: r.Suite + " [" + r.Team + "]", Tests: r.Totals.Tasks, Failures: r.Totals.Failed, Errors: r.Totals.Errors,
+				Skipped: r.Totals.Skipped, Time: seconds(r.Duration)},
 			Properties: []junitProperty{{Name: "team", Value: r.Team}, {Name: "cost_usd", Value: fmt.Sprintf("%.6f", r.Totals.CostUSD)}, {Name: "turns", Value: fmt.Sprint(r.Totals.Turns)}},
 		}
 		if !started.IsZero() {
