@@ -18,6 +18,7 @@ import (
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/submit"
 	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/tracing"
 )
 
 type inlineRequest struct {
@@ -190,6 +191,10 @@ type runView struct {
 	// Kind is "job" (a submitted run) or "mcp" (an MCP client's session: it runs
 	// as long as the client calls, with no duration or tokens of its own).
 	Kind string `json:"kind" jsonschema:"enum=job,enum=mcp"`
+	// TraceURL links the run to its trace in the deployment's trace viewer
+	// (tracing.trace_url with the run's trace id), on GET /api/runs/:id only;
+	// absent without a template or when tracing was off at submission.
+	TraceURL string `json:"trace_url,omitempty" jsonschema:"format=uri"`
 }
 
 // JSONSchemaExtend lists the statuses a run can have, from the set listRuns accepts.
@@ -279,6 +284,7 @@ func (s *Server) getRun(c *fiber.Ctx) error {
 		return err
 	}
 	v := view(r)
+	v.TraceURL = tracing.TraceLink(s.d.TraceURL, r.TraceContext)
 	if v.Waiting {
 		if v.Position, err = s.d.Store.QueuePosition(c.UserContext(), r.ID); err != nil {
 			return err
