@@ -432,7 +432,6 @@ func (g *Gate) redactJSON(args json.RawMessage, findings *[]egress.Finding) json
 	return json.RawMessage(strings.ReplaceAll(red, `\u0000`, `\ufffd`))
 }
 
-
 // fillAudit completes the attempt's row from its outcome, redacted.
 func (g *Gate) fillAudit(row *store.AuditRow, call tools.Call, tier tools.Tier, res tools.Result, err error, findings []egress.Finding, start time.Time) {
 	row.At = start
