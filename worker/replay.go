@@ -368,6 +368,9 @@ func (sw *sessionWalk) judge(ctx context.Context, call llm.ToolCall, msgs []llm.
 	side := replay.Side{Decision: string(outcome), Layer: layer, Error: errString(err)}
 	if res.Audit != nil {
 		side.Decision, side.Layer = res.Audit.Decision, res.Audit.DenyLayer
+		if res.Audit.DenyReason != "" {
+			side.Error = res.Audit.DenyReason // as the recorded side reads its row
+		}
 		if side.Decision == "timed_out" {
 			side.Decision = string(tools.OutcomeDenied)
 		}
