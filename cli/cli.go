@@ -35,6 +35,8 @@ bearer token from AETHERIUM_API_TOKEN, else the file AETHERIUM_API_TOKEN_FILE, e
 an API on loopback, the token a local dev wrote to data/dev-token):
   run [flags]              submit a run; --follow streams its events
   events RUN_ID            a run's events, with the post-run ones after its end (postrun.finish_image)
+  replay RUN_ID            replay a finished run from its record (no tool runs) and print
+                           the first step where the engine now decides differently (docs/replay.md)
   runs list|show|cancel|retry|export   the runs you may read: a table (filters), one run
                            with its costs and recent events, cancel one, submit one again
                            as a new run, its history as JSON
@@ -91,6 +93,7 @@ func commands() map[string]command {
 		"leases":    {run: leasesCmd},
 		"run":       {run: runCmd},
 		"events":    {run: eventsCmd},
+		"replay":    {run: replayCmd},
 		"tools":     {run: withErr("tools", toolsCmd)},
 	}
 }
