@@ -11,10 +11,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/replay"
+	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
@@ -27,7 +29,7 @@ type replayFleet struct {
 	dispatched *atomic.Int64
 }
 
-func setupReplay(t *testing.T) replayFleet {
+func setupReplay(t *testing.T, opts fleettest.Options) replayFleet {
 	t.Helper()
 	var n atomic.Int64
 	count := func(next tools.Handler) tools.Handler {
@@ -36,14 +38,19 @@ func setupReplay(t *testing.T) replayFleet {
 			return next.Handle(ctx, call)
 		})
 	}
-	f := fleettest.Start(t, fleettest.Options{Fleet: fleet.Options{Middleware: []tools.Middleware{count}}})
-	return replayFleet{Fleet: f, dispatched: &n}
+	opts.Fleet.Middleware = append(opts.Fleet.Middleware, count)
+	return replayFleet{Fleet: fleettest.Start(t, opts), dispatched: &n}
 }
 
 // demoRun submits the demo template and waits for it to complete.
 func (f replayFleet) demoRun(t *testing.T) string {
 	t.Helper()
-	id := f.Submit("demo", "Greet the user in a file", map[string]any{"topic": "greetings"})
+	return f.settled(t, f.Submit("demo", "Greet the user in a file", map[string]any{"topic": "greetings"}))
+}
+
+// settled waits for run id to complete and its record to settle.
+func (f replayFleet) settled(t *testing.T, id string) string {
+	t.Helper()
 	require.Equal(t, store.RunCompleted, f.WaitTerminal(id, 60*time.Second).Status)
 	// The run's post-run work (its cleanup) writes after the terminal event:
 	// the record is settled when its events stop changing.
@@ -88,7 +95,7 @@ func (f replayFleet) trace(t *testing.T, id string) replayTrace {
 
 func TestReplayOfARecordedRun(t *testing.T) {
 	t.Parallel()
-	f := setupReplay(t)
+	f := setupReplay(t, fleettest.Options{})
 	ctx := context.Background()
 	id := f.demoRun(t)
 	before := f.trace(t, id)
@@ -150,7 +157,7 @@ func TestReplayOfARecordedRun(t *testing.T) {
 
 func TestReplayRefusesWhatItCannotReplay(t *testing.T) {
 	t.Parallel()
-	f := setupReplay(t)
+	f := setupReplay(t, fleettest.Options{})
 	ctx := context.Background()
 
 	// A run not finished: 409, nothing replayed.
@@ -211,4 +218,66 @@ func TestReplayRefusesWhatItCannotReplay(t *testing.T) {
 			require.Equal(t, before, f.trace(t, id))
 		})
 	}
+}
+
+// countingExec counts the shell commands the sandbox runs.
+type countingExec struct {
+	sandbox.Executor
+	n atomic.Int64
+}
+
+func (c *countingExec) Exec(ctx context.Context, req sandbox.Request) (sandbox.Result, error) {
+	c.n.Add(1)
+	return c.Executor.Exec(ctx, req)
+}
+
+// A run whose calls the gate judged every way — run, refused by the
+// capability layer, held for a human and approved — replays with the same
+// decisions; the sandbox runs nothing and no approval is asked again.
+func TestReplayOfGatedCalls(t *testing.T) {
+	t.Parallel()
+	local, err := sandbox.NewLocal(sandbox.Config{AllowLocal: true, Timeout: 30 * time.Second})
+	require.NoError(t, err)
+	x := &countingExec{Executor: local}
+	f := setupReplay(t, fleettest.Options{
+		Configure: func(c *config.Config) { c.Security.ApprovalWindow = time.Minute },
+		Fleet:     fleet.Options{Executor: x},
+	})
+	ctx := context.Background()
+	tm := team([]map[string]any{
+		call("run_shell", map[string]any{"command": "echo hi > a.txt"}),
+		call("rm_everything", map[string]any{"path": "/"}), // no such tool
+		call("run_shell", map[string]any{"command": "rm -rf build"}),
+		{"say": "done"},
+	}, nil)
+	tm["workers"] = []map[string]any{{"name": "writer", "prompt": "w", "mcp_servers": []string{"workspace", "shell"}}}
+	id := f.SubmitTeam(tm, "clean up")
+	a := pendingApproval(t, f.Fleet, id)
+	code, raw := f.Do("POST", "/api/approvals/"+a.ID+"/approve", map[string]string{"reason": "fine"}, nil)
+	require.Equal(t, http.StatusOK, code, string(raw))
+	f.settled(t, id)
+	before, ran := f.trace(t, id), x.n.Load()
+	require.EqualValues(t, 2, ran)
+	require.Equal(t, 1, before.approvals)
+
+	rep, err := f.Replay(ctx, id, fleet.ReplayOptions{})
+	require.NoError(t, err)
+	require.False(t, rep.Diverged, "divergence: %+v", rep.Divergence)
+	decisions := map[string]string{}
+	for _, st := range rep.StepList {
+		if st.Agent == "writer" && st.Kind == replay.KindCall {
+			decisions[st.CallID] = st.Tool + " " + st.Replayed.Decision + "/" + st.Replayed.Layer
+		}
+	}
+	require.ElementsMatch(t, []string{"run_shell allowed/", "rm_everything denied/capability", "run_shell allowed/"}, values(decisions))
+	require.Equal(t, ran, x.n.Load(), "the sandbox ran nothing")
+	require.Equal(t, before, f.trace(t, id), "no audit row, event or approval")
+}
+
+func values(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
 }
