@@ -256,6 +256,9 @@ type Deps struct {
 	// /api/runs/:id/replay): the fleet sets it in a process that holds the
 	// worker's engine. Nil answers 501.
 	Replay func(ctx context.Context, runID string) (replay.Report, error)
+	// TraceURL is the template of a trace's URL (tracing.trace_url): a run's
+	// view links to its trace. Empty: no link.
+	TraceURL string
 }
 
 // Server is the API.

@@ -576,7 +576,7 @@ func (f *Fleet) API() *api.Server {
 	deps := api.Deps{Store: f.Store, Redis: f.Redis, RedisOpt: f.RedisOpt, Queue: f.Queue, Fairness: f.Cfg.Fairness.WithDefaults(), Events: f.Events, Hub: f.EventsHub(), Registry: f.Registry,
 		Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Leases: f.Leases, Log: f.Log,
 		RemoveProject: f.removeProject, WorkspaceDir: f.Workspaces.Dir, Submit: f.Submitter(), Limits: f.Cfg.OperatorLimits(),
-		Schedules: f.Cfg.Schedules}
+		Schedules: f.Cfg.Schedules, TraceURL: f.Cfg.Tracing.TraceURL}
 	if f.Worker != nil && f.gate != nil {
 		deps.Replay = func(ctx context.Context, runID string) (replay.Report, error) {
 			return f.Replay(ctx, runID, ReplayOptions{})
