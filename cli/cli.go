@@ -34,6 +34,8 @@ Client commands (talk to the API at AETHERIUM_API_URL, default http://AETHERIUM_
 bearer token from AETHERIUM_API_TOKEN, else the file AETHERIUM_API_TOKEN_FILE, else, for
 an API on loopback, the token a local dev wrote to data/dev-token):
   run [flags]              submit a run; --follow streams its events
+  eval SUITE.yaml [flags]  run an eval suite against a team (--compare a second version):
+                           a table, JUnit XML, JSON; exit 1 when a task fails (docs/evals.md)
   events RUN_ID            a run's events, with the post-run ones after its end (postrun.finish_image)
   replay RUN_ID            replay a finished run from its record (no tool runs) and print
                            the first step where the engine now decides differently (docs/replay.md)
@@ -92,6 +94,7 @@ func commands() map[string]command {
 		"migrate":   {run: withErr("migrate", migrate), subs: []string{"up", "down", "status"}, synopsis: migrateUsage},
 		"leases":    {run: leasesCmd},
 		"run":       {run: runCmd},
+		"eval":      {run: evalCmd},
 		"events":    {run: eventsCmd},
 		"replay":    {run: replayCmd},
 		"tools":     {run: withErr("tools", toolsCmd)},
