@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,20 +27,26 @@ import (
 // must add none) and its finished demo runs.
 type replayFleet struct {
 	*fleettest.Fleet
-	dispatched *atomic.Int64
+	// dispatched counts the live router's dispatches by run (runs of one
+	// fleet go on side by side).
+	mu         *sync.Mutex
+	dispatched map[string]int
 }
 
 func setupReplay(t *testing.T, opts fleettest.Options) replayFleet {
 	t.Helper()
-	var n atomic.Int64
+	f := replayFleet{mu: &sync.Mutex{}, dispatched: map[string]int{}}
 	count := func(next tools.Handler) tools.Handler {
 		return tools.HandlerFunc(func(ctx context.Context, call tools.Call) (tools.Result, error) {
-			n.Add(1)
+			f.mu.Lock()
+			f.dispatched[call.Session.RunID]++
+			f.mu.Unlock()
 			return next.Handle(ctx, call)
 		})
 	}
 	opts.Fleet.Middleware = append(opts.Fleet.Middleware, count)
-	return replayFleet{Fleet: fleettest.Start(t, opts), dispatched: &n}
+	f.Fleet = fleettest.Start(t, opts)
+	return f
 }
 
 // demoRun submits the demo template and waits for it to complete.
@@ -90,7 +97,7 @@ func (f replayFleet) trace(t *testing.T, id string) replayTrace {
 	for _, s := range sums {
 		msgs[s.ID] = s.Messages
 	}
-	return replayTrace{audit: len(audit), events: len(evs), approvals: len(apprs), dispatched: int(f.dispatched.Load()), run: run.Status + " " + run.Result + " " + run.UpdatedAt.String(), messages: msgs}
+	return replayTrace{audit: len(audit), events: len(evs), approvals: len(apprs), dispatched: f.runDispatches(id), run: run.Status + " " + run.Result + " " + run.UpdatedAt.String(), messages: msgs}
 }
 
 func TestReplayOfARecordedRun(t *testing.T) {
@@ -100,6 +107,7 @@ func TestReplayOfARecordedRun(t *testing.T) {
 	id := f.demoRun(t)
 	before := f.trace(t, id)
 	require.Positive(t, before.audit)
+	require.Equal(t, 8, before.dispatched, "the run's own calls, live")
 
 	rep, err := f.Replay(ctx, id, fleet.ReplayOptions{})
 	require.NoError(t, err)
@@ -218,6 +226,12 @@ func TestReplayRefusesWhatItCannotReplay(t *testing.T) {
 			require.Equal(t, before, f.trace(t, id))
 		})
 	}
+}
+
+func (f replayFleet) runDispatches(id string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.dispatched[id]
 }
 
 // countingExec counts the shell commands the sandbox runs.
