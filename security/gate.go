@@ -70,6 +70,22 @@ func NewGate(d GateDeps) *Gate {
 		flow: cmp.Or(d.Flow, DefaultFlow), content: cmp.Or(d.PrivateContent, DefaultFlowContent), instructions: lowered(d.InstructionFiles)}
 }
 
+// Recorded returns a copy of the gate for replay (package replay): the same
+// layers and settings, judging under rules (nil: the gate's own), that writes
+// nothing. Its approvals read the decision a run recorded for the call and
+// never request one (a call the rules hold now and nobody decided is answered
+// Pending); it counts no metric. The audit row still rides back on the result
+// for the caller to compare: replay writes none.
+func (g *Gate) Recorded(rules *Rules) *Gate {
+	c := *g
+	if rules != nil {
+		c.rules = rules
+	}
+	c.metrics = nil
+	c.approvals = g.approvals.recorded()
+	return &c
+}
+
 // summaryBytes bounds what a Standard call keeps in its audit row; summaryScanBytes
 // is the head of the arguments scanned for secrets before that cut.
 const (
@@ -428,29 +444,8 @@ func (g *Gate) redactJSON(args json.RawMessage, findings *[]egress.Finding) json
 	}
 	// jsonb refuses the NUL escape and a lone surrogate's (\ud800); the row must
 	// land whatever the model sent, and the rest of its batch with it.
-	if strings.Contains(strings.ToLower(red), `\ud`) {
-		red = reencodeJSON(red)
-	}
+	red = string(store.JSONBSafe([]byte(red)))
 	return json.RawMessage(strings.ReplaceAll(red, `\u0000`, `\ufffd`))
-}
-
-// reencodeJSON decodes and encodes valid JSON again: the decoder reads an
-// unpaired surrogate escape as U+FFFD, which jsonb accepts. Numbers keep their
-// text; key order is jsonb's anyway.
-func reencodeJSON(s string) string {
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return s
-	}
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return s
-	}
-	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // fillAudit completes the attempt's row from its outcome, redacted.
