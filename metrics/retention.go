@@ -15,7 +15,8 @@ type Retention struct {
 	Deleted *prometheus.CounterVec // class
 	// Exported counts runs written to retention.export_dir before their delete.
 	Exported prometheus.Counter
-	// Batch is how long one delete transaction held its locks, by class.
+	// Batch is how long one delete transaction held the rows it deleted locked
+	// (from its first DELETE to its commit), by class.
 	Batch *prometheus.HistogramVec // class
 }
 
@@ -30,7 +31,7 @@ func NewRetention(reg prometheus.Registerer) (*Retention, error) {
 		Exported: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "retention_exported_runs_total",
 			Help: "Runs written to retention.export_dir before they were deleted."}),
 		Batch: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "retention_batch_seconds",
-			Help:    "How long one retention delete transaction held its locks, by class.",
+			Help:    "How long one retention delete transaction held the rows it deleted locked (first DELETE to commit), by class.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}}, []string{"class"}),
 	}
 	if err := register(reg, &r.Deleted); err != nil {

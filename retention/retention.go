@@ -56,7 +56,8 @@ func New(cfg Config, d Deps) *Sweeper {
 func (s *Sweeper) Config() Config { return s.cfg }
 
 // Report is what one Sweep deleted, by class, and the longest time one of its
-// delete transactions held its locks.
+// delete transactions took (LongestBatch, exports included) and held the rows
+// it deleted locked (LongestDelete).
 type Report struct {
 	Runs             int64         `json:"runs"`
 	Exported         int64         `json:"exported"`
@@ -65,6 +66,7 @@ type Report struct {
 	ProjectKnowledge int64         `json:"project_knowledge"`
 	Batches          int           `json:"batches"`
 	LongestBatch     time.Duration `json:"longest_batch"`
+	LongestDelete    time.Duration `json:"longest_delete"`
 	// RunIDs are the runs this sweep deleted.
 	RunIDs []string `json:"-"`
 }
@@ -82,7 +84,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	if rep.Runs+rep.Egress+rep.DeadLetters+rep.ProjectKnowledge > 0 {
 		s.d.Log.Info("retention sweep", "runs", rep.Runs, "exported", rep.Exported, "egress", rep.Egress,
 			"dead_letters", rep.DeadLetters, "project_knowledge", rep.ProjectKnowledge,
-			"batches", rep.Batches, "longest_batch", rep.LongestBatch.String())
+			"batches", rep.Batches, "longest_batch", rep.LongestBatch.String(), "longest_delete", rep.LongestDelete.String())
 	}
 	return rep, errors.Join(errs...)
 }
@@ -90,7 +92,8 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 func (s *Sweeper) batch(class string, b store.RetentionBatch, rep *Report) {
 	rep.Batches++
 	rep.LongestBatch = max(rep.LongestBatch, b.Held)
-	s.d.Metrics.BatchHeld(class, b.Held.Seconds())
+	rep.LongestDelete = max(rep.LongestDelete, b.Deleting)
+	s.d.Metrics.BatchHeld(class, b.Deleting.Seconds())
 	s.d.Metrics.Deletes(class, b.Rows)
 }
 

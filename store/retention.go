@@ -98,7 +98,11 @@ type RetentionBatch struct {
 	// Rows is how many rows the batch deleted from its table (runs: the runs;
 	// their children go by ON DELETE CASCADE and are not counted).
 	Rows int64
-	Held time.Duration
+	// Held is the whole transaction, the export included; Deleting is the
+	// part from the first DELETE to the commit, when the deleted rows (and
+	// their children) are locked. Before that, only the batch's terminal runs
+	// rows are locked, which no live work touches.
+	Held, Deleting time.Duration
 }
 
 // DeleteRunsBatch deletes up to limit terminal runs (completed, failed,
@@ -111,6 +115,7 @@ type RetentionBatch struct {
 func (s *Store) DeleteRunsBatch(ctx context.Context, cutoff time.Time, limit int, export RunExporter) (RetentionBatch, error) {
 	var b RetentionBatch
 	start := time.Now()
+	var deleting time.Time
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT id::text FROM runs
 			WHERE status IN ('completed','failed','cancelled') AND finished_at < $1
@@ -129,6 +134,7 @@ func (s *Store) DeleteRunsBatch(ctx context.Context, cutoff time.Time, limit int
 				}
 			}
 		}
+		deleting = time.Now()
 		if _, err := tx.Exec(ctx, `DELETE FROM llm_calls WHERE run_id = ANY($1::uuid[])`, ids); err != nil {
 			return err
 		}
@@ -140,6 +146,9 @@ func (s *Store) DeleteRunsBatch(ctx context.Context, cutoff time.Time, limit int
 		return nil
 	})
 	b.Held = time.Since(start)
+	if !deleting.IsZero() {
+		b.Deleting = time.Since(deleting)
+	}
 	if err != nil {
 		return RetentionBatch{Held: b.Held}, fmt.Errorf("retention: delete runs: %w", err)
 	}
@@ -333,6 +342,7 @@ func (s *Store) DeleteOlderBatch(ctx context.Context, table AgedTable, cutoff ti
 			ORDER BY `+col+` LIMIT $2 FOR UPDATE SKIP LOCKED)
 		DELETE FROM `+string(table)+` t USING doomed WHERE t.id = doomed.id`, cutoff, limit)
 	b := RetentionBatch{Held: time.Since(start)}
+	b.Deleting = b.Held
 	if err != nil {
 		return b, fmt.Errorf("retention: delete from %s: %w", table, err)
 	}
