@@ -60,7 +60,7 @@ type Config struct {
 	// for the next tick. Default DefaultMaxBatches.
 	MaxBatches int `yaml:"max_batches"`
 	// ExportDir, when set, is where each run is written before it is deleted:
-	// <export_dir>/<run id>.jsonl.gz, gzip-compressed JSON Lines (the run, its
+	// export_dir/RUN_ID.jsonl.gz, gzip-compressed JSON Lines (the run, its
 	// events, sessions with messages, delegations, approvals, audit rows, model
 	// calls), which `aetherium runs import` writes back. A run whose archive
 	// cannot be written is not deleted. Empty (the default): no export.
