@@ -500,3 +500,18 @@ func counter(t *testing.T, c prometheus.Counter) float64 {
 	require.NoError(t, c.Write(&m))
 	return m.GetCounter().GetValue()
 }
+
+// The audit purge (security.audit_retention) deletes in batches: a backlog
+// larger than one batch goes entirely, the young rows stay.
+func TestPurgeAuditInBatches(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	id := e.seedRun(t, store.RunRunning, "alice", 0)
+	_, err := e.st.Pool.Exec(e.ctx, `INSERT INTO tool_audit (call_key, at, run_id, tool, tier, allowed, decision)
+		SELECT 'old' || g, now() - interval '100 days', $1, 't', 'standard', true, 'allowed' FROM generate_series(1, 2500) g`, id)
+	require.NoError(t, err)
+	n, err := e.st.PurgeAudit(e.ctx, 90*day)
+	require.NoError(t, err)
+	require.EqualValues(t, 2500, n)
+	require.Equal(t, 1, e.count(t, `SELECT count(*) FROM tool_audit`), "seedRun's own row is young")
+}
