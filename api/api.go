@@ -251,6 +251,9 @@ type Deps struct {
 	// Schedules bounds the schedules people create (schedules.min_interval,
 	// max_jitter, max_catch_up).
 	Schedules schedules.Config
+	// TraceURL is the template of a trace's URL (tracing.trace_url): a run's
+	// view links to its trace. Empty: no link.
+	TraceURL string
 }
 
 // Server is the API.

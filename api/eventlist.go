@@ -71,5 +71,5 @@ func (s *Server) listEvents(c *fiber.Ctx) error {
 
 // toStreamEvent is a stored event as the API sends it.
 func toStreamEvent(e store.Event) streamEvent {
-	return streamEvent{ID: e.ID, RunID: e.RunID, Type: e.Type, Agent: e.Agent, Data: e.Data, Time: e.CreatedAt}
+	return streamEvent{ID: e.ID, RunID: e.RunID, Type: e.Type, Agent: e.Agent, Data: e.Data, Time: e.CreatedAt, TraceID: e.TraceID}
 }

@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,11 +15,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/invopop/jsonschema"
 
-	"github.com/aetherium-engine/aetherium/events"
-	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/submit"
 	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/aetherium-engine/aetherium/tracing"
 )
 
 type inlineRequest struct {
@@ -193,6 +191,10 @@ type runView struct {
 	// Kind is "job" (a submitted run) or "mcp" (an MCP client's session: it runs
 	// as long as the client calls, with no duration or tokens of its own).
 	Kind string `json:"kind" jsonschema:"enum=job,enum=mcp"`
+	// TraceURL links the run to its trace in the deployment's trace viewer
+	// (tracing.trace_url with the run's trace id), on GET /api/runs/:id only;
+	// absent without a template or when tracing was off at submission.
+	TraceURL string `json:"trace_url,omitempty" jsonschema:"format=uri"`
 }
 
 // JSONSchemaExtend lists the statuses a run can have, from the set listRuns accepts.
@@ -282,6 +284,7 @@ func (s *Server) getRun(c *fiber.Ctx) error {
 		return err
 	}
 	v := view(r)
+	v.TraceURL = tracing.TraceLink(s.d.TraceURL, r.TraceContext)
 	if v.Waiting {
 		if v.Position, err = s.d.Store.QueuePosition(c.UserContext(), r.ID); err != nil {
 			return err
@@ -380,29 +383,12 @@ func (s *Server) cancelRun(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.UserContext()
-	changed, admitted, err := s.d.Store.FinishRun(ctx, r.ID, store.RunCancelled, "", "cancelled by request", "cancelled")
-	if err != nil {
-		return err
-	}
-	s.startAdmitted(ctx, admitted)
-	r, err = s.d.Store.GetRun(ctx, r.ID)
+	r, changed, err := s.d.Submit.Cancel(c.UserContext(), r.ID, "cancelled by request")
 	if err != nil {
 		return err
 	}
 	if !changed {
 		return &Error{Status: http.StatusConflict, Field: "id", Message: fmt.Sprintf("run %s is already %s", r.ID, r.Status)}
-	}
-	// Its first step, if still in its key's line, would only start to find the
-	// run cancelled: it gives its place up now.
-	if err := s.d.Queue.Withdraw(ctx, queue.SuperviseTaskID(r.ID, "start")); err != nil {
-		s.d.Log.Warn("cancel: withdraw the first step", "run_id", r.ID, "err", err)
-	}
-	if s.d.Metrics != nil {
-		s.d.Metrics.RunsFinished.WithLabelValues(store.RunCancelled).Inc()
-	}
-	if err := s.d.Events.EmitTerminal(ctx, r); err != nil {
-		return err
 	}
 	return c.JSON(view(r))
 }
@@ -463,18 +449,4 @@ func (s *Server) getPlan(c *fiber.Ctx) error {
 		p.Steps = []store.PlanStep{}
 	}
 	return c.JSON(PlanResponse{Plan: &p})
-}
-
-// startAdmitted starts the runs an end admitted (store.FinishRun): each gets a
-// run.admitted event and its first supervisor step. A failure is logged, not
-// returned: the run is admitted durably and the queued-runs sweep starts it.
-func (s *Server) startAdmitted(ctx context.Context, runs []store.Run) {
-	for _, r := range runs {
-		if err := s.d.Events.Emit(ctx, r.ID, "admitted", events.RunAdmitted, "", events.RunAdmittedData{Priority: r.Priority}); err != nil {
-			s.d.Log.Error("admitted run: event", "run_id", r.ID, "err", err)
-		}
-		if err := s.d.Queue.Supervise(ctx, queue.Route{Key: r.FairKey, Priority: r.Priority}, r.ID, "start"); err != nil {
-			s.d.Log.Error("admitted run: enqueue", "run_id", r.ID, "err", err)
-		}
-	}
 }

@@ -208,6 +208,9 @@ type streamEvent struct {
 	// Data is the type's payload.
 	Data json.RawMessage `json:"data"`
 	Time time.Time       `json:"time"`
+	// TraceID is the trace of the span that wrote the event (docs/traces.md);
+	// absent when tracing was off or no span of the run wrote it.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // watchClose cancels the stream when its client closes the connection (a client of

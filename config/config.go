@@ -137,7 +137,7 @@ type Config struct {
 	// Default: no profiles, no listener.
 	MCP mcpserver.Config `yaml:"mcp"`
 	// Tracing is OpenTelemetry tracing, one trace per run (enabled, exporter,
-	// endpoint, service_name, sample_ratio, shutdown_timeout); the standard
+	// endpoint, service_name, sample_ratio, shutdown_timeout, trace_url); the standard
 	// OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS,
 	// OTEL_TRACES_SAMPLER, OTEL_SERVICE_NAME) apply where the YAML sets nothing.
 	// See package tracing and docs/traces.md. Default: off.

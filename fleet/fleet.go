@@ -583,7 +583,7 @@ func (f *Fleet) API() *api.Server {
 	deps := api.Deps{Store: f.Store, Redis: f.Redis, RedisOpt: f.RedisOpt, Queue: f.Queue, Fairness: f.Cfg.Fairness.WithDefaults(), Events: f.Events, Hub: f.EventsHub(), Registry: f.Registry,
 		Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Leases: f.Leases, Log: f.Log,
 		RemoveProject: f.removeProject, WorkspaceDir: f.Workspaces.Dir, Submit: f.Submitter(), Limits: f.Cfg.OperatorLimits(),
-		Schedules: f.Cfg.Schedules}
+		Schedules: f.Cfg.Schedules, TraceURL: f.Cfg.Tracing.TraceURL}
 	if f.Approvals != nil { // a nil *Approvals in the interface would not read as "no gate"
 		deps.Approvals = f.Approvals
 	}

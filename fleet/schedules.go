@@ -6,9 +6,7 @@ import (
 	"slices"
 
 	"github.com/aetherium-engine/aetherium/api"
-	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/metrics"
-	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/schedules"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/submit"
@@ -27,7 +25,11 @@ func (f *Fleet) Schedules(d schedules.Deps) (*schedules.Scheduler, error) {
 		d.Principal = f.SchedulePrincipal
 	}
 	if d.Cancel == nil {
-		d.Cancel = f.cancelRun
+		sub := f.Submitter()
+		d.Cancel = func(ctx context.Context, runID, reason string) error {
+			_, _, err := sub.Cancel(ctx, runID, reason)
+			return err
+		}
 	}
 	if d.Log == nil {
 		d.Log = f.Log.With("component", "schedules")
@@ -85,35 +87,4 @@ func (f *Fleet) SchedulePrincipal(_ context.Context, owner string) (submit.Princ
 			ReadAll: admin || slices.Contains(t.Roles, api.RoleReadAll)}, nil
 	}
 	return submit.Principal{}, fmt.Errorf("%w: no api token is named %q", schedules.ErrOwnerGone, owner)
-}
-
-// cancelRun cancels a run for a schedule whose overlap policy is
-// cancel_previous, as POST /api/runs/:id/cancel does: the run ends cancelled
-// with reason, runs its end admits start, its first step gives up its place
-// in line, and its terminal event is stored.
-func (f *Fleet) cancelRun(ctx context.Context, runID, reason string) error {
-	changed, admitted, err := f.Store.FinishRun(ctx, runID, store.RunCancelled, "", reason, "cancelled")
-	if err != nil {
-		return err
-	}
-	for _, r := range admitted {
-		if err := f.Events.Emit(ctx, r.ID, "admitted", events.RunAdmitted, "", events.RunAdmittedData{Priority: r.Priority}); err != nil {
-			f.Log.Error("admitted run: event", "run_id", r.ID, "err", err)
-		}
-		if err := f.Queue.Supervise(ctx, queue.Route{Key: r.FairKey, Priority: r.Priority}, r.ID, "start"); err != nil {
-			f.Log.Error("admitted run: enqueue", "run_id", r.ID, "err", err)
-		}
-	}
-	if !changed {
-		return nil // it ended meanwhile
-	}
-	if err := f.Queue.Withdraw(ctx, queue.SuperviseTaskID(runID, "start")); err != nil {
-		f.Log.Warn("cancel: withdraw the first step", "run_id", runID, "err", err)
-	}
-	f.Metrics.RunsFinished.WithLabelValues(store.RunCancelled).Inc()
-	r, err := f.Store.GetRun(ctx, runID)
-	if err != nil {
-		return err
-	}
-	return f.Events.EmitTerminal(ctx, r)
 }

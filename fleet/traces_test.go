@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/tracing"
@@ -81,7 +82,9 @@ func runTrace(spans tracetest.SpanStubs, runID string) (root tracetest.SpanStub,
 func TestRunIsOneTrace(t *testing.T) {
 	t.Parallel()
 	exp := tracetest.NewInMemoryExporter()
-	f := fleettest.Start(t, fleettest.Options{Fleet: fleet.Options{SpanExporter: exp}})
+	const traceURL = "http://jaeger.test:16686/trace/{trace_id}"
+	f := fleettest.Start(t, fleettest.Options{Fleet: fleet.Options{SpanExporter: exp},
+		Configure: func(c *config.Config) { c.Tracing.TraceURL = traceURL }})
 	const clientTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
 	cases := []struct {
 		name, traceparent string
@@ -187,6 +190,7 @@ func TestRunIsOneTrace(t *testing.T) {
 			require.GreaterOrEqual(t, steps["writer"], 1, "the delegated turn")
 			require.Equal(t, 1, count(spans, "execute_tool write_file"))
 			require.Equal(t, 1, count(spans, "execute_tool reply"))
+			requireTraceIDs(t, f, ids[i], root.SpanContext.TraceID().String(), traceURL)
 		})
 	}
 }
@@ -199,4 +203,49 @@ func count(spans []tracetest.SpanStub, prefix string) int {
 		}
 	}
 	return n
+}
+
+// requireTraceIDs checks what the API shows of a run's trace: its view links
+// to it by the configured template, the events its spans wrote (the submit's
+// run.queued, every step's) and its audit rows carry its trace id.
+func requireTraceIDs(t *testing.T, f *fleettest.Fleet, runID, traceID, traceURL string) {
+	t.Helper()
+	var run struct {
+		TraceURL string `json:"trace_url"`
+	}
+	status, _ := f.Do(http.MethodGet, "/api/runs/"+runID, nil, &run)
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, strings.ReplaceAll(traceURL, "{trace_id}", traceID), run.TraceURL)
+
+	var page struct {
+		Events []struct {
+			Type    string `json:"type"`
+			TraceID string `json:"trace_id"`
+		} `json:"events"`
+	}
+	status, _ = f.Do(http.MethodGet, "/api/runs/"+runID+"/events?format=json&limit=500", nil, &page)
+	require.Equal(t, http.StatusOK, status)
+	traced := map[string]bool{}
+	for _, e := range page.Events {
+		if e.TraceID != "" {
+			require.Equal(t, traceID, e.TraceID, e.Type)
+			traced[e.Type] = true
+		}
+	}
+	for _, typ := range []string{"run.queued", "run.started", "agent.message", "tool.call", "delegation.finished", "run.completed"} {
+		require.True(t, traced[typ], "a %s event carries the run's trace id (traced: %v)", typ, traced)
+	}
+
+	var audit struct {
+		Audit []struct {
+			Tool    string `json:"tool"`
+			TraceID string `json:"trace_id"`
+		} `json:"audit"`
+	}
+	status, _ = f.Do(http.MethodGet, "/api/runs/"+runID+"/audit", nil, &audit)
+	require.Equal(t, http.StatusOK, status)
+	require.NotEmpty(t, audit.Audit)
+	for _, r := range audit.Audit {
+		require.Equal(t, traceID, r.TraceID, r.Tool)
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/aetherium-engine/aetherium/metrics"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
+	"github.com/aetherium-engine/aetherium/tracing"
 )
 
 // Gate is the permission gate as a tools.Middleware.
@@ -95,7 +96,7 @@ func (g *Gate) Middleware(next tools.Handler) tools.Handler {
 		}
 		row := store.AuditRow{
 			CallKey: s.SessionID + ":" + call.ID, RunID: s.RunID, Team: s.Team, Agent: s.Agent, Role: s.Role,
-			Tool: call.Name, Tier: tier.String(),
+			Tool: call.Name, Tier: tier.String(), TraceID: tracing.TraceID(ctx),
 		}
 		var findings []egress.Finding
 		pending := false

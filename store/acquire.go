@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aetherium-engine/aetherium/llm"
+	"github.com/aetherium-engine/aetherium/tracing"
 )
 
 // Acquire is what a step asks of the database as it starts, in one round trip and
@@ -84,8 +85,8 @@ const (
 	acquireDelegations = `SELECT ` + delCols + ` FROM delegations WHERE parent_session = $1 ORDER BY id`
 	acquireStart       = `UPDATE delegations SET status = 'running', attempts = attempts + 1
 		WHERE id = $1 AND status IN ('pending','running')`
-	acquireEvents = `INSERT INTO run_events (run_id, key, type, agent, data)
-		SELECT $1::uuid, u.key, u.type, u.agent, u.data::jsonb
+	acquireEvents = `INSERT INTO run_events (run_id, key, type, agent, data, trace_id)
+		SELECT $1::uuid, u.key, u.type, u.agent, u.data::jsonb, $6::text
 		FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(key, type, agent, data, n)
 		WHERE EXISTS (SELECT 1 FROM runs WHERE id = $1::uuid AND status NOT IN ('completed', 'failed', 'cancelled'))
 		ORDER BY u.n
@@ -124,7 +125,7 @@ func (s *Store) AcquireStep(ctx context.Context, a Acquire) (Acquired, error) {
 		b.Queue(startRun, a.Initial.RunID)
 	}
 	if len(a.Events) > 0 {
-		args, err := eventArrays(a.Events)
+		args, err := eventArrays(ctx, a.Events)
 		if err != nil {
 			return out, err
 		}
@@ -222,8 +223,9 @@ func (s *Store) AcquireStep(ctx context.Context, a Acquire) (Acquired, error) {
 	return out, nil
 }
 
-// eventArrays are events as the text arrays of the unnest statements.
-func eventArrays(evs []NewEvent) ([]any, error) {
+// eventArrays are events as the text arrays of the unnest statements, then
+// the trace id of ctx's span (the step's) that every one of them records.
+func eventArrays(ctx context.Context, evs []NewEvent) ([]any, error) {
 	keys, types, agents, data := make([]string, len(evs)), make([]string, len(evs)), make([]string, len(evs)), make([]string, len(evs))
 	for i, e := range evs {
 		raw, err := json.Marshal(e.Data)
@@ -232,7 +234,7 @@ func eventArrays(evs []NewEvent) ([]any, error) {
 		}
 		keys[i], types[i], agents[i], data[i] = e.Key, e.Type, e.Agent, string(raw)
 	}
-	return []any{keys, types, agents, data}, nil
+	return []any{keys, types, agents, data, tracing.TraceID(ctx)}, nil
 }
 
 // messageTexts are messages as the JSON texts of a text[] parameter (one

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/aetherium-engine/aetherium/tracing"
 )
 
 // DefaultAuditRetention is how long tool_audit rows are kept (90 days): the
@@ -45,6 +47,9 @@ type AuditRow struct {
 	// arguments before the edit (redacted), Args the edited ones.
 	EditedBy     string          `json:"edited_by,omitempty"`
 	OriginalArgs json.RawMessage `json:"original_args,omitempty"`
+	// TraceID is the trace of the span the call ran in (its execute_tool
+	// span; issue 42): "" when tracing was off.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // insertAudit is the one statement that writes audit rows: $3… are the columns
@@ -54,20 +59,21 @@ type AuditRow struct {
 // attempt.
 const insertAudit = `INSERT INTO tool_audit (call_key, at, run_id, team, agent, role, tool, tier, allowed, decision,
 		deny_layer, deny_reason, approved_by, args, result, summary, error, duration_ms,
-		args_hash, policy_revision, approval_id, grant_id, edited_by, original_args)
+		args_hash, policy_revision, approval_id, grant_id, edited_by, original_args, trace_id)
 	SELECT u.call_key, u.at, u.run_id::uuid, u.team, u.agent, u.role, u.tool, u.tier, u.allowed, u.decision,
 		u.deny_layer, u.deny_reason, u.approved_by, u.args::jsonb, u.result, u.summary, u.error, u.duration_ms,
-		u.args_hash, u.policy_revision, u.approval_id, u.grant_id, u.edited_by, u.original_args::jsonb
+		u.args_hash, u.policy_revision, u.approval_id, u.grant_id, u.edited_by, u.original_args::jsonb, u.trace_id
 	FROM unnest($3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
 		$11::bool[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::int8[],
-		$21::text[], $22::text[], $23::text[], $24::text[], $25::text[], $26::text[])
+		$21::text[], $22::text[], $23::text[], $24::text[], $25::text[], $26::text[], $27::text[])
 		AS u(call_key, at, run_id, team, agent, role, tool, tier, allowed, decision, deny_layer, deny_reason, approved_by,
-			args, result, summary, error, duration_ms, args_hash, policy_revision, approval_id, grant_id, edited_by, original_args)
+			args, result, summary, error, duration_ms, args_hash, policy_revision, approval_id, grant_id, edited_by, original_args, trace_id)
 	WHERE $1::text IS NULL OR EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $2::text)
 	ON CONFLICT (call_key) DO NOTHING`
 
-// auditColumns are rows as the column arrays of insertAudit, in its order.
-func auditColumns(rows []AuditRow) []any {
+// auditColumns are rows as the column arrays of insertAudit, in its order. A
+// row without a trace id takes the one of ctx's span (the step that saves it).
+func auditColumns(ctx context.Context, rows []AuditRow) []any {
 	n := len(rows)
 	var (
 		keys, runs, teams, agents, roles, tls, tiers, decisions = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -78,6 +84,7 @@ func auditColumns(rows []AuditRow) []any {
 		durations                                               = make([]int64, n)
 		hashes, revisions, approvals, grants, editors           = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		originals                                               = make([]*string, n)
+		traces                                                  = make([]string, n)
 	)
 	for i, r := range rows {
 		keys[i], at[i], runs[i], teams[i], agents[i], roles[i], tls[i], tiers[i] = r.CallKey, r.At, r.RunID, r.Team, r.Agent, r.Role, r.Tool, r.Tier
@@ -92,9 +99,12 @@ func auditColumns(rows []AuditRow) []any {
 			o := string(r.OriginalArgs)
 			originals[i] = &o
 		}
+		if traces[i] = r.TraceID; traces[i] == "" {
+			traces[i] = tracing.TraceID(ctx)
+		}
 	}
 	return []any{keys, at, runs, teams, agents, roles, tls, tiers, allowed, decisions, layers, reasons, approvers, args, results, summaries, errs, durations,
-		hashes, revisions, approvals, grants, editors, originals}
+		hashes, revisions, approvals, grants, editors, originals, traces}
 }
 
 // InsertAudit writes rows in one statement (the Auditor's batches, and rows a step
@@ -103,7 +113,7 @@ func (s *Store) InsertAudit(ctx context.Context, rows []AuditRow) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	if _, err := s.db.Exec(ctx, insertAudit, append([]any{nil, nil}, auditColumns(rows)...)...); err != nil {
+	if _, err := s.db.Exec(ctx, insertAudit, append([]any{nil, nil}, auditColumns(ctx, rows)...)...); err != nil {
 		return fmt.Errorf("insert audit (%d rows): %w", len(rows), err)
 	}
 	return nil
@@ -121,14 +131,14 @@ func (s *Store) RunAudit(ctx context.Context, runID string, limit int) ([]AuditR
 
 const auditSelectCols = `id, call_key, at, run_id::text, team, agent, role, tool, tier, allowed, decision,
 		deny_layer, deny_reason, approved_by, args, result, summary, error, duration_ms,
-		args_hash, policy_revision, approval_id, grant_id, edited_by, original_args`
+		args_hash, policy_revision, approval_id, grant_id, edited_by, original_args, trace_id`
 
 func scanAudit(rows pgx.Rows) ([]AuditRow, error) {
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AuditRow, error) {
 		var r AuditRow
 		err := row.Scan(&r.ID, &r.CallKey, &r.At, &r.RunID, &r.Team, &r.Agent, &r.Role, &r.Tool, &r.Tier, &r.Allowed,
 			&r.Decision, &r.DenyLayer, &r.DenyReason, &r.ApprovedBy, &r.Args, &r.Result, &r.Summary, &r.Error, &r.DurationMS,
-			&r.ArgsHash, &r.PolicyRevision, &r.ApprovalID, &r.GrantID, &r.EditedBy, &r.OriginalArgs)
+			&r.ArgsHash, &r.PolicyRevision, &r.ApprovalID, &r.GrantID, &r.EditedBy, &r.OriginalArgs, &r.TraceID)
 		return r, err
 	})
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/aetherium-engine/aetherium/tracing"
 )
 
 // Event is one stored run event.
@@ -19,6 +21,9 @@ type Event struct {
 	Agent     string          `json:"agent,omitempty"`
 	Data      json.RawMessage `json:"data"`
 	CreatedAt time.Time       `json:"created_at"`
+	// TraceID is the trace of the span that wrote the event (issue 42): ""
+	// when tracing was off or no span wrote it.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // AppendEvent stores an event once per (run, key); inserted is false for a duplicate.
@@ -28,9 +33,9 @@ func (s *Store) AppendEvent(ctx context.Context, runID, key, typ, agent string, 
 		return 0, false, fmt.Errorf("event %s: %w", typ, err)
 	}
 	err = s.db.QueryRow(ctx, `WITH ins AS (
-			INSERT INTO run_events (run_id, key, type, agent, data) VALUES ($1, $2, $3, $4, $5)
+			INSERT INTO run_events (run_id, key, type, agent, data, trace_id) VALUES ($1, $2, $3, $4, $5, $6)
 			ON CONFLICT (run_id, key) DO NOTHING RETURNING id)
-		SELECT COALESCE((SELECT id FROM ins), 0)`, runID, key, typ, agent, raw).Scan(&id)
+		SELECT COALESCE((SELECT id FROM ins), 0)`, runID, key, typ, agent, raw, tracing.TraceID(ctx)).Scan(&id)
 	if err != nil {
 		return 0, false, fmt.Errorf("append event %s: %w", typ, err)
 	}
@@ -41,10 +46,10 @@ func (s *Store) AppendEvent(ctx context.Context, runID, key, typ, agent string, 
 func (s *Store) EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]Event, error) {
 	scan := func(r pgx.CollectableRow) (Event, error) {
 		var e Event
-		err := r.Scan(&e.ID, &e.RunID, &e.Type, &e.Agent, &e.Data, &e.CreatedAt)
+		err := r.Scan(&e.ID, &e.RunID, &e.Type, &e.Agent, &e.Data, &e.CreatedAt, &e.TraceID)
 		return e, err
 	}
-	return queryRows(ctx, s.db, "events", []Event(nil), scan, `SELECT id, run_id::text, type, agent, data, created_at FROM run_events
+	return queryRows(ctx, s.db, "events", []Event(nil), scan, `SELECT id, run_id::text, type, agent, data, created_at, trace_id FROM run_events
 		WHERE run_id = $1 AND id > $2 ORDER BY id LIMIT $3`, runID, after, limit)
 }
 
@@ -64,8 +69,8 @@ func (s *Store) TerminalEventID(ctx context.Context, runID string) (int64, bool,
 // GetEvent loads one event by id.
 func (s *Store) GetEvent(ctx context.Context, id int64) (Event, error) {
 	var e Event
-	err := s.db.QueryRow(ctx, `SELECT id, run_id::text, type, agent, data, created_at FROM run_events WHERE id = $1`, id).
-		Scan(&e.ID, &e.RunID, &e.Type, &e.Agent, &e.Data, &e.CreatedAt)
+	err := s.db.QueryRow(ctx, `SELECT id, run_id::text, type, agent, data, created_at, trace_id FROM run_events WHERE id = $1`, id).
+		Scan(&e.ID, &e.RunID, &e.Type, &e.Agent, &e.Data, &e.CreatedAt, &e.TraceID)
 	if err != nil {
 		return e, fmt.Errorf("get event %d: %w", id, err)
 	}
@@ -85,8 +90,8 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, evs []NewEvent) 
 		return nil, nil
 	}
 	var b strings.Builder
-	b.WriteString(`INSERT INTO run_events (run_id, key, type, agent, data) VALUES `)
-	args := []any{runID}
+	b.WriteString(`INSERT INTO run_events (run_id, key, type, agent, data, trace_id) VALUES `)
+	args := []any{runID, tracing.TraceID(ctx)}
 	for i, e := range evs {
 		raw, err := json.Marshal(e.Data)
 		if err != nil {
@@ -96,7 +101,7 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, evs []NewEvent) 
 			b.WriteString(",")
 		}
 		n := len(args)
-		fmt.Fprintf(&b, "($1, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4)
+		fmt.Fprintf(&b, "($1, $%d, $%d, $%d, $%d, $2)", n+1, n+2, n+3, n+4)
 		args = append(args, e.Key, e.Type, e.Agent, raw)
 	}
 	b.WriteString(` ON CONFLICT (run_id, key) DO NOTHING RETURNING id, type`)

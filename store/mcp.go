@@ -222,7 +222,7 @@ func (s *Store) FinishMCPCall(ctx context.Context, id, token string, out MCPCall
 		if done = tag.RowsAffected() == 1; !done || audit == nil {
 			return nil
 		}
-		_, err = tx.Exec(ctx, insertAudit, append([]any{nil, nil}, auditColumns([]AuditRow{*audit})...)...)
+		_, err = tx.Exec(ctx, insertAudit, append([]any{nil, nil}, auditColumns(ctx, []AuditRow{*audit})...)...)
 		return err
 	})
 	if err != nil {
@@ -280,7 +280,7 @@ func (s *Store) WithdrawMCPCall(ctx context.Context, id, by, reason string) (MCP
 		row := AuditRow{CallKey: "m:" + c.ID + ":" + c.ID, At: time.Now(), RunID: c.RunID, Team: team, Agent: c.Principal, Role: "mcp",
 			Tool: c.Tool, Tier: tier, Decision: "denied", DenyLayer: "approval", DenyReason: text, Args: args,
 			Summary: c.Tool + " " + text, ApprovalID: c.ApprovalID}
-		_, err = tx.Exec(ctx, insertAudit, append([]any{nil, nil}, auditColumns([]AuditRow{row})...)...)
+		_, err = tx.Exec(ctx, insertAudit, append([]any{nil, nil}, auditColumns(ctx, []AuditRow{row})...)...)
 		return err
 	})
 	if err != nil {

@@ -93,8 +93,8 @@ const (
 	// stored only when its delegation now holds the status it announces (saved by
 	// saveStepFinish, queued before): one its run's end closed first
 	// (store.FinishRun) is announced from its row with the run's terminal event.
-	saveStepEvents = `INSERT INTO run_events (run_id, key, type, agent, data)
-		SELECT $3::uuid, u.key, u.type, u.agent, u.data::jsonb
+	saveStepEvents = `INSERT INTO run_events (run_id, key, type, agent, data, trace_id)
+		SELECT $3::uuid, u.key, u.type, u.agent, u.data::jsonb, $8::text
 		FROM unnest($4::text[], $5::text[], $6::text[], $7::text[]) WITH ORDINALITY AS u(key, type, agent, data, n)
 		WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $2)
 			AND (u.type <> 'delegation.finished' OR EXISTS (SELECT 1 FROM delegations AS d
@@ -161,14 +161,14 @@ func (s *Store) SaveStep(ctx context.Context, sess *Session, token string, lease
 		b.Queue(saveStepFinish, sess.ID, token, f.ID, f.Status, f.Result, f.Error)
 	}
 	if len(w.Events) > 0 {
-		args, err := eventArrays(w.Events)
+		args, err := eventArrays(ctx, w.Events)
 		if err != nil {
 			return out, err
 		}
 		b.Queue(saveStepEvents, append([]any{sess.ID, token, sess.RunID}, args...)...)
 	}
 	if len(w.Audit) > 0 {
-		b.Queue(insertAudit, append([]any{sess.ID, token}, auditColumns(w.Audit)...)...)
+		b.Queue(insertAudit, append([]any{sess.ID, token}, auditColumns(ctx, w.Audit)...)...)
 	}
 	if w.Memory != nil {
 		b.Queue(insertMemory, append(memoryArgs(*w.Memory), sess.ID, token)...)

@@ -68,6 +68,11 @@ type Config struct {
 	// ShutdownTimeout bounds the flush of spans when the process stops.
 	// Default DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// TraceURL is the URL of a trace in the deployment's trace viewer, with
+	// {trace_id} where the trace id goes, e.g.
+	// http://jaeger:16686/trace/{trace_id}: the Studio's run page links a run
+	// to its trace (GET /api/runs/:id answers trace_url). Empty: no link.
+	TraceURL string `yaml:"trace_url"`
 }
 
 // WithDefaults fills the zero values.
@@ -95,8 +100,26 @@ func (c Config) Validate() error {
 		return fmt.Errorf("tracing: sample ratio %v is not between 0 and 1", c.SampleRatio)
 	case c.ShutdownTimeout < 0:
 		return fmt.Errorf("tracing: shutdown timeout %s is negative", c.ShutdownTimeout)
+	case c.TraceURL != "" && !strings.HasPrefix(c.TraceURL, "http://") && !strings.HasPrefix(c.TraceURL, "https://"):
+		return fmt.Errorf("tracing: trace_url %q is not an http:// or https:// URL", c.TraceURL)
+	case c.TraceURL != "" && !strings.Contains(c.TraceURL, TraceURLPlaceholder):
+		return fmt.Errorf("tracing: trace_url %q has no %s", c.TraceURL, TraceURLPlaceholder)
 	}
 	return nil
+}
+
+// TraceURLPlaceholder is where Config.TraceURL takes the trace id.
+const TraceURLPlaceholder = "{trace_id}"
+
+// TraceLink is the URL of the trace whose W3C traceparent is given (a run's
+// stored trace context) by a Config.TraceURL template; "" when there is no
+// template or no valid traceparent.
+func TraceLink(template, traceparent string) string {
+	id := TraceIDOf(traceparent)
+	if template == "" || id == "" {
+		return ""
+	}
+	return strings.ReplaceAll(template, TraceURLPlaceholder, id)
 }
 
 // Provider makes the fleet's spans. The nil *Provider is valid and off.
@@ -258,6 +281,26 @@ func Traceparent(ctx context.Context) string {
 	c := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(ctx, c)
 	return c[headerTraceparent]
+}
+
+// TraceID is the hex trace id of ctx's span, "" when it has no valid span
+// (tracing off, or no span): what run events and audit rows record.
+func TraceID(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return ""
+	}
+	return sc.TraceID().String()
+}
+
+// TraceIDOf is the hex trace id of a W3C traceparent, "" when it is empty,
+// oversized or malformed (as Remote reads it).
+func TraceIDOf(traceparent string) string {
+	sc := trace.SpanContextFromContext(Remote(context.Background(), traceparent))
+	if !sc.IsValid() {
+		return ""
+	}
+	return sc.TraceID().String()
 }
 
 // Remote returns ctx with the span context of a W3C traceparent as its remote

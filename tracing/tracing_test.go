@@ -32,6 +32,9 @@ func TestConfigValidate(t *testing.T) {
 		{name: "endpoint without scheme", cfg: tracing.Config{Endpoint: "collector:4318"}, bad: "endpoint"},
 		{name: "ratio over one", cfg: tracing.Config{SampleRatio: 1.5}, bad: "sample ratio"},
 		{name: "negative timeout", cfg: tracing.Config{ShutdownTimeout: -1}, bad: "shutdown timeout"},
+		{name: "trace url", cfg: tracing.Config{TraceURL: "http://jaeger:16686/trace/{trace_id}"}},
+		{name: "trace url without scheme", cfg: tracing.Config{TraceURL: "jaeger:16686/trace/{trace_id}"}, bad: "trace_url"},
+		{name: "trace url without placeholder", cfg: tracing.Config{TraceURL: "http://jaeger:16686/search"}, bad: "{trace_id}"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -150,4 +153,37 @@ func TestLogHandler(t *testing.T) {
 	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled})
 	log.InfoContext(trace.ContextWithSpanContext(context.Background(), sc), "span")
 	require.Contains(t, buf.String(), "trace_id=01000000000000000000000000000000 span_id=0200000000000000")
+}
+
+// A run links to its trace only with a template and a valid stored
+// traceparent; the trace id is read from the traceparent as Remote reads it.
+func TestTraceLink(t *testing.T) {
+	t.Parallel()
+	cfg := tracing.Config{TraceURL: "http://jaeger:16686/trace/{trace_id}"}
+	for _, tc := range []struct {
+		name, traceparent, template, want string
+	}{
+		{name: "valid", traceparent: validParent, template: cfg.TraceURL, want: "http://jaeger:16686/trace/4bf92f3577b34da6a3ce929d0e0e4736"},
+		{name: "no template", traceparent: validParent},
+		{name: "tracing was off", template: cfg.TraceURL},
+		{name: "malformed", traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-zz-01", template: cfg.TraceURL},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, tracing.TraceLink(tc.template, tc.traceparent))
+		})
+	}
+}
+
+func TestTraceID(t *testing.T) {
+	t.Parallel()
+	require.Empty(t, tracing.TraceID(context.Background()), "no span, no trace id")
+	p, err := tracing.New(context.Background(), tracing.Config{}, tracing.WithSpanExporter(tracetest.NewInMemoryExporter()))
+	require.NoError(t, err)
+	ctx, span := p.StartRemote(context.Background(), validParent, "x")
+	defer span.End()
+	require.Equal(t, "4bf92f3577b34da6a3ce929d0e0e4736", tracing.TraceID(ctx))
+	require.Equal(t, tracing.TraceID(ctx), tracing.TraceIDOf(tracing.Traceparent(ctx)))
+	off, _ := tracing.Noop().Start(context.Background(), "y")
+	require.Empty(t, tracing.TraceID(off), "off: no trace id")
 }

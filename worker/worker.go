@@ -27,6 +27,7 @@ import (
 	"github.com/aetherium-engine/aetherium/metrics"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/submit"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tracing"
@@ -511,12 +512,5 @@ func routeOf(run store.Run) queue.Route {
 // event and the first supervisor step each. A failure is logged: the runs are
 // admitted durably, and the queued-runs sweep starts what this could not.
 func (w *Worker) StartAdmitted(ctx context.Context, runs []store.Run) {
-	for _, r := range runs {
-		if err := w.events.Emit(ctx, r.ID, "admitted", events.RunAdmitted, "", events.RunAdmittedData{Priority: r.Priority}); err != nil {
-			w.log.ErrorContext(ctx, "admitted run: event", "run_id", r.ID, "err", err)
-		}
-		if err := w.queue.Supervise(ctx, routeOf(r), r.ID, "start"); err != nil {
-			w.log.ErrorContext(ctx, "admitted run: enqueue", "run_id", r.ID, "err", err)
-		}
-	}
+	submit.StartAdmitted(ctx, w.events, w.queue, w.log, runs)
 }

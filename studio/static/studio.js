@@ -32,6 +32,14 @@ function safeHref(v) {
   return '#';
 }
 
+// traceLink is the link to a run's trace in the deployment's trace viewer
+// (tracing.trace_url): the one link off this origin, so http(s) only.
+function traceLink(url) {
+  const a = el('a', { id: 'trace-link', rel: 'noopener noreferrer', target: '_blank' }, 'Trace');
+  if (/^https?:\/\//.test(String(url))) a.setAttribute('href', String(url));
+  return a;
+}
+
 // add appends children like el does: Element.append would turn a null into
 // the text "null".
 function add(node, ...children) {
@@ -424,7 +432,9 @@ async function pageRun(id) {
       run.error ? el('div', { class: 'result bad' }, el('h3', {}, 'Error'), el('pre', { id: 'run-error' }, run.error + (run.reason ? ' (' + run.reason + ')' : ''))) : null,
       el('p', {}, el('a', { href: '/app/runs/' + encodeURIComponent(id) + '/files', id: 'files-link' }, 'Workspace files'), ' · ',
         el('a', { href: '/app/audit?run=' + encodeURIComponent(id) }, 'Audit'), ' · ',
-        el('a', { href: '/app/inbox?run=' + encodeURIComponent(id) }, 'Inbox')),
+        el('a', { href: '/app/inbox?run=' + encodeURIComponent(id) }, 'Inbox'),
+        // The run's trace in the deployment's trace viewer (tracing.trace_url).
+        run.trace_url ? [' · ', traceLink(run.trace_url)] : null),
       actions(), actionOut);
     setBars(head);
   }
