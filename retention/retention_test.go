@@ -417,6 +417,8 @@ func TestImportRefusesHostileArchives(t *testing.T) {
 		{name: "an id another run holds", data: archive(t, rowsWith("sessions", func(r map[string]any) { r["id"] = other + ":sup" })...), want: "conflicting id"},
 		{name: "a row after the end", data: archive(t, append(toAny(lines), lines[1])...), want: "follows the end line"},
 		{name: "an unknown table", data: archive(t, lines[0], lines[1], `{"table":"api_tokens","row":{}}`, `{"end":true,"rows":2}`), want: `unknown table "api_tokens"`},
+		{name: "a column the table lacks", data: archive(t, rowsWith("delegations", func(r map[string]any) { r["exfiltrate"] = true })...), want: `delegations has no column "exfiltrate"`},
+		{name: "not an object", data: archive(t, lines[0], lines[1], `{"table":"sessions","row":[1,2]}`, `{"end":true,"rows":2}`), want: "not a JSON object"},
 		{name: "tables out of order", data: archive(t, lines[0], lines[1], lines[len(lines)-3], lines[2], `{"end":true,"rows":3}`), want: "out of order"},
 	}
 	for _, c := range cases {
@@ -433,6 +435,20 @@ func TestImportRefusesHostileArchives(t *testing.T) {
 	require.NoError(t, err)
 	require.NotZero(t, res.Rows)
 	require.Equal(t, before, rowsOf(t, e.st, other))
+
+	// An archive of an older schema (columns added since) imports: the new
+	// columns take their defaults.
+	older := archive(t, rowsWith("runs", func(r map[string]any) { delete(r, "untrusted"); delete(r, "trace_context") })...)
+	fresh := testdb.Store(t)
+	res, err = retention.Import(e.ctx, fresh, bytes.NewReader(older), "alice")
+	require.NoError(t, err)
+	require.NotZero(t, res.Rows)
+	var untrusted []string
+	require.NoError(t, fresh.Pool.QueryRow(e.ctx, `SELECT untrusted FROM runs WHERE id = $1`, id).Scan(&untrusted))
+	require.Empty(t, untrusted, "the column's default")
+	again, err := retention.Import(e.ctx, fresh, bytes.NewReader(older), "alice")
+	require.NoError(t, err)
+	require.True(t, again.AlreadyPresent, "an older archive imported twice is a no-op too")
 
 	// The same run id with other contents is a conflict, not a no-op.
 	conflicting := archive(t, rowsWith("runs", func(r map[string]any) { r["result"] = "forged" })...)

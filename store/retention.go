@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -231,7 +233,8 @@ func (s *Store) ImportRun(ctx context.Context, runID, owner string, next func() 
 		var present, same bool
 		err = tx.QueryRow(ctx, `SELECT a.id::text, a.owner,
 				EXISTS (SELECT 1 FROM runs WHERE id = a.id),
-				EXISTS (SELECT 1 FROM runs r WHERE r.id = a.id AND to_jsonb(r) = to_jsonb(a))
+				EXISTS (SELECT 1 FROM runs r WHERE r.id = a.id
+					AND (SELECT jsonb_object_agg(key, value) FROM jsonb_each(to_jsonb(r)) WHERE $1::jsonb ? key) = $1::jsonb)
 			FROM jsonb_populate_record(NULL::runs, $1::jsonb) a`, string(first.Row)).Scan(&id, &runOwner, &present, &same)
 		if err != nil {
 			return fmt.Errorf("%w: run row: %v", ErrBadArchive, err)
@@ -249,6 +252,7 @@ func (s *Store) ImportRun(ctx context.Context, runID, owner string, next func() 
 			return fmt.Errorf("%w: run %s exists with different contents", ErrImportConflict, runID)
 		}
 		maxSerial := map[string]int64{}
+		cols := map[string]map[string]bool{}
 		last := 0
 		for row, i := first, 1; ; i++ {
 			t, at, ok := archiveTable(row.Table)
@@ -259,7 +263,12 @@ func (s *Store) ImportRun(ctx context.Context, runID, owner string, next func() 
 				return fmt.Errorf("%w: row %d: table %s out of order", ErrBadArchive, i, row.Table)
 			}
 			last = at
-			n, err := importRow(ctx, tx, t, runID, row.Row, maxSerial)
+			if cols[t.Name] == nil {
+				if cols[t.Name], err = tableColumns(ctx, tx, t.Name); err != nil {
+					return err
+				}
+			}
+			n, err := importRow(ctx, tx, t, cols[t.Name], runID, row.Row, maxSerial)
 			if err != nil {
 				return fmt.Errorf("row %d (%s): %w", i, t.Name, err)
 			}
@@ -291,11 +300,25 @@ func (s *Store) ImportRun(ctx context.Context, runID, owner string, next func() 
 
 // importRow inserts one archive row into t, checking it belongs to runID; it
 // returns 1 when written, 0 when kept (keepExisting).
-func importRow(ctx context.Context, tx pgx.Tx, t ArchiveTable, runID string, row json.RawMessage, maxSerial map[string]int64) (int, error) {
+//
+// Only the archive's columns are written: a column added to the table since the
+// archive was made takes its default, so an archive outlives schema changes that
+// add columns. A column the table lacks (an archive of a newer schema) is refused,
+// not dropped.
+func importRow(ctx context.Context, tx pgx.Tx, t ArchiveTable, cols map[string]bool, runID string, row json.RawMessage, maxSerial map[string]int64) (int, error) {
 	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(row, &obj); err != nil {
-		return 0, fmt.Errorf("%w: not a JSON object: %v", ErrBadArchive, err)
+	if err := json.Unmarshal(row, &obj); err != nil || obj == nil {
+		return 0, fmt.Errorf("%w: not a JSON object", ErrBadArchive)
 	}
+	names := make([]string, 0, len(obj))
+	for k := range obj {
+		if !cols[k] {
+			return 0, fmt.Errorf("%w: %s has no column %q (an archive of a newer schema?)", ErrBadArchive, t.Name, k)
+		}
+		names = append(names, pgx.Identifier{k}.Sanitize())
+	}
+	slices.Sort(names)
+	list := strings.Join(names, ", ")
 	conflict := ""
 	if t.keepExisting {
 		conflict = " ON CONFLICT DO NOTHING"
@@ -310,7 +333,7 @@ func importRow(ctx context.Context, tx pgx.Tx, t ArchiveTable, runID string, row
 	if !ok {
 		return 0, fmt.Errorf("%w: the row belongs to another run", ErrBadArchive)
 	}
-	tag, err := tx.Exec(ctx, `INSERT INTO `+t.Name+` SELECT * FROM jsonb_populate_record(NULL::`+t.Name+`, $1::jsonb)`+conflict, string(row))
+	tag, err := tx.Exec(ctx, `INSERT INTO `+t.Name+` (`+list+`) SELECT `+list+` FROM jsonb_populate_record(NULL::`+t.Name+`, $1::jsonb)`+conflict, string(row))
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == "23505":
@@ -327,6 +350,25 @@ func importRow(ctx context.Context, tx pgx.Tx, t ArchiveTable, runID string, row
 		}
 	}
 	return int(tag.RowsAffected()), nil
+}
+
+// tableColumns are the columns of table an insert may write (not dropped, not
+// generated).
+func tableColumns(ctx context.Context, tx pgx.Tx, table string) (map[string]bool, error) {
+	rows, err := tx.Query(ctx, `SELECT attname::text FROM pg_attribute
+		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped AND attgenerated = ''`, table)
+	if err != nil {
+		return nil, fmt.Errorf("columns of %s: %w", table, err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("columns of %s: %w", table, err)
+	}
+	out := make(map[string]bool, len(names))
+	for _, n := range names {
+		out[n] = true
+	}
+	return out, nil
 }
 
 // DeleteOlderBatch deletes up to limit rows of an age-kept table whose time
