@@ -91,6 +91,7 @@ var goComments = map[string]string{
 	"RunRequest":                               "RunRequest is the answer of GET /api/runs/:id/request: a run's submission as it can be posted again.",
 	"RunRequest.Body":                          "Body is the request body of Endpoint: templateRequest's fields (template) or inlineRequest's (team), never both.",
 	"RunRequest.Endpoint":                      "Endpoint is where Body is posted: run-from-template for a template run, run for an inline team.",
+	"RunRequest.Untrusted":                     "Untrusted names what in the request no person wrote (a webhook's payload mapped into the prompt or variables). A retry keeps it, and the run starts labelled untrusted; posting Body is the caller's own request, with the caller's trust, so a client shows it before the caller sends.",
 	"RunView.CostUSD":                          "CostUSD is what the run's model calls cost, in dollars (six decimals, by the fleet's price table); CostBudgetUSD its money budget, \"\" for none.",
 	"RunView.Kind":                             "Kind is \"job\" (a submitted run) or \"mcp\" (an MCP client's session: it runs as long as the client calls, with no duration or tokens of its own).",
 	"RunView.Priority":                         "Priority is the run's priority, 1 (lowest) to 5.",

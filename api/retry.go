@@ -43,6 +43,11 @@ type RunRequest struct {
 	// Body is the request body of Endpoint: templateRequest's fields (template)
 	// or inlineRequest's (team), never both.
 	Body SubmitBody `json:"body"`
+	// Untrusted names what in the request no person wrote (a webhook's payload
+	// mapped into the prompt or variables). A retry keeps it, and the run
+	// starts labelled untrusted; posting Body is the caller's own request, with
+	// the caller's trust, so a client shows it before the caller sends.
+	Untrusted []string `json:"untrusted,omitempty"`
 }
 
 // SubmitBody is the body of a submission, either kind: exactly the fields of
@@ -88,10 +93,10 @@ func requestOf(r store.Run) (RunRequest, error) {
 	}
 	if r.Template != "" {
 		body.Template = r.Template
-		return RunRequest{Endpoint: templateEndpoint, Body: body}, nil
+		return RunRequest{Endpoint: templateEndpoint, Body: body, Untrusted: r.Untrusted}, nil
 	}
 	body.Team = r.Team
-	return RunRequest{Endpoint: inlineEndpoint, Body: body}, nil
+	return RunRequest{Endpoint: inlineEndpoint, Body: body, Untrusted: r.Untrusted}, nil
 }
 
 // getRunRequest serves GET /api/runs/:id/request. The request is the run's

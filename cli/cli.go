@@ -34,6 +34,8 @@ Client commands (talk to the API at AETHERIUM_API_URL, default http://AETHERIUM_
 bearer token from AETHERIUM_API_TOKEN, else the file AETHERIUM_API_TOKEN_FILE, else, for
 an API on loopback, the token a local dev wrote to data/dev-token):
   run [flags]              submit a run; --follow streams its events
+  eval SUITE.yaml [flags]  run an eval suite against a team (--compare a second version):
+                           a table, JUnit XML, JSON; exit 1 when a task fails (docs/evals.md)
   events RUN_ID            a run's events, with the post-run ones after its end (postrun.finish_image)
   runs list|show|cancel|retry|export|import   the runs you may read: a table (filters), one
                            run with its costs and recent events, cancel one, submit one again
@@ -91,6 +93,7 @@ func commands() map[string]command {
 		"migrate":   {run: withErr("migrate", migrate), subs: []string{"up", "down", "status"}, synopsis: migrateUsage},
 		"leases":    {run: leasesCmd},
 		"run":       {run: runCmd},
+		"eval":      {run: evalCmd},
 		"events":    {run: eventsCmd},
 		"tools":     {run: withErr("tools", toolsCmd)},
 	}

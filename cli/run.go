@@ -89,13 +89,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *tmpl != "" {
 		path, body = "/api/orchestrator/run-from-template", map[string]any{"template": *tmpl, "prompt": *prompt, "variables": variables, "project": *project}
 	} else {
-		raw, err := os.ReadFile(*teamFile)
+		t, err := readTeamFile(*teamFile)
 		if err != nil {
 			return fail("%v", err)
-		}
-		t, err := templates.ParseYAML(raw)
-		if err != nil {
-			return fail("%s: %v", *teamFile, err)
 		}
 		path, body = "/api/orchestrator/run", map[string]any{"team": t, "prompt": *prompt, "variables": variables, "project": *project}
 	}
@@ -145,6 +141,19 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// readTeamFile reads an inline team: a template YAML file.
+func readTeamFile(path string) (templates.Template, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return templates.Template{}, err
+	}
+	t, err := templates.ParseYAML(raw)
+	if err != nil {
+		return t, fmt.Errorf("%s: %w", path, err)
+	}
+	return t, nil
 }
 
 func postJSON(ctx context.Context, url string, body, into any) error {

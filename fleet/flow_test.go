@@ -369,10 +369,14 @@ func TestHookPayloadLabelsTheRun(t *testing.T) {
 	require.Contains(t, appr.Why, "via the run's request: hook:"+mapped+" payload")
 	require.Contains(t, appr.Why, "this outbound call may carry the private data out")
 
+	var asked struct{ Untrusted []string }
+	code, raw := f.Do("GET", "/api/runs/"+hostile+"/request", nil, &asked)
+	require.Equal(t, http.StatusOK, code, string(raw))
+	require.Equal(t, []string{"hook:" + mapped + " payload"}, asked.Untrusted, "a clone shows what no person wrote")
 	var retried struct {
 		RunID string `json:"run_id"`
 	}
-	code, raw := f.Do("POST", "/api/runs/"+hostile+"/retry", nil, &retried)
+	code, raw = f.Do("POST", "/api/runs/"+hostile+"/retry", nil, &retried)
 	require.Equal(t, http.StatusAccepted, code, string(raw))
 	appr = pendingApproval(t, f, retried.RunID)
 	require.Contains(t, appr.Why, "via the run's request: hook:"+mapped+" payload", "a retry is the same text")

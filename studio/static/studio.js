@@ -291,6 +291,12 @@ async function newRunForm(clone) {
   if (clone) {
     try { from = await api('GET', '/api/runs/' + encodeURIComponent(clone) + '/request'); } catch (e) { wrap.appendChild(errorBox('cannot clone run ' + clone + ': ' + e.message)); }
   }
+  if (from && from.untrusted && from.untrusted.length) {
+    // The cloned run started labelled untrusted; the clone is the person's own
+    // request, so they read what a sender wrote before they send it as theirs.
+    wrap.appendChild(el('p', { class: 'error', role: 'alert', id: 'clone-untrusted' },
+      'This request holds text no person wrote (' + from.untrusted.join(', ') + '). A run you start from it is yours: read the prompt and variables first.'));
+  }
   const inline = !!(from && from.endpoint === '/api/orchestrator/run');
   const body0 = (from && from.body) || {};
   const tmpl = el('select', { id: 'template', 'aria-label': 'template' }, names.map((n) => el('option', { value: n }, n)));
