@@ -29,6 +29,8 @@ Server roles:
                            client commands and prints a Studio sign-in URL
   migrate up|down|status   database schema
   knowledge index|search|stats   the knowledge base (talks to PostgreSQL directly, like migrate)
+  policy test FILE         which recorded calls a permissions file would deny, ask or allow
+                           differently from the rules in force (PostgreSQL directly; docs/policy-test.md)
 
 Client commands (talk to the API at AETHERIUM_API_URL, default http://AETHERIUM_API_ADDR;
 bearer token from AETHERIUM_API_TOKEN, else the file AETHERIUM_API_TOKEN_FILE, else, for
@@ -91,6 +93,7 @@ func commands() map[string]command {
 		"schedules": {run: schedulesCmd, subs: []string{"list", "show", "create", "pause", "resume", "delete"}, synopsis: schedulesUsage},
 		"knowledge": {run: withErr("knowledge", knowledgeCmd), subs: []string{"index", "search", "stats"}, synopsis: knowledgeUsage},
 		"migrate":   {run: withErr("migrate", migrate), subs: []string{"up", "down", "status"}, synopsis: migrateUsage},
+		"policy":    {run: withErr("policy", policyCmd), subs: []string{"test"}, synopsis: policyUsage},
 		"leases":    {run: leasesCmd},
 		"run":       {run: runCmd},
 		"eval":      {run: evalCmd},

@@ -66,6 +66,14 @@ func pendingApprovalOf(t *testing.T, f *fleettest.Fleet, runID string) string {
 		}
 		return id != ""
 	}, 30*time.Second, 30*time.Millisecond, "no pending approval appeared")
+	// The approval's row is written before its approval.requested event (the
+	// gate's two statements): a command that shows the run's events waits for both.
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, f.Store.Pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'approval.requested' AND data->>'approval_id' = $2`, runID, id).Scan(&n))
+		return n > 0
+	}, 30*time.Second, 30*time.Millisecond, "approval %s has no approval.requested event", id)
 	return id
 }
 

@@ -92,11 +92,11 @@ func (p *FlowPolicy) validate() error {
 // FlowSettings are the flow rules in force for one call.
 type FlowSettings struct {
 	// Mode is FlowAsk or FlowOff.
-	Mode string
+	Mode string `json:"mode"`
 	// PrivateContent is FlowContentRefuse or FlowContentAsk.
-	PrivateContent string
+	PrivateContent string `json:"private_content"`
 	// Instructions are instruction files added to the fleet's, lowercased.
-	Instructions []string
+	Instructions []string `json:"instructions,omitempty"`
 }
 
 // flowFor is the settings for a call of team (submitted as source), def being

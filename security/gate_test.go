@@ -418,6 +418,13 @@ func TestGateAllowed(t *testing.T) {
 		require.NoError(t, err)
 		row = e.oneAuditRow(t, s.RunID)
 		require.Contains(t, string(row.Args), "printf")
+
+		// A lone surrogate escape: jsonb refuses it, and with it the batch.
+		s = e.session(t)
+		_, err = e.dispatch(s, "c1", "run_shell", `{"command":"printf 'a\ud800b\uDC00c'"}`)
+		require.NoError(t, err)
+		row = e.oneAuditRow(t, s.RunID)
+		require.Contains(t, string(row.Args), "printf 'a\ufffdb\ufffdc'")
 	})
 	t.Run("elevated outbound call through the real http_request", func(t *testing.T) {
 		t.Parallel()

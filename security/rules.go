@@ -33,9 +33,9 @@ const (
 
 // Rule is one entry of permissions.yaml.
 type Rule struct {
-	Match  Match  `yaml:"match"`
-	Action string `yaml:"action"`
-	Reason string `yaml:"reason"`
+	Match  Match  `yaml:"match" json:"match"`
+	Action string `yaml:"action" json:"action"`
+	Reason string `yaml:"reason" json:"reason,omitempty"`
 }
 
 // Team sources a rule can match (match.source): how the run's team was submitted.
@@ -46,16 +46,16 @@ const (
 
 // Match selects calls; every field given must match. Patterns are Go regexps.
 type Match struct {
-	Tool  string `yaml:"tool"`
-	Team  string `yaml:"team"` // the team's name; see Source for what a name proves
-	Agent string `yaml:"agent"`
+	Tool  string `yaml:"tool" json:"tool,omitempty"`
+	Team  string `yaml:"team" json:"team,omitempty"` // the team's name; see Source for what a name proves
+	Agent string `yaml:"agent" json:"agent,omitempty"`
 	// Source is template or inline. A team name is only the submitter's word for an
 	// inline team, so "this template's team" is team + source: template, and "no
 	// inline team may" is source: inline.
-	Source      string `yaml:"source"`
-	ArgPattern  string `yaml:"arg_pattern"`  // any string argument value, as given
-	PathPattern string `yaml:"path_pattern"` // path arguments, normalized (NormalizePath)
-	URLPattern  string `yaml:"url_pattern"`  // URL arguments, normalized (NormalizeURL)
+	Source      string `yaml:"source" json:"source,omitempty"`
+	ArgPattern  string `yaml:"arg_pattern" json:"arg_pattern,omitempty"`   // any string argument value, as given
+	PathPattern string `yaml:"path_pattern" json:"path_pattern,omitempty"` // path arguments, normalized (NormalizePath)
+	URLPattern  string `yaml:"url_pattern" json:"url_pattern,omitempty"`   // URL arguments, normalized (NormalizeURL)
 }
 
 type compiledRule struct {
@@ -190,8 +190,32 @@ func normalizeArgs(f CallFacts) normalizedArgs {
 
 // Evaluate returns the first matching rule per action (deny wins and is checked first).
 func (rs *RuleSet) Evaluate(f CallFacts) (deny *Rule, advisory []Rule) {
+	d, adv := rs.evaluate(f)
+	if d.Index >= 0 {
+		r := d.Rule
+		deny = &r
+	}
+	for _, a := range adv {
+		advisory = append(advisory, a.Rule)
+	}
+	return deny, advisory
+}
+
+// RuleRef is a rule of a file as it matched a call: its position in rules: and
+// the reason the gate gives (a deny of an unparsed URL says so).
+type RuleRef struct {
+	// Index is the rule's position in the file's rules: list (-1: no rule).
+	Index int `json:"index"`
+	Rule
+}
+
+// evaluate is Evaluate with the rules' positions: the gate's one matcher, which
+// the what-if (WhatIf) shares so it judges a recorded call exactly as the gate
+// would. d.Index is -1 when no deny rule matches.
+func (rs *RuleSet) evaluate(f CallFacts) (d RuleRef, advisory []RuleRef) {
+	d.Index = -1
 	if rs == nil || len(rs.rules) == 0 {
-		return nil, nil
+		return d, nil
 	}
 	n := normalizeArgs(f)
 	for i := range rs.rules {
@@ -201,18 +225,18 @@ func (rs *RuleSet) Evaluate(f CallFacts) (deny *Rule, advisory []Rule) {
 			continue
 		}
 		if r.Action == ActionAlwaysDeny {
-			if deny == nil {
+			if d.Index < 0 {
 				rr := r.Rule
 				if unparsed {
 					rr.Reason = strings.TrimSpace(rr.Reason + " (a URL argument could not be parsed, so this rule cannot rule it out)")
 				}
-				deny = &rr
+				d = RuleRef{Index: i, Rule: rr}
 			}
 			continue
 		}
-		advisory = append(advisory, r.Rule)
+		advisory = append(advisory, RuleRef{Index: i, Rule: r.Rule})
 	}
-	return deny, advisory
+	return d, advisory
 }
 
 // matches reports whether the rule selects the call. unparsed is set when it does
