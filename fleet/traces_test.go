@@ -186,6 +186,7 @@ func TestRunIsOneTrace(t *testing.T) {
 					}
 				}
 			}
+			requireResumeLinksTurn(t, spans)
 			require.GreaterOrEqual(t, steps["supervisor"], 2, "the start and the resume")
 			require.GreaterOrEqual(t, steps["writer"], 1, "the delegated turn")
 			require.Equal(t, 1, count(spans, "execute_tool write_file"))
@@ -248,4 +249,36 @@ func requireTraceIDs(t *testing.T, f *fleettest.Fleet, runID, traceID, traceURL 
 	for _, r := range audit.Audit {
 		require.Equal(t, traceID, r.TraceID, r.Tool)
 	}
+}
+
+// requireResumeLinksTurn checks that the supervisor's resume links to the
+// delegated turn's step whose result it reads, naming the delegation.
+func requireResumeLinksTurn(t *testing.T, spans []tracetest.SpanStub) {
+	t.Helper()
+	turns := map[trace.SpanID]string{}
+	for _, s := range spans {
+		if agent, _ := attr(s, tracing.GenAIAgentName); agent.AsString() == "writer" && strings.HasPrefix(s.Name, "invoke_agent ") {
+			d, _ := attr(s, tracing.DelegationID)
+			turns[s.SpanContext.SpanID()] = d.AsString()
+		}
+	}
+	linked := 0
+	for _, s := range spans {
+		if agent, _ := attr(s, tracing.GenAIAgentName); agent.AsString() != "supervisor" || !strings.HasPrefix(s.Name, "invoke_agent ") {
+			continue
+		}
+		for _, l := range s.Links {
+			d, ok := turns[l.SpanContext.SpanID()]
+			require.True(t, ok, "a supervisor step links only to a turn's step")
+			var named string
+			for _, kv := range l.Attributes {
+				if kv.Key == tracing.DelegationID {
+					named = kv.Value.AsString()
+				}
+			}
+			require.Equal(t, d, named, "the link names the turn's delegation")
+			linked++
+		}
+	}
+	require.Equal(t, 1, linked, "the resume links the one delegated turn")
 }

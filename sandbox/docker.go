@@ -449,7 +449,9 @@ func chownTree(ws string, uid, gid int) error {
 }
 
 // Exec implements Executor.
-func (d *Docker) Exec(ctx context.Context, req Request) (Result, error) {
+func (d *Docker) Exec(ctx context.Context, req Request) (res Result, err error) {
+	ctx, span := startExec(ctx, d.Kind(), req)
+	defer func() { endExec(span, res, err) }()
 	ws, dir, err := req.validate()
 	if err != nil {
 		return Result{}, err
@@ -504,7 +506,7 @@ func (d *Docker) Exec(ctx context.Context, req Request) (Result, error) {
 	}()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	res := Result{Sandboxed: true, Executor: d.Kind()}
+	res = Result{Sandboxed: true, Executor: d.Kind()}
 	select {
 	case err := <-done:
 		if err != nil {

@@ -46,7 +46,9 @@ func (l *Local) Logs(context.Context, string, LogOptions) (string, error) {
 }
 
 // Exec implements Executor.
-func (l *Local) Exec(ctx context.Context, req Request) (Result, error) {
+func (l *Local) Exec(ctx context.Context, req Request) (res Result, err error) {
+	ctx, span := startExec(ctx, l.Kind(), req)
+	defer func() { endExec(span, res, err) }()
 	ws, dir, err := req.validate()
 	if err != nil {
 		return Result{}, err
@@ -75,7 +77,7 @@ func (l *Local) Exec(ctx context.Context, req Request) (Result, error) {
 
 	start := time.Now()
 	err = cmd.Run()
-	res := Result{
+	res = Result{
 		Duration: time.Since(start), Sandboxed: false, Executor: l.Kind(), Notice: LocalNotice,
 	}
 	timedOut := errors.Is(tctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil

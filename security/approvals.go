@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aetherium-engine/aetherium/egress"
 	"github.com/aetherium-engine/aetherium/events"
@@ -19,6 +20,7 @@ import (
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
+	"github.com/aetherium-engine/aetherium/tracing"
 )
 
 // ApprovalQueue is what the approval flow enqueues (a *queue.Enqueuer): the
@@ -206,11 +208,18 @@ func (a *Approvals) ensure(ctx context.Context, s *tools.Session, call tools.Cal
 		return a.events.Emit(ctx, s.RunID, key, events.ApprovalRequested, s.Agent, data)
 	}
 	if appr.Status != store.ApprovalPending {
+		if !created {
+			traceWait(ctx, appr)
+		}
 		// Decided between an earlier attempt's insert and its event (a step that
 		// failed there, a human who answered at once): the stream still gets the
 		// request (once, by its key) before the call's outcome.
 		return appr, emit()
 	}
+	// The call parks: an event on its span (the wait itself is a span of the
+	// resume, traceWait).
+	trace.SpanFromContext(ctx).AddEvent(tracing.EventApprovalRequested, trace.WithAttributes(
+		tracing.ApprovalID.String(id), tracing.ApprovalKind.String(appr.Kind)))
 	// Idempotent even when not created now: a crash after the insert must still get
 	// its expiry task, event and waiting status.
 	if err := a.queue.ExpireApproval(ctx, id, appr.ExpiresAt); err != nil {
@@ -333,4 +342,22 @@ func (a *Approvals) afterDecision(ctx context.Context, appr store.Approval) erro
 		return fmt.Errorf("approval %s: %w", appr.ID, err)
 	}
 	return a.queue.Resume(ctx, queue.Route{Key: run.FairKey, Priority: run.Priority}, session, "approval:"+appr.ID)
+}
+
+// traceWait records the wait for a person's decision (issue 42) when the
+// call resumes with it: a span from the request to the decision, a child of
+// the resumed call's span, linked to the call that asked (another step, maybe
+// another process). Off, nothing.
+func traceWait(ctx context.Context, appr store.Approval) {
+	var opts []trace.SpanStartOption
+	if l, ok := tracing.Link(appr.TraceContext); ok {
+		opts = append(opts, trace.WithLinks(l))
+	}
+	_, span := tracing.StartChild(ctx, tracing.SpanApprovalWait, append(opts, trace.WithTimestamp(appr.CreatedAt),
+		trace.WithAttributes(tracing.ApprovalID.String(appr.ID), tracing.ApprovalKind.String(appr.Kind), tracing.ApprovalStatus.String(appr.Status)))...)
+	end := time.Now()
+	if appr.DecidedAt != nil {
+		end = *appr.DecidedAt
+	}
+	span.End(trace.WithTimestamp(end))
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/aetherium-engine/aetherium/tracing"
 )
 
 // Approval statuses.
@@ -80,16 +82,19 @@ type Approval struct {
 	Answer string `json:"answer,omitempty"`
 	// GrantID is the grant made with the decision ("" for none).
 	GrantID string `json:"grant_id,omitempty"`
+	// TraceContext is the W3C traceparent of the tool call that asked (issue
+	// 42): the approval wait's span links to it. "" when tracing was off.
+	TraceContext string `json:"-"`
 }
 
 const apprCols = `id, run_id::text, session_id, call_id, team, agent, tool, tier, args, args_hash, approver_view, why, status,
-	decided_by, decision_reason, created_at, expires_at, decided_at, kind, policy_revision, edited_args, edited_args_hash, answer, grant_id`
+	decided_by, decision_reason, created_at, expires_at, decided_at, kind, policy_revision, edited_args, edited_args_hash, answer, grant_id, trace_context`
 
 func scanApproval(row pgx.Row) (Approval, error) {
 	var a Approval
 	err := row.Scan(&a.ID, &a.RunID, &a.SessionID, &a.CallID, &a.Team, &a.Agent, &a.Tool, &a.Tier, &a.Args, &a.ArgsHash, &a.View, &a.Why,
 		&a.Status, &a.DecidedBy, &a.DecisionReason, &a.CreatedAt, &a.ExpiresAt, &a.DecidedAt,
-		&a.Kind, &a.PolicyRevision, &a.EditedArgs, &a.EditedArgsHash, &a.Answer, &a.GrantID)
+		&a.Kind, &a.PolicyRevision, &a.EditedArgs, &a.EditedArgsHash, &a.Answer, &a.GrantID, &a.TraceContext)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return a, ErrNotFound
 	}
@@ -111,15 +116,16 @@ func (s *Store) RequestApproval(ctx context.Context, a Approval, window time.Dur
 		a.Kind = KindCall
 	}
 	tag, err := s.db.Exec(ctx, `INSERT INTO approvals (id, run_id, session_id, call_id, team, agent, tool, tier, args, args_hash,
-			approver_view, why, expires_at, kind, policy_revision, status, decided_by, decision_reason, decided_at)
+			approver_view, why, expires_at, kind, policy_revision, status, decided_by, decision_reason, decided_at, trace_context)
 		SELECT $1, r.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, now() + $13::interval, $14, $15,
 			CASE WHEN r.status IN ('queued','running','waiting') THEN 'pending' ELSE 'cancelled' END,
 			CASE WHEN r.status IN ('queued','running','waiting') THEN '' ELSE 'system' END,
 			CASE WHEN r.status IN ('queued','running','waiting') THEN '' ELSE 'run was ' || r.status END,
-			CASE WHEN r.status IN ('queued','running','waiting') THEN NULL ELSE now() END
+			CASE WHEN r.status IN ('queued','running','waiting') THEN NULL ELSE now() END, $16
 		FROM runs r WHERE r.id = $2 FOR SHARE
 		ON CONFLICT DO NOTHING`,
-		a.ID, a.RunID, a.SessionID, a.CallID, a.Team, a.Agent, a.Tool, a.Tier, a.Args, a.ArgsHash, a.View, a.Why, window.String(), a.Kind, a.PolicyRevision)
+		a.ID, a.RunID, a.SessionID, a.CallID, a.Team, a.Agent, a.Tool, a.Tier, a.Args, a.ArgsHash, a.View, a.Why, window.String(), a.Kind, a.PolicyRevision,
+		tracing.Traceparent(ctx))
 	if err != nil {
 		return a, false, fmt.Errorf("request approval: %w", err)
 	}

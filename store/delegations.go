@@ -37,18 +37,22 @@ type Delegation struct {
 	Error       string     `json:"error"`
 	CreatedAt   time.Time  `json:"created_at"`
 	CompletedAt *time.Time `json:"completed_at,omitempty"`
+	// TraceContext is the W3C traceparent of the step that finished the
+	// delegation (issue 42): the resume that reads its result links to it. ""
+	// when tracing was off or it is not finished.
+	TraceContext string `json:"-"`
 }
 
 // DelegationReview is the kind of code_review's reviewer delegation.
 const DelegationReview = "review"
 
-const delCols = `id, run_id::text, parent_session, tool_call_id, agent, task, tools, kind, status, result, error, created_at, completed_at`
+const delCols = `id, run_id::text, parent_session, tool_call_id, agent, task, tools, kind, status, result, error, created_at, completed_at, trace_context`
 
 func scanDelegation(row pgx.Row) (Delegation, error) {
 	var d Delegation
 	var tools []byte
 	err := row.Scan(&d.ID, &d.RunID, &d.ParentSession, &d.ToolCallID, &d.Agent, &d.Task, &tools, &d.Kind, &d.Status,
-		&d.Result, &d.Error, &d.CreatedAt, &d.CompletedAt)
+		&d.Result, &d.Error, &d.CreatedAt, &d.CompletedAt, &d.TraceContext)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, ErrNotFound
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/aetherium-engine/aetherium/tracing"
 )
 
 // StepWrite is what a step persists together with its session: the tokens of the
@@ -111,7 +113,7 @@ const (
 		SELECT $1, $3, $4, $5, $6, $7, $8, $9::jsonb
 		WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $2)
 		ON CONFLICT (session_id, n) DO NOTHING`
-	saveStepFinish = `UPDATE delegations SET status = $4, result = $5, error = $6, completed_at = now()
+	saveStepFinish = `UPDATE delegations SET status = $4, result = $5, error = $6, completed_at = now(), trace_context = $7
 		WHERE id = $3 AND status IN ('pending','running')
 			AND EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $2)`
 )
@@ -158,7 +160,7 @@ func (s *Store) SaveStep(ctx context.Context, sess *Session, token string, lease
 	}
 	if w.Finish != nil {
 		f := w.Finish
-		b.Queue(saveStepFinish, sess.ID, token, f.ID, f.Status, f.Result, f.Error)
+		b.Queue(saveStepFinish, sess.ID, token, f.ID, f.Status, f.Result, f.Error, tracing.Traceparent(ctx))
 	}
 	if len(w.Events) > 0 {
 		args, err := eventArrays(ctx, w.Events)

@@ -26,6 +26,23 @@ const (
 	ToolOutcome           = attribute.Key("aetherium.tool.outcome")
 	ToolDenyLayer         = attribute.Key("aetherium.tool.deny_layer")
 	TaskType              = attribute.Key("aetherium.task.type")
+	ApprovalID            = attribute.Key("aetherium.approval.id")
+	ApprovalKind          = attribute.Key("aetherium.approval.kind")
+	ApprovalStatus        = attribute.Key("aetherium.approval.status")
+	SandboxExecutor       = attribute.Key("aetherium.sandbox.executor")
+	SandboxNetwork        = attribute.Key("aetherium.sandbox.network")
+	SandboxExitCode       = attribute.Key("aetherium.sandbox.exit_code")
+	SandboxTimedOut       = attribute.Key("aetherium.sandbox.timed_out")
+	SandboxOutputBytes    = attribute.Key("aetherium.sandbox.output_bytes")
+)
+
+// Span names of the fleet's own operations (beside the GenAI ones).
+const (
+	SpanSandboxExec  = "sandbox exec"
+	SpanApprovalWait = "approval wait"
+	// EventApprovalRequested is the event on a tool call's span when the
+	// call parks for a person's decision.
+	EventApprovalRequested = "approval requested"
 )
 
 // GenAI operation names (GenAIOperationName).

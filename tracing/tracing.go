@@ -322,3 +322,27 @@ func Fail(span trace.Span, err error) {
 	span.RecordError(err)
 	span.SetStatus(codes.Error, err.Error())
 }
+
+// StartChild starts a span as a child of ctx's span, with that span's own
+// provider: a package with no Provider of its own (the sandbox, the gate)
+// traces its work inside a step's or a tool call's span. Without a recording
+// span on ctx (tracing off, or the trace not sampled) it returns ctx as it
+// is and a no-op span.
+func StartChild(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	parent := trace.SpanFromContext(ctx)
+	if !parent.IsRecording() {
+		return ctx, disabled
+	}
+	return parent.TracerProvider().Tracer(ScopeName).Start(ctx, name, opts...)
+}
+
+// Link is a span link to the span of a W3C traceparent (a stored one: the
+// turn whose result a resume reads, the call that asked for an approval);
+// false when it is empty or not valid.
+func Link(traceparent string, attrs ...attribute.KeyValue) (trace.Link, bool) {
+	sc := trace.SpanContextFromContext(Remote(context.Background(), traceparent))
+	if !sc.IsValid() {
+		return trace.Link{}, false
+	}
+	return trace.Link{SpanContext: sc, Attributes: attrs}, true
+}

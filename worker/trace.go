@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aetherium-engine/aetherium/llm"
+	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
 	"github.com/aetherium-engine/aetherium/tracing"
 )
@@ -113,5 +114,22 @@ func endToolCall(span trace.Span, pending bool, err error) {
 	var d *tools.Denied
 	if err != nil && !errors.As(err, &d) {
 		tracing.Fail(span, err)
+	}
+}
+
+// linkDelegations links a step's span to the spans of the delegated turns
+// whose results the session holds, by tool call (issue 42): a supervisor's resume reads
+// them, and they ran as other steps, maybe in other processes. Each link
+// names its delegation.
+func linkDelegations(span trace.Span, byCall map[string][]store.Delegation) {
+	if !span.IsRecording() {
+		return
+	}
+	for _, ds := range byCall {
+		for _, d := range ds {
+			if l, ok := tracing.Link(d.TraceContext, tracing.DelegationID.String(d.ID), tracing.GenAIAgentName.String(d.Agent)); ok {
+				span.AddLink(l)
+			}
+		}
 	}
 }
