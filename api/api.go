@@ -44,6 +44,7 @@ import (
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/metrics"
 	"github.com/aetherium-engine/aetherium/queue"
+	"github.com/aetherium-engine/aetherium/replay"
 	"github.com/aetherium-engine/aetherium/schedules"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/studio"
@@ -251,6 +252,10 @@ type Deps struct {
 	// Schedules bounds the schedules people create (schedules.min_interval,
 	// max_jitter, max_catch_up).
 	Schedules schedules.Config
+	// Replay, when set, replays a finished run from its record (POST
+	// /api/runs/:id/replay): the fleet sets it in a process that holds the
+	// worker's engine. Nil answers 501.
+	Replay func(ctx context.Context, runID string) (replay.Report, error)
 	// TraceURL is the template of a trace's URL (tracing.trace_url): a run's
 	// view links to its trace. Empty: no link.
 	TraceURL string

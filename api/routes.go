@@ -85,6 +85,13 @@ func (s *Server) routes() []route {
 				"The caller must see the run (else the missing-run 404). Each POST makes a new run, unless its Idempotency-Key was used before. "+
 				"409 for an MCP client's session run.").
 			returns(202, submitResponse{}).errors(400, 403, 404, 409, 422, 429, 507),
+		runParam(post("/api/runs/:id/replay", "Replay a finished run from its record, and report where the engine now decides differently", s.replayRun)).roles(RoleRead).
+			describe("Every session of the run judged again by the engine (the gate's layers, delegations, the reply checks, the per-message cap, "+
+				"the circuit breaker, max_steps) with the model's answers and the tools' results served from the record: no tool runs, "+
+				"nothing of the run changes (no audit row, event or approval). The report names the first step that differs, both sides shown, "+
+				"and every step with its state hashes. Visible to the run's owner and read_all. 409 for a run not finished; "+
+				"422 for a record the engine cannot walk (a corrupt history); 501 in a process without the worker's engine.").
+			returns(200, ReplayReport{}).errors(400, 404, 409, 422, 501),
 		runParam(get("/api/runs/:id/events", "A run's events as a server-sent event stream, or (format=json) as a JSON list", s.streamEvents)).roles(RoleRead).
 			describe("Replays from Last-Event-ID (or ?last_event_id), then streams live until the terminal event. "+
 				"Each event has id (the event id), event (its type) and data (a StreamEvent, named by x-event-data); "+

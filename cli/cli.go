@@ -39,6 +39,8 @@ an API on loopback, the token a local dev wrote to data/dev-token):
   eval SUITE.yaml [flags]  run an eval suite against a team (--compare a second version):
                            a table, JUnit XML, JSON; exit 1 when a task fails (docs/evals.md)
   events RUN_ID            a run's events, with the post-run ones after its end (postrun.finish_image)
+  replay RUN_ID            replay a finished run from its record (no tool runs) and print
+                           the first step where the engine now decides differently (docs/replay.md)
   runs list|show|cancel|retry|export|import   the runs you may read: a table (filters), one
                            run with its costs and recent events, cancel one, submit one again
                            as a new run, its history as JSON; import writes retention archives
@@ -98,6 +100,7 @@ func commands() map[string]command {
 		"run":       {run: runCmd},
 		"eval":      {run: evalCmd},
 		"events":    {run: eventsCmd},
+		"replay":    {run: replayCmd},
 		"tools":     {run: withErr("tools", toolsCmd)},
 	}
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/aetherium-engine/aetherium/qa"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/queue/fair"
+	"github.com/aetherium-engine/aetherium/replay"
 	"github.com/aetherium-engine/aetherium/requiredoutput"
 	"github.com/aetherium-engine/aetherium/retention"
 	"github.com/aetherium-engine/aetherium/sandbox"
@@ -87,8 +88,11 @@ type Fleet struct {
 	// The permission gate's parts (nil with Options.NoGate).
 	Rules     *security.Rules
 	Approvals *security.Approvals
-	Audit     *security.Auditor
-	Egress    *egress.Egress
+	// gate is the worker's permission gate (nil without the worker role or
+	// with Options.NoGate): replay judges with its recorded copy.
+	gate   *security.Gate
+	Audit  *security.Auditor
+	Egress *egress.Egress
 	// Secrets are the team secrets of security.secrets (nil when none).
 	Secrets *egress.Secrets
 	// Policy is the egress policy (the fleet's own endpoints, kept current).
@@ -405,6 +409,7 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 			return err
 		}
 		mw = append(mw, gate.Middleware, (&tools.Intents{Store: f.Store, Reg: f.Registry}).Middleware)
+		f.gate = gate
 	}
 	if opts.NoGate {
 		f.Router = tools.NewRouter(f.Registry, mw...)
@@ -584,6 +589,11 @@ func (f *Fleet) API() *api.Server {
 		Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Leases: f.Leases, Log: f.Log,
 		RemoveProject: f.removeProject, WorkspaceDir: f.Workspaces.Dir, Submit: f.Submitter(), Limits: f.Cfg.OperatorLimits(),
 		Schedules: f.Cfg.Schedules, TraceURL: f.Cfg.Tracing.TraceURL}
+	if f.Worker != nil && f.gate != nil {
+		deps.Replay = func(ctx context.Context, runID string) (replay.Report, error) {
+			return f.Replay(ctx, runID, ReplayOptions{})
+		}
+	}
 	if f.Approvals != nil { // a nil *Approvals in the interface would not read as "no gate"
 		deps.Approvals = f.Approvals
 	}

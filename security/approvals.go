@@ -76,6 +76,16 @@ type Approvals struct {
 	queue   ApprovalQueue
 	metrics *metrics.Metrics
 	log     *slog.Logger
+	// readOnly: a replay's view (Gate.Recorded), which reads the approval a
+	// call has and requests none.
+	readOnly bool
+}
+
+// recorded is a's read-only view for a replaying gate.
+func (a *Approvals) recorded() *Approvals {
+	c := *a
+	c.readOnly, c.metrics = true, nil
+	return &c
 }
 
 // NewApprovals wires the approval flow. q schedules expiries and resumes the
@@ -182,6 +192,15 @@ func (a *Approvals) Ensure(ctx context.Context, s *tools.Session, call tools.Cal
 // ArgsHash and PolicyRevision; view is marshalled into its View).
 func (a *Approvals) ensure(ctx context.Context, s *tools.Session, call tools.Call, want store.Approval, view any) (store.Approval, error) {
 	id := ApprovalID(s.SessionID, call.ID)
+	if a.readOnly {
+		// Replay: the decision the record holds; a call nobody was asked about
+		// is held now, and asks nobody.
+		appr, err := a.store.ApprovalForCall(ctx, s.SessionID, call.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			return store.Approval{ID: id, Kind: want.Kind, Status: store.ApprovalPending}, nil
+		}
+		return appr, err
+	}
 	rawView, err := json.Marshal(view)
 	if err != nil {
 		return store.Approval{}, fmt.Errorf("approval view: %w", err)

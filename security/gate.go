@@ -70,6 +70,22 @@ func NewGate(d GateDeps) *Gate {
 		flow: cmp.Or(d.Flow, DefaultFlow), content: cmp.Or(d.PrivateContent, DefaultFlowContent), instructions: lowered(d.InstructionFiles)}
 }
 
+// Recorded returns a copy of the gate for replay (package replay): the same
+// layers and settings, judging under rules (nil: the gate's own), that writes
+// nothing. Its approvals read the decision a run recorded for the call and
+// never request one (a call the rules hold now and nobody decided is answered
+// Pending); it counts no metric. The audit row still rides back on the result
+// for the caller to compare: replay writes none.
+func (g *Gate) Recorded(rules *Rules) *Gate {
+	c := *g
+	if rules != nil {
+		c.rules = rules
+	}
+	c.metrics = nil
+	c.approvals = g.approvals.recorded()
+	return &c
+}
+
 // summaryBytes bounds what a Standard call keeps in its audit row; summaryScanBytes
 // is the head of the arguments scanned for secrets before that cut.
 const (

@@ -29,8 +29,10 @@ import (
 	"github.com/aetherium-engine/aetherium/internal/testdb"
 	"github.com/aetherium-engine/aetherium/internal/testlog"
 
+	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/metrics"
 	"github.com/aetherium-engine/aetherium/queue"
+	"github.com/aetherium-engine/aetherium/replay"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/toolbox/research"
@@ -95,6 +97,9 @@ type gateEnv struct {
 	// rulesPath is the permissions file behind rules (a test may rewrite it).
 	rulesPath string
 	rules     *security.Rules
+	// recorded is the same registry behind the gate's recorded copy in front
+	// of replay's terminal (a replay's router).
+	recorded *tools.Router
 }
 
 const ruleReason = "CI workflows are owned by the platform team"
@@ -182,6 +187,7 @@ rules:
 
 	gate := security.NewGate(security.GateDeps{Registry: reg, Rules: rules, DLP: dlp, Approvals: e.approvals, Metrics: m, Log: log})
 	e.router = tools.NewGatedRouter(reg, gate.Middleware)
+	e.recorded = tools.NewRecordedRouter(reg, replay.Terminal, gate.Recorded(nil).Middleware)
 	off := security.NewGate(security.GateDeps{Registry: reg, Rules: rules, DLP: dlp, Approvals: e.approvals, Metrics: m, Log: log, Flow: security.FlowOff})
 	e.flowOff = tools.NewGatedRouter(reg, off.Middleware)
 	return e
@@ -743,4 +749,61 @@ func TestAThrowawayToolIsGatedByItsRegistration(t *testing.T) {
 	require.Equal(t, "brew_coffee", row.Tool)
 	require.Equal(t, "restricted", row.Tier)
 	require.Equal(t, "alice", row.ApprovedBy)
+}
+
+// The gate's recorded copy (replay) judges as the gate does and writes
+// nothing: a held call nobody was asked about answers pending without an
+// approval, an event or a waiting run; a call it lets through is served the
+// recorded result and its tool never runs; no audit row is written; an
+// approved call passes on the recorded approval.
+func TestRecordedGateWritesNothing(t *testing.T) {
+	t.Parallel()
+	e := setupGate(t)
+	ctx := context.Background()
+	s := e.session(t)
+	served := func(content string) context.Context {
+		return replay.Serve(ctx, replay.Served{Message: &llm.Message{Role: llm.RoleTool, Content: content}})
+	}
+	judge := func(id, tool string, args any, content string) (tools.Result, error) {
+		raw, err := json.Marshal(args)
+		require.NoError(t, err)
+		return e.recorded.Dispatch(served(content), tools.Call{ID: id, Name: tool, Args: raw, Session: s})
+	}
+
+	res, err := judge("c1", "download_pdf", urlArgs{URL: "https://api.example.com/a.pdf"}, "saved")
+	require.NoError(t, err)
+	require.True(t, res.Pending, "held now, and nobody decided it")
+	res, err = judge("c2", "run_shell", shellArgs{Command: "echo ok"}, "$ echo ok\nrecorded")
+	require.NoError(t, err)
+	require.Equal(t, "$ echo ok\nrecorded", res.Content, "the record's result")
+	require.NotNil(t, res.Audit, "the row rides back to be compared")
+	require.Equal(t, "allowed", res.Audit.Decision)
+	_, err = judge("c3", "write_file", pathArgs{Path: ".github/workflows/x.yml"}, "wrote")
+	requireDenied(t, err, "rules", ruleReason)
+
+	for tool, n := range e.calls {
+		require.Zero(t, n.Load(), "%s ran", tool)
+	}
+	list, err := e.st.ListApprovals(ctx, "", s.RunID, 10)
+	require.NoError(t, err)
+	require.Empty(t, list, "no approval requested")
+	evs, err := e.st.EventsAfter(ctx, s.RunID, 0, 100)
+	require.NoError(t, err)
+	require.Empty(t, evs)
+	run, err := e.st.GetRun(ctx, s.RunID)
+	require.NoError(t, err)
+	require.Equal(t, store.RunRunning, run.Status)
+	require.Empty(t, e.auditRows(t, s.RunID))
+
+	// Approved live, the same call passes the recorded gate on that decision.
+	args := urlArgs{URL: "https://api.example.com/b.pdf"}
+	appr := e.requestApproval(t, s, "c4", "download_pdf", args, "restricted tool")
+	_, err = e.approvals.Decide(ctx, appr.ID, true, "alice", "fine")
+	require.NoError(t, err)
+	ran := e.calls["download_pdf"].Load()
+	res, err = judge("c4", "download_pdf", args, "saved b.pdf")
+	require.NoError(t, err)
+	require.Equal(t, "saved b.pdf", res.Content)
+	require.Equal(t, appr.ID, res.Audit.ApprovalID)
+	require.Equal(t, ran, e.calls["download_pdf"].Load())
 }

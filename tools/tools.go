@@ -605,14 +605,26 @@ func NewGatedRouter(reg *Registry, mw ...Middleware) *Router {
 	return newRouter(reg, nil, mw)
 }
 
+// NewRecordedRouter builds a gated router (as NewGatedRouter) whose innermost
+// handler is terminal instead of the registered tools: replay's (package
+// replay) serves each call the result a run recorded, so the middleware — the
+// gate — judge every call for real and no tool runs. The registered tools and
+// the record are the two terminals of the same chain.
+func NewRecordedRouter(reg *Registry, terminal Handler, mw ...Middleware) *Router {
+	return build(reg, terminal, nil, mw)
+}
+
 func newRouter(reg *Registry, innermost Middleware, mw []Middleware) *Router {
-	var h Handler = HandlerFunc(func(ctx context.Context, call Call) (Result, error) {
+	return build(reg, HandlerFunc(func(ctx context.Context, call Call) (Result, error) {
 		s, ok := reg.specs[call.Name]
 		if !ok {
 			return Result{}, fmt.Errorf("%w: %q", ErrUnknownTool, call.Name)
 		}
 		return s.handler.Handle(ctx, call)
-	})
+	}), innermost, mw)
+}
+
+func build(reg *Registry, h Handler, innermost Middleware, mw []Middleware) *Router {
 	if innermost != nil {
 		h = innermost(h)
 	}

@@ -244,13 +244,7 @@ func (s *stepRun) prepare(ctx context.Context) error {
 		return err
 	}
 	c := &coordinator{w: w, in: in, session: &s.sess, workspace: workspace, save: func() error { return s.save(ctx) }}
-	tsess := &tools.Session{
-		RunID: in.run.ID, SessionID: s.sess.ID, Owner: in.run.Owner, Team: in.team.Name, Agent: in.node.Name, Role: in.role,
-		TeamSource: tools.TeamSourceOf(in.run.Template), Workspace: workspace, Access: in.access,
-		AllowedDomains: in.team.AllowedDomains, ToolDefaults: in.team.ToolDefaults, Coordinator: c,
-		Peers: peers(in.team), EgressDenyPrivate: in.team.Egress.DenyPrivate(), EgressPorts: in.team.EgressPorts,
-		KnowledgePacks: in.team.Knowledge.Packs, Project: in.run.ProjectID, ImageModel: in.team.ImageModel,
-	}
+	tsess := toolSession(in, s.sess.ID, workspace, c)
 	// One-shot containers the calls start count against the run and its owner.
 	s.tctx, s.tsess = sandbox.WithCaller(ctx, sandbox.Caller{Run: in.run.ID, Principal: in.run.Owner}), tsess
 	s.workspace = workspace
@@ -265,6 +259,18 @@ func (s *stepRun) prepare(ctx context.Context) error {
 		return err
 	}
 	return s.relabel(ctx)
+}
+
+// toolSession is who a session's calls are made by (tools.Call.Session): the
+// live step's, with its coordinator, and a replay's, without one.
+func toolSession(in stepInput, sessionID, workspace string, c tools.Coordinator) *tools.Session {
+	return &tools.Session{
+		RunID: in.run.ID, SessionID: sessionID, Owner: in.run.Owner, Team: in.team.Name, Agent: in.node.Name, Role: in.role,
+		TeamSource: tools.TeamSourceOf(in.run.Template), Workspace: workspace, Access: in.access,
+		AllowedDomains: in.team.AllowedDomains, ToolDefaults: in.team.ToolDefaults, Coordinator: c,
+		Peers: peers(in.team), EgressDenyPrivate: in.team.Egress.DenyPrivate(), EgressPorts: in.team.EgressPorts,
+		KnowledgePacks: in.team.Knowledge.Packs, Project: in.run.ProjectID, ImageModel: in.team.ImageModel,
+	}
 }
 
 // resolvePending answers the pending calls in the order the model gave them. It
