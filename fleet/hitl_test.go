@@ -132,6 +132,16 @@ func TestEditGoesThroughTheWholeGate(t *testing.T) {
 		require.Equal(t, "denied", row.Decision)
 		require.Equal(t, "egress", row.DenyLayer)
 	})
+	t.Run("an unpaired surrogate in an edit", func(t *testing.T) {
+		t.Parallel()
+		id := submitWriter(t, f, call("run_shell", map[string]any{"command": "rm -rf build"}))
+		a := pendingApproval(t, f, id)
+		// Valid JSON that jsonb refuses as it is: stored as U+FFFD, not a 500.
+		code, raw := f.Do("POST", "/api/approvals/"+a.ID+"/edit", `{"args": {"command": "echo a\ud800b"}, "reason": "typo"}`, nil)
+		require.Equal(t, http.StatusOK, code, string(raw))
+		require.Equal(t, "completed", f.WaitTerminal(id, 60*time.Second).Status)
+		require.Contains(t, string(toolRow(t, f, id, "run_shell").Args), "a\ufffdb")
+	})
 	t.Run("hostile edits", func(t *testing.T) {
 		t.Parallel()
 		id := submitWriter(t, f, call("run_shell", map[string]any{"command": "rm -rf build"}))

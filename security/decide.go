@@ -110,9 +110,12 @@ func editedArgs(raw json.RawMessage) (json.RawMessage, string, error) {
 	case raw[0] != '{':
 		return nil, "", store.BadDecision("args", "must be a JSON object of the tool's arguments")
 	}
-	if bytes.Contains(raw, []byte(`\u0000`)) {
+	if store.HasNUL(raw) {
 		return nil, "", store.BadDecision("args", "NUL characters are not allowed")
 	}
+	// An unpaired surrogate escape reads as U+FFFD: stored as it came, jsonb
+	// would refuse the decision.
+	raw = store.JSONBSafe(raw)
 	hash := hashOf(raw)
 	if hash == "" {
 		return nil, "", store.BadDecision("args", "the arguments cannot be bound to an approval (numbers out of range, or invalid text)")

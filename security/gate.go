@@ -444,29 +444,8 @@ func (g *Gate) redactJSON(args json.RawMessage, findings *[]egress.Finding) json
 	}
 	// jsonb refuses the NUL escape and a lone surrogate's (\ud800); the row must
 	// land whatever the model sent, and the rest of its batch with it.
-	if strings.Contains(strings.ToLower(red), `\ud`) {
-		red = reencodeJSON(red)
-	}
+	red = string(store.JSONBSafe([]byte(red)))
 	return json.RawMessage(strings.ReplaceAll(red, `\u0000`, `\ufffd`))
-}
-
-// reencodeJSON decodes and encodes valid JSON again: the decoder reads an
-// unpaired surrogate escape as U+FFFD, which jsonb accepts. Numbers keep their
-// text; key order is jsonb's anyway.
-func reencodeJSON(s string) string {
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return s
-	}
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return s
-	}
-	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // fillAudit completes the attempt's row from its outcome, redacted.

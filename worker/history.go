@@ -154,6 +154,9 @@ func checkAnswer(m *llm.Message, step int) error {
 		if strings.ContainsRune(c.Name, 0) || store.HasNUL(c.Args) {
 			return fmt.Errorf("%w: tool call %d holds a NUL character (\\u0000) in its arguments", llm.ErrMalformed, i+1)
 		}
+		// An unpaired surrogate escape reads as U+FFFD: the session's jsonb
+		// would refuse the answer, and its save with it, at every redelivery.
+		m.ToolCalls[i].Args = store.JSONBSafe(c.Args)
 	}
 	// Every id the model gave counts as taken before any is generated, so a
 	// generated id never repeats one that comes later in the same answer.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/internal/testdb"
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/store"
@@ -98,6 +99,31 @@ func TestCheckAnswer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A model's arguments with an unpaired surrogate escape are valid JSON that
+// PostgreSQL's jsonb refuses: checkAnswer makes them storable (U+FFFD), so the
+// session's save cannot fail on them at every redelivery.
+func TestCheckAnswerMakesArgumentsStorable(t *testing.T) {
+	t.Parallel()
+	tx := testdb.TestTx(t)
+	for _, args := range []string{`{"path":"a\ud800b"}`, `{"p":"\uDFFF","n":1.50}`, `{"p":["\ud83d"]}`, `{"p":"\ud83d\ude00 paired"}`, `{"p":"\\ud800 escaped backslash"}`} {
+		m := llm.Message{ToolCalls: []llm.ToolCall{{ID: "a", Name: "x", Args: json.RawMessage(args)}}}
+		require.NoError(t, checkAnswer(&m, 0), args)
+		raw, err := json.Marshal(m)
+		require.NoError(t, err)
+		_, err = tx.Exec(context.Background(), `SAVEPOINT s`)
+		require.NoError(t, err)
+		_, err = tx.Exec(context.Background(), `SELECT $1::text::jsonb`, string(raw))
+		require.NoError(t, err, "jsonb takes %s as %s", args, m.ToolCalls[0].Args)
+		_, err = tx.Exec(context.Background(), `RELEASE SAVEPOINT s`)
+		require.NoError(t, err)
+		var v map[string]any
+		require.NoError(t, json.Unmarshal(m.ToolCalls[0].Args, &v), "still an object")
+	}
+	m := llm.Message{ToolCalls: []llm.ToolCall{{ID: "a", Name: "x", Args: json.RawMessage(`{"n":1.50,"p":"\ud83d\ude00"}`)}}}
+	require.NoError(t, checkAnswer(&m, 0))
+	require.JSONEq(t, `{"n":1.50,"p":"😀"}`, string(m.ToolCalls[0].Args), "a paired escape is the character")
 }
 
 func TestDelegationResult(t *testing.T) {
