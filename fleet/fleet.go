@@ -403,6 +403,7 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 		opts.ExtraTools(f.Registry)
 	}
 	mw := append([]tools.Middleware{}, opts.Middleware...)
+	var redact func(string) string
 	if !opts.NoGate {
 		gate, err := f.openGate(sec, opts)
 		if err != nil {
@@ -410,6 +411,9 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 		}
 		mw = append(mw, gate.Middleware, (&tools.Intents{Store: f.Store, Reg: f.Registry}).Middleware)
 		f.gate = gate
+		if cfg.Tracing.CaptureContent {
+			redact = gate.RedactText // the audit trail's masking; no gate, no content
+		}
 	}
 	if opts.NoGate {
 		f.Router = tools.NewRouter(f.Registry, mw...)
@@ -441,7 +445,7 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 		Finisher: f.finisher(), Log: f.Log}).PostRun()}
 	f.Worker = worker.New(wcfg, worker.Deps{Store: f.Store, Queue: f.Queue, Events: f.Events, Router: f.Router, Models: models, Metrics: f.Metrics, ModelLabels: knownModels(cfg, f.Registry), Log: f.Log, Gated: !opts.NoGate,
 		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, LeaseRetry: cfg.Streams.LeaseRetry, Audit: audit, Workspaces: f.Workspaces,
-		Knowledge: kb, Memory: cfg.Memory, Windows: newWindows(windowTable), Tracing: f.Tracing})
+		Knowledge: kb, Memory: cfg.Memory, Windows: newWindows(windowTable), Tracing: f.Tracing, RedactContent: redact})
 	return nil
 }
 

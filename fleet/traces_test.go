@@ -282,3 +282,43 @@ func requireResumeLinksTurn(t *testing.T, spans []tracetest.SpanStub) {
 	}
 	require.Equal(t, 1, linked, "the resume links the one delegated turn")
 }
+
+// With tracing.capture_content on, a model call's span carries its messages
+// and answer, masked by the audit trail's DLP redaction: a secret in the
+// prompt appears masked, the rest as written. (Off, TestRunIsOneTrace checks
+// that no content is on any span.)
+func TestCapturedContentIsMasked(t *testing.T) {
+	t.Parallel()
+	exp := tracetest.NewInMemoryExporter()
+	f := fleettest.Start(t, fleettest.Options{Fleet: fleet.Options{SpanExporter: exp},
+		Configure: func(c *config.Config) { c.Tracing.CaptureContent = true }})
+	const secret = "ghp_" + "R8fK2mQx7ZpL4vN9tW3yB6cH1jD5sG0aE2uX"
+	id := f.Submit("demo", "Greet the user in a file; the deploy token is "+secret, map[string]any{"topic": "greetings"})
+	require.Equal(t, "completed", f.WaitTerminal(id, 60*time.Second).Status)
+	var chats []tracetest.SpanStub
+	require.Eventually(t, func() bool {
+		_, spans, ok := runTrace(exp.GetSpans(), id)
+		chats = chats[:0]
+		for _, s := range spans {
+			if strings.HasPrefix(s.Name, "chat ") {
+				chats = append(chats, s)
+			}
+		}
+		return ok && len(chats) == 7
+	}, 10*time.Second, 20*time.Millisecond)
+	prompted := 0
+	for _, s := range chats {
+		in, ok := attr(s, tracing.GenAIInputMessages)
+		require.True(t, ok, "%s carries its messages", s.Name)
+		_, ok = attr(s, tracing.GenAIOutputMessages)
+		require.True(t, ok, "%s carries its answer", s.Name)
+		for _, kv := range s.Attributes {
+			require.NotContains(t, kv.Value.Emit(), secret, "%s: %s", s.Name, kv.Key)
+		}
+		if strings.Contains(in.AsString(), "the deploy token is") {
+			prompted++
+			require.Contains(t, in.AsString(), "REDACTED", "the secret is masked where it stood")
+		}
+	}
+	require.Positive(t, prompted, "the supervisor's calls carry the prompt")
+}

@@ -469,20 +469,22 @@ func (g *Gate) fillAudit(row *store.AuditRow, call tools.Call, tier tools.Tier, 
 	if tier == tools.Standard {
 		// Redact before the cut, so a secret straddling it is still recognised; a
 		// bounded window keeps a large write_file body cheap.
-		row.Summary = pgText(truncateBytes(g.redactText(truncateBytes(string(call.Args), summaryScanBytes)), summaryBytes))
+		row.Summary = pgText(truncateBytes(g.RedactText(truncateBytes(string(call.Args), summaryScanBytes)), summaryBytes))
 	} else {
 		row.Args = g.redactJSON(call.Args, &findings)
-		result := pgText(g.redactText(res.Content))
+		result := pgText(g.RedactText(res.Content))
 		row.Result = &result
 		row.Summary = pgText(truncateBytes(string(row.Args), summaryBytes))
 	}
 	if row.Error != "" {
-		row.Error = pgText(g.redactText(row.Error))
+		row.Error = pgText(g.RedactText(row.Error))
 	}
 	row.DenyReason = pgText(row.DenyReason)
 }
 
-func (g *Gate) redactText(s string) string {
+// RedactText masks what DLP finds in s and scrubs the team secrets: how audit
+// rows keep text, and how opt-in trace content (tracing.capture_content) is masked.
+func (g *Gate) RedactText(s string) string {
 	if s == "" {
 		return s
 	}

@@ -15,6 +15,8 @@ const (
 	GenAIInputTokens      = attribute.Key("gen_ai.usage.input_tokens")
 	GenAIOutputTokens     = attribute.Key("gen_ai.usage.output_tokens")
 	GenAIAgentName        = attribute.Key("gen_ai.agent.name")
+	GenAIInputMessages    = attribute.Key("gen_ai.input.messages")
+	GenAIOutputMessages   = attribute.Key("gen_ai.output.messages")
 	GenAIToolName         = attribute.Key("gen_ai.tool.name")
 	GenAIToolCallID       = attribute.Key("gen_ai.tool.call.id")
 	RunID                 = attribute.Key("aetherium.run.id")

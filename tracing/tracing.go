@@ -73,6 +73,11 @@ type Config struct {
 	// http://jaeger:16686/trace/{trace_id}: the Studio's run page links a run
 	// to its trace (GET /api/runs/:id answers trace_url). Empty: no link.
 	TraceURL string `yaml:"trace_url"`
+	// CaptureContent puts each model call's messages and answer on its chat
+	// span (gen_ai.input.messages, gen_ai.output.messages), masked by the
+	// fleet's DLP redaction (the audit trail's). Off (the default), no content
+	// is recorded; without the permission gate (no DLP), none either.
+	CaptureContent bool `yaml:"capture_content"`
 }
 
 // WithDefaults fills the zero values.

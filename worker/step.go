@@ -398,6 +398,7 @@ func (s *stepRun) ask(ctx context.Context) error {
 	cctx, span := s.w.startModelCall(ctx, s.provider.Name(), s.model)
 	resp, err := s.provider.Complete(cctx, req)
 	took := time.Since(start)
+	s.w.captureContent(span, req, resp, err)
 	endModelCall(span, resp, err)
 	if errors.Is(err, llm.ErrContextLength) && !s.refit {
 		// The provider counts more than the estimate did: compact now and ask

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -131,5 +132,23 @@ func linkDelegations(span trace.Span, byCall map[string][]store.Delegation) {
 				span.AddLink(l)
 			}
 		}
+	}
+}
+
+// captureContent puts a model call's messages and answer on its span, masked
+// (tracing.capture_content: Deps.RedactContent set). Off, nothing: message
+// contents are never recorded unmasked.
+func (w *Worker) captureContent(span trace.Span, req llm.Request, resp llm.Response, err error) {
+	if w.redact == nil || !span.IsRecording() {
+		return
+	}
+	if in, merr := json.Marshal(req.Messages); merr == nil {
+		span.SetAttributes(tracing.GenAIInputMessages.String(w.redact(string(in))))
+	}
+	if err != nil {
+		return
+	}
+	if out, merr := json.Marshal([]llm.Message{resp.Message}); merr == nil {
+		span.SetAttributes(tracing.GenAIOutputMessages.String(w.redact(string(out))))
 	}
 }

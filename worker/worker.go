@@ -315,6 +315,7 @@ type Worker struct {
 	knowledge  knowledge.Backend
 	memory     memory.Config
 	tracing    *tracing.Provider
+	redact     func(string) string
 }
 
 // AuditWriter takes audit rows a step could not write itself (the Auditor).
@@ -363,6 +364,9 @@ type Deps struct {
 	// Tracing makes the spans of steps, model calls and tool calls, children
 	// of the run's submit span (store.Run.TraceContext). Nil: tracing is off.
 	Tracing *tracing.Provider
+	// RedactContent, when set (tracing.capture_content), masks the messages
+	// and answer a model call's span then carries. Nil: no content on spans.
+	RedactContent func(string) string
 }
 
 // New returns a Worker. It panics on hooks Validate refuses (Config.ReplyChecks,
@@ -390,7 +394,7 @@ func New(cfg Config, d Deps) *Worker {
 	}
 	return &Worker{workspaces: d.Workspaces, cfg: cfg, store: d.Store, queue: d.Queue, events: d.Events, router: d.Router, models: d.Models, metrics: d.Metrics, log: d.Log, gated: d.Gated,
 		mailbox: d.Mailbox, consumer: consumerName(), leases: d.Leases, gpu: d.GPU, leaseRetry: d.LeaseRetry, audit: d.Audit, modelLabels: d.ModelLabels,
-		knowledge: d.Knowledge, memory: d.Memory.WithDefaults(), windows: d.Windows, tracing: d.Tracing}
+		knowledge: d.Knowledge, memory: d.Memory.WithDefaults(), windows: d.Windows, tracing: d.Tracing, redact: d.RedactContent}
 }
 
 func consumerName() string {
