@@ -41,9 +41,10 @@ an API on loopback, the token a local dev wrote to data/dev-token):
   events RUN_ID            a run's events, with the post-run ones after its end (postrun.finish_image)
   replay RUN_ID            replay a finished run from its record (no tool runs) and print
                            the first step where the engine now decides differently (docs/replay.md)
-  runs list|show|cancel|retry|export   the runs you may read: a table (filters), one run
-                           with its costs and recent events, cancel one, submit one again
-                           as a new run, its history as JSON
+  runs list|show|cancel|retry|export|import   the runs you may read: a table (filters), one
+                           run with its costs and recent events, cancel one, submit one again
+                           as a new run, its history as JSON; import writes retention archives
+                           back (PostgreSQL directly, like migrate)
   approvals list|show|approve|deny|edit|answer   human decisions on held calls and
                            answers to the agents' questions (ask_user); approvals --help
   grants list|revoke|confirm   scoped grants made with approvals approve --grant
@@ -89,7 +90,7 @@ func commands() map[string]command {
 		"approvals": {run: approvalsCmd, subs: []string{"list", "show", "approve", "deny", "edit", "answer"}, synopsis: approvalsUsage},
 		"grants":    {run: grantsCmd, subs: []string{"list", "revoke", "confirm"}, synopsis: grantsUsage},
 		"memory":    {run: memoryCmd, subs: []string{"list", "add", "delete"}, synopsis: memoryUsage},
-		"runs":      {run: runsCmd, subs: []string{"list", "show", "cancel", "retry", "export"}, synopsis: runsUsage},
+		"runs":      {run: runsCmd, subs: []string{"list", "show", "cancel", "retry", "export", "import"}, synopsis: runsUsage},
 		"hooks":     {run: hooksCmd, subs: []string{"list", "show", "create", "rotate", "delete", "deliveries"}, synopsis: hooksUsage},
 		"schedules": {run: schedulesCmd, subs: []string{"list", "show", "create", "pause", "resume", "delete"}, synopsis: schedulesUsage},
 		"knowledge": {run: withErr("knowledge", knowledgeCmd), subs: []string{"index", "search", "stats"}, synopsis: knowledgeUsage},

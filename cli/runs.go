@@ -58,7 +58,10 @@ const runsUsage = `usage:
   aetherium runs cancel RUN_ID                  stop it (its owner or an admin)
   aetherium runs retry  RUN_ID                  submit its request again: a new run of yours
   aetherium runs export RUN_ID [--out FILE]     its history as JSON: the run, its events, its audit
-Every command takes --api URL (default AETHERIUM_API_URL).`
+  aetherium runs import --owner P FILE...       write retention archives (retention.export_dir) back
+                                                into the database, for replay; --owner '*' takes any
+Every command but import takes --api URL (default AETHERIUM_API_URL); import talks to
+PostgreSQL directly (database_url, AETHERIUM_DATABASE_URL), like migrate.`
 
 // runsFlags are the flags each subcommand takes beyond --api (as approvals:
 // one flag set, a flag of another subcommand refused by name).
@@ -68,9 +71,10 @@ var runsFlags = map[string][]string{
 	"cancel": {},
 	"retry":  {},
 	"export": {"out"},
+	"import": {"owner", "json"},
 }
 
-// runsCmd: list | show | cancel | retry | export (runsUsage).
+// runsCmd: list | show | cancel | retry | export | import (runsUsage).
 func runsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sc, ok := newSubcommand("runs", runsUsage, runsFlags, args, stderr)
 	if !ok {
@@ -78,16 +82,19 @@ func runsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	sub, rest, allowed, fs, base, fail := sc.name, sc.rest, sc.allowed, sc.fs, sc.base, sc.fail
 	status := fs.String("status", "", "list: only runs in this status (queued, running, waiting, completed, failed, cancelled)")
-	owner := fs.String("owner", "", "list: only runs of this principal")
+	owner := fs.String("owner", "", "list: only runs of this principal; import: the principal the archived runs must belong to ('*': any)")
 	team := fs.String("team", "", "list: only runs of this team (its name) or template")
 	project := fs.String("project", "", "list: only runs in this project (its slug)")
 	limit := fs.Int("limit", 20, "list: at most this many runs, newest first (1 to 500)")
-	asJSON := fs.Bool("json", false, "list: print the runs as JSON")
+	asJSON := fs.Bool("json", false, "list: print the runs as JSON; import: print what each archive did as JSON")
 	nEvents := fs.Int("events", 15, "show: how many of the latest events to print (0: none)")
 	out := fs.String("out", "", "export: write the JSON to this file instead of stdout")
 	positional, code, ok := parseSub(fs, rest, sub, allowed, runsUsage, fail)
 	if !ok {
 		return code
+	}
+	if sub == "import" {
+		return runsImport(ctx, positional, *owner, *asJSON, stdout, fail)
 	}
 	if sub == "list" {
 		if len(positional) > 0 {

@@ -38,6 +38,7 @@ import (
 	"github.com/aetherium-engine/aetherium/mcpserver"
 	"github.com/aetherium-engine/aetherium/memory"
 	"github.com/aetherium-engine/aetherium/queue"
+	"github.com/aetherium-engine/aetherium/retention"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/scheduler"
 	"github.com/aetherium-engine/aetherium/schedules"
@@ -141,6 +142,11 @@ type Config struct {
 	// OTEL_TRACES_SAMPLER, OTEL_SERVICE_NAME) apply where the YAML sets nothing.
 	// See package tracing and docs/traces.md. Default: off.
 	Tracing tracing.Config `yaml:"tracing"`
+	// Retention is how long each data class is kept: terminal runs with their
+	// rows, egress rows, dead letters, deleted projects' knowledge, and the
+	// export of each run before its delete (docs/retention.md). The audit's is
+	// security.audit_retention.
+	Retention retention.Config `yaml:"retention"`
 }
 
 // MCPConfig is the MCP server's configuration with its address (api.mcp_addr)
@@ -317,6 +323,7 @@ func Default() Config {
 		Scheduler:       scheduler.Defaults(),
 		Schedules:       schedules.Config{}.WithDefaults(),
 		Tracing:         tracing.Config{}.WithDefaults(),
+		Retention:       retention.Defaults(),
 		LLM: LLM{
 			OpenAI:    openai.Config{Model: openai.DefaultModel, MaxRetries: openai.DefaultMaxRetries, Timeout: openai.DefaultTimeout},
 			Anthropic: anthropic.Config{Model: anthropic.DefaultModel, MaxRetries: anthropic.DefaultMaxRetries, Timeout: anthropic.DefaultTimeout},
@@ -515,6 +522,7 @@ func (c Config) Validate() error {
 	add(c.Memory.Validate())
 	add(c.Fairness.Validate())
 	add(c.Tracing.Validate())
+	add(c.Retention.Validate())
 	mcp := c.MCP // validated as written: WithDefaults would hide a negative wait
 	mcp.Addr = c.API.MCPAddr
 	add(mcp.Validate())

@@ -60,6 +60,8 @@ func TestDefault(t *testing.T) {
 	require.Equal(t, "127.0.0.1:9091", c.Worker.MetricsAddr)
 	require.Equal(t, time.Hour, c.Scheduler.StuckAfter)
 	require.Equal(t, "127.0.0.1:9092", c.Scheduler.MetricsAddr)
+	require.Equal(t, 90*24*time.Hour, c.Retention.Runs, "runs are kept 90 days by default")
+	require.Empty(t, c.Retention.ExportDir, "export before delete is off by default")
 	require.Equal(t, "gpt-4o-mini", c.LLM.OpenAI.Model)
 	require.Equal(t, "claude-sonnet-4-5", c.LLM.Anthropic.Model)
 	for _, p := range []struct {
@@ -304,6 +306,10 @@ func TestLoadFromErrors(t *testing.T) {
 		{name: "bad min free in file", file: "workspace_min_free: half\n", want: []string{"half"}},
 		{name: "negative unmount after", file: "workspace_unmount_after: -1m\n", want: []string{"workspace_unmount_after"}},
 		{name: "unknown workspace key", file: "workspace_qouta: 1GiB\n", want: []string{"workspace_qouta", "not found"}},
+		{name: "negative run retention", file: "retention:\n  runs: -24h\n", want: []string{"retention.runs", "must not be negative"}},
+		{name: "negative egress retention", file: "retention:\n  egress: -1s\n", want: []string{"retention.egress"}},
+		{name: "unknown retention key", file: "retention:\n  run: 720h\n", want: []string{"field run not found"}},
+		{name: "retention batch too large", file: "retention:\n  batch_size: 1000000\n", want: []string{"retention.batch_size"}},
 		{name: "empty templates", env: map[string]string{"AETHERIUM_TEMPLATES": ""}, want: []string{"templates (AETHERIUM_TEMPLATES)"}},
 		{name: "bad worker metrics addr", env: map[string]string{"AETHERIUM_WORKER_METRICS_ADDR": "nope"}, want: []string{"worker.metrics_addr"}},
 		{name: "bad scheduler metrics addr", file: "scheduler:\n  metrics_addr: nope\n", want: []string{"scheduler.metrics_addr"}},

@@ -42,6 +42,7 @@ import (
 	"github.com/aetherium-engine/aetherium/queue/fair"
 	"github.com/aetherium-engine/aetherium/replay"
 	"github.com/aetherium-engine/aetherium/requiredoutput"
+	"github.com/aetherium-engine/aetherium/retention"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/scheduler"
 	"github.com/aetherium-engine/aetherium/schedules"
@@ -457,6 +458,17 @@ func (f *Fleet) finisher() *comfyuitools.Finisher {
 	return fin
 }
 
+// retentionSweeper is the retention sweep the maintenance tick runs (on
+// whichever worker takes it).
+func (f *Fleet) retentionSweeper() *retention.Sweeper {
+	m, err := metrics.NewRetention(f.Metrics.Registry)
+	if err != nil {
+		f.Log.Warn("retention metrics not registered", "err", err)
+	}
+	return retention.New(f.Cfg.Retention, retention.Deps{Store: f.Store, Mailbox: f.Mailbox, Metrics: m,
+		Knowledge: f.knowledgeBase(), Log: f.Log.With("component", "retention")})
+}
+
 // knowledgeBase is the PostgreSQL knowledge backend of this process.
 func (f *Fleet) knowledgeBase() *knowledge.Postgres {
 	return knowledge.NewPostgres(f.Store.Pool, f.Cfg.Knowledge, knowledge.WithLogger(f.Log.With("component", "knowledge")))
@@ -709,6 +721,7 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 	scheduler.NewMaintenance(f.schedulerConfig(), scheduler.MaintenanceDeps{
 		Store: f.Store, Queue: f.Queue, Fail: w.FailRun, Start: w.StartAdmitted, Log: f.Log,
 		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, Executor: f.Executor, Workspaces: f.Workspaces,
+		Retention:    f.retentionSweeper(),
 		CancelWork:   comfyuitools.Canceler{Leases: f.Leases, Client: f.Cfg.ComfyUI.Client, VideoService: f.Cfg.ComfyUI.VideoService}.CancelRun,
 		AfterRelease: w.AfterCleanup,
 	}).Register(mux)

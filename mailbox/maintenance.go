@@ -119,12 +119,12 @@ type TrimStats struct {
 	Streams     int   `json:"streams"`
 	Trimmed     int64 `json:"trimmed"`
 	RunsDeleted int   `json:"runs_deleted"`
-	DeadTrimmed int64 `json:"dead_trimmed"`
 }
 
 // Trim bounds every mailbox (the scheduler calls it): exactly MaxLen entries, none
 // older than MaxAge; a run that received nothing for MaxAge is treated as abandoned
-// and its mailboxes are deleted; the dead-letter stream is aged out the same way.
+// and its mailboxes are deleted. The dead-letter stream is aged out by the
+// retention sweeper (TrimDead), on its own retention.
 func (mb *Mailbox) Trim(ctx context.Context) (TrimStats, error) {
 	var st TrimStats
 	now := mb.opts.Now()
@@ -153,15 +153,19 @@ func (mb *Mailbox) Trim(ctx context.Context) (TrimStats, error) {
 		st.Trimmed += a + b
 		return nil
 	})
-	if err != nil {
-		return st, err
-	}
+	return st, err
+}
+
+// TrimDead deletes the dead letters moved to the dead-letter stream before
+// before (retention.dead_letters: the retention sweeper calls it; DeadMaxLen
+// bounds the stream's length whatever their age). It returns how many.
+func (mb *Mailbox) TrimDead(ctx context.Context, before time.Time) (int64, error) {
+	minID := strconv.FormatInt(before.UnixMilli(), 10) + "-0"
 	n, err := mb.rdb.XTrimMinID(ctx, mb.DeadKey(), minID).Result()
 	if err != nil {
-		return st, fmt.Errorf("mailbox: trim dead letters: %w", err)
+		return 0, fmt.Errorf("mailbox: trim dead letters: %w", err)
 	}
-	st.DeadTrimmed = n
-	return st, nil
+	return n, nil
 }
 
 // eachStream calls fn for every agent stream of every live run.

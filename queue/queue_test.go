@@ -35,6 +35,7 @@ func TestContractIsPinned(t *testing.T) {
 		queue.TypeGPUStopIdle:    "maintenance:gpu-stop-idle",
 		queue.TypeSandboxOrphans: "maintenance:sandbox-orphans",
 		queue.TypeWorkspaceSweep: "maintenance:workspace-sweep",
+		queue.TypeRetention:      "maintenance:retention",
 
 		queue.QueueSupervisor:  "supervisor",
 		queue.QueueWorkers:     "workers",
@@ -55,7 +56,7 @@ func TestContractIsPinned(t *testing.T) {
 	}
 	require.Equal(t, []string{"supervisor", "workers", "maintenance"}, queue.Queues())
 	require.Equal(t, map[string]int{"supervisor": 6, "workers": 4, "maintenance": 1}, queue.Weights())
-	require.Len(t, queue.MaintenanceTasks(), 9)
+	require.Len(t, queue.MaintenanceTasks(), 10)
 
 	// The getters hand out copies: a caller cannot change the fleet's queues.
 	queue.Weights()[queue.QueueWorkers] = 100

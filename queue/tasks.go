@@ -42,12 +42,14 @@ const (
 	TypeGPUStopIdle    = "maintenance:gpu-stop-idle"
 	TypeSandboxOrphans = "maintenance:sandbox-orphans"
 	TypeWorkspaceSweep = "maintenance:workspace-sweep"
+	// TypeRetention deletes what outlived its retention (package retention).
+	TypeRetention = "maintenance:retention"
 )
 
 // MaintenanceTasks are the periodic task types, in the order a tick enqueues them.
 func MaintenanceTasks() []string {
 	return []string{TypeRequeueQueued, TypeStuckRuns, TypeAuditPurge, TypeLeaseReap, TypeMailboxReclaim,
-		TypeMailboxTrim, TypeGPUStopIdle, TypeSandboxOrphans, TypeWorkspaceSweep}
+		TypeMailboxTrim, TypeGPUStopIdle, TypeSandboxOrphans, TypeWorkspaceSweep, TypeRetention}
 }
 
 // Queue names.

@@ -25,6 +25,7 @@ import (
 	"github.com/aetherium-engine/aetherium/lease"
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/queue"
+	"github.com/aetherium-engine/aetherium/retention"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/wsquota"
@@ -176,7 +177,10 @@ type MaintenanceDeps struct {
 	Executor sandbox.Executor
 	// Workspaces unmounts the workspaces of runs that ended a while ago.
 	Workspaces *wsquota.Manager
-	Log        *slog.Logger
+	// Retention deletes what outlived its retention (runs, egress rows, dead
+	// letters, deleted projects' knowledge); nil skips the tick.
+	Retention *retention.Sweeper
+	Log       *slog.Logger
 	// Ran, when set, is told each task that ran: its type and task id (tests).
 	Ran func(typ, taskID string)
 	// CancelWork stops a finished run's work on GPU services (ComfyUI prompts:
@@ -232,6 +236,7 @@ func (m *Maintenance) Register(mux *asynq.ServeMux) {
 	})
 	tick(queue.TypeSandboxOrphans, m.cleanupOrphans)
 	tick(queue.TypeWorkspaceSweep, m.sweepWorkspaces)
+	tick(queue.TypeRetention, sweep(d.Retention != nil, d.Retention.Sweep))
 }
 
 // sweep is the tick of a component's own sweep; a fleet without the component

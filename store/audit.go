@@ -147,11 +147,24 @@ func scanAudit(rows pgx.Rows) ([]AuditRow, error) {
 	return out, nil
 }
 
-// PurgeAudit deletes audit rows older than age; it returns how many.
+// auditPurgeBatch bounds one transaction of PurgeAudit: one DELETE of the whole
+// backlog would hold its row locks, and the audit writers behind them, for as
+// long as it ran.
+const auditPurgeBatch = 1000
+
+// PurgeAudit deletes audit rows older than age, in batches of auditPurgeBatch
+// (DeleteOlderBatch); it returns how many.
 func (s *Store) PurgeAudit(ctx context.Context, age time.Duration) (int64, error) {
-	tag, err := s.db.Exec(ctx, `DELETE FROM tool_audit WHERE at < now() - $1::interval`, age.String())
-	if err != nil {
-		return 0, fmt.Errorf("purge audit: %w", err)
+	cutoff := time.Now().Add(-age)
+	var n int64
+	for {
+		b, err := s.DeleteOlderBatch(ctx, TableAudit, cutoff, auditPurgeBatch)
+		n += b.Rows
+		if err != nil {
+			return n, fmt.Errorf("purge audit: %w", err)
+		}
+		if b.Rows < auditPurgeBatch || ctx.Err() != nil {
+			return n, nil
+		}
 	}
-	return tag.RowsAffected(), nil
 }
