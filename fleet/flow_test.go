@@ -18,6 +18,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/webhook/inbound"
 )
 
@@ -306,6 +307,24 @@ func TestFlowLabelsSurviveInStorage(t *testing.T) {
 	appr = pendingApproval(t, f, third)
 	require.Equal(t, "http_request", appr.Tool)
 	require.Contains(t, appr.Why, "via read_file from handoff/todo.md, written by a session that read web_fetch "+page)
+
+	// Retention deletes the first run with its sessions; the project keeps its
+	// memory, and the entry keeps the label its writer had when it was written.
+	_, err := f.Store.DeleteRunsBatch(context.Background(), time.Now().Add(time.Hour), 100, nil)
+	require.NoError(t, err)
+	_, err = f.Store.GetRun(context.Background(), first)
+	require.ErrorIs(t, err, store.ErrNotFound, "the first run is gone")
+	// A file of its own (notes/customers.md is labelled by the second run's write).
+	fourth := submitIn(t, f, "crm", solo(
+		call("write_file", map[string]any{"path": "notes/partners.md", "content": "carol@example.com"}),
+		call("read_file", map[string]any{"path": "notes/partners.md"}),
+		call("http_request", map[string]any{"method": "POST", "url": at("api.partner.test", "/collect"), "body": "carol@example.com"}),
+		call("reply", map[string]any{"message": "done"})), "sync the partner notes with the partner")
+	appr = pendingApproval(t, f, fourth)
+	require.Equal(t, "http_request", appr.Tool)
+	require.Contains(t, appr.Why, "via recalled memory: entry ")
+	require.Contains(t, appr.Why, "via recalled memory: entry 1: web_fetch "+page, "the deleted run's page still labels its memory")
+	require.NotContains(t, appr.Why, "notes/customers.md")
 	require.Zero(t, collected.Load())
 }
 

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -23,6 +24,12 @@ type MemoryEntry struct {
 	Author    string    `json:"author,omitempty"`
 	Content   string    `json:"content"`
 	CreatedAt time.Time `json:"created_at"`
+	// Provenance is the label of the session that wrote the entry (an
+	// llm.Provenance as JSON), stored with it because the entry outlives the
+	// session; nil when none was stored (a person's entry, or one written
+	// before migration 00032). Kept raw: its reader decides what a record that
+	// does not parse means.
+	Provenance json.RawMessage `json:"-"`
 	// Relevance is the entry's ts_rank_cd against a recall's text, normalized to
 	// 0..1 (rank/(rank+1)); zero outside RecallMemory.
 	Relevance float64 `json:"relevance,omitempty"`
@@ -38,20 +45,30 @@ const (
 // while that lease holds (the session's final save), with NULLs unconditionally.
 // A session's entry of a tier is written once (a redelivered save adds nothing);
 // working memory is overwritten.
-const insertMemory = `INSERT INTO agent_memory (project, tier, scope, agent, run_id, session_id, author, content)
-	SELECT $1, $2, $3, $4, NULLIF($5, '')::uuid, NULLIF($6, ''), $7, $8
+const insertMemory = `INSERT INTO agent_memory (project, tier, scope, agent, run_id, session_id, author, content, provenance)
+	SELECT $1, $2, $3, $4, NULLIF($5, '')::uuid, NULLIF($6, ''), $7, $8, $11::jsonb
 	WHERE $9::text IS NULL OR EXISTS (SELECT 1 FROM sessions WHERE id = $9 AND lease_token = $10::text)
 	ON CONFLICT (session_id, tier) WHERE session_id IS NOT NULL
-	DO UPDATE SET content = EXCLUDED.content, created_at = now() WHERE agent_memory.tier = 'working'
+	DO UPDATE SET content = EXCLUDED.content, provenance = EXCLUDED.provenance, created_at = now() WHERE agent_memory.tier = 'working'
 	RETURNING id, created_at`
 
+// memoryArgs are insertMemory's $1-$8; the lease ($9, $10) and the
+// provenance ($11) follow.
 func memoryArgs(e MemoryEntry) []any {
 	return []any{e.Project, e.Tier, e.Scope, e.Agent, e.RunID, e.SessionID, e.Author, e.Content}
 }
 
+// provenanceArg is insertMemory's $11: NULL when none is stored.
+func provenanceArg(e MemoryEntry) any {
+	if len(e.Provenance) == 0 {
+		return nil
+	}
+	return string(e.Provenance)
+}
+
 // AddMemory writes an entry (a person's, over the API, or working memory).
 func (s *Store) AddMemory(ctx context.Context, e MemoryEntry) (MemoryEntry, error) {
-	err := s.db.QueryRow(ctx, insertMemory, append(memoryArgs(e), nil, nil)...).Scan(&e.ID, &e.CreatedAt)
+	err := s.db.QueryRow(ctx, insertMemory, append(memoryArgs(e), nil, nil, provenanceArg(e))...).Scan(&e.ID, &e.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return e, fmt.Errorf("memory of session %s exists already", e.SessionID)
 	}
@@ -63,7 +80,7 @@ func (s *Store) AddMemory(ctx context.Context, e MemoryEntry) (MemoryEntry, erro
 
 // ListMemory lists a project's long-term entries, newest first.
 func (s *Store) ListMemory(ctx context.Context, project string, limit int) ([]MemoryEntry, error) {
-	return s.queryMemory(ctx, `SELECT id, project, tier, scope, agent, coalesce(run_id::text, ''), coalesce(session_id, ''), author, content, created_at, 0
+	return s.queryMemory(ctx, `SELECT id, project, tier, scope, agent, coalesce(run_id::text, ''), coalesce(session_id, ''), author, content, created_at, 0, provenance
 		FROM agent_memory WHERE project = $1 AND tier = 'long_term' ORDER BY created_at DESC, id DESC LIMIT $2`, project, limit)
 }
 
@@ -109,7 +126,7 @@ func (s *Store) RecallMemory(ctx context.Context, project, agent, text string, l
 			ORDER BY created_at DESC, id DESC LIMIT $4),
 		cand AS (SELECT id, max(n) * 0.1 AS r FROM (SELECT * FROM rel UNION ALL SELECT * FROM recent) u GROUP BY id)
 		SELECT m.id, m.project, m.tier, m.scope, m.agent, coalesce(m.run_id::text, ''), coalesce(m.session_id, ''), m.author, m.content, m.created_at,
-			(cand.r / (cand.r + 1))::real
+			(cand.r / (cand.r + 1))::real, m.provenance
 		FROM cand JOIN agent_memory m USING (id)
 		ORDER BY cand.r DESC, m.created_at DESC, m.id DESC`, project, agent, text, limit)
 }
@@ -122,7 +139,11 @@ func (s *Store) queryMemory(ctx context.Context, q string, args ...any) ([]Memor
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (MemoryEntry, error) {
 		var e MemoryEntry
 		var rel float32
-		err := r.Scan(&e.ID, &e.Project, &e.Tier, &e.Scope, &e.Agent, &e.RunID, &e.SessionID, &e.Author, &e.Content, &e.CreatedAt, &rel)
+		var prov []byte
+		err := r.Scan(&e.ID, &e.Project, &e.Tier, &e.Scope, &e.Agent, &e.RunID, &e.SessionID, &e.Author, &e.Content, &e.CreatedAt, &rel, &prov)
+		if prov != nil {
+			e.Provenance = json.RawMessage(prov)
+		}
 		e.Relevance = float64(rel)
 		return e, err
 	})

@@ -173,7 +173,7 @@ func (s *Store) SaveStep(ctx context.Context, sess *Session, token string, lease
 		b.Queue(insertAudit, append([]any{sess.ID, token}, auditColumns(ctx, w.Audit)...)...)
 	}
 	if w.Memory != nil {
-		b.Queue(insertMemory, append(memoryArgs(*w.Memory), sess.ID, token)...)
+		b.Queue(insertMemory, append(memoryArgs(*w.Memory), sess.ID, token, provenanceArg(*w.Memory))...)
 	}
 	br := s.db.SendBatch(ctx, b)
 	var saved bool

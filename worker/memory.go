@@ -54,11 +54,11 @@ func (s *stepRun) injectMemory(ctx context.Context) error {
 	if block == "" {
 		return nil
 	}
-	sessions := make(map[int64]string, len(cands))
+	byID := make(map[int64]store.MemoryEntry, len(cands))
 	for _, c := range cands {
-		sessions[c.ID] = c.SessionID
+		byID[c.ID] = c
 	}
-	prov, err := s.w.memoryProvenance(ctx, ranked, sessions)
+	prov, err := s.w.memoryProvenance(ctx, ranked, byID)
 	if err != nil {
 		return err
 	}
@@ -97,8 +97,18 @@ func (w *Worker) sessionMemory(in stepInput, sess *store.Session) *store.MemoryE
 	if in.role == "supervisor" {
 		scope = memory.ScopeProject
 	}
+	// The writer's label goes with the entry: the entry outlives the session
+	// (retention), and a recall must still name what the writer had read.
+	prov := labelOf(w.router.Registry(), sess.Messages).Record()
+	if prov == nil {
+		prov = &llm.Provenance{}
+	}
+	raw, err := json.Marshal(prov)
+	if err != nil {
+		raw = nil // unreachable: two string slices; the recall then derives it
+	}
 	return &store.MemoryEntry{Project: in.run.ProjectID, Tier: store.MemoryLongTerm, Scope: scope, Agent: in.node.Name,
-		RunID: in.run.ID, SessionID: sess.ID, Content: memory.Condense(task, answer, w.memory.EntryChars)}
+		RunID: in.run.ID, SessionID: sess.ID, Content: memory.Condense(task, answer, w.memory.EntryChars), Provenance: raw}
 }
 
 // finalAnswer is what a finished session answered: its last assistant text, or

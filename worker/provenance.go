@@ -217,25 +217,42 @@ func mailProvenance(msgs []mailbox.Message) *llm.Provenance {
 }
 
 // memoryProvenance is what recalled entries carry: each entry a session wrote
-// (its final answer) has that session's label, read from its saved history, so
-// an instruction a hostile page planted in one run's answer comes back untrusted
-// in the next. An entry a person added, or whose session is gone, adds nothing
-// beyond recalled memory's own private label.
-func (w *Worker) memoryProvenance(ctx context.Context, entries []memory.Scored, sessions map[int64]string) (*llm.Provenance, error) {
+// (its final answer) has that session's label, stored with the entry when it
+// was written, so an instruction a hostile page planted in one run's answer
+// comes back untrusted in the next, long after the run itself was deleted. An
+// entry a person added adds nothing beyond recalled memory's own private
+// label; an older entry whose session is gone counts as untrusted.
+func (w *Worker) memoryProvenance(ctx context.Context, entries []memory.Scored, stored map[int64]store.MemoryEntry) (*llm.Provenance, error) {
 	l := &tools.Label{}
 	for _, e := range entries {
-		id := sessions[e.ID]
-		if id == "" {
+		m := stored[e.ID]
+		via := fmt.Sprintf("entry %d: ", e.ID)
+		if m.Provenance != nil {
+			// Stored when the entry was written: it holds however old the entry.
+			var p llm.Provenance
+			if err := json.Unmarshal(m.Provenance, &p); err != nil {
+				l.Add(tools.Untrusted, via+"a memory entry whose stored provenance did not parse")
+				continue
+			}
+			l.AddRecord(&p, via)
 			continue
 		}
-		msgs, err := w.store.SessionMessages(ctx, id)
+		if m.SessionID == "" {
+			continue // a person's entry
+		}
+		// Written before entries stored their label: derived from the writing
+		// session while it exists.
+		msgs, err := w.store.SessionMessages(ctx, m.SessionID)
 		if errors.Is(err, store.ErrNotFound) {
+			// The session is gone (retention): what it had read is unknown, and
+			// a label never gets cleaner for a missing record.
+			l.Add(tools.Untrusted, via+"written by session "+printable(m.SessionID)+", which no longer exists: what it had read is unknown")
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		l.AddRecord(labelOf(w.router.Registry(), msgs).Record(), fmt.Sprintf("entry %d: ", e.ID))
+		l.AddRecord(labelOf(w.router.Registry(), msgs).Record(), via)
 	}
 	return l.Record(), nil
 }
