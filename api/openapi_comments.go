@@ -312,6 +312,7 @@ var goComments = map[string]string{
 	"store.HookDelivery.Outcome":               "Outcome is accepted (a run was started, RunID) or refused (Reason).",
 	"store.MemoryEntry":                        "MemoryEntry is a row of agent_memory (ADR 5).",
 	"store.MemoryEntry.Project":                "Project is the project's id (store.Project.ID), never its slug.",
+	"store.MemoryEntry.Provenance":             "Provenance is the label of the session that wrote the entry (an llm.Provenance as JSON), stored with it because the entry outlives the session; nil when none was stored (a person's entry, or one written before migration 00032). Kept raw: its reader decides what a record that does not parse means.",
 	"store.MemoryEntry.Relevance":              "Relevance is the entry's ts_rank_cd against a recall's text, normalized to 0..1 (rank/(rank+1)); zero outside RecallMemory.",
 	"store.Plan":                               "Plan is the active plan of a run.",
 	"store.PlanStep":                           "PlanStep is one step of a run's plan (1-based index).",
