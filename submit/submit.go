@@ -311,6 +311,12 @@ func (s *Submitter) submit(ctx context.Context, req Request) (Result, error) {
 		return Result{}, refuse(ErrInvalid, "variables", "variables cannot be encoded: %v", err)
 	}
 	key := FairKey(rendered, req.By.Name, req.Project, vars)
+	if len(req.Untrusted) > 0 && strings.HasPrefix(rendered.FairnessKey, "var:") {
+		// The variable's value is a sender's (a webhook's payload): it must not
+		// choose whose run limit and share the run draws on, another tenant's
+		// included. The owner's key, as for a team without fairness_key.
+		key = queue.Key(req.By.Name)
+	}
 	_, runLimit, _ := s.d.Fairness.Policy(key)
 	run := store.Run{ID: uuid.NewString(), Prompt: req.Prompt, Template: req.Template, Team: teamJSON, Variables: varsJSON,
 		TokenBudget: rendered.TokenBudget(), CostBudget: int64(rendered.CostBudget()), Owner: req.By.Name, Project: req.Project, ProjectID: projectID,

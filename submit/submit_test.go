@@ -14,6 +14,7 @@ import (
 
 	"github.com/aetherium-engine/aetherium/api"
 	"github.com/aetherium-engine/aetherium/fleettest"
+	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/submit"
 )
@@ -218,6 +219,35 @@ func TestUntrustedSourcesAreStored(t *testing.T) {
 	run, err = f.Store.GetRun(context.Background(), res.RunID)
 	require.NoError(t, err)
 	require.Empty(t, run.Untrusted)
+}
+
+// A team keyed by a variable (fairness_key: var:customer) is keyed by the
+// variable's value for a person's request, by its owner when the value came
+// from a sender (a webhook's payload): a sender must not fill another
+// tenant's run limit.
+func TestUntrustedRequestsDoNotChooseTheFairnessKey(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	team := json.RawMessage(`{"name":"per-customer","model":{"provider":"script"},"fairness_key":"var:customer",
+		"supervisor":{"name":"boss","prompt":"serve {{.customer}}","mcp_servers":["orchestration"]},
+		"script":{"agents":{"boss":[{"say":"done"}]}}}`)
+	for _, tc := range []struct {
+		name      string
+		untrusted []string
+		want      string
+	}{
+		{"a person's request", nil, queue.Key("var:customer=acme")},
+		{"a webhook's payload", []string{"hook:h1 payload"}, queue.Key("alice")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := f.Submitter().Submit(context.Background(), submit.Request{By: submit.Principal{Name: "alice"}, Team: team,
+				Prompt: "x", Variables: map[string]any{"customer": "acme"}, Untrusted: tc.untrusted})
+			require.NoError(t, err)
+			run, err := f.Store.GetRun(context.Background(), res.RunID)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, run.FairKey)
+		})
+	}
 }
 
 func TestConfig(t *testing.T) {
