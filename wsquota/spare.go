@@ -18,7 +18,7 @@ const SparesDir = "spare"
 // refill removes it: older than any mkfs takes.
 const staleSpareTmp = time.Minute
 
-func (m *Manager) spareDir() string { return filepath.Join(m.root, ImagesDir, SparesDir) }
+func (m *Manager) spareDir() string { return filepath.Join(m.root, ImagesDir, m.spares) }
 
 // takeSpare moves a ready image of the quota's size to image. Several processes
 // may share the root: whoever renames a spare first has it, the others try the
@@ -119,6 +119,9 @@ func (m *Manager) fillSpares(ctx context.Context) error {
 // Close stops making spares and waits for the refill under way (the spares made
 // stay for the next Manager on this root). Safe to call more than once.
 func (m *Manager) Close() {
+	for _, c := range m.children {
+		c.Close()
+	}
 	m.spareMu.Lock()
 	m.closed = true
 	m.spareMu.Unlock()

@@ -88,6 +88,10 @@ type Config struct {
 	Spares int `yaml:"workspace_spares"`
 	// Mkfs is the mkfs.ext4 binary. Default DefaultMkfs.
 	Mkfs string `yaml:"-"`
+	// Tiers is each storage tier's quota, retention and location
+	// (`workspace_tiers`; docs/tiers.md). The zero value puts every tier at the
+	// root with Quota and keeps every workspace. Default DefaultTiers.
+	Tiers TiersConfig `yaml:"workspace_tiers"`
 }
 
 // DefaultSpares is how many fresh images a worker keeps ready (each a sparse file
@@ -96,7 +100,7 @@ const DefaultSpares = 4
 
 // Defaults returns the documented defaults.
 func Defaults() Config {
-	return Config{Quota: DefaultQuota, MinFree: DefaultMinFree, Spares: DefaultSpares}.WithDefaults()
+	return Config{Quota: DefaultQuota, MinFree: DefaultMinFree, Spares: DefaultSpares, Tiers: DefaultTiers()}.WithDefaults()
 }
 
 // WithDefaults returns c with every zero field whose zero means nothing filled in
@@ -121,6 +125,9 @@ func (c Config) Validate() error {
 	}
 	if c.UnmountAfter < 0 {
 		errs = append(errs, fmt.Errorf("workspace_unmount_after: must not be negative, got %s", c.UnmountAfter))
+	}
+	if err := c.Tiers.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -211,6 +218,14 @@ type Manager struct {
 	stop      context.CancelFunc
 	stopCtx   context.Context
 	refills   sync.WaitGroup
+
+	// spares is the spare images' directory under ImagesDir: SparesDir, or
+	// SparesDir-<tier> for a tier's Manager (its root may be the same, its quota
+	// not).
+	spares string
+	// children are the Managers of the tiers whose root or quota differ from
+	// this one's (tiers.go); a tier absent here is served by this Manager.
+	children map[Tier]*Manager
 }
 
 // New returns a Manager for the workspaces under root (made absolute).
@@ -226,9 +241,62 @@ func New(root string, cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workspaces %s: %w", root, err)
 	}
-	m := &Manager{root: abs, cfg: cfg}
-	m.stopCtx, m.stop = context.WithCancel(context.Background())
+	m := newManager(abs, cfg, SparesDir)
+	for _, t := range Tiers {
+		tc := cfg.Tiers.Of(t)
+		quota := cfg.Quota
+		if quota != 0 && tc.Quota != 0 {
+			quota = tc.Quota
+		}
+		root := tierRoot(abs, tc.Location)
+		if quota == cfg.Quota && root == abs {
+			continue
+		}
+		cc := cfg
+		cc.Quota, cc.Tiers = quota, TiersConfig{}
+		if m.children == nil {
+			m.children = map[Tier]*Manager{}
+		}
+		m.children[t] = newManager(root, cc, SparesDir+"-"+string(t))
+	}
 	return m, nil
+}
+
+func newManager(root string, cfg Config, spares string) *Manager {
+	m := &Manager{root: root, cfg: cfg, spares: spares}
+	m.stopCtx, m.stop = context.WithCancel(context.Background())
+	return m
+}
+
+// forID is the Manager of workspace id's tier: a child, or m itself.
+func (m *Manager) forID(id string) *Manager {
+	if c := m.children[TierOf(id)]; c != nil {
+		return c
+	}
+	return m
+}
+
+// Tier is the Manager of tier t's workspaces (m itself when the tier has
+// m's root and quota). Its Config's Quota is the tier's.
+func (m *Manager) Tier(t Tier) *Manager {
+	if c := m.children[t]; c != nil {
+		return c
+	}
+	return m
+}
+
+// roots are m and the tiers' Managers whose roots differ from every earlier
+// one's: each directory that holds workspaces, once.
+func (m *Manager) roots() []*Manager {
+	out := []*Manager{m}
+	seen := map[string]bool{m.root: true}
+	for _, t := range Tiers {
+		if c := m.children[t]; c != nil && !seen[c.root] {
+			seen[c.root] = true
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Root is the absolute workspaces root.
@@ -237,8 +305,8 @@ func (m *Manager) Root() string { return m.root }
 // Config is the Manager's configuration, defaults filled in.
 func (m *Manager) Config() Config { return m.cfg }
 
-// Dir is the path of workspace id (mounted or not).
-func (m *Manager) Dir(id string) string { return filepath.Join(m.root, id) }
+// Dir is the path of workspace id (mounted or not), in its tier's location.
+func (m *Manager) Dir(id string) string { return filepath.Join(m.forID(id).root, id) }
 
 // Image is the path of workspace id's filesystem image.
 func (m *Manager) Image(id string) string { return imagePath(m.Dir(id)) }
@@ -262,7 +330,17 @@ func (m *Manager) Check() error {
 		return nil
 	}
 	m.checkOnce.Do(func() { m.mkfs, m.checkErr = m.check() })
-	return m.checkErr
+	if m.checkErr != nil {
+		return m.checkErr
+	}
+	for _, t := range Tiers {
+		if c := m.children[t]; c != nil {
+			if err := c.Check(); err != nil {
+				return fmt.Errorf("workspace_tiers.%s: %w", t, err)
+			}
+		}
+	}
+	return nil
 }
 
 func (m *Manager) check() (string, error) {
@@ -294,6 +372,9 @@ func (m *Manager) check() (string, error) {
 func (m *Manager) Open(ctx context.Context, id string) (string, error) {
 	if err := checkID(id); err != nil {
 		return "", err
+	}
+	if c := m.forID(id); c != m {
+		return c.Open(ctx, id)
 	}
 	dir := m.Dir(id)
 	if m.cfg.Quota == 0 {
@@ -480,6 +561,9 @@ func (m *Manager) unmountIf(ctx context.Context, id string, idle func(context.Co
 	if err := checkID(id); err != nil {
 		return false, err
 	}
+	if c := m.forID(id); c != m {
+		return c.unmountIf(ctx, id, idle)
+	}
 	unlock, err := m.lock(ctx, id)
 	if err != nil {
 		return false, err
@@ -502,16 +586,19 @@ func (m *Manager) unmountIf(ctx context.Context, id string, idle func(context.Co
 	return true, nil
 }
 
-// Mounted lists the ids of the workspaces mounted under the root.
+// Mounted lists the ids of the workspaces mounted under the root and the
+// tiers' locations.
 func (m *Manager) Mounted() ([]string, error) {
-	points, err := mountPointsUnder(m.root)
-	if err != nil {
-		return nil, err
-	}
 	var ids []string
-	for _, p := range points {
-		if filepath.Dir(p) == m.root && checkID(filepath.Base(p)) == nil {
-			ids = append(ids, filepath.Base(p))
+	for _, r := range m.roots() {
+		points, err := mountPointsUnder(r.root)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range points {
+			if filepath.Dir(p) == r.root && checkID(filepath.Base(p)) == nil {
+				ids = append(ids, filepath.Base(p))
+			}
 		}
 	}
 	return ids, nil
