@@ -243,6 +243,9 @@ type Deps struct {
 	// RemoveProject, when set, removes a deleted project's workspace and knowledge
 	// (its rows and memory are deleted by the store first).
 	RemoveProject func(ctx context.Context, p store.Project) error
+	// PromoteWorkspace, when set, replaces workspace to's files with a copy of
+	// from's (wsquota.Manager.Promote): POST /api/runs/:id/promote.
+	PromoteWorkspace func(ctx context.Context, from, to string) error
 	// WorkspaceDir, when set, is the directory of a workspace by id: the Studio's
 	// read-only workspace browser (GET /api/runs/:id/files). Nil answers 501.
 	WorkspaceDir func(id string) string

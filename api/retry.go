@@ -64,6 +64,8 @@ type SubmitBody struct {
 	Variables map[string]any `json:"variables"`
 	// Priority is the run's priority; absent when it was the default.
 	Priority int `json:"priority,omitempty"`
+	// Staging: the run worked in a staging workspace of its project.
+	Staging bool `json:"staging,omitempty"`
 }
 
 // JSONSchemaProperty documents team as any JSON object: the rendered team.
@@ -80,7 +82,7 @@ func requestOf(r store.Run) (RunRequest, error) {
 		return RunRequest{}, &Error{Status: http.StatusConflict, Field: "id", Message: fmt.Sprintf(
 			"run %s is an MCP client's session (%s): it was not submitted, so it has no request to post again", r.ID, r.Template)}
 	}
-	body := SubmitBody{Prompt: r.Prompt, Project: r.Project, Variables: map[string]any{}}
+	body := SubmitBody{Prompt: r.Prompt, Project: r.Project, Staging: r.Staging(), Variables: map[string]any{}}
 	if len(r.Variables) > 0 && string(r.Variables) != "null" {
 		if err := json.Unmarshal(r.Variables, &body.Variables); err != nil {
 			return RunRequest{}, fmt.Errorf("run %s: stored variables: %w", r.ID, err)
@@ -130,6 +132,6 @@ func (s *Server) retryRun(c *fiber.Ctx) error {
 	b := req.Body
 	// One way in for every run (package submit), the retry marked as such in
 	// its run.queued event. An Idempotency-Key applies as on a submit.
-	return s.start(c, submit.Request{Template: b.Template, Team: b.Team, Prompt: b.Prompt, Project: b.Project,
+	return s.start(c, submit.Request{Template: b.Template, Team: b.Team, Prompt: b.Prompt, Project: b.Project, Staging: b.Staging,
 		Variables: b.Variables, Priority: b.Priority, Trigger: "retry:" + r.ID, Untrusted: r.Untrusted})
 }

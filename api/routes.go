@@ -73,6 +73,13 @@ func (s *Server) routes() []route {
 			returns(200, sessionHistory{}).errors(400, 404),
 		runParam(post("/api/runs/:id/cancel", "Cancel a run", s.cancelRun)).roles(RoleSubmit).
 			returns(200, runView{}).errors(400, 404, 409),
+		runParam(post("/api/runs/:id/promote", "Promote a staging run's workspace into its project's", s.promoteRun)).roles(RoleSubmit).
+			describe("Storage tiers: the project's workspace (Production) becomes a copy of the completed staging run's (Staging), "+
+				"written aside and swapped in whole; audited in the project's audit (workspace.promote). The run's owner or an admin "+
+				"who may use the project (another's run: the missing-run 404, or 403 when the caller sees it). "+
+				"409 for a run that is not a completed staging run, a deleted project, or a project with runs in flight; "+
+				"422 when the files exceed the project's quota (the project's workspace unchanged); 501 in a process without the workspaces.").
+			returns(200, Promotion{}).errors(400, 403, 404, 409, 422, 501, 507),
 		runParam(get("/api/runs/:id/request", "A run's submission, as it can be posted again (clone)", s.getRunRequest)).roles(RoleRead).
 			describe("The endpoint and the body that submit the same run again: a template run's template, prompt, variables, "+
 				"project and priority (run-from-template), or an inline run's team (as stored: rendered), prompt, variables, project "+

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/aetherium-engine/aetherium/submit"
 	"github.com/aetherium-engine/aetherium/templates"
 	"github.com/aetherium-engine/aetherium/tracing"
+	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
 type inlineRequest struct {
@@ -30,6 +32,10 @@ type inlineRequest struct {
 	// Priority is the run's priority, 1 (lowest) to 5 (default 3), at most the
 	// caller's roles allow (fairness.max_priority).
 	Priority int `json:"priority,omitempty" jsonschema:"minimum=1,maximum=5"`
+	// Staging runs a project run in a staging workspace of its own (the Staging
+	// tier) instead of the project's; POST /api/runs/:id/promote puts its files
+	// into the project's afterwards. Needs project.
+	Staging bool `json:"staging,omitempty"`
 }
 
 // JSONSchemaProperty documents team as the template it is parsed into
@@ -49,6 +55,10 @@ type templateRequest struct {
 	// Priority is the run's priority, 1 (lowest) to 5 (default 3), at most the
 	// caller's roles allow (fairness.max_priority).
 	Priority int `json:"priority,omitempty" jsonschema:"minimum=1,maximum=5"`
+	// Staging runs a project run in a staging workspace of its own (the Staging
+	// tier) instead of the project's; POST /api/runs/:id/promote puts its files
+	// into the project's afterwards. Needs project.
+	Staging bool `json:"staging,omitempty"`
 }
 
 // decode parses a JSON body strictly and names the offending field on error.
@@ -87,7 +97,7 @@ func (s *Server) submitInline(c *fiber.Ctx) error {
 	if err := decode(c.Body(), &req); err != nil {
 		return err
 	}
-	return s.start(c, submit.Request{Team: req.Team, Prompt: req.Prompt, Project: req.Project, Variables: req.Variables, Priority: req.Priority})
+	return s.start(c, submit.Request{Team: req.Team, Prompt: req.Prompt, Project: req.Project, Staging: req.Staging, Variables: req.Variables, Priority: req.Priority})
 }
 
 func (s *Server) submitTemplate(c *fiber.Ctx) error {
@@ -98,7 +108,7 @@ func (s *Server) submitTemplate(c *fiber.Ctx) error {
 	if req.Template == "" {
 		return badRequest("template", "template is required")
 	}
-	return s.start(c, submit.Request{Template: req.Template, Prompt: req.Prompt, Project: req.Project, Variables: req.Variables, Priority: req.Priority})
+	return s.start(c, submit.Request{Template: req.Template, Prompt: req.Prompt, Project: req.Project, Staging: req.Staging, Variables: req.Variables, Priority: req.Priority})
 }
 
 // start submits req as the caller (package submit holds every check), with the
@@ -195,6 +205,9 @@ type runView struct {
 	// (tracing.trace_url with the run's trace id), on GET /api/runs/:id only;
 	// absent without a template or when tracing was off at submission.
 	TraceURL string `json:"trace_url,omitempty" jsonschema:"format=uri"`
+	// WorkspaceTier is the storage tier of the run's workspace: production (its
+	// project's), staging (a staging run's own) or temp (a plain run's own).
+	WorkspaceTier string `json:"workspace_tier" jsonschema:"enum=production,enum=staging,enum=temp"`
 }
 
 // JSONSchemaExtend lists the statuses a run can have, from the set listRuns accepts.
@@ -212,7 +225,7 @@ func view(r store.Run) runView {
 	v := runView{ID: r.ID, Status: r.Status, Prompt: r.Prompt, Template: r.Template, Team: team.Name, Result: r.Result,
 		Error: r.Error, Reason: r.Reason, TokensUsed: r.TokensUsed, TokenBudget: r.TokenBudget, Owner: r.Owner, Project: r.Project,
 		Priority: r.Priority, Waiting: r.Status == store.RunQueued && r.AdmittedAt == nil, Kind: store.KindOf(r.Template),
-		CostUSD: dollars(r.Cost), CostBudgetUSD: dollars(r.CostBudget),
+		CostUSD: dollars(r.Cost), CostBudgetUSD: dollars(r.CostBudget), WorkspaceTier: string(wsquota.TierOf(r.WorkspaceID())),
 		CreatedAt: r.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"), UpdatedAt: r.UpdatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")}
 	if r.FinishedAt != nil {
 		f := r.FinishedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")
@@ -391,6 +404,63 @@ func (s *Server) cancelRun(c *fiber.Ctx) error {
 		return &Error{Status: http.StatusConflict, Field: "id", Message: fmt.Sprintf("run %s is already %s", r.ID, r.Status)}
 	}
 	return c.JSON(view(r))
+}
+
+// Promotion is the answer of POST /api/runs/:id/promote.
+type Promotion struct {
+	// RunID is the staging run whose workspace was promoted.
+	RunID string `json:"run_id" jsonschema:"format=uuid"`
+	// Project is the project's slug; ProjectID its id.
+	Project   string `json:"project"`
+	ProjectID string `json:"project_id" jsonschema:"format=uuid"`
+	// From is the staging workspace (Staging tier), To the project's
+	// (Production tier), whose files are now a copy of From's.
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// promoteRun promotes a completed staging run's workspace into its project's:
+// the project's workspace becomes a copy of the run's (storage tiers, Staging
+// -> Production), audited in the project's audit.
+func (s *Server) promoteRun(c *fiber.Ctx) error {
+	r, err := s.loadRunFor(c, accessCancel)
+	if err != nil {
+		return err
+	}
+	conflict := func(format string, a ...any) error {
+		return &Error{Status: http.StatusConflict, Field: "id", Message: fmt.Sprintf(format, a...)}
+	}
+	if !r.Staging() {
+		return conflict("run %s did not work in a staging workspace (submit it into a project with staging: true)", r.ID)
+	}
+	if r.Status != store.RunCompleted {
+		return conflict("run %s is %s: only a completed staging run is promoted", r.ID, r.Status)
+	}
+	if s.d.PromoteWorkspace == nil {
+		return &Error{Status: http.StatusNotImplemented, Message: "this API process does not manage the workspaces"}
+	}
+	access := projectAccess(c)
+	p, err := s.d.Store.PromoteWorkspace(c.UserContext(), r, principal(c), func(ctx context.Context, p store.Project, from, to string) error {
+		if !access.MayUse(p) {
+			return &Error{Status: http.StatusForbidden, Field: "id", Message: fmt.Sprintf("project %s belongs to %s: only its owner or an admin may promote into it", p.Slug, p.Owner)}
+		}
+		return s.d.PromoteWorkspace(ctx, from, to)
+	})
+	switch {
+	case errors.Is(err, store.ErrNoProject):
+		return conflict("the project of run %s no longer exists", r.ID)
+	case errors.Is(err, store.ErrProjectBusy):
+		return conflict("%v: promote once they have ended", err)
+	case errors.Is(err, wsquota.ErrNoWorkspace):
+		return conflict("run %s made no workspace to promote", r.ID)
+	case errors.Is(err, wsquota.ErrExceeded):
+		return &Error{Status: http.StatusUnprocessableEntity, Field: "id", Message: err.Error()}
+	case errors.Is(err, wsquota.ErrDiskFull):
+		return &Error{Status: http.StatusInsufficientStorage, Message: err.Error()}
+	case err != nil:
+		return err
+	}
+	return c.JSON(Promotion{RunID: r.ID, Project: p.Slug, ProjectID: p.ID, From: r.Workspace, To: p.Workspace})
 }
 
 func (s *Server) listTemplates(c *fiber.Ctx) error {

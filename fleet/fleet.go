@@ -465,7 +465,7 @@ func (f *Fleet) retentionSweeper() *retention.Sweeper {
 	if err != nil {
 		f.Log.Warn("retention metrics not registered", "err", err)
 	}
-	return retention.New(f.Cfg.Retention, retention.Deps{Store: f.Store, Mailbox: f.Mailbox, Metrics: m,
+	return retention.New(f.Cfg.Retention, retention.Deps{Store: f.Store, Mailbox: f.Mailbox, Metrics: m, Workspaces: f.Workspaces,
 		Knowledge: f.knowledgeBase(), Log: f.Log.With("component", "retention")})
 }
 
@@ -591,7 +591,7 @@ func (f *Fleet) API() *api.Server {
 	}
 	deps := api.Deps{Store: f.Store, Redis: f.Redis, RedisOpt: f.RedisOpt, Queue: f.Queue, Fairness: f.Cfg.Fairness.WithDefaults(), Events: f.Events, Hub: f.EventsHub(), Registry: f.Registry,
 		Templates: templates.Dir{Path: f.Cfg.Templates}, Metrics: f.Metrics, Leases: f.Leases, Log: f.Log,
-		RemoveProject: f.removeProject, WorkspaceDir: f.Workspaces.Dir, Submit: f.Submitter(), Limits: f.Cfg.OperatorLimits(),
+		RemoveProject: f.removeProject, WorkspaceDir: f.Workspaces.Dir, PromoteWorkspace: f.Workspaces.Promote, Submit: f.Submitter(), Limits: f.Cfg.OperatorLimits(),
 		Schedules: f.Cfg.Schedules, TraceURL: f.Cfg.Tracing.TraceURL}
 	if f.Worker != nil && f.gate != nil {
 		deps.Replay = func(ctx context.Context, runID string) (replay.Report, error) {

@@ -11,6 +11,7 @@ import (
 	"github.com/aetherium-engine/aetherium/mailbox"
 	"github.com/aetherium-engine/aetherium/metrics"
 	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/wsquota"
 )
 
 // KnowledgeDeleter removes a knowledge source (knowledge.Postgres).
@@ -25,6 +26,10 @@ type Deps struct {
 	Mailbox *mailbox.Mailbox
 	// Knowledge removes a deleted project's knowledge (optional).
 	Knowledge KnowledgeDeleter
+	// Workspaces holds the runs' and projects' workspaces: each storage tier's
+	// retention (wsquota.TierConfig.Retention) deletes its finished ones with
+	// their images (optional).
+	Workspaces *wsquota.Manager
 	// Metrics counts what was deleted (optional).
 	Metrics *metrics.Retention
 	Log     *slog.Logger
@@ -64,6 +69,10 @@ type Report struct {
 	Egress           int64         `json:"egress"`
 	DeadLetters      int64         `json:"dead_letters"`
 	ProjectKnowledge int64         `json:"project_knowledge"`
+	// Workspaces is how many workspaces (and their images) were deleted.
+	Workspaces int64 `json:"workspaces"`
+	// WorkspaceIDs are the workspaces this sweep deleted.
+	WorkspaceIDs []string `json:"-"`
 	Batches          int           `json:"batches"`
 	LongestBatch     time.Duration `json:"longest_batch"`
 	LongestDelete    time.Duration `json:"longest_delete"`
@@ -80,10 +89,11 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 		s.egress(ctx, now, &rep),
 		s.deadLetters(ctx, now, &rep),
 		s.projectKnowledge(ctx, now, &rep),
+		s.workspaces(ctx, now, &rep),
 	}
-	if rep.Runs+rep.Egress+rep.DeadLetters+rep.ProjectKnowledge > 0 {
+	if rep.Runs+rep.Egress+rep.DeadLetters+rep.ProjectKnowledge+rep.Workspaces > 0 {
 		s.d.Log.Info("retention sweep", "runs", rep.Runs, "exported", rep.Exported, "egress", rep.Egress,
-			"dead_letters", rep.DeadLetters, "project_knowledge", rep.ProjectKnowledge,
+			"dead_letters", rep.DeadLetters, "project_knowledge", rep.ProjectKnowledge, "workspaces", rep.Workspaces,
 			"batches", rep.Batches, "longest_batch", rep.LongestBatch.String(), "longest_delete", rep.LongestDelete.String())
 	}
 	return rep, errors.Join(errs...)
@@ -186,4 +196,76 @@ func (s *Sweeper) projectKnowledge(ctx context.Context, now time.Time, rep *Repo
 		return fmt.Errorf("retention project knowledge: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// workspaces deletes, tier by tier, the workspaces nothing has used for the
+// tier's retention (0 keeps the tier's): a run's own (Temp, Staging) once its
+// run ended that long ago, a project's (Production) once its project is gone
+// and its last run ended that long ago, and one that no run or project names
+// (its run deleted by the runs' retention) once its files are that old. A
+// workspace whose files changed since the cutoff is not even looked up (a
+// workspace changes only while it is used), which bounds the lookups per
+// sweep to the workspaces that are due; at most BatchSize × MaxBatches are
+// deleted per sweep. Each decision is asked again under the workspace's lock.
+func (s *Sweeper) workspaces(ctx context.Context, now time.Time, rep *Report) error {
+	if s.d.Workspaces == nil {
+		return nil
+	}
+	tiers := s.d.Workspaces.Config().Tiers
+	budget := s.cfg.BatchSize * s.cfg.MaxBatches
+	var errs []error
+	for _, t := range wsquota.Tiers {
+		ret := tiers.Of(t).Retention
+		if ret == 0 {
+			continue
+		}
+		cutoff := now.Add(-ret)
+		entries, err := s.d.Workspaces.List(t)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, e := range entries {
+			if ctx.Err() != nil || budget <= 0 {
+				break
+			}
+			if !e.Modified.Before(cutoff) {
+				continue
+			}
+			removed, err := s.d.Workspaces.Remove(ctx, e.ID, func(ctx context.Context, id string) bool {
+				return !s.workspaceDue(ctx, id, cutoff)
+			})
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if removed {
+				budget--
+				rep.Workspaces++
+				rep.WorkspaceIDs = append(rep.WorkspaceIDs, e.ID)
+				s.d.Metrics.Deletes("workspaces", 1)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("retention workspaces: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// workspaceDue reports whether workspace id (whose files are older than
+// cutoff) is past its tier's retention; a lookup error keeps it.
+func (s *Sweeper) workspaceDue(ctx context.Context, id string, cutoff time.Time) bool {
+	u, err := s.d.Store.WorkspaceUse(ctx, id)
+	if err != nil {
+		s.d.Log.Warn("retention: keeping a workspace whose runs cannot be read", "workspace", id, "err", err)
+		return false
+	}
+	if u.Live || u.Project {
+		return false
+	}
+	if u.Known {
+		return u.LastEnded != nil && u.LastEnded.Before(cutoff)
+	}
+	return true
 }

@@ -63,7 +63,7 @@ var SlugPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 // CreateProject inserts a project; ErrProjectExists when the slug is taken.
 func (s *Store) CreateProject(ctx context.Context, p Project) (Project, error) {
 	p.ID = uuid.NewString()
-	p.Workspace = "project-" + p.ID
+	p.Workspace = ProjectWorkspacePrefix + p.ID
 	err := s.db.QueryRow(ctx, `INSERT INTO projects (id, slug, name, owner, workspace) VALUES ($1, $2, $3, $4, $5) RETURNING created_at`,
 		p.ID, p.Slug, p.Name, p.Owner, p.Workspace).Scan(&p.CreatedAt)
 	var pgErr *pgconn.PgError
@@ -136,6 +136,40 @@ func (s *Store) DeleteProject(ctx context.Context, p Project, by string) error {
 		}
 		return auditProject(ctx, tx, by, "project.delete", p, fmt.Sprintf("name %q, workspace %s, %d memory entries", p.Name, p.Workspace, entries))
 	})
+}
+
+// PromoteWorkspace promotes the staging run r's workspace into its project's
+// (the storage tiers' Staging -> Production): it locks the project's row (a
+// run submitted into the project meanwhile waits for the promotion), refuses
+// with ErrProjectBusy while a run of the project works in the project's
+// workspace, audits the promotion (project_audit, action workspace.promote),
+// and calls do with the project (to check who may use it) and the two
+// workspace ids, which copies the files; do's error rolls the audit back.
+func (s *Store) PromoteWorkspace(ctx context.Context, r Run, by string, do func(ctx context.Context, p Project, from, to string) error) (Project, error) {
+	var p Project
+	if !r.Staging() {
+		return p, fmt.Errorf("promote run %s: not a staging run of a project", r.ID)
+	}
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		var n int
+		err := tx.QueryRow(ctx, `SELECT p.id::text, p.slug, p.name, p.owner, p.created_at, p.workspace,
+				(SELECT count(*) FROM runs WHERE workspace = p.workspace AND status IN ('queued','running','waiting'))
+			FROM projects p WHERE id = $1::uuid FOR UPDATE`, r.ProjectID).Scan(&p.ID, &p.Slug, &p.Name, &p.Owner, &p.CreatedAt, &p.Workspace, &n)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: project %s of run %s (deleted?)", ErrNoProject, r.ProjectID, r.ID)
+		}
+		if err != nil {
+			return fmt.Errorf("promote run %s: %w", r.ID, err)
+		}
+		if n > 0 {
+			return fmt.Errorf("%w: %s has %d working in its workspace", ErrProjectBusy, p.Slug, n)
+		}
+		if err := auditProject(ctx, tx, by, "workspace.promote", p, fmt.Sprintf("run %s: workspace %s promoted into %s", r.ID, r.Workspace, p.Workspace)); err != nil {
+			return err
+		}
+		return do(ctx, p, r.Workspace, p.Workspace)
+	})
+	return p, err
 }
 
 // ProjectAuditRow is a person's deletion of a project or of a memory entry.

@@ -97,6 +97,21 @@ func (r Run) WorkspaceID() string {
 	return r.ID
 }
 
+// The workspace id prefixes of the storage tiers (wsquota.TierOf reads them):
+// a project's workspace is Production, a staging run's own is Staging, a
+// plain run's own (its id) is Temp.
+const (
+	ProjectWorkspacePrefix = "project-"
+	StagingWorkspacePrefix = "staging-"
+)
+
+// StagingWorkspace is the workspace id of a project's staging run: its own,
+// in the Staging tier, until it is promoted into the project's.
+func StagingWorkspace(runID string) string { return StagingWorkspacePrefix + runID }
+
+// Staging reports whether the run works in a staging workspace of its project.
+func (r Run) Staging() bool { return r.ProjectID != "" && r.Workspace == StagingWorkspace(r.ID) }
+
 // LocalOwner owns the runs submitted without authentication (loopback development).
 const LocalOwner = "local"
 
@@ -214,6 +229,8 @@ func (s *Store) CreateRunOnce(ctx context.Context, r Run, maxInFlight int, claim
 		return false, "", fmt.Errorf("create run: run limit %d is negative", r.RunLimit)
 	case claim != nil && (claim.Key == "" || claim.TTL <= 0):
 		return false, "", fmt.Errorf("create run: an idempotency claim needs a key and a ttl")
+	case r.Workspace != "" && (r.ProjectID == "" || r.Workspace != StagingWorkspace(r.ID)):
+		return false, "", fmt.Errorf("create run: workspace %q: a run chooses only its project's staging workspace (%s<run id>), in a project", r.Workspace, StagingWorkspacePrefix)
 	}
 	// A project run names its project by id (the caller checked the principal may
 	// use it): the insert takes the project's slug and workspace from that row,
@@ -222,7 +239,7 @@ func (s *Store) CreateRunOnce(ctx context.Context, r Run, maxInFlight int, claim
 	const insert = `INSERT INTO runs (id, status, prompt, template, team, variables, token_budget, owner, project, project_id, workspace, cost_budget,
 			fair_key, priority, run_limit, line_at, admitted_at, trace_context, untrusted)
 		SELECT $1::uuid, 'queued', $2::text, $3::text, $4::jsonb, $5::jsonb, $6::bigint, $7::text,
-			coalesce(p.slug, ''), p.id, coalesce(p.workspace, ''), $9::bigint,
+			coalesce(p.slug, ''), p.id, CASE WHEN $16::text <> '' THEN $16::text ELSE coalesce(p.workspace, '') END, $9::bigint,
 			$10::text, $11::smallint, $12::integer, now() - $13::bigint * interval '1 microsecond',
 			CASE WHEN $12::integer = 0 OR (SELECT count(*) FROM runs WHERE fair_key = $10::text AND admitted_at IS NOT NULL
 				AND status IN ('queued','running','waiting')) < $12::integer THEN now() END, $14::text, $15::text[]
@@ -230,7 +247,7 @@ func (s *Store) CreateRunOnce(ctx context.Context, r Run, maxInFlight int, claim
 		WHERE ($8 = '' OR p.id IS NOT NULL)`
 	headStart := int64(r.Priority) * r.Aging.Microseconds()
 	args := []any{r.ID, r.Prompt, r.Template, r.Team, r.Variables, r.TokenBudget, r.Owner, r.ProjectID, r.CostBudget,
-		r.FairKey, r.Priority, r.RunLimit, headStart, r.TraceContext, untrustedOf(r)}
+		r.FairKey, r.Priority, r.RunLimit, headStart, r.TraceContext, untrustedOf(r), r.Workspace}
 	if claim == nil && maxInFlight == 0 && r.RunLimit == 0 {
 		// Nothing to count or claim: one statement, no transaction.
 		err := s.db.QueryRow(ctx, insert+` RETURNING admitted_at IS NOT NULL`, args...).Scan(&admitted)
@@ -292,7 +309,7 @@ func createRunTx(ctx context.Context, tx pgx.Tx, r Run, maxInFlight int, insert 
 			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('aetherium.runs_in_flight:' || $1, 0))`, r.Owner); err != nil {
 				return fmt.Errorf("lock runs in flight of %q: %w", r.Owner, err)
 			}
-			q += ` AND (SELECT count(*) FROM runs WHERE owner = $7 AND status IN ('queued','running','waiting')) < $16::bigint`
+			q += fmt.Sprintf(` AND (SELECT count(*) FROM runs WHERE owner = $7 AND status IN ('queued','running','waiting')) < $%d::bigint`, len(args)+1)
 			args = append(args, maxInFlight)
 		}
 		if r.RunLimit > 0 {
@@ -625,6 +642,36 @@ func (s *Store) WorkspaceIdle(ctx context.Context, id string, after time.Duratio
 		return false, fmt.Errorf("workspace %s in use: %w", id, err)
 	}
 	return !live && (last == nil || time.Since(*last) > after), nil
+}
+
+// WorkspaceUse is what the retention of workspaces asks of one workspace.
+type WorkspaceUse struct {
+	// Live: a run working in it is queued, running or waiting.
+	Live bool
+	// LastEnded is when the last run working in it finished; nil when none did
+	// (or no run names it: Known is false).
+	LastEnded *time.Time
+	// Known: a run (its own run, or runs working in it) names the workspace.
+	Known bool
+	// Project: a project that exists has it as its workspace.
+	Project bool
+}
+
+// WorkspaceUse reports who uses workspace id (Run.WorkspaceID): a run's own
+// (a run id), a staging run's (staging-<run id>) or a project's.
+func (s *Store) WorkspaceUse(ctx context.Context, id string) (WorkspaceUse, error) {
+	var u WorkspaceUse
+	cond := `workspace = $1 AND workspace <> ''`
+	if _, err := uuid.Parse(id); err == nil {
+		cond = `id = $1::uuid AND workspace = ''`
+	}
+	err := s.db.QueryRow(ctx, `SELECT coalesce(bool_or(status IN ('queued','running','waiting') OR finished_at IS NULL), false),
+			max(finished_at), count(*) > 0, EXISTS (SELECT 1 FROM projects WHERE workspace = $1)
+		FROM runs WHERE `+cond, id).Scan(&u.Live, &u.LastEnded, &u.Known, &u.Project)
+	if err != nil {
+		return u, fmt.Errorf("workspace %s in use: %w", id, err)
+	}
+	return u, nil
 }
 
 // untrustedOf is the run's untrusted sources as the column takes them: never

@@ -150,7 +150,12 @@ type Request struct {
 	// Prompt is what the team is asked to do.
 	Prompt string
 	// Project is one of By's projects' slugs, "" for a scratch workspace.
-	Project   string
+	Project string
+	// Staging runs the project run in a staging workspace of its own (the
+	// Staging storage tier) instead of the project's (Production); POST
+	// /api/runs/:id/promote later puts its files into the project's. Needs
+	// Project.
+	Staging   bool
 	Variables map[string]any
 	// Priority is 1 (lowest) to 5; 0 is queue.DefaultPriority.
 	Priority int
@@ -283,6 +288,9 @@ func (s *Submitter) submit(ctx context.Context, req Request) (Result, error) {
 		return Result{}, err
 	}
 	var projectID string
+	if req.Staging && req.Project == "" {
+		return Result{}, refuse(ErrInvalid, "staging", "staging needs a project: a staging run works beside a project's workspace until it is promoted into it")
+	}
 	if req.Project != "" {
 		if projectID, err = s.project(ctx, req); err != nil {
 			return Result{}, err
@@ -322,6 +330,9 @@ func (s *Submitter) submit(ctx context.Context, req Request) (Result, error) {
 		TokenBudget: rendered.TokenBudget(), CostBudget: int64(rendered.CostBudget()), Owner: req.By.Name, Project: req.Project, ProjectID: projectID,
 		FairKey: key, Priority: priority, RunLimit: runLimit, Aging: s.d.Fairness.WithDefaults().Aging, TraceContext: tracing.Traceparent(ctx),
 		Untrusted: req.Untrusted}
+	if req.Staging {
+		run.Workspace = store.StagingWorkspace(run.ID)
+	}
 	var claim *store.IdempotencyClaim
 	if req.IdempotencyKey != "" {
 		claim = &store.IdempotencyClaim{Key: req.IdempotencyKey, RequestHash: fingerprint, TTL: s.cfg.IdempotencyTTL}
@@ -568,6 +579,9 @@ func requestHash(req Request) string {
 	}
 	fields := map[string]any{"template": req.Template, "team": team, "prompt": req.Prompt, "project": req.Project,
 		"variables": vars, "priority": req.Priority}
+	if req.Staging {
+		fields["staging"] = true // only when set, like untrusted
+	}
 	if len(req.Untrusted) > 0 {
 		// Only when set: the keys' hashes stored before it existed still match.
 		fields["untrusted"] = req.Untrusted
