@@ -69,15 +69,15 @@ type Report struct {
 	Egress           int64         `json:"egress"`
 	DeadLetters      int64         `json:"dead_letters"`
 	ProjectKnowledge int64         `json:"project_knowledge"`
-	// Workspaces is how many workspaces (and their images) were deleted.
-	Workspaces int64 `json:"workspaces"`
-	// WorkspaceIDs are the workspaces this sweep deleted.
-	WorkspaceIDs []string `json:"-"`
 	Batches          int           `json:"batches"`
 	LongestBatch     time.Duration `json:"longest_batch"`
 	LongestDelete    time.Duration `json:"longest_delete"`
 	// RunIDs are the runs this sweep deleted.
 	RunIDs []string `json:"-"`
+	// Workspaces is how many workspaces (and their images) were deleted.
+	Workspaces int64 `json:"workspaces"`
+	// WorkspaceIDs are the workspaces this sweep deleted.
+	WorkspaceIDs []string `json:"-"`
 }
 
 // Sweep runs every class once; a class's error does not stop the others.
