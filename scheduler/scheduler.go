@@ -361,6 +361,23 @@ func (m *Maintenance) requeueQueued(ctx context.Context) error {
 	if len(runs) > 0 {
 		m.d.Log.Info("re-enqueued queued runs", "count", len(runs))
 	}
+	// A waiting run's approval times out by its expiry task, which lives in
+	// Redis only: after a restore onto an empty Redis (or a failover that lost
+	// it) nothing would end the wait, and a waiting run is not a stuck one. An
+	// approval still pending QueuedAfter past its expiry gets its task again
+	// (same task id: a task still there makes this a no-op).
+	overdue, err := m.d.Store.OverdueApprovals(ctx, m.cfg.QueuedAfter, 500)
+	if err != nil {
+		return err
+	}
+	for _, a := range overdue {
+		if err := m.d.Queue.ExpireApproval(ctx, a.ID, a.ExpiresAt); err != nil {
+			return err
+		}
+	}
+	if len(overdue) > 0 {
+		m.d.Log.Info("re-enqueued the expiry of overdue approvals", "count", len(overdue))
+	}
 	// Runs waiting for admission whose key has room (a limit raised, an end
 	// whose admission failed): admitted and started here.
 	admitted, err := m.d.Store.AdmitWaiting(ctx, 500)

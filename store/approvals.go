@@ -291,6 +291,32 @@ func (s *Store) PendingApprovals(ctx context.Context, runID string) (int, error)
 	return n, err
 }
 
+// OverdueApproval is a pending approval past its expiry.
+type OverdueApproval struct {
+	ID        string
+	ExpiresAt time.Time
+}
+
+// OverdueApprovals lists pending approvals whose expiry passed more than grace
+// ago (oldest first): their expiry task should have timed them out by then,
+// so it was lost (Redis restored empty, or lost with a failover) and the
+// maintenance tick enqueues it again.
+func (s *Store) OverdueApprovals(ctx context.Context, grace time.Duration, limit int) ([]OverdueApproval, error) {
+	rows, err := s.db.Query(ctx, `SELECT id, expires_at FROM approvals WHERE status = 'pending' AND expires_at < now() - $1::interval
+		ORDER BY expires_at LIMIT $2`, grace.String(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("overdue approvals: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OverdueApproval, error) {
+		var a OverdueApproval
+		return a, row.Scan(&a.ID, &a.ExpiresAt)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("overdue approvals: %w", err)
+	}
+	return out, nil
+}
+
 // CountPendingApprovals counts every pending approval (metrics).
 func (s *Store) CountPendingApprovals(ctx context.Context) (int, error) {
 	var n int
