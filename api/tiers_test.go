@@ -58,7 +58,7 @@ func TestPromoteAStagingRunIntoItsProject(t *testing.T) {
 	// Staging needs a project.
 	delete(body, "project")
 	code, _, raw = submit(body)
-	require.Equal(t, http.StatusUnprocessableEntity, code, string(raw))
+	require.Equal(t, http.StatusBadRequest, code, string(raw))
 	require.Contains(t, string(raw), "staging needs a project")
 
 	promote := func(token, id string) (int, []byte) {
@@ -110,14 +110,19 @@ func TestPromoteAStagingRunIntoItsProject(t *testing.T) {
 	code, raw = promote("alice", staged)
 	require.Equal(t, http.StatusOK, code, string(raw))
 	var got struct {
-		RunID, Project, From, To string
+		RunID   string `json:"run_id"`
+		Project string `json:"project"`
+		From    string `json:"from"`
+		To      string `json:"to"`
 	}
 	require.NoError(t, json.Unmarshal(raw, &got))
 	require.Equal(t, staged, got.RunID)
 	require.Equal(t, "site", got.Project)
 	require.Equal(t, store.StagingWorkspace(staged), got.From)
 	require.Equal(t, p.Workspace, got.To)
-	data, err = os.ReadFile(filepath.Join(o.Workspaces.Dir(p.Workspace), "index.html"))
+	pdir, err = o.Workspaces.Open(ctx, p.Workspace) // the new image, mounted as the next step would
+	require.NoError(t, err)
+	data, err = os.ReadFile(filepath.Join(pdir, "index.html"))
 	require.NoError(t, err)
 	require.Equal(t, "<h1>v2</h1>", string(data))
 
