@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs (from Debian's packages, when absent) and starts the services the fleet and
-# its tests need: Redis and PostgreSQL on loopback. Idempotent: safe to run again.
+# its tests need: Redis and PostgreSQL on loopback, and the trace receiver (Jaeger,
+# scripts/jaeger.sh: built once into a cache; AETHERIUM_JAEGER=off leaves it for
+# later). Idempotent: safe to run again.
 set -euo pipefail
 
 PGVER=""
@@ -60,3 +62,6 @@ pg_isready -h 127.0.0.1 -p 5432 -q || { echo "services: postgresql did not start
 psql -h 127.0.0.1 -U postgres -tAc "SELECT 1 FROM pg_database WHERE datname='aetherium'" | grep -q 1 \
   || psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE aetherium"
 echo "services: redis and postgresql $PGVER are up on 127.0.0.1"
+if [ "${AETHERIUM_JAEGER:-on}" != off ]; then
+  bash "$(dirname "$0")/jaeger.sh" start
+fi
