@@ -17,6 +17,9 @@ command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 # web_search's test runs Debian's SearXNG-family server (searx) in a network namespace.
 command -v searx-run >/dev/null 2>&1 || need_apt+=(searx)
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+# scripts/jaeger.sh polls Jaeger's query API and takes a lock for its build.
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+command -v flock >/dev/null 2>&1 || need_apt+=(util-linux)
 # The sandbox egress firewall rules (egressproxy, docs/sandboxproxy.md).
 command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)
 # Quota workspaces are ext4 images (wsquota, docs/quota.md).
