@@ -33,6 +33,7 @@ build() {
 	exec 9>"$cache/.lock"
 	flock 9
 	if [[ -x "$bin" ]]; then
+		exec 9>&-
 		echo "jaeger: cached ($bin)"
 		return 0
 	fi
@@ -41,12 +42,14 @@ build() {
 	echo "jaeger: building github.com/jaegertracing/jaeger/cmd/jaeger (cache key $key)"
 	if ! (cd "$mod" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$tmp/jaeger" github.com/jaegertracing/jaeger/cmd/jaeger); then
 		rm -rf "$tmp"
+		exec 9>&-
 		echo "jaeger: build FAILED" >&2
 		return 1
 	fi
 	mkdir -p "$(dirname "$bin")"
 	mv "$tmp/jaeger" "$bin"
 	rm -rf "$tmp"
+	exec 9>&- # the lock: released, and not inherited by the Jaeger started next
 	echo "jaeger: built in $((SECONDS - start)) s ($bin)"
 }
 
