@@ -65,6 +65,8 @@ pg_isready -h 127.0.0.1 -p 5432 -q || { echo "services: postgresql did not start
 psql -h 127.0.0.1 -U postgres -tAc "SELECT 1 FROM pg_database WHERE datname='aetherium'" | grep -q 1 \
   || psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE aetherium"
 echo "services: redis and postgresql $PGVER are up on 127.0.0.1"
+# Jaeger: the tests that need it fail under CI=true without it (and skip elsewhere), so
+# a Jaeger that cannot start is reported here, not fatal to the other services.
 if [ "${AETHERIUM_JAEGER:-on}" != off ]; then
-  bash "$(dirname "$0")/jaeger.sh" start
+  bash "$(dirname "$0")/jaeger.sh" start || echo "services: jaeger did not start (scripts/jaeger.sh start)" >&2
 fi
