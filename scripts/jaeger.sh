@@ -16,8 +16,9 @@
 #                             (scripts/jaeger/config.yaml). Idempotent.
 #   scripts/jaeger.sh path    prints the binary's path (built or not).
 #
-# scripts/services.sh runs `start` unless AETHERIUM_JAEGER=off (.ci/run's first
-# services call: the build then happens beside vet, and `make test` starts it).
+# scripts/services.sh runs `start` when it is built, or always with
+# AETHERIUM_JAEGER=on (and under CI=true); AETHERIUM_JAEGER=off skips it (.ci/run's
+# first services call: the build happens beside vet, and `make test` starts it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mod=scripts/jaeger
