@@ -17,7 +17,7 @@ import (
 	"github.com/aetherium-engine/aetherium/store"
 )
 
-// Versioned contracts (docs/upgrading.md): every process reports itself in
+// Versioned contracts (docs/how-to/upgrade.md): every process reports itself in
 // fleet_processes with the payload contract versions it reads, and writes the
 // newest version every live process reads. A process of a build before
 // fleet_processes reports nothing; if it is a worker it still shows in asynq's

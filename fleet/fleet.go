@@ -116,7 +116,7 @@ type Fleet struct {
 	// Tracing makes the spans of the runs' traces (nil: tracing is off).
 	Tracing *tracing.Provider
 	// contracts reports the process in fleet_processes and agrees on the
-	// payload contract version the Enqueuer writes (docs/upgrading.md).
+	// payload contract version the Enqueuer writes (docs/how-to/upgrade.md).
 	contracts *contracts
 }
 
@@ -393,7 +393,7 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 		return err
 	}
 	// A worker of another key layout than its peers must not start
-	// (docs/upgrading.md): it would grant and deliver from other keys.
+	// (docs/how-to/upgrade.md): it would grant and deliver from other keys.
 	if err := f.Leases.CheckLayout(ctx); err != nil {
 		return fmt.Errorf("streams.leases: %w", err)
 	}

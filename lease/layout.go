@@ -14,7 +14,7 @@ import (
 // before the shared hash tag (<prefix>:{<service>}:…), which wrote no layout
 // key; 2 is the shared tag. Adding a key or a hash field that older processes
 // ignore keeps the layout; renaming or re-shaping a key raises it, and such an
-// upgrade is not rolling (docs/upgrading.md).
+// upgrade is not rolling (docs/how-to/upgrade.md).
 const Layout = 2
 
 // ErrFutureLayout is wrapped by CheckLayout's error when a newer build's
@@ -42,7 +42,7 @@ func checkLayout(ctx context.Context, rdb redis.UniversalClient, key string, min
 		return fmt.Errorf("lease layout %s: %q is not a version", key, raw)
 	case got > mine:
 		return fmt.Errorf("%w: %s is layout %d, this build knows %d: processes of a newer build use these keys; "+
-			"roll forward, or stop every worker and delete the family before starting this build (docs/upgrading.md)",
+			"roll forward, or stop every worker and delete the family before starting this build (docs/how-to/upgrade.md)",
 			ErrFutureLayout, key, got, mine)
 	case got < mine:
 		return rdb.Set(ctx, key, mine, 0).Err()

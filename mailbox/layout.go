@@ -11,7 +11,7 @@ import (
 // (<prefix>:{<run>}:q:<agent>, :agents, :ids, :closed, <prefix>:runs and
 // <prefix>:dead), kept in <prefix>:layout. Adding a key or a field older
 // processes ignore keeps the layout; renaming or re-shaping a key raises it
-// (docs/upgrading.md).
+// (docs/how-to/upgrade.md).
 const Layout = 1
 
 // ErrFutureLayout is wrapped by CheckLayout's error when a newer build's
@@ -39,7 +39,7 @@ func (mb *Mailbox) CheckLayout(ctx context.Context) error {
 		return fmt.Errorf("mailbox layout %s: %q is not a version", key, raw)
 	case got > Layout:
 		return fmt.Errorf("%w: %s is layout %d, this build knows %d: processes of a newer build use these keys; "+
-			"roll forward, or drain the runs and delete the family before starting this build (docs/upgrading.md)",
+			"roll forward, or drain the runs and delete the family before starting this build (docs/how-to/upgrade.md)",
 			ErrFutureLayout, key, got, Layout)
 	case got < Layout:
 		return mb.rdb.Set(ctx, key, Layout, 0).Err()

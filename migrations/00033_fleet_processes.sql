@@ -1,5 +1,5 @@
 -- +goose Up
--- Versioned contracts (docs/upgrading.md). fleet_identity names the fleet; a
+-- Versioned contracts (docs/how-to/upgrade.md). fleet_identity names the fleet; a
 -- row here is one process of it (api, worker, scheduler, dev) with the
 -- versions of the contracts it reads and writes, refreshed every few seconds
 -- (seen_at). A process writes a newer task payload only once every live

@@ -11,7 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 )
 
-// Contract versions of the task payloads (docs/upgrading.md).
+// Contract versions of the task payloads (docs/how-to/upgrade.md).
 //
 // Every payload this package writes carries its contract version in the field
 // "v" (absent: version 1, the payloads of every build before versions existed).

@@ -9,7 +9,7 @@ import (
 )
 
 // SessionFormat is the newest session record format this build reads and
-// writes (sessions.format; docs/upgrading.md). A session of a newer format is
+// writes (sessions.format; docs/how-to/upgrade.md). A session of a newer format is
 // refused by AcquireStep with ErrFutureSession.
 const SessionFormat = 1
 
