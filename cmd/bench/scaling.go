@@ -36,6 +36,9 @@ type ScalePoint struct {
 	RecallN     int     `json:"recall_samples"`
 	RecallP50MS float64 `json:"recall_p50_ms"`
 	RecallP99MS float64 `json:"recall_p99_ms"`
+	// PingP99MS is a SELECT 1 round trip's p99, sampled beside each recall: the
+	// floor of any recall that asks PostgreSQL anything (a generation check).
+	PingP99MS float64 `json:"select1_p99_ms"`
 }
 
 // recallEntries is the size of the project section 4 recalls from.
@@ -60,21 +63,27 @@ func seedRecall(ctx context.Context, e *env) error {
 
 // recallProbe recalls from the seeded project every 20 ms until stopped, and
 // returns the sorted latencies.
-func recallProbe(ctx context.Context, e *env) (stop func() []time.Duration) {
+func recallProbe(ctx context.Context, e *env) (stop func() (recall, ping []time.Duration)) {
 	cfg := memory.Config{}.WithDefaults()
 	task := "Update w17 and w1234 in the report, then check w999 against w5 and summarize the w42 findings for the team"
-	quit, out := make(chan struct{}), make(chan []time.Duration, 1)
+	quit, out := make(chan struct{}), make(chan [2][]time.Duration, 1)
 	go func() {
-		var lat []time.Duration
+		var lat, pings []time.Duration
 		for {
 			select {
 			case <-quit:
 				slices.Sort(lat)
-				out <- lat
+				slices.Sort(pings)
+				out <- [2][]time.Duration{lat, pings}
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
 			start := time.Now()
+			var one int
+			if err := e.fleet.Store.Pool.QueryRow(ctx, "SELECT 1").Scan(&one); err == nil {
+				pings = append(pings, time.Since(start))
+			}
+			start = time.Now()
 			cands, err := e.fleet.Store.RecallMemory(ctx, "bench-recall", "agent3", task, cfg.Candidates)
 			if err != nil {
 				continue
@@ -87,7 +96,7 @@ func recallProbe(ctx context.Context, e *env) (stop func() []time.Duration) {
 			lat = append(lat, time.Since(start))
 		}
 	}()
-	return func() []time.Duration { close(quit); return <-out }
+	return func() ([]time.Duration, []time.Duration) { close(quit); o := <-out; return o[0], o[1] }
 }
 
 // scaleTurns is the caller's model turns per run (one todo call each) in section 4.
@@ -121,8 +130,12 @@ func benchScaling(ctx context.Context, e *env, res *Result) error {
 		if err != nil {
 			return err
 		}
-		// As many runs per slot as at the scale concurrency.
+		// As many runs per slot as at the scale concurrency (at slow turns at
+		// least two per slot, so the drain does not measure the workload's size).
 		runs := e.o.scaleRuns * p * conc / e.o.scaleConc
+		if latency != e.o.latency {
+			runs = max(runs, 2*p*conc)
+		}
 		progress("scaling: %d worker process(es) × concurrency %d, model latency %s: %d runs × %d model turns", p, conc, latency, runs, want.ModelTurns)
 		meter := e.cpu()
 		stopRecall := recallProbe(ctx, e)
@@ -134,7 +147,7 @@ func benchScaling(ctx context.Context, e *env, res *Result) error {
 		}
 		counts, err := harness.WaitTerminal(ctx, e.db, ids, 3*time.Minute+time.Duration(want.ModelTurns*runs/(p*conc)+1)*latency, nil)
 		cpu := meter.Stop()
-		recall := stopRecall()
+		recall, ping := stopRecall()
 		stopWorkers(procs)
 		if err != nil {
 			return err
@@ -156,14 +169,15 @@ func benchScaling(ctx context.Context, e *env, res *Result) error {
 		pt := ScalePoint{Procs: p, Concurrency: conc, LatencyMS: latency.Milliseconds(), Runs: runs, ModelTurns: turns,
 			Seconds: elapsed.Seconds(), AchievedPerS: float64(turns) / elapsed.Seconds(),
 			IdealPerS: float64(p*conc) / latency.Seconds(), CPU: cpu,
-			RecallN: len(recall), RecallP50MS: ms(percentile(recall, 0.5)), RecallP99MS: ms(percentile(recall, 0.99))}
+			RecallN: len(recall), RecallP50MS: ms(percentile(recall, 0.5)), RecallP99MS: ms(percentile(recall, 0.99)),
+			PingP99MS: ms(percentile(ping, 0.99))}
 		pt.Efficiency = pt.AchievedPerS / pt.IdealPerS
 		if pt.Steady, pt.SteadySeconds, err = steady(ctx, e, ids, p*conc, pt.IdealPerS); err != nil {
 			return err
 		}
 		res.Scaling = append(res.Scaling, pt)
-		progress("scaling: %d proc(s) × %d at %s: %d turns in %.2fs = %.0f turns/s of an ideal %.0f (%.0f%%; %.0f%% until the drain); memory recall at %d entries meanwhile: p50 %.2f ms, p99 %.2f ms (%d samples); CPU: %s",
-			p, conc, latency, turns, pt.Seconds, pt.AchievedPerS, pt.IdealPerS, 100*pt.Efficiency, 100*pt.Steady, recallEntries, pt.RecallP50MS, pt.RecallP99MS, pt.RecallN, cpu)
+		progress("scaling: %d proc(s) × %d at %s: %d turns in %.2fs = %.0f turns/s of an ideal %.0f (%.0f%%; %.0f%% until the drain); memory recall at %d entries meanwhile: p50 %.2f ms, p99 %.2f ms (%d samples; SELECT 1 p99 %.2f ms); CPU: %s",
+			p, conc, latency, turns, pt.Seconds, pt.AchievedPerS, pt.IdealPerS, 100*pt.Efficiency, 100*pt.Steady, recallEntries, pt.RecallP50MS, pt.RecallP99MS, pt.RecallN, pt.PingP99MS, cpu)
 	}
 	return nil
 }
