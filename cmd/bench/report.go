@@ -25,6 +25,7 @@ type Result struct {
 	Long         LongResult      `json:"long_sessions"`
 	Fair         FairResult      `json:"fairness"`
 	DBOS         DBOSResult      `json:"dbos"`
+	Tracing      TracingResult   `json:"tracing"`
 	TotalSeconds float64         `json:"total_seconds"`
 }
 
@@ -94,6 +95,7 @@ func (r Result) Markdown() string {
 		row("6", fmt.Sprintf("idle cost at task_check_interval %s", c.Interval), fmt.Sprintf("Redis %.2f %% of a core per idle worker; each worker %.2f %%", c.RedisPctPerProc, c.WorkerPctPerProc),
 			fmt.Sprintf("%d idle worker processes over %.0f s", h.IdleProcs, h.IdleSeconds))
 	}
+	r.Tracing.rows(row)
 	r.Capacity.rows(row)
 	r.dbosRows(row)
 	for _, m := range r.Governor.Modes {
