@@ -115,6 +115,9 @@ type Fleet struct {
 	Workspaces *wsquota.Manager
 	// Tracing makes the spans of the runs' traces (nil: tracing is off).
 	Tracing *tracing.Provider
+	// contracts reports the process in fleet_processes and agrees on the
+	// payload contract version the Enqueuer writes (docs/how-to/upgrade.md).
+	contracts *contracts
 }
 
 // Options adjust Open (tests and benchmarks).
@@ -156,6 +159,21 @@ const (
 	roleScheduler
 	roleAll = roleAPI | roleWorker | roleScheduler
 )
+
+// String is the role's name in fleet_processes.
+func (r role) String() string {
+	switch r {
+	case roleAPI:
+		return "api"
+	case roleWorker:
+		return "worker"
+	case roleScheduler:
+		return "scheduler"
+	case roleAll:
+		return "dev"
+	}
+	return fmt.Sprintf("roles-%d", uint8(r))
+}
 
 // Open builds every role's parts in one process: the dev role, and the tests and
 // benchmarks that run a whole fleet in-process.
@@ -200,6 +218,9 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options
 	}
 	f := &Fleet{Cfg: cfg, Log: log, Metrics: metrics.New(), Tracing: tp}
 	err = f.openCore(ctx, opts)
+	if err == nil {
+		f.contracts.start(ctx, roles.String())
+	}
 	if err == nil && roles&roleWorker != 0 {
 		err = f.openWorker(ctx, opts)
 	}
@@ -245,6 +266,8 @@ func (f *Fleet) openCore(ctx context.Context, opts Options) error {
 			return fmt.Errorf("fairness: %w", err)
 		}
 	}
+	f.contracts = newContracts(f.Store, asynq.NewInspectorFromRedisClient(f.Redis), f.Log)
+	qcfg.Contract = f.contracts.Version
 	if f.Queue, err = queue.NewEnqueuer(f.Client, qcfg); err != nil {
 		return fmt.Errorf("worker.max_retry: %w", err)
 	}
@@ -368,6 +391,14 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 	cfg := f.Cfg
 	if err := f.openStreams(); err != nil {
 		return err
+	}
+	// A worker of another key layout than its peers must not start
+	// (docs/how-to/upgrade.md): it would grant and deliver from other keys.
+	if err := f.Leases.CheckLayout(ctx); err != nil {
+		return fmt.Errorf("streams.leases: %w", err)
+	}
+	if err := f.Mailbox.CheckLayout(ctx); err != nil {
+		return fmt.Errorf("streams.mailbox: %w", err)
 	}
 	if err := f.openParts(ctx, cfg, opts); err != nil {
 		return err
@@ -544,6 +575,7 @@ func (f *Fleet) Close() {
 	if f.Executor != nil && f.ownExecutor {
 		_ = f.Executor.Close()
 	}
+	f.contracts.close() // before the store: its row is deleted
 	if f.Client != nil {
 		_ = f.Client.Close()
 	}
@@ -691,6 +723,9 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 		LogLevel:          asynq.WarnLevel,
 	}))
 	mux := w.Mux()
+	// A payload of a contract this build does not read is refused before any
+	// handler, and kept (retried, then archived with the reason).
+	mux.Use(queue.ContractMiddleware)
 	if f.Approvals != nil {
 		mux.HandleFunc(queue.TypeApprovalExpire, f.Approvals.Expire)
 	}

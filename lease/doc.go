@@ -70,6 +70,7 @@
 //	{<prefix>}:<service>:secrets   HASH   holder → token|secret
 //	{<prefix>}:events              STREAM lease events of every service
 //	{<prefix>}:epoch               HASH   {epoch, replid}
+//	{<prefix>}:layout              STRING the layout's version (Layout)
 //
 // Why one slot for all services rather than one per service: the family is
 // small and cold (a handful of GPU services; a few script calls per GPU tool
@@ -94,6 +95,13 @@
 // processes must not run side by side: each would grant from its own keys, so
 // a service's capacity could be exceeded. Upgrade with every worker stopped (or
 // no GPU lease held), not as a rolling restart.
+//
+// That was layout 1; the shared tag is layout 2 (Layout), which a worker
+// records in {<prefix>}:layout at start (CheckLayout) and a worker of an older
+// layout-aware build refuses to start on. So a rolling upgrade is safe between
+// builds of one layout — every build since the shared tag (561c02b) — and a
+// future change of layout is caught instead of silently splitting the
+// family; that one upgrade stops the workers (docs/how-to/upgrade.md).
 //
 // Adding the secrets hash kept every other key: grants held at that upgrade
 // stay, and the holder's next Acquire (or Held) installs a secret for them; an

@@ -19,6 +19,11 @@
 // stored outside this process (tasks waiting in a deployed Redis, session ids in
 // PostgreSQL). They never change; tests pin them byte for byte.
 //
+// Payloads carry a contract version (field "v", none = 1): a worker reads
+// MinContractVersion through ContractVersion and refuses a newer one without
+// losing the task (CheckContract); the Enqueuer writes the version the whole
+// fleet reads (Config.Contract). See contract.go and docs/how-to/upgrade.md.
+//
 // # Adding a task type
 //
 // Add a Type constant, a payload struct, a task constructor and a TaskID function

@@ -53,6 +53,11 @@ type Config struct {
 	Fair *fair.Dispatcher
 	// Fairness gives each fairness key's weight and turn limit to Fair.
 	Fairness Fairness
+	// Contract, when set, is the payload contract version every process of
+	// the fleet reads (the oldest of the versions they report): the Enqueuer
+	// writes that version, clamped to MinContractVersion..ContractVersion.
+	// Nil writes ContractVersion (a fleet of one build: dev, tests).
+	Contract func() int
 }
 
 // WithDefaults returns c with every unset field at its default.
@@ -197,6 +202,7 @@ type options struct {
 func (e *Enqueuer) enqueue(ctx context.Context, t *asynq.Task, o options) (bool, error) {
 	opts := []asynq.Option{asynq.Queue(o.queue), asynq.TaskID(o.id), asynq.MaxRetry(o.maxRetry),
 		asynq.Retention(o.retention), asynq.Timeout(o.timeout)}
+	t = versioned(t, e.writeVersion())
 	if !o.processAt.IsZero() {
 		opts = append(opts, asynq.ProcessAt(o.processAt))
 	} else if !o.stamped {

@@ -158,13 +158,13 @@ func TestEnqueuerOnRedis(t *testing.T) {
 		timeout   time.Duration
 		state     asynq.TaskState
 	}{
-		{func() error { return q.Supervise(ctx, rt, "r1", "start") }, "supervisor", "supervise:r1:start", "run:supervise", `{"route":{"k":"alice","p":3},"run_id":"r1"}`, 5, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
-		{func() error { return q.Turn(ctx, rt, "del_1", "start") }, "workers", "turn:del_1:start", "agent:turn", `{"route":{"k":"alice","p":3},"delegation_id":"del_1"}`, 5, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
-		{func() error { return q.Resume(ctx, rt, queue.SupervisorSession("r1"), "approval:apr_2") }, "supervisor", "supervise:r1:approval:apr_2", "run:supervise", `{"route":{"k":"alice","p":3},"run_id":"r1"}`, 5, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
-		{func() error { return q.Resume(ctx, rt, queue.DelegationSession("del_1"), "after:del_3") }, "workers", "turn:del_1:after:del_3", "agent:turn", `{"route":{"k":"alice","p":3},"delegation_id":"del_1"}`, 5, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
-		{func() error { return q.ExpireApproval(ctx, "apr_2", expiry) }, "supervisor", "approval-expire:apr_2", "approval:expire", `{"approval_id":"apr_2"}`, 10, 24 * time.Hour, 30 * time.Minute, asynq.TaskStateScheduled},
-		{func() error { return q.DeliverWebhook(ctx, 3, 42) }, "maintenance", "webhook:3:42", "webhook:deliver", `{"event_id":42,"hook":3}`, 12, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
-		{func() error { return q.CleanupRun(ctx, "r1") }, "maintenance", "cleanup:r1", "run:cleanup", `{"run_id":"r1"}`, 10, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
+		{func() error { return q.Supervise(ctx, rt, "r1", "start") }, "supervisor", "supervise:r1:start", "run:supervise", `{"v":2,"route":{"k":"alice","p":3},"run_id":"r1"}`, 5, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
+		{func() error { return q.Turn(ctx, rt, "del_1", "start") }, "workers", "turn:del_1:start", "agent:turn", `{"v":2,"route":{"k":"alice","p":3},"delegation_id":"del_1"}`, 5, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
+		{func() error { return q.Resume(ctx, rt, queue.SupervisorSession("r1"), "approval:apr_2") }, "supervisor", "supervise:r1:approval:apr_2", "run:supervise", `{"v":2,"route":{"k":"alice","p":3},"run_id":"r1"}`, 5, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
+		{func() error { return q.Resume(ctx, rt, queue.DelegationSession("del_1"), "after:del_3") }, "workers", "turn:del_1:after:del_3", "agent:turn", `{"v":2,"route":{"k":"alice","p":3},"delegation_id":"del_1"}`, 5, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
+		{func() error { return q.ExpireApproval(ctx, "apr_2", expiry) }, "supervisor", "approval-expire:apr_2", "approval:expire", `{"v":2,"approval_id":"apr_2"}`, 10, 24 * time.Hour, 30 * time.Minute, asynq.TaskStateScheduled},
+		{func() error { return q.DeliverWebhook(ctx, 3, 42) }, "maintenance", "webhook:3:42", "webhook:deliver", `{"v":2,"event_id":42,"hook":3}`, 12, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
+		{func() error { return q.CleanupRun(ctx, "r1") }, "maintenance", "cleanup:r1", "run:cleanup", `{"v":2,"run_id":"r1"}`, 10, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
 		{func() error {
 			_, err := q.Maintenance(ctx, queue.TypeLeaseReap, tick, 15*time.Second)
 			return err

@@ -154,8 +154,13 @@ func newTask[P any](typ string, p P) *asynq.Task {
 
 // Decode reads a task's payload. A payload that does not decode can never be
 // handled, so the error wraps asynq.SkipRetry: the task is archived, not retried.
+// A payload of a contract this build does not read is refused first
+// (CheckContract: one of a newer contract is retried, not archived at once).
 func Decode[P any](t *asynq.Task) (P, error) {
 	var p P
+	if err := CheckContract(t); err != nil {
+		return p, err
+	}
 	if err := json.Unmarshal(t.Payload(), &p); err != nil {
 		return p, fmt.Errorf("%w: %s: bad payload: %v", asynq.SkipRetry, t.Type(), err)
 	}

@@ -58,7 +58,7 @@ const (
 			WHERE s.lease_until < now() OR s.lease_token = excluded.lease_token
 		RETURNING s.id, s.run_id::text, s.agent, s.role, s.delegation_id, s.head, s.context_from, s.summary, s.notes,
 			(SELECT count(*) FROM session_compactions AS c WHERE c.session_id = s.id)::int,
-			s.status, s.steps, s.failures, s.version, true`
+			s.status, s.steps, s.failures, s.version, s.format, true`
 	// A new session's first rows; a session that exists has them already.
 	acquireRows = `INSERT INTO session_messages (session_id, seq, message)
 		SELECT $1, u.n - 1, u.m::jsonb FROM unnest($2::text[]) WITH ORDINALITY AS u(m, n)
@@ -76,11 +76,11 @@ const (
 			WHERE s.id = $1 AND (s.lease_until < now() OR s.lease_token = $2)
 			RETURNING s.id, s.run_id::text, s.agent, s.role, s.delegation_id, s.head, s.context_from, s.summary, s.notes,
 				(SELECT count(*) FROM session_compactions AS c WHERE c.session_id = s.id)::int AS compactions,
-				s.status, s.steps, s.failures, s.version)
+				s.status, s.steps, s.failures, s.version, s.format)
 		SELECT up.id, COALESCE(up.run_id, ''), COALESCE(up.agent, ''), COALESCE(up.role, ''), up.delegation_id,
 			COALESCE(up.head, 0), COALESCE(up.context_from, 0), COALESCE(up.summary, '[]'::jsonb), COALESCE(up.notes, ''),
 			COALESCE(up.compactions, 0), COALESCE(up.status, ''), COALESCE(up.steps, 0), COALESCE(up.failures, 0),
-			COALESCE(up.version, 0), up.id IS NOT NULL
+			COALESCE(up.version, 0), COALESCE(up.format, 1), up.id IS NOT NULL
 		FROM cur LEFT JOIN up ON true`
 	acquireDelegations = `SELECT ` + delCols + ` FROM delegations WHERE parent_session = $1 ORDER BY id`
 	acquireStart       = `UPDATE delegations SET status = 'running', attempts = attempts + 1
@@ -145,8 +145,15 @@ func (s *Store) AcquireStep(ctx context.Context, a Acquire) (Acquired, error) {
 		var summary []llm.Message
 		var sid *string
 		var leased bool
+		var format int
 		err := br.QueryRow().Scan(&sid, &sess.RunID, &sess.Agent, &sess.Role, &del, &sess.Head, &sess.From, &summary, &sess.Notes,
-			&sess.Compactions, &sess.Status, &sess.Steps, &sess.Failures, &sess.Version, &leased)
+			&sess.Compactions, &sess.Status, &sess.Steps, &sess.Failures, &sess.Version, &format, &leased)
+		if err == nil && format > SessionFormat {
+			// A newer build wrote it: stepping it could misread or overwrite
+			// what this build does not know. The task is retried (an upgraded
+			// worker takes it), then archived with this reason.
+			err = fmt.Errorf("%w: session %s is format %d", ErrFutureSession, id, format)
+		}
 		if a.Initial.Messages != nil {
 			if _, rerr := br.Exec(); rerr != nil && err == nil {
 				err = fmt.Errorf("first messages: %w", rerr)

@@ -430,6 +430,13 @@ func (w *Worker) errorHandler() asynq.ErrorHandler {
 			w.log.WarnContext(ctx, "task failed, will retry", "type", t.Type(), "retried", retried, "err", err)
 			return
 		}
+		if errors.Is(err, queue.ErrFutureContract) || errors.Is(err, store.ErrFutureSession) {
+			// Written by a newer build (docs/how-to/upgrade.md): asynq archives it
+			// with the reason; its run is not failed for what this build
+			// cannot read, and an upgraded worker can run it from the archive.
+			w.log.ErrorContext(ctx, "task of a newer contract archived; its run is left as it is", "type", t.Type(), "err", err)
+			return
+		}
 		if t.Type() == queue.TypeMCPCall {
 			w.mcpGaveUp(context.WithoutCancel(ctx), t, retried+1, err)
 			return

@@ -15,12 +15,16 @@
 // step latency, early against late, and (section 10, issue 39) fairness between
 // two tenants on 2 worker processes: a burst of one tenant's runs against a
 // few of another's (start latency), weighted shares, a per-key run limit and
-// priorities — features a build without them is detected lacking. It prints progress on stderr, the result table (markdown) on
+// priorities — features a build without them is detected lacking, and (section
+// 11, issue 45) DBOS Transact on the same PostgreSQL: a two-step workflow against
+// a model turn and a parent/child workflow against a delegation round trip,
+// transactions and CPU per unit side by side with section 7's. It prints progress on stderr, the result table (markdown) on
 // stdout, and writes cmd/bench/results/latest.{md,json}.
 //
 //	go run ./cmd/bench [-bin bin/aetherium] [-quick] [-sections 2,6]
 //	go run ./cmd/bench -sections 8 [-gov-runs 200 -gov-rpm 60 -gov-tpm 20000]
 //	go run ./cmd/bench -sections 9 [-long-turns 500 -long-window 32768 -long-pg private|shared]
+//	go run ./cmd/bench -sections 11 [-dbos-workflows 2000]   # DBOS alone; -sections 2,11 for the ratios
 //	go run ./cmd/bench -sections 10 [-fair-a-runs 1000 -fair-b-runs 10 -fair-procs 2 -fair-concurrency 10 -fair-latency 300ms -fair-share-for 60s]
 package main
 
@@ -67,6 +71,7 @@ type options struct {
 	relayRuns   int
 	relayDepth  int
 	latency     time.Duration
+	slowLatency time.Duration
 	scaleConc   int
 	scaleRuns   int
 	procs       []int
@@ -100,7 +105,9 @@ type options struct {
 	fairLatency  time.Duration
 	fairShareFor time.Duration
 	fairPrioRuns int
-	sections     map[int]bool
+	// Section 11: DBOS.
+	dbosWorkflows int
+	sections      map[int]bool
 }
 
 func main() {
@@ -121,6 +128,7 @@ func main() {
 	flag.IntVar(&o.relayRuns, "relay-runs", 100, "runs of the delegation workload")
 	flag.IntVar(&o.relayDepth, "relay-depth", 5, "sequential delegations per run")
 	flag.DurationVar(&o.latency, "latency", 100*time.Millisecond, "script model latency of sections 4 and 5")
+	flag.DurationVar(&o.slowLatency, "slow-latency", time.Second, "section 4 also at this model latency with 1 × 10·scale-concurrency and 4 × 2.5·scale-concurrency slots (0: not)")
 	flag.IntVar(&o.scaleConc, "scale-concurrency", 10, "worker concurrency per process in section 4")
 	// 100 runs of 13 turns per 10 slots: the drain (fewer runs left than slots)
 	// is about a second of 14, where at 30 runs it was a quarter of the span.
@@ -151,6 +159,7 @@ func main() {
 	flag.DurationVar(&o.fairLatency, "fair-latency", 300*time.Millisecond, "section 10: script model latency")
 	flag.DurationVar(&o.fairShareFor, "fair-share-for", time.Minute, "section 10 (b): the window in which both tenants' turns are counted")
 	flag.IntVar(&o.fairPrioRuns, "fair-prio-runs", 500, "section 10 (d): priority-3 runs queued before the priority-5 ones")
+	flag.IntVar(&o.dbosWorkflows, "dbos-workflows", 2000, "section 11: DBOS two-step workflows (half as many parent/child round trips)")
 	flag.Parse()
 	o.procs = []int{1, 2, 4}
 	if *only != "" {
@@ -170,6 +179,7 @@ func main() {
 		o.govRuns, o.govRPM = 40, 30
 		o.longTurns = 60
 		o.fairARuns, o.fairBRuns, o.fairShareFor, o.fairPrioRuns = 200, 5, 15*time.Second, 100
+		o.dbosWorkflows = 400
 	}
 	if o.longTurns < 30 {
 		fmt.Fprintln(os.Stderr, "bench: -long-turns must be at least 30")
@@ -307,6 +317,7 @@ func run(ctx context.Context, o options) error {
 		{8, "8 model traffic: the governor under a rate-limited provider", benchGovernor},
 		{9, "9 long sessions: one session of many 8 KiB tool results under a context window", benchLong},
 		{10, "10 fairness: many tenants, one fleet", benchFair},
+		{11, "11 DBOS: two-step and parent/child workflows on the same PostgreSQL", benchDBOS},
 	}
 	for _, s := range sections {
 		if err := ctx.Err(); err != nil {

@@ -24,6 +24,7 @@ type Result struct {
 	Governor     GovernorResult  `json:"governor"`
 	Long         LongResult      `json:"long_sessions"`
 	Fair         FairResult      `json:"fairness"`
+	DBOS         DBOSResult      `json:"dbos"`
 	Tracing      TracingResult   `json:"tracing"`
 	TotalSeconds float64         `json:"total_seconds"`
 }
@@ -33,11 +34,12 @@ func configOf(o options) map[string]any {
 		"concurrency": o.concurrency, "asynq_tasks": o.asynqTasks, "river_jobs": o.riverJobs,
 		"tool_runs": o.toolRuns, "tool_turns": o.toolTurns, "tool_calls_per_turn": o.toolCalls,
 		"hop_runs": o.hopRuns, "idle_for": o.idleFor.String(),
-		"relay_runs": o.relayRuns, "relay_depth": o.relayDepth, "model_latency": o.latency.String(),
+		"relay_runs": o.relayRuns, "relay_depth": o.relayDepth, "model_latency": o.latency.String(), "slow_model_latency": o.slowLatency.String(),
 		"gov_runs": o.govRuns, "gov_rpm": o.govRPM, "gov_tpm": o.govTPM, "gov_procs": o.govProcs, "gov_concurrency": o.govConc, "gov_max_tokens": o.govMaxTokens,
 		"fair_a_runs": o.fairARuns, "fair_b_runs": o.fairBRuns, "fair_procs": o.fairProcs, "fair_concurrency": o.fairConc,
 		"fair_latency": o.fairLatency.String(), "fair_share_for": o.fairShareFor.String(), "fair_prio_runs": o.fairPrioRuns,
-		"long_turns": o.longTurns, "long_window": o.longWindow, "long_pg": o.longPG,
+		"dbos_workflows": o.dbosWorkflows,
+		"long_turns":     o.longTurns, "long_window": o.longWindow, "long_pg": o.longPG,
 		"scale_concurrency": o.scaleConc, "pool_max_conns": o.poolConns, "scale_runs_per_proc": o.scaleRuns, "latency_runs": o.seqRuns, "concurrent_runs": o.concRuns,
 	}
 }
@@ -73,9 +75,10 @@ func (r Result) Markdown() string {
 	row("3", "River no-op: process (default FetchCooldown 100ms)", fmt.Sprintf("%.0f jobs/s", rv.ProcessPerS), fmt.Sprintf("MaxWorkers %d; the cooldown caps a queue near MaxWorkers × 10/s", rv.Concurrency))
 	row("3", "River no-op: process (FetchCooldown 1ms)", fmt.Sprintf("**%.0f jobs/s** (%.2f × asynq)", rv.TunedPerS, ratio(rv.TunedPerS, a.ProcessPerS)), fmt.Sprintf("MaxWorkers %d, same PostgreSQL", rv.Concurrency))
 	for _, p := range r.Scaling {
-		row("4", fmt.Sprintf("I/O-bound: %d worker process(es) × %d", p.Procs, p.Concurrency),
+		row("4", fmt.Sprintf("I/O-bound: %d worker process(es) × %d, %d ms model turns", p.Procs, p.Concurrency, p.LatencyMS),
 			fmt.Sprintf("**%.0f turns/s** of ideal %.0f (%.0f%%; %.0f%% until the drain)", p.AchievedPerS, p.IdealPerS, 100*p.Efficiency, 100*p.Steady),
-			fmt.Sprintf("%d model turns of %d ms, %d runs, %.1f s (%.1f s before fewer runs than slots were left)", p.ModelTurns, p.LatencyMS, p.Runs, p.Seconds, p.SteadySeconds))
+			fmt.Sprintf("%d model turns of %d ms, %d runs, %.1f s (%.1f s before fewer runs than slots were left); memory recall at %d entries meanwhile: p50 %.2f ms, p99 %.2f ms (%d samples; a SELECT 1 beside it p99 %.2f ms)",
+				p.ModelTurns, p.LatencyMS, p.Runs, p.Seconds, p.SteadySeconds, recallEntries, p.RecallP50MS, p.RecallP99MS, p.RecallN, p.PingP99MS))
 	}
 	l := r.Latency
 	row("5", "demo run end to end, one at a time", fmt.Sprintf("p50 %.0f ms, p99 %.0f ms", l.SeqP50MS, l.SeqP99MS), fmt.Sprintf("%d runs, script model without latency", l.SeqRuns))
@@ -94,6 +97,7 @@ func (r Result) Markdown() string {
 	}
 	r.Tracing.rows(row)
 	r.Capacity.rows(row)
+	r.dbosRows(row)
 	for _, m := range r.Governor.Modes {
 		g := r.Governor
 		row("8", fmt.Sprintf("model traffic, governor %s: %d runs at once vs %d rpm / %d tpm", m.Governor, g.Runs, g.RPM, g.TPM),
@@ -103,6 +107,9 @@ func (r Result) Markdown() string {
 	}
 	fmt.Fprintf(&b, "\nCPU use (cores busy on average; PostgreSQL counts every backend on the machine):\n\n")
 	fmt.Fprintf(&b, "- raw asynq: %s\n- fleet tool calls: %s\n- fleet tool calls, gate off: %s\n- fleet tool calls, one per message: %s\n- fleet delegations: %s\n- River: %s\n", a.CPU, f.ToolCPU, f.UngatedCPU, f.OneCPU, f.RelayCPU, rv.CPU)
+	if r.DBOS.TwoStep.Units > 0 {
+		fmt.Fprintf(&b, "- DBOS two-step workflows: %s\n- DBOS parent/child workflows: %s\n", r.DBOS.TwoStep.CPU, r.DBOS.ParentChild.CPU)
+	}
 	if f.ToolModelTurns > 0 && f.OneCalls > 0 {
 		per := func(u harness.CPUUse, group string, n int) float64 { return 1e6 * u.Groups[group] / float64(n) }
 		fmt.Fprintf(&b, "\nCPU per agent turn: %.0f µs in the fleet process and %.0f µs in PostgreSQL with %d calls per turn; %.0f µs and %.0f µs with one call per turn.\n",
@@ -110,7 +117,7 @@ func (r Result) Markdown() string {
 			per(f.OneCPU, "bench", f.OneCalls), per(f.OneCPU, "postgres", f.OneCalls))
 	}
 	for _, p := range r.Scaling {
-		fmt.Fprintf(&b, "- I/O-bound, %d process(es) × %d: %s\n", p.Procs, p.Concurrency, p.CPU)
+		fmt.Fprintf(&b, "- I/O-bound, %d process(es) × %d, %d ms turns: %s\n", p.Procs, p.Concurrency, p.LatencyMS, p.CPU)
 	}
 	if f.ToolCalls > 0 && a.Tasks > 0 {
 		per := func(u harness.CPUUse, group string, n int) float64 { return 1e6 * u.Groups[group] / float64(n) }

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aetherium-engine/aetherium/internal/harness"
+	"github.com/aetherium-engine/aetherium/memory"
 )
 
 // ScalePoint is one row of section 4: P worker processes of concurrency C, every
@@ -28,6 +30,73 @@ type ScalePoint struct {
 	Steady        float64        `json:"steady_efficiency"`
 	SteadySeconds float64        `json:"steady_seconds"`
 	CPU           harness.CPUUse `json:"cpu"`
+	// Recall is memory recall (store.RecallMemory, then memory.Rank and Format:
+	// what a new project session pays) at recallEntries entries, sampled by
+	// the bench process while this point runs.
+	RecallN     int     `json:"recall_samples"`
+	RecallP50MS float64 `json:"recall_p50_ms"`
+	RecallP99MS float64 `json:"recall_p99_ms"`
+	// PingP99MS is a SELECT 1 round trip's p99, sampled beside each recall: the
+	// floor of any recall that asks PostgreSQL anything (a generation check).
+	PingP99MS float64 `json:"select1_p99_ms"`
+}
+
+// recallEntries is the size of the project section 4 recalls from.
+const recallEntries = 10000
+
+// seedRecall fills project "bench-recall" with recallEntries long-term entries
+// of 50 words from a 2,000-word vocabulary, a tenth agent-scoped, over 60 days
+// (store's BenchmarkMemoryInjection).
+func seedRecall(ctx context.Context, e *env) error {
+	_, err := e.db.Exec(ctx, `INSERT INTO agent_memory (project, tier, scope, agent, content, created_at)
+		SELECT 'bench-recall', 'long_term', CASE WHEN i % 10 = 0 THEN 'agent' ELSE 'project' END,
+			CASE WHEN i % 10 = 0 THEN 'agent' || (i % 7) ELSE '' END,
+			(SELECT string_agg('w' || ((i * 7919 + j * 104729) % 2000), ' ') FROM generate_series(1, 50) j),
+			now() - (i % 1440) * interval '1 hour'
+		FROM generate_series(1, $1::int) i`, recallEntries)
+	if err != nil {
+		return fmt.Errorf("seed memory: %w", err)
+	}
+	_, err = e.db.Exec(ctx, `VACUUM ANALYZE agent_memory, agent_memory_terms`)
+	return err
+}
+
+// recallProbe recalls from the seeded project every 20 ms until stopped, and
+// returns the sorted latencies.
+func recallProbe(ctx context.Context, e *env) (stop func() (recall, ping []time.Duration)) {
+	cfg := memory.Config{}.WithDefaults()
+	task := "Update w17 and w1234 in the report, then check w999 against w5 and summarize the w42 findings for the team"
+	quit, out := make(chan struct{}), make(chan [2][]time.Duration, 1)
+	go func() {
+		var lat, pings []time.Duration
+		for {
+			select {
+			case <-quit:
+				slices.Sort(lat)
+				slices.Sort(pings)
+				out <- [2][]time.Duration{lat, pings}
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			start := time.Now()
+			var one int
+			if err := e.fleet.Store.Pool.QueryRow(ctx, "SELECT 1").Scan(&one); err == nil {
+				pings = append(pings, time.Since(start))
+			}
+			start = time.Now()
+			cands, err := e.fleet.Store.RecallMemory(ctx, "bench-recall", "agent3", task, cfg.Candidates)
+			if err != nil {
+				continue
+			}
+			es := make([]memory.Entry, len(cands))
+			for j, c := range cands {
+				es[j] = memory.Entry{ID: c.ID, Scope: c.Scope, Agent: c.Agent, RunID: c.RunID, Content: c.Content, At: c.CreatedAt, Relevance: c.Relevance}
+			}
+			_ = memory.Format(memory.Rank(cfg, es, "agent3", time.Now()))
+			lat = append(lat, time.Since(start))
+		}
+	}()
+	return func() ([]time.Duration, []time.Duration) { close(quit); o := <-out; return o[0], o[1] }
 }
 
 // scaleTurns is the caller's model turns per run (one todo call each) in section 4.
@@ -38,29 +107,47 @@ func benchScaling(ctx context.Context, e *env, res *Result) error {
 	want := harness.ExpectOf(team)
 	// Each process count at the scale concurrency, then one process at ten times
 	// it (many turns in flight in one process).
-	type point struct{ procs, conc int }
+	type point struct {
+		procs, conc int
+		latency     time.Duration
+	}
 	var points []point
 	for _, p := range e.o.procs {
-		points = append(points, point{p, e.o.scaleConc})
+		points = append(points, point{p, e.o.scaleConc, e.o.latency})
 	}
-	points = append(points, point{1, 10 * e.o.scaleConc})
+	points = append(points, point{1, 10 * e.o.scaleConc, e.o.latency})
+	// Real models answer in seconds: the same 100 slots at -slow-latency, in one
+	// process and over four (issue 45).
+	if e.o.slowLatency > 0 {
+		points = append(points, point{1, 10 * e.o.scaleConc, e.o.slowLatency}, point{4, 10 * e.o.scaleConc / 4, e.o.slowLatency})
+	}
+	if err := seedRecall(ctx, e); err != nil {
+		return err
+	}
 	for _, pc := range points {
-		p, conc := pc.procs, pc.conc
-		procs, err := startWorkers(e, p, conc, e.o.latency, fmt.Sprintf("scale%dx%d", p, conc))
+		p, conc, latency := pc.procs, pc.conc, pc.latency
+		procs, err := startWorkers(e, p, conc, latency, fmt.Sprintf("scale%dx%d-%s", p, conc, latency))
 		if err != nil {
 			return err
 		}
-		// As many runs per slot as at the scale concurrency.
+		// As many runs per slot as at the scale concurrency (at slow turns at
+		// least two per slot, so the drain does not measure the workload's size).
 		runs := e.o.scaleRuns * p * conc / e.o.scaleConc
-		progress("scaling: %d worker process(es) × concurrency %d, model latency %s: %d runs × %d model turns", p, conc, e.o.latency, runs, want.ModelTurns)
+		if latency != e.o.latency {
+			runs = max(runs, 2*p*conc)
+		}
+		progress("scaling: %d worker process(es) × concurrency %d, model latency %s: %d runs × %d model turns", p, conc, latency, runs, want.ModelTurns)
 		meter := e.cpu()
+		stopRecall := recallProbe(ctx, e)
 		ids, err := submitTeamRuns(ctx, e, team, runs)
 		if err != nil {
+			stopRecall()
 			stopWorkers(procs)
 			return err
 		}
-		counts, err := harness.WaitTerminal(ctx, e.db, ids, 3*time.Minute, nil)
+		counts, err := harness.WaitTerminal(ctx, e.db, ids, 3*time.Minute+time.Duration(want.ModelTurns*runs/(p*conc)+1)*latency, nil)
 		cpu := meter.Stop()
+		recall, ping := stopRecall()
 		stopWorkers(procs)
 		if err != nil {
 			return err
@@ -79,16 +166,18 @@ func benchScaling(ctx context.Context, e *env, res *Result) error {
 		if turns != want.ModelTurns*runs {
 			return fmt.Errorf("%d model turns recorded, want %d", turns, want.ModelTurns*runs)
 		}
-		pt := ScalePoint{Procs: p, Concurrency: conc, LatencyMS: e.o.latency.Milliseconds(), Runs: runs, ModelTurns: turns,
+		pt := ScalePoint{Procs: p, Concurrency: conc, LatencyMS: latency.Milliseconds(), Runs: runs, ModelTurns: turns,
 			Seconds: elapsed.Seconds(), AchievedPerS: float64(turns) / elapsed.Seconds(),
-			IdealPerS: float64(p*conc) / e.o.latency.Seconds(), CPU: cpu}
+			IdealPerS: float64(p*conc) / latency.Seconds(), CPU: cpu,
+			RecallN: len(recall), RecallP50MS: ms(percentile(recall, 0.5)), RecallP99MS: ms(percentile(recall, 0.99)),
+			PingP99MS: ms(percentile(ping, 0.99))}
 		pt.Efficiency = pt.AchievedPerS / pt.IdealPerS
 		if pt.Steady, pt.SteadySeconds, err = steady(ctx, e, ids, p*conc, pt.IdealPerS); err != nil {
 			return err
 		}
 		res.Scaling = append(res.Scaling, pt)
-		progress("scaling: %d proc(s): %d turns in %.2fs = %.0f turns/s of an ideal %.0f (%.0f%%; %.0f%% until the drain); CPU: %s",
-			p, turns, pt.Seconds, pt.AchievedPerS, pt.IdealPerS, 100*pt.Efficiency, 100*pt.Steady, cpu)
+		progress("scaling: %d proc(s) × %d at %s: %d turns in %.2fs = %.0f turns/s of an ideal %.0f (%.0f%%; %.0f%% until the drain); memory recall at %d entries meanwhile: p50 %.2f ms, p99 %.2f ms (%d samples; SELECT 1 p99 %.2f ms); CPU: %s",
+			p, conc, latency, turns, pt.Seconds, pt.AchievedPerS, pt.IdealPerS, 100*pt.Efficiency, 100*pt.Steady, recallEntries, pt.RecallP50MS, pt.RecallP99MS, pt.RecallN, pt.PingP99MS, cpu)
 	}
 	return nil
 }

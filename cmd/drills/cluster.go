@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -22,7 +23,10 @@ import (
 // cluster is one drill's fleet: private Redis, its own database, api, workers and a
 // scheduler as separate processes.
 type cluster struct {
-	e     *env
+	e *env
+	// bin is the aetherium binary the cluster starts processes from (the
+	// drills' build unless clusterOpts.bin; drill 10 switches it mid-drill).
+	bin   string
 	name  string
 	dir   string
 	db    string
@@ -66,10 +70,14 @@ type clusterOpts struct {
 	pg *harness.Postgres
 	// redisBind are the addresses the private Redis listens on (nil: loopback).
 	redisBind []string
+	// bin starts the processes from another binary than the drills' build,
+	// and migrates the database with it (`bin migrate up`) instead of with
+	// this build's migrations (drill 10: an older build).
+	bin string
 }
 
 func newCluster(ctx context.Context, e *env, name string, o clusterOpts) (*cluster, error) {
-	c := &cluster{e: e, name: name, dir: filepath.Join(e.dir, name), db: "aetherium_drill_" + name, pgAdmin: e.pg.Admin}
+	c := &cluster{e: e, bin: cmp.Or(o.bin, e.bin), name: name, dir: filepath.Join(e.dir, name), db: "aetherium_drill_" + name, pgAdmin: e.pg.Admin}
 	if o.pg != nil {
 		c.pgAdmin = o.pg.Admin
 	}
@@ -83,7 +91,11 @@ func newCluster(ctx context.Context, e *env, name string, o clusterOpts) (*clust
 		}
 		c.redisURL = c.redis.URL(0)
 	}
-	if c.dbURL, err = harness.CreateDatabase(ctx, c.pgAdmin, c.db); err != nil {
+	create := harness.CreateDatabase
+	if o.bin != "" {
+		create = harness.CreateEmptyDatabase // migrated below by o.bin
+	}
+	if c.dbURL, err = create(ctx, c.pgAdmin, c.db); err != nil {
 		c.close()
 		return nil, err
 	}
@@ -116,7 +128,13 @@ func newCluster(ctx context.Context, e *env, name string, o clusterOpts) (*clust
 		c.close()
 		return nil, err
 	}
-	if c.api, err = harness.StartAPI(e.bin, c.cfgPath, filepath.Join(c.dir, "api.log"), c.apiAddr); err != nil {
+	if o.bin != "" {
+		if err = harness.Migrate(ctx, o.bin, c.cfgPath); err != nil {
+			c.close()
+			return nil, err
+		}
+	}
+	if c.api, err = harness.StartAPI(c.bin, c.cfgPath, filepath.Join(c.dir, "api.log"), c.apiAddr); err != nil {
 		c.close()
 		return nil, err
 	}
@@ -143,7 +161,7 @@ func newCluster(ctx context.Context, e *env, name string, o clusterOpts) (*clust
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		c.sched, errs[o.workers] = harness.StartScheduler(e.bin, c.cfgPath, filepath.Join(c.dir, "scheduler.log"))
+		c.sched, errs[o.workers] = harness.StartScheduler(c.bin, c.cfgPath, filepath.Join(c.dir, "scheduler.log"))
 	}()
 	wg.Wait()
 	for _, err := range errs {
@@ -168,7 +186,7 @@ func (c *cluster) startWorkerVia(prefix []string, config string, env ...string) 
 	n := c.started
 	c.started++
 	c.mu.Unlock()
-	return harness.StartWorkerVia(prefix, c.e.bin, config, filepath.Join(c.dir, fmt.Sprintf("worker-%d.log", n)), env...)
+	return harness.StartWorkerVia(prefix, c.bin, config, filepath.Join(c.dir, fmt.Sprintf("worker-%d.log", n)), env...)
 }
 
 // procs is every process of the cluster still known.

@@ -16,6 +16,10 @@
 //  8. partition: a worker in a network namespace of its own loses its link
 //     mid-turn, a standby takes its sessions over, and the cut-off worker's
 //     late writes are refused by the session lease (and counted).
+//  9. kill -9 the worker mid-compaction of long sessions;
+//  10. rolling upgrade: the fleet built from an older commit (upgradeFrom)
+//     with runs in flight; migrate, API, each worker, scheduler replaced by
+//     this build; every run completes once, no task refused for its format.
 //
 // Redis replication is asynchronous: in drills 6 and 7 the writes the dead
 // master had not sent to its replica are lost. Runs stranded by a lost task end
@@ -202,6 +206,7 @@ func run(ctx context.Context, o options) (int, error) {
 		{7, "Redis Cluster with replicas: kill -9 the lease slot's master mid-load", drillCluster},
 		{8, "partition a worker (network namespace) mid-turn; its late writes refused", drillPartition},
 		{9, "kill -9 the worker mid-compaction of long sessions", drillCompact},
+		{10, "rolling upgrade from an older build with runs in flight", drillUpgrade},
 	}
 	failed := 0
 	for _, d := range drills {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,6 +26,24 @@ import (
 // the store package and returns its URL. An existing database of that name is
 // dropped first: the name is dedicated to the caller.
 func CreateDatabase(ctx context.Context, admin, name string) (string, error) {
+	url, err := CreateEmptyDatabase(ctx, admin, name)
+	if err != nil {
+		return "", err
+	}
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		return "", err
+	}
+	defer st.Close()
+	if err := st.MigrateUp(ctx); err != nil {
+		return "", fmt.Errorf("migrate %s: %w", name, err)
+	}
+	return url, nil
+}
+
+// CreateEmptyDatabase is CreateDatabase without the migrations (a drill
+// migrates it with another build's binary: Migrate).
+func CreateEmptyDatabase(ctx context.Context, admin, name string) (string, error) {
 	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {
 		return "", fmt.Errorf("postgres %s: %w", admin, err)
@@ -36,16 +55,23 @@ func CreateDatabase(ctx context.Context, admin, name string) (string, error) {
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		return "", fmt.Errorf("create database %s: %w", name, err)
 	}
-	url := testinfra.WithDB(admin, name)
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		return "", err
+	return testinfra.WithDB(admin, name), nil
+}
+
+// Migrate runs `bin migrate up` on the database of config (an AETHERIUM_CONFIG
+// file): the schema of that build.
+func Migrate(ctx context.Context, bin, config string) error {
+	cmd := exec.CommandContext(ctx, bin, "migrate", "up")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AETHERIUM_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
 	}
-	defer st.Close()
-	if err := st.MigrateUp(ctx); err != nil {
-		return "", fmt.Errorf("migrate %s: %w", name, err)
+	cmd.Env = append(cmd.Env, "AETHERIUM_CONFIG="+config)
+	if raw, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s migrate up: %v\n%s", bin, err, raw)
 	}
-	return url, nil
+	return nil
 }
 
 // DropDatabase removes a database made by CreateDatabase (errors are ignored: it is

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/dbos-inc/dbos-transact-golang/dbos"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aetherium-engine/aetherium/internal/harness"
+	"github.com/aetherium-engine/aetherium/internal/testinfra"
+)
+
+// DBOSResult is section 11: DBOS Transact (Go), the durable-execution engine a
+// user might pick instead, on the same PostgreSQL (a database of its own) in the
+// same run — the units section 7 measures for the fleet, for DBOS's workflows:
+// (a) a two-step workflow ("model answer" step, then "tool call" step, each
+// returning ~300 bytes of JSON) against a model turn with one gated call, and (b)
+// a parent workflow that starts a one-step child workflow, waits for it, then runs
+// one more step, against a delegation round trip.
+type DBOSResult struct {
+	Concurrency int `json:"concurrency"`
+	// Two-step workflows.
+	TwoStep DBOSWorkload `json:"two_step"`
+	// Parent/child round trips (one child each).
+	ParentChild DBOSWorkload `json:"parent_child"`
+	// ChildXact and ChildPGMicros are what each further child of a parent costs
+	// (parents of ChildDepth children minus parents of one, per extra child): the
+	// same marginal the fleet's round trip is.
+	ChildDepth    int          `json:"child_depth"`
+	ChildXact     float64      `json:"child_marginal_pg_xact"`
+	ChildPGMicros float64      `json:"child_marginal_pg_cpu_us"`
+	Deep          DBOSWorkload `json:"parent_deep"`
+}
+
+// DBOSWorkload is one timed DBOS workload: units of work, rate, and PostgreSQL
+// transactions and CPU and the bench process's (DBOS's) CPU per unit.
+type DBOSWorkload struct {
+	Units     int            `json:"units"`
+	Seconds   float64        `json:"seconds"`
+	PerS      float64        `json:"per_s"`
+	Xact      float64        `json:"pg_xact_per_unit"`
+	PGMicros  float64        `json:"pg_cpu_us_per_unit"`
+	GoMicros  float64        `json:"go_cpu_us_per_unit"`
+	CPU       harness.CPUUse `json:"cpu"`
+	xactTotal int64
+}
+
+// dbosPayload is a ~300-byte JSON result: what a model answer or a tool result
+// checkpoint carries.
+type dbosPayload struct {
+	Role      string   `json:"role"`
+	Content   string   `json:"content"`
+	ToolCalls []string `json:"tool_calls,omitempty"`
+	Tokens    int      `json:"tokens"`
+}
+
+var dbosText = strings.Repeat("benchmark text ", 15) // 225 bytes
+
+func dbosModelAnswer(context.Context) (dbosPayload, error) {
+	return dbosPayload{Role: "assistant", Content: dbosText, ToolCalls: []string{`todo{"action":"read"}`}, Tokens: 42}, nil
+}
+
+func dbosToolCall(context.Context) (dbosPayload, error) {
+	return dbosPayload{Role: "tool", Content: dbosText + "items: []", Tokens: 7}, nil
+}
+
+// dbosTwoStep is a model turn's shape: the model's answer, then the tool call.
+func dbosTwoStep(ctx dbos.Context, _ int) (dbosPayload, error) {
+	if _, err := dbos.RunAsStep(ctx, dbosModelAnswer); err != nil {
+		return dbosPayload{}, err
+	}
+	return dbos.RunAsStep(ctx, dbosToolCall)
+}
+
+// dbosChild is the delegated work: one step.
+func dbosChild(ctx dbos.Context, _ int) (dbosPayload, error) {
+	return dbos.RunAsStep(ctx, dbosModelAnswer)
+}
+
+// dbosParent starts children one child workflow at a time, waiting for each (a
+// delegation round trip each), then runs one more step (the supervisor's reply).
+func dbosParent(ctx dbos.Context, children int) (dbosPayload, error) {
+	for i := range children {
+		h, err := dbos.RunWorkflow(ctx, dbosChild, i)
+		if err != nil {
+			return dbosPayload{}, err
+		}
+		if _, err := h.GetResult(); err != nil {
+			return dbosPayload{}, err
+		}
+	}
+	return dbos.RunAsStep(ctx, dbosToolCall)
+}
+
+const dbosDatabase = "aetherium_bench_dbos"
+
+func benchDBOS(ctx context.Context, e *env, res *Result) error {
+	r := &res.DBOS
+	r.Concurrency = e.o.concurrency
+	admin := testinfra.AdminURL()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return err
+	}
+	for _, q := range []string{"DROP DATABASE IF EXISTS " + dbosDatabase + " WITH (FORCE)", "CREATE DATABASE " + dbosDatabase} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			conn.Close(ctx)
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	conn.Close(ctx)
+	url := testinfra.WithDB(admin, dbosDatabase)
+	defer harness.DropDatabase(admin, dbosDatabase)
+
+	n := e.o.dbosWorkflows
+	progress("dbos: %d two-step workflows (model answer step, tool call step), %d at a time", n, r.Concurrency)
+	if r.TwoStep, err = dbosWorkload(ctx, e, url, n, func(d dbos.Context) error {
+		h, err := dbos.RunWorkflow(d, dbosTwoStep, 0)
+		if err == nil {
+			_, err = h.GetResult()
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	progress("dbos two-step workflows: %s", r.TwoStep)
+	parents := func(children int) func(d dbos.Context) error {
+		return func(d dbos.Context) error {
+			h, err := dbos.RunWorkflow(d, dbosParent, children)
+			if err == nil {
+				_, err = h.GetResult()
+			}
+			return err
+		}
+	}
+	np := max(n/2, 1)
+	progress("dbos: %d parent workflows (child workflow of one step, wait, one more step), %d at a time", np, r.Concurrency)
+	if r.ParentChild, err = dbosWorkload(ctx, e, url, np, parents(1)); err != nil {
+		return err
+	}
+	progress("dbos parent/child round trips: %s", r.ParentChild)
+	r.ChildDepth = e.o.relayDepth
+	if r.ChildDepth > 1 {
+		progress("dbos: %d parent workflows of %d sequential children", np, r.ChildDepth)
+		if r.Deep, err = dbosWorkload(ctx, e, url, np, parents(r.ChildDepth)); err != nil {
+			return err
+		}
+		extra := float64(np * (r.ChildDepth - 1))
+		r.ChildXact = float64(r.Deep.xactTotal-r.ParentChild.xactTotal) / extra
+		r.ChildPGMicros = 1e6 * (r.Deep.CPU.Groups["postgres"] - r.ParentChild.CPU.Groups["postgres"]) / extra
+		progress("dbos: each further child: %.1f transactions, %.0f µs PostgreSQL CPU", r.ChildXact, r.ChildPGMicros)
+	}
+	return nil
+}
+
+func (w DBOSWorkload) String() string {
+	return fmt.Sprintf("%d in %.2fs = %.0f/s; per unit %.2f PostgreSQL transactions, %.0f µs PostgreSQL CPU, %.0f µs Go CPU; CPU: %s",
+		w.Units, w.Seconds, w.PerS, w.Xact, w.PGMicros, w.GoMicros, w.CPU)
+}
+
+// dbosWorkload launches DBOS on its own pool of url, runs one unit of work
+// (warm-up), then n units from e.o.concurrency goroutines, and counts what they
+// cost. DBOS is shut down and its pool closed before the transactions are read:
+// a backend publishes its statistics when it exits.
+func dbosWorkload(ctx context.Context, e *env, url string, n int, unit func(dbos.Context) error) (w DBOSWorkload, err error) {
+	pool, err := pgxpool.New(ctx, url+"&pool_max_conns="+fmt.Sprint(e.o.concurrency+4))
+	if err != nil {
+		return w, err
+	}
+	defer pool.Close()
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	d, err := dbos.NewContext(ctx, dbos.Config{AppName: "aetherium-bench", SystemDBPool: pool, Logger: quiet})
+	if err != nil {
+		return w, fmt.Errorf("dbos: %w", err)
+	}
+	dbos.RegisterWorkflow(d, dbosTwoStep)
+	dbos.RegisterWorkflow(d, dbosChild)
+	dbos.RegisterWorkflow(d, dbosParent)
+	if err := dbos.Launch(d); err != nil {
+		return w, fmt.Errorf("dbos launch: %w", err)
+	}
+	shut := func() { _ = dbos.Shutdown(d, 10*time.Second) }
+	if err := unit(d); err != nil {
+		shut()
+		return w, fmt.Errorf("dbos warm-up: %w", err)
+	}
+	x0, err := dbosXact(ctx, e, pool)
+	if err != nil {
+		shut()
+		return w, err
+	}
+	meter := e.cpu()
+	start := time.Now()
+	err = concurrently(n, e.o.concurrency, func() error { return unit(d) })
+	elapsed := time.Since(start)
+	w.CPU = meter.Stop()
+	shut()
+	if err != nil {
+		return w, fmt.Errorf("dbos: %w", err)
+	}
+	pool.Close()
+	x1, err := dbosXact(ctx, e, nil)
+	if err != nil {
+		return w, err
+	}
+	units := float64(n)
+	w.Units, w.Seconds, w.PerS, w.xactTotal = n, elapsed.Seconds(), units/elapsed.Seconds(), x1-x0
+	w.Xact = float64(w.xactTotal) / units
+	w.PGMicros, w.GoMicros = cpuMicros(w.CPU, "postgres", units), cpuMicros(w.CPU, "bench", units)
+	return w, nil
+}
+
+// dbosXact reads the DBOS database's committed transactions, after closing
+// pool's connections (their backends publish their statistics on exit).
+func dbosXact(ctx context.Context, e *env, pool *pgxpool.Pool) (int64, error) {
+	if pool != nil {
+		pool.Reset()
+	}
+	time.Sleep(300 * time.Millisecond)
+	var n int64
+	err := e.db.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = $1`, dbosDatabase).Scan(&n)
+	return n, err
+}
+
+// dbosRows prints section 11 and, when section 2 ran, the fleet/DBOS ratios.
+func (r Result) dbosRows(row func(n, what, val, note string)) {
+	d := r.DBOS
+	if d.TwoStep.Units == 0 {
+		return
+	}
+	row("11", "DBOS two-step workflow (model answer step, tool call step)", fmt.Sprintf("**%.0f workflows/s**; %.1f PostgreSQL transactions, %.0f µs PostgreSQL CPU", d.TwoStep.PerS, d.TwoStep.Xact, d.TwoStep.PGMicros),
+		fmt.Sprintf("%d workflows, %d at a time, same PostgreSQL (own database); %.0f µs Go CPU each (DBOS in the bench process)", d.TwoStep.Units, d.Concurrency, d.TwoStep.GoMicros))
+	row("11", "DBOS parent/child round trip (child of one step, wait, one more step)", fmt.Sprintf("**%.0f round trips/s**; %.1f PostgreSQL transactions, %.0f µs PostgreSQL CPU", d.ParentChild.PerS, d.ParentChild.Xact, d.ParentChild.PGMicros),
+		fmt.Sprintf("%d parent workflows, %d at a time; %.0f µs Go CPU each", d.ParentChild.Units, d.Concurrency, d.ParentChild.GoMicros))
+	if d.ChildDepth > 1 {
+		row("11", fmt.Sprintf("DBOS: each further child of a parent (depth %d minus depth 1)", d.ChildDepth), fmt.Sprintf("%.1f PostgreSQL transactions, %.0f µs PostgreSQL CPU", d.ChildXact, d.ChildPGMicros),
+			"the marginal the fleet's round trip (section 7) is measured as")
+	}
+	c := r.Capacity
+	if c.TurnXact > 0 {
+		row("11", "fleet ÷ DBOS: model turn ÷ two-step workflow", fmt.Sprintf("**%.2f × transactions, %.2f × PostgreSQL CPU**, %.2f × Go CPU", ratio(c.TurnXact, d.TwoStep.Xact), ratio(c.TurnPGMicros, d.TwoStep.PGMicros), ratio(c.TurnFleetMicros, d.TwoStep.GoMicros)),
+			fmt.Sprintf("fleet %.1f transactions, %.0f µs PostgreSQL, %.0f µs Go per turn (section 7); bars: ≤ 2.0 transactions per turn, ≤ 1.5 × PostgreSQL CPU", c.TurnXact, c.TurnPGMicros, c.TurnFleetMicros))
+	}
+	if c.TripXact > 0 {
+		row("11", "fleet ÷ DBOS: delegation round trip ÷ parent/child round trip", fmt.Sprintf("**%.2f × transactions, %.2f × PostgreSQL CPU**", ratio(c.TripXact, d.ParentChild.Xact), ratio(c.TripPGMicros, d.ParentChild.PGMicros)),
+			fmt.Sprintf("fleet %.1f transactions, %.0f µs PostgreSQL per round trip (section 7); bar: ≤ 1.5 × in both", c.TripXact, c.TripPGMicros))
+	}
+}
