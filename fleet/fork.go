@@ -240,4 +240,3 @@ func hashFile(w io.Writer, p string) error {
 	}
 	return nil
 }
-

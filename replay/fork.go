@@ -16,4 +16,3 @@ type ForkResult struct {
 	Status        string `json:"status"`
 	Position      int    `json:"position,omitempty"`
 }
-
