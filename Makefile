@@ -58,8 +58,13 @@ gpu-images:
 docs:
 	$(GO) run ./internal/docgen
 
+# TRACE=1: the fleet traces the run to the local Jaeger (scripts/jaeger.sh, built
+# once into a cache) and the demo prints the run's trace URL; without it the demo
+# neither builds nor starts Jaeger.
+TRACE ?=
+demo: export AETHERIUM_JAEGER = $(if $(filter 1 true yes,$(TRACE)),on,off)
 demo: services sandbox-image build
-	bash scripts/demo.sh
+	TRACE=$(TRACE) bash scripts/demo.sh
 
 # -race: vet type-checks against the race-instrumented build the tests use, so the
 # dependencies compile once for both (a plain `go vet` compiles every package a

@@ -359,9 +359,14 @@ func (s *Scheduler) fire(ctx context.Context, f store.ScheduleFire, now time.Tim
 		if cur.Status == store.FireDeferred && sc.Paused {
 			return decide(store.FireSkipped, ReasonPaused, "the schedule was paused while this tick waited for the previous run", "")
 		}
-		active, err := tx.ActiveScheduleRuns(ctx, sc.ID, cur.ID)
-		if err != nil {
-			return err
+		// allow_all never looks at the runs in flight: reading them cost each
+		// fire a scan of every active run of the schedule (quadratic in a
+		// schedule whose runs outlive its interval).
+		var active []string
+		if sc.Overlap != store.OverlapAllowAll {
+			if active, err = tx.ActiveScheduleRuns(ctx, sc.ID, cur.ID); err != nil {
+				return err
+			}
 		}
 		if len(active) > 0 {
 			switch sc.Overlap {

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs (from Debian's packages, when absent) and starts the services the fleet and
-# its tests need: Redis and PostgreSQL on loopback. Idempotent: safe to run again.
+# its tests need: Redis and PostgreSQL on loopback, and the trace receiver (Jaeger,
+# scripts/jaeger.sh, built once into a cache: AETHERIUM_JAEGER below). Idempotent:
+# safe to run again.
 set -euo pipefail
 
 PGVER=""
@@ -15,6 +17,9 @@ command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 # web_search's test runs Debian's SearXNG-family server (searx) in a network namespace.
 command -v searx-run >/dev/null 2>&1 || need_apt+=(searx)
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+# scripts/jaeger.sh polls Jaeger's query API and takes a lock for its build.
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+command -v flock >/dev/null 2>&1 || need_apt+=(util-linux)
 # The sandbox egress firewall rules (egressproxy, docs/sandboxproxy.md).
 command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)
 # Quota workspaces are ext4 images (wsquota, docs/quota.md).
@@ -60,3 +65,15 @@ pg_isready -h 127.0.0.1 -p 5432 -q || { echo "services: postgresql did not start
 psql -h 127.0.0.1 -U postgres -tAc "SELECT 1 FROM pg_database WHERE datname='aetherium'" | grep -q 1 \
   || psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE aetherium"
 echo "services: redis and postgresql $PGVER are up on 127.0.0.1"
+# Jaeger (scripts/jaeger.sh): AETHERIUM_JAEGER=on builds it when it is not built yet (a
+# cold build is minutes of CPU) and starts it; auto, the default, starts it when it is
+# built and otherwise says how to build it (on under CI=true); off leaves it. The tests
+# that need it fail under CI=true without it (and skip elsewhere), so a Jaeger that
+# cannot start is reported here, not fatal to the other services.
+jaeger_mode="${AETHERIUM_JAEGER:-auto}"
+if [ "$jaeger_mode" = auto ] && [ -n "${CI:-}" ]; then jaeger_mode=on; fi
+if [ "$jaeger_mode" = auto ] && [ ! -x "$(bash "$(dirname "$0")/jaeger.sh" path)" ]; then
+  echo "services: jaeger is not built: scripts/jaeger.sh build (or AETHERIUM_JAEGER=on make services); its tests skip meanwhile"
+elif [ "$jaeger_mode" != off ]; then
+  bash "$(dirname "$0")/jaeger.sh" start || echo "services: jaeger did not start (scripts/jaeger.sh start)" >&2
+fi

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -40,6 +41,12 @@ const (
 	// ignored (a version-00 traceparent has 55 characters, later versions may
 	// append fields).
 	MaxTraceparent = 512
+	// MaxContentBytes caps each captured message attribute
+	// (gen_ai.input.messages, gen_ai.output.messages; Config.CaptureContent):
+	// a longer one keeps its first MaxContentBytes bytes (cut at a character
+	// boundary) and ends with a marker saying how much was cut (CapContent).
+	// A model call's context can be megabytes; a span is not the place for it.
+	MaxContentBytes = 16 << 10
 )
 
 // ScopeName is the instrumentation scope of the fleet's spans.
@@ -350,4 +357,19 @@ func Link(traceparent string, attrs ...attribute.KeyValue) (trace.Link, bool) {
 		return trace.Link{}, false
 	}
 	return trace.Link{SpanContext: sc, Attributes: attrs}, true
+}
+
+// CapContent caps captured content at MaxContentBytes: a longer s keeps its
+// first MaxContentBytes bytes, cut back to a character boundary, followed by
+// "…[truncated: N of M bytes]". Cap after masking: a secret cut in two would
+// escape the DLP patterns.
+func CapContent(s string) string {
+	if len(s) <= MaxContentBytes {
+		return s
+	}
+	cut := MaxContentBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("…[truncated: %d of %d bytes]", len(s)-cut, len(s))
 }

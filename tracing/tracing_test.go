@@ -3,9 +3,11 @@ package tracing_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/baggage"
@@ -186,4 +188,37 @@ func TestTraceID(t *testing.T) {
 	require.Equal(t, tracing.TraceID(ctx), tracing.TraceIDOf(tracing.Traceparent(ctx)))
 	off, _ := tracing.Noop().Start(context.Background(), "y")
 	require.Empty(t, tracing.TraceID(off), "off: no trace id")
+}
+
+// Captured content is capped at MaxContentBytes, at a character boundary,
+// with a marker saying how much was cut; shorter content is left as it is.
+func TestCapContent(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		in      string
+		capped  bool
+		keepLen int
+	}{
+		{name: "empty", in: ""},
+		{name: "short", in: "hello"},
+		{name: "exactly the limit", in: strings.Repeat("a", tracing.MaxContentBytes)},
+		{name: "one byte over", in: strings.Repeat("a", tracing.MaxContentBytes+1), capped: true, keepLen: tracing.MaxContentBytes},
+		{name: "a megabyte", in: strings.Repeat("b", 1<<20), capped: true, keepLen: tracing.MaxContentBytes},
+		// "é" is two bytes: the limit falls inside one, which is cut whole.
+		{name: "cut inside a character", in: "x" + strings.Repeat("é", tracing.MaxContentBytes), capped: true, keepLen: tracing.MaxContentBytes - 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := tracing.CapContent(tc.in)
+			require.True(t, utf8.ValidString(got))
+			if !tc.capped {
+				require.Equal(t, tc.in, got)
+				return
+			}
+			require.Equal(t, tc.in[:tc.keepLen], got[:tc.keepLen])
+			require.Equal(t, fmt.Sprintf("…[truncated: %d of %d bytes]", len(tc.in)-tc.keepLen, len(tc.in)), got[tc.keepLen:])
+			require.Less(t, len(got), tracing.MaxContentBytes+64)
+		})
+	}
 }

@@ -128,7 +128,7 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 	}
 	sess, token := got.Session, in.token
 	in.delegations = got.Delegations
-	linkDelegations(span, in.delegations)
+	linkDelegations(span, in.delegations, pendingCalls(sess.Messages))
 	var s *stepRun
 	defer func() {
 		if s != nil && s.released {

@@ -119,15 +119,20 @@ func endToolCall(span trace.Span, pending bool, err error) {
 }
 
 // linkDelegations links a step's span to the spans of the delegated turns
-// whose results the session holds, by tool call (issue 42): a supervisor's resume reads
-// them, and they ran as other steps, maybe in other processes. Each link
-// names its delegation.
-func linkDelegations(span trace.Span, byCall map[string][]store.Delegation) {
+// whose results it reads (issue 42): those of the session's pending calls,
+// finished — a supervisor's resume reads them, and they ran as other steps,
+// maybe in other processes. Each link names its delegation. The session's
+// earlier delegations, whose results an earlier step read (and saved), are
+// not linked again: a session that delegates n times has n resumes, each
+// linking its own turns, not 1 + 2 + … + n links. A resume delivered again
+// (its first attempt failed or its process died before the save) links the
+// same turns from its new span: each attempt read them.
+func linkDelegations(span trace.Span, byCall map[string][]store.Delegation, pending []llm.ToolCall) {
 	if !span.IsRecording() {
 		return
 	}
-	for _, ds := range byCall {
-		for _, d := range ds {
+	for _, call := range pending {
+		for _, d := range byCall[call.ID] {
 			if l, ok := tracing.Link(d.TraceContext, tracing.DelegationID.String(d.ID), tracing.GenAIAgentName.String(d.Agent)); ok {
 				span.AddLink(l)
 			}
@@ -136,19 +141,20 @@ func linkDelegations(span trace.Span, byCall map[string][]store.Delegation) {
 }
 
 // captureContent puts a model call's messages and answer on its span, masked
-// (tracing.capture_content: Deps.RedactContent set). Off, nothing: message
+// (tracing.capture_content: Deps.RedactContent set), then capped at
+// tracing.MaxContentBytes each. Off, nothing: message
 // contents are never recorded unmasked.
 func (w *Worker) captureContent(span trace.Span, req llm.Request, resp llm.Response, err error) {
 	if w.redact == nil || !span.IsRecording() {
 		return
 	}
 	if in, merr := json.Marshal(req.Messages); merr == nil {
-		span.SetAttributes(tracing.GenAIInputMessages.String(w.redact(string(in))))
+		span.SetAttributes(tracing.GenAIInputMessages.String(tracing.CapContent(w.redact(string(in)))))
 	}
 	if err != nil {
 		return
 	}
 	if out, merr := json.Marshal([]llm.Message{resp.Message}); merr == nil {
-		span.SetAttributes(tracing.GenAIOutputMessages.String(w.redact(string(out))))
+		span.SetAttributes(tracing.GenAIOutputMessages.String(tracing.CapContent(w.redact(string(out)))))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -123,4 +124,79 @@ func TestPostRunSpanJoinsTheRunsTrace(t *testing.T) {
 	require.Equal(t, "00f067aa0ba902b7", spans[0].Parent.SpanID().String())
 	require.Equal(t, id, spanAttr(spans[0], tracing.RunID))
 	require.Equal(t, queue.TypeFinishImage, spanAttr(spans[0], tracing.TaskType))
+}
+
+// A step links the delegated turns whose results it reads — those of the
+// session's pending calls — and not the earlier ones an earlier resume read:
+// a supervisor that delegated three times in a row has three resumes of one
+// link each, not 1 + 2 + 3.
+func TestResumeLinksOnlyItsTurns(t *testing.T) {
+	t.Parallel()
+	exp := tracetest.NewInMemoryExporter()
+	p, err := tracing.New(context.Background(), tracing.Config{}, tracing.WithSpanExporter(exp))
+	require.NoError(t, err)
+	turn := func(span string) string { return "00-4bf92f3577b34da6a3ce929d0e0e4736-" + span + "-01" }
+	byCall := map[string][]store.Delegation{
+		"c1": {{ID: "d1", Agent: "echo", TraceContext: turn("00000000000000a1")}},
+		"c2": {{ID: "d2", Agent: "echo", TraceContext: turn("00000000000000a2")}},
+		"c3": {{ID: "d3a", Agent: "a", TraceContext: turn("00000000000000a3")}, {ID: "d3b", Agent: "b", TraceContext: turn("00000000000000b3")},
+			{ID: "d3c", Agent: "c"}}, // not finished: no trace context yet
+	}
+	for _, tc := range []struct {
+		name    string
+		pending []llm.ToolCall
+		want    []string
+	}{
+		{name: "no pending call", want: nil},
+		{name: "the second delegate call", pending: []llm.ToolCall{{ID: "c2", Name: "delegate"}}, want: []string{"d2"}},
+		{name: "a fan-out", pending: []llm.ToolCall{{ID: "c3", Name: "spawn_subagents"}}, want: []string{"d3a", "d3b"}},
+		{name: "a call that delegated nothing", pending: []llm.ToolCall{{ID: "c9", Name: "todo"}}, want: nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, span := p.Start(context.Background(), "invoke_agent supervisor")
+			linkDelegations(span, byCall, tc.pending)
+			span.End()
+			spans := exp.GetSpans()
+			exp.Reset()
+			require.Len(t, spans, 1)
+			var got []string
+			for _, l := range spans[0].Links {
+				for _, kv := range l.Attributes {
+					if kv.Key == tracing.DelegationID {
+						got = append(got, kv.Value.AsString())
+					}
+				}
+			}
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// Captured content is masked, then capped at tracing.MaxContentBytes: a
+// huge context does not become a huge span, and a secret at the cut is
+// masked before it (masking a cut half would miss it).
+func TestCapturedContentIsCapped(t *testing.T) {
+	t.Parallel()
+	exp := tracetest.NewInMemoryExporter()
+	p, err := tracing.New(context.Background(), tracing.Config{}, tracing.WithSpanExporter(exp))
+	require.NoError(t, err)
+	const secret = "SECRET-TOKEN-123456"
+	w := &Worker{tracing: p, redact: func(s string) string { return strings.ReplaceAll(s, secret, "[REDACTED]") }}
+	// Secrets around the cut, one straddling it: masked first, none appears,
+	// not even in part.
+	huge := strings.Repeat("x", tracing.MaxContentBytes-200) + strings.Repeat(secret+" ", 30) + strings.Repeat("y", 1<<20)
+	_, span := p.Start(context.Background(), "chat m")
+	w.captureContent(span, llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: huge}}},
+		llm.Response{Message: llm.Message{Role: llm.RoleAssistant, Content: "short answer"}}, nil)
+	span.End()
+	spans := exp.GetSpans()
+	require.Len(t, spans, 1)
+	in := spanAttr(spans[0], tracing.GenAIInputMessages)
+	out := spanAttr(spans[0], tracing.GenAIOutputMessages)
+	require.Less(t, len(in), tracing.MaxContentBytes+64, "the input is capped")
+	require.Contains(t, in, "…[truncated: ")
+	require.NotContains(t, in, "SECRET-TOKEN")
+	require.Contains(t, in, "[REDACTED]")
+	require.Contains(t, out, "short answer")
+	require.NotContains(t, out, "truncated", "a short answer is whole")
 }

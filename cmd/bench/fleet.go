@@ -311,7 +311,8 @@ func benchFleet(ctx context.Context, e *env, res *Result) error {
 		res.Hops.RelayMarginalXact, r.RelayOneXact, res.Hops.LoadP50MS, res.Hops.LoadP99MS, res.Hops.LoadHops)
 	progress("fleet delegations: %d round trips in %.2fs = %.0f/s (%.3f × raw asynq), %.1f PostgreSQL transactions per delegation; CPU: %s",
 		dels, w.elapsed.Seconds(), r.DelegationsPerS, r.DelegationsRatio, r.RelayXactPerDel, w.cpu)
-	return nil
+	// The same tool-call workload with tracing off and on (tracing.go).
+	return benchTracingTools(ctx, e, res)
 }
 
 // ratio is a / b, or 0 when b was not measured (a section skipped).

@@ -126,7 +126,9 @@ func benchLatency(ctx context.Context, e *env, res *Result) error {
 	r.IdleRSSMiB, r.PeakRSSMiB = float64(idle.RSS)/1024, float64(mem.HWM)/1024
 	progress("latency: %d concurrent demo runs: p50 %.0f ms, p99 %.0f ms (7 model calls of %s each); peak %d tasks in flight; worker RSS idle %.0f MiB, peak (VmHWM) %.0f MiB",
 		n, r.ConcP50MS, r.ConcP99MS, e.o.latency, r.PeakActive, r.IdleRSSMiB, r.PeakRSSMiB)
-	return nil
+	stopWorkers(procs)
+	// The one-at-a-time runs again with tracing off and on (tracing.go).
+	return benchTracingLatency(ctx, e, res)
 }
 
 func allCompleted(ctx context.Context, e *env, ids []string) error {

@@ -75,8 +75,11 @@ type options struct {
 	profile     bool
 	poolConns   int
 	trace       string
-	hopRuns     int
-	idleFor     time.Duration
+	// The tracing overhead (sections 2 and 5, tracing.go).
+	tracingRounds int
+	jaegerOTLP    string
+	hopRuns       int
+	idleFor       time.Duration
 	// Section 8: the governor.
 	govRuns      int
 	govRPM       int
@@ -127,6 +130,8 @@ func main() {
 	flag.BoolVar(&o.profile, "profile", true, "CPU-profile the fleet sections into <out>/profiles")
 	flag.IntVar(&o.poolConns, "pool-max-conns", 0, "pgxpool size of the fleet (0: the fleet's default, store.PoolConnsFor(worker concurrency))")
 	flag.StringVar(&o.trace, "trace", "", "write a runtime trace of section 2's delegation workload to this file (go tool trace -pprof=sync|net|syscall FILE)")
+	flag.IntVar(&o.tracingRounds, "tracing-rounds", 2, "sections 2 and 5: alternating rounds each of tracing off and on (0: no overhead measurement)")
+	flag.StringVar(&o.jaegerOTLP, "jaeger-otlp", testinfra.JaegerAt().OTLP, "sections 2 and 5: the OTLP/HTTP endpoint traced rounds export to (the Jaeger of scripts/services.sh)")
 	flag.IntVar(&o.hopRuns, "hop-runs", 20, "relay runs submitted one at a time in section 6 (idle-fleet hops)")
 	flag.DurationVar(&o.idleFor, "idle-for", time.Minute, "how long section 6 measures idle worker processes, per interval")
 	flag.IntVar(&o.govRuns, "gov-runs", 200, "runs submitted at once in section 8 (one model call each), per mode")

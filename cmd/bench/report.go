@@ -24,6 +24,7 @@ type Result struct {
 	Governor     GovernorResult  `json:"governor"`
 	Long         LongResult      `json:"long_sessions"`
 	Fair         FairResult      `json:"fairness"`
+	Tracing      TracingResult   `json:"tracing"`
 	TotalSeconds float64         `json:"total_seconds"`
 }
 
@@ -91,6 +92,7 @@ func (r Result) Markdown() string {
 		row("6", fmt.Sprintf("idle cost at task_check_interval %s", c.Interval), fmt.Sprintf("Redis %.2f %% of a core per idle worker; each worker %.2f %%", c.RedisPctPerProc, c.WorkerPctPerProc),
 			fmt.Sprintf("%d idle worker processes over %.0f s", h.IdleProcs, h.IdleSeconds))
 	}
+	r.Tracing.rows(row)
 	r.Capacity.rows(row)
 	for _, m := range r.Governor.Modes {
 		g := r.Governor

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/aetherium-engine/aetherium/fleet"
+	"github.com/aetherium-engine/aetherium/internal/harness"
+	"github.com/aetherium-engine/aetherium/internal/testinfra"
+	"github.com/aetherium-engine/aetherium/tracing"
+)
+
+// TracingResult is the cost of tracing (issue 42, docs/traces.md): section 2's
+// gated tool-call workload and section 5's one-at-a-time demo runs, each
+// measured with tracing off and on (OTLP/HTTP to the Jaeger of
+// scripts/services.sh) in the same bench run, alternately (off, on, on, off …)
+// so a drift of the shared machine falls on both.
+type TracingResult struct {
+	// Skipped says why nothing was measured ("" when measured).
+	Skipped  string `json:"skipped,omitempty"`
+	Endpoint string `json:"endpoint"`
+	Rounds   int    `json:"rounds"`
+	// Section 2: gated tool calls per second (every round's calls over every
+	// round's seconds), off and on; Overhead2 = off/on − 1.
+	ToolRuns    int     `json:"tool_runs"`
+	ToolOffPerS float64 `json:"tool_off_per_s"`
+	ToolOnPerS  float64 `json:"tool_on_per_s"`
+	Overhead2   float64 `json:"overhead_2"`
+	// Section 5: the median end-to-end latency of demo runs one at a time on one
+	// worker process, off and on; Overhead5 = on/off − 1.
+	SeqRuns     int     `json:"seq_runs"`
+	SeqOffP50MS float64 `json:"seq_off_p50_ms"`
+	SeqOnP50MS  float64 `json:"seq_on_p50_ms"`
+	Overhead5   float64 `json:"overhead_5"`
+}
+
+// tracingTarget is the bench's budget for the overhead of tracing on.
+const tracingTarget = 0.03
+
+// tracingOn is the tracing section of a config with tracing on, to the Jaeger
+// at otlp.
+func tracingOn(otlp string) tracing.Config {
+	return tracing.Config{Enabled: true, Exporter: tracing.ExporterHTTP, Endpoint: otlp, ServiceName: "aetherium-bench"}.WithDefaults()
+}
+
+// tracedFleet opens an in-process fleet like the bench's own, with tracing on
+// or off, and serves its API: in the traced runs the API's submit span is the
+// root of each run's trace, as in production. close stops both.
+func tracedFleet(ctx context.Context, e *env, on bool) (*fleet.Fleet, *harness.Client, func(), error) {
+	cfg := e.fleet.Cfg
+	cfg.Tracing = tracing.Config{}.WithDefaults()
+	if on {
+		cfg.Tracing = tracingOn(e.o.jaegerOTLP)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	fl, err := fleet.Open(ctx, cfg, log, fleet.Options{NoSandbox: true})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	srv := fl.API()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fl.Close()
+		return nil, nil, nil, err
+	}
+	go func() { _ = srv.App.Listener(ln) }()
+	stop := func() { _ = srv.App.ShutdownWithTimeout(2 * time.Second); _ = srv.Close(); fl.Close() }
+	return fl, harness.NewClient("http://" + ln.Addr().String()), stop, nil
+}
+
+// tracingReady says why the overhead cannot be measured ("" when it can).
+func tracingReady(ctx context.Context, e *env) string {
+	if e.o.tracingRounds <= 0 {
+		return "-tracing-rounds 0"
+	}
+	j := testinfra.JaegerAt()
+	j.OTLP = e.o.jaegerOTLP
+	if err := j.Up(ctx); err != nil {
+		return fmt.Sprintf("no Jaeger answers (%v): run scripts/services.sh", err)
+	}
+	return ""
+}
+
+// rounds are the modes of the alternating rounds: off, on, on, off, off, on, …
+func rounds(n int) []bool {
+	var out []bool
+	for i := range n {
+		if i%2 == 0 {
+			out = append(out, false, true)
+		} else {
+			out = append(out, true, false)
+		}
+	}
+	return out
+}
+
+// benchTracingTools is section 2's part: the gated tool-call workload with
+// tracing off and on.
+func benchTracingTools(ctx context.Context, e *env, res *Result) error {
+	r := &res.Tracing
+	if r.Skipped = tracingReady(ctx, e); r.Skipped != "" {
+		progress("tracing overhead: skipped: %s", r.Skipped)
+		return nil
+	}
+	r.Endpoint, r.Rounds = e.o.jaegerOTLP, e.o.tracingRounds
+	runs := max(1, e.o.toolRuns/2)
+	team := harness.ToolLoop(e.o.toolTurns, e.o.toolCalls, "todo", map[string]any{"action": "read"})
+	want := harness.ExpectOf(team).Times(runs)
+	var calls, secs [2]float64
+	own := e.client
+	defer func() { e.client = own }()
+	for _, on := range rounds(e.o.tracingRounds) {
+		fl, client, stop, err := tracedFleet(ctx, e, on)
+		if err != nil {
+			return err
+		}
+		e.client = client
+		w, err := fleetWorkload(ctx, e, fl, team, runs, "")
+		if err == nil {
+			err = fl.Tracing.ForceFlush(ctx)
+		}
+		stop()
+		if err != nil {
+			return fmt.Errorf("tracing %v: %w", on, err)
+		}
+		i := b2i(on)
+		calls[i] += float64(want.ToolCalls)
+		secs[i] += w.elapsed.Seconds()
+		progress("tracing overhead (2), tracing %s: %d gated calls in %.2fs = %.0f/s", onOff(on), want.ToolCalls, w.elapsed.Seconds(), float64(want.ToolCalls)/w.elapsed.Seconds())
+	}
+	r.ToolRuns = runs
+	r.ToolOffPerS, r.ToolOnPerS = calls[0]/secs[0], calls[1]/secs[1]
+	r.Overhead2 = r.ToolOffPerS/r.ToolOnPerS - 1
+	progress("tracing overhead (2): %.0f calls/s off, %.0f on: on/off = %.3f, overhead %+.1f %% (target ≤ %.0f %%)",
+		r.ToolOffPerS, r.ToolOnPerS, r.ToolOnPerS/r.ToolOffPerS, 100*r.Overhead2, 100*tracingTarget)
+	return nil
+}
+
+// benchTracingLatency is section 5's part: demo runs one at a time on one
+// worker process, with tracing off and on (the API's and the worker's).
+func benchTracingLatency(ctx context.Context, e *env, res *Result) error {
+	r := &res.Tracing
+	if r.Skipped != "" {
+		return nil
+	}
+	if reason := tracingReady(ctx, e); reason != "" {
+		r.Skipped = reason
+		progress("tracing overhead: skipped: %s", reason)
+		return nil
+	}
+	r.Endpoint, r.Rounds = e.o.jaegerOTLP, e.o.tracingRounds
+	vars := map[string]any{"topic": "benchmarks"}
+	var lats [2][]time.Duration
+	own := e.client
+	defer func() { e.client = own }()
+	for k, on := range rounds(e.o.tracingRounds) {
+		_, client, stop, err := tracedFleet(ctx, e, on)
+		if err != nil {
+			return err
+		}
+		fc := harness.FleetConfig{Concurrency: e.o.concurrency}
+		if on {
+			t := tracingOn(e.o.jaegerOTLP)
+			fc.Sections = map[string]map[string]any{"tracing": {"enabled": true, "exporter": t.Exporter, "endpoint": t.Endpoint, "service_name": t.ServiceName}}
+		}
+		procs, err := startWorkersCfg(e, 1, fc, fmt.Sprintf("trace-%d", k))
+		if err != nil {
+			stop()
+			return err
+		}
+		var ids []string
+		for i := range e.o.seqRuns {
+			id, err := client.SubmitTemplate(ctx, "demo", fmt.Sprintf("demo %d", i), vars)
+			if err == nil {
+				_, err = harness.WaitTerminal(ctx, e.db, []string{id}, time.Minute, nil)
+			}
+			if err != nil {
+				stopWorkers(procs)
+				stop()
+				return err
+			}
+			ids = append(ids, id)
+		}
+		stopWorkers(procs)
+		stop()
+		if err := allCompleted(ctx, e, ids); err != nil {
+			return err
+		}
+		lat, err := latencies(ctx, e, ids)
+		if err != nil {
+			return err
+		}
+		lats[b2i(on)] = append(lats[b2i(on)], lat...)
+		progress("tracing overhead (5), tracing %s: %d demo runs one at a time: p50 %.0f ms", onOff(on), len(ids), ms(percentile(lat, 0.5)))
+	}
+	r.SeqRuns = e.o.seqRuns
+	r.SeqOffP50MS, r.SeqOnP50MS = ms(percentile(lats[0], 0.5)), ms(percentile(lats[1], 0.5))
+	r.Overhead5 = r.SeqOnP50MS/r.SeqOffP50MS - 1
+	progress("tracing overhead (5): demo run p50 %.1f ms off, %.1f ms on: on/off = %.3f, overhead %+.1f %% (target ≤ %.0f %%)",
+		r.SeqOffP50MS, r.SeqOnP50MS, r.SeqOnP50MS/r.SeqOffP50MS, 100*r.Overhead5, 100*tracingTarget)
+	return nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
+}
+
+// rows adds the overhead's rows to the report's table.
+func (t TracingResult) rows(row func(section, what, value, note string)) {
+	if t.Skipped != "" || t.Rounds == 0 {
+		return
+	}
+	verdict := func(o float64) string {
+		if o <= tracingTarget {
+			return fmt.Sprintf("within the %.0f %% target", 100*tracingTarget)
+		}
+		return fmt.Sprintf("**over the %.0f %% target**", 100*tracingTarget)
+	}
+	if t.ToolRuns > 0 {
+		row("2", "tracing overhead: gated tool calls, tracing on vs off", fmt.Sprintf("**%+.1f %%** (%.0f vs %.0f calls/s)", 100*t.Overhead2, t.ToolOnPerS, t.ToolOffPerS),
+			fmt.Sprintf("%s; %d rounds each of %d runs, alternated; OTLP/HTTP to Jaeger (%s)", verdict(t.Overhead2), t.Rounds, t.ToolRuns, t.Endpoint))
+	}
+	if t.SeqRuns > 0 {
+		row("5", "tracing overhead: demo run one at a time, tracing on vs off", fmt.Sprintf("**%+.1f %%** (p50 %.1f vs %.1f ms)", 100*t.Overhead5, t.SeqOnP50MS, t.SeqOffP50MS),
+			fmt.Sprintf("%s; %d rounds each of %d runs, alternated; API and worker process traced", verdict(t.Overhead5), t.Rounds, t.SeqRuns))
+	}
+}
