@@ -259,6 +259,9 @@ type Deps struct {
 	// /api/runs/:id/replay): the fleet sets it in a process that holds the
 	// worker's engine. Nil answers 501.
 	Replay func(ctx context.Context, runID string) (replay.Report, error)
+	// Fork, when set, forks a finished run at a step (POST
+	// /api/runs/:id/fork, docs/fork.md): set with Replay. Nil answers 501.
+	Fork func(ctx context.Context, runID string, by submit.Principal, req ForkRequest) (replay.ForkResult, error)
 	// TraceURL is the template of a trace's URL (tracing.trace_url): a run's
 	// view links to its trace. Empty: no link.
 	TraceURL string

@@ -99,6 +99,14 @@ func (s *Server) routes() []route {
 				"and every step with its state hashes. Visible to the run's owner and read_all. 409 for a run not finished; "+
 				"422 for a record the engine cannot walk (a corrupt history); 501 in a process without the worker's engine.").
 			returns(200, ReplayReport{}).errors(400, 404, 409, 422, 501),
+		runParam(post("/api/runs/:id/fork", "Fork a finished run at a step: a new run that shares its record up to the step and runs live from it", s.forkRun)).roles(RoleSubmit).
+			describe("A new run of the caller (through package submit's checks) whose supervisor's history, delegations and workspace are the record's up to "+
+				"step at (the replay report's numbering, a step of the supervisor's session): nothing of the shared steps runs again (no model call, "+
+				"no tool, no audit row); the workspace is rebuilt by re-applying the recorded workspace and plan edits. team, model or prompt change the team "+
+				"from the fork on. Visible to the run's owner and read_all (else 404). 400 for a step out of range or one a run cannot start at, "+
+				"a team that does not validate; 409 for a run not finished or whose shared steps the engine now decides differently; "+
+				"422 for a corrupt record; 501 in a process without the worker's engine.").
+			body(ForkRequest{}).returns(202, ForkResponse{}).errors(400, 404, 409, 422, 429, 501),
 		runParam(get("/api/runs/:id/events", "A run's events as a server-sent event stream, or (format=json) as a JSON list", s.streamEvents)).roles(RoleRead).
 			describe("Replays from Last-Event-ID (or ?last_event_id), then streams live until the terminal event. "+
 				"Each event has id (the event id), event (its type) and data (a StreamEvent, named by x-event-data); "+

@@ -111,8 +111,9 @@ func TestEveryOperationAnswersAsDocumented(t *testing.T) {
 		{"POST", func() string { return "/api/grants/" + granted.GrantID + "/revoke" }, nil, 200, nil},
 		{"GET", fixed("/api/runs/" + run + "/request"), nil, 200, nil},
 		{"POST", fixed("/api/runs/" + run + "/retry"), nil, 202, nil},
-		{"POST", fixed("/api/runs/" + run + "/replay"), nil, 409, nil},  // not finished yet
-		{"POST", fixed("/api/runs/" + run + "/promote"), nil, 409, nil}, // not a staging run
+		{"POST", fixed("/api/runs/" + run + "/replay"), nil, 409, nil},                   // not finished yet
+		{"POST", fixed("/api/runs/" + run + "/promote"), nil, 409, nil},                  // not a staging run
+		{"POST", fixed("/api/runs/" + run + "/fork"), map[string]any{"at": 1}, 409, nil}, // not finished yet
 		{"POST", fixed("/api/runs/" + run + "/cancel"), nil, 200, nil},
 		// The run is over, so its stream replays to the terminal event and ends.
 		{"GET", fixed("/api/runs/" + run + "/events"), nil, 200, nil},

@@ -41,6 +41,8 @@ an API on loopback, the token a local dev wrote to data/dev-token):
   events RUN_ID            a run's events, with the post-run ones after its end (postrun.finish_image)
   replay RUN_ID            replay a finished run from its record (no tool runs) and print
                            the first step where the engine now decides differently (docs/replay.md)
+  fork RUN_ID --at STEP    start a run that shares a finished run's record up to STEP and
+                           runs live from it (--team, --model, --prompt change it; docs/fork.md)
   runs list|show|cancel|retry|export|import   the runs you may read: a table (filters), one
                            run with its costs and recent events, cancel one, submit one again
                            as a new run, its history as JSON; import writes retention archives
@@ -101,6 +103,7 @@ func commands() map[string]command {
 		"eval":      {run: evalCmd},
 		"events":    {run: eventsCmd},
 		"replay":    {run: replayCmd},
+		"fork":      {run: forkCmd},
 		"tools":     {run: withErr("tools", toolsCmd)},
 	}
 }

@@ -629,6 +629,9 @@ func (f *Fleet) API() *api.Server {
 		deps.Replay = func(ctx context.Context, runID string) (replay.Report, error) {
 			return f.Replay(ctx, runID, ReplayOptions{})
 		}
+		deps.Fork = func(ctx context.Context, runID string, by submit.Principal, req api.ForkRequest) (replay.ForkResult, error) {
+			return f.Fork(ctx, runID, ForkOptions{At: req.At, By: by, Team: req.Team, Model: req.Model, Prompt: req.Prompt})
+		}
 	}
 	if f.Approvals != nil { // a nil *Approvals in the interface would not read as "no gate"
 		deps.Approvals = f.Approvals

@@ -36,6 +36,13 @@ var (
 	// ErrNotRecorded is the terminal's answer to a call the record has no result
 	// for (it was refused then and would run now): the replay never runs it.
 	ErrNotRecorded = errors.New("the record has no result for this call: it did not run then")
+	// ErrBadForkPoint refuses a fork at a step the record cannot start a run
+	// from: out of range, in a delegation's session, a limit, after a call
+	// whose effects the record does not hold (docs/fork.md).
+	ErrBadForkPoint = errors.New("bad fork point")
+	// ErrForkDiverged refuses a fork whose shared steps the engine now decides
+	// differently: they would not be the record.
+	ErrForkDiverged = errors.New("the engine now decides a shared step differently")
 )
 
 // Record is what a replay reads of a finished run: never written to.

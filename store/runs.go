@@ -85,6 +85,9 @@ type Run struct {
 	// starts labelled untrusted with them (the flow rules). Empty for a
 	// person's or a schedule's run.
 	Untrusted []string `json:"untrusted,omitempty"`
+	// Fork is an input of CreateRunOnce, not read back (ForkOf reads where a
+	// run was forked from): the record a fork starts from, written with the run.
+	Fork *ForkSeed `json:"-"`
 }
 
 // WorkspaceID is the id of the workspace the run works in: its project's, shared
@@ -248,7 +251,7 @@ func (s *Store) CreateRunOnce(ctx context.Context, r Run, maxInFlight int, claim
 	headStart := int64(r.Priority) * r.Aging.Microseconds()
 	args := []any{r.ID, r.Prompt, r.Template, r.Team, r.Variables, r.TokenBudget, r.Owner, r.ProjectID, r.CostBudget,
 		r.FairKey, r.Priority, r.RunLimit, headStart, r.TraceContext, untrustedOf(r), r.Workspace}
-	if claim == nil && maxInFlight == 0 && r.RunLimit == 0 {
+	if claim == nil && maxInFlight == 0 && r.RunLimit == 0 && r.Fork == nil {
 		// Nothing to count or claim: one statement, no transaction.
 		err := s.db.QueryRow(ctx, insert+` RETURNING admitted_at IS NOT NULL`, args...).Scan(&admitted)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -267,8 +270,10 @@ func (s *Store) CreateRunOnce(ctx context.Context, r Run, maxInFlight int, claim
 			}
 		}
 		var err error
-		admitted, err = createRunTx(ctx, tx, r, maxInFlight, insert, args)
-		return err
+		if admitted, err = createRunTx(ctx, tx, r, maxInFlight, insert, args); err != nil || r.Fork == nil {
+			return err
+		}
+		return seedFork(ctx, tx, r.ID, r.Fork)
 	})
 	if err != nil && !errors.Is(err, ErrTooManyRuns) && !errors.Is(err, ErrNoProject) && !errors.Is(err, ErrIdempotencyMismatch) {
 		return false, "", fmt.Errorf("create run: %w", err)

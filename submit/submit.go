@@ -176,6 +176,19 @@ type Request struct {
 	// parent of the run's submit span; an empty, malformed or oversized one is
 	// ignored (the submit span is a new root). Baggage is never read.
 	TraceParent string
+	// Fork, when set, makes the run a fork of another (issue 44, docs/fork.md).
+	Fork *Fork
+}
+
+// Fork is what makes a submission a fork: the new run's id (its workspace was
+// restored under it before the submit), the team of a fork that keeps its
+// template's (the original run's stored team, already rendered: a template
+// run's fork runs the team the original ran, not the template as it is now),
+// and the record it starts from, written with the run.
+type Fork struct {
+	ID   string
+	Team json.RawMessage
+	Seed store.ForkSeed
 }
 
 // Result is an accepted submission.
@@ -301,6 +314,9 @@ func (s *Submitter) submit(ctx context.Context, req Request) (Result, error) {
 		vars = map[string]any{}
 	}
 	rendered, err := team.Render(vars)
+	if req.Fork != nil && req.Template != "" {
+		rendered, err = team, nil // the original's team, rendered when it ran
+	}
 	if err != nil {
 		return Result{}, refuse(ErrInvalid, "variables", "%v", err)
 	}
@@ -330,6 +346,9 @@ func (s *Submitter) submit(ctx context.Context, req Request) (Result, error) {
 		TokenBudget: rendered.TokenBudget(), CostBudget: int64(rendered.CostBudget()), Owner: req.By.Name, Project: req.Project, ProjectID: projectID,
 		FairKey: key, Priority: priority, RunLimit: runLimit, Aging: s.d.Fairness.WithDefaults().Aging, TraceContext: tracing.Traceparent(ctx),
 		Untrusted: req.Untrusted}
+	if req.Fork != nil {
+		run.ID, run.Fork = req.Fork.ID, &req.Fork.Seed
+	}
 	if req.Staging {
 		run.Workspace = store.StagingWorkspace(run.ID)
 	}
@@ -413,6 +432,16 @@ func CheckPrompt(p string) error {
 
 // team loads the request's shipped template or parses and checks its inline team.
 func (s *Submitter) team(req Request) (templates.Template, error) {
+	if req.Fork != nil && req.Template != "" {
+		team, err := templates.ParseJSON(req.Fork.Team)
+		if err != nil {
+			return team, refuse(ErrUnprocessable, "team", "the forked run's team: %v", err)
+		}
+		if err := team.Validate(s.d.Registry); err != nil {
+			return team, refuse(ErrUnprocessable, "team", "the forked run's team does not validate now: %v", err)
+		}
+		return team, nil
+	}
 	inline := len(strings.TrimSpace(string(req.Team))) > 0 && strings.TrimSpace(string(req.Team)) != "null"
 	switch {
 	case req.Template != "" && inline:
