@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -90,6 +91,19 @@ func (f *Fleet) Fork(ctx context.Context, runID string, o ForkOptions) (replay.F
 	plan, err := f.Worker.PlanFork(rec, rep, o.At, newID, team)
 	if err != nil {
 		return res, err
+	}
+	// A call a person edited before it ran ran with the person's arguments, not
+	// the model's the session holds: the fork re-applies what ran (re-applying
+	// the model's would put unapproved content in the fork's workspace).
+	for i, rc := range plan.Restore {
+		appr, err := f.Store.ApprovalForCall(ctx, rc.From, rc.Call.ID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return res, fmt.Errorf("fork run %s: the approval of call %s: %w", runID, rc.Call.ID, err)
+		case appr.Status == store.ApprovalEdited:
+			plan.Restore[i].Call.Args = appr.EditedArgs
+		}
 	}
 	token := uuid.NewString()
 	vars := map[string]any{}

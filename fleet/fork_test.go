@@ -6,6 +6,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +21,7 @@ import (
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/replay"
+	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
 	"github.com/aetherium-engine/aetherium/tools"
 )
@@ -232,4 +237,47 @@ func TestForkRefuses(t *testing.T) {
 	// The owner may: the fork is theirs.
 	code, body = do(rootSecret, "/api/runs/"+orig+"/fork", map[string]any{"at": 4})
 	require.Equal(t, http.StatusAccepted, code, body)
+}
+
+// A call a person edited before it ran (an approval's edit) ran with the
+// person's arguments, while the session holds the model's: the fork's
+// workspace is rebuilt from what ran, never from the model's unapproved
+// arguments.
+func TestForkReappliesTheEditedArguments(t *testing.T) {
+	t.Parallel()
+	f := setupFork(t, nil)
+	ctx := context.Background()
+	orig := f.Submit("demo", "Greet the user in a file", map[string]any{"topic": "greetings"})
+	require.Equal(t, store.RunCompleted, f.WaitTerminal(orig, 60*time.Second).Status)
+	rows, err := f.Store.RunAudit(ctx, orig, 1000)
+	require.NoError(t, err)
+	var key string
+	for _, r := range rows {
+		if r.Tool == "write_file" {
+			key = r.CallKey
+		}
+	}
+	require.NotEmpty(t, key)
+	sess, call := key[:strings.LastIndex(key, ":")], key[strings.LastIndex(key, ":")+1:]
+	// The record as an edit leaves it: the approval holds the person's
+	// arguments, the session the model's.
+	const edited = "a person's words\n"
+	a, _, err := f.Store.RequestApproval(ctx, store.Approval{ID: security.ApprovalID(sess, call), RunID: orig, SessionID: sess, CallID: call,
+		Tool: "write_file", Kind: store.KindCall, Tier: "restricted", Args: json.RawMessage(`{}`), ArgsHash: "model"}, time.Minute)
+	require.NoError(t, err)
+	// Decided as the edit path stores it (Decide refuses a finished run's).
+	_, err = f.Store.Pool.Exec(ctx, `UPDATE approvals SET status = $2, decided_by = 'alice', decided_at = now(),
+		edited_args = $3::jsonb, edited_args_hash = 'person' WHERE id = $1`,
+		a.ID, store.ApprovalEdited, `{"path":"hello.txt","content":`+strconv.Quote(edited)+`}`)
+	require.NoError(t, err)
+
+	var res replay.ForkResult
+	code, body := f.Do(http.MethodPost, "/api/runs/"+orig+"/fork", map[string]any{"at": 4}, &res)
+	require.Equal(t, http.StatusAccepted, code, string(body))
+	require.Equal(t, store.RunCompleted, f.WaitTerminal(res.RunID, 60*time.Second).Status)
+	run, err := f.Store.GetRun(ctx, res.RunID)
+	require.NoError(t, err)
+	got, err := os.ReadFile(filepath.Join(f.Cfg.Workspaces, run.WorkspaceID(), "hello.txt"))
+	require.NoError(t, err)
+	require.Equal(t, edited, string(got), "the fork re-applied the call as it ran, edited")
 }

@@ -36,12 +36,14 @@ type ForkPlan struct {
 // RestoreCall is one recorded call re-applied by RestoreFork.
 type RestoreCall struct {
 	Session string // the new run's session id
-	Agent   string
-	node    templates.Node
-	role    string
-	access  tools.Access
-	Call    llm.ToolCall
-	team    templates.Template
+	// From is the recorded session the call ran in (its approval's key).
+	From   string
+	Agent  string
+	node   templates.Node
+	role   string
+	access tools.Access
+	Call   llm.ToolCall
+	team   templates.Template
 }
 
 // forkRestorable reports whether a recorded call is re-applied to a fork's
@@ -247,7 +249,7 @@ func (w *Worker) PlanFork(rec replay.Record, rep replay.Report, at int, newRun s
 			}
 			in.node, in.role, in.access = node, role, access
 		}
-		plan.Restore = append(plan.Restore, RestoreCall{Session: renamed[oldSess], Agent: s.Agent, team: orig, node: in.node, role: in.role, access: in.access, Call: c})
+		plan.Restore = append(plan.Restore, RestoreCall{Session: renamed[oldSess], From: oldSess, Agent: s.Agent, team: orig, node: in.node, role: in.role, access: in.access, Call: c})
 	}
 	return plan, nil
 }
