@@ -234,4 +234,5 @@ func TestMediaStudioTemplateOnSimulators(t *testing.T) {
 	info, err := media.Probe(ctx, exec, "", "narration.mp3", mp3)
 	require.NoError(t, err)
 	require.Greater(t, info.Duration.Seconds(), 10.0, "about 60 words of narration")
+	requireCleanReplay(t, f, id)
 }

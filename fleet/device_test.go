@@ -124,6 +124,14 @@ func TestSteamFrameTemplateOnSimulator(t *testing.T) {
 	require.Equal(t, "local/restricted", approved["frame_run"])
 	require.Equal(t, "/standard", approved["frame_status"])
 
+	// Replayed from its record, the run reaches the headset no more.
+	before := h.State(t)
+	requireCleanReplay(t, f, id)
+	after := h.State(t)
+	require.Len(t, after.Log, len(before.Log), "the replay ran a command on the headset")
+	require.Equal(t, before.Starts, after.Starts)
+	require.Equal(t, before.Captures, after.Captures)
+
 	code, raw = f.Do("GET", "/metrics", nil, nil)
 	require.Equal(t, 200, code)
 	require.Contains(t, string(raw), `aetherium_headset_fps_checks_total{result="pass"} 1`)
