@@ -15,7 +15,7 @@ import (
 const runPath = "/api/runs/7d444840-9dc0-11d1-b245-5ffdce74fad2"
 
 const goodRun = `{"id":"7d444840-9dc0-11d1-b245-5ffdce74fad2","status":"queued","prompt":"x","team":"t","result":"","error":"",
-	"tokens_used":0,"token_budget":0,"cost_usd":"0.000000","created_at":"2026-01-01T00:00:00.000Z","updated_at":"2026-01-01T00:00:00.000Z","owner":"local","priority":3,"kind":"job"}`
+	"tokens_used":0,"token_budget":0,"cost_usd":"0.000000","created_at":"2026-01-01T00:00:00.000Z","updated_at":"2026-01-01T00:00:00.000Z","owner":"local","priority":3,"kind":"job","workspace_tier":"temp"}`
 
 const goodFleet = `{"workers":[{"id":"w1","host":"h","pid":123,"concurrency":10,"queues":{"supervisor":6},"status":"active","started":"2026-01-01T00:00:00Z","active":2}],
 	"queues":[{"name":"supervisor","size":1,"pending":1,"active":0,"scheduled":0,"retry":0,"archived":0,"completed":0,"processed":4,"failed":1,"paused":false,"latency_ms":12}],
