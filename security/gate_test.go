@@ -553,7 +553,7 @@ func (e *gateEnv) requestApproval(t *testing.T, s *tools.Session, callID, tool s
 	require.Equal(t, asynq.TaskStateScheduled, info.State)
 	require.Equal(t, queue.TypeApprovalExpire, info.Type)
 	require.WithinDuration(t, appr.ExpiresAt, info.NextProcessAt, time.Second)
-	require.JSONEq(t, fmt.Sprintf(`{"approval_id":%q}`, id), string(info.Payload))
+	require.JSONEq(t, fmt.Sprintf(`{"approval_id":%q,"v":%d}`, id, queue.ContractVersion), string(info.Payload))
 
 	evs, err := e.st.EventsAfter(ctx, s.RunID, 0, 100)
 	require.NoError(t, err)
