@@ -100,7 +100,9 @@ func TestStalledRunsAreWoken(t *testing.T) {
 			sinfo, serr := ins.GetTaskInfo(queue.QueueSupervisor, queue.SuperviseTaskID(id, key))
 			_, terr := ins.GetTaskInfo(queue.QueueWorkers, queue.TurnTaskID(open.ID, key))
 			_, derr := ins.GetTaskInfo(queue.QueueWorkers, queue.TurnTaskID(done.ID, key))
-			absent := func(err error) bool { return errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) }
+			absent := func(err error) bool {
+				return errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound)
+			}
 			require.True(t, absent(derr), "a finished delegation is not woken: %v", derr)
 			if !tc.woken {
 				require.True(t, absent(serr), "the supervisor is not woken: %v", serr)
