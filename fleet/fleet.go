@@ -757,7 +757,7 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 		close(beats)
 	}
 	scheduler.NewMaintenance(f.schedulerConfig(), scheduler.MaintenanceDeps{
-		Store: f.Store, Queue: f.Queue, Fail: w.FailRun, Start: w.StartAdmitted, Log: f.Log,
+		Store: f.Store, Queue: f.Queue, Fail: w.FailRun, AnnounceEnd: w.AnnounceEnd, Start: w.StartAdmitted, Log: f.Log,
 		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, Executor: f.Executor, Workspaces: f.Workspaces,
 		Retention:    f.retentionSweeper(),
 		CancelWork:   comfyuitools.Canceler{Leases: f.Leases, Client: f.Cfg.ComfyUI.Client, VideoService: f.Cfg.ComfyUI.VideoService}.CancelRun,

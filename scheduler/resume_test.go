@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/events"
 	"github.com/aetherium-engine/aetherium/internal/testdb"
 	"github.com/aetherium-engine/aetherium/internal/testlog"
 	"github.com/aetherium-engine/aetherium/queue"
@@ -128,4 +130,54 @@ func TestResumeAfterIsShorterThanStuckAfter(t *testing.T) {
 	require.Equal(t, scheduler.DefaultResumeAfter, scheduler.Config{}.WithDefaults().ResumeAfter)
 	err := scheduler.Config{StuckAfter: time.Minute, ResumeAfter: time.Minute}.Validate()
 	require.ErrorContains(t, err, "scheduler.resume_after (1m0s) must be shorter than scheduler.stuck_after (1m0s)")
+}
+
+// A run's end and its terminal event are two writes. An end whose event never
+// came (the ender died between them and its redelivery was in Redis only, or a
+// restored dump caught the gap) is announced by the stuck-runs tick once the
+// grace (30 s) has passed: the event is stored and the end is heard once. An
+// end inside the grace is its ender's to announce.
+func TestUnannouncedEndsAreAnnounced(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := testdb.Store(t)
+	rec := &events.Recorder{Store: st}
+	var mu sync.Mutex
+	var announced []string
+	mux := asynq.NewServeMux()
+	scheduler.NewMaintenance(scheduler.Config{}, scheduler.MaintenanceDeps{Store: st, Log: testlog.Logger(t),
+		Fail: func(context.Context, string, string, string) { t.Error("no run is stuck") },
+		AnnounceEnd: func(ctx context.Context, id string) {
+			mu.Lock()
+			announced = append(announced, id)
+			mu.Unlock()
+			r, err := st.GetRun(ctx, id)
+			require.NoError(t, err)
+			require.NoError(t, rec.EmitTerminal(ctx, r))
+		}}).Register(mux)
+	end := func(ago time.Duration) string {
+		id := uuid.NewString()
+		require.NoError(t, st.CreateRun(ctx, store.Run{ID: id, Prompt: "p", Team: json.RawMessage(`{}`), Variables: json.RawMessage(`{}`), Owner: "alice"}))
+		changed, _, err := st.FinishRun(ctx, id, store.RunCompleted, "done", "", "")
+		require.NoError(t, err)
+		require.True(t, changed)
+		_, err = st.Pool.Exec(ctx, `UPDATE runs SET finished_at = now() - $2::interval WHERE id = $1`, id, ago.String())
+		require.NoError(t, err)
+		return id
+	}
+	lost, fresh := end(2*time.Minute), end(0)
+	heard := end(2 * time.Minute)
+	r, err := st.GetRun(ctx, heard)
+	require.NoError(t, err)
+	require.NoError(t, rec.EmitTerminal(ctx, r), "its ender announced this one")
+
+	for range 2 { // the second tick finds nothing left to announce
+		require.NoError(t, mux.ProcessTask(ctx, asynq.NewTask(queue.TypeStuckRuns, nil)))
+	}
+	require.Equal(t, []string{lost}, announced)
+	for id, want := range map[string]int{lost: 1, heard: 1, fresh: 0} {
+		var n int
+		require.NoError(t, st.Pool.QueryRow(ctx, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'run.completed'`, id).Scan(&n))
+		require.Equal(t, want, n, "terminal events of %s", id)
+	}
 }

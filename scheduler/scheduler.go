@@ -182,6 +182,9 @@ type MaintenanceDeps struct {
 	// Fail ends a run that made no progress for Config.StuckAfter (the worker's
 	// FailRun).
 	Fail func(ctx context.Context, runID, reason, msg string)
+	// AnnounceEnd stores the terminal event of a run that ended without one
+	// (the worker's AnnounceEnd), which also enqueues its cleanup.
+	AnnounceEnd func(ctx context.Context, runID string)
 	// Start starts runs admitted by the admission sweep (the worker's
 	// StartAdmitted): their run.admitted event and first step.
 	Start   func(ctx context.Context, runs []store.Run)
@@ -418,7 +421,29 @@ func (m *Maintenance) stuckRuns(ctx context.Context) error {
 	for _, id := range ids {
 		m.d.Fail(ctx, id, "stuck", fmt.Sprintf("no progress for %s", m.cfg.StuckAfter))
 	}
-	return m.resumeStalled(ctx)
+	return errors.Join(m.resumeStalled(ctx), m.announceEnds(ctx))
+}
+
+// announceEnds stores the terminal event of runs that ended QueuedAfter ago
+// without one: their ender died between the end and its event and no
+// redelivery came (its task was in Redis only), or a restored dump caught that
+// gap. Without it the end is heard by no one: no stream closes, no cleanup, no
+// webhook.
+func (m *Maintenance) announceEnds(ctx context.Context) error {
+	if m.d.AnnounceEnd == nil {
+		return nil
+	}
+	ids, err := m.d.Store.UnannouncedEnds(ctx, m.cfg.QueuedAfter, 500)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		m.d.AnnounceEnd(ctx, id)
+	}
+	if len(ids) > 0 {
+		m.d.Log.Warn("announced run ends that had no terminal event", "count", len(ids))
+	}
+	return nil
 }
 
 // resumeStalled gives each stalled run's supervisor and open delegations a

@@ -534,7 +534,7 @@ func (s *Store) FinishRun(ctx context.Context, id, status, result, errMsg, reaso
 		var key string
 		var limited bool
 		err := tx.QueryRow(ctx, `UPDATE runs SET status = $2, result = $3, error = $4, reason = $5,
-			updated_at = now(), finished_at = now()
+			updated_at = now(), finished_at = now(), end_announced = false
 			WHERE id = $1 AND status IN ('queued','running','waiting')
 			RETURNING fair_key, admitted_at IS NOT NULL AND EXISTS (SELECT 1 FROM runs w
 				WHERE w.fair_key = runs.fair_key AND w.admitted_at IS NULL AND w.status = 'queued')`,
@@ -622,6 +622,27 @@ func (s *Store) StalledRuns(ctx context.Context, quiet time.Duration, limit int)
 		return nil, fmt.Errorf("stalled runs: %w", err)
 	}
 	return out, nil
+}
+
+// MarkEndAnnounced records that run's terminal event is stored (FinishRun
+// cleared it). A no-op once set.
+func (s *Store) MarkEndAnnounced(ctx context.Context, runID string) error {
+	if _, err := s.db.Exec(ctx, `UPDATE runs SET end_announced = true WHERE id = $1 AND NOT end_announced`, runID); err != nil {
+		return fmt.Errorf("run %s: mark its end announced: %w", runID, err)
+	}
+	return nil
+}
+
+// UnannouncedEnds returns runs that ended more than grace ago with no
+// terminal event stored since (their ender died between the two writes, or a
+// dump caught the gap), oldest first.
+func (s *Store) UnannouncedEnds(ctx context.Context, grace time.Duration, limit int) ([]string, error) {
+	rows, err := s.db.Query(ctx, `SELECT id::text FROM runs WHERE NOT end_announced AND finished_at < now() - $1::interval
+		ORDER BY finished_at LIMIT $2`, grace.String(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("unannounced ends: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 // QueuedRuns returns admitted runs still queued after age (their first step was
