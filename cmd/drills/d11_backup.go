@@ -30,21 +30,33 @@ const restoredResumeAfter = 5 * time.Second
 // running ones woken by it (scheduler.resume_after) — and the counts prove
 // nothing half-written and nothing run twice.
 func drillBackup(ctx context.Context, e *env, r *report) error {
-	c, ids, _, err := underLoad(ctx, e, "backup")
+	c, err := newCluster(ctx, e, "backup", clusterOpts{workers: 2, concurrency: e.o.concurrency, latency: e.o.latency})
 	if err != nil {
 		return err
 	}
 	defer c.close()
-	n := len(ids)
-	// A dump worth the name holds finished runs and runs mid-flight.
-	var done, inFlight int
-	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if done, err = terminalCount(ctx, c.pool, ids); err != nil {
-			return err
-		}
-		if inFlight = c.inFlightTurns(ctx); done >= max(1, n/4) && inFlight > 0 {
-			break
-		}
+	// A dump worth the name holds finished runs and runs mid-flight: a first
+	// wave finishes, a second is mid-turn when pg_dump starts.
+	n := max(2, e.o.runs)
+	ids, err := c.submitTeam(ctx, n/2, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := harness.WaitTerminal(ctx, c.pool, ids, 3*time.Minute, nil); err != nil {
+		return fmt.Errorf("the first wave: %w", err)
+	}
+	second, err := c.submitTeam(ctx, n-n/2, 0)
+	if err != nil {
+		return err
+	}
+	ids = append(ids, second...)
+	inFlight := 0
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && inFlight < 2; time.Sleep(20 * time.Millisecond) {
+		inFlight = c.inFlightTurns(ctx)
+	}
+	done, err := terminalCount(ctx, c.pool, ids)
+	if err != nil {
+		return err
 	}
 	dump := filepath.Join(c.dir, "aetherium.dump")
 	start := time.Now()
