@@ -20,6 +20,10 @@ const (
 	DefaultRecencyWeight = 0.5
 	DefaultEntryChars    = 800
 	DefaultCandidates    = 50
+	// DefaultCacheEntries bounds a worker's in-process index of recall
+	// candidates (store.MemoryIndex): about 2 KB an entry of 50 words, so
+	// some 100 MB at most.
+	DefaultCacheEntries = 50_000
 )
 
 // Config tunes recall and condensation (YAML key memory).
@@ -35,6 +39,12 @@ type Config struct {
 	// Candidates bounds the entries read from the database per recall, best
 	// relevance and newest first, before ranking.
 	Candidates int `yaml:"candidates"`
+	// CacheEntries bounds the entries each worker keeps in its in-process index
+	// of recall candidates (store.MemoryIndex), over all projects, least
+	// recently recalled projects evicted first; a project with more entries than
+	// this recalls from PostgreSQL at every new session. Negative: no index, every
+	// recall reads PostgreSQL.
+	CacheEntries int `yaml:"cache_entries"`
 }
 
 // WithDefaults fills the zero fields.
@@ -44,6 +54,7 @@ func (c Config) WithDefaults() Config {
 	c.RecencyWeight = cmp.Or(c.RecencyWeight, DefaultRecencyWeight)
 	c.EntryChars = cmp.Or(c.EntryChars, DefaultEntryChars)
 	c.Candidates = cmp.Or(c.Candidates, DefaultCandidates)
+	c.CacheEntries = cmp.Or(c.CacheEntries, DefaultCacheEntries)
 	return c
 }
 
