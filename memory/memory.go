@@ -21,9 +21,10 @@ const (
 	DefaultEntryChars    = 800
 	DefaultCandidates    = 50
 	// DefaultCacheEntries bounds a worker's in-process index of recall
-	// candidates (store.MemoryIndex): about 2 KB an entry of 50 words, so
-	// some 100 MB at most.
-	DefaultCacheEntries = 50_000
+	// candidates (store.MemoryIndex): about 1.6 KB of heap an entry of 50
+	// words (store's BenchmarkMemoryRecall), so some 32 MB at most; two
+	// projects of 10,000 entries fit.
+	DefaultCacheEntries = 20_000
 )
 
 // Config tunes recall and condensation (YAML key memory).

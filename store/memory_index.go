@@ -28,10 +28,9 @@ import (
 // as stored (a copy per recall: a recalled untrusted entry stays labelled).
 //
 // Bounds: at most maxEntries entries over all projects (a project counts as
-// one more), least recently
-// recalled projects evicted first (about 2 KB an entry of 50 words, measured
-// by BenchmarkMemoryRecall); a project larger than maxEntries alone is not
-// indexed and recalls read PostgreSQL as before. Only a Store over a pool can
+// one more), the least recently recalled projects evicted first; about 1.6 KB
+// of heap an entry of 50 words (BenchmarkMemoryRecall). A project larger than
+// maxEntries alone is not indexed: its recalls read PostgreSQL as before. Only a Store over a pool can
 // back an index: over one transaction (InTx) it would cache writes that may
 // roll back.
 type MemoryIndex struct {
