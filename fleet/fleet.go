@@ -83,6 +83,9 @@ type Fleet struct {
 	Router   *tools.Router
 	Metrics  *metrics.Metrics
 	Worker   *worker.Worker
+	// MemoryIndex is the worker's in-process index of recall candidates
+	// (memory.cache_entries; nil when negative or without the worker).
+	MemoryIndex *store.MemoryIndex
 	// Traffic is the model-traffic plane: the governor and the price table.
 	Traffic *Traffic
 	// The permission gate's parts (nil with Options.NoGate).
@@ -474,7 +477,14 @@ func (f *Fleet) openWorker(ctx context.Context, opts Options) error {
 	wcfg.ReplyChecks = []hook.ReplyCheck{qa.Check, requiredoutput.Check}
 	wcfg.PostRun = []hook.PostRun{finishimage.New(finishimage.Deps{Store: f.Store, Queue: f.Queue, Events: f.Events,
 		Finisher: f.finisher(), Log: f.Log}).PostRun()}
-	f.Worker = worker.New(wcfg, worker.Deps{Store: f.Store, Queue: f.Queue, Events: f.Events, Router: f.Router, Models: models, Metrics: f.Metrics, ModelLabels: knownModels(cfg, f.Registry), Log: f.Log, Gated: !opts.NoGate,
+	var recall worker.MemoryRecaller
+	if n := cfg.Memory.WithDefaults().CacheEntries; n > 0 {
+		if f.MemoryIndex, err = store.NewMemoryIndex(f.Store, n); err != nil {
+			return fmt.Errorf("memory.cache_entries: %w", err)
+		}
+		recall = f.MemoryIndex
+	}
+	f.Worker = worker.New(wcfg, worker.Deps{MemoryRecall: recall, Store: f.Store, Queue: f.Queue, Events: f.Events, Router: f.Router, Models: models, Metrics: f.Metrics, ModelLabels: knownModels(cfg, f.Registry), Log: f.Log, Gated: !opts.NoGate,
 		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, LeaseRetry: cfg.Streams.LeaseRetry, Audit: audit, Workspaces: f.Workspaces,
 		Knowledge: kb, Memory: cfg.Memory, Windows: newWindows(windowTable), Tracing: f.Tracing, RedactContent: redact})
 	return nil

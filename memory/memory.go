@@ -20,6 +20,11 @@ const (
 	DefaultRecencyWeight = 0.5
 	DefaultEntryChars    = 800
 	DefaultCandidates    = 50
+	// DefaultCacheEntries bounds a worker's in-process index of recall
+	// candidates (store.MemoryIndex): about 1.6 KB of heap an entry of 50
+	// words (store's BenchmarkMemoryRecall), so some 32 MB at most; two
+	// projects of 10,000 entries fit.
+	DefaultCacheEntries = 20_000
 )
 
 // Config tunes recall and condensation (YAML key memory).
@@ -35,6 +40,12 @@ type Config struct {
 	// Candidates bounds the entries read from the database per recall, best
 	// relevance and newest first, before ranking.
 	Candidates int `yaml:"candidates"`
+	// CacheEntries bounds the entries each worker keeps in its in-process index
+	// of recall candidates (store.MemoryIndex), over all projects, least
+	// recently recalled projects evicted first; a project with more entries than
+	// this recalls from PostgreSQL at every new session. Negative: no index, every
+	// recall reads PostgreSQL.
+	CacheEntries int `yaml:"cache_entries"`
 }
 
 // WithDefaults fills the zero fields.
@@ -44,6 +55,7 @@ func (c Config) WithDefaults() Config {
 	c.RecencyWeight = cmp.Or(c.RecencyWeight, DefaultRecencyWeight)
 	c.EntryChars = cmp.Or(c.EntryChars, DefaultEntryChars)
 	c.Candidates = cmp.Or(c.Candidates, DefaultCandidates)
+	c.CacheEntries = cmp.Or(c.CacheEntries, DefaultCacheEntries)
 	return c
 }
 

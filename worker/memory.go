@@ -40,7 +40,7 @@ func (s *stepRun) injectMemory(ctx context.Context) error {
 		return nil
 	}
 	task := s.sess.Messages[1].Content
-	cands, err := s.w.store.RecallMemory(ctx, project, s.in.node.Name, task, s.w.memory.Candidates)
+	cands, err := s.w.recall.RecallMemory(ctx, project, s.in.node.Name, task, s.w.memory.Candidates)
 	if err != nil {
 		return err
 	}

@@ -42,3 +42,11 @@ type Store interface {
 }
 
 var _ Store = (*store.Store)(nil)
+
+// MemoryRecaller reads a recall's candidates (store.Store.RecallMemory's
+// contract): the store itself, or a store.MemoryIndex in front of it.
+type MemoryRecaller interface {
+	RecallMemory(ctx context.Context, project, agent, text string, limit int) ([]store.MemoryEntry, error)
+}
+
+var _ MemoryRecaller = (*store.MemoryIndex)(nil)

@@ -314,6 +314,7 @@ type Worker struct {
 	workspaces *wsquota.Manager
 	knowledge  knowledge.Backend
 	memory     memory.Config
+	recall     MemoryRecaller
 	tracing    *tracing.Provider
 	redact     func(string) string
 }
@@ -358,6 +359,9 @@ type Deps struct {
 	Knowledge knowledge.Backend
 	// Memory tunes agent memory (ADR 5) of project runs.
 	Memory memory.Config
+	// MemoryRecall, when set, serves a new session's memory recall (the
+	// process's store.MemoryIndex). Nil: Store's RecallMemory reads PostgreSQL.
+	MemoryRecall MemoryRecaller
 	// Windows, when set, keeps each session's requests inside its model's
 	// context window (compaction, issue 38). Nil: requests grow unchecked.
 	Windows Windows
@@ -392,7 +396,10 @@ func New(cfg Config, d Deps) *Worker {
 			panic(err) // the zero config always validates
 		}
 	}
-	return &Worker{workspaces: d.Workspaces, cfg: cfg, store: d.Store, queue: d.Queue, events: d.Events, router: d.Router, models: d.Models, metrics: d.Metrics, log: d.Log, gated: d.Gated,
+	if d.MemoryRecall == nil {
+		d.MemoryRecall = d.Store
+	}
+	return &Worker{recall: d.MemoryRecall, workspaces: d.Workspaces, cfg: cfg, store: d.Store, queue: d.Queue, events: d.Events, router: d.Router, models: d.Models, metrics: d.Metrics, log: d.Log, gated: d.Gated,
 		mailbox: d.Mailbox, consumer: consumerName(), leases: d.Leases, gpu: d.GPU, leaseRetry: d.LeaseRetry, audit: d.Audit, modelLabels: d.ModelLabels,
 		knowledge: d.Knowledge, memory: d.Memory.WithDefaults(), windows: d.Windows, tracing: d.Tracing, redact: d.RedactContent}
 }
