@@ -642,6 +642,9 @@ func (f *Fleet) API() *api.Server {
 		deps.Fork = func(ctx context.Context, runID string, by submit.Principal, req api.ForkRequest) (replay.ForkResult, error) {
 			return f.Fork(ctx, runID, ForkOptions{At: req.At, By: by, Team: req.Team, Model: req.Model, Prompt: req.Prompt})
 		}
+	} else if f.Queue != nil {
+		// An API process alone (the split deployment): a worker runs them.
+		deps.Replay, deps.Fork = f.replayRemote, f.forkRemote
 	}
 	if f.Approvals != nil { // a nil *Approvals in the interface would not read as "no gate"
 		deps.Approvals = f.Approvals
@@ -744,6 +747,9 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 	}
 	if f.Webhooks != nil {
 		mux.HandleFunc(queue.TypeWebhookDeliver, f.Webhooks.Handle)
+	}
+	if f.gate != nil {
+		mux.HandleFunc(queue.TypeReplay, f.handleReplayTask)
 	}
 	mux.Use(logctx.TaskMiddleware())
 	// The runner leaves the dispatcher's window when base ends; the returned
