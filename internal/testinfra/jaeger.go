@@ -52,9 +52,15 @@ func (j Jaeger) Up(ctx context.Context) error {
 }
 
 // RequireJaeger is the environment's Jaeger, or fails the test under CI=true
-// (skips it otherwise) when its query API does not answer.
+// (skips it otherwise) when its query API does not answer. AETHERIUM_JAEGER=off
+// skips it even under CI=true: .ci/run's `make test` runs without Jaeger (its
+// cold build is minutes of CPU, taken while the drills wait) and runs these
+// tests in its traces phase, where `testtimes -check` requires them to pass.
 func RequireJaeger(t testing.TB) Jaeger {
 	t.Helper()
+	if os.Getenv("AETHERIUM_JAEGER") == "off" {
+		t.Skip("AETHERIUM_JAEGER=off: no trace receiver in this run (.ci/run runs the Jaeger tests in its traces phase)")
+	}
 	j := JaegerAt()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
