@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -70,22 +71,13 @@ func TestTracesInJaeger(t *testing.T) {
 
 	a := start("worker-a")
 	id := f.SubmitTeam(tm, "Write the brief")
-	// Kill A once the writer's turn has written (its spans up to there are in
-	// Jaeger) and before it ends.
+	// Kill A in the middle of the writer's second step: the subagent has
+	// answered, the writer has written brief.md, and three model turns of its
+	// step are still to come.
 	require.Eventually(t, func() bool {
-		var page struct {
-			Events []struct{ Type, Agent string } `json:"events"`
-		}
-		if code, _ := f.Do(http.MethodGet, "/api/runs/"+id+"/events?format=json&limit=500", nil, &page); code != http.StatusOK {
-			return false
-		}
-		for _, e := range page.Events {
-			if e.Type == "tool.call" && e.Agent == "writer" {
-				return true
-			}
-		}
-		return false
-	}, 90*time.Second, 20*time.Millisecond, "the writer's turn made a tool call on worker A")
+		_, err := os.Stat(filepath.Join(cfg.Workspaces, id, "brief.md"))
+		return err == nil
+	}, 90*time.Second, 10*time.Millisecond, "the writer's step wrote brief.md on worker A")
 	a.Kill()
 	start("worker-b")
 	run := f.WaitTerminal(id, 4*time.Minute)
