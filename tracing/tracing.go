@@ -3,6 +3,7 @@ package tracing
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -212,7 +213,11 @@ func newExporter(ctx context.Context, cfg Config) (sdktrace.SpanExporter, error)
 	default:
 		var opts []otlptracehttp.Option
 		if cfg.Endpoint != "" {
-			opts = append(opts, otlptracehttp.WithEndpointURL(cfg.Endpoint))
+			endpoint, err := httpTracesURL(cfg.Endpoint)
+			if err != nil {
+				return nil, err
+			}
+			opts = append(opts, otlptracehttp.WithEndpointURL(endpoint))
 		}
 		exp, err := otlptracehttp.New(ctx, opts...)
 		if err != nil {
@@ -220,6 +225,22 @@ func newExporter(ctx context.Context, cfg Config) (sdktrace.SpanExporter, error)
 		}
 		return exp, nil
 	}
+}
+
+// httpTracesURL is the URL the OTLP/HTTP exporter posts to for endpoint, the
+// collector's base URL as the docs and OTEL_EXPORTER_OTLP_ENDPOINT give it
+// (http://collector:4318): the exporter takes a URL as-is, so a bare one
+// would post to "/" and every collector answer 404 (found against a real
+// Jaeger: no span arrived). A URL with a path of its own is kept.
+func httpTracesURL(endpoint string) (string, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return "", fmt.Errorf("tracing.endpoint: want http(s)://host:port[/path], got %q", endpoint)
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/v1/traces"
+	}
+	return u.String(), nil
 }
 
 // Enabled reports whether spans are recorded and exported.

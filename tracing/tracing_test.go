@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -221,4 +223,36 @@ func TestCapContent(t *testing.T) {
 			require.Less(t, len(got), tracing.MaxContentBytes+64)
 		})
 	}
+}
+
+// tracing.endpoint is the collector's base URL, as the docs and
+// OTEL_EXPORTER_OTLP_ENDPOINT give it: the OTLP/HTTP exporter posts to its
+// /v1/traces (a bare URL posted to "/", which a real collector answers 404); a
+// URL with a path of its own is kept as it is.
+func TestHTTPEndpointPostsToTheTracesPath(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ suffix, want string }{
+		{"", "/v1/traces"},
+		{"/", "/v1/traces"},
+		{"/custom/traces", "/custom/traces"},
+	} {
+		t.Run("endpoint"+tc.suffix, func(t *testing.T) {
+			t.Parallel()
+			paths := make(chan string, 10)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				paths <- r.URL.Path
+				w.Header().Set("Content-Type", "application/x-protobuf")
+				w.WriteHeader(http.StatusOK)
+			}))
+			t.Cleanup(srv.Close)
+			p, err := tracing.New(t.Context(), tracing.Config{Enabled: true, Exporter: tracing.ExporterHTTP, Endpoint: srv.URL + tc.suffix}.WithDefaults())
+			require.NoError(t, err)
+			_, span := p.Start(t.Context(), "one")
+			span.End()
+			require.NoError(t, p.Shutdown(t.Context()), "the span is exported on shutdown")
+			require.Equal(t, tc.want, <-paths)
+		})
+	}
+	_, err := tracing.New(t.Context(), tracing.Config{Enabled: true, Exporter: tracing.ExporterHTTP, Endpoint: "http://"}.WithDefaults())
+	require.ErrorContains(t, err, "tracing.endpoint")
 }
