@@ -96,7 +96,8 @@ func BenchmarkRetentionSweep(b *testing.B) {
 }
 
 // lockWaits samples pg_locks every 2 ms until the returned func is called,
-// which returns every lock wait seen in the database: each waiting lock
+// which returns every lock wait seen by a backend of this database (pg_locks
+// is the whole server's: other tests' databases are left out): each waiting lock
 // (backend, lock, waitstart) once, as long as it was seen waiting.
 func lockWaits(b *testing.B, st *store.Store) func() []time.Duration {
 	b.Helper()
@@ -108,7 +109,8 @@ func lockWaits(b *testing.B, st *store.Store) func() []time.Duration {
 		for ctx.Err() == nil {
 			rows, err := st.Pool.Query(ctx, `SELECT l.pid || ':' || l.locktype || ':' || coalesce(l.relation::regclass::text, '') || ':' || l.waitstart::text,
 					extract(epoch FROM clock_timestamp() - l.waitstart)
-				FROM pg_locks l WHERE NOT l.granted AND l.waitstart IS NOT NULL AND l.pid <> pg_backend_pid()`)
+				FROM pg_locks l WHERE NOT l.granted AND l.waitstart IS NOT NULL AND l.pid <> pg_backend_pid()
+					AND l.pid IN (SELECT pid FROM pg_stat_activity WHERE datname = current_database())`)
 			if err == nil {
 				var key string
 				var secs float64
