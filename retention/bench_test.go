@@ -107,10 +107,14 @@ func lockWaits(b *testing.B, st *store.Store) func() []time.Duration {
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			rows, err := st.Pool.Query(ctx, `SELECT l.pid || ':' || l.locktype || ':' || coalesce(l.relation::regclass::text, '') || ':' || l.waitstart::text,
+			// Each wait: who waits (its statement), on what, and who holds
+			// it (pg_blocking_pids: their backend types and statements).
+			rows, err := st.Pool.Query(ctx, `SELECT l.pid || ' ' || l.locktype || ' ' || l.mode || ' ' || coalesce(l.relation::regclass::text, '') || ' ' || l.waitstart::text
+					|| ' [' || left(a.query, 40) || '] blocked by ' || coalesce((SELECT string_agg(b.backend_type || ' [' || left(b.query, 60) || ']', ', ')
+						FROM pg_stat_activity b WHERE b.pid = ANY (pg_blocking_pids(l.pid))), '?'),
 					extract(epoch FROM clock_timestamp() - l.waitstart)
-				FROM pg_locks l WHERE NOT l.granted AND l.waitstart IS NOT NULL AND l.pid <> pg_backend_pid()
-					AND l.pid IN (SELECT pid FROM pg_stat_activity WHERE datname = current_database())`)
+				FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+				WHERE NOT l.granted AND l.waitstart IS NOT NULL AND l.pid <> pg_backend_pid() AND a.datname = current_database()`)
 			if err == nil {
 				var key string
 				var secs float64
