@@ -257,7 +257,8 @@ type Deps struct {
 	Schedules schedules.Config
 	// Replay, when set, replays a finished run from its record (POST
 	// /api/runs/:id/replay): the fleet sets it in a process that holds the
-	// worker's engine. Nil answers 501.
+	// worker's engine, and in an API process alone to hand the replay to a
+	// worker (replay.ErrPending: 503). Nil answers 501.
 	Replay func(ctx context.Context, runID string) (replay.Report, error)
 	// Fork, when set, forks a finished run at a step (POST
 	// /api/runs/:id/fork, docs/fork.md): set with Replay. Nil answers 501.

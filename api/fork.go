@@ -58,7 +58,7 @@ func (s *Server) forkRun(c *fiber.Ctx) error {
 		return &Error{Status: http.StatusConflict, Field: "id", Message: "run " + r.ID + " is an MCP client's session: it has no team to fork"}
 	}
 	if s.d.Fork == nil {
-		return &Error{Status: http.StatusNotImplemented, Message: "fork runs in a process that holds the worker's engine (aetherium dev, or an api process opened with the worker role); this one does not"}
+		return &Error{Status: http.StatusNotImplemented, Message: "fork needs the worker's engine in this process or a queue to hand it to a worker; this one has neither"}
 	}
 	res, err := s.d.Fork(c.UserContext(), r.ID, submitter(c), req)
 	switch {
@@ -66,8 +66,10 @@ func (s *Server) forkRun(c *fiber.Ctx) error {
 		return &Error{Status: http.StatusConflict, Field: "id", Message: err.Error()}
 	case errors.Is(err, replay.ErrBadForkPoint):
 		return &Error{Status: http.StatusBadRequest, Field: "at", Message: err.Error()}
-	case errors.Is(err, replay.ErrCorruptRecord):
+	case errors.Is(err, replay.ErrCorruptRecord), errors.Is(err, replay.ErrTooLarge):
 		return &Error{Status: http.StatusUnprocessableEntity, Field: "id", Message: err.Error()}
+	case errors.Is(err, replay.ErrPending):
+		return pendingReplay(c, err)
 	case err != nil:
 		return submitError(c, err)
 	}

@@ -97,16 +97,21 @@ func (s *Server) routes() []route {
 				"the circuit breaker, max_steps) with the model's answers and the tools' results served from the record: no tool runs, "+
 				"nothing of the run changes (no audit row, event or approval). The report names the first step that differs, both sides shown, "+
 				"and every step with its state hashes. Visible to the run's owner and read_all. 409 for a run not finished; "+
-				"422 for a record the engine cannot walk (a corrupt history); 501 in a process without the worker's engine.").
-			returns(200, ReplayReport{}).errors(400, 404, 409, 422, 501),
+				"422 for a record the engine cannot walk (a corrupt history) or one over replay.max_messages. "+
+				"An API process without the worker's engine hands the replay to a worker (a run:replay task, its id deterministic per run and "+
+				"permissions revision) and waits replay.wait for its report: 503 with Retry-After when the worker has not answered, "+
+				"and the same request later collects the report (kept replay.keep).").
+			returns(200, ReplayReport{}).errors(400, 404, 409, 422, 501, 503),
 		runParam(post("/api/runs/:id/fork", "Fork a finished run at a step: a new run that shares its record up to the step and runs live from it", s.forkRun)).roles(RoleSubmit).
 			describe("A new run of the caller (through package submit's checks) whose supervisor's history, delegations and workspace are the record's up to "+
 				"step at (the replay report's numbering, a step of the supervisor's session): nothing of the shared steps runs again (no model call, "+
 				"no tool, no audit row); the workspace is rebuilt by re-applying the recorded workspace and plan edits. team, model or prompt change the team "+
 				"from the fork on. Visible to the run's owner and read_all (else 404). 400 for a step out of range or one a run cannot start at, "+
 				"a team that does not validate; 409 for a run not finished or whose shared steps the engine now decides differently; "+
-				"422 for a corrupt record; 501 in a process without the worker's engine.").
-			body(ForkRequest{}).returns(202, ForkResponse{}).errors(400, 404, 409, 422, 429, 501),
+				"422 for a corrupt record or one over replay.max_messages. An API process without the worker's engine hands the fork to a worker "+
+				"and waits replay.wait: 503 with Retry-After when the worker has not answered; the same request (caller and body) within "+
+				"replay.keep is answered with the fork it started, not a second one.").
+			body(ForkRequest{}).returns(202, ForkResponse{}).errors(400, 404, 409, 422, 429, 501, 503),
 		runParam(get("/api/runs/:id/events", "A run's events as a server-sent event stream, or (format=json) as a JSON list", s.streamEvents)).roles(RoleRead).
 			describe("Replays from Last-Event-ID (or ?last_event_id), then streams live until the terminal event. "+
 				"Each event has id (the event id), event (its type) and data (a StreamEvent, named by x-event-data); "+

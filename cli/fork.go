@@ -77,7 +77,7 @@ func forkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		req.Model = &llm.ModelConfig{Provider: provider, Model: name}
 	}
 	var res replay.ForkResult
-	if err := postJSON(ctx, *base+"/api/runs/"+url.PathEscape(id)+"/fork", req, &res); err != nil {
+	if err := postCollecting(ctx, *base+"/api/runs/"+url.PathEscape(id)+"/fork", req, &res, stderr); err != nil {
 		fmt.Fprintf(stderr, "aetherium fork: %v\n", err)
 		return 1
 	}

@@ -53,7 +53,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	fmt.Fprintf(stderr, "replaying run %s…\n", id)
 	var rep replay.Report
-	if err := postJSON(ctx, *base+"/api/runs/"+url.PathEscape(id)+"/replay", struct{}{}, &rep); err != nil {
+	if err := postCollecting(ctx, *base+"/api/runs/"+url.PathEscape(id)+"/replay", struct{}{}, &rep, stderr); err != nil {
 		fmt.Fprintf(stderr, "aetherium replay: %v\n", err)
 		return 1
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aetherium-engine/aetherium/config"
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/replay"
@@ -55,6 +56,16 @@ func TestReplayCommand(t *testing.T) {
 			}
 		})
 	}
+
+	// Through an API process alone (the split deployment), whose wait for the
+	// worker runs out at once: the command asks again and collects the
+	// worker's report.
+	lone := f.StartAPIWith(func(c *config.Config) { c.Replay.Wait = time.Nanosecond })
+	var loneOut, loneErr bytes.Buffer
+	loneCode := Main([]string{"replay", done, "--api", lone.URL}, &loneOut, &loneErr)
+	require.Equal(t, 0, loneCode, loneErr.String())
+	require.Contains(t, loneErr.String(), "still running on a worker; asking again in 1s")
+	require.Contains(t, loneOut.String(), "2 sessions, 9 steps replayed, 0 tool executions")
 
 	code, out, errOut := cli("replay", "--json", done)
 	require.Equal(t, 0, code, errOut)

@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -244,13 +245,50 @@ func apiError(status int, body []byte) error {
 		Error string `json:"error"`
 	}
 	if json.Unmarshal(body, &e) == nil && e.Error != "" {
-		return fmt.Errorf("HTTP %d: %s", status, printable(e.Error))
+		return &statusError{status: status, msg: fmt.Sprintf("HTTP %d: %s", status, printable(e.Error))}
 	}
 	text := oneLine(printable(string(body)), 300)
 	if text == "" {
 		text = http.StatusText(status)
 	}
-	return fmt.Errorf("HTTP %d: %s", status, text)
+	return &statusError{status: status, msg: fmt.Sprintf("HTTP %d: %s", status, text)}
+}
+
+// statusError is an answer of the API other than 2xx: its status, and its
+// words as apiError puts them.
+type statusError struct {
+	status int
+	msg    string
+}
+
+func (e *statusError) Error() string { return e.msg }
+
+// collectAttempts bounds how often postCollecting asks again: each attempt
+// waits the server's replay.wait (2 minutes by default).
+const collectAttempts = 30
+
+// postCollecting is postJSON for a request the API may hand to a worker
+// (replay, fork in a split deployment): a 503 with Retry-After is a worker
+// still at it, and the same request collects the answer, so it asks again
+// after the wait it was given, saying so on progress.
+func postCollecting(ctx context.Context, url string, body, into any, progress io.Writer) error {
+	for attempt := 1; ; attempt++ {
+		header, err := doJSONHeader(ctx, http.MethodPost, url, nil, body, into)
+		var se *statusError
+		if err == nil || !errors.As(err, &se) || se.status != http.StatusServiceUnavailable || header.Get("Retry-After") == "" || attempt == collectAttempts {
+			return err
+		}
+		wait, perr := strconv.Atoi(header.Get("Retry-After"))
+		if perr != nil || wait < 0 {
+			return err
+		}
+		fmt.Fprintf(progress, "still running on a worker; asking again in %ds…\n", wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(wait) * time.Second):
+		}
+	}
 }
 
 // stoppedFollowing is what an interrupt (Ctrl-C) while following a run

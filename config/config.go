@@ -38,6 +38,7 @@ import (
 	"github.com/aetherium-engine/aetherium/mcpserver"
 	"github.com/aetherium-engine/aetherium/memory"
 	"github.com/aetherium-engine/aetherium/queue"
+	"github.com/aetherium-engine/aetherium/replay"
 	"github.com/aetherium-engine/aetherium/retention"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/scheduler"
@@ -131,6 +132,12 @@ type Config struct {
 	// recency_weight, entry_chars, candidates; see package memory. Zero values
 	// take its defaults.
 	Memory memory.Config `yaml:"memory"`
+	// Replay bounds replays and forks (max_messages: the history messages of a
+	// run a replay or a fork may read; wait: how long an API process without
+	// the worker's engine waits for the worker it hands them to; keep: how
+	// long that result is kept for the same request); see package replay and
+	// docs/replay.md. Zero values take its defaults.
+	Replay replay.Config `yaml:"replay"`
 	// MCP is the MCP server's profiles and waits (profiles, call_timeout, poll,
 	// progress_every, session_timeout) and its OAuth resource server (oauth);
 	// its address is api.mcp_addr. See package mcpserver and docs/mcp.md.
@@ -324,6 +331,7 @@ func Default() Config {
 		Schedules:       schedules.Config{}.WithDefaults(),
 		Tracing:         tracing.Config{}.WithDefaults(),
 		Retention:       retention.Defaults(),
+		Replay:          replay.Config{}.WithDefaults(),
 		LLM: LLM{
 			OpenAI:    openai.Config{Model: openai.DefaultModel, MaxRetries: openai.DefaultMaxRetries, Timeout: openai.DefaultTimeout},
 			Anthropic: anthropic.Config{Model: anthropic.DefaultModel, MaxRetries: anthropic.DefaultMaxRetries, Timeout: anthropic.DefaultTimeout},
@@ -523,6 +531,7 @@ func (c Config) Validate() error {
 	add(c.Fairness.Validate())
 	add(c.Tracing.Validate())
 	add(c.Retention.Validate())
+	add(c.Replay.Validate())
 	mcp := c.MCP // validated as written: WithDefaults would hide a negative wait
 	mcp.Addr = c.API.MCPAddr
 	add(mcp.Validate())

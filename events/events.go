@@ -192,9 +192,14 @@ func (r *Recorder) EmitTerminal(ctx context.Context, run store.Run) error {
 		return err
 	}
 	typ := map[string]string{store.RunCompleted: RunCompleted, store.RunFailed: RunFailed, store.RunCancelled: RunCancelled}[run.Status]
-	return r.Emit(ctx, run.ID, "terminal", typ, "", RunEndedData{
+	if err := r.Emit(ctx, run.ID, "terminal", typ, "", RunEndedData{
 		Status: run.Status, Result: run.Result, Error: run.Error, Reason: run.Reason, TokensUsed: run.TokensUsed,
-	})
+	}); err != nil {
+		return err
+	}
+	// Stored (now or by an earlier delivery): the end is no longer one the
+	// stuck-runs tick must announce.
+	return r.Store.MarkEndAnnounced(ctx, run.ID)
 }
 
 // emitClosedDelegations records the missing delegation.finished events of a

@@ -642,6 +642,9 @@ func (f *Fleet) API() *api.Server {
 		deps.Fork = func(ctx context.Context, runID string, by submit.Principal, req api.ForkRequest) (replay.ForkResult, error) {
 			return f.Fork(ctx, runID, ForkOptions{At: req.At, By: by, Team: req.Team, Model: req.Model, Prompt: req.Prompt})
 		}
+	} else if f.Queue != nil {
+		// An API process alone (the split deployment): a worker runs them.
+		deps.Replay, deps.Fork = f.replayRemote, f.forkRemote
 	}
 	if f.Approvals != nil { // a nil *Approvals in the interface would not read as "no gate"
 		deps.Approvals = f.Approvals
@@ -745,6 +748,9 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 	if f.Webhooks != nil {
 		mux.HandleFunc(queue.TypeWebhookDeliver, f.Webhooks.Handle)
 	}
+	if f.gate != nil {
+		mux.HandleFunc(queue.TypeReplay, f.handleReplayTask)
+	}
 	mux.Use(logctx.TaskMiddleware())
 	// The runner leaves the dispatcher's window when base ends; the returned
 	// cancel waits for that, so a stopped process's slots are not counted on
@@ -767,7 +773,7 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 		close(beats)
 	}
 	scheduler.NewMaintenance(f.schedulerConfig(), scheduler.MaintenanceDeps{
-		Store: f.Store, Queue: f.Queue, Fail: w.FailRun, Start: w.StartAdmitted, Log: f.Log,
+		Store: f.Store, Queue: f.Queue, Fail: w.FailRun, AnnounceEnd: w.AnnounceEnd, Start: w.StartAdmitted, Log: f.Log,
 		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, Executor: f.Executor, Workspaces: f.Workspaces,
 		Retention:    f.retentionSweeper(),
 		CancelWork:   comfyuitools.Canceler{Leases: f.Leases, Client: f.Cfg.ComfyUI.Client, VideoService: f.Cfg.ComfyUI.VideoService}.CancelRun,

@@ -61,7 +61,7 @@ func (f *Fleet) Fork(ctx context.Context, runID string, o ForkOptions) (replay.F
 	if o.At < 1 {
 		return res, fmt.Errorf("%w: step %d: steps count from 1", replay.ErrBadForkPoint, o.At)
 	}
-	rec, err := replay.Load(ctx, f.Store, runID)
+	rec, err := replay.Load(ctx, f.Store, runID, f.Cfg.Replay.MaxMessages)
 	if err != nil {
 		return res, err
 	}

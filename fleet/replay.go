@@ -18,7 +18,8 @@ type ReplayOptions struct {
 }
 
 // ErrNoEngine refuses a replay in a process without the worker's engine (the
-// api role alone, or a fleet opened without the gate).
+// api role alone, or a fleet opened without the gate). The api role's API
+// hands its replays and forks to a worker instead (replaytask.go).
 var ErrNoEngine = errors.New("replay needs the worker's engine and its permission gate in this process")
 
 // Replay replays a finished run from its record (issue 44, docs/replay.md):
@@ -30,7 +31,7 @@ func (f *Fleet) Replay(ctx context.Context, runID string, o ReplayOptions) (repl
 	if f.Worker == nil || f.gate == nil {
 		return replay.Report{RunID: runID}, ErrNoEngine
 	}
-	rec, err := replay.Load(ctx, f.Store, runID)
+	rec, err := replay.Load(ctx, f.Store, runID, f.Cfg.Replay.MaxMessages)
 	if err != nil {
 		return replay.Report{RunID: runID}, err
 	}

@@ -26,6 +26,7 @@ const (
 	webhookMaxRetry        = 12
 	cleanupMaxRetry        = 10
 	finishImageMaxRetry    = 8
+	replayMaxRetry         = 2
 	maintenanceMaxRetry    = 1
 	taskTimeout            = 30 * time.Minute
 )
@@ -172,6 +173,24 @@ func (e *Enqueuer) FinishImage(ctx context.Context, runID string) error {
 	_, err := e.enqueue(ctx, FinishImageTask(runID), options{queue: QueueMaintenance, id: FinishImageTaskID(runID),
 		maxRetry: finishImageMaxRetry, retention: e.cfg.Retention, timeout: taskTimeout})
 	return err
+}
+
+// Replay enqueues the replay (or, with p.Fork, the fork) of a finished run on
+// the maintenance queue (an analysis, below the runs' own steps) under
+// ReplayTaskID(p.RunID, key), kept keep after it ends: the result a worker
+// writes is read back from the task (asynq.Inspector.GetTaskInfo). It returns
+// the task's id; an id that exists already (the same request, pending or
+// done) is no error. A replay is retried (it writes nothing); a fork never is
+// (it may have started its run before it failed).
+func (e *Enqueuer) Replay(ctx context.Context, p ReplayPayload, key string, keep time.Duration) (string, error) {
+	id := ReplayTaskID(p.RunID, key)
+	retries := replayMaxRetry
+	if len(p.Fork) > 0 {
+		retries = 0
+	}
+	_, err := e.enqueue(ctx, newTask(TypeReplay, p), options{queue: QueueMaintenance, id: id,
+		maxRetry: retries, retention: keep, timeout: taskTimeout})
+	return id, err
 }
 
 // Maintenance enqueues maintenance task typ for the tick of period that contains

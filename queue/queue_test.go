@@ -26,6 +26,7 @@ func TestContractIsPinned(t *testing.T) {
 		queue.TypeWebhookDeliver: "webhook:deliver",
 		queue.TypeRunCleanup:     "run:cleanup",
 		queue.TypeFinishImage:    "run:finish-image",
+		queue.TypeReplay:         "run:replay",
 		queue.TypeRequeueQueued:  "maintenance:requeue-queued",
 		queue.TypeStuckRuns:      "maintenance:stuck-runs",
 		queue.TypeAuditPurge:     "maintenance:audit-purge",
@@ -50,6 +51,7 @@ func TestContractIsPinned(t *testing.T) {
 		queue.WebhookTaskID(3, 42):                    "webhook:3:42",
 		queue.CleanupTaskID("r1"):                     "cleanup:r1",
 		queue.FinishImageTaskID("r1"):                 "finish-image:r1",
+		queue.ReplayTaskID("r1", "sha256:0123"):       "replay:r1:sha256:0123",
 		queue.MaintenanceTaskID(queue.TypeLeaseReap, time.Unix(1_800_000_007, 0), 15*time.Second): "maintenance:lease-reap:1800000000",
 	} {
 		require.Equal(t, want, got)

@@ -31,6 +31,11 @@ const (
 	// gate (MCPCallPayload): enqueued by the MCP server, and again by the
 	// decision on its approval.
 	TypeMCPCall = "mcp:call"
+	// TypeReplay is a replay or a fork of a finished run (ReplayPayload) that
+	// an API process without the worker's engine hands to a worker: the
+	// worker stores its answer as the task's result, which the API process
+	// collects (docs/replay.md, "Split deployments").
+	TypeReplay = "run:replay"
 
 	// The periodic maintenance tasks (no payload), enqueued by the scheduler.
 	TypeRequeueQueued  = "maintenance:requeue-queued"
@@ -109,6 +114,13 @@ type MCPCallPayload struct {
 	CallID string `json:"call_id"`
 }
 
+// ReplayPayload names the run a worker replays, or forks when Fork is set
+// (the fork's request and who asked for it, as the fleet encodes them).
+type ReplayPayload struct {
+	RunID string          `json:"run_id"`
+	Fork  json.RawMessage `json:"fork,omitempty"`
+}
+
 // MCPCallTask is the execution of an MCP client's tool call.
 func MCPCallTask(callID string) *asynq.Task {
 	return newTask(TypeMCPCall, MCPCallPayload{CallID: callID})
@@ -179,6 +191,11 @@ func TurnTaskID(delegationID, key string) string { return "turn:" + delegationID
 
 // MCPCallTaskID is the id of an MCP call's task for key (as SuperviseTaskID).
 func MCPCallTaskID(callID, key string) string { return "mcp-call:" + callID + ":" + key }
+
+// ReplayTaskID is the id of a replay (or a fork) of run for key: what the
+// answer depends on besides the record (the permissions' revision; a fork's
+// request), so the same request finds the same task and its result.
+func ReplayTaskID(runID, key string) string { return "replay:" + runID + ":" + key }
 
 // ApprovalExpireTaskID is the id of an approval's expiry.
 func ApprovalExpireTaskID(approvalID string) string { return "approval-expire:" + approvalID }

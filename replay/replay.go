@@ -73,21 +73,16 @@ var _ Reader = (*store.Store)(nil)
 const MaxAuditRows = 100_000
 
 // Load reads the record of a finished run. A run that has not ended is
-// refused (ErrNotFinished), a history that does not decode is ErrCorruptRecord;
+// refused (ErrNotFinished), one over maxMessages history messages too
+// (ErrTooLarge, before any message is read; maxMessages ≤ 0:
+// DefaultMaxMessages), a history that does not decode is ErrCorruptRecord;
 // store.ErrNotFound passes through for a run that does not exist.
-func Load(ctx context.Context, r Reader, runID string) (Record, error) {
-	run, err := r.GetRun(ctx, runID)
+func Load(ctx context.Context, r Reader, runID string, maxMessages int) (Record, error) {
+	run, sums, err := Check(ctx, r, runID, maxMessages)
 	if err != nil {
 		return Record{}, err
-	}
-	if !store.Terminal(run.Status) {
-		return Record{}, fmt.Errorf("%w: run %s is %s; replay reads a finished run's record", ErrNotFinished, runID, run.Status)
 	}
 	rec := Record{Run: run}
-	sums, err := r.RunSessions(ctx, runID)
-	if err != nil {
-		return Record{}, err
-	}
 	for _, s := range sums {
 		msgs, err := r.SessionMessages(ctx, s.ID)
 		if err != nil {

@@ -120,7 +120,7 @@ func TestRunCleanupOnTerminalEvent(t *testing.T) {
 func TestConfigDefaultsAndValidate(t *testing.T) {
 	t.Parallel()
 	d := scheduler.Defaults()
-	require.Equal(t, scheduler.Config{Period: scheduler.DefaultPeriod, StuckAfter: scheduler.DefaultStuckAfter,
+	require.Equal(t, scheduler.Config{Period: scheduler.DefaultPeriod, StuckAfter: scheduler.DefaultStuckAfter, ResumeAfter: scheduler.DefaultResumeAfter,
 		MetricsAddr: scheduler.DefaultMetricsAddr, QueuedAfter: scheduler.DefaultQueuedAfter,
 		AuditRetention: scheduler.DefaultAuditRetention}, d)
 	require.Empty(t, scheduler.Config{}.WithDefaults().MetricsAddr, "an empty metrics address stays off")

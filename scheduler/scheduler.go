@@ -36,6 +36,9 @@ const (
 	DefaultPeriod      = 15 * time.Second
 	DefaultQueuedAfter = 30 * time.Second
 	DefaultStuckAfter  = time.Hour
+	// DefaultResumeAfter is how long a running run may show no sign of life
+	// before its sessions are woken (capped at half of StuckAfter).
+	DefaultResumeAfter = 5 * time.Minute
 	// DefaultAuditRetention is security.audit_retention's default.
 	DefaultAuditRetention = store.DefaultAuditRetention
 	// DefaultMetricsAddr is where the scheduler role serves /metrics (Defaults sets
@@ -52,6 +55,15 @@ type Config struct {
 	// MCP runs (an MCP client's session, idle between calls). Default
 	// DefaultStuckAfter.
 	StuckAfter time.Duration `yaml:"stuck_after"`
+	// ResumeAfter wakes a running run that showed no sign of life for this
+	// long (no event, no session under a step's lease, no approval pending):
+	// its supervisor and each open delegation get a step task, once per stall.
+	// A run whose next step was in Redis only (a restore onto an empty Redis,
+	// a failover that lost writes) goes on instead of failing as stuck; a run
+	// whose task is merely late gets a wake-up that finds its work taken or
+	// does it (the delivery contract makes both safe). Default
+	// DefaultResumeAfter, at most half of StuckAfter.
+	ResumeAfter time.Duration `yaml:"resume_after"`
 	// MetricsAddr serves /metrics for the scheduler. Env
 	// AETHERIUM_SCHEDULER_METRICS_ADDR. Default DefaultMetricsAddr; empty disables it.
 	MetricsAddr string `yaml:"metrics_addr"`
@@ -75,6 +87,7 @@ func (c Config) WithDefaults() Config {
 	c.Period = defaults.Positive(c.Period, DefaultPeriod)
 	c.QueuedAfter = defaults.Positive(c.QueuedAfter, DefaultQueuedAfter)
 	c.StuckAfter = defaults.Positive(c.StuckAfter, DefaultStuckAfter)
+	c.ResumeAfter = defaults.Positive(c.ResumeAfter, min(DefaultResumeAfter, c.StuckAfter/2))
 	c.AuditRetention = defaults.Positive(c.AuditRetention, DefaultAuditRetention)
 	return c
 }
@@ -82,8 +95,11 @@ func (c Config) WithDefaults() Config {
 // Validate reports every invalid field, naming its key.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Period < 0 || c.StuckAfter < 0 {
-		errs = append(errs, errors.New("scheduler.period, scheduler.stuck_after: must not be negative"))
+	if c.Period < 0 || c.StuckAfter < 0 || c.ResumeAfter < 0 {
+		errs = append(errs, errors.New("scheduler.period, scheduler.stuck_after, scheduler.resume_after: must not be negative"))
+	}
+	if c.ResumeAfter > 0 && c.StuckAfter > 0 && c.ResumeAfter >= c.StuckAfter {
+		errs = append(errs, fmt.Errorf("scheduler.resume_after (%s) must be shorter than scheduler.stuck_after (%s): a stalled run would fail before it is woken", c.ResumeAfter, c.StuckAfter))
 	}
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
@@ -166,6 +182,9 @@ type MaintenanceDeps struct {
 	// Fail ends a run that made no progress for Config.StuckAfter (the worker's
 	// FailRun).
 	Fail func(ctx context.Context, runID, reason, msg string)
+	// AnnounceEnd stores the terminal event of a run that ended without one
+	// (the worker's AnnounceEnd), which also enqueues its cleanup.
+	AnnounceEnd func(ctx context.Context, runID string)
 	// Start starts runs admitted by the admission sweep (the worker's
 	// StartAdmitted): their run.admitted event and first step.
 	Start   func(ctx context.Context, runs []store.Run)
@@ -390,6 +409,10 @@ func (m *Maintenance) requeueQueued(ctx context.Context) error {
 	return err
 }
 
+// stuckRuns fails the runs that made no progress for StuckAfter and wakes
+// those quiet for ResumeAfter. One tick for both (not a task type of its own):
+// a worker of the previous version must know every maintenance task the
+// scheduler enqueues during a rolling upgrade.
 func (m *Maintenance) stuckRuns(ctx context.Context) error {
 	ids, err := m.d.Store.StaleRuns(ctx, m.cfg.StuckAfter, 500)
 	if err != nil {
@@ -398,7 +421,60 @@ func (m *Maintenance) stuckRuns(ctx context.Context) error {
 	for _, id := range ids {
 		m.d.Fail(ctx, id, "stuck", fmt.Sprintf("no progress for %s", m.cfg.StuckAfter))
 	}
+	return errors.Join(m.resumeStalled(ctx), m.announceEnds(ctx))
+}
+
+// announceEnds stores the terminal event of runs that ended QueuedAfter ago
+// without one: their ender died between the end and its event and no
+// redelivery came (its task was in Redis only), or a restored dump caught that
+// gap. Without it the end is heard by no one: no stream closes, no cleanup, no
+// webhook.
+func (m *Maintenance) announceEnds(ctx context.Context) error {
+	if m.d.AnnounceEnd == nil {
+		return nil
+	}
+	ids, err := m.d.Store.UnannouncedEnds(ctx, m.cfg.QueuedAfter, 500)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		m.d.AnnounceEnd(ctx, id)
+	}
+	if len(ids) > 0 {
+		m.d.Log.Warn("announced run ends that had no terminal event", "count", len(ids))
+	}
 	return nil
+}
+
+// resumeStalled gives each stalled run's supervisor and open delegations a
+// step task keyed by the stall (its newest event): a task still in Redis, or
+// one this stall already had, makes it a no-op. A woken session that waits
+// (for a delegation, a teammate) stays waiting; one whose step was lost takes
+// it. Mailbox messages lost with Redis stay lost (docs/backup.md).
+func (m *Maintenance) resumeStalled(ctx context.Context) error {
+	if m.d.Queue == nil {
+		return nil
+	}
+	runs, err := m.d.Store.StalledRuns(ctx, m.cfg.ResumeAfter, 500)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range runs {
+		route, key := queue.Route{Key: r.FairKey, Priority: r.Priority}, fmt.Sprintf("resume:%d", r.LastEvent)
+		if err := m.d.Queue.Supervise(ctx, route, r.ID, key); err != nil {
+			errs = append(errs, fmt.Errorf("wake run %s: %w", r.ID, err))
+			continue
+		}
+		for _, d := range r.Delegations {
+			if err := m.d.Queue.Turn(ctx, route, d, key); err != nil {
+				errs = append(errs, fmt.Errorf("wake delegation %s of run %s: %w", d, r.ID, err))
+			}
+		}
+		m.d.Log.Warn("woke a stalled run (no event, no step under way, no approval pending)",
+			"run", r.ID, "quiet_for", m.cfg.ResumeAfter.String(), "open_delegations", len(r.Delegations), "key", key)
+	}
+	return errors.Join(errs...)
 }
 
 func (m *Maintenance) auditPurge(ctx context.Context) error {

@@ -534,7 +534,7 @@ func (s *Store) FinishRun(ctx context.Context, id, status, result, errMsg, reaso
 		var key string
 		var limited bool
 		err := tx.QueryRow(ctx, `UPDATE runs SET status = $2, result = $3, error = $4, reason = $5,
-			updated_at = now(), finished_at = now()
+			updated_at = now(), finished_at = now(), end_announced = false
 			WHERE id = $1 AND status IN ('queued','running','waiting')
 			RETURNING fair_key, admitted_at IS NOT NULL AND EXISTS (SELECT 1 FROM runs w
 				WHERE w.fair_key = runs.fair_key AND w.admitted_at IS NULL AND w.status = 'queued')`,
@@ -576,6 +576,71 @@ func (s *Store) StaleRuns(ctx context.Context, age time.Duration, limit int) ([]
 		LIMIT $2`, age.String(), limit, MCPTemplatePrefix)
 	if err != nil {
 		return nil, fmt.Errorf("stale runs: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// StalledRun is a running run that shows no sign of life: no event, no
+// session holding a step's lease, no approval pending. Its next step lived in
+// Redis only (a restore onto an empty Redis, a failover that lost writes), or
+// is merely late in a long queue; either way a wake-up of its sessions is what
+// a redelivery would do.
+type StalledRun struct {
+	ID       string
+	FairKey  string
+	Priority int
+	// LastEvent is the id of the run's newest event (0: none): the stall's
+	// name, so each stall is woken once (a wake that makes progress writes an
+	// event, and a next stall has another name).
+	LastEvent int64
+	// Delegations are the run's open (pending or running) delegations.
+	Delegations []string
+}
+
+// StalledRuns returns running runs with no event and no update for quiet, no
+// session under a live step lease and no pending approval (a person's decision
+// resumes those), oldest first. MCP runs are not among them (StaleRuns says why).
+func (s *Store) StalledRuns(ctx context.Context, quiet time.Duration, limit int) ([]StalledRun, error) {
+	rows, err := s.db.Query(ctx, `SELECT r.id::text, r.fair_key, r.priority,
+			coalesce((SELECT max(e.id) FROM run_events e WHERE e.run_id = r.id), 0),
+			coalesce((SELECT array_agg(d.id ORDER BY d.id) FROM delegations d WHERE d.run_id = r.id AND d.status IN ('pending','running')), '{}')
+		FROM runs r
+		WHERE r.status = 'running' AND r.updated_at < now() - $1::interval
+		AND NOT starts_with(r.template, $3)
+		AND NOT EXISTS (SELECT 1 FROM run_events e WHERE e.run_id = r.id AND e.created_at >= now() - $1::interval)
+		AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.run_id = r.id AND s.lease_until > now())
+		AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id AND a.status = 'pending')
+		ORDER BY r.updated_at LIMIT $2`, quiet.String(), limit, MCPTemplatePrefix)
+	if err != nil {
+		return nil, fmt.Errorf("stalled runs: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StalledRun, error) {
+		var r StalledRun
+		return r, row.Scan(&r.ID, &r.FairKey, &r.Priority, &r.LastEvent, &r.Delegations)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stalled runs: %w", err)
+	}
+	return out, nil
+}
+
+// MarkEndAnnounced records that run's terminal event is stored (FinishRun
+// cleared it). A no-op once set.
+func (s *Store) MarkEndAnnounced(ctx context.Context, runID string) error {
+	if _, err := s.db.Exec(ctx, `UPDATE runs SET end_announced = true WHERE id = $1 AND NOT end_announced`, runID); err != nil {
+		return fmt.Errorf("run %s: mark its end announced: %w", runID, err)
+	}
+	return nil
+}
+
+// UnannouncedEnds returns runs that ended more than grace ago with no
+// terminal event stored since (their ender died between the two writes, or a
+// dump caught the gap), oldest first.
+func (s *Store) UnannouncedEnds(ctx context.Context, grace time.Duration, limit int) ([]string, error) {
+	rows, err := s.db.Query(ctx, `SELECT id::text FROM runs WHERE NOT end_announced AND finished_at < now() - $1::interval
+		ORDER BY finished_at LIMIT $2`, grace.String(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("unannounced ends: %w", err)
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }

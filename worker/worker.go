@@ -507,6 +507,10 @@ func (w *Worker) observeFinished(ctx context.Context, runID string) {
 	}
 }
 
+// AnnounceEnd stores the terminal event of a run that ended without one
+// (the stuck-runs tick's store.UnannouncedEnds).
+func (w *Worker) AnnounceEnd(ctx context.Context, runID string) { w.ensureTerminalEvent(ctx, runID) }
+
 // ensureTerminalEvent records the run's terminal event from its stored status. Keyed
 // "terminal", so whoever finished the run, and however often this runs, the stream
 // gets exactly one.

@@ -74,6 +74,13 @@ type clusterOpts struct {
 	// and migrates the database with it (`bin migrate up`) instead of with
 	// this build's migrations (drill 10: an older build).
 	bin string
+	// restore is a pg_dump archive (custom format) the cluster's database is
+	// restored from (pg_restore into an empty database, then migrated by this
+	// build) instead of a new one (drill 11).
+	restore string
+	// restored is called on the restored, migrated database before any
+	// process starts (drill 11 reads what the dump held).
+	restored func(context.Context, *pgxpool.Pool) error
 }
 
 func newCluster(ctx context.Context, e *env, name string, o clusterOpts) (*cluster, error) {
@@ -92,8 +99,8 @@ func newCluster(ctx context.Context, e *env, name string, o clusterOpts) (*clust
 		c.redisURL = c.redis.URL(0)
 	}
 	create := harness.CreateDatabase
-	if o.bin != "" {
-		create = harness.CreateEmptyDatabase // migrated below by o.bin
+	if o.bin != "" || o.restore != "" {
+		create = harness.CreateEmptyDatabase // restored and migrated below
 	}
 	if c.dbURL, err = create(ctx, c.pgAdmin, c.db); err != nil {
 		c.close()
@@ -128,8 +135,20 @@ func newCluster(ctx context.Context, e *env, name string, o clusterOpts) (*clust
 		c.close()
 		return nil, err
 	}
-	if o.bin != "" {
-		if err = harness.Migrate(ctx, o.bin, c.cfgPath); err != nil {
+	if o.restore != "" {
+		if err = pgRestore(ctx, o.restore, c.dbURL); err != nil {
+			c.close()
+			return nil, err
+		}
+	}
+	if o.bin != "" || o.restore != "" {
+		if err = harness.Migrate(ctx, c.bin, c.cfgPath); err != nil {
+			c.close()
+			return nil, err
+		}
+	}
+	if o.restored != nil {
+		if err = o.restored(ctx, c.pool); err != nil {
 			c.close()
 			return nil, err
 		}

@@ -20,6 +20,9 @@
 //  10. rolling upgrade: the fleet built from an older commit (upgradeFrom)
 //     with runs in flight; migrate, API, each worker, scheduler replaced by
 //     this build; every run completes once, no task refused for its format.
+//  11. backup and restore: pg_dump with runs in flight, restored into a fresh
+//     database, a new fleet on an empty Redis; terminal runs intact, the runs
+//     in flight finish (the scheduler re-enqueues and wakes them), counted exactly.
 //
 // Redis replication is asynchronous: in drills 6 and 7 the writes the dead
 // master had not sent to its replica are lost. Runs stranded by a lost task end
@@ -207,6 +210,7 @@ func run(ctx context.Context, o options) (int, error) {
 		{8, "partition a worker (network namespace) mid-turn; its late writes refused", drillPartition},
 		{9, "kill -9 the worker mid-compaction of long sessions", drillCompact},
 		{10, "rolling upgrade from an older build with runs in flight", drillUpgrade},
+		{11, "pg_dump under load, restored into a fresh database and an empty Redis", drillBackup},
 	}
 	failed := 0
 	for _, d := range drills {

@@ -42,6 +42,9 @@ type FleetConfig struct {
 	// StuckAfter is scheduler.stuck_after: runs with no event for this long fail
 	// as stuck (the recovery of runs whose tasks were lost).
 	StuckAfter time.Duration
+	// ResumeAfter is scheduler.resume_after: running runs with no sign of life
+	// for this long are woken (the recovery of runs whose step task was lost).
+	ResumeAfter time.Duration
 	// Sections are more keys of the config, by section (worker, llm, ...),
 	// merged over the ones above.
 	Sections map[string]map[string]any
@@ -67,6 +70,7 @@ func (c FleetConfig) Write(path string) error {
 	sched := map[string]any{"metrics_addr": ""}
 	set(sched, "period", c.SchedulerPeriod.String(), c.SchedulerPeriod == 0)
 	set(sched, "stuck_after", c.StuckAfter.String(), c.StuckAfter == 0)
+	set(sched, "resume_after", c.ResumeAfter.String(), c.ResumeAfter == 0)
 	api := map[string]any{}
 	set(api, "addr", c.APIAddr, c.APIAddr == "")
 	set(api, "body_limit", c.BodyLimit, c.BodyLimit == 0)

@@ -133,11 +133,14 @@ func Start(t testing.TB, service string) *Sim {
 	b := make([]byte, 5)
 	_, _ = rand.Read(b)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	// StartTimeout bounds the Docker engine's own create/start calls too: on
+	// a loaded CI machine a container start alone took over 30 s (a failed
+	// TestQwenOnTheSimulator, "start container …: context deadline exceeded").
 	svc := lease.Service{
 		Name: service, Capacity: 1, TTL: time.Minute, Image: tag,
 		Container: "aetherium-test-ttssim-" + hex.EncodeToString(b),
 		Ports:     []string{fmt.Sprintf("127.0.0.1:%d:%d", port, Port)},
-		HealthURL: base + "/health", StartTimeout: 30 * time.Second, IdleStop: time.Minute,
+		HealthURL: base + "/health", StartTimeout: 90 * time.Second, IdleStop: time.Minute,
 	}
 	t.Cleanup(func() {
 		_ = dc.ContainerRemove(context.Background(), svc.Container, container.RemoveOptions{Force: true})
