@@ -47,6 +47,13 @@ func BenchmarkRetentionSweep(b *testing.B) {
 		st := testdb.Store(b)
 		t0 := time.Now()
 		seedFinished(b, st, n)
+		if os.Getenv("AETHERIUM_RETENTION_BENCH_VACUUM_TRUNCATE") == "1" {
+			// The A/B of migration 00038: VACUUM may truncate the tables again.
+			for _, table := range []string{"runs", "run_events", "sessions", "session_messages", "session_compactions", "delegations", "approvals", "llm_calls"} {
+				_, err := st.Pool.Exec(ctx, `ALTER TABLE `+table+` RESET (vacuum_truncate)`)
+				require.NoError(b, err)
+			}
+		}
 		b.Logf("seeded %d finished runs in %s", n, time.Since(t0).Round(time.Millisecond))
 		lives := make([]string, live)
 		for i := range lives {
