@@ -3,14 +3,11 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/url"
 	"strings"
-
-	"github.com/google/uuid"
 
 	"github.com/aetherium-engine/aetherium/api"
 	"github.com/aetherium-engine/aetherium/llm"
@@ -36,21 +33,9 @@ func forkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	model := fs.String("model", "", "the model the fork's team runs with from the step on: PROVIDER or PROVIDER/MODEL")
 	prompt := fs.String("prompt", "", "the supervisor's prompt from the step on")
 	asJSON := fs.Bool("json", false, "print the answer as JSON")
-	positional, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if len(positional) != 1 {
-		fmt.Fprintln(stderr, forkUsage)
-		return 2
-	}
-	id := positional[0]
-	if _, err := uuid.Parse(id); err != nil {
-		fmt.Fprintf(stderr, "aetherium fork: want a run id (a UUID), got %q\n", id)
-		return 2
+	id, code, ok := runIDArg(fs, args, forkUsage, stderr)
+	if !ok {
+		return code
 	}
 	if *at < 1 {
 		fmt.Fprintln(stderr, "aetherium fork: --at STEP is required (1 or more; 'aetherium replay --verbose' numbers the steps)")

@@ -35,21 +35,9 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	base := fs.String("api", apiURL(), "API base URL (AETHERIUM_API_URL)")
 	asJSON := fs.Bool("json", false, "print the report as JSON (every step included)")
 	verbose := fs.Bool("verbose", false, "print every step, recorded and replayed, with its state hashes")
-	positional, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if len(positional) != 1 {
-		fmt.Fprintln(stderr, replayUsage)
-		return 2
-	}
-	id := positional[0]
-	if _, err := uuid.Parse(id); err != nil {
-		fmt.Fprintf(stderr, "aetherium replay: want a run id (a UUID), got %q\n", id)
-		return 2
+	id, code, ok := runIDArg(fs, args, replayUsage, stderr)
+	if !ok {
+		return code
 	}
 	fmt.Fprintf(stderr, "replaying run %s…\n", id)
 	var rep replay.Report
@@ -124,4 +112,26 @@ func short(h string) string {
 		return h[:12]
 	}
 	return h
+}
+
+// runIDArg parses a command's flags and its one positional argument, a run id
+// (a UUID). ok is false when the command must exit with code: 0 after -h, 2
+// after a usage or argument error (said on stderr).
+func runIDArg(fs *flag.FlagSet, args []string, usage string, stderr io.Writer) (id string, code int, ok bool) {
+	positional, err := parseInterleaved(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return "", 0, false
+		}
+		return "", 2, false
+	}
+	if len(positional) != 1 {
+		fmt.Fprintln(stderr, usage)
+		return "", 2, false
+	}
+	if _, err := uuid.Parse(positional[0]); err != nil {
+		fmt.Fprintf(stderr, "aetherium %s: want a run id (a UUID), got %q\n", fs.Name(), positional[0])
+		return "", 2, false
+	}
+	return positional[0], 0, true
 }

@@ -141,7 +141,7 @@ func (w walker) walk(v reflect.Value, prefix, goPath string) error {
 		if prefix != "" {
 			key = prefix + "." + name
 		}
-		comment, constant := w.src.field(t, f.Name)
+		comment, constant := w.src.field(t, f.Name, goPath[strings.LastIndex(goPath, ".")+1:])
 		if err := w.visit(fv, f.Type, key, path, comment, constant); err != nil {
 			return err
 		}
@@ -345,13 +345,18 @@ type pkgSource struct {
 }
 
 // field returns the doc comment of field name of struct type t and the
-// package's Default<name> constant, if it declares one.
-func (s *sources) field(t reflect.Type, name string) (comment, constant string) {
+// package's Default<parent><name> constant (the field of one of several values
+// of t: wsquota.DefaultProductionQuota for WorkspaceTiers.Production.Quota), or
+// else its Default<name>, if it declares one.
+func (s *sources) field(t reflect.Type, name, parent string) (comment, constant string) {
 	p, err := s.pkg(t.PkgPath())
 	if err != nil || p == nil {
 		return "", ""
 	}
-	if p.constants["Default"+name] {
+	switch {
+	case parent != "" && p.constants["Default"+parent+name]:
+		constant = p.name + ".Default" + parent + name
+	case p.constants["Default"+name]:
 		constant = p.name + ".Default" + name
 	}
 	return p.fields[t.Name()][name], constant

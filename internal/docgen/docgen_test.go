@@ -67,3 +67,26 @@ func line(b []byte, n int) string {
 	}
 	return "(end of file)"
 }
+
+// A field of a struct that several sections share names the constant of its
+// section when the package declares one (Default<Section><Field>), not the
+// shared Default<Field>: the production tier's quota is not the temp tier's.
+func TestConfigKeysNameTheSectionsConstant(t *testing.T) {
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := configKeys(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| `workspace_tiers.production.quota` | wsquota.Size | `4.0 GiB` (`wsquota.DefaultProductionQuota`) |",
+		"| `workspace_tiers.temp.retention` | duration | `168h` (`wsquota.DefaultTempRetention`) |",
+		"| `workspace_tiers.temp.quota` | wsquota.Size | `wsquota.DefaultQuota` |",
+	} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("the configuration keys page lacks the row %q", want)
+		}
+	}
+}
