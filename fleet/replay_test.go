@@ -17,6 +17,7 @@ import (
 	"github.com/aetherium-engine/aetherium/fleettest"
 	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/replay"
+	"github.com/aetherium-engine/aetherium/retention"
 	"github.com/aetherium-engine/aetherium/sandbox"
 	"github.com/aetherium-engine/aetherium/security"
 	"github.com/aetherium-engine/aetherium/store"
@@ -294,4 +295,48 @@ func values(m map[string]string) []string {
 		out = append(out, v)
 	}
 	return out
+}
+
+// Issue 46: a run archived by retention's export before delete, deleted, and
+// imported back (`aetherium runs import`) replays as it did before: the same
+// steps, the same hashes, no divergence.
+func TestReplayOfAnArchivedAndReimportedRun(t *testing.T) {
+	t.Parallel()
+	f := setupReplay(t, fleettest.Options{})
+	ctx := context.Background()
+	id := f.demoRun(t)
+	want, err := f.Replay(ctx, id, fleet.ReplayOptions{})
+	require.NoError(t, err)
+	require.False(t, want.Diverged)
+	run, err := f.Store.GetRun(ctx, id)
+	require.NoError(t, err)
+
+	dir := t.TempDir()
+	later := func() time.Time { return time.Now().Add(100 * 24 * time.Hour) }
+	sw := retention.New(retention.Config{Runs: 90 * 24 * time.Hour, ExportDir: dir}, retention.Deps{Store: f.Store, Now: later})
+	rep, err := sw.Sweep(ctx)
+	require.NoError(t, err)
+	require.Contains(t, rep.RunIDs, id)
+	_, err = f.Store.GetRun(ctx, id)
+	require.ErrorIs(t, err, store.ErrNotFound, "the run is gone")
+	_, err = f.Replay(ctx, id, fleet.ReplayOptions{})
+	require.Error(t, err, "nothing to replay before the import")
+
+	path, err := retention.ArchivePath(dir, id)
+	require.NoError(t, err)
+	res, err := retention.ImportFile(ctx, f.Store, path, run.Owner)
+	require.NoError(t, err)
+	require.Positive(t, res.Rows)
+
+	got, err := f.Replay(ctx, id, fleet.ReplayOptions{})
+	require.NoError(t, err)
+	require.False(t, got.Diverged, "divergence: %+v", got.Divergence)
+	require.Equal(t, want.Steps, got.Steps)
+	require.Equal(t, want.FinalHash, got.FinalHash)
+	// Over the API too (what `aetherium replay` calls).
+	var api replay.Report
+	code, body := f.Do(http.MethodPost, "/api/runs/"+id+"/replay", nil, &api)
+	require.Equal(t, http.StatusOK, code, string(body))
+	require.False(t, api.Diverged)
+	require.Equal(t, want.FinalHash, api.FinalHash)
 }

@@ -53,11 +53,14 @@ type Config struct {
 	// longer exists once it was last written this long ago. Default
 	// DefaultDeletedProjectKnowledge; 0 keeps it.
 	DeletedProjectKnowledge time.Duration `yaml:"deleted_project_knowledge"`
-	// BatchSize is how many rows (runs: runs) one delete transaction takes, at most
-	// MaxBatchSize. Default DefaultBatchSize.
+	// BatchSize is how many rows one delete transaction takes, at most
+	// MaxBatchSize. Runs: the most runs one transaction takes; their batches
+	// adapt below it so each transaction lasts about BatchHoldTarget (25 ms).
+	// Default DefaultBatchSize.
 	BatchSize int `yaml:"batch_size"`
-	// MaxBatches is how many batches one sweep deletes per class; the rest waits
-	// for the next tick. Default DefaultMaxBatches.
+	// MaxBatches is how many batches one sweep deletes per class (runs: at most
+	// batch_size × max_batches runs, in as many adaptive batches as it takes);
+	// the rest waits for the next tick. Default DefaultMaxBatches.
 	MaxBatches int `yaml:"max_batches"`
 	// ExportDir, when set, is where each run is written before it is deleted:
 	// export_dir/RUN_ID.jsonl.gz, gzip-compressed JSON Lines (the run, its

@@ -531,3 +531,50 @@ func TestPurgeAuditInBatches(t *testing.T) {
 	require.EqualValues(t, 2500, n)
 	require.Equal(t, 1, e.count(t, `SELECT count(*) FROM tool_audit`), "seedRun's own row is young")
 }
+
+// A runs batch is sized toward BatchHoldTarget: scaled by how long the last
+// one held its locks, at most doubled or halved at once, within [1, limit].
+func TestNextRunBatch(t *testing.T) {
+	t.Parallel()
+	target := retention.BatchHoldTarget
+	for _, c := range []struct {
+		name        string
+		size        int
+		held        time.Duration
+		limit, want int
+	}{
+		{"fast batch doubles", 16, target / 10, 500, 32},
+		{"doubling stops at the limit", 400, time.Millisecond, 500, 500},
+		{"slow batch halves", 100, 10 * target, 500, 50},
+		{"near the target: 0.8 of the scaled size", 100, target * 2 / 3, 500, 120},
+		{"at the target it backs off a little", 100, target, 500, 80},
+		{"never below one", 1, time.Second, 500, 1},
+		{"an untimed batch doubles", 10, 0, 500, 20},
+		{"limit of one", 1, time.Microsecond, 1, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, c.want, retention.NextRunBatch(c.size, c.held, c.limit))
+		})
+	}
+}
+
+// A sweep deletes at most batch_size × max_batches runs, in batches that
+// start small and never exceed batch_size, each timed in the report.
+func TestSweepRunsBudgetInAdaptiveBatches(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	_, err := e.st.Pool.Exec(e.ctx, `INSERT INTO runs (id, status, prompt, team, finished_at)
+		SELECT gen_random_uuid(), 'completed', 'p', '{}', now() - interval '100 days' - g * interval '1 second' FROM generate_series(1, 300) g`)
+	require.NoError(t, err)
+	rep, err := retention.New(retention.Config{Runs: 90 * day, BatchSize: 40, MaxBatches: 3}, retention.Deps{Store: e.st}).Sweep(e.ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 120, rep.Runs, "the budget: 40 × 3 runs")
+	require.Equal(t, 180, e.count(t, `SELECT count(*) FROM runs`))
+	require.Len(t, rep.RunBatchHolds, rep.Batches)
+	require.Greater(t, rep.Batches, 3, "the first batches are smaller than batch_size")
+	require.LessOrEqual(t, rep.Batches, 120/16+1+3)
+	for _, h := range rep.RunBatchHolds {
+		require.Positive(t, h)
+	}
+}
