@@ -41,6 +41,7 @@ func TestDelegationRoundTripWrites(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.DelegationPending, got.Status)
 	require.Nil(t, got.Tools, "a worker delegation has no tool list of its own")
+	require.Nil(t, got.ResultLabel, "no label before the outcome")
 	require.Equal(t, 1, count(t, st, `SELECT count(*) FROM delegations WHERE run_id = $1`, sess.RunID))
 
 	// Released: another delivery takes the lease at once.
@@ -73,12 +74,21 @@ func TestDelegationRoundTripWrites(t *testing.T) {
 	// The turn's last save: done, the outcome, the lease given up.
 	cs := acq.Session
 	cs.Status = "done"
+	cs.Messages = append(cs.Messages, llm.Message{Role: llm.RoleAssistant, Content: "written"})
+	label := json.RawMessage(`{"untrusted":["web_fetch https://evil.example"]}`)
 	_, err = st.SaveStep(ctx, &cs, ctoken, time.Minute, store.StepWrite{Release: true,
-		Finish: &store.DelegationOutcome{ID: "del_1", Status: store.DelegationCompleted, Result: "written"}})
+		Finish: &store.DelegationOutcome{ID: "del_1", Status: store.DelegationCompleted, Result: "written", Label: label}})
 	require.NoError(t, err)
 	got, _ = st.GetDelegation(ctx, "del_1")
 	require.Equal(t, store.DelegationCompleted, got.Status)
 	require.Equal(t, "written", got.Result)
+	require.JSONEq(t, string(label), string(got.ResultLabel), "the ending save stores the session's label with its outcome")
+	// The session's saved context in one read (the flow rules' fallback).
+	msgs, err := st.SessionMessages(ctx, "d:del_1")
+	require.NoError(t, err)
+	require.Equal(t, []string{"go", "written"}, []string{msgs[0].Content, msgs[1].Content})
+	_, err = st.SessionMessages(ctx, "d:nope")
+	require.ErrorIs(t, err, store.ErrNotFound)
 
 	// A late save under a lost lease records no outcome.
 	_, err = st.SaveStep(ctx, &cs, "not-the-token", time.Minute, store.StepWrite{
@@ -92,6 +102,7 @@ func TestDelegationRoundTripWrites(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, acq.OK)
 	require.Equal(t, store.DelegationCompleted, acq.Delegations["c1"][0].Status)
+	require.JSONEq(t, string(label), string(acq.Delegations["c1"][0].ResultLabel), "the resume reads the label with the delegation, no history read")
 
 	// An existing-only acquire of a session that does not exist says so.
 	none, err := st.AcquireStep(ctx, store.Acquire{Initial: store.Session{ID: "nope", RunID: sess.RunID}, Token: uuid.NewString(), Lease: time.Minute, LoadRun: true})

@@ -41,18 +41,23 @@ type Delegation struct {
 	// delegation (issue 42): the resume that reads its result links to it. ""
 	// when tracing was off or it is not finished.
 	TraceContext string `json:"-"`
+	// ResultLabel is the flow label of what the delegated session read itself
+	// (llm.Provenance as JSON, "{}" when clean), stored with its outcome by the
+	// save that ended it; nil when not recorded (the reader derives it from the
+	// session's history).
+	ResultLabel json.RawMessage `json:"-"`
 }
 
 // DelegationReview is the kind of code_review's reviewer delegation.
 const DelegationReview = "review"
 
-const delCols = `id, run_id::text, parent_session, tool_call_id, agent, task, tools, kind, status, result, error, created_at, completed_at, trace_context`
+const delCols = `id, run_id::text, parent_session, tool_call_id, agent, task, tools, kind, status, result, error, created_at, completed_at, trace_context, result_label`
 
 func scanDelegation(row pgx.Row) (Delegation, error) {
 	var d Delegation
 	var tools []byte
 	err := row.Scan(&d.ID, &d.RunID, &d.ParentSession, &d.ToolCallID, &d.Agent, &d.Task, &tools, &d.Kind, &d.Status,
-		&d.Result, &d.Error, &d.CreatedAt, &d.CompletedAt, &d.TraceContext)
+		&d.Result, &d.Error, &d.CreatedAt, &d.CompletedAt, &d.TraceContext, &d.ResultLabel)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, ErrNotFound
 	}

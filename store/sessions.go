@@ -116,21 +116,33 @@ func (s *Store) SessionStatus(ctx context.Context, id string) (string, error) {
 // (a summary carries the provenance of what it stands for, so the context
 // bears the label of the whole history, at a bounded cost).
 func (s *Store) SessionMessages(ctx context.Context, id string) ([]llm.Message, error) {
+	// One round trip and one (implicit) transaction, not two (issue 45): the
+	// session's shape, then the rows it names (the second statement joins the
+	// session again, so it needs nothing from the first).
+	b := &pgx.Batch{}
+	b.Queue(`SELECT head, context_from, summary FROM sessions WHERE id = $1`, id)
+	b.Queue(`SELECT m.seq, m.message FROM sessions AS s JOIN session_messages AS m ON m.session_id = s.id
+		AND (m.seq < s.head OR m.seq >= s.context_from) WHERE s.id = $1 ORDER BY m.seq`, id)
+	br := s.db.SendBatch(ctx, b)
+	defer br.Close()
 	var summary []llm.Message
 	var head, from int
-	err := s.db.QueryRow(ctx, `SELECT head, context_from, summary FROM sessions WHERE id = $1`, id).Scan(&head, &from, &summary)
+	err := br.QueryRow().Scan(&head, &from, &summary)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("session %s messages: %w", id, err)
 	}
-	rows, err := s.db.Query(ctx, `SELECT seq, message FROM session_messages WHERE session_id = $1 AND (seq < $2 OR seq >= $3) ORDER BY seq`, id, head, from)
+	rows, err := br.Query()
 	if err != nil {
 		return nil, fmt.Errorf("session %s messages: %w", id, err)
 	}
 	sess := Session{ID: id, Head: head, From: from}
 	if err := sess.assemble(rows, summary); err != nil {
+		return nil, fmt.Errorf("session %s messages: %w", id, err)
+	}
+	if err := br.Close(); err != nil {
 		return nil, fmt.Errorf("session %s messages: %w", id, err)
 	}
 	return sess.Messages, nil

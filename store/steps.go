@@ -54,6 +54,10 @@ type ModelCall struct {
 // DelegationOutcome is how a delegation ended.
 type DelegationOutcome struct {
 	ID, Status, Result, Error string
+	// Label, when set, is stored as the delegation's ResultLabel (SaveStep
+	// only): what the ending session read itself, so the resume need not read
+	// its history again.
+	Label json.RawMessage
 }
 
 // StepSaved is what SaveStep reports back.
@@ -113,7 +117,8 @@ const (
 		SELECT $1, $3, $4, $5, $6, $7, $8, $9::jsonb
 		WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $2)
 		ON CONFLICT (session_id, n) DO NOTHING`
-	saveStepFinish = `UPDATE delegations SET status = $4, result = $5, error = $6, completed_at = now(), trace_context = $7
+	saveStepFinish = `UPDATE delegations SET status = $4, result = $5, error = $6, completed_at = now(), trace_context = $7,
+			result_label = $8::jsonb
 		WHERE id = $3 AND status IN ('pending','running')
 			AND EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $2)`
 )
@@ -160,7 +165,7 @@ func (s *Store) SaveStep(ctx context.Context, sess *Session, token string, lease
 	}
 	if w.Finish != nil {
 		f := w.Finish
-		b.Queue(saveStepFinish, sess.ID, token, f.ID, f.Status, f.Result, f.Error, tracing.Traceparent(ctx))
+		b.Queue(saveStepFinish, sess.ID, token, f.ID, f.Status, f.Result, f.Error, tracing.Traceparent(ctx), []byte(f.Label))
 	}
 	if len(w.Events) > 0 {
 		args, err := eventArrays(ctx, w.Events)

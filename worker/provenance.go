@@ -178,9 +178,23 @@ func requestProvenance(run store.Run) *llm.Provenance {
 // resultProvenance is what delegations' results carry back to the session that
 // asked: what each delegated session read itself (not what it inherited with its
 // task or with the run's request, which the parent has already), named by agent.
+// The label the ending save stored with the outcome is taken from the row the
+// resume already read (issue 45: no read of the whole history per round trip);
+// a row without one (finished by an older build or by a redelivery's
+// FinishDelegation) has it derived from the saved history, as before.
 func (w *Worker) resultProvenance(ctx context.Context, ds []store.Delegation) (*llm.Provenance, error) {
 	l := &tools.Label{}
 	for _, d := range ds {
+		if d.ResultLabel != nil {
+			var p llm.Provenance
+			if err := json.Unmarshal(d.ResultLabel, &p); err != nil {
+				// A label never gets cleaner by a corrupt field.
+				l.Add(tools.Untrusted, d.Agent+": a delegation whose stored result label did not parse")
+				continue
+			}
+			l.AddRecord(&p, d.Agent+": ")
+			continue
+		}
 		msgs, err := w.store.SessionMessages(ctx, queue.DelegationSession(d.ID).String())
 		if errors.Is(err, store.ErrNotFound) {
 			continue // failed before its session began: it read nothing
@@ -188,13 +202,34 @@ func (w *Worker) resultProvenance(ctx context.Context, ds []store.Delegation) (*
 		if err != nil {
 			return nil, err
 		}
-		if len(msgs) > 1 {
-			msgs = slices.Clone(msgs)
-			msgs[0].Provenance, msgs[1].Provenance = nil, nil
-		}
-		l.AddRecord(labelOf(w.router.Registry(), msgs).Record(), d.Agent+": ")
+		l.AddRecord(w.ownLabel(msgs), d.Agent+": ")
 	}
 	return l.Record(), nil
+}
+
+// ownLabel is the label of what a delegated session read itself: its history
+// without the provenance of its system message (the run's request) and task
+// (the delegating session's), which the parent has already.
+func (w *Worker) ownLabel(msgs []llm.Message) *llm.Provenance {
+	if len(msgs) > 1 {
+		msgs = slices.Clone(msgs)
+		msgs[0].Provenance, msgs[1].Provenance = nil, nil
+	}
+	return labelOf(w.router.Registry(), msgs).Record()
+}
+
+// resultLabel is ownLabel as the delegation's stored ResultLabel ("{}" when
+// clean, so a stored clean label is told from none stored).
+func (w *Worker) resultLabel(msgs []llm.Message) (json.RawMessage, error) {
+	p := w.ownLabel(msgs)
+	if p == nil {
+		p = &llm.Provenance{}
+	}
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("encode the delegation's result label: %w", err)
+	}
+	return raw, nil
 }
 
 // mailProvenance joins what the senders of these messages had read, each source

@@ -534,6 +534,13 @@ func (s *stepRun) end(ctx context.Context, o saveOpts) error {
 	in := s.in
 	if d := in.delegation; d != nil && in.role != "supervisor" {
 		out := delegationOutcome(in.role, d.ID, lastWords(&s.sess))
+		// Its label goes with the outcome: the parent's resume reads it from
+		// the delegation's row, not from this session's history.
+		label, err := s.w.resultLabel(s.sess.Messages)
+		if err != nil {
+			return err
+		}
+		out.Label = label
 		o.finish = &out
 		o.extra = append(o.extra, delegationFinishedEvent(*d, out))
 	}

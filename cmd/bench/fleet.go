@@ -65,6 +65,7 @@ type workload struct {
 	elapsed    time.Duration
 	submitPerS float64
 	xact       int64
+	stmts      stmtCounts
 	redis      redisCounts
 	cpu        harness.CPUUse
 }
@@ -95,6 +96,9 @@ func fleetWorkload(ctx context.Context, e *env, fl *fleet.Fleet, team templates.
 	w.submitPerS = float64(runs) / time.Since(start).Seconds()
 	x0, err := e.xactCommits(ctx, fl)
 	if err != nil {
+		return w, err
+	}
+	if err := e.resetStatements(ctx); err != nil {
 		return w, err
 	}
 	r0, err := e.redisCommands(ctx)
@@ -147,6 +151,9 @@ func fleetWorkload(ctx context.Context, e *env, fl *fleet.Fleet, team templates.
 		return w, err
 	}
 	w.xact = x1 - x0
+	if w.stmts, err = e.statements(ctx); err != nil {
+		return w, err
+	}
 	r1, err := e.redisCommands(ctx)
 	w.redis = r1.minus(r0)
 	return w, err
@@ -257,6 +264,7 @@ func benchFleet(ctx context.Context, e *env, res *Result) error {
 	oneTurns := float64(audited) // one call per turn
 	c.TurnXact, c.TurnRedisCmds, c.TurnTopCmds = r.OneXact, float64(w.redis.total())/oneTurns, w.redis.top(6, oneTurns)
 	c.TurnPGMicros, c.TurnRedisMicros, c.TurnFleetMicros = cpuMicros(w.cpu, "postgres", oneTurns), cpuMicros(w.cpu, "redis", oneTurns), cpuMicros(w.cpu, "bench", oneTurns)
+	printStatements("model turn (one gated call)", w.stmts, oneTurns, nil, 0)
 	progress("fleet tool calls, one per model message: %d calls in %.2fs = %.0f/s (%.2f × raw asynq), %.1f PostgreSQL transactions per call; CPU: %s",
 		audited, w.elapsed.Seconds(), r.OnePerS, r.OneRatio, r.OneXact, w.cpu)
 
@@ -306,6 +314,8 @@ func benchFleet(ctx context.Context, e *env, res *Result) error {
 		// CPU seconds of the deep relays minus the depth-1 ones (the same runs).
 		c.TripPGMicros = 1e6 * (w.cpu.Groups["postgres"] - one1.cpu.Groups["postgres"]) / extra
 		c.TripRedisMicros = 1e6 * (w.cpu.Groups["redis"] - one1.cpu.Groups["redis"]) / extra
+		printStatements("depth-1 relay run", one1.stmts, float64(e.o.relayRuns), nil, 0)
+		printStatements("delegation round trip (depth-5 minus depth-1)", w.stmts, extra, one1.stmts, 1)
 	}
 	progress("fleet delegations: %.1f PostgreSQL transactions per round trip beyond the run's own (%.1f per depth-1 run); hops under load: p50 %.1f ms, p99 %.1f ms (%d hops)",
 		res.Hops.RelayMarginalXact, r.RelayOneXact, res.Hops.LoadP50MS, res.Hops.LoadP99MS, res.Hops.LoadHops)

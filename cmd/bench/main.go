@@ -210,6 +210,8 @@ type env struct {
 	client   *harness.Client
 	meter    map[string]func() []int
 	order    []string
+	// pgss: the bench database counts statements (pgss.go).
+	pgss bool
 }
 
 func progress(format string, a ...any) {
@@ -255,6 +257,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer e.db.Close()
+	e.pgss = e.enablePGSS(ctx)
 	e.redisURL = fmt.Sprintf("redis://%s/%d", o.redisAddr, o.redisDB)
 	conn, err := redisconn.Parse(e.redisURL)
 	if err != nil {
