@@ -89,6 +89,9 @@ func BenchmarkRetentionSweep(b *testing.B) {
 		// Issue 46's bar: the live runs' lock waits on runs/run_events, p99 ≤ 50 ms.
 		b.ReportMetric(float64(len(liveWaits)), "live-lock-waits")
 		b.ReportMetric(ms(pct(liveWaits, 99)), "live-lock-wait-p99-ms")
+		// The bar is what the drill checks (CI runs it small); the latency
+		// ratio is reported, not checked: on shared cores it is the machine's.
+		require.LessOrEqual(b, pct(liveWaits, 99), 50*time.Millisecond, "issue 46: live writes' p99 lock wait")
 		b.ReportMetric(ms(pct(rep.RunBatchHolds, 50)), "batch-tx-p50-ms")
 		b.ReportMetric(ms(pct(rep.RunBatchHolds, 99)), "batch-tx-p99-ms")
 		b.ReportMetric(ms(pct(baseline, 50)), "live-write-p50-ms-before")

@@ -113,14 +113,21 @@ func (s *Sweeper) runs(ctx context.Context, now time.Time, rep *Report) error {
 	if s.cfg.Runs == 0 {
 		return nil
 	}
-	var export store.RunExporter
+	var export *store.RunExport
+	var pending archiveBatch
 	if dir := s.cfg.ExportDir; dir != "" {
-		export = func(ctx context.Context, runID string, rows func(emit func(store.ArchiveRow) error) error) error {
-			if _, err := WriteArchive(dir, runID, rows); err != nil {
-				return err
-			}
-			rep.Exported++
-			return nil
+		// Each batch's archives are written to temporary files, then made
+		// durable and named at once before the batch's deletes (Flush): one
+		// sync a batch, not two fsyncs a run.
+		export = &store.RunExport{
+			Run: func(ctx context.Context, runID string, rows func(emit func(store.ArchiveRow) error) error) error {
+				if err := pending.add(dir, runID, rows, false); err != nil {
+					return err
+				}
+				rep.Exported++
+				return nil
+			},
+			Flush: func(context.Context) error { return pending.commit(true) },
 		}
 	}
 	cutoff := now.Add(-s.cfg.Runs)
@@ -132,6 +139,8 @@ func (s *Sweeper) runs(ctx context.Context, now time.Time, rep *Report) error {
 		n := min(size, budget)
 		exported := rep.Exported
 		b, err := s.d.Store.DeleteRunsBatch(ctx, cutoff, n, export)
+		pending.abort() // a batch that failed before its Flush leaves temporary files
+		pending = archiveBatch{}
 		if err != nil {
 			// The batch rolled back: archives it wrote stay, and are written
 			// again (atomically) when the runs are taken next time.

@@ -92,6 +92,16 @@ type ArchiveRow struct {
 // (ArchiveTables order) to emit. Its error aborts the batch: nothing is deleted.
 type RunExporter func(ctx context.Context, runID string, rows func(emit func(ArchiveRow) error) error) error
 
+// RunExport archives a batch's runs before they are deleted.
+type RunExport struct {
+	// Run receives each run's rows.
+	Run RunExporter
+	// Flush, when set, runs after the batch's last Run and before its deletes:
+	// what Run wrote must be durable when it returns (one sync a batch instead
+	// of one a run). Its error aborts the batch.
+	Flush func(ctx context.Context) error
+}
+
 // RetentionBatch is what one batch deleted and how long its transaction held
 // its locks (from its first statement to its commit).
 type RetentionBatch struct {
@@ -114,7 +124,7 @@ type RetentionBatch struct {
 // tool_audit rows stay (security.audit_retention governs them). With export
 // set, each run's rows are handed to it first, inside the same transaction, so
 // an archive holds exactly what is deleted.
-func (s *Store) DeleteRunsBatch(ctx context.Context, cutoff time.Time, limit int, export RunExporter) (RetentionBatch, error) {
+func (s *Store) DeleteRunsBatch(ctx context.Context, cutoff time.Time, limit int, export *RunExport) (RetentionBatch, error) {
 	var b RetentionBatch
 	start := time.Now()
 	var deleting time.Time
@@ -131,8 +141,13 @@ func (s *Store) DeleteRunsBatch(ctx context.Context, cutoff time.Time, limit int
 		}
 		if export != nil {
 			for _, id := range ids {
-				if err := export(ctx, id, func(emit func(ArchiveRow) error) error { return exportRun(ctx, tx, id, emit) }); err != nil {
+				if err := export.Run(ctx, id, func(emit func(ArchiveRow) error) error { return exportRun(ctx, tx, id, emit) }); err != nil {
 					return fmt.Errorf("export run %s: %w", id, err)
+				}
+			}
+			if export.Flush != nil {
+				if err := export.Flush(ctx); err != nil {
+					return fmt.Errorf("export: %w", err)
 				}
 			}
 		}
