@@ -42,6 +42,17 @@ func TestDelegationRoundTripWrites(t *testing.T) {
 	require.Equal(t, store.DelegationPending, got.Status)
 	require.Nil(t, got.Tools, "a worker delegation has no tool list of its own")
 	require.Nil(t, got.ResultLabel, "no label before the outcome")
+	// The turn's read: the delegation, its run and the delegating session's
+	// saved context in one round trip (the task's flow label needs it).
+	turn, run, err := st.GetTurn(ctx, "del_1")
+	require.NoError(t, err)
+	require.Equal(t, sess.RunID, run.ID)
+	require.Equal(t, store.DelegationPending, turn.Status)
+	require.True(t, turn.ParentRead)
+	require.Len(t, turn.ParentContext, len(sess.Messages))
+	require.Equal(t, "c1", turn.ParentContext[len(sess.Messages)-1].ToolCalls[0].ID, "the context as saved with the delegation")
+	_, _, err = st.GetTurn(ctx, "del_nope")
+	require.ErrorIs(t, err, store.ErrNotFound)
 	require.Equal(t, 1, count(t, st, `SELECT count(*) FROM delegations WHERE run_id = $1`, sess.RunID))
 
 	// Released: another delivery takes the lease at once.

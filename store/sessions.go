@@ -116,34 +116,61 @@ func (s *Store) SessionStatus(ctx context.Context, id string) (string, error) {
 // (a summary carries the provenance of what it stands for, so the context
 // bears the label of the whole history, at a bounded cost).
 func (s *Store) SessionMessages(ctx context.Context, id string) ([]llm.Message, error) {
-	// One round trip and one (implicit) transaction, not two (issue 45): the
-	// session's shape, then the rows it names (the second statement joins the
-	// session again, so it needs nothing from the first).
+	// One round trip and one (implicit) transaction, not two (issue 45).
 	b := &pgx.Batch{}
-	b.Queue(`SELECT head, context_from, summary FROM sessions WHERE id = $1`, id)
-	b.Queue(`SELECT m.seq, m.message FROM sessions AS s JOIN session_messages AS m ON m.session_id = s.id
-		AND (m.seq < s.head OR m.seq >= s.context_from) WHERE s.id = $1 ORDER BY m.seq`, id)
+	queueContext(b, "$1", id)
 	br := s.db.SendBatch(ctx, b)
 	defer br.Close()
+	msgs, err := readContext(br, id)
+	if err == nil {
+		err = br.Close()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session %s messages: %w", id, err)
+	}
+	if msgs == nil {
+		return nil, ErrNotFound
+	}
+	return msgs, nil
+}
+
+// queueContext queues the two statements of a session's saved context: its
+// shape, then the rows it names (the second joins the session again, so it
+// needs nothing from the first). idExpr is the session id's SQL expression
+// over args (a parameter, or a subquery: GetTurn's parent session).
+func queueContext(b *pgx.Batch, idExpr string, args ...any) {
+	b.Queue(`SELECT head, context_from, summary FROM sessions WHERE id = `+idExpr, args...)
+	b.Queue(`SELECT m.seq, m.message FROM sessions AS s JOIN session_messages AS m ON m.session_id = s.id
+		AND (m.seq < s.head OR m.seq >= s.context_from) WHERE s.id = `+idExpr+` ORDER BY m.seq`, args...)
+}
+
+// readContext reads what queueContext queued: the context, or nil (and no
+// error) when the session does not exist.
+func readContext(br pgx.BatchResults, id string) ([]llm.Message, error) {
 	var summary []llm.Message
 	var head, from int
 	err := br.QueryRow().Scan(&head, &from, &summary)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
+		rows, err := br.Query() // the rows' statement still answers
+		if err != nil {
+			return nil, err
+		}
+		rows.Close()
+		return nil, rows.Err()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("session %s messages: %w", id, err)
+		return nil, err
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, fmt.Errorf("session %s messages: %w", id, err)
+		return nil, err
 	}
 	sess := Session{ID: id, Head: head, From: from}
 	if err := sess.assemble(rows, summary); err != nil {
-		return nil, fmt.Errorf("session %s messages: %w", id, err)
+		return nil, err
 	}
-	if err := br.Close(); err != nil {
-		return nil, fmt.Errorf("session %s messages: %w", id, err)
+	if sess.Messages == nil {
+		sess.Messages = []llm.Message{}
 	}
 	return sess.Messages, nil
 }

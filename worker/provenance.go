@@ -152,13 +152,18 @@ func ownApp(target string) bool {
 // taskProvenance is what a delegation's task carries: the label of the session
 // that delegated, from its history as saved before the delegation's turn was
 // enqueued. A delegated agent is steered by its task, so it inherits it.
+// GetTurn reads that history with the delegation (issue 45: no transaction of
+// its own); a delegation read otherwise has it read here.
 func (w *Worker) taskProvenance(ctx context.Context, d store.Delegation) (*llm.Provenance, error) {
-	msgs, err := w.store.SessionMessages(ctx, d.ParentSession)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil // the parent's session is gone with its run
+	msgs := d.ParentContext
+	if !d.ParentRead {
+		var err error
+		if msgs, err = w.store.SessionMessages(ctx, d.ParentSession); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
 	}
-	if err != nil {
-		return nil, err
+	if msgs == nil {
+		return nil, nil // the parent's session is gone with its run
 	}
 	return labelOf(w.router.Registry(), msgs).Record(), nil
 }
