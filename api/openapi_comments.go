@@ -308,6 +308,8 @@ var goComments = map[string]string{
 	"store.Compaction":                         "Compaction is one compaction of a session: rows FromSeq..ThroughSeq-1 were summarized (with the earlier summary, if any) into Summary.",
 	"store.Delegation":                         "Delegation is a task handed from one session to an agent.",
 	"store.Delegation.Kind":                    "Kind is DelegationReview for code_review's reviewer, else empty.",
+	"store.Delegation.ParentContext":           "ParentContext is the delegating session's saved context, read by GetTurn in the same round trip (the task's flow label is derived from it: issue 45, no read of its own); nil when that session no longer exists, and unset (ParentRead false) by every other read.",
+	"store.Delegation.ResultLabel":             "ResultLabel is the flow label of what the delegated session read itself (llm.Provenance as JSON, \"{}\" when clean), stored with its outcome by the save that ended it; nil when not recorded (the reader derives it from the session's history).",
 	"store.Delegation.TraceContext":            "TraceContext is the W3C traceparent of the step that finished the delegation (issue 42): the resume that reads its result links to it. \"\" when tracing was off or it is not finished.",
 	"store.FinishImage":                        "FinishImage is one picture finish_image asked to upscale after its run.",
 	"store.FinishImage.Path":                   "Path is the original, Output the upscale beside it (both relative to the run's workspace).",
