@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Metrics holds every collector this process exports.
@@ -174,9 +175,22 @@ func (m *Metrics) WorkerStopped(concurrency int) {
 	m.WorkerConcurrency.Sub(float64(concurrency))
 }
 
-// Handler serves the registry.
+// Handler serves the registry, in the OpenMetrics format to a scraper that
+// asks for it (Prometheus does): the only format that carries exemplars.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry, EnableOpenMetrics: true})
+}
+
+// ObserveTraced observes v on o with the trace of ctx as its exemplar
+// (trace_id, span_id: issue 42), so a latency histogram's bucket links to a
+// run's trace; without a sampled span on ctx (tracing off) it is o.Observe.
+func ObserveTraced(ctx context.Context, o prometheus.Observer, v float64) {
+	sc := trace.SpanContextFromContext(ctx)
+	if eo, ok := o.(prometheus.ExemplarObserver); ok && sc.IsValid() && sc.IsSampled() {
+		eo.ObserveWithExemplar(v, prometheus.Labels{"trace_id": sc.TraceID().String(), "span_id": sc.SpanID().String()})
+		return
+	}
+	o.Observe(v)
 }
 
 // TaskMiddleware counts and times every asynq task.

@@ -78,7 +78,7 @@ func (w *Worker) resolveCall(ctx context.Context, tsess *tools.Session, in stepI
 		var d *tools.Denied
 		msg.Refused = errors.As(err, &d) && !d.Ran
 	}
-	w.recordCall(in, sess, call, outcome, layer, errString(err), msg.Content, start, res.Audit)
+	w.recordCall(ctx, in, sess, call, outcome, layer, errString(err), msg.Content, start, res.Audit)
 	if err == nil && res.Final {
 		return msg, callFinal, nil
 	}
@@ -118,7 +118,7 @@ func overCap(msgs []llm.Message, max int) (map[string]bool, int) {
 // tool message naming the cap (so the model can ask again for what matters), the
 // call's tool.call event and an audit row of a denial of the cap layer. The row
 // keeps no arguments: the call never reached the gate that redacts them.
-func (w *Worker) refuseOverCap(in stepInput, sess *store.Session, call llm.ToolCall, made int) llm.Message {
+func (w *Worker) refuseOverCap(ctx context.Context, in stepInput, sess *store.Session, call llm.ToolCall, made int) llm.Message {
 	start := time.Now()
 	max := w.cfg.MaxCallsPerMessage
 	reason := fmt.Sprintf("calls_per_message: your message made %d tool calls; only the first %d run (worker.max_calls_per_message), "+
@@ -134,7 +134,7 @@ func (w *Worker) refuseOverCap(in stepInput, sess *store.Session, call llm.ToolC
 		Summary: "not run: past the per-message call cap",
 	}
 	msg := llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: "error: " + denied.Error(), IsError: true, Refused: true}
-	w.recordCall(in, sess, call, tools.OutcomeDenied, CapLayer, denied.Error(), msg.Content, start, row)
+	w.recordCall(ctx, in, sess, call, tools.OutcomeDenied, CapLayer, denied.Error(), msg.Content, start, row)
 	return msg
 }
 
@@ -159,7 +159,7 @@ func (w *Worker) delegationAnswer(ctx context.Context, in stepInput, sess *store
 		outcome = tools.OutcomeError
 	}
 	// Audited when the call was dispatched (saved with the session's "waiting").
-	w.recordCall(in, sess, call, outcome, "", "", msg.Content, start, nil)
+	w.recordCall(ctx, in, sess, call, outcome, "", "", msg.Content, start, nil)
 	return msg, state, nil
 }
 
@@ -180,9 +180,9 @@ func (w *Worker) requeuePending(ctx context.Context, run store.Run, ds []store.D
 
 // recordCall counts the call and hands its tool.call event and audit row to the
 // step's writer (written with the step's next save or flush).
-func (w *Worker) recordCall(in stepInput, sess *store.Session, call llm.ToolCall, outcome tools.Outcome, layer, errMsg, result string, start time.Time, audit *store.AuditRow) {
+func (w *Worker) recordCall(ctx context.Context, in stepInput, sess *store.Session, call llm.ToolCall, outcome tools.Outcome, layer, errMsg, result string, start time.Time, audit *store.AuditRow) {
 	decision := string(outcome)
-	w.observeTool(call.Name, decision, layer, start)
+	w.observeTool(ctx, call.Name, decision, layer, start)
 	ev := store.NewEvent{Key: "tool:" + sess.ID + ":" + call.ID, Type: events.ToolCall, Agent: in.node.Name, Data: events.ToolCallData{
 		Tool: call.Name, CallID: call.ID, Decision: decision, Layer: layer, Error: errMsg,
 		Result: truncate(result, 500), DurationMS: time.Since(start).Milliseconds(),

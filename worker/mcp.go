@@ -166,7 +166,7 @@ func (m *mcpCall) finish(ctx context.Context, run store.Run, out store.MCPCall, 
 		return nil
 	}
 	w.events.AnnounceMCPCall(context.WithoutCancel(ctx), call.ID) // the client's wait answers
-	w.observeTool(call.Tool, out.Decision, out.DenyLayer, m.start)
+	w.observeTool(ctx, call.Tool, out.Decision, out.DenyLayer, m.start)
 	key := "tool:" + queue.MCPCallSession(call.ID).String() + ":" + call.ID
 	if err := w.events.Emit(context.WithoutCancel(ctx), run.ID, key, events.ToolCall, call.Principal, events.ToolCallData{
 		Tool: call.Tool, CallID: call.ID, Decision: out.Decision, Layer: out.DenyLayer, Error: errorText(out),

@@ -12,7 +12,7 @@ import (
 	"github.com/aetherium-engine/aetherium/tools"
 )
 
-func (w *Worker) observeLLM(provider, model string, start time.Time, resp llm.Response, err error) {
+func (w *Worker) observeLLM(ctx context.Context, provider, model string, start time.Time, resp llm.Response, err error) {
 	if w.metrics == nil {
 		return
 	}
@@ -35,7 +35,7 @@ func (w *Worker) observeLLM(provider, model string, start time.Time, resp llm.Re
 	if wait != nil && wait.Cause == nil {
 		return // held back by the governor: no call was made
 	}
-	w.metrics.LLMLatency.WithLabelValues(provider, model).Observe(time.Since(start).Seconds())
+	metrics.ObserveTraced(ctx, w.metrics.LLMLatency.WithLabelValues(provider, model), time.Since(start).Seconds())
 	if err == nil {
 		u := resp.Usage
 		w.metrics.LLMTokens.WithLabelValues(provider, model, "input").Add(float64(u.InputTokens))
@@ -66,7 +66,7 @@ func waitCause(w *llm.WaitError) string {
 	return "governor"
 }
 
-func (w *Worker) observeTool(tool, decision, layer string, start time.Time) {
+func (w *Worker) observeTool(ctx context.Context, tool, decision, layer string, start time.Time) {
 	if w.metrics == nil {
 		return
 	}
@@ -75,7 +75,7 @@ func (w *Worker) observeTool(tool, decision, layer string, start time.Time) {
 		tool = "unknown"
 	}
 	w.metrics.ToolCalls.WithLabelValues(tool, tools.TierOf(tool).String(), decision).Inc()
-	w.metrics.ToolDuration.WithLabelValues(tool).Observe(time.Since(start).Seconds())
+	metrics.ObserveTraced(ctx, w.metrics.ToolDuration.WithLabelValues(tool), time.Since(start).Seconds())
 	// The gate counts its own denials; without a gate, count the router's
 	// refusals. The caps' refusals are the worker's own (a gated delegation cap
 	// is a handler's answer, which the gate does not count).

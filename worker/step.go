@@ -285,7 +285,7 @@ func (s *stepRun) resolvePending(ctx context.Context, pending []llm.ToolCall) er
 			// model's garbage, not a run of failed calls: it counts once toward the
 			// circuit breaker, as an unusable answer does (a redelivery that finds
 			// some refusals saved counts it again at most once).
-			s.sess.Messages = append(s.sess.Messages, s.w.refuseOverCap(s.in, &s.sess, call, made))
+			s.sess.Messages = append(s.sess.Messages, s.w.refuseOverCap(ctx, s.in, &s.sess, call, made))
 			if !counted {
 				counted = true
 				s.sess.Failures++
@@ -404,7 +404,7 @@ func (s *stepRun) ask(ctx context.Context) error {
 		// The provider counts more than the estimate did: compact now and ask
 		// once more (a second refusal fails the step like any model error).
 		s.refit = true
-		s.w.observeLLM(s.provider.Name(), s.model.Model, start, resp, err)
+		s.w.observeLLM(cctx, s.provider.Name(), s.model.Model, start, resp, err)
 		if est > 0 {
 			s.w.windows.Refused(s.windowModel(), est+s.model.MaxTokens)
 		}
@@ -423,7 +423,7 @@ func (s *stepRun) ask(ctx context.Context) error {
 	if resp.Provider != "" && (resp.Fallback || model == "") {
 		provider, model = resp.Provider, resp.Model // the link of a fallback chain that answered
 	}
-	s.w.observeLLM(provider, model, start, resp, err)
+	s.w.observeLLM(cctx, provider, model, start, resp, err)
 	if err == nil {
 		err = checkAnswer(&resp.Message, s.sess.Steps)
 	}
