@@ -27,7 +27,8 @@ import (
 // the trace (but for the calls of the step the kill cut off, whose own span
 // never ended: their parent is lost with worker A, and only worker A's spans
 // may lack one); the writer's turn, redelivered, is a step of the same trace
-// in worker B; GenAI attributes on every model call; no message content.
+// in worker B; GenAI attributes on every model call; no message content. Then
+// the demo template on two worker processes: one trace, checked the same way.
 func TestTracesInJaeger(t *testing.T) {
 	t.Parallel()
 	j := testinfra.RequireJaeger(t)
@@ -83,9 +84,40 @@ func TestTracesInJaeger(t *testing.T) {
 	run := f.WaitTerminal(id, 4*time.Minute)
 	require.Equal(t, "completed", run.Status, run.Error)
 
+	svc := func(name string) string { return "aetherium-" + name + "-" + suffix }
+	tr, steps, orphans := requireJaegerTrace(t, f, j, id, []string{svc("api"), svc("worker-a"), svc("worker-b")}, svc("worker-a"),
+		content, "Write the brief", "the brief is short")
+	require.True(t, steps["boss"][svc("worker-a")], "the supervisor's first step ran on worker A: %v", steps)
+	require.True(t, steps["writer-sub-1"] != nil, "the subagent's step (the second level) is in the trace: %v", steps)
+	require.True(t, steps["writer"][svc("worker-a")] && steps["writer"][svc("worker-b")],
+		"the writer's turn ran on A, was cut off, and its redelivery on B joined the same trace: %v", steps["writer"])
+	t.Logf("two-level run: trace %s, %d spans; %d span(s) of the killed step without their parent", tr.TraceID, len(tr.Spans), orphans)
+
+	// The demo template on the two workers left (B and a new one): one trace,
+	// its supervisor's start and resume and the writer's turn among its steps.
+	start("worker-c")
+	demo := submitTraced(t, f, "")
+	run = f.WaitTerminal(demo, 2*time.Minute)
+	require.Equal(t, "completed", run.Status, run.Error)
+	tr, steps, orphans = requireJaegerTrace(t, f, j, demo, []string{svc("api")}, "", "Greet the user", "hello from the aetherium fleet", "sk-secret-in-baggage")
+	require.Zero(t, orphans)
+	require.NotEmpty(t, steps["supervisor"], "the supervisor's steps: %v", steps)
+	require.NotEmpty(t, steps["writer"], "the writer's turn: %v", steps)
+	t.Logf("demo run: trace %s, %d spans, steps by agent and process %v", tr.TraceID, len(tr.Spans), steps)
+}
+
+// requireJaegerTrace reads run id's trace from Jaeger once it holds spans of
+// every one of services and the run's last call (its supervisor's reply), and
+// checks it: rooted at the API's submit span; every step (invoke_agent) a
+// child of the root; every model and tool call a child of a step of its own
+// process — but for the spans of killed, whose step a kill -9 cut short (never
+// ended, never exported): those are counted as orphans; GenAI attributes on
+// every model call; none of secrets in any tag. steps maps each agent to the
+// services that ran a step of it.
+func requireJaegerTrace(t *testing.T, f *fleettest.Fleet, j testinfra.Jaeger, id string, services []string, killed string, secrets ...string) (tr testinfra.JaegerTrace, steps map[string]map[string]bool, orphans int) {
+	t.Helper()
 	var page struct {
 		Events []struct {
-			Type    string `json:"type"`
 			TraceID string `json:"trace_id"`
 		} `json:"events"`
 	}
@@ -94,10 +126,6 @@ func TestTracesInJaeger(t *testing.T) {
 	require.NotEmpty(t, page.Events)
 	traceID := page.Events[0].TraceID
 	require.Len(t, traceID, 32, "the run's events carry its trace id")
-
-	svc := func(name string) string { return "aetherium-" + name + "-" + suffix }
-	var tr testinfra.JaegerTrace
-	byService := map[string]int{}
 	// Every process's spans arrive (the API's with its batch, up to 5 s).
 	require.Eventually(t, func() bool {
 		got, found, err := j.Trace(t.Context(), traceID)
@@ -105,31 +133,32 @@ func TestTracesInJaeger(t *testing.T) {
 			return false
 		}
 		tr = got
-		clear(byService)
+		seen := map[string]bool{}
 		for _, s := range tr.Spans {
-			byService[tr.Service(s)]++
+			seen[tr.Service(s)] = true
 		}
-		return byService[svc("api")] > 0 && byService[svc("worker-a")] > 0 && byService[svc("worker-b")] > 0 && finished(tr)
-	}, 60*time.Second, 250*time.Millisecond, "spans of the API and both workers reach Jaeger")
+		for _, name := range services {
+			if !seen[name] {
+				return false
+			}
+		}
+		return finished(tr)
+	}, 60*time.Second, 250*time.Millisecond, "spans of %v reach Jaeger", services)
 
 	spans := map[string]testinfra.JaegerSpan{}
+	var root testinfra.JaegerSpan
 	for _, s := range tr.Spans {
 		require.Equal(t, traceID, s.TraceID)
 		spans[s.SpanID] = s
-	}
-	var root testinfra.JaegerSpan
-	for _, s := range tr.Spans {
 		if s.OperationName == "submit run" {
 			root = s
 		}
 	}
 	require.NotEmpty(t, root.SpanID, "the API's submit span is in the trace")
 	require.Empty(t, root.Parent(), "it is the root")
-	require.Equal(t, svc("api"), tr.Service(root))
+	require.Equal(t, services[0], tr.Service(root))
 
-	steps := map[string]map[string]bool{} // agent → services that ran a step of it
-	writerTurns := map[string]bool{}      // services that ran the writer's delegated turn
-	orphans := 0
+	steps = map[string]map[string]bool{}
 	for _, s := range tr.Spans {
 		if s.SpanID == root.SpanID {
 			continue
@@ -144,14 +173,9 @@ func TestTracesInJaeger(t *testing.T) {
 				steps[agent] = map[string]bool{}
 			}
 			steps[agent][tr.Service(s)] = true
-			if agent == "writer" {
-				writerTurns[tr.Service(s)] = true
-			}
 		case tracing.OpChat, tracing.OpExecuteTool:
 			if !hasParent {
-				// The step the kill cut short never ended, so it was never
-				// exported: its finished children name a parent lost with A.
-				require.Equal(t, svc("worker-a"), tr.Service(s), "%s: only the killed worker's spans may lack their parent", s.OperationName)
+				require.Equal(t, killed, tr.Service(s), "%s: only the killed worker's spans may lack their parent", s.OperationName)
 				orphans++
 				continue
 			}
@@ -169,16 +193,12 @@ func TestTracesInJaeger(t *testing.T) {
 		}
 		for _, tag := range s.Tags {
 			v := fmt.Sprint(tag.Value)
-			for _, secret := range []string{content, "Write the brief", "the brief is short"} {
+			for _, secret := range secrets {
 				require.NotContains(t, v, secret, "%s: %s holds message content", s.OperationName, tag.Key)
 			}
 		}
 	}
-	require.True(t, steps["boss"][svc("worker-a")], "the supervisor's first step ran on worker A: %v", steps)
-	require.True(t, steps["writer-sub-1"] != nil, "the subagent's step (the second level) is in the trace: %v", steps)
-	require.True(t, writerTurns[svc("worker-a")] && writerTurns[svc("worker-b")],
-		"the writer's turn ran on A, was cut off, and its redelivery on B joined the same trace: %v", writerTurns)
-	t.Logf("trace %s: %d spans (%v); %d span(s) of the killed step without their parent", traceID, len(tr.Spans), byService, orphans)
+	return tr, steps, orphans
 }
 
 // finished is whether the trace holds the run's last model call: its
