@@ -73,7 +73,16 @@ func TestMCPWaitingCallMakesNoQueriesWhileItWaits(t *testing.T) {
 		outcomes[i] = m.startRestricted(t, "w"+string(rune('a'+i))+".pdf")
 	}
 	pending := m.parked(t, calls)
-	time.Sleep(300 * time.Millisecond) // the waits' reads of the parked calls
+	// The waits read their parked calls once; under CI's load those reads
+	// came later than a fixed 300 ms (6 transactions counted as "waiting"):
+	// measure from the moment the count stops moving.
+	settled, last := false, m.Transactions()
+	for deadline := time.Now().Add(15 * time.Second); !settled && time.Now().Before(deadline); {
+		time.Sleep(500 * time.Millisecond)
+		cur := m.Transactions()
+		settled, last = cur == last, cur
+	}
+	require.True(t, settled, "the waits' first reads of their parked calls end")
 	x1 := m.Transactions()
 	time.Sleep(window)
 	waiting := m.Transactions() - x1
