@@ -509,3 +509,15 @@ func TestLoadMCPProfiles(t *testing.T) {
 		require.ErrorContains(t, err, "mcp.profiles.ide.project_owner: required")
 	})
 }
+
+// A file that sets only a short scheduler.stuck_after loads (drills 6 and 7 set
+// 150s): resume_after's 5 min default is cut to half of it, not refused.
+func TestLoadShortStuckAfterCutsResumeAfter(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "aetherium.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("scheduler:\n  stuck_after: 150s\n"), 0o600))
+	c, err := config.LoadFrom(path, envOf(nil))
+	require.NoError(t, err)
+	require.NoError(t, c.Validate())
+	require.Equal(t, 75*time.Second, c.Scheduler.WithDefaults().ResumeAfter)
+}

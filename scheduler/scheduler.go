@@ -62,7 +62,8 @@ type Config struct {
 	// a failover that lost writes) goes on instead of failing as stuck; a run
 	// whose task is merely late gets a wake-up that finds its work taken or
 	// does it (the delivery contract makes both safe). Default
-	// DefaultResumeAfter, at most half of StuckAfter.
+	// DefaultResumeAfter; at most half of StuckAfter (a longer one is cut to
+	// that: a stalled run is woken before it is failed).
 	ResumeAfter time.Duration `yaml:"resume_after"`
 	// MetricsAddr serves /metrics for the scheduler. Env
 	// AETHERIUM_SCHEDULER_METRICS_ADDR. Default DefaultMetricsAddr; empty disables it.
@@ -87,7 +88,11 @@ func (c Config) WithDefaults() Config {
 	c.Period = defaults.Positive(c.Period, DefaultPeriod)
 	c.QueuedAfter = defaults.Positive(c.QueuedAfter, DefaultQueuedAfter)
 	c.StuckAfter = defaults.Positive(c.StuckAfter, DefaultStuckAfter)
-	c.ResumeAfter = defaults.Positive(c.ResumeAfter, min(DefaultResumeAfter, c.StuckAfter/2))
+	c.ResumeAfter = defaults.Positive(c.ResumeAfter, DefaultResumeAfter)
+	// At most half of StuckAfter, whichever was set: a stalled run must be
+	// woken before it is failed (the config layer fills the defaults before
+	// the file's keys, so a lone stuck_after: 2m meets a 5 m default here).
+	c.ResumeAfter = min(c.ResumeAfter, c.StuckAfter/2)
 	c.AuditRetention = defaults.Positive(c.AuditRetention, DefaultAuditRetention)
 	return c
 }
@@ -98,9 +103,7 @@ func (c Config) Validate() error {
 	if c.Period < 0 || c.StuckAfter < 0 || c.ResumeAfter < 0 {
 		errs = append(errs, errors.New("scheduler.period, scheduler.stuck_after, scheduler.resume_after: must not be negative"))
 	}
-	if c.ResumeAfter > 0 && c.StuckAfter > 0 && c.ResumeAfter >= c.StuckAfter {
-		errs = append(errs, fmt.Errorf("scheduler.resume_after (%s) must be shorter than scheduler.stuck_after (%s): a stalled run would fail before it is woken", c.ResumeAfter, c.StuckAfter))
-	}
+
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
 			errs = append(errs, fmt.Errorf("scheduler.metrics_addr: want host:port, got %q", c.MetricsAddr))
