@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -67,5 +68,16 @@ func TestLatencyExemplarsNameTheTrace(t *testing.T) {
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	require.Contains(t, resp.Header.Get("Content-Type"), "application/openmetrics-text")
-	require.Contains(t, string(body), `# {trace_id="`+traceID+`",span_id="`+spanID+`"} 0.2`)
+	// The exemplar's labels come from a map: either order.
+	var line string
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.Contains(l, " # {") {
+			require.Empty(t, line, "one exemplar only")
+			line = l
+		}
+	}
+	require.Contains(t, line, `aetherium_llm_request_duration_seconds_bucket{model="traced"`)
+	require.Contains(t, line, `trace_id="`+traceID+`"`)
+	require.Contains(t, line, `span_id="`+spanID+`"`)
+	require.Contains(t, line, `"} 0.2 `)
 }
