@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/aetherium-engine/aetherium/config"
+	"github.com/aetherium-engine/aetherium/egressproxy"
 	"github.com/aetherium-engine/aetherium/fleet"
 	"github.com/aetherium-engine/aetherium/logctx"
 )
@@ -24,6 +25,8 @@ Server roles:
   api                      HTTP API (runs, events, tools, /metrics, /monitoring/)
   worker                   asynq worker: supervisor steps and agent turns (scale out freely)
   scheduler                periodic maintenance (safe with 2+ replicas)
+  egress                   the sandboxes' egress service: firewall rules and proxy listeners in the
+                           host's network namespace for containerized workers (docs/sandboxproxy.md)
   dev                      api + worker + scheduler in one process (migrates first); without
                            api.tokens it makes a token, writes it to data/dev-token for the
                            client commands and prints a Studio sign-in URL
@@ -109,7 +112,7 @@ func commands() map[string]command {
 }
 
 // serverRoles are the long-running roles: JSON logs, graceful shutdown.
-var serverRoles = []string{"api", "worker", "scheduler", "dev"}
+var serverRoles = []string{"api", "worker", "scheduler", "dev", "egress"}
 
 // Main runs the command and returns the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
@@ -213,6 +216,15 @@ func serve(ctx context.Context, role string, args []string, stderr io.Writer, lo
 	}
 	cfg.API.InsecureNoAuth = cfg.API.InsecureNoAuth || *insecure
 	log = log.With("role", role)
+	if role == "egress" {
+		// No fleet: the firewall rules, the gateways' listeners and the relay
+		// to the workers (no database, no Redis, no Docker engine).
+		svc, err := egressproxy.NewService(cfg.Sandbox.EgressProxy, log)
+		if err != nil {
+			return err
+		}
+		return svc.Run(ctx)
+	}
 	if role == "dev" {
 		stop, err := startDevToken(&cfg, stderr)
 		if err != nil {
@@ -253,6 +265,7 @@ var roleSummary = map[string]string{
 	"worker":    "The asynq worker: supervisor steps and agent turns (scale out freely).",
 	"scheduler": "Periodic maintenance (safe with 2+ replicas).",
 	"dev":       "api + worker + scheduler in one process; migrates first; without api.tokens it makes a token.",
+	"egress":    "The sandboxes' egress service: firewall rules and proxy listeners in the host's network namespace, relayed to the workers (sandbox.egress_proxy.service).",
 }
 
 func migrate(ctx context.Context, args []string, out, _ io.Writer) error {

@@ -12,7 +12,9 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
+	"net/url"
 	"time"
 )
 
@@ -35,6 +37,14 @@ const (
 	DefaultIPTables = "iptables"
 	// DefaultIP6Tables is the ip6tables binary.
 	DefaultIP6Tables = "ip6tables"
+	// DefaultServiceListen is the egress service's API address (aetherium egress).
+	DefaultServiceListen = ":3127"
+	// DefaultServiceTokenFile holds the secret the egress service and the workers
+	// share (the service makes it when it is missing).
+	DefaultServiceTokenFile = "/run/aetherium-egress/token"
+	// DefaultServiceRelay is a worker's relay listener, where the egress service
+	// hands it its sandboxes' connections.
+	DefaultServiceRelay = ":3129"
 	// BridgePrefix starts the Linux bridge name of every per-run sandbox network;
 	// the firewall rules match it (iptables -i aeth-sb+).
 	BridgePrefix = "aeth-sb"
@@ -65,6 +75,36 @@ type Config struct {
 	// and the fleet must not touch iptables. Default false: the fleet installs them
 	// at start and refuses sandbox egress when it cannot.
 	ExternalFirewall bool `yaml:"external_firewall"`
+	// Service puts the proxy's host half (the listeners on the sandbox networks'
+	// gateways and the firewall rules) in the egress service, for workers that
+	// run in a network namespace of their own (docker-compose.yml). Default: off,
+	// the worker does both itself.
+	Service ServiceConfig `yaml:"service"`
+}
+
+// ServiceConfig is the egress service (`aetherium egress`, docs/sandboxproxy.md,
+// "Compose"): a process in the host's network namespace with NET_ADMIN that
+// installs the firewall rules, listens on each sandbox network's gateway and
+// relays every connection it accepts to the worker that bound the run, whose
+// proxy decides it (policy, DLP, records) as it would its own.
+type ServiceConfig struct {
+	// URL is the egress service's API as a worker reaches it
+	// (http://host.docker.internal:3127). Set, the worker neither listens on the
+	// gateways nor touches the firewall: it binds its runs' networks at the
+	// service. Env AETHERIUM_EGRESS_SERVICE_URL. Default empty (no service).
+	URL string `yaml:"url"`
+	// Listen is the service's API address, in the host's network namespace.
+	// Env AETHERIUM_EGRESS_SERVICE_LISTEN. Default :3127.
+	Listen string `yaml:"listen"`
+	// TokenFile holds the secret the workers present to the service and the
+	// service presents to the workers' relay listeners; the service writes a
+	// random one (0600) when the file is missing. Env
+	// AETHERIUM_EGRESS_TOKEN_FILE. Default /run/aetherium-egress/token.
+	TokenFile string `yaml:"token_file"`
+	// Relay is a worker's relay listener: the service connects to it (at the
+	// address it saw the worker's request come from) with each connection a
+	// sandbox made. Default :3129.
+	Relay string `yaml:"relay"`
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -79,6 +119,9 @@ func (c Config) WithDefaults() Config {
 	c.DialTimeout = cmp.Or(c.DialTimeout, DefaultDialTimeout)
 	c.IPTables = cmp.Or(c.IPTables, DefaultIPTables)
 	c.IP6Tables = cmp.Or(c.IP6Tables, DefaultIP6Tables)
+	c.Service.Listen = cmp.Or(c.Service.Listen, DefaultServiceListen)
+	c.Service.TokenFile = cmp.Or(c.Service.TokenFile, DefaultServiceTokenFile)
+	c.Service.Relay = cmp.Or(c.Service.Relay, DefaultServiceRelay)
 	return c
 }
 
@@ -108,8 +151,21 @@ func (c Config) Validate() error {
 	if c.DialTimeout < 0 {
 		errs = append(errs, fmt.Errorf("sandbox.egress_proxy.dial_timeout %s: must not be negative", c.DialTimeout))
 	}
+	if c.Service.URL != "" {
+		if u, err := url.Parse(c.Service.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("sandbox.egress_proxy.service.url %q: want http(s)://host:port", c.Service.URL))
+		}
+	}
+	for _, kv := range [][2]string{{"listen", c.Service.Listen}, {"relay", c.Service.Relay}} {
+		if _, port, err := net.SplitHostPort(kv[1]); err != nil || port == "" {
+			errs = append(errs, fmt.Errorf("sandbox.egress_proxy.service.%s %q: want host:port", kv[0], kv[1]))
+		}
+	}
 	return errors.Join(errs...)
 }
+
+// Remote reports whether the egress service holds the proxy's host half.
+func (c Config) Remote() bool { return c.Service.URL != "" }
 
 // Pool is the parsed SubnetPool (valid after Validate).
 func (c Config) Pool() netip.Prefix {

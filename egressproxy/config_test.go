@@ -22,6 +22,9 @@ func TestConfigValidate(t *testing.T) {
 		{"subnet larger than pool", egressproxy.Config{SubnetPool: "10.1.0.0/24", SubnetBits: 16}, "subnet_bits 16"},
 		{"subnet too small", egressproxy.Config{SubnetBits: 30}, "subnet_bits 30"},
 		{"bad allowed port", egressproxy.Config{Ports: []int{443, 0}}, "0 is not a port"},
+		{"egress service", egressproxy.Config{Service: egressproxy.ServiceConfig{URL: "http://host.docker.internal:3127"}}, ""},
+		{"egress service without a scheme", egressproxy.Config{Service: egressproxy.ServiceConfig{URL: "host.docker.internal:3127"}}, "service.url"},
+		{"bad relay", egressproxy.Config{Service: egressproxy.ServiceConfig{Relay: "3129"}}, "service.relay"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

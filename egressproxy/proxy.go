@@ -83,14 +83,20 @@ type Proxy struct {
 	watchMu  sync.Mutex
 	watchSeq int
 	watchers map[string]map[int]func(egress.Connection)
+
+	// remote is the egress service's side (Config.Service); nil: this process
+	// listens on the gateways itself.
+	remote *remote
 }
 
 type runState struct {
 	mu sync.Mutex
 	b  Binding
 	// srv is nil when another worker process on this host already listens on the
-	// network's gateway.
+	// network's gateway, or when the egress service does.
 	srv *http.Server
+	// bound is when this worker last bound the run at the egress service.
+	bound time.Time
 }
 
 func (r *runState) binding() Binding {
@@ -144,6 +150,11 @@ func New(cfg Config, deps Deps) (*Proxy, error) {
 		return p.connectDial(req, network, addr, d)
 	}
 	p.gp = gp
+	if cfg.Remote() {
+		if err := p.openRemote(); err != nil {
+			return nil, err
+		}
+	}
 	go p.sweep()
 	return p, nil
 }
@@ -165,6 +176,9 @@ func (p *Proxy) URL(gw netip.Addr) string {
 func (p *Proxy) Serve(ctx context.Context, b Binding) error {
 	if b.Run == "" || !b.Subnet.IsValid() || !b.Gateway.IsValid() || !b.Subnet.Contains(b.Gateway) {
 		return fmt.Errorf("egress proxy: bad binding for run %q (subnet %s, gateway %s)", b.Run, b.Subnet, b.Gateway)
+	}
+	if p.remote != nil {
+		return p.serveRemote(ctx, b)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -203,8 +217,11 @@ func (p *Proxy) Serve(ctx context.Context, b Binding) error {
 // Stop closes run's listener (its tunnels end with it). Idempotent.
 func (p *Proxy) Stop(run string) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.stopLocked(run)
+	p.mu.Unlock()
+	if p.remote != nil {
+		p.stopRemote(run)
+	}
 }
 
 func (p *Proxy) stopLocked(run string) {
@@ -232,6 +249,11 @@ func (p *Proxy) Close() error {
 	for run := range p.runs {
 		p.stopLocked(run)
 	}
+	if p.remote != nil {
+		// The runs stay bound at the service: the next worker to serve one
+		// binds it to itself.
+		p.remote.close()
+	}
 	p.tr.CloseIdleConnections()
 	return nil
 }
@@ -240,6 +262,10 @@ func (p *Proxy) Close() error {
 // the orphan sweep) may remove a network this process serves.
 func (p *Proxy) sweep() {
 	defer close(p.done)
+	if p.remote != nil {
+		// The host's addresses, before the first sandbox asks for anything.
+		p.sweepRemote()
+	}
 	t := time.NewTicker(30 * time.Second)
 	defer t.Stop()
 	for {
@@ -247,6 +273,10 @@ func (p *Proxy) sweep() {
 		case <-p.stop:
 			return
 		case <-t.C:
+		}
+		if p.remote != nil {
+			p.sweepRemote()
+			continue
 		}
 		local, err := localAddrs()
 		if err != nil {
@@ -329,6 +359,18 @@ func (p *Proxy) checkAddr(a netip.Addr) error {
 	}
 	if local[a] {
 		return fmt.Errorf("%w: %s is an address of this host (the fleet's own services)", ErrDenied, a)
+	}
+	if p.remote != nil {
+		// This process runs in a network namespace of its own (a container):
+		// the host's addresses, where the sandboxes' gateways and the host's
+		// services are, come from the egress service.
+		host, err := p.remote.isHost(a)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrDenied, err)
+		}
+		if host {
+			return fmt.Errorf("%w: %s is an address of this host (the fleet's own services)", ErrDenied, a)
+		}
 	}
 	return nil
 }

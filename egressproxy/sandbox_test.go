@@ -42,9 +42,17 @@ type env struct {
 	upstream string // the upstream container's address
 	hostPort int    // the host listener's port
 	hostHits *atomic.Int64
+	relay    string // the proxy's relay listener (with an egress service)
 }
 
 func setup(t *testing.T) *env {
+	t.Helper()
+	return setupWith(t, nil)
+}
+
+// setupWith is setup whose proxy's host half is svc's egress service when svc is
+// not nil (Config.Service): the service listens on the gateways and relays.
+func setupWith(t *testing.T, svc *serviceEnv) *env {
 	t.Helper()
 	ctx := context.Background()
 	e := &env{st: testdb.Store(t), hostHits: &atomic.Int64{}}
@@ -73,11 +81,15 @@ func setup(t *testing.T) *env {
 	})
 	cfg := egressproxy.Config{}.WithDefaults()
 	require.NoError(t, cfg.InstallFirewall(ctx))
+	if svc != nil {
+		cfg = svc.start(t, cfg)
+	}
 	dlp, err := egress.NewDLP()
 	require.NoError(t, err)
 	p, err := egressproxy.New(cfg, egressproxy.Deps{DLP: dlp, Recorder: e.st, Resolver: dns, Log: testlog.Logger(t)})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
+	e.relay = p.RelayAddr()
 
 	e.d = sandboxtest.Docker(t)
 	e.d.SetEgress(p)

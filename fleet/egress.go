@@ -34,11 +34,18 @@ func (f *Fleet) openEgressProxy(ctx context.Context, cfg config.Config, opts Opt
 		f.Log.Error("sandbox egress off", "err", err)
 		return
 	}
-	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := ecfg.InstallFirewall(fctx); err != nil {
-		f.Log.Error("sandbox egress off: the host firewall rules could not be installed", "err", err)
-		return
+	if ecfg.Remote() {
+		// The egress service (aetherium egress, in the host's network
+		// namespace) owns the firewall rules and the gateways' listeners; it
+		// refuses to serve without the rules.
+		f.Log.Info("sandbox egress through the egress service", "url", ecfg.Service.URL)
+	} else {
+		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := ecfg.InstallFirewall(fctx); err != nil {
+			f.Log.Error("sandbox egress off: the host firewall rules could not be installed", "err", err)
+			return
+		}
 	}
 	dlp, err := egress.NewDLP()
 	if err != nil {
@@ -71,6 +78,9 @@ func (f *Fleet) closeEgressProxy() {
 		return
 	}
 	_ = f.EgressProxy.Close()
+	if f.EgressProxy.Config().Remote() {
+		return // the egress service's rules
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := f.EgressProxy.Config().RemoveFirewall(ctx); err != nil {
