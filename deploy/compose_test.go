@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -64,6 +65,52 @@ func shellTeam(sleep time.Duration) map[string]any {
 	}
 }
 
+// The stand-in web site of the egress checks: a container of the sandbox image
+// (busybox httpd) on the compose network, answering as site.test (allowlisted) and
+// other.test (not).
+const (
+	siteHello = "hello from the stand-in site\n"
+	// playPage's button throws: play_test must find it.
+	playPage = `<!doctype html><html><body><button onclick="boom()">Boom</button></body></html>`
+)
+
+// egressTeam is a script team whose worker reaches the stand-in site from its
+// shell through the egress service and its worker's proxy, is refused a name the
+// allowlist lacks and the host itself (the egress service's API, allowlisted by
+// name and port: the address refuses it), captures a page of the site with
+// capture_reference and plays a workspace page with play_test (Chromium on the
+// run's network, its traffic through the same proxy).
+func egressTeam(hostPort int) map[string]any {
+	shell := func(cmd string) map[string]any {
+		return map[string]any{"calls": []map[string]any{{"tool": "run_shell", "args": map[string]any{"command": cmd}}}}
+	}
+	return map[string]any{
+		"name": "compose-egress", "model": map[string]any{"provider": "script"},
+		"allowed_domains": []string{"site.test", "host.docker.internal"},
+		"egress_ports":    []int{hostPort},
+		"supervisor":      map[string]any{"name": "boss", "prompt": "coordinate", "mcp_servers": []string{"orchestration"}},
+		"workers": []map[string]any{{
+			"name": "writer", "prompt": "reach the site, capture it, play a page",
+			"mcp_servers": []string{"workspace", "shell", "research", "quality"},
+		}},
+		"script": map[string]any{"agents": map[string]any{
+			"boss": []map[string]any{
+				{"calls": []map[string]any{{"tool": "delegate", "args": map[string]any{"agent": "writer", "task": "go"}}}},
+				{"calls": []map[string]any{{"tool": "reply", "args": map[string]any{"message": "done"}}}},
+			},
+			"writer": []map[string]any{
+				shell("wget -q -O - http://site.test/hello.txt"),
+				shell("wget -q -O - http://other.test/hello.txt 2>&1; echo rc=$?"),
+				shell(fmt.Sprintf("wget -q -O - http://host.docker.internal:%d/v1/state 2>&1; echo rc=$?", hostPort)),
+				{"calls": []map[string]any{{"tool": "capture_reference", "args": map[string]any{"url": "http://site.test/palette.html"}}}},
+				{"calls": []map[string]any{{"tool": "write_file", "args": map[string]any{"path": "index.html", "content": playPage}}}},
+				{"calls": []map[string]any{{"tool": "play_test", "args": map[string]any{"page": "index.html"}}}},
+				{"say": "done"},
+			},
+		}},
+	}
+}
+
 // TestCompose starts docker-compose.yml with three workers and checks what issue 24
 // asks of the deployment; see the package comment.
 func TestCompose(t *testing.T) {
@@ -85,8 +132,9 @@ func TestCompose(t *testing.T) {
 	repo, err := testinfra.RepoRoot()
 	require.NoError(t, err)
 
-	logf("building the images (make sandbox-image, scripts/deploy-images.sh; cached by hash)")
+	logf("building the images (make sandbox-image, the browser image, scripts/deploy-images.sh; cached by hash)")
 	run(t, ctx, repo, nil, "make", "sandbox-image")
+	run(t, ctx, repo, nil, "bash", "sandbox/images/build.sh", "browser")
 	run(t, ctx, repo, nil, "bash", "scripts/deploy-images.sh")
 	logf("images ready")
 
@@ -101,9 +149,10 @@ func TestCompose(t *testing.T) {
 	project := "aethct" + randHex(t, 4)
 	secret := randHex(t, 16)
 	sum := sha256.Sum256([]byte(secret))
-	apiPort, promPort := freePort(t), freePort(t)
+	apiPort, promPort, egressPort := freePort(t), freePort(t), freePort(t)
 	env := append(os.Environ(),
 		"AETHERIUM_HOST_WORKSPACES="+ws,
+		"AETHERIUM_EGRESS_PORT="+strconv.Itoa(egressPort),
 		"AETHERIUM_API_PORT="+strconv.Itoa(apiPort),
 		"AETHERIUM_PROMETHEUS_PORT="+strconv.Itoa(promPort),
 		"AETHERIUM_API_TOKEN_SHA256="+hex.EncodeToString(sum[:]),
@@ -144,16 +193,38 @@ func TestCompose(t *testing.T) {
 	require.NotEmpty(t, scope, "the fleet has an id (the sandbox scope)")
 	logf("fleet up: scope %s", scope)
 
-	// 1. The demo run and write_file → run_shell on the same file.
+	// Only the egress service is in the host's network namespace, and only it
+	// has NET_ADMIN.
+	for _, id := range strings.Fields(run(t, ctx, "", nil, "docker", "ps", "-q", "--filter", "label=com.docker.compose.project="+project)) {
+		out := strings.Fields(run(t, ctx, "", nil, "docker", "inspect", "-f",
+			`{{index .Config.Labels "com.docker.compose.service"}} {{.HostConfig.NetworkMode}} net_admin={{range .HostConfig.CapAdd}}{{if eq . "NET_ADMIN" "CAP_NET_ADMIN"}}yes{{end}}{{end}}`, id))
+		require.Len(t, out, 3, "%v", out)
+		if out[0] == "egress" {
+			require.Equal(t, []string{"host", "net_admin=yes"}, out[1:], "the egress service")
+		} else {
+			require.NotEqual(t, "host", out[1], "service %s", out[0])
+			require.Equal(t, "net_admin=", out[2], "service %s", out[0])
+		}
+	}
+
+	// The stand-in site on the compose network (names the workers resolve).
+	site := startSite(t, ctx, project)
+	logf("stand-in site %s on %s_default as site.test and other.test", site[:12], project)
+
+	// 1. The demo run, write_file → run_shell on the same file, and sandbox
+	// egress with the browser tools through the egress service.
 	demo := api.submitTemplate(t, ctx, "demo", map[string]any{"topic": "compose"})
 	shell := api.submitTeam(t, ctx, shellTeam(0))
-	for id, status := range api.waitTerminal(t, ctx, []string{demo, shell}, 2*time.Minute, logf) {
+	egressRun := api.submitTeam(t, ctx, egressTeam(egressPort))
+	for id, status := range api.waitTerminal(t, ctx, []string{demo, shell, egressRun}, 3*time.Minute, logf) {
 		require.Equal(t, "completed", status, "run %s", id)
 	}
 	saw := psql(t, ctx, pg, fmt.Sprintf(`SELECT m->>'content' FROM sessions s, jsonb_array_elements(session_history(s.id)) m
 		WHERE s.run_id = '%s' AND m->>'role' = 'tool' AND m->>'name' = 'run_shell'`, shell))
 	require.Contains(t, saw, strings.TrimSpace(noteContent), "run_shell in the sandbox read the file write_file wrote in the worker")
 	logf("demo and write_file → run_shell completed; the sandbox saw %q", strings.TrimSpace(noteContent))
+	checkEgress(t, ctx, pg, egressRun)
+	logf("egress through the egress service: the site reached, other.test and the host refused, capture_reference and play_test worked")
 
 	// 2. Load, a worker killed under it, more workers.
 	const n = 20
@@ -277,6 +348,7 @@ func TestCompose(t *testing.T) {
 
 	// 5. down -v leaves nothing: compose's own and what workers made on the host's
 	// engine (sandboxes, their networks).
+	run(t, ctx, "", nil, "docker", "rm", "-f", site)
 	dc("down", "-v", "-t", "10")
 	for _, f := range []string{"label=com.docker.compose.project=" + project, "label=io.aetherium.sandbox.scope=" + scope} {
 		for _, kind := range [][]string{{"ps", "-aq"}, {"network", "ls", "-q"}, {"volume", "ls", "-q"}} {
@@ -286,6 +358,99 @@ func TestCompose(t *testing.T) {
 		}
 	}
 	logf("down -v: no container, network or volume of project %s or scope %s left", project, scope)
+}
+
+// startSite runs the stand-in site: busybox httpd of the sandbox image on the
+// compose project's network, as site.test and other.test, serving hello.txt and
+// the capture fixture palette.html. Removed when the test ends.
+func startSite(t *testing.T, ctx context.Context, project string) string {
+	t.Helper()
+	repo, err := testinfra.RepoRoot()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o755))
+	pal, err := os.ReadFile(repo + "/toolbox/research/testdata/capture/palette.html")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(dir+"/hello.txt", []byte(siteHello), 0o644))
+	require.NoError(t, os.WriteFile(dir+"/palette.html", pal, 0o644))
+	id := strings.TrimSpace(run(t, ctx, "", nil, "docker", "run", "-d", "--rm", "--user", "0:0",
+		"--network", project+"_default", "--network-alias", "site.test", "--network-alias", "other.test",
+		"-v", dir+":/site:ro", "aetherium-sandbox:latest", "busybox", "httpd", "-f", "-p", "80", "-h", "/site"))
+	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", id).Run() })
+	return id
+}
+
+// checkEgress reads what the egress run's tools returned and what its sandbox's
+// proxy recorded.
+func checkEgress(t *testing.T, ctx context.Context, pg, id string) {
+	t.Helper()
+	shell := toolResults(t, ctx, pg, id, "run_shell")
+	require.Len(t, shell, 3)
+	require.Contains(t, shell[0], strings.TrimSpace(siteHello), "the shell reached the allowlisted site through the proxy")
+	for i, r := range shell[1:] {
+		require.Contains(t, r, "403", "refused: %s", r)
+		require.Contains(t, r, "rc=1", "refused: %s", r)
+		require.NotContains(t, r, strings.TrimSpace(siteHello), "call %d", i+1)
+	}
+	rows := psql(t, ctx, pg, fmt.Sprintf(`SELECT host || '|' || allowed || '|' || status || '|' || reason FROM egress_connections WHERE run_id = '%s' ORDER BY id`, id))
+	byHost := map[string][]string{}
+	for _, l := range strings.Split(strings.TrimSpace(rows), "\n") {
+		if f := strings.SplitN(l, "|", 2); len(f) == 2 {
+			byHost[f[0]] = append(byHost[f[0]], f[1])
+		}
+	}
+	t.Logf("egress records: %v", byHost)
+	require.NotEmpty(t, byHost["site.test"])
+	require.True(t, strings.HasPrefix(byHost["site.test"][0], "true|200|"), "%v", byHost["site.test"])
+	require.Len(t, byHost["other.test"], 1)
+	require.Contains(t, byHost["other.test"][0], "false|0|", "%v", byHost)
+	require.Contains(t, byHost["other.test"][0], "allowed_domains")
+	require.Len(t, byHost["host.docker.internal"], 1)
+	require.Contains(t, byHost["host.docker.internal"][0], "false|0|")
+	require.Contains(t, byHost["host.docker.internal"][0], "this host")
+
+	capture := toolResults(t, ctx, pg, id, "capture_reference")
+	require.Len(t, capture, 1)
+	var page struct {
+		Palette []struct {
+			Hex   string  `json:"hex"`
+			Share float64 `json:"share"`
+		} `json:"palette"`
+		Screenshots []struct {
+			Path string `json:"path"`
+		} `json:"screenshots"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(capture[0]), &page), capture[0])
+	require.Len(t, page.Screenshots, 2, capture[0])
+	hexes := map[string]float64{}
+	for _, p := range page.Palette {
+		hexes[p.Hex] = p.Share
+	}
+	require.InDelta(t, 0.50, hexes["#1e3a8a"], 0.03, "the fixture's palette: %s", capture[0])
+
+	play := toolResults(t, ctx, pg, id, "play_test")
+	require.Len(t, play, 1)
+	var played struct {
+		Errors []struct{ Kind, Message, Control string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(play[0]), &played), play[0])
+	require.Len(t, played.Errors, 1, play[0])
+	require.Equal(t, `button "Boom"`, played.Errors[0].Control)
+}
+
+// toolResults are the contents of a run's tool messages of one tool, in order.
+func toolResults(t *testing.T, ctx context.Context, pg, id, tool string) []string {
+	t.Helper()
+	out := psql(t, ctx, pg, fmt.Sprintf(`SELECT translate(encode(convert_to(m->>'content', 'UTF8'), 'base64'), E'\n', '') FROM sessions s,
+		jsonb_array_elements(session_history(s.id)) WITH ORDINALITY AS h(m, i)
+		WHERE s.run_id = '%s' AND m->>'role' = 'tool' AND m->>'name' = '%s' ORDER BY s.id, h.i`, id, tool))
+	var res []string
+	for _, l := range strings.Fields(out) {
+		b, err := base64.StdEncoding.DecodeString(l)
+		require.NoError(t, err)
+		res = append(res, string(b))
+	}
+	return res
 }
 
 // client speaks to the published API with the bearer token.

@@ -10,6 +10,10 @@
 #                          (deploy/images/Dockerfile)
 #   aetherium-worker       the base + the static binary (root, mkfs.ext4; the scheduler too)
 #   aetherium              FROM scratch + the static binary (the api, migrate)
+#   aetherium-egress-base  a member of the image family: its base plus iptables
+#                          (deploy/images/egress-base.packages)
+#   aetherium-egress       aetherium-egress-base + the static binary (the egress
+#                          service: the sandboxes' firewall rules and gateway listeners)
 # Each image carries a hash of its inputs (io.aetherium.image.hash) and is skipped
 # while it matches (the images over aetherium-deploy-base also while it is the same
 # image, by id), so a second run costs one cached `go build`. Cold, the family's
@@ -31,7 +35,12 @@ ctx="$(mktemp -d "${TMPDIR:-/tmp}/aetherium-fleet-image.XXXXXX")"
 trap 'rm -rf "$ctx"' EXIT
 CGO_ENABLED=0 "$GO" build -trimpath -ldflags='-s -w' -o "$ctx/aetherium" ./cmd/aetherium &
 gobuild=$!
+# The two family members side by side (the mirror and dpkg; each returns at once
+# while its hash matches).
+bash deploy/images/build.sh egress-base &
+egressbuild=$!
 bash deploy/images/build.sh deploy-base
+wait "$egressbuild" || { echo "deploy-images: aetherium-egress-base failed" >&2; exit 1; }
 label() { docker image inspect -f '{{index .Config.Labels "io.aetherium.image.hash"}}' "$1" 2>/dev/null || true; }
 # The images over it are built FROM it: its id (not only its hash) decides them.
 base_hash="$(docker image inspect -f '{{.Id}}' aetherium-deploy-base:latest)"
@@ -64,4 +73,7 @@ cp deploy/images/Dockerfile.fleet "$ctx/Dockerfile"
 fleet_hash="$( (echo "$base_hash"; cd "$ctx" && find . -type f | LC_ALL=C sort | xargs sha256sum) | sha256sum | cut -c1-16)"
 build aetherium-worker:latest worker "$ctx/Dockerfile" "$ctx" "$fleet_hash"
 build aetherium:latest fleet "$ctx/Dockerfile" "$ctx" "$fleet_hash"
-echo "deploy-images: aetherium-deploy-base aetherium-redis aetherium-postgres aetherium-prometheus aetherium-worker aetherium ready in $((SECONDS - start)) s"
+# The egress image sits on aetherium-egress-base: its id joins the hash.
+egress_hash="$( (docker image inspect -f '{{.Id}}' aetherium-egress-base:latest; echo "$fleet_hash") | sha256sum | cut -c1-16)"
+build aetherium-egress:latest egress "$ctx/Dockerfile" "$ctx" "$egress_hash"
+echo "deploy-images: aetherium-deploy-base aetherium-egress-base aetherium-redis aetherium-postgres aetherium-prometheus aetherium-worker aetherium aetherium-egress ready in $((SECONDS - start)) s"

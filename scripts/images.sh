@@ -2,7 +2,8 @@
 # Builds the image family: first its one base (aetherium-base: a debootstrap of
 # bookworm, sandbox/images/base.packages), then every member side by side — the
 # sandbox images (sandbox/images/<name>.packages) and the compose deployment's
-# root filesystem (aetherium-deploy-base, deploy/images/deploy-base.packages),
+# root filesystems (aetherium-deploy-base and aetherium-egress-base,
+# deploy/images/{deploy-base,egress-base}.packages),
 # each one `docker build` layer over the base. The members are bound by the
 # mirror and dpkg rather than the CPU, so they take about as long as the slowest
 # one. Each image's output is prefixed with its name, and the last line says how
@@ -40,9 +41,11 @@ for p in sandbox/images/*.packages; do
 	{ bash sandbox/images/build.sh "$n" 2>&1 | sed -u "s/^/[$n] /"; exit "${PIPESTATUS[0]}"; } &
 	pids+=($!)
 done
-names+=(deploy-base)
-{ bash deploy/images/build.sh deploy-base 2>&1 | sed -u "s/^/[deploy-base] /"; exit "${PIPESTATUS[0]}"; } &
-pids+=($!)
+for n in deploy-base egress-base; do
+	names+=("$n")
+	{ bash deploy/images/build.sh "$n" 2>&1 | sed -u "s/^/[$n] /"; exit "${PIPESTATUS[0]}"; } &
+	pids+=($!)
+done
 failed=()
 for i in "${!pids[@]}"; do
 	wait "${pids[$i]}" || failed+=("${names[$i]}")
