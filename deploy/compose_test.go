@@ -74,23 +74,19 @@ const (
 	playPage = `<!doctype html><html><body><button onclick="boom()">Boom</button></body></html>`
 )
 
-// egressTeam is a script team whose worker reaches the stand-in site from its
-// shell through the egress service and its worker's proxy, is refused a name the
-// allowlist lacks and the host itself (the egress service's API, allowlisted by
-// name and port: the address refuses it), captures a page of the site with
-// capture_reference and plays a workspace page with play_test (Chromium on the
-// run's network, its traffic through the same proxy).
-func egressTeam(hostPort int) map[string]any {
-	shell := func(cmd string) map[string]any {
-		return map[string]any{"calls": []map[string]any{{"tool": "run_shell", "args": map[string]any{"command": cmd}}}}
-	}
+// egressTeam is a script team with allowed_domains whose writer runs one script
+// of worker calls. Two of them, the shell's and the browser's, in two runs: the
+// flow rules hold (for a human) a shell call of a session that read untrusted
+// content (a captured page), and an outbound call of one that read untrusted
+// content and private data (a shell with a network reads both).
+func egressTeam(name string, hostPort int, writer []map[string]any) map[string]any {
 	return map[string]any{
-		"name": "compose-egress", "model": map[string]any{"provider": "script"},
+		"name": name, "model": map[string]any{"provider": "script"},
 		"allowed_domains": []string{"site.test", "host.docker.internal"},
 		"egress_ports":    []int{hostPort},
 		"supervisor":      map[string]any{"name": "boss", "prompt": "coordinate", "mcp_servers": []string{"orchestration"}},
 		"workers": []map[string]any{{
-			"name": "writer", "prompt": "reach the site, capture it, play a page",
+			"name": "writer", "prompt": "reach the site",
 			"mcp_servers": []string{"workspace", "shell", "research", "quality"},
 		}},
 		"script": map[string]any{"agents": map[string]any{
@@ -98,17 +94,33 @@ func egressTeam(hostPort int) map[string]any {
 				{"calls": []map[string]any{{"tool": "delegate", "args": map[string]any{"agent": "writer", "task": "go"}}}},
 				{"calls": []map[string]any{{"tool": "reply", "args": map[string]any{"message": "done"}}}},
 			},
-			"writer": []map[string]any{
-				shell("wget -q -O - http://site.test/hello.txt"),
-				shell("wget -q -O - http://other.test/hello.txt 2>&1; echo rc=$?"),
-				shell(fmt.Sprintf("wget -q -O - http://host.docker.internal:%d/v1/state 2>&1; echo rc=$?", hostPort)),
-				{"calls": []map[string]any{{"tool": "capture_reference", "args": map[string]any{"url": "http://site.test/palette.html"}}}},
-				{"calls": []map[string]any{{"tool": "write_file", "args": map[string]any{"path": "index.html", "content": playPage}}}},
-				{"calls": []map[string]any{{"tool": "play_test", "args": map[string]any{"page": "index.html"}}}},
-				{"say": "done"},
-			},
+			"writer": append(writer, map[string]any{"say": "done"}),
 		}},
 	}
+}
+
+// shellEgressTeam reaches the stand-in site from its shell through the egress
+// service and the worker's proxy, and is refused a name the allowlist lacks and
+// the host itself (the egress service's API, allowlisted by name and port: the
+// address refuses it), in one run_shell.
+func shellEgressTeam(hostPort int) map[string]any {
+	cmd := "wget -q -O - http://site.test/hello.txt; echo rc=$?; " +
+		"wget -q -O - http://other.test/hello.txt 2>&1; echo rc=$?; " +
+		fmt.Sprintf("wget -q -O - http://host.docker.internal:%d/v1/state 2>&1; echo rc=$?", hostPort)
+	return egressTeam("compose-shell-egress", hostPort, []map[string]any{
+		{"calls": []map[string]any{{"tool": "run_shell", "args": map[string]any{"command": cmd}}}},
+	})
+}
+
+// browserTeam plays a workspace page with play_test and captures a page of the
+// stand-in site with capture_reference: Chromium on the run's network, its
+// traffic through the egress service and the worker's proxy.
+func browserTeam(hostPort int) map[string]any {
+	return egressTeam("compose-browser", hostPort, []map[string]any{
+		{"calls": []map[string]any{{"tool": "write_file", "args": map[string]any{"path": "index.html", "content": playPage}}}},
+		{"calls": []map[string]any{{"tool": "play_test", "args": map[string]any{"page": "index.html"}}}},
+		{"calls": []map[string]any{{"tool": "capture_reference", "args": map[string]any{"url": "http://site.test/palette.html"}}}},
+	})
 }
 
 // TestCompose starts docker-compose.yml with three workers and checks what issue 24
@@ -167,7 +179,9 @@ func TestCompose(t *testing.T) {
 		cctx, ccancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer ccancel()
 		if t.Failed() {
-			out, _ := exec.CommandContext(cctx, compose, "-f", "docker-compose.yml", "-p", project, "logs", "--no-color", "--tail", "40").CombinedOutput()
+			lc := exec.CommandContext(cctx, compose, "-f", "docker-compose.yml", "-p", project, "logs", "--no-color", "--tail", "40")
+			lc.Dir, lc.Env = repo, env
+			out, _ := lc.CombinedOutput()
 			t.Logf("compose logs (last 40 lines each):\n%s", out)
 		}
 		c := exec.CommandContext(cctx, compose, "-f", "docker-compose.yml", "-p", project, "down", "-v", "--remove-orphans", "-t", "10")
@@ -192,6 +206,9 @@ func TestCompose(t *testing.T) {
 	scope = strings.TrimSpace(psql(t, ctx, pg, "SELECT id FROM fleet_identity LIMIT 1"))
 	require.NotEmpty(t, scope, "the fleet has an id (the sandbox scope)")
 	logf("fleet up: scope %s", scope)
+	api.pending = func(id string) string {
+		return psql(t, ctx, pg, fmt.Sprintf(`SELECT string_agg(tool || ': ' || why, E'\n') FROM approvals WHERE run_id = '%s' AND status = 'pending'`, id))
+	}
 
 	// Only the egress service is in the host's network namespace, and only it
 	// has NET_ADMIN.
@@ -215,15 +232,17 @@ func TestCompose(t *testing.T) {
 	// egress with the browser tools through the egress service.
 	demo := api.submitTemplate(t, ctx, "demo", map[string]any{"topic": "compose"})
 	shell := api.submitTeam(t, ctx, shellTeam(0))
-	egressRun := api.submitTeam(t, ctx, egressTeam(egressPort))
-	for id, status := range api.waitTerminal(t, ctx, []string{demo, shell, egressRun}, 3*time.Minute, logf) {
+	shellEgress := api.submitTeam(t, ctx, shellEgressTeam(egressPort))
+	browser := api.submitTeam(t, ctx, browserTeam(egressPort))
+	for id, status := range api.waitTerminal(t, ctx, []string{demo, shell, shellEgress, browser}, 3*time.Minute, logf) {
 		require.Equal(t, "completed", status, "run %s", id)
 	}
 	saw := psql(t, ctx, pg, fmt.Sprintf(`SELECT m->>'content' FROM sessions s, jsonb_array_elements(session_history(s.id)) m
 		WHERE s.run_id = '%s' AND m->>'role' = 'tool' AND m->>'name' = 'run_shell'`, shell))
 	require.Contains(t, saw, strings.TrimSpace(noteContent), "run_shell in the sandbox read the file write_file wrote in the worker")
 	logf("demo and write_file → run_shell completed; the sandbox saw %q", strings.TrimSpace(noteContent))
-	checkEgress(t, ctx, pg, egressRun)
+	checkShellEgress(t, ctx, pg, shellEgress)
+	checkBrowser(t, ctx, pg, browser)
 	logf("egress through the egress service: the site reached, other.test and the host refused, capture_reference and play_test worked")
 
 	// 2. Load, a worker killed under it, more workers.
@@ -380,18 +399,17 @@ func startSite(t *testing.T, ctx context.Context, project string) string {
 	return id
 }
 
-// checkEgress reads what the egress run's tools returned and what its sandbox's
-// proxy recorded.
-func checkEgress(t *testing.T, ctx context.Context, pg, id string) {
+// checkShellEgress reads what the shell egress run's run_shell returned and what
+// its sandbox's proxy recorded.
+func checkShellEgress(t *testing.T, ctx context.Context, pg, id string) {
 	t.Helper()
 	shell := toolResults(t, ctx, pg, id, "run_shell")
-	require.Len(t, shell, 3)
-	require.Contains(t, shell[0], strings.TrimSpace(siteHello), "the shell reached the allowlisted site through the proxy")
-	for i, r := range shell[1:] {
-		require.Contains(t, r, "403", "refused: %s", r)
-		require.Contains(t, r, "rc=1", "refused: %s", r)
-		require.NotContains(t, r, strings.TrimSpace(siteHello), "call %d", i+1)
-	}
+	require.Len(t, shell, 1)
+	t.Logf("run_shell: %s", shell[0])
+	require.Equal(t, 1, strings.Count(shell[0], strings.TrimSpace(siteHello)), "the shell reached the allowlisted site through the proxy, and only it")
+	require.Equal(t, 1, strings.Count(shell[0], "rc=0"), shell[0])
+	require.Equal(t, 2, strings.Count(shell[0], "rc=1"), "other.test and the host refused: %s", shell[0])
+	require.Equal(t, 2, strings.Count(shell[0], "403"), shell[0])
 	rows := psql(t, ctx, pg, fmt.Sprintf(`SELECT host || '|' || allowed || '|' || status || '|' || reason FROM egress_connections WHERE run_id = '%s' ORDER BY id`, id))
 	byHost := map[string][]string{}
 	for _, l := range strings.Split(strings.TrimSpace(rows), "\n") {
@@ -408,7 +426,12 @@ func checkEgress(t *testing.T, ctx context.Context, pg, id string) {
 	require.Len(t, byHost["host.docker.internal"], 1)
 	require.Contains(t, byHost["host.docker.internal"][0], "false|0|")
 	require.Contains(t, byHost["host.docker.internal"][0], "this host")
+}
 
+// checkBrowser reads what the browser run's capture_reference and play_test
+// returned and that the page came through the proxy.
+func checkBrowser(t *testing.T, ctx context.Context, pg, id string) {
+	t.Helper()
 	capture := toolResults(t, ctx, pg, id, "capture_reference")
 	require.Len(t, capture, 1)
 	var page struct {
@@ -436,6 +459,9 @@ func checkEgress(t *testing.T, ctx context.Context, pg, id string) {
 	require.NoError(t, json.Unmarshal([]byte(play[0]), &played), play[0])
 	require.Len(t, played.Errors, 1, play[0])
 	require.Equal(t, `button "Boom"`, played.Errors[0].Control)
+
+	got := psql(t, ctx, pg, fmt.Sprintf(`SELECT count(*) FROM egress_connections WHERE run_id = '%s' AND host = 'site.test' AND allowed AND status = 200`, id))
+	require.NotEqual(t, "0", strings.TrimSpace(got), "the browser's requests went through the proxy")
 }
 
 // toolResults are the contents of a run's tool messages of one tool, in order.
@@ -457,6 +483,9 @@ func toolResults(t *testing.T, ctx context.Context, pg, id, tool string) []strin
 type client struct {
 	base, token string
 	http        *http.Client
+	// pending, when set, names a run's pending approvals: no run of this test
+	// waits for a human, so waitTerminal fails at once on one that does.
+	pending func(id string) string
 }
 
 func (c *client) do(ctx context.Context, method, path string, body any, auth bool) (int, []byte, error) {
@@ -541,6 +570,9 @@ func (c *client) waitTerminal(t *testing.T, ctx context.Context, ids []string, w
 			}
 			if json.Unmarshal(raw, &r) == nil {
 				out[id] = r.Status
+			}
+			if r.Status == "waiting" && c.pending != nil {
+				require.Fail(t, "a run waits for a human", "run %s: %s", id, c.pending(id))
 			}
 		}
 		done := 0
