@@ -143,7 +143,10 @@ func TestSweepDeletesTerminalRunsPastRetentionOnly(t *testing.T) {
 	rep, err := sw.Sweep(e.ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, rep.Runs)
-	require.Equal(t, 2, rep.Batches, "batches of 2: a full one, then the rest")
+	// Batches of at most 2: a full one, then the rest in one more, or in two
+	// when the first held its locks past the time box and the next halved to 1
+	// (CI, loaded: 106 ms for the first).
+	require.Contains(t, []int{2, 3}, rep.Batches, "batches of at most 2 for 3 runs, holds %v", rep.RunBatchHolds)
 	require.EqualValues(t, 3, counter(t, m.Deleted.WithLabelValues("runs")))
 
 	for status, id := range old {
