@@ -42,14 +42,13 @@ func TestContractsAgreeOnWhatEveryProcessReads(t *testing.T) {
 	c.beat(ctx)
 	require.Equal(t, queue.ContractVersion, c.Version(), "it left")
 
-	// Without its row the worker server reads as a build before versions.
-	v, err := func() (int, error) {
-		require.NoError(t, st.LeaveProcess(ctx, c.self.ID))
-		return c.agree(ctx)
-	}()
+	// Without its row the worker server reads as a build before versions. The
+	// beats stop first: one could report the row again between a leave and
+	// the read (CI, loaded: it did).
+	c.close()
+	v, err := c.agree(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, v)
-	c.close()
 	var rows int
 	require.NoError(t, st.Pool.QueryRow(ctx, `SELECT count(*) FROM fleet_processes`).Scan(&rows))
 	require.Zero(t, rows, "a clean stop leaves")

@@ -82,6 +82,7 @@ type options struct {
 	trace       string
 	// The tracing overhead (sections 2 and 5, tracing.go).
 	tracingRounds int
+	tracingSink   string
 	jaegerOTLP    string
 	hopRuns       int
 	idleFor       time.Duration
@@ -139,7 +140,8 @@ func main() {
 	flag.IntVar(&o.poolConns, "pool-max-conns", 0, "pgxpool size of the fleet (0: the fleet's default, store.PoolConnsFor(worker concurrency))")
 	flag.StringVar(&o.trace, "trace", "", "write a runtime trace of section 2's delegation workload to this file (go tool trace -pprof=sync|net|syscall FILE)")
 	flag.IntVar(&o.tracingRounds, "tracing-rounds", 2, "sections 2 and 5: alternating rounds each of tracing off and on (0: no overhead measurement)")
-	flag.StringVar(&o.jaegerOTLP, "jaeger-otlp", testinfra.JaegerAt().OTLP, "sections 2 and 5: the OTLP/HTTP endpoint traced rounds export to (the Jaeger of scripts/services.sh)")
+	flag.StringVar(&o.tracingSink, "tracing-sink", sinkNull, "sections 2 and 5: where traced rounds export: "+sinkNull+" (a receiver in the bench that reads and drops each export: the fleet's own cost) or "+sinkJaeger+" (-jaeger-otlp, on the same cores: the fleet's and the collector's)")
+	flag.StringVar(&o.jaegerOTLP, "jaeger-otlp", testinfra.JaegerAt().OTLP, "sections 2 and 5: the OTLP/HTTP endpoint traced rounds export to with -tracing-sink "+sinkJaeger+" (the Jaeger of scripts/services.sh)")
 	flag.IntVar(&o.hopRuns, "hop-runs", 20, "relay runs submitted one at a time in section 6 (idle-fleet hops)")
 	flag.DurationVar(&o.idleFor, "idle-for", time.Minute, "how long section 6 measures idle worker processes, per interval")
 	flag.IntVar(&o.govRuns, "gov-runs", 200, "runs submitted at once in section 8 (one model call each), per mode")
@@ -212,6 +214,8 @@ type env struct {
 	order    []string
 	// pgss: the bench database counts statements (pgss.go).
 	pgss bool
+	// sink is the null OTLP receiver of -tracing-sink null, once started.
+	sink *nullOTLP
 }
 
 func progress(format string, a ...any) {
@@ -287,6 +291,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer e.fleet.Close()
+	defer func() { e.sink.close() }()
 	srv := e.fleet.API()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

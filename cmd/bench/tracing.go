@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/aetherium-engine/aetherium/fleet"
@@ -17,14 +20,22 @@ import (
 
 // TracingResult is the cost of tracing (issue 42, docs/traces.md): section 2's
 // gated tool-call workload and section 5's one-at-a-time demo runs, each
-// measured with tracing off and on (OTLP/HTTP to the Jaeger of
-// scripts/services.sh) in the same bench run, alternately (off, on, on, off …)
-// so a drift of the shared machine falls on both.
+// measured with tracing off and on in the same bench run, alternately (off,
+// on, on, off …) so a drift of the shared machine falls on both. The traced
+// rounds export over OTLP/HTTP to the sink: by default a receiver in the bench
+// that reads and drops each export (the fleet's own cost, as with a collector
+// on another machine), or the Jaeger of scripts/services.sh, whose ingestion
+// then competes for the same cores.
 type TracingResult struct {
 	// Skipped says why nothing was measured ("" when measured).
 	Skipped  string `json:"skipped,omitempty"`
+	Sink     string `json:"sink"`
 	Endpoint string `json:"endpoint"`
 	Rounds   int    `json:"rounds"`
+	// Exports and ExportBytes are what the null sink received (0 with Jaeger):
+	// the proof that the traced rounds' spans left the fleet.
+	Exports     int64 `json:"exports,omitempty"`
+	ExportBytes int64 `json:"export_bytes,omitempty"`
 	// Section 2: gated tool calls per second (every round's calls over every
 	// round's seconds), off and on; Overhead2 = off/on − 1.
 	ToolRuns    int     `json:"tool_runs"`
@@ -42,8 +53,50 @@ type TracingResult struct {
 // tracingTarget is the bench's budget for the overhead of tracing on.
 const tracingTarget = 0.03
 
-// tracingOn is the tracing section of a config with tracing on, to the Jaeger
-// at otlp.
+// The sinks of -tracing-sink.
+const (
+	sinkNull   = "null"
+	sinkJaeger = "jaeger"
+)
+
+// nullOTLP is an OTLP/HTTP receiver that reads each export and drops it,
+// answering an empty ExportTraceServiceResponse (a valid one: every field
+// default), so the exporter's whole path runs and nothing else does. A
+// request to any other path is a 404 and not counted: an exporter posting to
+// the wrong URL shows as no exports.
+type nullOTLP struct {
+	url            string
+	srv            *http.Server
+	requests, size atomic.Int64
+}
+
+func startNullOTLP() (*nullOTLP, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("null otlp receiver: %w", err)
+	}
+	n := &nullOTLP{url: "http://" + ln.Addr().String()}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/traces", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.Copy(io.Discard, r.Body)
+		n.requests.Add(1)
+		n.size.Add(b)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.WriteHeader(http.StatusOK)
+	})
+	n.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = n.srv.Serve(ln) }()
+	return n, nil
+}
+
+func (n *nullOTLP) close() {
+	if n != nil {
+		_ = n.srv.Close()
+	}
+}
+
+// tracingOn is the tracing section of a config with tracing on, exporting to
+// otlp.
 func tracingOn(otlp string) tracing.Config {
 	return tracing.Config{Enabled: true, Exporter: tracing.ExporterHTTP, Endpoint: otlp, ServiceName: "aetherium-bench"}.WithDefaults()
 }
@@ -55,7 +108,7 @@ func tracedFleet(ctx context.Context, e *env, on bool) (*fleet.Fleet, *harness.C
 	cfg := e.fleet.Cfg
 	cfg.Tracing = tracing.Config{}.WithDefaults()
 	if on {
-		cfg.Tracing = tracingOn(e.o.jaegerOTLP)
+		cfg.Tracing = tracingOn(e.otlpEndpoint())
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	fl, err := fleet.Open(ctx, cfg, log, fleet.Options{NoSandbox: true})
@@ -78,12 +131,42 @@ func tracingReady(ctx context.Context, e *env) string {
 	if e.o.tracingRounds <= 0 {
 		return "-tracing-rounds 0"
 	}
+	switch e.o.tracingSink {
+	case sinkNull:
+		if e.sink == nil {
+			n, err := startNullOTLP()
+			if err != nil {
+				return err.Error()
+			}
+			e.sink = n
+		}
+		return ""
+	case sinkJaeger:
+	default:
+		return fmt.Sprintf("-tracing-sink %q: want %s or %s", e.o.tracingSink, sinkNull, sinkJaeger)
+	}
 	j := testinfra.JaegerAt()
 	j.OTLP = e.o.jaegerOTLP
 	if err := j.Up(ctx); err != nil {
 		return fmt.Sprintf("no Jaeger answers (%v): run scripts/services.sh", err)
 	}
 	return ""
+}
+
+// otlpEndpoint is the collector the traced rounds export to.
+func (e *env) otlpEndpoint() string {
+	if e.o.tracingSink == sinkNull && e.sink != nil {
+		return e.sink.url
+	}
+	return e.o.jaegerOTLP
+}
+
+// noteSink records the sink and, for the null one, what it received so far.
+func (e *env) noteSink(r *TracingResult) {
+	r.Sink, r.Endpoint, r.Rounds = e.o.tracingSink, e.otlpEndpoint(), e.o.tracingRounds
+	if e.sink != nil {
+		r.Exports, r.ExportBytes = e.sink.requests.Load(), e.sink.size.Load()
+	}
 }
 
 // rounds are the modes of the alternating rounds: off, on, on, off, off, on, …
@@ -107,7 +190,6 @@ func benchTracingTools(ctx context.Context, e *env, res *Result) error {
 		progress("tracing overhead: skipped: %s", r.Skipped)
 		return nil
 	}
-	r.Endpoint, r.Rounds = e.o.jaegerOTLP, e.o.tracingRounds
 	runs := max(1, e.o.toolRuns/2)
 	team := harness.ToolLoop(e.o.toolTurns, e.o.toolCalls, "todo", map[string]any{"action": "read"})
 	want := harness.ExpectOf(team).Times(runs)
@@ -133,6 +215,7 @@ func benchTracingTools(ctx context.Context, e *env, res *Result) error {
 		secs[i] += w.elapsed.Seconds()
 		progress("tracing overhead (2), tracing %s: %d gated calls in %.2fs = %.0f/s", onOff(on), want.ToolCalls, w.elapsed.Seconds(), float64(want.ToolCalls)/w.elapsed.Seconds())
 	}
+	e.noteSink(r)
 	r.ToolRuns = runs
 	r.ToolOffPerS, r.ToolOnPerS = calls[0]/secs[0], calls[1]/secs[1]
 	r.Overhead2 = r.ToolOffPerS/r.ToolOnPerS - 1
@@ -153,7 +236,6 @@ func benchTracingLatency(ctx context.Context, e *env, res *Result) error {
 		progress("tracing overhead: skipped: %s", reason)
 		return nil
 	}
-	r.Endpoint, r.Rounds = e.o.jaegerOTLP, e.o.tracingRounds
 	vars := map[string]any{"topic": "benchmarks"}
 	var lats [2][]time.Duration
 	own := e.client
@@ -165,7 +247,7 @@ func benchTracingLatency(ctx context.Context, e *env, res *Result) error {
 		}
 		fc := harness.FleetConfig{Concurrency: e.o.concurrency}
 		if on {
-			t := tracingOn(e.o.jaegerOTLP)
+			t := tracingOn(e.otlpEndpoint())
 			fc.Sections = map[string]map[string]any{"tracing": {"enabled": true, "exporter": t.Exporter, "endpoint": t.Endpoint, "service_name": t.ServiceName}}
 		}
 		procs, err := startWorkersCfg(e, 1, fc, fmt.Sprintf("trace-%d", k))
@@ -198,6 +280,7 @@ func benchTracingLatency(ctx context.Context, e *env, res *Result) error {
 		lats[b2i(on)] = append(lats[b2i(on)], lat...)
 		progress("tracing overhead (5), tracing %s: %d demo runs one at a time: p50 %.0f ms", onOff(on), len(ids), ms(percentile(lat, 0.5)))
 	}
+	e.noteSink(r)
 	r.SeqRuns = e.o.seqRuns
 	// percentile takes sorted input; each round's is, their concatenation is
 	// not (it reported 56 ms off and 130 ms on from rounds of 36 ms each).
@@ -236,12 +319,16 @@ func (t TracingResult) rows(row func(section, what, value, note string)) {
 		}
 		return fmt.Sprintf("**over the %.0f %% target**", 100*tracingTarget)
 	}
+	sink := fmt.Sprintf("OTLP/HTTP to Jaeger on the same cores (%s)", t.Endpoint)
+	if t.Sink == sinkNull {
+		sink = fmt.Sprintf("OTLP/HTTP to a receiver that drops each export (%d exports, %.1f MB)", t.Exports, float64(t.ExportBytes)/1e6)
+	}
 	if t.ToolRuns > 0 {
 		row("2", "tracing overhead: gated tool calls, tracing on vs off", fmt.Sprintf("**%+.1f %%** (%.0f vs %.0f calls/s)", 100*t.Overhead2, t.ToolOnPerS, t.ToolOffPerS),
-			fmt.Sprintf("%s; %d rounds each of %d runs, alternated; OTLP/HTTP to Jaeger (%s)", verdict(t.Overhead2), t.Rounds, t.ToolRuns, t.Endpoint))
+			fmt.Sprintf("%s; %d rounds each of %d runs, alternated; %s", verdict(t.Overhead2), t.Rounds, t.ToolRuns, sink))
 	}
 	if t.SeqRuns > 0 {
 		row("5", "tracing overhead: demo run one at a time, tracing on vs off", fmt.Sprintf("**%+.1f %%** (p50 %.1f vs %.1f ms)", 100*t.Overhead5, t.SeqOnP50MS, t.SeqOffP50MS),
-			fmt.Sprintf("%s; %d rounds each of %d runs, alternated; API and worker process traced", verdict(t.Overhead5), t.Rounds, t.SeqRuns))
+			fmt.Sprintf("%s; %d rounds each of %d runs, alternated; API and worker process traced; %s", verdict(t.Overhead5), t.Rounds, t.SeqRuns, sink))
 	}
 }
