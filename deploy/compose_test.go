@@ -363,7 +363,7 @@ func TestCompose(t *testing.T) {
 			return len(f) == 5 && f[0] == f[1] && f[2] == "0" && f[3] == f[4] && f[0] == f[3]
 		}, 60*time.Second, 2*time.Second, "one tool result and one audit row per call, none twice")
 	}
-	checkOnce(append(append([]string{demo, shell}, ids...), inFlight...))
+	checkOnce(append(append([]string{demo, shell, shellEgress, browser}, ids...), inFlight...))
 
 	// 5. down -v leaves nothing: compose's own and what workers made on the host's
 	// engine (sandboxes, their networks).
