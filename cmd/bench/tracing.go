@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -42,6 +43,13 @@ type TracingResult struct {
 	ToolOffPerS float64 `json:"tool_off_per_s"`
 	ToolOnPerS  float64 `json:"tool_on_per_s"`
 	Overhead2   float64 `json:"overhead_2"`
+	// The bench process's CPU per gated call in section 2's rounds (the fleet
+	// runs in it: what tracing adds is there, the null sink's reads too),
+	// off and on; CPUOverhead2 = on/off − 1. CPU time, not wall: a busy
+	// machine slows both modes' rounds unevenly but not their CPU per call.
+	ToolCPUOffUS float64 `json:"tool_cpu_off_us"`
+	ToolCPUOnUS  float64 `json:"tool_cpu_on_us"`
+	CPUOverhead2 float64 `json:"cpu_overhead_2"`
 	// Section 5: the median end-to-end latency of demo runs one at a time on one
 	// worker process, off and on; Overhead5 = on/off − 1.
 	SeqRuns     int     `json:"seq_runs"`
@@ -193,16 +201,22 @@ func benchTracingTools(ctx context.Context, e *env, res *Result) error {
 	runs := max(1, e.o.toolRuns/2)
 	team := harness.ToolLoop(e.o.toolTurns, e.o.toolCalls, "todo", map[string]any{"action": "read"})
 	want := harness.ExpectOf(team).Times(runs)
-	var calls, secs [2]float64
+	var calls, secs, cpu [2]float64
 	own := e.client
 	defer func() { e.client = own }()
-	for _, on := range rounds(e.o.tracingRounds) {
+	for k, on := range rounds(e.o.tracingRounds) {
 		fl, client, stop, err := tracedFleet(ctx, e, on)
 		if err != nil {
 			return err
 		}
 		e.client = client
-		w, err := fleetWorkload(ctx, e, fl, team, runs, "")
+		// The first round of each mode is profiled (the profiler's cost falls
+		// on both): where tracing's cost goes, by pprof -diff_base.
+		profile := ""
+		if e.o.profile && k < 2 {
+			profile = filepath.Join(e.o.out, "profiles", "tracing-"+onOff(on)+".cpu.pprof")
+		}
+		w, err := fleetWorkload(ctx, e, fl, team, runs, profile)
 		if err == nil {
 			err = fl.Tracing.ForceFlush(ctx)
 		}
@@ -213,14 +227,17 @@ func benchTracingTools(ctx context.Context, e *env, res *Result) error {
 		i := b2i(on)
 		calls[i] += float64(want.ToolCalls)
 		secs[i] += w.elapsed.Seconds()
+		cpu[i] += w.cpu.Groups["bench"]
 		progress("tracing overhead (2), tracing %s: %d gated calls in %.2fs = %.0f/s", onOff(on), want.ToolCalls, w.elapsed.Seconds(), float64(want.ToolCalls)/w.elapsed.Seconds())
 	}
 	e.noteSink(r)
 	r.ToolRuns = runs
 	r.ToolOffPerS, r.ToolOnPerS = calls[0]/secs[0], calls[1]/secs[1]
 	r.Overhead2 = r.ToolOffPerS/r.ToolOnPerS - 1
-	progress("tracing overhead (2): %.0f calls/s off, %.0f on: on/off = %.3f, overhead %+.1f %% (target ≤ %.0f %%)",
-		r.ToolOffPerS, r.ToolOnPerS, r.ToolOnPerS/r.ToolOffPerS, 100*r.Overhead2, 100*tracingTarget)
+	r.ToolCPUOffUS, r.ToolCPUOnUS = 1e6*cpu[0]/calls[0], 1e6*cpu[1]/calls[1]
+	r.CPUOverhead2 = r.ToolCPUOnUS/r.ToolCPUOffUS - 1
+	progress("tracing overhead (2): %.0f calls/s off, %.0f on: on/off = %.3f, overhead %+.1f %% (target ≤ %.0f %%); fleet CPU per call %.0f µs off, %.0f µs on (%+.1f %%)",
+		r.ToolOffPerS, r.ToolOnPerS, r.ToolOnPerS/r.ToolOffPerS, 100*r.Overhead2, 100*tracingTarget, r.ToolCPUOffUS, r.ToolCPUOnUS, 100*r.CPUOverhead2)
 	return nil
 }
 
@@ -326,6 +343,8 @@ func (t TracingResult) rows(row func(section, what, value, note string)) {
 	if t.ToolRuns > 0 {
 		row("2", "tracing overhead: gated tool calls, tracing on vs off", fmt.Sprintf("**%+.1f %%** (%.0f vs %.0f calls/s)", 100*t.Overhead2, t.ToolOnPerS, t.ToolOffPerS),
 			fmt.Sprintf("%s; %d rounds each of %d runs, alternated; %s", verdict(t.Overhead2), t.Rounds, t.ToolRuns, sink))
+		row("2", "tracing overhead: the fleet process's CPU per gated call, on vs off", fmt.Sprintf("%+.1f %% (%.0f vs %.0f µs)", 100*t.CPUOverhead2, t.ToolCPUOnUS, t.ToolCPUOffUS),
+			"the same rounds; CPU time, which a busy machine does not skew as it does the calls per second")
 	}
 	if t.SeqRuns > 0 {
 		row("5", "tracing overhead: demo run one at a time, tracing on vs off", fmt.Sprintf("**%+.1f %%** (p50 %.1f vs %.1f ms)", 100*t.Overhead5, t.SeqOnP50MS, t.SeqOffP50MS),
