@@ -123,6 +123,54 @@ func browserTeam(hostPort int) map[string]any {
 	})
 }
 
+// gpuConfig is the fleet's configuration file (AETHERIUM_CONFIG_FILE): the comfyui
+// service, the ComfyUI simulator behind its fencing proxy, both started by the
+// workers on the compose network (deploy/aetherium.yaml's example).
+func gpuConfig(project string) string {
+	return fmt.Sprintf(`streams:
+  leases:
+    services:
+      - name: comfyui
+        capacity: 1
+        ttl: 30s
+        image: aetherium/comfysim:latest
+        container: %[1]s-comfyui
+        network: %[1]s_default
+        env: ["COMFYSIM_STEP_DELAY=20ms"]
+        health_url: http://%[1]s-comfyui:8188/system_stats
+        start_timeout: 60s
+        idle_stop: 5s
+        fence:
+          image: aetherium/fenceproxy:latest
+          container: %[1]s-comfyui-fence
+          network: %[1]s_default
+          listen: %[1]s-comfyui-fence:8190
+          upstream: http://%[1]s-comfyui:8188
+          redis: redis://redis:6379/0
+`, project)
+}
+
+// artistTeam leases the comfyui service and draws one small image through its
+// fencing proxy.
+func artistTeam() map[string]any {
+	return map[string]any{
+		"name": "compose-studio", "model": map[string]any{"provider": "script"},
+		"gpu_services": []string{"comfyui"}, "image_model": "sd",
+		"supervisor": map[string]any{"name": "boss", "prompt": "coordinate", "mcp_servers": []string{"orchestration"}},
+		"workers":    []map[string]any{{"name": "artist", "prompt": "draw", "tools": []string{"comfyui_generate"}}},
+		"script": map[string]any{"agents": map[string]any{
+			"boss": []map[string]any{
+				{"calls": []map[string]any{{"tool": "delegate", "args": map[string]any{"agent": "artist", "task": "draw"}}}},
+				{"calls": []map[string]any{{"tool": "reply", "args": map[string]any{"message": "done"}}}},
+			},
+			"artist": []map[string]any{
+				{"calls": []map[string]any{{"tool": "comfyui_generate", "args": map[string]any{"prompt": "a hero", "width": 64, "height": 64, "filename": "hero"}}}},
+				{"say": "drawn"},
+			},
+		}},
+	}
+}
+
 // TestCompose starts docker-compose.yml with three workers and checks what issue 24
 // asks of the deployment; see the package comment.
 func TestCompose(t *testing.T) {
@@ -147,6 +195,7 @@ func TestCompose(t *testing.T) {
 	logf("building the images (make sandbox-image, the browser image, scripts/deploy-images.sh; cached by hash)")
 	run(t, ctx, repo, nil, "make", "sandbox-image")
 	run(t, ctx, repo, nil, "bash", "sandbox/images/build.sh", "browser")
+	run(t, ctx, repo, nil, "bash", "scripts/gpu-images.sh")
 	run(t, ctx, repo, nil, "bash", "scripts/deploy-images.sh")
 	logf("images ready")
 
@@ -162,7 +211,12 @@ func TestCompose(t *testing.T) {
 	secret := randHex(t, 16)
 	sum := sha256.Sum256([]byte(secret))
 	apiPort, promPort, egressPort := freePort(t), freePort(t), freePort(t)
+	cfgFile := t.TempDir() + "/aetherium.yaml"
+	require.NoError(t, os.WriteFile(cfgFile, []byte(gpuConfig(project)), 0o644))
+	gpuContainers := []string{project + "-comfyui", project + "-comfyui-fence"}
+	t.Cleanup(func() { _ = exec.Command("docker", append([]string{"rm", "-f"}, gpuContainers...)...).Run() })
 	env := append(os.Environ(),
+		"AETHERIUM_CONFIG_FILE="+cfgFile,
 		"AETHERIUM_HOST_WORKSPACES="+ws,
 		"AETHERIUM_EGRESS_PORT="+strconv.Itoa(egressPort),
 		"AETHERIUM_API_PORT="+strconv.Itoa(apiPort),
@@ -234,7 +288,8 @@ func TestCompose(t *testing.T) {
 	shell := api.submitTeam(t, ctx, shellTeam(0))
 	shellEgress := api.submitTeam(t, ctx, shellEgressTeam(egressPort))
 	browser := api.submitTeam(t, ctx, browserTeam(egressPort))
-	for id, status := range api.waitTerminal(t, ctx, []string{demo, shell, shellEgress, browser}, 3*time.Minute, logf) {
+	artist := api.submitTeam(t, ctx, artistTeam())
+	for id, status := range api.waitTerminal(t, ctx, []string{demo, shell, shellEgress, browser, artist}, 3*time.Minute, logf) {
 		require.Equal(t, "completed", status, "run %s", id)
 	}
 	saw := psql(t, ctx, pg, fmt.Sprintf(`SELECT m->>'content' FROM sessions s, jsonb_array_elements(session_history(s.id)) m
@@ -244,6 +299,8 @@ func TestCompose(t *testing.T) {
 	checkShellEgress(t, ctx, pg, shellEgress)
 	checkBrowser(t, ctx, pg, browser)
 	logf("egress through the egress service: the site reached, other.test and the host refused, capture_reference and play_test worked")
+	checkFenced(t, ctx, pg, artist, gpuContainers)
+	logf("a fenced lease of the comfyui simulator: drawn through the fencing proxy, every request with the run's token")
 
 	// 2. Load, a worker killed under it, more workers.
 	const n = 20
@@ -363,11 +420,14 @@ func TestCompose(t *testing.T) {
 			return len(f) == 5 && f[0] == f[1] && f[2] == "0" && f[3] == f[4] && f[0] == f[3]
 		}, 60*time.Second, 2*time.Second, "one tool result and one audit row per call, none twice")
 	}
-	checkOnce(append(append([]string{demo, shell, shellEgress, browser}, ids...), inFlight...))
+	checkOnce(append(append([]string{demo, shell, shellEgress, browser, artist}, ids...), inFlight...))
 
 	// 5. down -v leaves nothing: compose's own and what workers made on the host's
 	// engine (sandboxes, their networks).
 	run(t, ctx, "", nil, "docker", "rm", "-f", site)
+	// The GPU containers are the host engine's (compose does not know them):
+	// stopped when idle, removed here, or down cannot remove the network.
+	_ = exec.CommandContext(ctx, "docker", append([]string{"rm", "-f"}, gpuContainers...)...).Run()
 	dc("down", "-v", "-t", "10")
 	for _, f := range []string{"label=com.docker.compose.project=" + project, "label=io.aetherium.sandbox.scope=" + scope} {
 		for _, kind := range [][]string{{"ps", "-aq"}, {"network", "ls", "-q"}, {"volume", "ls", "-q"}} {
@@ -462,6 +522,42 @@ func checkBrowser(t *testing.T, ctx context.Context, pg, id string) {
 
 	got := psql(t, ctx, pg, fmt.Sprintf(`SELECT count(*) FROM egress_connections WHERE run_id = '%s' AND host = 'site.test' AND allowed AND status = 200`, id))
 	require.NotEqual(t, "0", strings.TrimSpace(got), "the browser's requests went through the proxy")
+}
+
+// checkFenced: the artist's comfyui_generate drew through the fencing proxy on
+// the compose network, the simulator saw the run's token on every request but
+// the controller's health checks, and the proxy refuses a request without one.
+func checkFenced(t *testing.T, ctx context.Context, pg, id string, containers []string) {
+	t.Helper()
+	res := toolResults(t, ctx, pg, id, "comfyui_generate")
+	require.Len(t, res, 1)
+	require.Contains(t, res[0], "hero", res[0])
+	ip := func(c string) string {
+		return strings.TrimSpace(run(t, ctx, "", nil, "docker", "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", c))
+	}
+	get := func(url string) (int, []byte) {
+		req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		raw, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, raw
+	}
+	code, raw := get("http://" + ip(containers[0]) + ":8188/_sim/requests")
+	require.Equal(t, http.StatusOK, code, "%s", raw)
+	var reqs []struct{ Method, Path, Token string }
+	require.NoError(t, json.Unmarshal(raw, &reqs))
+	require.NotEmpty(t, reqs)
+	for _, q := range reqs {
+		if q.Path != "/system_stats" { // the controller's health checks go straight to the service
+			require.NotEmpty(t, q.Token, "%s %s reached the service without a token", q.Method, q.Path)
+		}
+	}
+	code, raw = get("http://" + ip(containers[1]) + ":8190/system_stats")
+	require.Equal(t, http.StatusConflict, code, "%s", raw)
+	require.Contains(t, string(raw), "missing")
 }
 
 // toolResults are the contents of a run's tool messages of one tool, in order.
