@@ -80,23 +80,34 @@ const (
 // content (a captured page), and an outbound call of one that read untrusted
 // content and private data (a shell with a network reads both).
 func egressTeam(name string, hostPort int, writer []map[string]any) map[string]any {
-	return map[string]any{
-		"name": name, "model": map[string]any{"provider": "script"},
+	return scriptTeam(name, map[string]any{
+		"name": "writer", "prompt": "reach the site",
+		"mcp_servers": []string{"workspace", "shell", "research", "quality"},
+	}, append(writer, map[string]any{"say": "done"}), map[string]any{
 		"allowed_domains": []string{"site.test", "host.docker.internal"},
 		"egress_ports":    []int{hostPort},
-		"supervisor":      map[string]any{"name": "boss", "prompt": "coordinate", "mcp_servers": []string{"orchestration"}},
-		"workers": []map[string]any{{
-			"name": "writer", "prompt": "reach the site",
-			"mcp_servers": []string{"workspace", "shell", "research", "quality"},
-		}},
+	})
+}
+
+// scriptTeam is a team of the script model whose boss delegates to its one
+// worker, then replies; steps are the worker's script, extra the team's other keys.
+func scriptTeam(name string, worker map[string]any, steps []map[string]any, extra map[string]any) map[string]any {
+	team := map[string]any{
+		"name": name, "model": map[string]any{"provider": "script"},
+		"supervisor": map[string]any{"name": "boss", "prompt": "coordinate", "mcp_servers": []string{"orchestration"}},
+		"workers":    []map[string]any{worker},
 		"script": map[string]any{"agents": map[string]any{
 			"boss": []map[string]any{
-				{"calls": []map[string]any{{"tool": "delegate", "args": map[string]any{"agent": "writer", "task": "go"}}}},
+				{"calls": []map[string]any{{"tool": "delegate", "args": map[string]any{"agent": worker["name"], "task": "go"}}}},
 				{"calls": []map[string]any{{"tool": "reply", "args": map[string]any{"message": "done"}}}},
 			},
-			"writer": append(writer, map[string]any{"say": "done"}),
+			worker["name"].(string): steps,
 		}},
 	}
+	for k, v := range extra {
+		team[k] = v
+	}
+	return team
 }
 
 // shellEgressTeam reaches the stand-in site from its shell through the egress
@@ -153,22 +164,11 @@ func gpuConfig(project string) string {
 // artistTeam leases the comfyui service and draws one small image through its
 // fencing proxy.
 func artistTeam() map[string]any {
-	return map[string]any{
-		"name": "compose-studio", "model": map[string]any{"provider": "script"},
-		"gpu_services": []string{"comfyui"}, "image_model": "sd",
-		"supervisor": map[string]any{"name": "boss", "prompt": "coordinate", "mcp_servers": []string{"orchestration"}},
-		"workers":    []map[string]any{{"name": "artist", "prompt": "draw", "tools": []string{"comfyui_generate"}}},
-		"script": map[string]any{"agents": map[string]any{
-			"boss": []map[string]any{
-				{"calls": []map[string]any{{"tool": "delegate", "args": map[string]any{"agent": "artist", "task": "draw"}}}},
-				{"calls": []map[string]any{{"tool": "reply", "args": map[string]any{"message": "done"}}}},
-			},
-			"artist": []map[string]any{
-				{"calls": []map[string]any{{"tool": "comfyui_generate", "args": map[string]any{"prompt": "a hero", "width": 64, "height": 64, "filename": "hero"}}}},
-				{"say": "drawn"},
-			},
-		}},
-	}
+	return scriptTeam("compose-studio", map[string]any{"name": "artist", "prompt": "draw", "tools": []string{"comfyui_generate"}},
+		[]map[string]any{
+			{"calls": []map[string]any{{"tool": "comfyui_generate", "args": map[string]any{"prompt": "a hero", "width": 64, "height": 64, "filename": "hero"}}}},
+			{"say": "drawn"},
+		}, map[string]any{"gpu_services": []string{"comfyui"}, "image_model": "sd"})
 }
 
 // TestCompose starts docker-compose.yml with three workers and checks what issue 24
@@ -535,17 +535,12 @@ func checkFenced(t *testing.T, ctx context.Context, pg, id string, containers []
 	ip := func(c string) string {
 		return strings.TrimSpace(run(t, ctx, "", nil, "docker", "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", c))
 	}
-	get := func(url string) (int, []byte) {
-		req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	get := func(base, path string) (int, []byte) {
+		code, raw, err := (&client{base: base, http: &http.Client{Timeout: 10 * time.Second}}).do(ctx, "GET", path, nil, false)
 		require.NoError(t, err)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		raw, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp.StatusCode, raw
+		return code, raw
 	}
-	code, raw := get("http://" + ip(containers[0]) + ":8188/_sim/requests")
+	code, raw := get("http://"+ip(containers[0])+":8188", "/_sim/requests")
 	require.Equal(t, http.StatusOK, code, "%s", raw)
 	var reqs []struct{ Method, Path, Token string }
 	require.NoError(t, json.Unmarshal(raw, &reqs))
@@ -555,7 +550,7 @@ func checkFenced(t *testing.T, ctx context.Context, pg, id string, containers []
 			require.NotEmpty(t, q.Token, "%s %s reached the service without a token", q.Method, q.Path)
 		}
 	}
-	code, raw = get("http://" + ip(containers[1]) + ":8190/system_stats")
+	code, raw = get("http://"+ip(containers[1])+":8190", "/system_stats")
 	require.Equal(t, http.StatusConflict, code, "%s", raw)
 	require.Contains(t, string(raw), "missing")
 }
