@@ -139,7 +139,7 @@ func main() {
 	flag.BoolVar(&o.profile, "profile", true, "CPU-profile the fleet sections into <out>/profiles")
 	flag.IntVar(&o.poolConns, "pool-max-conns", 0, "pgxpool size of the fleet (0: the fleet's default, store.PoolConnsFor(worker concurrency))")
 	flag.StringVar(&o.trace, "trace", "", "write a runtime trace of section 2's delegation workload to this file (go tool trace -pprof=sync|net|syscall FILE)")
-	flag.IntVar(&o.tracingRounds, "tracing-rounds", 2, "sections 2 and 5: alternating rounds each of tracing off and on (0: no overhead measurement)")
+	flag.IntVar(&o.tracingRounds, "tracing-rounds", 4, "section 2: alternating rounds each of tracing off and on; section 5: latency-runs × this pairs of runs (0: no overhead measurement)")
 	flag.StringVar(&o.tracingSink, "tracing-sink", sinkNull, "sections 2 and 5: where traced rounds export: "+sinkNull+" (a receiver in the bench that reads and drops each export: the fleet's own cost) or "+sinkJaeger+" (-jaeger-otlp, on the same cores: the fleet's and the collector's)")
 	flag.StringVar(&o.jaegerOTLP, "jaeger-otlp", testinfra.JaegerAt().OTLP, "sections 2 and 5: the OTLP/HTTP endpoint traced rounds export to with -tracing-sink "+sinkJaeger+" (the Jaeger of scripts/services.sh)")
 	flag.IntVar(&o.hopRuns, "hop-runs", 20, "relay runs submitted one at a time in section 6 (idle-fleet hops)")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,7 +29,8 @@ func startWorkersWith(e *env, n int, interval time.Duration, tag string) ([]*har
 
 func startWorkersCfg(e *env, n int, c harness.FleetConfig, tag string) ([]*harness.Proc, error) {
 	cfgPath := filepath.Join(e.tmp, fmt.Sprintf("aetherium-%s.yaml", tag))
-	c.RedisURL, c.DatabaseURL, c.Workspaces = e.redisURL, e.dbURL, filepath.Join(e.tmp, "workspaces")
+	c.RedisURL = cmp.Or(c.RedisURL, e.redisURL)
+	c.DatabaseURL, c.Workspaces = e.dbURL, filepath.Join(e.tmp, "workspaces")
 	c.Templates, c.Permissions, c.ShutdownTimeout = filepath.Join(e.root, "templates"), filepath.Join(e.root, "config", "permissions.yaml"), 5*time.Second
 	err := c.Write(cfgPath)
 	if err != nil {
