@@ -266,10 +266,14 @@ func TestCompose(t *testing.T) {
 
 	// Only the egress service is in the host's network namespace, and only it
 	// has NET_ADMIN.
-	for _, id := range strings.Fields(run(t, ctx, "", nil, "docker", "ps", "-q", "--filter", "label=com.docker.compose.project="+project)) {
-		out := strings.Fields(run(t, ctx, "", nil, "docker", "inspect", "-f",
-			`{{index .Config.Labels "com.docker.compose.service"}} {{.HostConfig.NetworkMode}} net_admin={{range .HostConfig.CapAdd}}{{if eq . "NET_ADMIN" "CAP_NET_ADMIN"}}yes{{end}}{{end}}`, id))
+	up := strings.Fields(run(t, ctx, "", nil, "docker", "ps", "-q", "--filter", "label=com.docker.compose.project="+project))
+	inspected := run(t, ctx, "", nil, "docker", append([]string{"inspect", "-f",
+		`{{index .Config.Labels "com.docker.compose.service"}} {{.HostConfig.NetworkMode}} net_admin={{range .HostConfig.CapAdd}}{{if eq . "NET_ADMIN" "CAP_NET_ADMIN"}}yes{{end}}{{end}}`}, up...)...)
+	sawEgress := false
+	for _, line := range strings.Split(strings.TrimSpace(inspected), "\n") {
+		out := strings.Fields(line)
 		require.Len(t, out, 3, "%v", out)
+		sawEgress = sawEgress || out[0] == "egress"
 		if out[0] == "egress" {
 			require.Equal(t, []string{"host", "net_admin=yes"}, out[1:], "the egress service")
 		} else {
@@ -277,6 +281,7 @@ func TestCompose(t *testing.T) {
 			require.Equal(t, "net_admin=", out[2], "service %s", out[0])
 		}
 	}
+	require.True(t, sawEgress, "the egress service runs: %s", inspected)
 
 	// The stand-in site on the compose network (names the workers resolve).
 	site := startSite(t, ctx, project)
