@@ -136,7 +136,9 @@ func browserTeam(hostPort int) map[string]any {
 
 // gpuConfig is the fleet's configuration file (AETHERIUM_CONFIG_FILE): the comfyui
 // service, the ComfyUI simulator behind its fencing proxy, both started by the
-// workers on the compose network (deploy/aetherium.yaml's example).
+// workers on the compose network (deploy/aetherium.yaml's example). idle_stop
+// outlives the checks, which read the running simulator's request log (the test
+// removes both containers before down).
 func gpuConfig(project string) string {
 	return fmt.Sprintf(`streams:
   leases:
@@ -150,7 +152,7 @@ func gpuConfig(project string) string {
         env: ["COMFYSIM_STEP_DELAY=20ms"]
         health_url: http://%[1]s-comfyui:8188/system_stats
         start_timeout: 60s
-        idle_stop: 5s
+        idle_stop: 10m
         fence:
           image: aetherium/fenceproxy:latest
           container: %[1]s-comfyui-fence
@@ -214,7 +216,6 @@ func TestCompose(t *testing.T) {
 	cfgFile := t.TempDir() + "/aetherium.yaml"
 	require.NoError(t, os.WriteFile(cfgFile, []byte(gpuConfig(project)), 0o644))
 	gpuContainers := []string{project + "-comfyui", project + "-comfyui-fence"}
-	t.Cleanup(func() { _ = exec.Command("docker", append([]string{"rm", "-f"}, gpuContainers...)...).Run() })
 	env := append(os.Environ(),
 		"AETHERIUM_CONFIG_FILE="+cfgFile,
 		"AETHERIUM_HOST_WORKSPACES="+ws,
@@ -248,6 +249,9 @@ func TestCompose(t *testing.T) {
 			removeLabelled(cctx, t, "label=io.aetherium.sandbox.scope="+scope)
 		}
 	})
+
+	// Before down (cleanups run last first): the GPU containers hold the network.
+	t.Cleanup(func() { _ = exec.Command("docker", append([]string{"rm", "-f"}, gpuContainers...)...).Run() })
 
 	logf("docker-compose -p %s up -d --scale worker=3 (api on 127.0.0.1:%d, prometheus on :%d)", project, apiPort, promPort)
 	dc("up", "-d", "--scale", "worker=3")
