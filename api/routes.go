@@ -78,8 +78,10 @@ func (s *Server) routes() []route {
 				"written aside and swapped in whole; audited in the project's audit (workspace.promote). The run's owner or an admin "+
 				"who may use the project (another's run: the missing-run 404, or 403 when the caller sees it). "+
 				"409 for a run that is not a completed staging run, a deleted project, or a project with runs in flight; "+
-				"422 when the files exceed the project's quota (the project's workspace unchanged); 501 in a process without the workspaces.").
-			returns(200, Promotion{}).errors(400, 403, 404, 409, 422, 501, 507),
+				"422 when the files exceed the project's quota (the project's workspace unchanged); 501 in a process without the workspaces. "+
+				"An API process alone (the split deployment) has a worker make the copy (a run:promote task) while it holds the project: "+
+				"503 when no worker took it within replay.wait (withdrawn, nothing changed).").
+			returns(200, Promotion{}).errors(400, 403, 404, 409, 422, 501, 503, 507),
 		runParam(get("/api/runs/:id/request", "A run's submission, as it can be posted again (clone)", s.getRunRequest)).roles(RoleRead).
 			describe("The endpoint and the body that submit the same run again: a template run's template, prompt, variables, "+
 				"project and priority (run-from-template), or an inline run's team (as stored: rendered), prompt, variables, project "+

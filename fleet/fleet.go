@@ -643,8 +643,11 @@ func (f *Fleet) API() *api.Server {
 			return f.Fork(ctx, runID, ForkOptions{At: req.At, By: by, Team: req.Team, Model: req.Model, Prompt: req.Prompt})
 		}
 	} else if f.Queue != nil {
-		// An API process alone (the split deployment): a worker runs them.
+		// An API process alone (the split deployment): a worker runs them,
+		// and copies a promoted workspace (this process may see the
+		// workspaces read-only, as compose mounts them).
 		deps.Replay, deps.Fork = f.replayRemote, f.forkRemote
+		deps.PromoteWorkspace = f.promoteRemote
 	}
 	if f.Approvals != nil { // a nil *Approvals in the interface would not read as "no gate"
 		deps.Approvals = f.Approvals
@@ -750,6 +753,9 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 	}
 	if f.gate != nil {
 		mux.HandleFunc(queue.TypeReplay, f.handleReplayTask)
+	}
+	if f.Workspaces != nil {
+		mux.HandleFunc(queue.TypePromote, f.handlePromoteTask)
 	}
 	mux.Use(logctx.TaskMiddleware())
 	// The runner leaves the dispatcher's window when base ends; the returned

@@ -193,6 +193,17 @@ func (e *Enqueuer) Replay(ctx context.Context, p ReplayPayload, key string, keep
 	return id, err
 }
 
+// Promote enqueues a promotion's copy under PromoteTaskID(p.From, p.To,
+// nonce) on the maintenance queue, kept keep after it ends (the API process
+// reads the worker's result back from the task). It is not retried: the API
+// process, which holds the project's row, asks again as a new request.
+func (e *Enqueuer) Promote(ctx context.Context, p PromotePayload, nonce string, keep time.Duration) (string, error) {
+	id := PromoteTaskID(p.From, p.To, nonce)
+	_, err := e.enqueue(ctx, newTask(TypePromote, p), options{queue: QueueMaintenance, id: id,
+		maxRetry: 0, retention: keep, timeout: taskTimeout})
+	return id, err
+}
+
 // Maintenance enqueues maintenance task typ for the tick of period that contains
 // now, and reports whether this call enqueued it (false: another scheduler replica
 // was first). The tick's record is kept four periods, so a late replica's enqueue

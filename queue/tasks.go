@@ -36,6 +36,12 @@ const (
 	// worker stores its answer as the task's result, which the API process
 	// collects (docs/replay.md, "Split deployments").
 	TypeReplay = "run:replay"
+	// TypePromote copies a completed staging run's workspace into its
+	// project's (PromotePayload) for an API process that does not manage the
+	// workspaces (the split deployment): the API holds the project's row and
+	// writes the audit row, a worker does the copy and stores its outcome as
+	// the task's result (docs/tiers.md, "Promotion").
+	TypePromote = "run:promote"
 
 	// The periodic maintenance tasks (no payload), enqueued by the scheduler.
 	TypeRequeueQueued  = "maintenance:requeue-queued"
@@ -121,6 +127,13 @@ type ReplayPayload struct {
 	Fork  json.RawMessage `json:"fork,omitempty"`
 }
 
+// PromotePayload is a promotion's copy: workspace From's files replace
+// workspace To's.
+type PromotePayload struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
 // MCPCallTask is the execution of an MCP client's tool call.
 func MCPCallTask(callID string) *asynq.Task {
 	return newTask(TypeMCPCall, MCPCallPayload{CallID: callID})
@@ -196,6 +209,11 @@ func MCPCallTaskID(callID, key string) string { return "mcp-call:" + callID + ":
 // answer depends on besides the record (the permissions' revision; a fork's
 // request), so the same request finds the same task and its result.
 func ReplayTaskID(runID, key string) string { return "replay:" + runID + ":" + key }
+
+// PromoteTaskID is the id of one promotion request's copy: from, to and the
+// request's own nonce (a promotion asked again copies again: the staging
+// files may be another run's by then).
+func PromoteTaskID(from, to, nonce string) string { return "promote:" + from + ":" + to + ":" + nonce }
 
 // ApprovalExpireTaskID is the id of an approval's expiry.
 func ApprovalExpireTaskID(approvalID string) string { return "approval-expire:" + approvalID }
