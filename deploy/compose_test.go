@@ -298,7 +298,14 @@ func TestCompose(t *testing.T) {
 	shellEgress := api.submitTeam(t, ctx, shellEgressTeam(egressPort))
 	browser := api.submitTeam(t, ctx, browserTeam(egressPort))
 	artist := api.submitTeam(t, ctx, artistTeam())
-	for id, status := range api.waitTerminal(t, ctx, []string{demo, shell, shellEgress, browser, artist}, 3*time.Minute, logf) {
+	// A staging run of a project, promoted below (the API sees the
+	// workspaces read-only: a worker makes the copy).
+	code, raw, err := api.do(ctx, "POST", "/api/projects", map[string]any{"slug": "site", "name": "Site"}, true)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, code, "%s", raw)
+	staged := api.submit(t, ctx, "/api/orchestrator/run-from-template", map[string]any{"template": "demo", "prompt": "compose test",
+		"variables": map[string]any{"topic": "staged"}, "project": "site", "staging": true})
+	for id, status := range api.waitTerminal(t, ctx, []string{demo, shell, shellEgress, browser, artist, staged}, 3*time.Minute, logf) {
 		require.Equal(t, "completed", status, "run %s", id)
 	}
 	saw := psql(t, ctx, pg, fmt.Sprintf(`SELECT m->>'content' FROM sessions s, jsonb_array_elements(session_history(s.id)) m
@@ -310,6 +317,12 @@ func TestCompose(t *testing.T) {
 	logf("egress through the egress service: the site reached, other.test and the host refused, capture_reference and play_test worked")
 	checkFenced(t, ctx, pg, artist, gpuContainers)
 	logf("a fenced lease of the comfyui simulator: drawn through the fencing proxy, every request with the run's token")
+	code, raw, err = api.do(ctx, "POST", "/api/runs/"+staged+"/promote", nil, true)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code, "promote: %s", raw)
+	require.Equal(t, "1", strings.TrimSpace(psql(t, ctx, pg, `SELECT count(*) FROM project_audit WHERE action = 'workspace.promote'`)),
+		"the promotion audited once")
+	logf("the staging run promoted into its project by a worker: %s", raw)
 
 	// 2. Load, a worker killed under it, more workers.
 	const n = 20
