@@ -105,6 +105,9 @@ type Entry struct {
 type Scored struct {
 	Entry
 	Score float64 `json:"score"`
+	// line is the entry's line as Rank measured it, so Format does not marshal
+	// it again ("": Format makes it).
+	line string
 }
 
 // Condense makes the long-term entry of a finished session: the task and the
@@ -230,7 +233,8 @@ func Rank(c Config, candidates []Entry, agent string, now time.Time) []Scored {
 	budget := c.TokenBudget - Tokens(header)
 	kept := out[:0]
 	for _, s := range out {
-		n := Tokens(line(s))
+		s.line = line(s)
+		n := Tokens(s.line)
 		if n > budget {
 			continue // a smaller one further down may still fit
 		}
@@ -270,7 +274,10 @@ func Format(entries []Scored) string {
 	b.WriteString(header)
 	for _, e := range entries {
 		b.WriteByte('\n')
-		b.WriteString(line(e))
+		if e.line == "" {
+			e.line = line(e)
+		}
+		b.WriteString(e.line)
 	}
 	return b.String()
 }

@@ -33,6 +33,11 @@ type Acquire struct {
 	// Events are stored once per key, only while the run is not terminal (a turn
 	// that starts after its run ended announces nothing).
 	Events []NewEvent
+	// Memory, when set (its Project and Text), reads the project's memory
+	// generation and the text's lexemes with the lease (Acquired.Memory): a
+	// new session's recall (MemoryIndex.RecallMemoryAt) then needs no round
+	// trip of its own.
+	Memory *MemoryAt
 }
 
 // Acquired is what Acquire found.
@@ -49,6 +54,8 @@ type Acquired struct {
 	Delegations map[string][]Delegation
 	// Events are those stored now, in order.
 	Events []Event
+	// Memory is Acquire.Memory as read in this transaction; nil when not asked.
+	Memory *MemoryAt
 }
 
 const (
@@ -130,6 +137,9 @@ func (s *Store) AcquireStep(ctx context.Context, a Acquire) (Acquired, error) {
 			return out, err
 		}
 		b.Queue(acquireEvents, append([]any{a.Initial.RunID}, args...)...)
+	}
+	if a.Memory != nil {
+		b.Queue(memoryAtQuery, a.Memory.Project, a.Memory.Text)
 	}
 	br := s.db.SendBatch(ctx, b)
 	err := func() error {
@@ -216,8 +226,16 @@ func (s *Store) AcquireStep(ctx context.Context, a Acquire) (Acquired, error) {
 			if err != nil {
 				return err
 			}
-			out.Events, err = pgx.AppendRows(out.Events, rows, insertedEvent(a.Initial.RunID))
-			return err
+			if out.Events, err = pgx.AppendRows(out.Events, rows, insertedEvent(a.Initial.RunID)); err != nil {
+				return err
+			}
+		}
+		if a.Memory != nil {
+			m := MemoryAt{Project: a.Memory.Project, Text: a.Memory.Text}
+			if err := br.QueryRow().Scan(&m.Gen, &m.Lexemes); err != nil {
+				return fmt.Errorf("memory generation of %s: %w", m.Project, err)
+			}
+			out.Memory = &m
 		}
 		return nil
 	}()

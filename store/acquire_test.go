@@ -180,3 +180,39 @@ func TestFirstAcquireStartsTheRun(t *testing.T) {
 		require.Equal(t, c.events, count(t, st, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'run.started'`, id), c.from)
 	}
 }
+
+// A new session's acquire reads, with its lease, what its memory recall needs:
+// the project's memory generation as of that transaction and the task's
+// lexemes (PostgreSQL's parser); a later write is in the next acquire's.
+func TestAcquireReadsMemoryGeneration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := testdb.Store(t)
+	runID := uuid.NewString()
+	require.NoError(t, st.CreateRun(ctx, store.Run{ID: runID, Prompt: "p", Team: json.RawMessage(`{}`), Variables: json.RawMessage(`{}`)}))
+	acquire := func(session string, mem *store.MemoryAt) store.Acquired {
+		t.Helper()
+		acq, err := st.AcquireStep(ctx, store.Acquire{
+			Initial: store.Session{ID: session, RunID: runID, Agent: "coder", Role: "worker", Messages: []llm.Message{{Role: llm.RoleUser, Content: "go"}}},
+			Token:   uuid.NewString(), Lease: time.Minute, Memory: mem,
+		})
+		require.NoError(t, err)
+		require.True(t, acq.OK)
+		return acq
+	}
+	const text = "Deploy the Widget report, then deploy it again!"
+
+	require.Nil(t, acquire("s:none", nil).Memory, "not asked: not read")
+
+	first := acquire("s:1", &store.MemoryAt{Project: "p1", Text: text}).Memory
+	require.Equal(t, &store.MemoryAt{Project: "p1", Text: text, Gen: 0, Lexemes: []string{"again", "deploy", "it", "report", "the", "then", "widget"}}, first,
+		"a project without memory is at generation 0; the lexemes are distinct and lower-cased")
+
+	_, err := st.AddMemory(ctx, store.MemoryEntry{Project: "p1", Tier: store.MemoryLongTerm, Scope: "project", Content: "widget report"})
+	require.NoError(t, err)
+	second := acquire("s:2", &store.MemoryAt{Project: "p1", Text: text}).Memory
+	require.Greater(t, second.Gen, first.Gen, "a write is in the next acquire's generation")
+	require.Equal(t, generationOf(t, st, "p1"), second.Gen)
+	require.Equal(t, first.Lexemes, second.Lexemes)
+	require.Zero(t, acquire("s:3", &store.MemoryAt{Project: "p2", Text: ""}).Memory.Gen, "another project's generation")
+}

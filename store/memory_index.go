@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sort"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -14,18 +13,26 @@ import (
 
 // MemoryIndex is a worker's in-process index of its projects' long-term memory
 // (issue 45): RecallMemory as the store's, without reading the project's
-// entries from PostgreSQL at every new session. A recall asks PostgreSQL one
-// small question — the project's generation (migration 00036) and the words
-// of the recall's text (PostgreSQL's own parser, so ranks stay ts_rank_cd's) —
+// entries from PostgreSQL at every new session. A recall needs two facts from
+// PostgreSQL — the project's generation (migration 00036) and the words of
+// the recall's text (PostgreSQL's own parser, so ranks stay ts_rank_cd's) —
 // and ranks in memory when the index was built at that generation or later.
 // Otherwise it first reads what changed in one repeatable-read snapshot: the
 // entries written since its generation, or every entry after a delete.
 //
+// Those two facts are a MemoryAt. A worker reads it in the batch that takes a
+// new session's lease (Acquire.Memory), so its recall (RecallMemoryAt) makes
+// no round trip of its own when nothing changed: under load that round trip's
+// tail was the recall's p99 (cmd/bench section 4). RecallMemory reads it in a
+// round trip of its own, for callers without an acquire.
+//
 // Correctness: the generation is bumped by triggers in the transaction of every
-// change to a long-term entry, and read in the recall's own round trip, so a
-// write or a delete committed by any process before a recall starts is in what
-// that recall returns, on every worker. Entries keep their provenance exactly
-// as stored (a copy per recall: a recalled untrusted entry stays labelled).
+// change to a long-term entry, and read in the recall's own round trip or in
+// the acquire of the session that recalls, so a write or a delete committed by
+// any process before that is in what the recall returns, on every worker (a
+// write committed after a session's acquire is in the next session's). Entries
+// keep their provenance exactly as stored (a copy per recall: a recalled
+// untrusted entry stays labelled).
 //
 // Bounds: at most maxEntries entries over all projects (a project counts as
 // one more), the least recently recalled projects evicted first; about 1.6 KB
@@ -72,6 +79,9 @@ type indexedProject struct {
 	byID     map[int64]*indexedEntry
 	byAge    []*indexedEntry // created_at, then id, newest first (RecallMemory's recent)
 	postings map[string][]posting
+	// slots numbers the entries (indexedEntry.slot): a recall's sums are an
+	// array, not a map.
+	slots int
 }
 
 type indexedEntry struct {
@@ -79,6 +89,8 @@ type indexedEntry struct {
 	// termAgent is agent_memory_terms.agent: '' for a project-shared entry, else
 	// the only agent whose relevance search finds it.
 	termAgent string
+	// slot is the entry's number in its project, < indexedProject.slots.
+	slot int
 }
 
 type posting struct {
@@ -104,36 +116,69 @@ func cmpInt64(a, b int64) int {
 	return 0
 }
 
+// MemoryAt is what a recall of a project's memory for a text needs of
+// PostgreSQL, as of one moment: the project's memory generation and the
+// text's lexemes (to_tsvector('simple'), as Store.RecallMemory matches them).
+type MemoryAt struct {
+	Project, Text string
+	Gen           int64
+	// Lexemes are distinct (tsvector_to_array's).
+	Lexemes []string
+}
+
+// memoryAtQuery reads a MemoryAt's generation and lexemes: $1 the project, $2
+// the text (MemoryIndex.RecallMemory, and AcquireStep with Acquire.Memory).
+const memoryAtQuery = `SELECT coalesce((SELECT gen FROM agent_memory_generations WHERE project = $1), 0),
+		tsvector_to_array(to_tsvector('simple', $2))`
+
 // RecallMemory is Store.RecallMemory served from the index: the same entries,
-// order and relevance.
+// order and relevance. It asks PostgreSQL for the project's generation and the
+// text's lexemes first (one round trip); RecallMemoryAt takes them read.
 func (x *MemoryIndex) RecallMemory(ctx context.Context, project, agent, text string, limit int) ([]MemoryEntry, error) {
 	if limit < 0 {
 		return nil, fmt.Errorf("memory index: recall limit %d: must be ≥ 0", limit)
 	}
-	var gen int64
-	var lexemes []string
-	err := x.st.Pool.QueryRow(ctx, `SELECT coalesce((SELECT gen FROM agent_memory_generations WHERE project = $1), 0),
-		tsvector_to_array(to_tsvector('simple', $2))`, project, text).Scan(&gen, &lexemes)
+	at, err := x.st.MemoryAt(ctx, project, text)
 	if err != nil {
-		return nil, fmt.Errorf("memory index: generation of %s: %w", project, err)
+		return nil, fmt.Errorf("memory index: %w", err)
 	}
-	p, err := x.current(ctx, project, gen)
+	return x.RecallMemoryAt(ctx, at, agent, limit)
+}
+
+// MemoryAt reads a recall's MemoryAt now, in one round trip (a step reads it
+// with its lease instead: Acquire.Memory).
+func (s *Store) MemoryAt(ctx context.Context, project, text string) (MemoryAt, error) {
+	at := MemoryAt{Project: project, Text: text}
+	if err := s.db.QueryRow(ctx, memoryAtQuery, project, text).Scan(&at.Gen, &at.Lexemes); err != nil {
+		return MemoryAt{}, fmt.Errorf("memory generation of %s: %w", project, err)
+	}
+	return at, nil
+}
+
+// RecallMemoryAt is RecallMemory as of at (read by the session's acquire):
+// exact as of when at was read, and without a round trip when the index is at
+// at.Gen or later. Behind, it reads what changed first.
+func (x *MemoryIndex) RecallMemoryAt(ctx context.Context, at MemoryAt, agent string, limit int) ([]MemoryEntry, error) {
+	if limit < 0 {
+		return nil, fmt.Errorf("memory index: recall limit %d: must be ≥ 0", limit)
+	}
+	p, err := x.current(ctx, at.Project, at.Gen)
 	if err != nil {
 		return nil, err
 	}
 	if p == nil { // too large to index
-		return x.st.RecallMemory(ctx, project, agent, text, limit)
+		return x.st.RecallMemory(ctx, at.Project, agent, at.Text, limit)
 	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return p.recall(agent, lexemes, limit), nil
+	return p.recall(agent, at.Lexemes, limit), nil
 }
 
 // current returns the project's index at generation gen or later, reading
 // what changed when it is older; nil when the project is too large to index.
 func (x *MemoryIndex) current(ctx context.Context, project string, gen int64) (*indexedProject, error) {
 	x.mu.Lock()
-	if g, ok := x.tooBig[project]; ok && g == gen {
+	if g, ok := x.tooBig[project]; ok && g >= gen {
 		x.mu.Unlock()
 		return nil, nil
 	}
@@ -300,7 +345,8 @@ func (x *MemoryIndex) apply(p *indexedProject, gen int64, full bool, read []read
 	var postings map[string][]posting
 	if full { // built before taking the locks: recalls of the old index go on
 		byID, byAge, postings = make(map[int64]*indexedEntry, len(read)), make([]*indexedEntry, 0, len(read)), map[string][]posting{}
-		for _, r := range read {
+		for i, r := range read {
+			r.e.slot = i
 			byID[r.e.ID] = r.e
 			byAge = append(byAge, r.e)
 			for i, l := range r.lexemes {
@@ -315,12 +361,14 @@ func (x *MemoryIndex) apply(p *indexedProject, gen int64, full bool, read []read
 	defer p.mu.Unlock()
 	before := len(p.byID)
 	if full {
-		p.byID, p.byAge, p.postings = byID, byAge, postings
+		p.byID, p.byAge, p.postings, p.slots = byID, byAge, postings, len(read)
 	} else {
 		for _, r := range read {
 			if p.byID[r.e.ID] != nil {
 				continue
 			}
+			r.e.slot = p.slots
+			p.slots++
 			p.byID[r.e.ID] = r.e
 			i, _ := slices.BinarySearchFunc(p.byAge, r.e, newer)
 			p.byAge = slices.Insert(p.byAge, i, r.e)
@@ -341,36 +389,49 @@ func (x *MemoryIndex) apply(p *indexedProject, gen int64, full bool, read []read
 // the sum of the lexemes' positions, then the higher id), and the limit newest
 // the agent sees, the most relevant and then the newest first, relevance
 // normalized as RecallMemory does. p.mu held for reading.
+//
+// Its cost is the lexemes' postings, not the index: sums go to a pooled array
+// by entry slot (no map per recall), and the limit best are kept in a heap
+// rather than every matching entry sorted. Under CPU contention a recall's
+// CPU time is multiplied into its p99 (cmd/bench section 4).
 func (p *indexedProject) recall(agent string, lexemes []string, limit int) []MemoryEntry {
 	if limit <= 0 {
 		return nil
 	}
-	sums := map[*indexedEntry]int64{}
+	sc := scratchPool.Get().(*recallScratch)
+	defer scratchPool.Put(sc)
+	if len(sc.sums) < p.slots {
+		sc.sums = make([]int64, p.slots)
+	}
+	sums, touched := sc.sums, sc.touched[:0]
 	for _, l := range lexemes {
 		for _, ps := range p.postings[l] {
 			if ps.e.termAgent == "" || ps.e.termAgent == agent {
-				sums[ps.e] += ps.n
+				if sums[ps.e.slot] == 0 {
+					touched = append(touched, ps.e)
+				}
+				sums[ps.e.slot] += ps.n // n ≥ 1: a touched entry's sum is > 0
 			}
 		}
 	}
-	type cand struct {
-		e *indexedEntry
-		n int64
-	}
-	rel := make([]cand, 0, len(sums))
-	for e, n := range sums {
-		rel = append(rel, cand{e, n})
-	}
-	sort.Slice(rel, func(i, j int) bool {
-		if rel[i].n != rel[j].n {
-			return rel[i].n > rel[j].n
+	// The limit best: a heap whose root is the worst kept.
+	rel := sc.rel[:0]
+	for _, e := range touched {
+		c := cand{e, sums[e.slot]}
+		switch {
+		case len(rel) < limit:
+			rel = append(rel, c)
+			siftUp(rel, len(rel)-1)
+		case c.better(rel[0]):
+			rel[0] = c
+			siftDown(rel, 0)
 		}
-		return rel[i].e.ID > rel[j].e.ID
-	})
-	rel = rel[:min(len(rel), limit)]
-	seen := make(map[*indexedEntry]bool, len(rel))
+	}
+	for _, e := range touched {
+		sums[e.slot] = 0
+	}
 	for _, c := range rel {
-		seen[c.e] = true
+		sums[c.e.slot] = -1 // kept for relevance: the recent loop skips it
 	}
 	taken := 0
 	for _, e := range p.byAge {
@@ -381,10 +442,13 @@ func (p *indexedProject) recall(agent string, lexemes []string, limit int) []Mem
 			continue
 		}
 		taken++
-		if !seen[e] {
-			seen[e] = true
+		if sums[e.slot] == 0 {
+			sums[e.slot] = -1
 			rel = append(rel, cand{e, 0})
 		}
+	}
+	for _, c := range rel {
+		sums[c.e.slot] = 0
 	}
 	slices.SortFunc(rel, func(a, b cand) int {
 		if a.n != b.n {
@@ -401,7 +465,64 @@ func (p *indexedProject) recall(agent string, lexemes []string, limit int) []Mem
 		// RecallMemory's (r/(r+1))::real with r = 0.1·n, i.e. n/(n+10).
 		out[i].Relevance = float64(float32(float64(c.n) / float64(c.n+10)))
 	}
+	clear(rel) // the pool keeps no entries of an evicted index alive
+	clear(touched)
+	sc.touched, sc.rel = touched[:0], rel[:0]
 	return out
+}
+
+// recallScratch is a recall's working memory, reused across recalls (and
+// projects): sums by entry slot, zero between recalls.
+type recallScratch struct {
+	sums    []int64
+	touched []*indexedEntry
+	rel     []cand
+}
+
+var scratchPool = sync.Pool{New: func() any { return &recallScratch{} }}
+
+// cand is an entry and its relevance sum.
+type cand struct {
+	e *indexedEntry
+	n int64
+}
+
+// better orders relevance candidates as RecallMemory's rel: the higher sum,
+// then the higher id.
+func (c cand) better(o cand) bool {
+	if c.n != o.n {
+		return c.n > o.n
+	}
+	return c.e.ID > o.e.ID
+}
+
+// siftUp and siftDown keep h a heap with its worst candidate at the root.
+func siftUp(h []cand, i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !h[parent].better(h[i]) {
+			return
+		}
+		h[parent], h[i] = h[i], h[parent]
+		i = parent
+	}
+}
+
+func siftDown(h []cand, i int) {
+	for {
+		worst, l, r := i, 2*i+1, 2*i+2
+		if l < len(h) && h[worst].better(h[l]) {
+			worst = l
+		}
+		if r < len(h) && h[worst].better(h[r]) {
+			worst = r
+		}
+		if worst == i {
+			return
+		}
+		h[i], h[worst] = h[worst], h[i]
+		i = worst
+	}
 }
 
 // Len is the number of entries indexed over every project, and of projects.

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -10,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/internal/testdb"
+	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/memory"
 	"github.com/aetherium-engine/aetherium/store"
 )
@@ -117,6 +120,104 @@ func TestMemoryIndexRecallsAsTheStore(t *testing.T) {
 	check()
 	_, err = ix.RecallMemory(ctx, "eq", "coder", "widget", -1)
 	require.Error(t, err, "a negative limit is refused, as the store refuses it")
+}
+
+// A worker's recall as of its session's acquire (RecallMemoryAt): answered
+// from memory, with no query, while the index is at the acquire's generation;
+// read again when the acquire saw a newer one. Queries are counted as the
+// index's pool acquires connections: each statement takes one.
+func TestMemoryIndexRecallsAtTheAcquiresGeneration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, other, ix, _ := twoWorkers(t, 10_000)
+	runID := uuid.NewString()
+	require.NoError(t, other.CreateRun(ctx, store.Run{ID: runID, Prompt: "p", Team: json.RawMessage(`{}`), Variables: json.RawMessage(`{}`)}))
+	const task = "widget report for friday"
+	n := 0
+	acquire := func() store.MemoryAt { // a new session's lease, taken on the other worker's store
+		t.Helper()
+		n++
+		acq, err := other.AcquireStep(ctx, store.Acquire{
+			Initial: store.Session{ID: fmt.Sprintf("s:%d", n), RunID: runID, Agent: "coder", Role: "worker", Messages: []llm.Message{{Role: llm.RoleUser, Content: task}}},
+			Token:   uuid.NewString(), Lease: time.Minute, Memory: &store.MemoryAt{Project: "gen", Text: task},
+		})
+		require.NoError(t, err)
+		require.NotNil(t, acq.Memory)
+		return *acq.Memory
+	}
+	add := func(content string) int64 {
+		t.Helper()
+		e, err := other.AddMemory(ctx, store.MemoryEntry{Project: "gen", Tier: store.MemoryLongTerm, Scope: "project", Content: content})
+		require.NoError(t, err)
+		return e.ID
+	}
+	// recall returns the ids recalled as of at, and how many statements the
+	// index sent PostgreSQL for it.
+	recall := func(at store.MemoryAt) (ids []int64, queries int64) {
+		t.Helper()
+		before := st.Pool.Stat().AcquireCount()
+		got, err := ix.RecallMemoryAt(ctx, at, "coder", 10)
+		require.NoError(t, err)
+		queries = st.Pool.Stat().AcquireCount() - before
+		for _, e := range got {
+			ids = append(ids, e.ID)
+		}
+		want, err := st.RecallMemory(ctx, "gen", "coder", task, 10)
+		require.NoError(t, err)
+		if at.Gen == generationOf(t, st, "gen") { // as of now: the store's answer
+			require.Len(t, got, len(want))
+			for i := range want {
+				require.Equal(t, want[i].ID, got[i].ID)
+				require.Equal(t, want[i].Relevance, got[i].Relevance)
+			}
+		}
+		return ids, queries
+	}
+
+	old := add("friday widget report")
+	at1 := acquire()
+	ids, queries := recall(at1)
+	require.Equal(t, []int64{old}, ids)
+	require.Positive(t, queries, "the first recall loads the project")
+
+	for _, c := range []struct {
+		name string
+		at   func() store.MemoryAt
+		ids  []int64
+		read bool
+	}{
+		{"at the index's generation: no query", func() store.MemoryAt { return at1 }, []int64{old}, false},
+		{"a write after the acquire: not in this session's recall, no query", func() store.MemoryAt { add("widget"); return at1 }, []int64{old}, false},
+		{"the next session's acquire sees the write: the index reads it", acquire, nil, true},
+		{"and answers from memory after", func() store.MemoryAt { return acquire() }, nil, false},
+	} {
+		at := c.at()
+		ids, queries := recall(at)
+		if c.ids != nil {
+			require.Equal(t, c.ids, ids, c.name)
+		} else {
+			require.Len(t, ids, 2, c.name)
+		}
+		if c.read {
+			require.Positive(t, queries, c.name)
+		} else {
+			require.Zero(t, queries, c.name)
+		}
+	}
+	// A delete after the index's generation: rebuilt at the next acquire's.
+	_, err := other.Pool.Exec(ctx, `DELETE FROM agent_memory WHERE id = $1`, old)
+	require.NoError(t, err)
+	ids, queries = recall(acquire())
+	require.Len(t, ids, 1)
+	require.NotContains(t, ids, old)
+	require.Positive(t, queries)
+}
+
+func generationOf(t *testing.T, st *store.Store, project string) int64 {
+	t.Helper()
+	var gen int64
+	require.NoError(t, st.Pool.QueryRow(context.Background(), `SELECT coalesce((SELECT gen FROM agent_memory_generations WHERE project = $1), 0)`, project).Scan(&gen))
+	return gen
 }
 
 // Every write a worker commits is in the next recall of every other worker;
@@ -322,10 +423,16 @@ func BenchmarkMemoryRecall(b *testing.B) {
 	runtime.ReadMemStats(&after)
 	cfg := memory.Config{}.WithDefaults()
 	task := "Update w17 and w1234 in the report, then check w999 against w5 and summarize the w42 findings for the team"
+	at, err := st.MemoryAt(ctx, "bench", task)
+	require.NoError(b, err)
 	for _, c := range []struct {
 		name   string
 		recall func(ctx context.Context, project, agent, text string, limit int) ([]store.MemoryEntry, error)
-	}{{"uncached", st.RecallMemory}, {"cached", ix.RecallMemory}, {"select1", func(ctx context.Context, _, _, _ string, _ int) ([]store.MemoryEntry, error) {
+	}{{"uncached", st.RecallMemory}, {"cached", ix.RecallMemory}, {"cached-at", func(ctx context.Context, project, agent, text string, limit int) ([]store.MemoryEntry, error) {
+		// A worker's recall: the generation and lexemes read by the session's
+		// acquire (here once), the index current: no round trip.
+		return ix.RecallMemoryAt(ctx, at, agent, limit)
+	}}, {"select1", func(ctx context.Context, _, _, _ string, _ int) ([]store.MemoryEntry, error) {
 		// The floor of a recall that asks PostgreSQL anything: one round trip.
 		var one int
 		return []store.MemoryEntry{{Scope: "project", Content: "x"}}, st.Pool.QueryRow(ctx, "SELECT 1").Scan(&one)

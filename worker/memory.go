@@ -40,7 +40,7 @@ func (s *stepRun) injectMemory(ctx context.Context) error {
 		return nil
 	}
 	task := s.sess.Messages[1].Content
-	cands, err := s.w.recall.RecallMemory(ctx, project, s.in.node.Name, task, s.w.memory.Candidates)
+	cands, err := s.recallMemory(ctx, project, task)
 	if err != nil {
 		return err
 	}
@@ -73,6 +73,29 @@ func (s *stepRun) injectMemory(ctx context.Context) error {
 	return s.w.events.Emit(ctx, s.in.run.ID, "memory:"+s.sess.ID, events.MemoryInjected, s.in.node.Name, events.MemoryInjectedData{
 		Project: project, Entries: picked, Tokens: memory.Tokens(block),
 	})
+}
+
+// memoryAsked is what a step's acquire reads for injectMemory's recall (a
+// store.MemoryAt of the run's project and the session's task), or nil: no
+// recaller that would use it, or no session this step creates that recalls.
+// A session that exists already (a redelivery of a first step that did not
+// save) recalls without it.
+func (w *Worker) memoryAsked(in stepInput) *store.MemoryAt {
+	if w.recallAt == nil || in.run.ProjectID == "" || in.role == "reviewer" || len(in.initial.Messages) != 2 ||
+		in.delegation != nil && in.delegation.Status != store.DelegationPending {
+		return nil
+	}
+	return &store.MemoryAt{Project: in.run.ProjectID, Text: in.initial.Messages[1].Content}
+}
+
+// recallMemory reads the recall's candidates: as of the session's acquire when
+// it read them for this project and task (the index then answers without a
+// round trip when it is current), else as of now.
+func (s *stepRun) recallMemory(ctx context.Context, project, task string) ([]store.MemoryEntry, error) {
+	if at := s.memoryAt; at != nil && s.w.recallAt != nil && at.Project == project && at.Text == task {
+		return s.w.recallAt.RecallMemoryAt(ctx, *at, s.in.node.Name, s.w.memory.Candidates)
+	}
+	return s.w.recall.RecallMemory(ctx, project, s.in.node.Name, task, s.w.memory.Candidates)
 }
 
 // sessionMemory is the long-term entry of a session that ends with this save:

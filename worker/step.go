@@ -72,6 +72,9 @@ type stepRun struct {
 	mailRead bool
 	// labelled is how many untrusted sources the last flow.labelled event named.
 	labelled int
+	// memoryAt is what the acquire read for the session's memory recall (nil:
+	// not read; the recall asks PostgreSQL itself).
+	memoryAt *store.MemoryAt
 	// content fingerprints the private content of the history once the session
 	// has read untrusted content too (the flow rules' content check).
 	content *sessionContent
@@ -114,6 +117,7 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 	if got == nil {
 		a := in.acquire
 		a.Initial, a.Token, a.Lease = in.initial, uuid.NewString(), w.cfg.StepLease
+		a.Memory = w.memoryAsked(in)
 		acq, err := w.store.AcquireStep(ctx, a)
 		if err != nil {
 			return err
@@ -138,7 +142,8 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 			w.log.WarnContext(ctx, "release session", "session", sess.ID, "err", err)
 		}
 	}()
-	s = &stepRun{w: w, in: in, sess: sess, token: token, log: w.log.With("session", sess.ID), run: in.run, runAt: time.Now(), lastSave: time.Now()}
+	s = &stepRun{w: w, in: in, sess: sess, token: token, log: w.log.With("session", sess.ID), run: in.run, runAt: time.Now(), lastSave: time.Now(),
+		memoryAt: got.Memory}
 	if s.sess.Status == "done" {
 		return w.finishSession(ctx, in, &s.sess)
 	}

@@ -49,4 +49,13 @@ type MemoryRecaller interface {
 	RecallMemory(ctx context.Context, project, agent, text string, limit int) ([]store.MemoryEntry, error)
 }
 
-var _ MemoryRecaller = (*store.MemoryIndex)(nil)
+// MemoryRecallerAt is a MemoryRecaller that also recalls as of what a new
+// session's acquire read (store.MemoryIndex): the step asks for that in its
+// acquire's batch, and the recall then makes no round trip of its own when the
+// recaller's copy is current.
+type MemoryRecallerAt interface {
+	MemoryRecaller
+	RecallMemoryAt(ctx context.Context, at store.MemoryAt, agent string, limit int) ([]store.MemoryEntry, error)
+}
+
+var _ MemoryRecallerAt = (*store.MemoryIndex)(nil)

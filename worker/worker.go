@@ -315,8 +315,11 @@ type Worker struct {
 	knowledge  knowledge.Backend
 	memory     memory.Config
 	recall     MemoryRecaller
-	tracing    *tracing.Provider
-	redact     func(string) string
+	// recallAt is recall when it can recall as of the acquire's read; nil: the
+	// acquire does not read it (the store's recall would not use it).
+	recallAt MemoryRecallerAt
+	tracing  *tracing.Provider
+	redact   func(string) string
 }
 
 // AuditWriter takes audit rows a step could not write itself (the Auditor).
@@ -399,7 +402,8 @@ func New(cfg Config, d Deps) *Worker {
 	if d.MemoryRecall == nil {
 		d.MemoryRecall = d.Store
 	}
-	return &Worker{recall: d.MemoryRecall, workspaces: d.Workspaces, cfg: cfg, store: d.Store, queue: d.Queue, events: d.Events, router: d.Router, models: d.Models, metrics: d.Metrics, log: d.Log, gated: d.Gated,
+	recallAt, _ := d.MemoryRecall.(MemoryRecallerAt)
+	return &Worker{recall: d.MemoryRecall, recallAt: recallAt, workspaces: d.Workspaces, cfg: cfg, store: d.Store, queue: d.Queue, events: d.Events, router: d.Router, models: d.Models, metrics: d.Metrics, log: d.Log, gated: d.Gated,
 		mailbox: d.Mailbox, consumer: consumerName(), leases: d.Leases, gpu: d.GPU, leaseRetry: d.LeaseRetry, audit: d.Audit, modelLabels: d.ModelLabels,
 		knowledge: d.Knowledge, memory: d.Memory.WithDefaults(), windows: d.Windows, tracing: d.Tracing, redact: d.RedactContent}
 }
