@@ -89,6 +89,18 @@ func TestProjectKnowledgeAndMemory(t *testing.T) {
 	require.Equal(t, "run.completed", evs1[len(evs1)-1].Type)
 	require.Contains(t, toolResult(t, evs1, "write_knowledge"), `"indexed":true`)
 
+	// Run 1's recall loaded the worker's index of apollo; run 1's own entry and
+	// this one are written after it. Run 2's session reads the project's memory
+	// generation with its lease, so its recall reads them into the index.
+	require.NotNil(t, f.MemoryIndex, "the worker recalls through its index (memory.cache_entries)")
+	_, projects := f.MemoryIndex.Len()
+	require.Equal(t, 1, projects, "run 1's recall loaded apollo")
+	var late struct {
+		ID int64 `json:"id"`
+	}
+	code, raw = f.Do("POST", "/api/projects/apollo/memory", map[string]any{"content": "The booster is fuelled with kerosene."}, &late)
+	require.Equal(t, http.StatusCreated, code, string(raw))
+
 	search := call("search_knowledge", map[string]any{"query": "launch code word", "k": 3})
 	id2 := submitIn(t, f, "apollo", projectTeam("reader-team", []map[string]any{search}, "found"), "What is the launch code word?")
 	evs2 := f.Follow(id2, 0, 60*time.Second)
@@ -98,15 +110,17 @@ func TestProjectKnowledgeAndMemory(t *testing.T) {
 	require.True(t, ok, "run 2 is given the project's memory")
 	var injected struct {
 		Entries []struct {
+			ID    int64  `json:"id"`
 			RunID string `json:"run_id"`
 		} `json:"entries"`
 	}
 	require.NoError(t, json.Unmarshal(inj.Data, &injected))
-	runs := map[string]bool{}
+	runs, ids := map[string]bool{}, map[int64]bool{}
 	for _, e := range injected.Entries {
-		runs[e.RunID] = true
+		runs[e.RunID], ids[e.ID] = true, true
 	}
 	require.True(t, runs[id1], "run 1's long-term memory is among the entries: %s", inj.Data)
+	require.True(t, ids[late.ID], "an entry written after the index loaded is in the next session's recall: %s", inj.Data)
 
 	// The model saw the memory as quoted data after a header, never as an instruction.
 	var sess []struct {

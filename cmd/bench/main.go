@@ -75,11 +75,13 @@ type options struct {
 	scaleConc   int
 	scaleRuns   int
 	procs       []int
-	seqRuns     int
-	concRuns    int
-	profile     bool
-	poolConns   int
-	trace       string
+	// slowOnly: section 4 runs only its -slow-latency points.
+	slowOnly  bool
+	seqRuns   int
+	concRuns  int
+	profile   bool
+	poolConns int
+	trace     string
 	// The tracing overhead (sections 2 and 5, tracing.go).
 	tracingRounds int
 	tracingSink   string
@@ -131,6 +133,7 @@ func main() {
 	flag.DurationVar(&o.latency, "latency", 100*time.Millisecond, "script model latency of sections 4 and 5")
 	flag.DurationVar(&o.slowLatency, "slow-latency", time.Second, "section 4 also at this model latency with 1 × 10·scale-concurrency and 4 × 2.5·scale-concurrency slots (0: not)")
 	flag.IntVar(&o.scaleConc, "scale-concurrency", 10, "worker concurrency per process in section 4")
+	flag.BoolVar(&o.slowOnly, "scale-slow-only", false, "section 4: only the -slow-latency points (1 × 10·scale-concurrency and 4 × 2.5·scale-concurrency)")
 	// 100 runs of 13 turns per 10 slots: the drain (fewer runs left than slots)
 	// is about a second of 14, where at 30 runs it was a quarter of the span.
 	flag.IntVar(&o.scaleRuns, "scale-runs", 100, "runs per worker process in section 4")

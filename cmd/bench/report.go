@@ -77,8 +77,8 @@ func (r Result) Markdown() string {
 	for _, p := range r.Scaling {
 		row("4", fmt.Sprintf("I/O-bound: %d worker process(es) × %d, %d ms model turns", p.Procs, p.Concurrency, p.LatencyMS),
 			fmt.Sprintf("**%.0f turns/s** of ideal %.0f (%.0f%%; %.0f%% until the drain)", p.AchievedPerS, p.IdealPerS, 100*p.Efficiency, 100*p.Steady),
-			fmt.Sprintf("%d model turns of %d ms, %d runs, %.1f s (%.1f s before fewer runs than slots were left); memory recall at %d entries meanwhile: p50 %.2f ms, p99 %.2f ms (%d samples; a SELECT 1 beside it p99 %.2f ms)",
-				p.ModelTurns, p.LatencyMS, p.Runs, p.Seconds, p.SteadySeconds, recallEntries, p.RecallP50MS, p.RecallP99MS, p.RecallN, p.PingP99MS))
+			fmt.Sprintf("%d model turns of %d ms, %d runs, %.1f s (%.1f s before fewer runs than slots were left); memory recall at %d entries meanwhile, the worker's way (generation and task lexemes read by a new session's acquire, then the index at that generation, rank and format): p50 %.2f ms, p99 %.2f ms (%d samples; a SELECT 1 beside it p99 %.2f ms; the acquires p99 %.2f ms)",
+				p.ModelTurns, p.LatencyMS, p.Runs, p.Seconds, p.SteadySeconds, recallEntries, p.RecallP50MS, p.RecallP99MS, p.RecallN, p.PingP99MS, p.AcquireP99MS))
 	}
 	l := r.Latency
 	row("5", "demo run end to end, one at a time", fmt.Sprintf("p50 %.0f ms, p99 %.0f ms", l.SeqP50MS, l.SeqP99MS), fmt.Sprintf("%d runs, script model without latency", l.SeqRuns))

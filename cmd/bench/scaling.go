@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/aetherium-engine/aetherium/internal/harness"
+	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/memory"
 	"github.com/aetherium-engine/aetherium/store"
 )
@@ -31,13 +35,18 @@ type ScalePoint struct {
 	Steady        float64        `json:"steady_efficiency"`
 	SteadySeconds float64        `json:"steady_seconds"`
 	CPU           harness.CPUUse `json:"cpu"`
-	// Recall is memory recall (the worker's path: the fleet's
-	// store.MemoryIndex, then memory.Rank and Format: what a new project
-	// session pays) at recallEntries entries, sampled by the bench process
-	// while this point runs.
+	// Recall is memory recall the worker's way, at recallEntries entries,
+	// sampled by the bench process while this point runs: a new session's
+	// acquire reads the project's generation and the task's lexemes with its
+	// lease (not timed: every step takes its lease anyway), then the recall
+	// is timed — the fleet's store.MemoryIndex at that generation, then
+	// memory.Rank and Format: what a new project session pays for its memory.
 	RecallN     int     `json:"recall_samples"`
 	RecallP50MS float64 `json:"recall_p50_ms"`
 	RecallP99MS float64 `json:"recall_p99_ms"`
+	// AcquireP99MS is the p99 of those acquires (the lease's batch with the
+	// generation's read in it), for reference.
+	AcquireP99MS float64 `json:"recall_acquire_p99_ms"`
 	// PingP99MS is a SELECT 1 round trip's p99, sampled beside each recall: the
 	// floor of any recall that asks PostgreSQL anything (a generation check).
 	PingP99MS float64 `json:"select1_p99_ms"`
@@ -84,31 +93,58 @@ func recaller(e *env) interface {
 	return e.fleet.Store
 }
 
-// recallProbe recalls from the seeded project every 20 ms until stopped, and
-// returns the sorted latencies.
-func recallProbe(ctx context.Context, e *env) (stop func() (recall, ping []time.Duration)) {
+// recallProbe recalls from the seeded project every 20 ms until stopped, as
+// a worker's new session does: an AcquireStep of a new session (of a run of
+// the probe's own, finished: no worker steps it) reads the generation and the
+// task's lexemes, then the index recalls at them (RecallMemoryAt) — or, with
+// the index off, the store recalls. It returns the sorted latencies of the
+// recalls, of a SELECT 1 beside each and of the acquires.
+func recallProbe(ctx context.Context, e *env) (stop func() (recall, ping, acquire []time.Duration), err error) {
 	cfg := memory.Config{}.WithDefaults()
-	recall := recaller(e)
-	task := "Update w17 and w1234 in the report, then check w999 against w5 and summarize the w42 findings for the team"
-	quit, out := make(chan struct{}), make(chan [2][]time.Duration, 1)
+	const task = "Update w17 and w1234 in the report, then check w999 against w5 and summarize the w42 findings for the team"
+	st := e.fleet.Store
+	run := uuid.NewString()
+	if err := st.CreateRun(ctx, store.Run{ID: run, Prompt: "recall probe", Team: json.RawMessage(`{}`), Variables: json.RawMessage(`{}`)}); err != nil {
+		return nil, fmt.Errorf("recall probe: %w", err)
+	}
+	if _, _, err := st.FinishRun(ctx, run, store.RunCompleted, "", "", ""); err != nil {
+		return nil, fmt.Errorf("recall probe: %w", err)
+	}
+	quit, out := make(chan struct{}), make(chan [3][]time.Duration, 1)
 	go func() {
-		var lat, pings []time.Duration
-		for {
+		var lat, pings, acqs []time.Duration
+		for i := 0; ; i++ {
 			select {
 			case <-quit:
 				slices.Sort(lat)
 				slices.Sort(pings)
-				out <- [2][]time.Duration{lat, pings}
+				slices.Sort(acqs)
+				out <- [3][]time.Duration{lat, pings, acqs}
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
 			start := time.Now()
 			var one int
-			if err := e.fleet.Store.Pool.QueryRow(ctx, "SELECT 1").Scan(&one); err == nil {
+			if err := st.Pool.QueryRow(ctx, "SELECT 1").Scan(&one); err == nil {
 				pings = append(pings, time.Since(start))
 			}
 			start = time.Now()
-			cands, err := recall.RecallMemory(ctx, "bench-recall", "agent3", task, cfg.Candidates)
+			acq, err := st.AcquireStep(ctx, store.Acquire{
+				Initial: store.Session{ID: fmt.Sprintf("recall-probe:%s:%d", run, i), RunID: run, Agent: "agent3", Role: "worker",
+					Messages: []llm.Message{{Role: llm.RoleSystem, Content: "probe"}, {Role: llm.RoleUser, Content: task}}},
+				Token: uuid.NewString(), Lease: time.Minute, Memory: &store.MemoryAt{Project: "bench-recall", Text: task},
+			})
+			if err != nil || !acq.OK {
+				continue
+			}
+			acqs = append(acqs, time.Since(start))
+			start = time.Now()
+			var cands []store.MemoryEntry
+			if ix := e.fleet.MemoryIndex; ix != nil {
+				cands, err = ix.RecallMemoryAt(ctx, *acq.Memory, "agent3", cfg.Candidates)
+			} else {
+				cands, err = st.RecallMemory(ctx, "bench-recall", "agent3", task, cfg.Candidates)
+			}
 			if err != nil {
 				continue
 			}
@@ -120,7 +156,11 @@ func recallProbe(ctx context.Context, e *env) (stop func() (recall, ping []time.
 			lat = append(lat, time.Since(start))
 		}
 	}()
-	return func() ([]time.Duration, []time.Duration) { close(quit); o := <-out; return o[0], o[1] }
+	return func() ([]time.Duration, []time.Duration, []time.Duration) {
+		close(quit)
+		o := <-out
+		return o[0], o[1], o[2]
+	}, nil
 }
 
 // scaleTurns is the caller's model turns per run (one todo call each) in section 4.
@@ -136,10 +176,12 @@ func benchScaling(ctx context.Context, e *env, res *Result) error {
 		latency     time.Duration
 	}
 	var points []point
-	for _, p := range e.o.procs {
-		points = append(points, point{p, e.o.scaleConc, e.o.latency})
+	if !e.o.slowOnly {
+		for _, p := range e.o.procs {
+			points = append(points, point{p, e.o.scaleConc, e.o.latency})
+		}
+		points = append(points, point{1, 10 * e.o.scaleConc, e.o.latency})
 	}
-	points = append(points, point{1, 10 * e.o.scaleConc, e.o.latency})
 	// Real models answer in seconds: the same 100 slots at -slow-latency, in one
 	// process and over four (issue 45).
 	if e.o.slowLatency > 0 {
@@ -162,7 +204,11 @@ func benchScaling(ctx context.Context, e *env, res *Result) error {
 		}
 		progress("scaling: %d worker process(es) × concurrency %d, model latency %s: %d runs × %d model turns", p, conc, latency, runs, want.ModelTurns)
 		meter := e.cpu()
-		stopRecall := recallProbe(ctx, e)
+		stopRecall, err := recallProbe(ctx, e)
+		if err != nil {
+			stopWorkers(procs)
+			return err
+		}
 		ids, err := submitTeamRuns(ctx, e, team, runs)
 		if err != nil {
 			stopRecall()
@@ -171,7 +217,7 @@ func benchScaling(ctx context.Context, e *env, res *Result) error {
 		}
 		counts, err := harness.WaitTerminal(ctx, e.db, ids, 3*time.Minute+time.Duration(want.ModelTurns*runs/(p*conc)+1)*latency, nil)
 		cpu := meter.Stop()
-		recall, ping := stopRecall()
+		recall, ping, acquires := stopRecall()
 		stopWorkers(procs)
 		if err != nil {
 			return err
@@ -194,14 +240,14 @@ func benchScaling(ctx context.Context, e *env, res *Result) error {
 			Seconds: elapsed.Seconds(), AchievedPerS: float64(turns) / elapsed.Seconds(),
 			IdealPerS: float64(p*conc) / latency.Seconds(), CPU: cpu,
 			RecallN: len(recall), RecallP50MS: ms(percentile(recall, 0.5)), RecallP99MS: ms(percentile(recall, 0.99)),
-			PingP99MS: ms(percentile(ping, 0.99))}
+			PingP99MS: ms(percentile(ping, 0.99)), AcquireP99MS: ms(percentile(acquires, 0.99))}
 		pt.Efficiency = pt.AchievedPerS / pt.IdealPerS
 		if pt.Steady, pt.SteadySeconds, err = steady(ctx, e, ids, p*conc, pt.IdealPerS); err != nil {
 			return err
 		}
 		res.Scaling = append(res.Scaling, pt)
-		progress("scaling: %d proc(s) × %d at %s: %d turns in %.2fs = %.0f turns/s of an ideal %.0f (%.0f%%; %.0f%% until the drain); memory recall at %d entries meanwhile: p50 %.2f ms, p99 %.2f ms (%d samples; SELECT 1 p99 %.2f ms); CPU: %s",
-			p, conc, latency, turns, pt.Seconds, pt.AchievedPerS, pt.IdealPerS, 100*pt.Efficiency, 100*pt.Steady, recallEntries, pt.RecallP50MS, pt.RecallP99MS, pt.RecallN, pt.PingP99MS, cpu)
+		progress("scaling: %d proc(s) × %d at %s: %d turns in %.2fs = %.0f turns/s of an ideal %.0f (%.0f%%; %.0f%% until the drain); memory recall at %d entries meanwhile (at the acquire's generation): p50 %.2f ms, p99 %.2f ms (%d samples; SELECT 1 p99 %.2f ms, the acquires p99 %.2f ms); CPU: %s",
+			p, conc, latency, turns, pt.Seconds, pt.AchievedPerS, pt.IdealPerS, 100*pt.Efficiency, 100*pt.Steady, recallEntries, pt.RecallP50MS, pt.RecallP99MS, pt.RecallN, pt.PingP99MS, pt.AcquireP99MS, cpu)
 	}
 	return nil
 }
