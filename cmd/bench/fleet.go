@@ -263,8 +263,9 @@ func benchFleet(ctx context.Context, e *env, res *Result) error {
 	c := &res.Capacity
 	oneTurns := float64(audited) // one call per turn
 	c.TurnXact, c.TurnRedisCmds, c.TurnTopCmds = r.OneXact, float64(w.redis.total())/oneTurns, w.redis.top(6, oneTurns)
-	c.TurnPGMicros, c.TurnRedisMicros, c.TurnFleetMicros = cpuMicros(w.cpu, "postgres", oneTurns), cpuMicros(w.cpu, "redis", oneTurns), cpuMicros(w.cpu, "bench", oneTurns)
+	c.TurnPGMicros, c.TurnRedisMicros, c.TurnFleetMicros = cpuMicros(w.cpu, harness.PostgresGroup, oneTurns), cpuMicros(w.cpu, "redis", oneTurns), cpuMicros(w.cpu, "bench", oneTurns)
 	printStatements("model turn (one gated call)", w.stmts, oneTurns, nil, 0)
+	progress("per model turn: %.1f PostgreSQL transactions, %s PostgreSQL CPU (%s)", c.TurnXact, pgMicrosOf(w.cpu, c.TurnPGMicros), pgCPUWhat)
 	progress("fleet tool calls, one per model message: %d calls in %.2fs = %.0f/s (%.2f × raw asynq), %.1f PostgreSQL transactions per call; CPU: %s",
 		audited, w.elapsed.Seconds(), r.OnePerS, r.OneRatio, r.OneXact, w.cpu)
 
@@ -312,10 +313,11 @@ func benchFleet(ctx context.Context, e *env, res *Result) error {
 		c.TripXact = res.Hops.RelayMarginalXact
 		c.TripRedisCmds = float64(w.redis.total()-one1.redis.total()) / extra
 		// CPU seconds of the deep relays minus the depth-1 ones (the same runs).
-		c.TripPGMicros = 1e6 * (w.cpu.Groups["postgres"] - one1.cpu.Groups["postgres"]) / extra
+		c.TripPGMicros = 1e6 * (w.cpu.Groups[harness.PostgresGroup] - one1.cpu.Groups[harness.PostgresGroup]) / extra
 		c.TripRedisMicros = 1e6 * (w.cpu.Groups["redis"] - one1.cpu.Groups["redis"]) / extra
 		printStatements("depth-1 relay run", one1.stmts, float64(e.o.relayRuns), nil, 0)
 		printStatements("delegation round trip (depth-5 minus depth-1)", w.stmts, extra, one1.stmts, 1)
+		progress("per delegation round trip: %.1f PostgreSQL transactions, %s PostgreSQL CPU (%s)", c.TripXact, pgMicrosOf(w.cpu, c.TripPGMicros), pgCPUWhat)
 	}
 	progress("fleet delegations: %.1f PostgreSQL transactions per round trip beyond the run's own (%.1f per depth-1 run); hops under load: p50 %.1f ms, p99 %.1f ms (%d hops)",
 		res.Hops.RelayMarginalXact, r.RelayOneXact, res.Hops.LoadP50MS, res.Hops.LoadP99MS, res.Hops.LoadHops)
