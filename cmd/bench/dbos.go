@@ -164,10 +164,10 @@ func (w DBOSWorkload) String() string {
 		w.Units, w.Seconds, w.PerS, w.Xact, pgMicrosOf(w.CPU, w.PGMicros), pgCPUWhat, w.GoMicros, w.CPU)
 }
 
-// dbosWorkload launches DBOS on its own pool of url, runs one unit of work
-// (warm-up), then n units from e.o.concurrency goroutines, and counts what they
-// cost. DBOS is shut down and its pool closed before the transactions are read:
-// a backend publishes its statistics when it exits.
+// dbosWorkload launches DBOS on its own pool of url, warms it (two units per
+// goroutine), then runs n units from e.o.concurrency goroutines, and counts
+// what they cost. The transactions are read once the pool's backends published
+// theirs (flushStats), on warm connections as the fleet's are.
 func dbosWorkload(ctx context.Context, e *env, url string, n int, unit func(dbos.Context) error) (w DBOSWorkload, err error) {
 	pool, err := pgxpool.New(ctx, url+"&pool_max_conns="+fmt.Sprint(e.o.concurrency+4))
 	if err != nil {
@@ -186,11 +186,13 @@ func dbosWorkload(ctx context.Context, e *env, url string, n int, unit func(dbos
 		return w, fmt.Errorf("dbos launch: %w", err)
 	}
 	shut := func() { _ = dbos.Shutdown(d, 10*time.Second) }
-	if err := unit(d); err != nil {
+	// Warm at the measured concurrency, as the fleet's pools are by the
+	// workloads before: every connection opened and its statements prepared.
+	if err := concurrently(2*e.o.concurrency, e.o.concurrency, func() error { return unit(d) }); err != nil {
 		shut()
 		return w, fmt.Errorf("dbos warm-up: %w", err)
 	}
-	x0, err := dbosXact(ctx, e, pool)
+	x0, _, err := dbosXact(ctx, e, pool)
 	if err != nil {
 		shut()
 		return w, err
@@ -204,28 +206,25 @@ func dbosWorkload(ctx context.Context, e *env, url string, n int, unit func(dbos
 	if err != nil {
 		return w, fmt.Errorf("dbos: %w", err)
 	}
-	pool.Close()
-	x1, err := dbosXact(ctx, e, nil)
+	x1, made, err := dbosXact(ctx, e, pool)
 	if err != nil {
 		return w, err
 	}
 	units := float64(n)
-	w.Units, w.Seconds, w.PerS, w.xactTotal = n, elapsed.Seconds(), units/elapsed.Seconds(), x1-x0
+	w.Units, w.Seconds, w.PerS, w.xactTotal = n, elapsed.Seconds(), units/elapsed.Seconds(), x1-x0-made
 	w.Xact = float64(w.xactTotal) / units
 	w.PGMicros, w.GoMicros = cpuMicros(w.CPU, harness.PostgresGroup, units), cpuMicros(w.CPU, "bench", units)
 	return w, nil
 }
 
-// dbosXact reads the DBOS database's committed transactions, after closing
-// pool's connections (their backends publish their statistics on exit).
-func dbosXact(ctx context.Context, e *env, pool *pgxpool.Pool) (int64, error) {
-	if pool != nil {
-		pool.Reset()
+// dbosXact reads the DBOS database's committed transactions once pool's
+// backends published theirs (flushStats), and the transactions that took.
+func dbosXact(ctx context.Context, e *env, pool *pgxpool.Pool) (n, made int64, err error) {
+	if made, err = flushStats(ctx, pool); err != nil {
+		return 0, 0, err
 	}
-	time.Sleep(300 * time.Millisecond)
-	var n int64
-	err := e.db.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = $1`, dbosDatabase).Scan(&n)
-	return n, err
+	err = e.db.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = $1`, dbosDatabase).Scan(&n)
+	return n, made, err
 }
 
 // dbosRows prints section 11 and, when section 2 ran, the fleet/DBOS ratios.
