@@ -38,6 +38,9 @@ type Acquire struct {
 	// new session's recall (MemoryIndex.RecallMemoryAt) then needs no round
 	// trip of its own.
 	Memory *MemoryAt
+	// Todos reads the session's agent's todo list for its run (Acquired.Todos):
+	// a session whose tools hold it reads it here, not in a query of its own.
+	Todos bool
 }
 
 // Acquired is what Acquire found.
@@ -56,6 +59,9 @@ type Acquired struct {
 	Events []Event
 	// Memory is Acquire.Memory as read in this transaction; nil when not asked.
 	Memory *MemoryAt
+	// Todos is the agent's todo list when Acquire.Todos asked for it (empty
+	// when it has none), read only for the lease's holder.
+	Todos []TodoItem
 }
 
 const (
@@ -90,7 +96,11 @@ const (
 			COALESCE(up.version, 0), COALESCE(up.format, 1), up.id IS NOT NULL
 		FROM cur LEFT JOIN up ON true`
 	acquireDelegations = `SELECT ` + delCols + ` FROM delegations WHERE parent_session = $1 ORDER BY id`
-	acquireStart       = `UPDATE delegations SET status = 'running', attempts = attempts + 1
+	// The agent's list, only for the lease's holder (the session row names its
+	// run and agent, which an existing-only Acquire does not know beforehand).
+	acquireTodos = `SELECT t.items FROM sessions AS s JOIN todos AS t ON t.run_id = s.run_id AND t.agent = s.agent
+		WHERE s.id = $1 AND s.lease_token = $2`
+	acquireStart = `UPDATE delegations SET status = 'running', attempts = attempts + 1
 		WHERE id = $1 AND status IN ('pending','running')`
 	acquireEvents = `INSERT INTO run_events (run_id, key, type, agent, data, trace_id)
 		SELECT $1::uuid, u.key, u.type, u.agent, u.data::jsonb, $6::text
@@ -125,6 +135,9 @@ func (s *Store) AcquireStep(ctx context.Context, a Acquire) (Acquired, error) {
 	}
 	b.Queue(acquireLoad, id, a.Token)
 	b.Queue(acquireDelegations, id)
+	if a.Todos {
+		b.Queue(acquireTodos, id, a.Token)
+	}
 	if a.StartDelegation != "" {
 		b.Queue(acquireStart, a.StartDelegation)
 	}
@@ -210,6 +223,19 @@ func (s *Store) AcquireStep(ctx context.Context, a Acquire) (Acquired, error) {
 				out.Delegations = map[string][]Delegation{}
 			}
 			out.Delegations[d.ToolCallID] = append(out.Delegations[d.ToolCallID], d)
+		}
+		if a.Todos {
+			var raw []byte
+			switch err := br.QueryRow().Scan(&raw); {
+			case errors.Is(err, pgx.ErrNoRows):
+				out.Todos = []TodoItem{}
+			case err != nil:
+				return fmt.Errorf("todos: %w", err)
+			default:
+				if err := json.Unmarshal(raw, &out.Todos); err != nil {
+					return fmt.Errorf("todos: %w", err)
+				}
+			}
 		}
 		if a.StartDelegation != "" {
 			if _, err := br.Exec(); err != nil {

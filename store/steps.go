@@ -38,6 +38,10 @@ type StepWrite struct {
 	Compacted *Compaction
 	// Notes, when set, overwrite the session's working memory.
 	Notes *string
+	// Todos, when set, replace the session's agent's todo list for its run: the
+	// list the step's calls changed since its last save (tools.Todos), stored
+	// with those calls' results.
+	Todos *[]TodoItem
 }
 
 // ModelCall is one model call's usage and cost (picodollars, llm.Money).
@@ -117,6 +121,9 @@ const (
 		SELECT $1, $3, $4, $5, $6, $7, $8, $9::jsonb
 		WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $1 AND lease_token = $2)
 		ON CONFLICT (session_id, n) DO NOTHING`
+	saveStepTodos = `INSERT INTO todos (run_id, agent, items)
+		SELECT s.run_id, s.agent, $3::jsonb FROM sessions AS s WHERE s.id = $1 AND s.lease_token = $2
+		ON CONFLICT (run_id, agent) DO UPDATE SET items = excluded.items, updated_at = now()`
 	saveStepFinish = `UPDATE delegations SET status = $4, result = $5, error = $6, completed_at = now(), trace_context = $7,
 			result_label = $8::jsonb
 		WHERE id = $3 AND status IN ('pending','running')
@@ -163,6 +170,13 @@ func (s *Store) SaveStep(ctx context.Context, sess *Session, token string, lease
 		b.Queue(saveStepCall, sess.ID, token, c.Agent, c.Provider, c.Model, c.Fallback,
 			c.InputTokens, c.OutputTokens, c.CachedTokens, c.CacheWriteTokens, c.Cost, c.Priced)
 	}
+	var todos []byte
+	if w.Todos != nil {
+		if todos, err = json.Marshal(*w.Todos); err != nil {
+			return out, fmt.Errorf("save session %s todos: %w", sess.ID, err)
+		}
+		b.Queue(saveStepTodos, sess.ID, token, todos)
+	}
 	if w.Finish != nil {
 		f := w.Finish
 		b.Queue(saveStepFinish, sess.ID, token, f.ID, f.Status, f.Result, f.Error, tracing.Traceparent(ctx), []byte(f.Label))
@@ -195,6 +209,9 @@ func (s *Store) SaveStep(ctx context.Context, sess *Session, token string, lease
 		_, err = br.Exec()
 	}
 	if err == nil && w.Call != nil {
+		_, err = br.Exec()
+	}
+	if err == nil && w.Todos != nil {
 		_, err = br.Exec()
 	}
 	if err == nil && w.Finish != nil {

@@ -46,6 +46,10 @@ type Session struct {
 	ImageModel string
 	// Coordinator carries the run-level effects orchestration and comms tools need.
 	Coordinator Coordinator
+	// Todos is the agent's todo list as the live step holds it (see Todos):
+	// nil outside a step (the MCP server's runner, a replay), where a tool reads
+	// and writes the store itself.
+	Todos *Todos
 	// Label is what the session has read so far (private and untrusted sources):
 	// the gate's flow rules judge a call by it. The worker keeps it current.
 	Label *Label

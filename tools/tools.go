@@ -240,6 +240,8 @@ type Spec struct {
 	// ChangesRemote, when set, names the change a call makes on a remote service
 	// ("DELETE"; "" for a read): see ChangesRemote.
 	ChangesRemote func(args json.RawMessage) string
+	// HoldsTodos marks a tool that works on Session.Todos (see HoldsTodos).
+	HoldsTodos bool
 	// WritesPath names the argument holding the workspace path the tool writes,
 	// and the path it writes without one (see WritesPath).
 	WritesPath, WritesDefault string

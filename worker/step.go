@@ -118,6 +118,7 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 		a := in.acquire
 		a.Initial, a.Token, a.Lease = in.initial, uuid.NewString(), w.cfg.StepLease
 		a.Memory = w.memoryAsked(in)
+		a.Todos = w.router.Registry().HoldsTodos(in.access)
 		acq, err := w.store.AcquireStep(ctx, a)
 		if err != nil {
 			return err
@@ -132,6 +133,9 @@ func (w *Worker) step(ctx context.Context, in stepInput) (retErr error) {
 	}
 	sess, token := got.Session, in.token
 	in.delegations = got.Delegations
+	// A lease taken before the session's tools were known (a resumed
+	// supervisor's) did not read the list: its first use does.
+	in.out.todos = tools.NewTodos(got.Todos, in.acquired == nil && got.Todos != nil)
 	linkDelegations(span, in.delegations, pendingCalls(sess.Messages))
 	var s *stepRun
 	defer func() {
@@ -250,6 +254,7 @@ func (s *stepRun) prepare(ctx context.Context) error {
 	}
 	c := &coordinator{w: w, in: in, session: &s.sess, workspace: workspace, save: func() error { return s.save(ctx) }}
 	tsess := toolSession(in, s.sess.ID, workspace, c)
+	tsess.Todos = in.out.todos
 	// One-shot containers the calls start count against the run and its owner.
 	s.tctx, s.tsess = sandbox.WithCaller(ctx, sandbox.Caller{Run: in.run.ID, Principal: in.run.Owner}), tsess
 	s.workspace = workspace

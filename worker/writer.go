@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/tools"
 )
 
 // stepWriter collects what a step owes the database besides its session: the
@@ -19,6 +20,9 @@ type stepWriter struct {
 	// their turns are enqueued once the next save (the session waiting for them)
 	// commits.
 	delegations []store.Delegation
+	// todos is the agent's todo list as the step holds it (tools.Session.Todos):
+	// a save stores it when the step's calls changed it.
+	todos *tools.Todos
 }
 
 // delegate records a delegation and its event for the next save.
@@ -104,12 +108,17 @@ func (w *Worker) persist(ctx context.Context, in stepInput, sess *store.Session,
 	sw.Memory = w.sessionMemory(in, sess) // a session ending with this save is remembered in it
 	sw.Release, sw.Finish, sw.Call = o.release, o.finish, o.call
 	sw.Compacted, sw.Notes = o.compacted, o.notes
+	todos, mark, changed := in.out.todos.Unsaved()
+	if changed {
+		sw.Todos = &todos
+	}
 	saved, err := w.store.SaveStep(ctx, sess, token, w.cfg.StepLease, sw)
 	if err != nil {
 		w.staleRefused(ctx, "save", sess.ID, err)
 		return saved, err
 	}
 	in.out.saved()
+	in.out.todos.Saved(mark)
 	if err := w.events.Announce(ctx, in.run.ID, saved.Events); err != nil {
 		return saved, err
 	}

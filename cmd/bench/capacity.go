@@ -110,6 +110,19 @@ func (r redisCounts) top(n int, units float64) []CmdShare {
 	return out
 }
 
+// pgCPUWhat is what a PostgreSQL CPU figure counts (harness.PGMeter), for the
+// lines that quote one.
+const pgCPUWhat = "the bench's databases' backends and the cluster's shared helpers"
+
+// pgMicrosOf renders a PostgreSQL CPU figure measured over u, or says it was
+// not metered (a zero would read as a measurement).
+func pgMicrosOf(u harness.CPUUse, micros float64) string {
+	if u.Postgres == nil || u.Postgres.Unavailable != "" {
+		return "not metered"
+	}
+	return fmt.Sprintf("%.0f µs", micros)
+}
+
 // cpuMicros is a group's CPU per unit of work, in µs.
 func cpuMicros(u harness.CPUUse, group string, units float64) float64 {
 	if units <= 0 {
@@ -126,7 +139,8 @@ func perCore(micros float64) float64 {
 	return 1e6 / micros
 }
 
-func (c Capacity) rows(row func(n, what, val, note string)) {
+// rows prints section 7; r renders PostgreSQL's CPU (or that it was not metered).
+func (c Capacity) rows(row func(n, what, val, note string), r Result) {
 	if c.TurnXact == 0 {
 		return
 	}
@@ -134,14 +148,14 @@ func (c Capacity) rows(row func(n, what, val, note string)) {
 	for _, s := range c.TurnTopCmds {
 		top = append(top, fmt.Sprintf("%s %.1f", strings.ToUpper(s.Cmd), s.PerUnit))
 	}
-	row("7", "per model turn (one gated call): PostgreSQL", fmt.Sprintf("**%.1f transactions, %.0f µs CPU**", c.TurnXact, c.TurnPGMicros),
-		fmt.Sprintf("one PostgreSQL core, if it did nothing else: %.0f turns/s", perCore(c.TurnPGMicros)))
+	row("7", "per model turn (one gated call): PostgreSQL", fmt.Sprintf("**%.1f transactions, %s CPU**", c.TurnXact, r.pgMicros(c.TurnPGMicros)),
+		fmt.Sprintf("one PostgreSQL core, if it did nothing else: %.0f turns/s; CPU of %s", perCore(c.TurnPGMicros), pgCPUWhat))
 	row("7", "per model turn (one gated call): Redis", fmt.Sprintf("**%.1f commands, %.0f µs CPU**", c.TurnRedisCmds, c.TurnRedisMicros),
 		fmt.Sprintf("one Redis (single-threaded): %.0f turns/s; commands: %s", perCore(c.TurnRedisMicros), strings.Join(top, ", ")))
 	row("7", "per model turn (one gated call): fleet process", fmt.Sprintf("%.0f µs CPU", c.TurnFleetMicros),
 		fmt.Sprintf("one worker core: %.0f turns/s (workers scale out)", perCore(c.TurnFleetMicros)))
 	if c.TripXact > 0 {
-		row("7", "per delegation round trip: PostgreSQL / Redis", fmt.Sprintf("%.1f transactions, %.0f µs; %.1f commands, %.0f µs", c.TripXact, c.TripPGMicros, c.TripRedisCmds, c.TripRedisMicros),
+		row("7", "per delegation round trip: PostgreSQL / Redis", fmt.Sprintf("%.1f transactions, %s; %.1f commands, %.0f µs", c.TripXact, r.pgMicros(c.TripPGMicros), c.TripRedisCmds, c.TripRedisMicros),
 			fmt.Sprintf("beyond a run's own %.1f transactions and %.1f commands (depth-1 relay); one core of each: %.0f / %.0f round trips/s",
 				c.RunXact, c.RunRedisCmds, perCore(c.TripPGMicros), perCore(c.TripRedisMicros)))
 	}

@@ -153,21 +153,21 @@ func benchDBOS(ctx context.Context, e *env, res *Result) error {
 		}
 		extra := float64(np * (r.ChildDepth - 1))
 		r.ChildXact = float64(r.Deep.xactTotal-r.ParentChild.xactTotal) / extra
-		r.ChildPGMicros = 1e6 * (r.Deep.CPU.Groups["postgres"] - r.ParentChild.CPU.Groups["postgres"]) / extra
-		progress("dbos: each further child: %.1f transactions, %.0f µs PostgreSQL CPU", r.ChildXact, r.ChildPGMicros)
+		r.ChildPGMicros = 1e6 * (r.Deep.CPU.Groups[harness.PostgresGroup] - r.ParentChild.CPU.Groups[harness.PostgresGroup]) / extra
+		progress("dbos: each further child: %.1f transactions, %s PostgreSQL CPU (%s)", r.ChildXact, pgMicrosOf(r.Deep.CPU, r.ChildPGMicros), pgCPUWhat)
 	}
 	return nil
 }
 
 func (w DBOSWorkload) String() string {
-	return fmt.Sprintf("%d in %.2fs = %.0f/s; per unit %.2f PostgreSQL transactions, %.0f µs PostgreSQL CPU, %.0f µs Go CPU; CPU: %s",
-		w.Units, w.Seconds, w.PerS, w.Xact, w.PGMicros, w.GoMicros, w.CPU)
+	return fmt.Sprintf("%d in %.2fs = %.0f/s; per unit %.2f PostgreSQL transactions, %s PostgreSQL CPU (%s), %.0f µs Go CPU; CPU: %s",
+		w.Units, w.Seconds, w.PerS, w.Xact, pgMicrosOf(w.CPU, w.PGMicros), pgCPUWhat, w.GoMicros, w.CPU)
 }
 
-// dbosWorkload launches DBOS on its own pool of url, runs one unit of work
-// (warm-up), then n units from e.o.concurrency goroutines, and counts what they
-// cost. DBOS is shut down and its pool closed before the transactions are read:
-// a backend publishes its statistics when it exits.
+// dbosWorkload launches DBOS on its own pool of url, warms it (two units per
+// goroutine), then runs n units from e.o.concurrency goroutines, and counts
+// what they cost. The transactions are read once the pool's backends published
+// theirs (flushStats), on warm connections as the fleet's are.
 func dbosWorkload(ctx context.Context, e *env, url string, n int, unit func(dbos.Context) error) (w DBOSWorkload, err error) {
 	pool, err := pgxpool.New(ctx, url+"&pool_max_conns="+fmt.Sprint(e.o.concurrency+4))
 	if err != nil {
@@ -186,11 +186,13 @@ func dbosWorkload(ctx context.Context, e *env, url string, n int, unit func(dbos
 		return w, fmt.Errorf("dbos launch: %w", err)
 	}
 	shut := func() { _ = dbos.Shutdown(d, 10*time.Second) }
-	if err := unit(d); err != nil {
+	// Warm at the measured concurrency, as the fleet's pools are by the
+	// workloads before: every connection opened and its statements prepared.
+	if err := concurrently(2*e.o.concurrency, e.o.concurrency, func() error { return unit(d) }); err != nil {
 		shut()
 		return w, fmt.Errorf("dbos warm-up: %w", err)
 	}
-	x0, err := dbosXact(ctx, e, pool)
+	x0, _, err := dbosXact(ctx, e, pool)
 	if err != nil {
 		shut()
 		return w, err
@@ -204,28 +206,25 @@ func dbosWorkload(ctx context.Context, e *env, url string, n int, unit func(dbos
 	if err != nil {
 		return w, fmt.Errorf("dbos: %w", err)
 	}
-	pool.Close()
-	x1, err := dbosXact(ctx, e, nil)
+	x1, made, err := dbosXact(ctx, e, pool)
 	if err != nil {
 		return w, err
 	}
 	units := float64(n)
-	w.Units, w.Seconds, w.PerS, w.xactTotal = n, elapsed.Seconds(), units/elapsed.Seconds(), x1-x0
+	w.Units, w.Seconds, w.PerS, w.xactTotal = n, elapsed.Seconds(), units/elapsed.Seconds(), x1-x0-made
 	w.Xact = float64(w.xactTotal) / units
-	w.PGMicros, w.GoMicros = cpuMicros(w.CPU, "postgres", units), cpuMicros(w.CPU, "bench", units)
+	w.PGMicros, w.GoMicros = cpuMicros(w.CPU, harness.PostgresGroup, units), cpuMicros(w.CPU, "bench", units)
 	return w, nil
 }
 
-// dbosXact reads the DBOS database's committed transactions, after closing
-// pool's connections (their backends publish their statistics on exit).
-func dbosXact(ctx context.Context, e *env, pool *pgxpool.Pool) (int64, error) {
-	if pool != nil {
-		pool.Reset()
+// dbosXact reads the DBOS database's committed transactions once pool's
+// backends published theirs (flushStats), and the transactions that took.
+func dbosXact(ctx context.Context, e *env, pool *pgxpool.Pool) (n, made int64, err error) {
+	if made, err = flushStats(ctx, pool); err != nil {
+		return 0, 0, err
 	}
-	time.Sleep(300 * time.Millisecond)
-	var n int64
-	err := e.db.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = $1`, dbosDatabase).Scan(&n)
-	return n, err
+	err = e.db.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = $1`, dbosDatabase).Scan(&n)
+	return n, made, err
 }
 
 // dbosRows prints section 11 and, when section 2 ran, the fleet/DBOS ratios.
@@ -234,21 +233,21 @@ func (r Result) dbosRows(row func(n, what, val, note string)) {
 	if d.TwoStep.Units == 0 {
 		return
 	}
-	row("11", "DBOS two-step workflow (model answer step, tool call step)", fmt.Sprintf("**%.0f workflows/s**; %.1f PostgreSQL transactions, %.0f µs PostgreSQL CPU", d.TwoStep.PerS, d.TwoStep.Xact, d.TwoStep.PGMicros),
+	row("11", "DBOS two-step workflow (model answer step, tool call step)", fmt.Sprintf("**%.0f workflows/s**; %.1f PostgreSQL transactions, %s PostgreSQL CPU", d.TwoStep.PerS, d.TwoStep.Xact, r.pgMicros(d.TwoStep.PGMicros)),
 		fmt.Sprintf("%d workflows, %d at a time, same PostgreSQL (own database); %.0f µs Go CPU each (DBOS in the bench process)", d.TwoStep.Units, d.Concurrency, d.TwoStep.GoMicros))
-	row("11", "DBOS parent/child round trip (child of one step, wait, one more step)", fmt.Sprintf("**%.0f round trips/s**; %.1f PostgreSQL transactions, %.0f µs PostgreSQL CPU", d.ParentChild.PerS, d.ParentChild.Xact, d.ParentChild.PGMicros),
+	row("11", "DBOS parent/child round trip (child of one step, wait, one more step)", fmt.Sprintf("**%.0f round trips/s**; %.1f PostgreSQL transactions, %s PostgreSQL CPU", d.ParentChild.PerS, d.ParentChild.Xact, r.pgMicros(d.ParentChild.PGMicros)),
 		fmt.Sprintf("%d parent workflows, %d at a time; %.0f µs Go CPU each", d.ParentChild.Units, d.Concurrency, d.ParentChild.GoMicros))
 	if d.ChildDepth > 1 {
-		row("11", fmt.Sprintf("DBOS: each further child of a parent (depth %d minus depth 1)", d.ChildDepth), fmt.Sprintf("%.1f PostgreSQL transactions, %.0f µs PostgreSQL CPU", d.ChildXact, d.ChildPGMicros),
+		row("11", fmt.Sprintf("DBOS: each further child of a parent (depth %d minus depth 1)", d.ChildDepth), fmt.Sprintf("%.1f PostgreSQL transactions, %s PostgreSQL CPU", d.ChildXact, r.pgMicros(d.ChildPGMicros)),
 			"the marginal the fleet's round trip (section 7) is measured as")
 	}
 	c := r.Capacity
 	if c.TurnXact > 0 {
-		row("11", "fleet ÷ DBOS: model turn ÷ two-step workflow", fmt.Sprintf("**%.2f × transactions, %.2f × PostgreSQL CPU**, %.2f × Go CPU", ratio(c.TurnXact, d.TwoStep.Xact), ratio(c.TurnPGMicros, d.TwoStep.PGMicros), ratio(c.TurnFleetMicros, d.TwoStep.GoMicros)),
-			fmt.Sprintf("fleet %.1f transactions, %.0f µs PostgreSQL, %.0f µs Go per turn (section 7); bars: ≤ 2.0 transactions per turn, ≤ 1.5 × PostgreSQL CPU", c.TurnXact, c.TurnPGMicros, c.TurnFleetMicros))
+		row("11", "fleet ÷ DBOS: model turn ÷ two-step workflow", fmt.Sprintf("**%.2f × transactions, %s PostgreSQL CPU**, %.2f × Go CPU", ratio(c.TurnXact, d.TwoStep.Xact), r.pgRatio(c.TurnPGMicros, d.TwoStep.PGMicros), ratio(c.TurnFleetMicros, d.TwoStep.GoMicros)),
+			fmt.Sprintf("fleet %.1f transactions, %s PostgreSQL, %.0f µs Go per turn (section 7); bars: ≤ 2.0 transactions per turn, ≤ 1.5 × PostgreSQL CPU (both sides: "+pgCPUWhat+")", c.TurnXact, r.pgMicros(c.TurnPGMicros), c.TurnFleetMicros))
 	}
 	if c.TripXact > 0 {
-		row("11", "fleet ÷ DBOS: delegation round trip ÷ parent/child round trip", fmt.Sprintf("**%.2f × transactions, %.2f × PostgreSQL CPU**", ratio(c.TripXact, d.ParentChild.Xact), ratio(c.TripPGMicros, d.ParentChild.PGMicros)),
-			fmt.Sprintf("fleet %.1f transactions, %.0f µs PostgreSQL per round trip (section 7); bar: ≤ 1.5 × in both", c.TripXact, c.TripPGMicros))
+		row("11", "fleet ÷ DBOS: delegation round trip ÷ parent/child round trip", fmt.Sprintf("**%.2f × transactions, %s PostgreSQL CPU**", ratio(c.TripXact, d.ParentChild.Xact), r.pgRatio(c.TripPGMicros, d.ParentChild.PGMicros)),
+			fmt.Sprintf("fleet %.1f transactions, %s PostgreSQL per round trip (section 7); bar: ≤ 1.5 × in both", c.TripXact, r.pgMicros(c.TripPGMicros)))
 	}
 }

@@ -219,6 +219,8 @@ type env struct {
 	pgss bool
 	// sink is the null OTLP receiver of -tracing-sink null, once started.
 	sink *nullOTLP
+	// pg meters the bench's own PostgreSQL CPU (harness.PGMeter).
+	pg *harness.PGMeter
 }
 
 func progress(format string, a ...any) {
@@ -265,6 +267,11 @@ func run(ctx context.Context, o options) error {
 	}
 	defer e.db.Close()
 	e.pgss = e.enablePGSS(ctx)
+	// The bench's databases: its own and DBOS's (section 11).
+	if e.pg, err = harness.NewPGMeter(ctx, e.db, "/proc", o.database, dbosDatabase); err != nil {
+		return err
+	}
+	progress("%s", e.pg.Counts())
 	e.redisURL = fmt.Sprintf("redis://%s/%d", o.redisAddr, o.redisDB)
 	conn, err := redisconn.Parse(e.redisURL)
 	if err != nil {
@@ -306,14 +313,13 @@ func run(ctx context.Context, o options) error {
 
 	self := os.Getpid()
 	e.meter = map[string]func() []int{
-		"bench":    func() []int { return []int{self} },
-		"workers":  func() []int { return harness.PidsNamed("aetherium") },
-		"postgres": func() []int { return harness.PidsNamed("postgres") },
-		"redis":    func() []int { return harness.PidsNamed("redis-server") },
+		"bench":   func() []int { return []int{self} },
+		"workers": func() []int { return harness.PidsNamed("aetherium") },
+		"redis":   func() []int { return harness.PidsNamed("redis-server") },
 	}
-	e.order = []string{"bench", "workers", "postgres", "redis"}
+	e.order = []string{"bench", "workers", harness.PostgresGroup, "redis"}
 
-	res := Result{Machine: machine, Config: configOf(o)}
+	res := Result{Machine: machine, Config: configOf(o), PostgresCPU: e.pg.Counts(), PostgresCPUUnavailable: e.pg.Unavailable()}
 	sections := []struct {
 		n    int
 		name string
@@ -350,5 +356,6 @@ func run(ctx context.Context, o options) error {
 	return res.Write(o.out, md)
 }
 
-// cpu starts a CPU meter over the bench, worker processes, PostgreSQL and Redis.
-func (e *env) cpu() *harness.CPUMeter { return harness.NewCPUMeter(e.meter, e.order) }
+// cpu starts a CPU meter over the bench, worker processes, the bench's
+// PostgreSQL work (e.pg) and Redis.
+func (e *env) cpu() *harness.CPUMeter { return harness.NewCPUMeter(e.meter, e.order, e.pg) }

@@ -27,6 +27,27 @@ type Result struct {
 	DBOS         DBOSResult      `json:"dbos"`
 	Tracing      TracingResult   `json:"tracing"`
 	TotalSeconds float64         `json:"total_seconds"`
+	// PostgresCPU says what every PostgreSQL CPU figure counts
+	// (harness.PGMeter); PostgresCPUUnavailable why there are none.
+	PostgresCPU            string `json:"postgres_cpu_counts"`
+	PostgresCPUUnavailable string `json:"postgres_cpu_unavailable,omitempty"`
+}
+
+// pgMicros renders a PostgreSQL CPU figure, or says it was not metered (a zero
+// would read as a measurement).
+func (r Result) pgMicros(micros float64) string {
+	if r.PostgresCPUUnavailable != "" {
+		return "not metered"
+	}
+	return fmt.Sprintf("%.0f µs", micros)
+}
+
+// pgRatio renders a ratio of PostgreSQL CPU figures.
+func (r Result) pgRatio(a, b float64) string {
+	if r.PostgresCPUUnavailable != "" {
+		return "not metered"
+	}
+	return fmt.Sprintf("%.2f ×", ratio(a, b))
 }
 
 func configOf(o options) map[string]any {
@@ -96,7 +117,7 @@ func (r Result) Markdown() string {
 			fmt.Sprintf("%d idle worker processes over %.0f s", h.IdleProcs, h.IdleSeconds))
 	}
 	r.Tracing.rows(row)
-	r.Capacity.rows(row)
+	r.Capacity.rows(row, r)
 	r.dbosRows(row)
 	for _, m := range r.Governor.Modes {
 		g := r.Governor
@@ -105,26 +126,26 @@ func (r Result) Markdown() string {
 			fmt.Sprintf("peak %d requests and %d tokens in a 60 s window; %.0f s; busy slots median %d, max %d of %d (table below)",
 				m.PeakWindowRequests, m.PeakWindowTokens, m.Seconds, m.ActiveMedian, m.ActiveMax, m.Slots))
 	}
-	fmt.Fprintf(&b, "\nCPU use (cores busy on average; PostgreSQL counts every backend on the machine):\n\n")
+	fmt.Fprintf(&b, "\nCPU use (cores busy on average). %s.\n\n", r.PostgresCPU)
 	fmt.Fprintf(&b, "- raw asynq: %s\n- fleet tool calls: %s\n- fleet tool calls, gate off: %s\n- fleet tool calls, one per message: %s\n- fleet delegations: %s\n- River: %s\n", a.CPU, f.ToolCPU, f.UngatedCPU, f.OneCPU, f.RelayCPU, rv.CPU)
 	if r.DBOS.TwoStep.Units > 0 {
 		fmt.Fprintf(&b, "- DBOS two-step workflows: %s\n- DBOS parent/child workflows: %s\n", r.DBOS.TwoStep.CPU, r.DBOS.ParentChild.CPU)
 	}
 	if f.ToolModelTurns > 0 && f.OneCalls > 0 {
 		per := func(u harness.CPUUse, group string, n int) float64 { return 1e6 * u.Groups[group] / float64(n) }
-		fmt.Fprintf(&b, "\nCPU per agent turn: %.0f µs in the fleet process and %.0f µs in PostgreSQL with %d calls per turn; %.0f µs and %.0f µs with one call per turn.\n",
-			per(f.ToolCPU, "bench", f.ToolModelTurns), per(f.ToolCPU, "postgres", f.ToolModelTurns), r.Config["tool_calls_per_turn"],
-			per(f.OneCPU, "bench", f.OneCalls), per(f.OneCPU, "postgres", f.OneCalls))
+		fmt.Fprintf(&b, "\nCPU per agent turn: %.0f µs in the fleet process and %s in PostgreSQL with %d calls per turn; %.0f µs and %s with one call per turn.\n",
+			per(f.ToolCPU, "bench", f.ToolModelTurns), r.pgMicros(per(f.ToolCPU, harness.PostgresGroup, f.ToolModelTurns)), r.Config["tool_calls_per_turn"],
+			per(f.OneCPU, "bench", f.OneCalls), r.pgMicros(per(f.OneCPU, harness.PostgresGroup, f.OneCalls)))
 	}
 	for _, p := range r.Scaling {
 		fmt.Fprintf(&b, "- I/O-bound, %d process(es) × %d, %d ms turns: %s\n", p.Procs, p.Concurrency, p.LatencyMS, p.CPU)
 	}
 	if f.ToolCalls > 0 && a.Tasks > 0 {
 		per := func(u harness.CPUUse, group string, n int) float64 { return 1e6 * u.Groups[group] / float64(n) }
-		fmt.Fprintf(&b, "\nWhat bounds the gated rate: one gated call costs %.0f µs of CPU in the fleet process and %.0f µs in PostgreSQL (%.1f PostgreSQL transactions per call, "+
+		fmt.Fprintf(&b, "\nWhat bounds the gated rate: one gated call costs %.0f µs of CPU in the fleet process and %s in PostgreSQL (%.1f PostgreSQL transactions per call, "+
 			"counting the tool's own query and its share of the step's session saves, events and run updates); "+
 			"a no-op asynq task costs %.0f µs in the Go process and %.0f µs in Redis. The machine's %d cores are busy at %.1f during the tool-call workload%s.%s\n",
-			per(f.ToolCPU, "bench", f.ToolCalls), per(f.ToolCPU, "postgres", f.ToolCalls), f.ToolXactPerCall,
+			per(f.ToolCPU, "bench", f.ToolCalls), r.pgMicros(per(f.ToolCPU, harness.PostgresGroup, f.ToolCalls)), f.ToolXactPerCall,
 			per(a.CPU, "bench", a.Tasks), per(a.CPU, "redis", a.Tasks), m.Cores, f.ToolCPU.Machine/max(f.ToolCPU.Wall, 1e-9),
 			cpuVerdict(f.ToolCPU, m.Cores), profileNote(f.ToolProfile))
 	}

@@ -327,30 +327,13 @@ func ReadMemory(pid int) (Memory, error) {
 
 // CPUSeconds is the user+system CPU time pid and its waited-for children have
 // used: a worker's short-lived children (mkfs.ext4 once took more CPU than the
-// worker itself) and PostgreSQL's exited backends (counted by the postmaster) would
-// otherwise show up as "other processes".
+// worker itself) would otherwise show up as "other processes".
 func CPUSeconds(pid int) float64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := readProcStat("/proc", pid)
 	if err != nil {
 		return 0
 	}
-	// Fields after the parenthesised command name; utime, stime, cutime, cstime are
-	// fields 14-17.
-	s := string(raw)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 15 {
-		return 0
-	}
-	sum := 0.0
-	for _, v := range f[11:15] {
-		n, _ := strconv.ParseFloat(v, 64)
-		sum += n
-	}
-	return sum / 100 // USER_HZ is 100 on Linux
+	return st.own + st.children
 }
 
 // PidsNamed lists the processes whose command name is name.
@@ -371,15 +354,16 @@ func PidsNamed(name string) []int {
 }
 
 // CPUMeter measures the CPU seconds of groups of processes over an interval. Groups
-// given by name are re-listed at the end (PostgreSQL forks a backend per connection);
-// a backend that exited meanwhile is counted through the postmaster's children's
-// time (CPUSeconds), all of its life, so PostgreSQL's figure can be a little high.
+// given by name are re-listed at the end; a process that exited meanwhile is
+// not counted. PostgreSQL is a group of its own (PGMeter): its backends come and
+// go, and only the bench's share of a shared cluster is the bench's.
 type CPUMeter struct {
 	start   time.Time
 	base    map[int]float64
 	machine float64
 	groups  map[string]func() []int
 	ordered []string
+	pg      *PGWindow
 }
 
 // machineBusy is the CPU seconds the whole machine has spent outside idle and iowait.
@@ -401,9 +385,13 @@ func machineBusy() float64 {
 	return busy / 100
 }
 
-// NewCPUMeter starts measuring the groups.
-func NewCPUMeter(groups map[string]func() []int, order []string) *CPUMeter {
+// NewCPUMeter starts measuring the groups and, when pg is not nil, the
+// PostgresGroup by pg.
+func NewCPUMeter(groups map[string]func() []int, order []string, pg *PGMeter) *CPUMeter {
 	m := &CPUMeter{start: time.Now(), base: map[int]float64{}, groups: groups, ordered: order, machine: machineBusy()}
+	if pg != nil {
+		m.pg = pg.Start()
+	}
 	for _, g := range groups {
 		for _, pid := range g() {
 			m.base[pid] = CPUSeconds(pid)
@@ -417,8 +405,11 @@ type CPUUse struct {
 	Wall   float64            `json:"wall_s"`
 	Groups map[string]float64 `json:"cpu_s"`
 	// Machine is the CPU time of every process on the machine.
-	Machine float64  `json:"machine_cpu_s"`
-	Order   []string `json:"-"`
+	Machine float64 `json:"machine_cpu_s"`
+	// Postgres is the PostgresGroup's breakdown, or why it was not measured
+	// (then Groups has no PostgresGroup).
+	Postgres *PGCPU   `json:"postgres,omitempty"`
+	Order    []string `json:"-"`
 }
 
 // Stop returns the CPU seconds each group used since NewCPUMeter.
@@ -431,10 +422,17 @@ func (m *CPUMeter) Stop() CPUUse {
 		}
 		u.Groups[name] = total
 	}
+	if m.pg != nil {
+		p := m.pg.Stop()
+		u.Postgres = &p
+		if p.Unavailable == "" {
+			u.Groups[PostgresGroup] = p.Counted()
+		}
+	}
 	return u
 }
 
-// String renders "bench 0.6 cores, postgres 0.9 cores, …, other processes 0.1 cores".
+// String renders "bench 0.6 cores, postgres 0.9 cores (…), …, other processes 0.1 cores".
 func (u CPUUse) String() string {
 	var parts []string
 	wall := max(u.Wall, 1e-9)
@@ -442,6 +440,10 @@ func (u CPUUse) String() string {
 	for _, name := range u.Order {
 		s := u.Groups[name]
 		ours += s
+		if name == PostgresGroup && u.Postgres != nil {
+			parts = append(parts, u.Postgres.describe(wall))
+			continue
+		}
 		parts = append(parts, fmt.Sprintf("%s %.1f cores", name, s/wall))
 	}
 	parts = append(parts, fmt.Sprintf("other processes %.1f cores", max(u.Machine-ours, 0)/wall))

@@ -89,7 +89,7 @@ func Register(reg *tools.Registry, st *store.Store) {
 		}, tools.Idempotent(), tools.InGroup("planning"))
 	tools.Register(reg, "todo", "Your own scratch list for this run (not the team plan): write, check or read.",
 		func(ctx context.Context, call tools.Call, a TodoArgs) (tools.Result, error) {
-			s := call.Session
+			l := todoList{st: st, s: call.Session}
 			switch a.Action {
 			case "write":
 				if len(a.Items) > 100 {
@@ -99,12 +99,12 @@ func Register(reg *tools.Registry, st *store.Store) {
 				for i, t := range a.Items {
 					items[i] = store.TodoItem{Text: t}
 				}
-				if err := st.SetTodos(ctx, s.RunID, s.Agent, items); err != nil {
+				if err := l.set(ctx, items); err != nil {
 					return tools.Result{}, err
 				}
 				return tools.JSON(items)
 			case "check":
-				items, err := st.Todos(ctx, s.RunID, s.Agent)
+				items, err := l.get(ctx)
 				if err != nil {
 					return tools.Result{}, err
 				}
@@ -112,12 +112,12 @@ func Register(reg *tools.Registry, st *store.Store) {
 					return tools.Result{}, fmt.Errorf("todo: item %d does not exist (the list has %d)", a.Item, len(items))
 				}
 				items[a.Item-1].Done = true
-				if err := st.SetTodos(ctx, s.RunID, s.Agent, items); err != nil {
+				if err := l.set(ctx, items); err != nil {
 					return tools.Result{}, err
 				}
 				return tools.JSON(items)
 			case "read":
-				items, err := st.Todos(ctx, s.RunID, s.Agent)
+				items, err := l.get(ctx)
 				if err != nil {
 					return tools.Result{}, err
 				}
@@ -125,5 +125,28 @@ func Register(reg *tools.Registry, st *store.Store) {
 			default:
 				return tools.Result{}, fmt.Errorf("todo: action %q is not write, check or read", a.Action)
 			}
-		}, tools.Idempotent(), tools.InGroup("planning"))
+		}, tools.Idempotent(), tools.HoldsTodos(), tools.InGroup("planning"))
+}
+
+// todoList is the calling agent's list: the one its step holds (written with
+// the save that stores the call's result), or the store's row when the call
+// comes from outside a step.
+type todoList struct {
+	st *store.Store
+	s  *tools.Session
+}
+
+func (l todoList) get(ctx context.Context) ([]store.TodoItem, error) {
+	if l.s.Todos == nil {
+		return l.st.Todos(ctx, l.s.RunID, l.s.Agent)
+	}
+	return l.s.Todos.Items(func() ([]store.TodoItem, error) { return l.st.Todos(ctx, l.s.RunID, l.s.Agent) })
+}
+
+func (l todoList) set(ctx context.Context, items []store.TodoItem) error {
+	if l.s.Todos == nil {
+		return l.st.SetTodos(ctx, l.s.RunID, l.s.Agent, items)
+	}
+	l.s.Todos.Set(items)
+	return nil
 }

@@ -310,6 +310,36 @@ func TestTodo(t *testing.T) {
 		require.Equal(t, items{{Text: "mine"}}, decode[items](t, f.call(t, f.session(run, "writer"), "todo", `{"action":"read"}`)))
 	})
 
+	t.Run("a step's list is written by its save, not by the call", func(t *testing.T) {
+		t.Parallel()
+		run := f.run(t)
+		require.NoError(t, f.st.SetTodos(context.Background(), run, "writer", items{{Text: "before"}}))
+		s := f.session(run, "writer")
+		s.Todos = tools.NewTodos(nil, false) // the lease did not read it: the first use does
+		_, _, changed := s.Todos.Unsaved()
+		require.False(t, changed)
+		require.Equal(t, items{{Text: "before"}}, decode[items](t, f.call(t, s, "todo", `{"action":"read"}`)))
+		f.call(t, s, "todo", `{"action":"write","items":["a","b"]}`)
+		f.call(t, s, "todo", `{"action":"check","item":2}`)
+		stored, err := f.st.Todos(context.Background(), run, "writer")
+		require.NoError(t, err)
+		require.Equal(t, items{{Text: "before"}}, stored, "nothing written until the step saves")
+		got, mark, changed := s.Todos.Unsaved()
+		require.True(t, changed)
+		require.Equal(t, items{{Text: "a"}, {Text: "b", Done: true}}, got)
+		s.Todos.Saved(mark)
+		_, _, changed = s.Todos.Unsaved()
+		require.False(t, changed, "saved")
+		require.Equal(t, items{{Text: "a"}, {Text: "b", Done: true}}, decode[items](t, f.call(t, s, "todo", `{"action":"read"}`)),
+			"the step reads its own changes")
+
+		held := f.session(run, "writer")
+		held.Todos = tools.NewTodos(items{{Text: "as leased"}}, true)
+		require.Equal(t, items{{Text: "as leased"}}, decode[items](t, f.call(t, held, "todo", `{"action":"read"}`)),
+			"a list the lease read is not read again")
+		require.ErrorContains(t, f.fail(t, held, "todo", `{"action":"check","item":2}`), "item 2 does not exist (the list has 1)")
+	})
+
 	t.Run("hundred items is the limit", func(t *testing.T) {
 		t.Parallel()
 		ctx := f.session(f.run(t), "writer")
