@@ -134,15 +134,15 @@ func (s *Store) RecordDelegations(ctx context.Context, session, token string, ds
 	if err != nil {
 		return err
 	}
-	tx, err := s.db.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("record delegations: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	// One batch is one implicit transaction, and under READ COMMITTED each of
+	// its statements takes its own snapshot: the insert's is taken after the
+	// lock was granted, as in an explicit transaction, without its BEGIN and
+	// COMMIT round trips. Nothing is inserted past a cap (the statement's
+	// WHERE), so committing a refusal commits nothing.
 	b := &pgx.Batch{}
 	b.Queue(lockRunForDelegations, runID)
 	b.Queue(recordDelegations, append(append([]any{session, token, runID}, args...), lim.PerSession, lim.PerRun)...)
-	br := tx.SendBatch(ctx, b)
+	br := s.db.SendBatch(ctx, b)
 	var leased bool
 	var sessN, runN, newN, inserted int
 	_, err = br.Exec()
@@ -162,9 +162,6 @@ func (s *Store) RecordDelegations(ctx context.Context, session, token string, ds
 		return &DelegationCapError{Scope: "session", Cap: lim.PerSession, Have: sessN, Want: newN}
 	case newN > 0 && runN+newN > lim.PerRun:
 		return &DelegationCapError{Scope: "run", Cap: lim.PerRun, Have: runN, Want: newN}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("record delegations of session %s: %w", session, err)
 	}
 	return nil
 }
