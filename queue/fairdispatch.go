@@ -250,8 +250,16 @@ func (r *FairRunner) beat(ctx context.Context) {
 	r.mu.Unlock()
 	sort.Strings(ids)
 	ds, err := r.e.cfg.Fair.Heartbeat(ctx, r.worker, r.capacity, ids)
-	if err == nil {
-		err = r.e.dispatch(ctx, ds)
+	// One script dispatches at most Scan tasks, so a batch that came back
+	// full may have left slots free (a worker joining with more capacity than
+	// Scan): pump until a batch comes back short, instead of leaving them idle
+	// until a task ends or the next beat, seconds later. The fleet's first
+	// second at 100 slots had 64 busy. Bounded: the window has capacity slots.
+	for pumps := 0; err == nil; pumps++ {
+		if err = r.e.dispatch(ctx, ds); err != nil || len(ds) < r.e.cfg.Fair.Config().Scan || pumps > r.capacity {
+			break
+		}
+		ds, err = r.e.cfg.Fair.Pump(ctx)
 	}
 	if err != nil && ctx.Err() == nil {
 		r.log.Warn("fair dispatch: heartbeat", "worker", r.worker, "err", err)

@@ -120,20 +120,27 @@ type fairFleet struct {
 
 func setupFairFleet(t *testing.T, f queue.Fairness, hold time.Duration) *fairFleet {
 	t.Helper()
+	return setupFairFleetSized(t, f, hold, 2, fair.Config{}, 100*time.Millisecond)
+}
+
+// setupFairFleetSized is setupFairFleet with a worker of capacity slots, the
+// dispatcher's cfg, and a heartbeat every beat.
+func setupFairFleetSized(t *testing.T, f queue.Fairness, hold time.Duration, capacity int, cfg fair.Config, beat time.Duration) *fairFleet {
+	t.Helper()
 	rc, err := redisconn.Parse(testdb.Redis(t))
 	require.NoError(t, err)
 	rdb := rc.Client()
 	t.Cleanup(func() { _ = rdb.Close() })
-	d, err := fair.New(rdb, fair.Config{})
+	d, err := fair.New(rdb, cfg)
 	require.NoError(t, err)
 	client := asynq.NewClient(rc.Asynq())
 	t.Cleanup(func() { _ = client.Close() })
 	q, err := queue.NewEnqueuer(client, queue.Config{Fair: d, Fairness: f})
 	require.NoError(t, err)
 	ff := &fairFleet{q: q, d: d, running: map[string]int{}, peak: map[string]int{}, done: make(chan string, 1000)}
-	srv := asynq.NewServerFromRedisClient(rc.Client(), asynq.Config{Concurrency: 2, Queues: queue.Weights(), TaskCheckInterval: 5 * time.Millisecond, LogLevel: asynq.ErrorLevel})
+	srv := asynq.NewServerFromRedisClient(rc.Client(), asynq.Config{Concurrency: capacity, Queues: queue.Weights(), TaskCheckInterval: 5 * time.Millisecond, LogLevel: asynq.ErrorLevel})
 	mux := asynq.NewServeMux()
-	runner := q.FairRunner("w1", 2, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	runner := q.FairRunner("w1", capacity, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NotNil(t, runner)
 	mux.Use(runner.Middleware)
 	mux.HandleFunc(queue.TypeSupervise, func(_ context.Context, task *asynq.Task) error {
@@ -158,7 +165,7 @@ func setupFairFleet(t *testing.T, f queue.Fairness, hold time.Duration) *fairFle
 	t.Cleanup(srv.Shutdown)
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan struct{})
-	ff.start = func() { go func() { _ = runner.Run(ctx, 100*time.Millisecond); close(ran) }() }
+	ff.start = func() { go func() { _ = runner.Run(ctx, beat); close(ran) }() }
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -258,4 +265,19 @@ func TestFairDispatchThroughAsynq(t *testing.T) {
 		a := len(positions(order[:60], "a"))
 		require.InDelta(t, 45, a, 4, "3:1 of the first 60 starts: %v", order[:60])
 	})
+}
+
+// A worker with more slots than one dispatch script hands out (Scan) has them
+// all filled by its first heartbeat, not Scan of them until a task ends or the
+// next beat (here an hour away).
+func TestFairHeartbeatFillsTheWindowPastScan(t *testing.T) {
+	t.Parallel()
+	ff := setupFairFleetSized(t, queue.Fairness{}, 1500*time.Millisecond, 10, fair.Config{Scan: 4}, time.Hour)
+	ff.submit(t, "a", 3, names("a", 20)...)
+	ff.start()
+	require.Eventually(t, func() bool {
+		ff.mu.Lock()
+		defer ff.mu.Unlock()
+		return ff.running["a"] == 10
+	}, time.Second, 10*time.Millisecond, "every one of the 10 slots runs a task before the first ends")
 }

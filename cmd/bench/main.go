@@ -76,12 +76,14 @@ type options struct {
 	scaleRuns   int
 	procs       []int
 	// slowOnly: section 4 runs only its -slow-latency points.
-	slowOnly  bool
-	seqRuns   int
-	concRuns  int
-	profile   bool
-	poolConns int
-	trace     string
+	slowOnly bool
+	// knowledgeDocs is the size of the packs section 4's knowledge probe searches.
+	knowledgeDocs int
+	seqRuns       int
+	concRuns      int
+	profile       bool
+	poolConns     int
+	trace         string
 	// The tracing overhead (sections 2 and 5, tracing.go).
 	tracingRounds int
 	tracingSink   string
@@ -133,6 +135,7 @@ func main() {
 	flag.DurationVar(&o.latency, "latency", 100*time.Millisecond, "script model latency of sections 4 and 5")
 	flag.DurationVar(&o.slowLatency, "slow-latency", time.Second, "section 4 also at this model latency with 1 × 10·scale-concurrency and 4 × 2.5·scale-concurrency slots (0: not)")
 	flag.IntVar(&o.scaleConc, "scale-concurrency", 10, "worker concurrency per process in section 4")
+	flag.IntVar(&o.knowledgeDocs, "knowledge-docs", 20000, "section 4: documents of five chunks each that a knowledge search probe searches while every point runs (0: no probe)")
 	flag.BoolVar(&o.slowOnly, "scale-slow-only", false, "section 4: only the -slow-latency points (1 × 10·scale-concurrency and 4 × 2.5·scale-concurrency)")
 	// 100 runs of 13 turns per 10 slots: the drain (fewer runs left than slots)
 	// is about a second of 14, where at 30 runs it was a quarter of the span.

@@ -55,7 +55,7 @@ func configOf(o options) map[string]any {
 		"concurrency": o.concurrency, "asynq_tasks": o.asynqTasks, "river_jobs": o.riverJobs,
 		"tool_runs": o.toolRuns, "tool_turns": o.toolTurns, "tool_calls_per_turn": o.toolCalls,
 		"hop_runs": o.hopRuns, "idle_for": o.idleFor.String(),
-		"relay_runs": o.relayRuns, "relay_depth": o.relayDepth, "model_latency": o.latency.String(), "slow_model_latency": o.slowLatency.String(),
+		"relay_runs": o.relayRuns, "relay_depth": o.relayDepth, "model_latency": o.latency.String(), "slow_model_latency": o.slowLatency.String(), "knowledge_docs": o.knowledgeDocs,
 		"gov_runs": o.govRuns, "gov_rpm": o.govRPM, "gov_tpm": o.govTPM, "gov_procs": o.govProcs, "gov_concurrency": o.govConc, "gov_max_tokens": o.govMaxTokens,
 		"fair_a_runs": o.fairARuns, "fair_b_runs": o.fairBRuns, "fair_procs": o.fairProcs, "fair_concurrency": o.fairConc,
 		"fair_latency": o.fairLatency.String(), "fair_share_for": o.fairShareFor.String(), "fair_prio_runs": o.fairPrioRuns,
@@ -98,8 +98,8 @@ func (r Result) Markdown() string {
 	for _, p := range r.Scaling {
 		row("4", fmt.Sprintf("I/O-bound: %d worker process(es) × %d, %d ms model turns", p.Procs, p.Concurrency, p.LatencyMS),
 			fmt.Sprintf("**%.0f turns/s** of ideal %.0f (%.0f%%; %.0f%% until the drain)", p.AchievedPerS, p.IdealPerS, 100*p.Efficiency, 100*p.Steady),
-			fmt.Sprintf("%d model turns of %d ms, %d runs, %.1f s (%.1f s before fewer runs than slots were left); memory recall at %d entries meanwhile, the worker's way (generation and task lexemes read by a new session's acquire, then the index at that generation, rank and format): p50 %.2f ms, p99 %.2f ms (%d samples; a SELECT 1 beside it p99 %.2f ms; the acquires p99 %.2f ms)",
-				p.ModelTurns, p.LatencyMS, p.Runs, p.Seconds, p.SteadySeconds, recallEntries, p.RecallP50MS, p.RecallP99MS, p.RecallN, p.PingP99MS, p.AcquireP99MS))
+			fmt.Sprintf("%d model turns of %d ms, %d runs, %.1f s (%.1f s before fewer runs than slots were left); memory recall at %d entries meanwhile, the worker's way (generation and task lexemes read by a new session's acquire, then the index at that generation, rank and format): p50 %.2f ms, p99 %.2f ms (%d samples; a SELECT 1 beside it p99 %.2f ms; the acquires p99 %.2f ms)%s",
+				p.ModelTurns, p.LatencyMS, p.Runs, p.Seconds, p.SteadySeconds, recallEntries, p.RecallP50MS, p.RecallP99MS, p.RecallN, p.PingP99MS, p.AcquireP99MS, p.knowledgeNote(r.Config["knowledge_docs"])))
 	}
 	l := r.Latency
 	row("5", "demo run end to end, one at a time", fmt.Sprintf("p50 %.0f ms, p99 %.0f ms", l.SeqP50MS, l.SeqP99MS), fmt.Sprintf("%d runs, script model without latency", l.SeqRuns))
@@ -206,4 +206,12 @@ func cpuVerdict(u harness.CPUUse, cores int) string {
 		top = "the fleet process"
 	}
 	return ", so CPU is the bound, most of it " + top + "'s"
+}
+
+// knowledgeNote is a section-4 row's knowledge search figures, when sampled.
+func (p ScalePoint) knowledgeNote(docs any) string {
+	if p.KnowledgeN == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; knowledge search over %v documents (5 chunks each) meanwhile, every 200 ms: p50 %.1f ms, p99 %.1f ms (%d samples)", docs, p.KnowledgeP50MS, p.KnowledgeP99MS, p.KnowledgeN)
 }

@@ -3,16 +3,22 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/aetherium-engine/aetherium/internal/harness"
+	"github.com/aetherium-engine/aetherium/knowledge"
 	"github.com/aetherium-engine/aetherium/llm"
 	"github.com/aetherium-engine/aetherium/memory"
+	"github.com/aetherium-engine/aetherium/queue"
 	"github.com/aetherium-engine/aetherium/store"
+	"github.com/aetherium-engine/aetherium/templates"
+	"github.com/hibiken/asynq"
 )
 
 // ScalePoint is one row of section 4: P worker processes of concurrency C, every
@@ -50,6 +56,13 @@ type ScalePoint struct {
 	// PingP99MS is a SELECT 1 round trip's p99, sampled beside each recall: the
 	// floor of any recall that asks PostgreSQL anything (a generation check).
 	PingP99MS float64 `json:"select1_p99_ms"`
+	// KnowledgeN, KnowledgeP50MS and KnowledgeP99MS are knowledge searches
+	// (knowledge.Postgres.Search, k 5) over -knowledge-docs documents of five
+	// chunks each, sampled every 200 ms by the bench process while this point
+	// runs (0 samples: -knowledge-docs 0).
+	KnowledgeN     int     `json:"knowledge_samples"`
+	KnowledgeP50MS float64 `json:"knowledge_p50_ms"`
+	KnowledgeP99MS float64 `json:"knowledge_p99_ms"`
 }
 
 // recallEntries is the size of the project section 4 recalls from.
@@ -190,12 +203,16 @@ func benchScaling(ctx context.Context, e *env, res *Result) error {
 	if err := seedRecall(ctx, e); err != nil {
 		return err
 	}
-	for _, pc := range points {
-		p, conc, latency := pc.procs, pc.conc, pc.latency
-		procs, err := startWorkers(e, p, conc, latency, fmt.Sprintf("scale%dx%d-%s", p, conc, latency))
-		if err != nil {
+	kb := knowledge.NewPostgres(e.fleet.Store.Pool, knowledge.Config{})
+	var queries []string
+	if e.o.knowledgeDocs > 0 {
+		var err error
+		if queries, err = seedKnowledge(ctx, e.fleet.Store.Pool, kb, e.o.knowledgeDocs); err != nil {
 			return err
 		}
+	}
+	for _, pc := range points {
+		p, conc, latency := pc.procs, pc.conc, pc.latency
 		// As many runs per slot as at the scale concurrency (at slow turns at
 		// least two per slot, so the drain does not measure the workload's size).
 		runs := e.o.scaleRuns * p * conc / e.o.scaleConc
@@ -203,21 +220,31 @@ func benchScaling(ctx context.Context, e *env, res *Result) error {
 			runs = max(runs, 2*p*conc)
 		}
 		progress("scaling: %d worker process(es) × concurrency %d, model latency %s: %d runs × %d model turns", p, conc, latency, runs, want.ModelTurns)
+		// The runs are submitted with the fleet's queues paused and the
+		// workers started, then the queues resume: the point measures the fleet
+		// from the moment it has all its work, not the bench's submission rate
+		// (the first second had 45 of 100 slots busy while runs trickled in) nor
+		// the processes' start.
+		ids, procs, t0, err := pausedStart(ctx, e, team, runs, func() ([]*harness.Proc, error) {
+			return startWorkers(e, p, conc, latency, fmt.Sprintf("scale%dx%d-%s", p, conc, latency))
+		})
+		if err != nil {
+			return err
+		}
 		meter := e.cpu()
 		stopRecall, err := recallProbe(ctx, e)
 		if err != nil {
 			stopWorkers(procs)
 			return err
 		}
-		ids, err := submitTeamRuns(ctx, e, team, runs)
-		if err != nil {
-			stopRecall()
-			stopWorkers(procs)
-			return err
+		stopKnowledge := func() []time.Duration { return nil }
+		if queries != nil {
+			stopKnowledge = knowledgeProbe(ctx, kb, queries)
 		}
 		counts, err := harness.WaitTerminal(ctx, e.db, ids, 3*time.Minute+time.Duration(want.ModelTurns*runs/(p*conc)+1)*latency, nil)
 		cpu := meter.Stop()
 		recall, ping, acquires := stopRecall()
+		searches := stopKnowledge()
 		stopWorkers(procs)
 		if err != nil {
 			return err
@@ -225,10 +252,11 @@ func benchScaling(ctx context.Context, e *env, res *Result) error {
 		if counts.ByStatus["completed"] != runs {
 			return fmt.Errorf("%d of %d runs completed (%v; %v)", counts.ByStatus["completed"], runs, counts.Reasons, counts.Errors)
 		}
-		elapsed, err := span(ctx, e, ids)
-		if err != nil {
+		var secs float64
+		if err := e.db.QueryRow(ctx, `SELECT extract(epoch FROM max(finished_at) - $2::timestamptz) FROM runs WHERE id = ANY($1::uuid[])`, ids, t0).Scan(&secs); err != nil {
 			return err
 		}
+		elapsed := time.Duration(secs * float64(time.Second))
 		turns, err := e.countEvents(ctx, ids, "agent.message")
 		if err != nil {
 			return err
@@ -240,35 +268,74 @@ func benchScaling(ctx context.Context, e *env, res *Result) error {
 			Seconds: elapsed.Seconds(), AchievedPerS: float64(turns) / elapsed.Seconds(),
 			IdealPerS: float64(p*conc) / latency.Seconds(), CPU: cpu,
 			RecallN: len(recall), RecallP50MS: ms(percentile(recall, 0.5)), RecallP99MS: ms(percentile(recall, 0.99)),
-			PingP99MS: ms(percentile(ping, 0.99)), AcquireP99MS: ms(percentile(acquires, 0.99))}
+			PingP99MS: ms(percentile(ping, 0.99)), AcquireP99MS: ms(percentile(acquires, 0.99)),
+			KnowledgeN: len(searches), KnowledgeP50MS: ms(percentile(searches, 0.5)), KnowledgeP99MS: ms(percentile(searches, 0.99))}
 		pt.Efficiency = pt.AchievedPerS / pt.IdealPerS
-		if pt.Steady, pt.SteadySeconds, err = steady(ctx, e, ids, p*conc, pt.IdealPerS); err != nil {
+		if pt.Steady, pt.SteadySeconds, err = steady(ctx, e, ids, t0, p*conc, pt.IdealPerS); err != nil {
 			return err
 		}
 		res.Scaling = append(res.Scaling, pt)
-		progress("scaling: %d proc(s) × %d at %s: %d turns in %.2fs = %.0f turns/s of an ideal %.0f (%.0f%%; %.0f%% until the drain); memory recall at %d entries meanwhile (at the acquire's generation): p50 %.2f ms, p99 %.2f ms (%d samples; SELECT 1 p99 %.2f ms, the acquires p99 %.2f ms); CPU: %s",
-			p, conc, latency, turns, pt.Seconds, pt.AchievedPerS, pt.IdealPerS, 100*pt.Efficiency, 100*pt.Steady, recallEntries, pt.RecallP50MS, pt.RecallP99MS, pt.RecallN, pt.PingP99MS, pt.AcquireP99MS, cpu)
+		progress("scaling: %d proc(s) × %d at %s: %d turns in %.2fs = %.0f turns/s of an ideal %.0f (%.0f%%; %.0f%% until the drain); memory recall at %d entries meanwhile (at the acquire's generation): p50 %.2f ms, p99 %.2f ms (%d samples; SELECT 1 p99 %.2f ms, the acquires p99 %.2f ms); knowledge search p50 %.1f ms, p99 %.1f ms (%d samples); CPU: %s",
+			p, conc, latency, turns, pt.Seconds, pt.AchievedPerS, pt.IdealPerS, 100*pt.Efficiency, 100*pt.Steady, recallEntries, pt.RecallP50MS, pt.RecallP99MS, pt.RecallN, pt.PingP99MS, pt.AcquireP99MS,
+			pt.KnowledgeP50MS, pt.KnowledgeP99MS, pt.KnowledgeN, cpu)
 	}
 	return nil
 }
 
-// steady is the efficiency from the first run's creation until the run whose end
+// steady is the efficiency from t0 (the queues resumed) until the run whose end
 // left fewer runs than slots: model turns recorded in that window per second,
 // over ideal. 0 when there are no more runs than slots.
-func steady(ctx context.Context, e *env, ids []string, slots int, ideal float64) (eff, seconds float64, err error) {
+func steady(ctx context.Context, e *env, ids []string, t0 time.Time, slots int, ideal float64) (eff, seconds float64, err error) {
 	if len(ids) <= slots {
 		return 0, 0, nil
 	}
 	var turns int
 	err = e.db.QueryRow(ctx, `
-		WITH r AS (SELECT created_at, finished_at FROM runs WHERE id = ANY($1::uuid[])),
-		     t0 AS (SELECT min(created_at) AS t FROM r),
+		WITH r AS (SELECT finished_at FROM runs WHERE id = ANY($1::uuid[])),
 		     t1 AS (SELECT finished_at AS t FROM r ORDER BY finished_at LIMIT 1 OFFSET $2)
-		SELECT extract(epoch FROM t1.t - t0.t),
+		SELECT extract(epoch FROM t1.t - $3::timestamptz),
 		       (SELECT count(*) FROM run_events WHERE run_id = ANY($1::uuid[]) AND type = 'agent.message' AND created_at <= t1.t)
-		FROM t0, t1`, ids, len(ids)-slots).Scan(&seconds, &turns)
+		FROM t1`, ids, len(ids)-slots, t0).Scan(&seconds, &turns)
 	if err != nil || seconds <= 0 {
 		return 0, seconds, err
 	}
 	return float64(turns) / seconds / ideal, seconds, nil
+}
+
+// pausedStart submits runs of team with the fleet's step queues paused, starts
+// the workers (start), and resumes the queues; t0 is PostgreSQL's clock as they
+// resumed. The queues are resumed whatever fails.
+func pausedStart(ctx context.Context, e *env, team templates.Template, runs int, start func() ([]*harness.Proc, error)) (ids []string, procs []*harness.Proc, t0 time.Time, err error) {
+	ins := asynq.NewInspector(e.queueOpt)
+	defer ins.Close()
+	steps := []string{queue.QueueSupervisor, queue.QueueWorkers}
+	resume := func() error {
+		var errs []error
+		for _, q := range steps {
+			if err := ins.UnpauseQueue(q); err != nil && !strings.Contains(err.Error(), "not paused") {
+				errs = append(errs, fmt.Errorf("resume queue %s: %w", q, err))
+			}
+		}
+		return errors.Join(errs...)
+	}
+	for _, q := range steps {
+		if err := ins.PauseQueue(q); err != nil {
+			_ = resume()
+			return nil, nil, t0, fmt.Errorf("pause queue %s: %w", q, err)
+		}
+	}
+	if ids, err = submitTeamRuns(ctx, e, team, runs); err == nil {
+		procs, err = start()
+	}
+	if rerr := resume(); err == nil {
+		err = rerr
+	}
+	if err == nil {
+		err = e.db.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&t0)
+	}
+	if err != nil && procs != nil {
+		stopWorkers(procs)
+		procs = nil
+	}
+	return ids, procs, t0, err
 }
