@@ -2,67 +2,15 @@ package knowledge_test
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/aetherium-engine/aetherium/knowledge"
+	"github.com/aetherium-engine/aetherium/knowledge/knowledgetest"
 )
-
-// benchWords is a synthetic vocabulary: word i is i spelt in consonant-vowel
-// syllables, so every word is distinct and pronounceable.
-func benchWords(n int) []string {
-	cons, vows := "bdfgklmnprstvzh", "aeiou"
-	out := make([]string, n)
-	for i := range out {
-		var b strings.Builder
-		for x, syl := i+75*75, 0; x > 0 || syl < 2; x, syl = x/75, syl+1 {
-			s := x % 75
-			b.WriteByte(cons[s/5])
-			b.WriteByte(vows[s%5])
-		}
-		out[i] = b.String()
-	}
-	return out
-}
-
-// benchCorpus generates docs documents of 5 sections each (one chunk a section),
-// with words drawn Zipf-distributed from the vocabulary, like natural text.
-func benchCorpus(docs, first int, words []string, seed uint64) []knowledge.Document {
-	r := rand.New(rand.NewPCG(seed, 100000))
-	z := rand.NewZipf(r, 1.07, 2, uint64(len(words)-1))
-	sentence := func(n int) string {
-		var b strings.Builder
-		for i := 0; i < n; i++ {
-			if i > 0 {
-				b.WriteByte(' ')
-			}
-			b.WriteString(words[z.Uint64()])
-		}
-		b.WriteString(".")
-		return b.String()
-	}
-	out := make([]knowledge.Document, docs)
-	for d := range out {
-		var b strings.Builder
-		for s := 0; s < 5; s++ {
-			fmt.Fprintf(&b, "## %s\n\n", sentence(3))
-			for p := 0; p < 6; p++ {
-				b.WriteString(sentence(8 + r.IntN(12)))
-				b.WriteByte(' ')
-			}
-			b.WriteString("\n\n")
-		}
-		out[d] = knowledge.Document{Source: knowledge.Pack(fmt.Sprintf("bench%d", d%4)), Path: fmt.Sprintf("d%06d.md", first+d),
-			Title: sentence(4), Content: b.String()}
-	}
-	return out
-}
 
 // BenchmarkSearch measures search latency over 100,000 chunks (20,000 documents
 // of 5 sections, loaded with COPY; only under -bench). Queries are 2-5 words of
@@ -71,11 +19,11 @@ func benchCorpus(docs, first int, words []string, seed uint64) []knowledge.Docum
 func BenchmarkSearch(b *testing.B) {
 	e := setup(b, knowledge.Config{})
 	ctx := context.Background()
-	words := benchWords(20000)
+	words := knowledgetest.Words(20000)
 	start := time.Now()
 	total := 0
 	for batch := 0; batch < 4; batch++ {
-		n, err := e.kb.BulkLoad(ctx, benchCorpus(5000, batch*5000, words, uint64(batch)))
+		n, err := e.kb.BulkLoad(ctx, knowledgetest.Corpus(5000, batch*5000, words, []string{"bench0", "bench1", "bench2", "bench3"}, uint64(batch)))
 		require.NoError(b, err)
 		total += n
 	}
@@ -84,23 +32,7 @@ func BenchmarkSearch(b *testing.B) {
 	b.Logf("loaded %d chunks in %s", total, time.Since(start).Round(time.Millisecond))
 	require.GreaterOrEqual(b, total, 100000)
 
-	r := rand.New(rand.NewPCG(7, 7))
-	queries := make([]string, 500)
-	for i := range queries {
-		var q []string
-		for j := 0; j < 2+r.IntN(4); j++ {
-			q = append(q, words[50+r.IntN(3000)])
-		}
-		if i%2 == 0 {
-			q = append(q, words[r.IntN(50)])
-		}
-		if i%10 == 0 {
-			w := []byte(q[0])
-			w[1], w[2] = w[2], w[1]
-			q[0] = string(w)
-		}
-		queries[i] = strings.Join(q, " ")
-	}
+	queries := knowledgetest.Queries(500, words, 7)
 	scope := knowledge.Scope{Packs: []string{"bench0", "bench1", "bench2", "bench3"}}
 	b.Run("100k-chunks", func(b *testing.B) {
 		lat := make([]time.Duration, 0, b.N)

@@ -97,7 +97,7 @@ func (r Result) Markdown() string {
 	row("3", "River no-op: process (FetchCooldown 1ms)", fmt.Sprintf("**%.0f jobs/s** (%.2f × asynq)", rv.TunedPerS, ratio(rv.TunedPerS, a.ProcessPerS)), fmt.Sprintf("MaxWorkers %d, same PostgreSQL", rv.Concurrency))
 	for _, p := range r.Scaling {
 		row("4", fmt.Sprintf("I/O-bound: %d worker process(es) × %d, %d ms model turns", p.Procs, p.Concurrency, p.LatencyMS),
-			fmt.Sprintf("**%.0f turns/s** of ideal %.0f (%.0f%%; %.0f%% until the drain)", p.AchievedPerS, p.IdealPerS, 100*p.Efficiency, 100*p.Steady),
+			fmt.Sprintf("**%.0f turns/s** of ideal %.0f (%.0f%%; %.1f%% until the drain; **%.1f%% settled**, from 10 turns in)", p.AchievedPerS, p.IdealPerS, 100*p.Efficiency, 100*p.Steady, 100*p.Settled),
 			fmt.Sprintf("%d model turns of %d ms, %d runs, %.1f s (%.1f s before fewer runs than slots were left); memory recall at %d entries meanwhile, the worker's way (generation and task lexemes read by a new session's acquire, then the index at that generation, rank and format): p50 %.2f ms, p99 %.2f ms (%d samples; a SELECT 1 beside it p99 %.2f ms; the acquires p99 %.2f ms)%s",
 				p.ModelTurns, p.LatencyMS, p.Runs, p.Seconds, p.SteadySeconds, recallEntries, p.RecallP50MS, p.RecallP99MS, p.RecallN, p.PingP99MS, p.AcquireP99MS, p.knowledgeNote(r.Config["knowledge_docs"])))
 	}

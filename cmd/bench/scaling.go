@@ -38,7 +38,12 @@ type ScalePoint struct {
 	// Steady is the efficiency until fewer runs are left than slots: from then on
 	// some slots must idle (each run holds at most one), so the drain measures the
 	// workload's size, not the fleet. SteadySeconds is that window.
-	Steady        float64        `json:"steady_efficiency"`
+	Steady float64 `json:"steady_efficiency"`
+	// Settled is Steady from ten model turns after t0 on: the runs' first
+	// steps start together (every slot at once as the queues resume) and
+	// contend for the same connections for a few seconds before the turns
+	// spread out; Settled is the fleet once they have.
+	Settled       float64        `json:"settled_efficiency"`
 	SteadySeconds float64        `json:"steady_seconds"`
 	CPU           harness.CPUUse `json:"cpu"`
 	// Recall is memory recall the worker's way, at recallEntries entries,
@@ -274,9 +279,12 @@ func benchScaling(ctx context.Context, e *env, res *Result) error {
 		if pt.Steady, pt.SteadySeconds, err = steady(ctx, e, ids, t0, p*conc, pt.IdealPerS); err != nil {
 			return err
 		}
+		if pt.Settled, _, err = steady(ctx, e, ids, t0.Add(10*latency), p*conc, pt.IdealPerS); err != nil {
+			return err
+		}
 		res.Scaling = append(res.Scaling, pt)
-		progress("scaling: %d proc(s) × %d at %s: %d turns in %.2fs = %.0f turns/s of an ideal %.0f (%.0f%%; %.0f%% until the drain); memory recall at %d entries meanwhile (at the acquire's generation): p50 %.2f ms, p99 %.2f ms (%d samples; SELECT 1 p99 %.2f ms, the acquires p99 %.2f ms); knowledge search p50 %.1f ms, p99 %.1f ms (%d samples); CPU: %s",
-			p, conc, latency, turns, pt.Seconds, pt.AchievedPerS, pt.IdealPerS, 100*pt.Efficiency, 100*pt.Steady, recallEntries, pt.RecallP50MS, pt.RecallP99MS, pt.RecallN, pt.PingP99MS, pt.AcquireP99MS,
+		progress("scaling: %d proc(s) × %d at %s: %d turns in %.2fs = %.0f turns/s of an ideal %.0f (%.0f%%; %.1f%% until the drain, %.1f%% settled); memory recall at %d entries meanwhile (at the acquire's generation): p50 %.2f ms, p99 %.2f ms (%d samples; SELECT 1 p99 %.2f ms, the acquires p99 %.2f ms); knowledge search p50 %.1f ms, p99 %.1f ms (%d samples); CPU: %s",
+			p, conc, latency, turns, pt.Seconds, pt.AchievedPerS, pt.IdealPerS, 100*pt.Efficiency, 100*pt.Steady, 100*pt.Settled, recallEntries, pt.RecallP50MS, pt.RecallP99MS, pt.RecallN, pt.PingP99MS, pt.AcquireP99MS,
 			pt.KnowledgeP50MS, pt.KnowledgeP99MS, pt.KnowledgeN, cpu)
 	}
 	return nil
@@ -294,7 +302,7 @@ func steady(ctx context.Context, e *env, ids []string, t0 time.Time, slots int, 
 		WITH r AS (SELECT finished_at FROM runs WHERE id = ANY($1::uuid[])),
 		     t1 AS (SELECT finished_at AS t FROM r ORDER BY finished_at LIMIT 1 OFFSET $2)
 		SELECT extract(epoch FROM t1.t - $3::timestamptz),
-		       (SELECT count(*) FROM run_events WHERE run_id = ANY($1::uuid[]) AND type = 'agent.message' AND created_at <= t1.t)
+		       (SELECT count(*) FROM run_events WHERE run_id = ANY($1::uuid[]) AND type = 'agent.message' AND created_at > $3::timestamptz AND created_at <= t1.t)
 		FROM t1`, ids, len(ids)-slots, t0).Scan(&seconds, &turns)
 	if err != nil || seconds <= 0 {
 		return 0, seconds, err
