@@ -31,10 +31,12 @@ func TestDelegationRoundTripWrites(t *testing.T) {
 	lim := store.DelegationLimits{PerSession: 10, PerRun: 10}
 	require.NoError(t, st.RecordDelegations(ctx, sess.ID, token, []store.Delegation{d}, lim))
 	require.NoError(t, st.RecordDelegations(ctx, sess.ID, token, []store.Delegation{d}, lim), "a redispatched call records nothing twice")
-	w := store.StepWrite{Release: true,
+	taskLabel := json.RawMessage(`{"untrusted":["web_fetch https://evil.test/"]}`)
+	w := store.StepWrite{Release: true, Delegated: []string{"del_1", "del_of_another"}, TaskLabel: taskLabel,
 		Events: []store.NewEvent{{Key: "delegated:del_1", Type: "delegation.created", Agent: "supervisor", Data: map[string]any{}}}}
 	_, err := st.SaveStep(ctx, sess, token, time.Minute, w)
 	require.NoError(t, err)
+	w.TaskLabel = json.RawMessage(`{}`)
 	_, err = st.SaveStep(ctx, sess, token, time.Minute, w) // a redelivered save: nothing twice
 	require.NoError(t, err)
 	got, err := st.GetDelegation(ctx, "del_1")
@@ -42,15 +44,14 @@ func TestDelegationRoundTripWrites(t *testing.T) {
 	require.Equal(t, store.DelegationPending, got.Status)
 	require.Nil(t, got.Tools, "a worker delegation has no tool list of its own")
 	require.Nil(t, got.ResultLabel, "no label before the outcome")
-	// The turn's read: the delegation, its run and the delegating session's
-	// saved context in one round trip (the task's flow label needs it).
+	// The turn's read: the delegation with its task's label (stored by the
+	// save that recorded it, the first save's: a label once stored stays) and
+	// its run, in one statement.
 	turn, run, err := st.GetTurn(ctx, "del_1")
 	require.NoError(t, err)
 	require.Equal(t, sess.RunID, run.ID)
 	require.Equal(t, store.DelegationPending, turn.Status)
-	require.True(t, turn.ParentRead)
-	require.Len(t, turn.ParentContext, len(sess.Messages))
-	require.Equal(t, "c1", turn.ParentContext[len(sess.Messages)-1].ToolCalls[0].ID, "the context as saved with the delegation")
+	require.JSONEq(t, string(taskLabel), string(turn.TaskLabel))
 	_, _, err = st.GetTurn(ctx, "del_nope")
 	require.ErrorIs(t, err, store.ErrNotFound)
 	require.Equal(t, 1, count(t, st, `SELECT count(*) FROM delegations WHERE run_id = $1`, sess.RunID))
@@ -215,4 +216,46 @@ func TestAcquireReadsMemoryGeneration(t *testing.T) {
 	require.Equal(t, generationOf(t, st, "p1"), second.Gen)
 	require.Equal(t, first.Lexemes, second.Lexemes)
 	require.Zero(t, acquire("s:3", &store.MemoryAt{Project: "p2", Text: ""}).Memory.Gen, "another project's generation")
+}
+
+// A delegation's task label is stored only by a save of the session that
+// recorded it, holding its lease, and only once.
+func TestTaskLabelIsFencedAndKept(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, sess, token := setup(t)
+	lim := store.DelegationLimits{PerSession: 10, PerRun: 10}
+	for _, id := range []string{"del_a", "del_b"} {
+		d := store.Delegation{ID: id, RunID: sess.RunID, ParentSession: sess.ID, ToolCallID: "c_" + id, Agent: "writer", Task: "go"}
+		require.NoError(t, st.RecordDelegations(ctx, sess.ID, token, []store.Delegation{d}, lim))
+	}
+	// Another session of the run, with a delegation of its own.
+	other, ok, err := st.AcquireSession(ctx, store.Session{ID: "w:" + sess.RunID, RunID: sess.RunID, Agent: "writer", Role: "worker",
+		Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}}, "tok-other", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, st.RecordDelegations(ctx, other.ID, "tok-other", []store.Delegation{{ID: "del_c", RunID: sess.RunID, ParentSession: other.ID, ToolCallID: "c", Agent: "editor", Task: "go"}}, lim))
+
+	labelOf := func(id string) json.RawMessage {
+		t.Helper()
+		d, _, err := st.GetTurn(ctx, id)
+		require.NoError(t, err)
+		return d.TaskLabel
+	}
+	// A save that names another session's delegation labels only its own.
+	_, err = st.SaveStep(ctx, sess, token, time.Minute, store.StepWrite{Delegated: []string{"del_a", "del_c"}, TaskLabel: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	require.JSONEq(t, `{}`, string(labelOf("del_a")), "clean, stored as such")
+	require.Nil(t, labelOf("del_c"), "another session's delegation")
+	require.Nil(t, labelOf("del_b"), "not named by the save")
+
+	// A save without the lease stores nothing.
+	_, err = st.SaveStep(ctx, sess, "tok-stale", time.Minute, store.StepWrite{Delegated: []string{"del_b"}, TaskLabel: json.RawMessage(`{"private":["x"]}`)})
+	require.ErrorIs(t, err, store.ErrLeaseLost)
+	require.Nil(t, labelOf("del_b"))
+
+	// Without a label nothing is stored, whatever the save names.
+	_, err = st.SaveStep(ctx, sess, token, time.Minute, store.StepWrite{Delegated: []string{"del_b"}})
+	require.NoError(t, err)
+	require.Nil(t, labelOf("del_b"))
 }

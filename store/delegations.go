@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/aetherium-engine/aetherium/llm"
 )
 
 // Delegation statuses.
@@ -48,24 +46,24 @@ type Delegation struct {
 	// save that ended it; nil when not recorded (the reader derives it from the
 	// session's history).
 	ResultLabel json.RawMessage `json:"-"`
-	// ParentContext is the delegating session's saved context, read by GetTurn
-	// in the same round trip (the task's flow label is derived from it: issue
-	// 45, no read of its own); nil when that session no longer exists, and
-	// unset (ParentRead false) by every other read.
-	ParentContext []llm.Message `json:"-"`
-	ParentRead    bool          `json:"-"`
+	// TaskLabel is the flow label of the delegation's task (llm.Provenance as
+	// JSON, "{}" when clean): what the delegating session had read, stored by
+	// the save that recorded it (StepWrite.Delegated); nil when not recorded
+	// (an older build's, or one recorded outside a step), and the reader derives
+	// it from the delegating session's history.
+	TaskLabel json.RawMessage `json:"-"`
 }
 
 // DelegationReview is the kind of code_review's reviewer delegation.
 const DelegationReview = "review"
 
-const delCols = `id, run_id::text, parent_session, tool_call_id, agent, task, tools, kind, status, result, error, created_at, completed_at, trace_context, result_label`
+const delCols = `id, run_id::text, parent_session, tool_call_id, agent, task, tools, kind, status, result, error, created_at, completed_at, trace_context, result_label, task_label`
 
 func scanDelegation(row pgx.Row) (Delegation, error) {
 	var d Delegation
 	var tools []byte
 	err := row.Scan(&d.ID, &d.RunID, &d.ParentSession, &d.ToolCallID, &d.Agent, &d.Task, &tools, &d.Kind, &d.Status,
-		&d.Result, &d.Error, &d.CreatedAt, &d.CompletedAt, &d.TraceContext, &d.ResultLabel)
+		&d.Result, &d.Error, &d.CreatedAt, &d.CompletedAt, &d.TraceContext, &d.ResultLabel, &d.TaskLabel)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, ErrNotFound
 	}
@@ -266,26 +264,21 @@ func (s *Store) UnannouncedDelegations(ctx context.Context, runID string) ([]Del
 		ORDER BY d.created_at, d.id`, runID)
 }
 
-// GetTurn loads a delegation with its run and its delegating session's saved
-// context (Delegation.ParentContext), in one round trip and one (implicit)
-// transaction: what an agent turn reads before it starts.
+// GetTurn loads a delegation with its run and its task's stored flow label
+// (Delegation.TaskLabel), in one statement: what an agent turn reads before it
+// starts.
 func (s *Store) GetTurn(ctx context.Context, id string) (Delegation, Run, error) {
 	var d Delegation
 	var r Run
 	var tools []byte
-	b := &pgx.Batch{}
-	b.Queue(`SELECT d.id, d.run_id::text, d.parent_session, d.tool_call_id, d.agent, d.task, d.tools, d.kind,
-			d.status, d.result, d.error, d.created_at, d.completed_at,
+	err := s.db.QueryRow(ctx, `SELECT d.id, d.run_id::text, d.parent_session, d.tool_call_id, d.agent, d.task, d.tools, d.kind,
+			d.status, d.result, d.error, d.created_at, d.completed_at, d.task_label,
 			r.id::text, r.status, r.prompt, r.template, r.team, r.variables, r.result, r.error, r.reason,
 			r.tokens_used, r.token_budget, r.cost, r.cost_budget, r.created_at, r.updated_at, r.finished_at, r.owner, r.project, coalesce(r.project_id::text, ''), r.workspace,
 			r.fair_key, r.priority, r.run_limit, r.admitted_at, r.trace_context, r.untrusted
-		FROM delegations AS d JOIN runs AS r ON r.id = d.run_id WHERE d.id = $1`, id)
-	queueContext(b, "(SELECT parent_session FROM delegations WHERE id = $1)", id)
-	br := s.db.SendBatch(ctx, b)
-	defer br.Close()
-	err := br.QueryRow().Scan(
+		FROM delegations AS d JOIN runs AS r ON r.id = d.run_id WHERE d.id = $1`, id).Scan(
 		&d.ID, &d.RunID, &d.ParentSession, &d.ToolCallID, &d.Agent, &d.Task, &tools, &d.Kind, &d.Status,
-		&d.Result, &d.Error, &d.CreatedAt, &d.CompletedAt,
+		&d.Result, &d.Error, &d.CreatedAt, &d.CompletedAt, &d.TaskLabel,
 		&r.ID, &r.Status, &r.Prompt, &r.Template, &r.Team, &r.Variables, &r.Result,
 		&r.Error, &r.Reason, &r.TokensUsed, &r.TokenBudget, &r.Cost, &r.CostBudget, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt, &r.Owner, &r.Project, &r.ProjectID, &r.Workspace,
 		&r.FairKey, &r.Priority, &r.RunLimit, &r.AdmittedAt, &r.TraceContext, &r.Untrusted)
@@ -294,13 +287,6 @@ func (s *Store) GetTurn(ctx context.Context, id string) (Delegation, Run, error)
 	}
 	if err == nil && len(tools) > 0 {
 		err = json.Unmarshal(tools, &d.Tools)
-	}
-	if err == nil {
-		d.ParentContext, err = readContext(br, d.ParentSession)
-		d.ParentRead = err == nil
-	}
-	if err == nil {
-		err = br.Close()
 	}
 	if err != nil {
 		return d, r, fmt.Errorf("get delegation %s: %w", id, err)

@@ -118,7 +118,7 @@ func (s *Store) SessionStatus(ctx context.Context, id string) (string, error) {
 func (s *Store) SessionMessages(ctx context.Context, id string) ([]llm.Message, error) {
 	// One round trip and one (implicit) transaction, not two (issue 45).
 	b := &pgx.Batch{}
-	queueContext(b, "$1", id)
+	queueContext(b, id)
 	br := s.db.SendBatch(ctx, b)
 	defer br.Close()
 	msgs, err := readContext(br, id)
@@ -136,12 +136,11 @@ func (s *Store) SessionMessages(ctx context.Context, id string) ([]llm.Message, 
 
 // queueContext queues the two statements of a session's saved context: its
 // shape, then the rows it names (the second joins the session again, so it
-// needs nothing from the first). idExpr is the session id's SQL expression
-// over args (a parameter, or a subquery: GetTurn's parent session).
-func queueContext(b *pgx.Batch, idExpr string, args ...any) {
-	b.Queue(`SELECT head, context_from, summary FROM sessions WHERE id = `+idExpr, args...)
+// needs nothing from the first).
+func queueContext(b *pgx.Batch, id string) {
+	b.Queue(`SELECT head, context_from, summary FROM sessions WHERE id = $1`, id)
 	b.Queue(`SELECT m.seq, m.message FROM sessions AS s JOIN session_messages AS m ON m.session_id = s.id
-		AND (m.seq < s.head OR m.seq >= s.context_from) WHERE s.id = `+idExpr+` ORDER BY m.seq`, args...)
+		AND (m.seq < s.head OR m.seq >= s.context_from) WHERE s.id = $1 ORDER BY m.seq`, id)
 }
 
 // readContext reads what queueContext queued: the context, or nil (and no

@@ -42,6 +42,14 @@ type StepWrite struct {
 	// list the step's calls changed since its last save (tools.Todos), stored
 	// with those calls' results.
 	Todos *[]TodoItem
+	// Delegated are the delegations the step's calls recorded since its last
+	// save (by id), and TaskLabel the flow label their tasks carry
+	// (llm.Provenance as JSON, "{}" when clean): what the session had read, as
+	// this save leaves its history. Stored with each of them that has none yet
+	// by the save's first statement, so the delegated turn reads it with the
+	// delegation (Delegation.TaskLabel) instead of this session's history.
+	Delegated []string
+	TaskLabel json.RawMessage
 }
 
 // ModelCall is one model call's usage and cost (picodollars, llm.Money).
@@ -87,7 +95,9 @@ const (
 				summary = COALESCE($13::jsonb, summary)
 			WHERE id = $1 AND lease_token = $2 RETURNING run_id),
 		r AS (UPDATE runs SET tokens_used = tokens_used + $8::bigint, cost = cost + $10::bigint, updated_at = now()
-			WHERE ($8::bigint <> 0 OR $10::bigint <> 0) AND id = (SELECT run_id FROM s) RETURNING tokens_used, cost)
+			WHERE ($8::bigint <> 0 OR $10::bigint <> 0) AND id = (SELECT run_id FROM s) RETURNING tokens_used, cost),
+		d AS (UPDATE delegations SET task_label = $15::jsonb
+			WHERE id = ANY($14::text[]) AND parent_session = $1 AND task_label IS NULL AND EXISTS (SELECT 1 FROM s))
 		SELECT EXISTS (SELECT 1 FROM s), run.status, COALESCE((SELECT tokens_used FROM r), run.tokens_used), run.token_budget,
 			COALESCE((SELECT cost FROM r), run.cost), run.cost_budget
 		FROM (SELECT 1) AS one LEFT JOIN runs AS run ON run.id = (SELECT run_id FROM s)`
@@ -158,8 +168,16 @@ func (s *Store) SaveStep(ctx context.Context, sess *Session, token string, lease
 		}
 		head, from = &sess.Head, &sess.From
 	}
+	delegated := w.Delegated
+	if delegated == nil {
+		delegated = []string{}
+	}
+	var taskLabel []byte
+	if len(w.Delegated) > 0 {
+		taskLabel = w.TaskLabel
+	}
 	b.Queue(saveStepSession, sess.ID, token, w.Notes, sess.Status, sess.Steps, sess.Failures, lease.String(), w.Tokens, w.Release, cost,
-		head, from, summary)
+		head, from, summary, delegated, taskLabel)
 	if len(added) > 0 {
 		b.Queue(saveStepRows, sess.ID, token, sess.SeqOf(sess.Saved), added)
 	}

@@ -151,21 +151,36 @@ func ownApp(target string) bool {
 
 // taskProvenance is what a delegation's task carries: the label of the session
 // that delegated, from its history as saved before the delegation's turn was
-// enqueued. A delegated agent is steered by its task, so it inherits it.
-// GetTurn reads that history with the delegation (issue 45: no transaction of
-// its own); a delegation read otherwise has it read here.
+// enqueued. A delegated agent is steered by its task, so it inherits it. The
+// save that recorded the delegation stored that label with it (issue 45: no
+// read of the delegating session's history per round trip); a delegation
+// without one (recorded by an older build) has it derived here.
 func (w *Worker) taskProvenance(ctx context.Context, d store.Delegation) (*llm.Provenance, error) {
-	msgs := d.ParentContext
-	if !d.ParentRead {
-		var err error
-		if msgs, err = w.store.SessionMessages(ctx, d.ParentSession); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return nil, err
+	if d.TaskLabel != nil {
+		var p llm.Provenance
+		if err := json.Unmarshal(d.TaskLabel, &p); err != nil {
+			// A label never gets cleaner by a corrupt field.
+			return &llm.Provenance{Untrusted: []string{"a delegated task whose stored label did not parse"}}, nil
 		}
+		if len(p.Private) == 0 && len(p.Untrusted) == 0 {
+			return nil, nil
+		}
+		return &p, nil
+	}
+	msgs, err := w.store.SessionMessages(ctx, d.ParentSession)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
 	}
 	if msgs == nil {
 		return nil, nil // the parent's session is gone with its run
 	}
 	return labelOf(w.router.Registry(), msgs).Record(), nil
+}
+
+// taskLabel is the label taskProvenance reads, as the delegations' stored
+// TaskLabel: what a session whose history is msgs had read.
+func (w *Worker) taskLabel(msgs []llm.Message) (json.RawMessage, error) {
+	return storedLabel(labelOf(w.router.Registry(), msgs).Record(), "the delegations' task label")
 }
 
 // requestProvenance is what the run's request carries that no person wrote
@@ -223,16 +238,20 @@ func (w *Worker) ownLabel(msgs []llm.Message) *llm.Provenance {
 	return labelOf(w.router.Registry(), msgs).Record()
 }
 
-// resultLabel is ownLabel as the delegation's stored ResultLabel ("{}" when
-// clean, so a stored clean label is told from none stored).
+// resultLabel is ownLabel as the delegation's stored ResultLabel.
 func (w *Worker) resultLabel(msgs []llm.Message) (json.RawMessage, error) {
-	p := w.ownLabel(msgs)
+	return storedLabel(w.ownLabel(msgs), "the delegation's result label")
+}
+
+// storedLabel is a label as a delegation's row stores it: "{}" when clean, so
+// a stored clean label is told from none stored.
+func storedLabel(p *llm.Provenance, what string) (json.RawMessage, error) {
 	if p == nil {
 		p = &llm.Provenance{}
 	}
 	raw, err := json.Marshal(p)
 	if err != nil {
-		return nil, fmt.Errorf("encode the delegation's result label: %w", err)
+		return nil, fmt.Errorf("encode %s: %w", what, err)
 	}
 	return raw, nil
 }

@@ -108,6 +108,18 @@ func (w *Worker) persist(ctx context.Context, in stepInput, sess *store.Session,
 	sw.Memory = w.sessionMemory(in, sess) // a session ending with this save is remembered in it
 	sw.Release, sw.Finish, sw.Call = o.release, o.finish, o.call
 	sw.Compacted, sw.Notes = o.compacted, o.notes
+	if len(delegations) > 0 {
+		// Their tasks carry what this session had read, as this save leaves
+		// its history: stored with them, for their turns to read.
+		label, err := w.taskLabel(sess.Messages)
+		if err != nil {
+			return store.StepSaved{}, err
+		}
+		sw.TaskLabel = label
+		for _, d := range delegations {
+			sw.Delegated = append(sw.Delegated, d.ID)
+		}
+	}
 	todos, mark, changed := in.out.todos.Unsaved()
 	if changed {
 		sw.Todos = &todos

@@ -18,8 +18,17 @@ import (
 // make them up (BEGIN counts the explicit transactions; every other statement
 // outside one is a transaction of its own). Without the extension: nothing.
 
-// stmtCounts is calls by normalized statement text of the bench database.
-type stmtCounts map[string]int64
+// stmtCounts is calls and execution time by normalized statement text of the
+// bench database. The time is PostgreSQL's executor's (total_exec_time): it
+// leaves out parsing, binding and the protocol, which for the fleet's small
+// statements are much of their CPU, but it tells a statement that reads
+// much from one that does not.
+type stmtCounts map[string]stmtCount
+
+type stmtCount struct {
+	calls int64
+	ms    float64
+}
 
 // enablePGSS creates the extension in the bench database when the server
 // preloads it; it reports whether statements can be counted.
@@ -53,15 +62,19 @@ func (e *env) statements(ctx context.Context) (stmtCounts, error) {
 		return nil, nil
 	}
 	out := stmtCounts{}
-	rows, err := e.db.Query(ctx, `SELECT query, sum(calls)::bigint FROM pg_stat_statements
+	rows, err := e.db.Query(ctx, `SELECT query, sum(calls)::bigint, sum(total_exec_time)::float8 FROM pg_stat_statements
 		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1) GROUP BY query`, e.o.database)
 	if err != nil {
 		return nil, fmt.Errorf("pg_stat_statements: %w", err)
 	}
 	var q string
 	var n int64
-	if _, err := pgx.ForEachRow(rows, []any{&q, &n}, func() error {
-		out[oneLine(q)] += n
+	var ms float64
+	if _, err := pgx.ForEachRow(rows, []any{&q, &n, &ms}, func() error {
+		c := out[oneLine(q)]
+		c.calls += n
+		c.ms += ms
+		out[oneLine(q)] = c
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("pg_stat_statements: %w", err)
@@ -78,28 +91,34 @@ func oneLine(q string) string {
 	return q
 }
 
-// printStatements prints calls per unit of a (minus b's, scaled by bScale,
-// when b is given), most first, down to 0.05 per unit.
+// printStatements prints calls and executor microseconds per unit of a (minus
+// b's, scaled by bScale, when b is given), most calls first, down to 0.05
+// calls per unit.
 func printStatements(label string, a stmtCounts, units float64, b stmtCounts, bScale float64) {
 	if a == nil || units <= 0 {
 		return
 	}
-	per := map[string]float64{}
-	for q, n := range a {
-		per[q] = float64(n)
+	type per struct{ calls, us float64 }
+	m := map[string]per{}
+	for q, c := range a {
+		m[q] = per{float64(c.calls), c.ms * 1000}
 	}
-	for q, n := range b {
-		per[q] -= float64(n) * bScale
+	for q, c := range b {
+		p := m[q]
+		p.calls -= float64(c.calls) * bScale
+		p.us -= c.ms * 1000 * bScale
+		m[q] = p
 	}
-	keys := slices.SortedFunc(maps.Keys(per), func(x, y string) int { return cmp.Compare(per[y], per[x]) })
-	var total float64
+	keys := slices.SortedFunc(maps.Keys(m), func(x, y string) int { return cmp.Compare(m[y].calls, m[x].calls) })
+	var calls, us float64
 	var lines []string
 	for _, q := range keys {
-		v := per[q] / units
-		total += v
-		if v >= 0.05 || v <= -0.05 {
-			lines = append(lines, fmt.Sprintf("    %7.2f  %s", v, q))
+		c, t := m[q].calls/units, m[q].us/units
+		calls += c
+		us += t
+		if c >= 0.05 || c <= -0.05 {
+			lines = append(lines, fmt.Sprintf("    %7.2f %8.1f µs  %s", c, t, q))
 		}
 	}
-	progress("statements per %s (pg_stat_statements; %.2f in all):\n%s", label, total, strings.Join(lines, "\n"))
+	progress("statements per %s (pg_stat_statements: calls, executor time; %.2f calls, %.0f µs in all):\n%s", label, calls, us, strings.Join(lines, "\n"))
 }
