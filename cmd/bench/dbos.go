@@ -192,6 +192,7 @@ func dbosWorkload(ctx context.Context, e *env, url string, n int, unit func(dbos
 		shut()
 		return w, fmt.Errorf("dbos warm-up: %w", err)
 	}
+	e.checkpoint(ctx)
 	x0, _, err := dbosXact(ctx, e, pool)
 	if err != nil {
 		shut()

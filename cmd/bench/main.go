@@ -220,6 +220,8 @@ type env struct {
 	order    []string
 	// pgss: the bench database counts statements (pgss.go).
 	pgss bool
+	// noCheckpoint: the bench may not CHECKPOINT (checkpoint).
+	noCheckpoint bool
 	// sink is the null OTLP receiver of -tracing-sink null, once started.
 	sink *nullOTLP
 	// pg meters the bench's own PostgreSQL CPU (harness.PGMeter).

@@ -23,9 +23,13 @@ import (
 // leaves out parsing, binding and the protocol, which for the fleet's small
 // statements are much of their CPU, but it tells a statement that reads
 // much from one that does not.
-type stmtCounts map[string]stmtCount
+// Keyed by queryid: after a reset the text pg_stat_statements shows for a
+// statement is the first one it saw (constants folded to $n or not), so two
+// workloads' texts of the same statement can differ.
+type stmtCounts map[int64]stmtCount
 
 type stmtCount struct {
+	text  string
 	calls int64
 	ms    float64
 }
@@ -62,19 +66,17 @@ func (e *env) statements(ctx context.Context) (stmtCounts, error) {
 		return nil, nil
 	}
 	out := stmtCounts{}
-	rows, err := e.db.Query(ctx, `SELECT query, sum(calls)::bigint, sum(total_exec_time)::float8 FROM pg_stat_statements
-		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1) GROUP BY query`, e.o.database)
+	rows, err := e.db.Query(ctx, `SELECT queryid, min(query), sum(calls)::bigint, sum(total_exec_time)::float8 FROM pg_stat_statements
+		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1) GROUP BY queryid`, e.o.database)
 	if err != nil {
 		return nil, fmt.Errorf("pg_stat_statements: %w", err)
 	}
+	var id int64
 	var q string
 	var n int64
 	var ms float64
-	if _, err := pgx.ForEachRow(rows, []any{&q, &n, &ms}, func() error {
-		c := out[oneLine(q)]
-		c.calls += n
-		c.ms += ms
-		out[oneLine(q)] = c
+	if _, err := pgx.ForEachRow(rows, []any{&id, &q, &n, &ms}, func() error {
+		out[id] = stmtCount{text: oneLine(q), calls: n, ms: ms}
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("pg_stat_statements: %w", err)
@@ -98,26 +100,30 @@ func printStatements(label string, a stmtCounts, units float64, b stmtCounts, bS
 	if a == nil || units <= 0 {
 		return
 	}
-	type per struct{ calls, us float64 }
-	m := map[string]per{}
-	for q, c := range a {
-		m[q] = per{float64(c.calls), c.ms * 1000}
+	type per struct {
+		text      string
+		calls, us float64
 	}
-	for q, c := range b {
-		p := m[q]
+	m := map[int64]per{}
+	for id, c := range a {
+		m[id] = per{c.text, float64(c.calls), c.ms * 1000}
+	}
+	for id, c := range b {
+		p := m[id]
+		p.text = cmp.Or(p.text, c.text)
 		p.calls -= float64(c.calls) * bScale
 		p.us -= c.ms * 1000 * bScale
-		m[q] = p
+		m[id] = p
 	}
-	keys := slices.SortedFunc(maps.Keys(m), func(x, y string) int { return cmp.Compare(m[y].calls, m[x].calls) })
+	keys := slices.SortedFunc(maps.Keys(m), func(x, y int64) int { return cmp.Compare(m[y].calls, m[x].calls) })
 	var calls, us float64
 	var lines []string
-	for _, q := range keys {
-		c, t := m[q].calls/units, m[q].us/units
+	for _, id := range keys {
+		c, t := m[id].calls/units, m[id].us/units
 		calls += c
 		us += t
 		if c >= 0.05 || c <= -0.05 {
-			lines = append(lines, fmt.Sprintf("    %7.2f %8.1f µs  %s", c, t, q))
+			lines = append(lines, fmt.Sprintf("    %7.2f %8.1f µs  %s", c, t, m[id].text))
 		}
 	}
 	progress("statements per %s (pg_stat_statements: calls, executor time; %.2f calls, %.0f µs in all):\n%s", label, calls, us, strings.Join(lines, "\n"))

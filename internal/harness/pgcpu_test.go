@@ -24,6 +24,8 @@ type fakeProc struct {
 	comm, cmdline                string
 	utime, stime, cutime, cstime int
 	start                        uint64
+	// runNS, when set, is the process's schedstat time on a CPU (ns).
+	runNS uint64
 }
 
 // title is a process title as PostgreSQL writes it over argv, NUL-padded.
@@ -45,6 +47,9 @@ func writeProcs(t *testing.T, dir string, procs []fakeProc) {
 			p.pid, p.comm, p.ppid, p.pid, p.pid, p.utime, p.stime, p.cutime, p.cstime, p.start)
 		require.NoError(t, os.WriteFile(filepath.Join(d, "stat"), []byte(stat), 0o644))
 		require.NoError(t, os.WriteFile(filepath.Join(d, "cmdline"), []byte(p.cmdline), 0o644))
+		if p.runNS > 0 {
+			require.NoError(t, os.WriteFile(filepath.Join(d, "schedstat"), fmt.Appendf(nil, "%d 12345 42\n", p.runNS), 0o644))
+		}
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "stat"), []byte("cpu 1 2 3 4\n"), 0o644))
 }
@@ -151,6 +156,22 @@ func TestPGMeterAttributesTheClustersCPU(t *testing.T) {
 				return ps
 			}(),
 			want: PGCPU{Backends: 0.15, Helpers: 0.08, Excluded: 0.15},
+		},
+		{
+			// The bench's backend ran 0.1 s by the scheduler's count, which
+			// the ticks (11 of them) overstate.
+			name: "the scheduler's nanoseconds where the kernel keeps them",
+			start: func() []fakeProc {
+				ps := cluster(1)
+				ps[1].runNS = 1_234_567_890
+				return ps
+			}(),
+			stop: func() []fakeProc {
+				ps := cluster(2)
+				ps[1].runNS = 1_334_567_890
+				return ps
+			}(),
+			want: PGCPU{Backends: 0.14, Helpers: 0.05, Excluded: 0.18},
 		},
 	}
 	for _, tc := range tests {
