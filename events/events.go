@@ -93,6 +93,9 @@ type Recorder struct {
 	// OnEvent, when set, is called once per newly stored event (webhook fan-out).
 	// Its error fails the Emit, so the step retries and the delivery is not lost.
 	OnEvent func(ctx context.Context, e Stored) error
+	// Announcer, when set, publishes the announcements off the caller's path;
+	// nil publishes each one before Emit and Announce return.
+	Announcer *Announcer
 }
 
 // Fanout is one OnEvent hook made of several, called in order; the first error
@@ -150,6 +153,10 @@ func (r *Recorder) AnnounceMCPCall(ctx context.Context, callID string) {
 
 func (r *Recorder) publish(ctx context.Context, channel string, msg any) {
 	if r == nil || r.Redis == nil {
+		return
+	}
+	if r.Announcer != nil {
+		r.Announcer.Publish(ctx, channel, msg)
 		return
 	}
 	if err := r.Redis.Publish(ctx, channel, msg).Err(); err != nil && r.Log != nil {

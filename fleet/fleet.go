@@ -274,7 +274,7 @@ func (f *Fleet) openCore(ctx context.Context, opts Options) error {
 	if f.Queue, err = queue.NewEnqueuer(f.Client, qcfg); err != nil {
 		return fmt.Errorf("worker.max_retry: %w", err)
 	}
-	f.Events = &events.Recorder{Store: f.Store, Redis: f.Redis, Log: f.Log}
+	f.Events = &events.Recorder{Store: f.Store, Redis: f.Redis, Log: f.Log, Announcer: events.NewAnnouncer(f.Redis, f.Log)}
 	hooks := []func(context.Context, events.Stored) error{}
 	if len(cfg.API.Webhooks) > 0 {
 		f.Webhooks = &webhook.Deliverer{Hooks: cfg.API.Webhooks, Store: f.Store, Queue: f.Queue}
@@ -594,6 +594,9 @@ func (f *Fleet) Close() {
 	}
 	if f.hub != nil {
 		_ = f.hub.Close()
+	}
+	if f.Events != nil && f.Events.Announcer != nil {
+		f.Events.Announcer.Close() // what is pending, published before Redis closes
 	}
 	if f.Redis != nil {
 		_ = f.Redis.Close()
