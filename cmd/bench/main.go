@@ -319,7 +319,10 @@ func run(ctx context.Context, o options) error {
 	self := os.Getpid()
 	e.meter = map[string]func() []int{
 		"bench":   func() []int { return []int{self} },
-		"workers": func() []int { return harness.PidsNamed("aetherium") },
+		// The worker processes the bench starts run e.bin (-bin may name it
+		// otherwise: /tmp/aeth showed "workers 0.0 cores"); the kernel's comm
+		// is the file's name cut to 15 bytes.
+		"workers": func() []int { return harness.PidsNamed(comm(e.bin)) },
 		"redis":   func() []int { return harness.PidsNamed("redis-server") },
 	}
 	e.order = []string{"bench", "workers", harness.PostgresGroup, "redis"}
@@ -363,4 +366,13 @@ func run(ctx context.Context, o options) error {
 
 // cpu starts a CPU meter over the bench, worker processes, the bench's
 // PostgreSQL work (e.pg) and Redis.
+// comm is the process name the kernel gives a process started from bin.
+func comm(bin string) string {
+	name := filepath.Base(bin)
+	if len(name) > 15 {
+		name = name[:15]
+	}
+	return name
+}
+
 func (e *env) cpu() *harness.CPUMeter { return harness.NewCPUMeter(e.meter, e.order, e.pg) }
