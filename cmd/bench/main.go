@@ -318,7 +318,7 @@ func run(ctx context.Context, o options) error {
 
 	self := os.Getpid()
 	e.meter = map[string]func() []int{
-		"bench":   func() []int { return []int{self} },
+		"bench": func() []int { return []int{self} },
 		// The worker processes the bench starts run e.bin (-bin may name it
 		// otherwise: /tmp/aeth showed "workers 0.0 cores"); the kernel's comm
 		// is the file's name cut to 15 bytes.
