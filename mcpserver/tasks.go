@@ -50,6 +50,15 @@ type cachedCall struct {
 	checkRun bool
 }
 
+// stale makes the next read of id's row go to PostgreSQL.
+func (c *taskCache) stale(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[id]; ok {
+		e.fresh = false
+	}
+}
+
 // taskIdle is how long a cached row outlives its last poll.
 const taskIdle = 2 * time.Minute
 
@@ -299,6 +308,9 @@ func (s *Server) withdraw(id, principal, why string) (store.MCPCall, bool) {
 	}
 	if ok {
 		s.d.Log.Info("mcp call withdrawn", "call", id, "principal", principal, "why", why)
+		// This process's own change: its next read is the row's, not an
+		// announcement's round trip (published off the caller's path) later.
+		s.tasks.stale(id)
 		if s.d.Events != nil {
 			s.d.Events.AnnounceMCPCall(ctx, id)
 		}
