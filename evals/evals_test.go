@@ -305,8 +305,7 @@ func TestRunIsBounded(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	rep = Run(ctx, s, "demo", Config{Parallel: 1}, run, Evaluator{}, nil)
-	require.Equal(t, 12, rep.Totals.Errors+rep.Totals.Passed)
-	require.Positive(t, rep.Totals.Errors, "tasks that never started are errors")
+	require.Equal(t, 12, rep.Totals.Errors, "interrupted before it began: no task starts (select chose a free slot over the done context at random)")
 	for _, r := range rep.Tasks {
 		if r.Error != "" {
 			require.Equal(t, "not run: interrupted before its turn (context canceled)", r.Error)

@@ -58,10 +58,20 @@ func Run(ctx context.Context, s Suite, team string, cfg Config, run Runner, ev E
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			notRun := func() {
+				results[i] = ev.Evaluate(ctx, t, Outcome{Err: fmt.Errorf("not run: interrupted before its turn (%w)", context.Cause(ctx))})
+			}
 			select {
 			case sem <- struct{}{}:
+				if ctx.Err() != nil {
+					// Both were ready and select chose the slot at random: the
+					// interruption wins, no task starts after it.
+					<-sem
+					notRun()
+					return
+				}
 			case <-ctx.Done():
-				results[i] = ev.Evaluate(ctx, t, Outcome{Err: fmt.Errorf("not run: interrupted before its turn (%w)", context.Cause(ctx))})
+				notRun()
 				return
 			}
 			defer func() { <-sem }()
