@@ -97,7 +97,8 @@ const (
 		r AS (UPDATE runs SET tokens_used = tokens_used + $8::bigint, cost = cost + $10::bigint, updated_at = now()
 			WHERE ($8::bigint <> 0 OR $10::bigint <> 0) AND id = (SELECT run_id FROM s) RETURNING tokens_used, cost),
 		d AS (UPDATE delegations SET task_label = $15::jsonb
-			WHERE id = ANY($14::text[]) AND parent_session = $1 AND task_label IS NULL AND EXISTS (SELECT 1 FROM s))
+			WHERE $15::jsonb IS NOT NULL AND id = ANY($14::text[]) AND parent_session = $1 AND task_label IS NULL
+				AND EXISTS (SELECT 1 FROM s))
 		SELECT EXISTS (SELECT 1 FROM s), run.status, COALESCE((SELECT tokens_used FROM r), run.tokens_used), run.token_budget,
 			COALESCE((SELECT cost FROM r), run.cost), run.cost_budget
 		FROM (SELECT 1) AS one LEFT JOIN runs AS run ON run.id = (SELECT run_id FROM s)`
@@ -168,16 +169,9 @@ func (s *Store) SaveStep(ctx context.Context, sess *Session, token string, lease
 		}
 		head, from = &sess.Head, &sess.From
 	}
-	delegated := w.Delegated
-	if delegated == nil {
-		delegated = []string{}
-	}
-	var taskLabel []byte
-	if len(w.Delegated) > 0 {
-		taskLabel = w.TaskLabel
-	}
+	// No delegations (a NULL array) or no label (NULL): the CTE updates no row.
 	b.Queue(saveStepSession, sess.ID, token, w.Notes, sess.Status, sess.Steps, sess.Failures, lease.String(), w.Tokens, w.Release, cost,
-		head, from, summary, delegated, taskLabel)
+		head, from, summary, w.Delegated, []byte(w.TaskLabel))
 	if len(added) > 0 {
 		b.Queue(saveStepRows, sess.ID, token, sess.SeqOf(sess.Saved), added)
 	}
