@@ -188,24 +188,46 @@ func FinishedDelegation(id, status, result, errMsg string) DelegationFinishedDat
 }
 
 // EmitTerminal records the terminal event of a finished run from its stored status,
-// keyed "terminal": whoever finished the run, and however often this runs, the
-// stream gets exactly one. The delegation.finished events of the delegations the
-// run's end closed (store.FinishRun) are recorded first, from their rows and
-// under their own keys, so a follower whose stream ends at the terminal event
-// sees them, and a retry of this (every caller runs it again on redelivery)
-// records what a crash in between lost.
+// keyed store.TerminalEventKey: whoever finished the run, and however often this
+// runs, the stream gets exactly one. The delegation.finished events of the
+// delegations the run's end closed (store.FinishRun) are recorded first, from
+// their rows and under their own keys, so a follower whose stream ends at the
+// terminal event sees them, and a retry of this (every caller runs it again on
+// redelivery) records what a crash in between lost.
+//
+// The end's hooks (OnEvent: the run's cleanup, its webhooks) run until they
+// held once, not only when this call stored the event: the run's end stays
+// unannounced (store.MarkEndAnnounced, after them) until they did, so a
+// delivery that stored the event and then died or failed in a hook leaves the
+// end to the next delivery or to the stuck-runs tick (store.UnannouncedEnds),
+// which run them again (each hook is keyed: a second run enqueues nothing new).
 func (r *Recorder) EmitTerminal(ctx context.Context, run store.Run) error {
 	if err := r.emitClosedDelegations(ctx, run.ID); err != nil {
 		return err
 	}
 	typ := map[string]string{store.RunCompleted: RunCompleted, store.RunFailed: RunFailed, store.RunCancelled: RunCancelled}[run.Status]
-	if err := r.Emit(ctx, run.ID, "terminal", typ, "", RunEndedData{
-		Status: run.Status, Result: run.Result, Error: run.Error, Reason: run.Reason, TokensUsed: run.TokensUsed,
-	}); err != nil {
-		return err
+	if err := CheckType(typ); err != nil {
+		return fmt.Errorf("emit terminal event of run %s (%s): %w", run.ID, run.Status, err)
 	}
-	// Stored (now or by an earlier delivery): the end is no longer one the
-	// stuck-runs tick must announce.
+	t, err := r.Store.AppendTerminalEvent(ctx, run.ID, typ, RunEndedData{
+		Status: run.Status, Result: run.Result, Error: run.Error, Reason: run.Reason, TokensUsed: run.TokensUsed,
+	})
+	if err != nil {
+		return fmt.Errorf("emit %s: %w", typ, err)
+	}
+	if t.ID == 0 || (t.Announced && !t.Inserted) {
+		return nil // heard already, or being stored by a writer that announces it
+	}
+	if r.OnEvent != nil {
+		if err := r.OnEvent(ctx, Stored{ID: t.ID, RunID: run.ID, Type: typ}); err != nil {
+			return fmt.Errorf("emit %s: %w", typ, err)
+		}
+	}
+	r.publish(ctx, Channel(run.ID), t.ID)
+	r.publish(ctx, EndChannel(run.ID), t.ID)
+	if t.Announced {
+		return nil
+	}
 	return r.Store.MarkEndAnnounced(ctx, run.ID)
 }
 

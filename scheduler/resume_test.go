@@ -202,3 +202,59 @@ func TestUnannouncedEndsAreAnnounced(t *testing.T) {
 		require.Equal(t, want, n, "terminal events of %s", id)
 	}
 }
+
+// The end's hooks (the run's cleanup, its webhooks) hold at least once: an
+// ender that stored the terminal event and then failed to enqueue the cleanup
+// (Redis away) leaves the end unannounced, and the tick runs the hooks again
+// from the stored event. Before, the retry found the event stored ("not
+// inserted") and took that for heard: the run's mailboxes, leases and sandbox
+// were never released.
+func TestAnEndWhoseHooksFailedIsAnnouncedAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := testdb.Store(t)
+	var mu sync.Mutex
+	hooks := map[string][]int64{} // run → event ids the hook was called with
+	failing := true
+	rec := &events.Recorder{Store: st, OnEvent: func(_ context.Context, e events.Stored) error {
+		mu.Lock()
+		defer mu.Unlock()
+		hooks[e.RunID] = append(hooks[e.RunID], e.ID)
+		if failing {
+			return errors.New("enqueue run cleanup: redis: connection refused")
+		}
+		return nil
+	}}
+	mux := asynq.NewServeMux()
+	scheduler.NewMaintenance(scheduler.Config{}, scheduler.MaintenanceDeps{Store: st, Log: testlog.Logger(t),
+		Fail: func(context.Context, string, string, string) { t.Error("no run is stuck") },
+		AnnounceEnd: func(ctx context.Context, id string) {
+			r, err := st.GetRun(ctx, id)
+			require.NoError(t, err)
+			require.NoError(t, rec.EmitTerminal(ctx, r))
+		}}).Register(mux)
+	id := uuid.NewString()
+	require.NoError(t, st.CreateRun(ctx, store.Run{ID: id, Prompt: "p", Team: json.RawMessage(`{}`), Variables: json.RawMessage(`{}`), Owner: "alice"}))
+	_, _, err := st.FinishRun(ctx, id, store.RunFailed, "", "boom", "")
+	require.NoError(t, err)
+	r, err := st.GetRun(ctx, id)
+	require.NoError(t, err)
+	require.ErrorContains(t, rec.EmitTerminal(ctx, r), "connection refused")
+	_, err = st.Pool.Exec(ctx, `UPDATE runs SET finished_at = now() - interval '2 minutes' WHERE id = $1`, id)
+	require.NoError(t, err)
+
+	mu.Lock()
+	failing = false
+	mu.Unlock()
+	for range 2 { // the second tick finds the end heard
+		require.NoError(t, mux.ProcessTask(ctx, asynq.NewTask(queue.TypeStuckRuns, nil)))
+	}
+	require.NoError(t, rec.EmitTerminal(ctx, r), "a late redelivery of the ender")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, hooks[id], 2, "the failed call and the tick's, then no more")
+	require.Equal(t, hooks[id][0], hooks[id][1], "both for the one stored event")
+	var n int
+	require.NoError(t, st.Pool.QueryRow(ctx, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'run.failed'`, id).Scan(&n))
+	require.Equal(t, 1, n)
+}

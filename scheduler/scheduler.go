@@ -428,10 +428,11 @@ func (m *Maintenance) stuckRuns(ctx context.Context) error {
 }
 
 // announceEnds stores the terminal event of runs that ended QueuedAfter ago
-// without one: their ender died between the end and its event and no
-// redelivery came (its task was in Redis only), or a restored dump caught that
-// gap. Without it the end is heard by no one: no stream closes, no cleanup, no
-// webhook.
+// without one, and runs the end's hooks of those whose event is stored but
+// whose hooks never held: their ender died between the end and its event (or
+// between the event and its hooks, or a hook failed) and no redelivery came
+// (its task was in Redis only), or a restored dump caught that gap. Without it
+// the end is heard by no one: no stream closes, no cleanup, no webhook.
 func (m *Maintenance) announceEnds(ctx context.Context) error {
 	if m.d.AnnounceEnd == nil {
 		return nil

@@ -42,6 +42,45 @@ func (s *Store) AppendEvent(ctx context.Context, runID, key, typ, agent string, 
 	return id, id != 0, nil
 }
 
+// TerminalEventKey keys a run's terminal event: one per run, whoever ends it.
+const TerminalEventKey = "terminal"
+
+// TerminalEvent is what AppendTerminalEvent stored or found.
+type TerminalEvent struct {
+	// ID is the event's; 0 when another writer's insert of it is not yet
+	// committed (that writer announces it).
+	ID int64
+	// Inserted: this call stored it.
+	Inserted bool
+	// Announced is the run's end_announced: the end's event is stored and its
+	// hooks ran (MarkEndAnnounced after them). FinishRun clears it.
+	Announced bool
+}
+
+// AppendTerminalEvent stores a finished run's terminal event once (key
+// TerminalEventKey) and reports, in the same statement, whether the end was
+// already announced: a caller that finds the event stored by an earlier
+// delivery whose hooks never ran (it died, or a hook failed) runs them, instead
+// of taking "not inserted" for "heard".
+func (s *Store) AppendTerminalEvent(ctx context.Context, runID, typ string, data any) (TerminalEvent, error) {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return TerminalEvent{}, fmt.Errorf("event %s: %w", typ, err)
+	}
+	var t TerminalEvent
+	err = s.db.QueryRow(ctx, `WITH ins AS (
+			INSERT INTO run_events (run_id, key, type, agent, data, trace_id) VALUES ($1, $2, $3, '', $4, $5)
+			ON CONFLICT (run_id, key) DO NOTHING RETURNING id)
+		SELECT coalesce((SELECT id FROM ins), (SELECT id FROM run_events WHERE run_id = $1 AND key = $2), 0),
+			EXISTS (SELECT 1 FROM ins),
+			coalesce((SELECT end_announced FROM runs WHERE id = $1), false)`,
+		runID, TerminalEventKey, typ, raw, tracing.TraceID(ctx)).Scan(&t.ID, &t.Inserted, &t.Announced)
+	if err != nil {
+		return TerminalEvent{}, fmt.Errorf("append terminal event %s of run %s: %w", typ, runID, err)
+	}
+	return t, nil
+}
+
 // EventsAfter returns up to limit events of a run with id > after, in order.
 func (s *Store) EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]Event, error) {
 	scan := func(r pgx.CollectableRow) (Event, error) {
@@ -56,7 +95,7 @@ func (s *Store) EventsAfter(ctx context.Context, runID string, after int64, limi
 // TerminalEventID returns the id of a run's terminal event, if it is stored.
 func (s *Store) TerminalEventID(ctx context.Context, runID string) (int64, bool, error) {
 	var id int64
-	err := s.db.QueryRow(ctx, `SELECT id FROM run_events WHERE run_id = $1 AND key = 'terminal'`, runID).Scan(&id)
+	err := s.db.QueryRow(ctx, `SELECT id FROM run_events WHERE run_id = $1 AND key = $2`, runID, TerminalEventKey).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil
 	}

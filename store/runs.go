@@ -624,8 +624,8 @@ func (s *Store) StalledRuns(ctx context.Context, quiet time.Duration, limit int)
 	return out, nil
 }
 
-// MarkEndAnnounced records that run's terminal event is stored (FinishRun
-// cleared it). A no-op once set.
+// MarkEndAnnounced records that run's terminal event is stored and its hooks
+// ran (FinishRun cleared it). A no-op once set.
 func (s *Store) MarkEndAnnounced(ctx context.Context, runID string) error {
 	if _, err := s.db.Exec(ctx, `UPDATE runs SET end_announced = true WHERE id = $1 AND NOT end_announced`, runID); err != nil {
 		return fmt.Errorf("run %s: mark its end announced: %w", runID, err)
