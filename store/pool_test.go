@@ -16,7 +16,7 @@ func TestPoolConnsFor(t *testing.T) {
 	for _, tc := range []struct {
 		concurrency int
 		want        int32
-	}{{1, 4}, {4, 4}, {10, 10}, {16, 16}, {20, store.MaxDefaultPoolConns}, {100, store.MaxDefaultPoolConns}} {
+	}{{1, store.MinDefaultPoolConns}, {16, 4}, {17, 5}, {20, 5}, {25, 7}, {64, 16}, {100, store.MaxDefaultPoolConns}} {
 		require.Equal(t, tc.want, store.PoolConnsFor(tc.concurrency), "concurrency %d", tc.concurrency)
 	}
 }

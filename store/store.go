@@ -53,17 +53,34 @@ func InTx(tx pgx.Tx) *Store { return &Store{db: tx} }
 func Open(ctx context.Context, url string) (*Store, error) { return OpenPool(ctx, url, 0) }
 
 // PoolConnsFor is the pool size a process running concurrency tasks at once gets
-// when its database URL names none: pgx's default of max(4, cores) left a worker of
-// concurrency 20 waiting for a connection most of a delegation step (the runtime
-// trace of `make bench` section 2: pgxpool.Acquire was the largest blocking cost,
-// the four connections each busy waiting for a commit's fsync). Capped so that
-// four worker processes and the API stay under PostgreSQL's default
-// max_connections of 100; connections are opened on demand, so an idle process
-// holds few.
-func PoolConnsFor(concurrency int) int32 { return int32(min(max(concurrency, 4), MaxDefaultPoolConns)) }
+// when its database URL names none: one connection per PoolTasksPerConn tasks,
+// at least MinDefaultPoolConns and at most MaxDefaultPoolConns.
+//
+// Why a quarter: a step's save is one statement, so a task holds a connection
+// for a small part of its step, and connections beyond what PostgreSQL's cores
+// run at once only move the queue from the pool (a cheap FIFO) into the
+// database (backends contending for its cores and locks). Every process sizes
+// its pool alone, and a fleet's bursts add up: `make bench` section 4 at
+// 1-second model turns (every run's turns in step, so the saves come together)
+// with four processes of concurrency 25 settled at 98.7–98.9 % of ideal with
+// the earlier default (the concurrency, up to 16: 64 backends on two cores,
+// the save's mean 7 ms) and at 99.2–99.3 % with 6–7 each; section 2's
+// CPU-bound workload at concurrency 20 ran as fast with 5 connections as with
+// 16 and its turns cost PostgreSQL less CPU (2026-12-07). pgx's own default,
+// max(4, cores), was too small before the saves were one statement (section 2's
+// runtime trace: pgxpool.Acquire the largest blocking cost with four).
+func PoolConnsFor(concurrency int) int32 {
+	return int32(min(max((concurrency+PoolTasksPerConn-1)/PoolTasksPerConn, MinDefaultPoolConns), MaxDefaultPoolConns))
+}
 
-// MaxDefaultPoolConns caps PoolConnsFor.
-const MaxDefaultPoolConns = 16
+const (
+	// PoolTasksPerConn is the concurrent tasks PoolConnsFor gives a connection.
+	PoolTasksPerConn = 4
+	// MinDefaultPoolConns is PoolConnsFor's floor.
+	MinDefaultPoolConns = 4
+	// MaxDefaultPoolConns caps PoolConnsFor.
+	MaxDefaultPoolConns = 16
+)
 
 // OpenPool is Open with maxConns connections in the pool when the URL does not
 // set pool_max_conns (0 keeps pgx's default).
