@@ -294,7 +294,7 @@ func benchFleet(ctx context.Context, e *env, res *Result) error {
 		calls, w.elapsed.Seconds(), r.UngatedPerS, r.UngatedRatio, r.UngatedXact, w.cpu)
 
 	// One call per model message: what a whole agent turn costs per call.
-	one := harness.ToolLoop(e.o.toolTurns*e.o.toolCalls/5, 1, "todo", map[string]any{"action": "read"})
+	one := e.oneCallTeam()
 	want = harness.ExpectOf(one).Times(e.o.toolRuns)
 	progress("fleet tool calls, one per model message: %d runs × %d gated calls", e.o.toolRuns, want.ToolCalls/e.o.toolRuns)
 	w, err = fleetWorkload(ctx, e, e.fleet, one, e.o.toolRuns, "")
@@ -377,6 +377,11 @@ func benchFleet(ctx context.Context, e *env, res *Result) error {
 }
 
 // ratio is a / b, or 0 when b was not measured (a section skipped).
+// oneCallTeam is the workload of model turns of one gated call each.
+func (e *env) oneCallTeam() templates.Template {
+	return harness.ToolLoop(e.o.toolTurns*e.o.toolCalls/5, 1, "todo", map[string]any{"action": "read"})
+}
+
 func ratio(a, b float64) float64 {
 	if b <= 0 {
 		return 0

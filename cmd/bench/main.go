@@ -112,6 +112,7 @@ type options struct {
 	fairPrioRuns int
 	// Section 11: DBOS.
 	dbosWorkflows int
+	pairs         int
 	sections      map[int]bool
 }
 
@@ -168,6 +169,7 @@ func main() {
 	flag.DurationVar(&o.fairShareFor, "fair-share-for", time.Minute, "section 10 (b): the window in which both tenants' turns are counted")
 	flag.IntVar(&o.fairPrioRuns, "fair-prio-runs", 500, "section 10 (d): priority-3 runs queued before the priority-5 ones")
 	flag.IntVar(&o.dbosWorkflows, "dbos-workflows", 2000, "section 11: DBOS two-step workflows (half as many parent/child round trips)")
+	flag.IntVar(&o.pairs, "pairs", 3, "section 11 with section 2: rounds measuring the fleet's and DBOS's units back to back (0: none)")
 	flag.Parse()
 	o.procs = []int{1, 2, 4}
 	if *only != "" {
@@ -187,7 +189,7 @@ func main() {
 		o.govRuns, o.govRPM = 40, 30
 		o.longTurns = 60
 		o.fairARuns, o.fairBRuns, o.fairShareFor, o.fairPrioRuns = 200, 5, 15*time.Second, 100
-		o.dbosWorkflows = 400
+		o.dbosWorkflows, o.pairs = 400, 1
 	}
 	if o.longTurns < 30 {
 		fmt.Fprintln(os.Stderr, "bench: -long-turns must be at least 30")
@@ -273,7 +275,7 @@ func run(ctx context.Context, o options) error {
 	defer e.db.Close()
 	e.pgss = e.enablePGSS(ctx)
 	// The bench's databases: its own and DBOS's (section 11).
-	if e.pg, err = harness.NewPGMeter(ctx, e.db, "/proc", o.database, dbosDatabase); err != nil {
+	if e.pg, err = harness.NewPGMeter(ctx, e.db, "/proc", o.database, dbosDatabaseOf(o.database)); err != nil {
 		return err
 	}
 	progress("%s", e.pg.Counts())

@@ -55,7 +55,7 @@ func configOf(o options) map[string]any {
 		"concurrency": o.concurrency, "asynq_tasks": o.asynqTasks, "river_jobs": o.riverJobs,
 		"tool_runs": o.toolRuns, "tool_turns": o.toolTurns, "tool_calls_per_turn": o.toolCalls,
 		"hop_runs": o.hopRuns, "idle_for": o.idleFor.String(),
-		"relay_runs": o.relayRuns, "relay_depth": o.relayDepth, "model_latency": o.latency.String(), "slow_model_latency": o.slowLatency.String(), "knowledge_docs": o.knowledgeDocs,
+		"relay_runs": o.relayRuns, "pairs": o.pairs, "relay_depth": o.relayDepth, "model_latency": o.latency.String(), "slow_model_latency": o.slowLatency.String(), "knowledge_docs": o.knowledgeDocs,
 		"gov_runs": o.govRuns, "gov_rpm": o.govRPM, "gov_tpm": o.govTPM, "gov_procs": o.govProcs, "gov_concurrency": o.govConc, "gov_max_tokens": o.govMaxTokens,
 		"fair_a_runs": o.fairARuns, "fair_b_runs": o.fairBRuns, "fair_procs": o.fairProcs, "fair_concurrency": o.fairConc,
 		"fair_latency": o.fairLatency.String(), "fair_share_for": o.fairShareFor.String(), "fair_prio_runs": o.fairPrioRuns,
