@@ -784,13 +784,22 @@ func (f *Fleet) WorkerServer() (*asynq.Server, *asynq.ServeMux, context.CancelFu
 	scheduler.NewMaintenance(f.schedulerConfig(), scheduler.MaintenanceDeps{
 		Store: f.Store, Queue: f.Queue, Fail: w.FailRun, AnnounceEnd: w.AnnounceEnd, Start: w.StartAdmitted, Log: f.Log,
 		Mailbox: f.Mailbox, Leases: f.Leases, GPU: f.GPU, Executor: f.Executor, Workspaces: f.Workspaces,
-		Retention:    f.retentionSweeper(),
-		CancelWork:   comfyuitools.Canceler{Leases: f.Leases, Client: f.Cfg.ComfyUI.Client, VideoService: f.Cfg.ComfyUI.VideoService}.CancelRun,
-		AfterRelease: w.AfterCleanup,
+		Retention:     f.retentionSweeper(),
+		CancelWork:    comfyuitools.Canceler{Leases: f.Leases, Client: f.Cfg.ComfyUI.Client, VideoService: f.Cfg.ComfyUI.VideoService}.CancelRun,
+		AfterRelease:  w.AfterCleanup,
+		SweepWebhooks: f.sweepWebhooks(),
 	}).Register(mux)
 	f.Metrics.WorkerStarted(f.Cfg.Worker.Concurrency)
 	stopped := sync.OnceFunc(func() { f.Metrics.WorkerStopped(f.Cfg.Worker.Concurrency) })
 	return srv, mux, func() { cancel(); <-beats; stopped() }
+}
+
+// sweepWebhooks is the maintenance's webhook sweep, nil without webhooks.
+func (f *Fleet) sweepWebhooks() func(context.Context) (int, error) {
+	if f.Webhooks == nil {
+		return nil
+	}
+	return f.Webhooks.Sweep
 }
 
 // fairBeat is how often a worker process heartbeats its capacity and its

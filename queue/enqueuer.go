@@ -154,9 +154,16 @@ func (e *Enqueuer) ExpireApproval(ctx context.Context, approvalID string, at tim
 
 // DeliverWebhook enqueues the delivery of event eventID to webhook hook.
 func (e *Enqueuer) DeliverWebhook(ctx context.Context, hook int, eventID int64) error {
-	_, err := e.enqueue(ctx, WebhookTask(hook, eventID), options{queue: QueueMaintenance, id: WebhookTaskID(hook, eventID),
-		maxRetry: webhookMaxRetry, retention: e.cfg.Retention, timeout: taskTimeout})
+	_, err := e.DeliverWebhookOnce(ctx, hook, eventID)
 	return err
+}
+
+// DeliverWebhookOnce is DeliverWebhook saying whether this call enqueued the
+// delivery (false: it was enqueued before, and is pending, retrying, done or
+// archived within the retention).
+func (e *Enqueuer) DeliverWebhookOnce(ctx context.Context, hook int, eventID int64) (bool, error) {
+	return e.enqueue(ctx, WebhookTask(hook, eventID), options{queue: QueueMaintenance, id: WebhookTaskID(hook, eventID),
+		maxRetry: webhookMaxRetry, retention: e.cfg.Retention, timeout: taskTimeout})
 }
 
 // CleanupRun enqueues the release of a finished run's resources.

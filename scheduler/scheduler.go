@@ -214,6 +214,10 @@ type MaintenanceDeps struct {
 	// run's leases are released, so post-run work never holds the run's own
 	// grant; its error retries the (idempotent) cleanup.
 	AfterRelease func(ctx context.Context, runID string) error
+	// SweepWebhooks enqueues the outbound webhook deliveries whose events'
+	// own enqueue was lost (webhook.Deliverer.Sweep), on the stuck-runs tick;
+	// nil when no webhook is configured.
+	SweepWebhooks func(ctx context.Context) (int, error)
 }
 
 // NewMaintenance returns the maintenance handlers.
@@ -424,7 +428,24 @@ func (m *Maintenance) stuckRuns(ctx context.Context) error {
 	for _, id := range ids {
 		m.d.Fail(ctx, id, "stuck", fmt.Sprintf("no progress for %s", m.cfg.StuckAfter))
 	}
-	return errors.Join(m.resumeStalled(ctx), m.announceEnds(ctx))
+	return errors.Join(m.resumeStalled(ctx), m.announceEnds(ctx), m.sweepWebhooks(ctx))
+}
+
+// sweepWebhooks enqueues the webhook deliveries that storing their events
+// lost (on the stuck-runs tick, like announceEnds: a tick of its own would be
+// a task type the previous version's workers do not know during an upgrade).
+func (m *Maintenance) sweepWebhooks(ctx context.Context) error {
+	if m.d.SweepWebhooks == nil {
+		return nil
+	}
+	n, err := m.d.SweepWebhooks(ctx)
+	if n > 0 {
+		m.d.Log.Warn("enqueued webhook deliveries whose events' own enqueue was lost", "count", n)
+	}
+	if err != nil {
+		return fmt.Errorf("webhook sweep: %w", err)
+	}
+	return nil
 }
 
 // announceEnds stores the terminal event of runs that ended QueuedAfter ago

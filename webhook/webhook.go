@@ -11,6 +11,7 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,6 +78,87 @@ func (d *Deliverer) OnEvent(ctx context.Context, e events.Stored) error {
 		}
 	}
 	return nil
+}
+
+// SweepGrace is how old an event must be before Sweep reads past it. The
+// path that stores an event enqueues its deliveries right after the commit,
+// and an event is stored by one short statement, so once an event is this old
+// every event with a lower id is committed (or rolled back) and any delivery
+// still missing will not come from that path.
+const SweepGrace = time.Minute
+
+// sweepPage is how many events Sweep reads at once; sweepBudget how long one
+// Sweep goes on reading before it leaves the rest to the next tick.
+const (
+	sweepPage   = 2000
+	sweepBudget = 20 * time.Second
+)
+
+// Key names hook number i of the configuration in the sweep's cursor: its
+// place and a digest of its URL, so a hook moved, added or pointed elsewhere
+// starts a cursor of its own (at the events of the last moments:
+// store.WebhookCursor). Not the URL itself: a receiver's URL often is its
+// credential (a token in the path), and the database is not where it lives.
+func (h Hook) Key(i int) string {
+	sum := sha256.Sum256([]byte(h.URL))
+	return fmt.Sprintf("%d sha256:%x", i, sum[:12])
+}
+
+// Sweep enqueues the deliveries that storing their events never enqueued:
+// OnEvent runs after the event's commit, so a process that dies in between,
+// or a Redis that refuses the enqueue, loses the delivery there (a step's
+// save cannot take its events back, and its retry finds them stored). For
+// each hook it reads the events after the hook's cursor, up to the first one
+// younger than SweepGrace, enqueues a delivery for each it wants, and moves
+// the cursor past them. An enqueue of a delivery that was already enqueued is
+// a no-op (the task id is the hook's and the event's, kept for the queue's
+// retention, 24 h by default), so a sweep sends nothing twice; several
+// schedulers' sweeps enqueue the same ids. It returns the deliveries it
+// enqueued: the ones that would have been lost.
+func (d *Deliverer) Sweep(ctx context.Context) (int, error) {
+	start := time.Now()
+	enqueued := 0
+	for i, h := range d.Hooks {
+		key := h.Key(i)
+		cur, err := d.Store.WebhookCursor(ctx, key, SweepGrace)
+		if err != nil {
+			return enqueued, err
+		}
+		for time.Since(start) < sweepBudget {
+			evs, err := d.Store.EventsAfterID(ctx, cur, SweepGrace, sweepPage)
+			if err != nil {
+				return enqueued, err
+			}
+			next := cur
+			for _, e := range evs {
+				if !e.Settled {
+					break
+				}
+				if wants(h, e.Type) {
+					made, err := d.Queue.DeliverWebhookOnce(ctx, i, e.ID)
+					if err != nil {
+						return enqueued, fmt.Errorf("webhook sweep of api.webhooks[%d]: %w", i, err)
+					}
+					if made {
+						enqueued++
+					}
+				}
+				next = e.ID
+			}
+			if next == cur {
+				break
+			}
+			moved, err := d.Store.AdvanceWebhookCursor(ctx, key, cur, next)
+			if err != nil || !moved || len(evs) < sweepPage || next != evs[len(evs)-1].ID {
+				if err != nil {
+					return enqueued, err
+				}
+				break // caught up, or another sweep is ahead
+			}
+			cur = next
+		}
+	}
+	return enqueued, nil
 }
 
 func wants(h Hook, typ string) bool {
