@@ -149,11 +149,11 @@ func (d *Deliverer) Sweep(ctx context.Context) (int, error) {
 				break
 			}
 			moved, err := d.Store.AdvanceWebhookCursor(ctx, key, cur, next)
-			if err != nil || !moved || len(evs) < sweepPage || next != evs[len(evs)-1].ID {
-				if err != nil {
-					return enqueued, err
-				}
-				break // caught up, or another sweep is ahead
+			if err != nil {
+				return enqueued, err
+			}
+			if !moved || next != evs[len(evs)-1].ID || len(evs) < sweepPage {
+				break // another sweep is ahead, a young event stopped this one, or caught up
 			}
 			cur = next
 		}

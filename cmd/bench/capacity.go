@@ -132,6 +132,13 @@ func cpuMicros(u harness.CPUUse, group string, units float64) float64 {
 }
 
 // perCore is how many units per second one core sustains at micros each.
+// marginalMicros is the CPU of group per extra unit of deep over shallow: the
+// marginal of a deeper workload of the same runs (section 7's round trip, DBOS's
+// further child).
+func marginalMicros(deep, shallow harness.CPUUse, group string, extra float64) float64 {
+	return 1e6 * (deep.Groups[group] - shallow.Groups[group]) / extra
+}
+
 func perCore(micros float64) float64 {
 	if micros <= 0 {
 		return 0

@@ -182,7 +182,7 @@ func benchDBOS(ctx context.Context, e *env, res *Result) error {
 		}
 		extra := float64(np * (r.ChildDepth - 1))
 		r.ChildXact = float64(r.Deep.xactTotal-r.ParentChild.xactTotal) / extra
-		r.ChildPGMicros = 1e6 * (r.Deep.CPU.Groups[harness.PostgresGroup] - r.ParentChild.CPU.Groups[harness.PostgresGroup]) / extra
+		r.ChildPGMicros = marginalMicros(r.Deep.CPU, r.ParentChild.CPU, harness.PostgresGroup, extra)
 		progress("dbos: each further child: %.1f transactions, %s PostgreSQL CPU (%s)", r.ChildXact, pgMicrosOf(r.Deep.CPU, r.ChildPGMicros), pgCPUWhat)
 	}
 	if e.o.pairs > 0 && res.Capacity.TripXact > 0 && res.PostgresCPUUnavailable == "" {
@@ -250,7 +250,7 @@ func pairedRounds(ctx context.Context, e *env, url string, res *Result) error {
 		if err != nil {
 			return fmt.Errorf("paired round %d: %w", i+1, err)
 		}
-		pr.TripPG = 1e6 * (wn.cpu.Groups[harness.PostgresGroup] - w1.cpu.Groups[harness.PostgresGroup]) / extra
+		pr.TripPG = marginalMicros(wn.cpu, w1.cpu, harness.PostgresGroup, extra)
 		if d, err = dbosWorkload(ctx, e, url, dbosParentsOf(e), dbosParents(1)); err != nil {
 			return fmt.Errorf("paired round %d: %w", i+1, err)
 		}

@@ -362,8 +362,8 @@ func benchFleet(ctx context.Context, e *env, res *Result) error {
 		c.TripXact = res.Hops.RelayMarginalXact
 		c.TripRedisCmds = float64(w.redis.total()-one1.redis.total()) / extra
 		// CPU seconds of the deep relays minus the depth-1 ones (the same runs).
-		c.TripPGMicros = 1e6 * (w.cpu.Groups[harness.PostgresGroup] - one1.cpu.Groups[harness.PostgresGroup]) / extra
-		c.TripRedisMicros = 1e6 * (w.cpu.Groups["redis"] - one1.cpu.Groups["redis"]) / extra
+		c.TripPGMicros = marginalMicros(w.cpu, one1.cpu, harness.PostgresGroup, extra)
+		c.TripRedisMicros = marginalMicros(w.cpu, one1.cpu, "redis", extra)
 		printStatements("depth-1 relay run", one1.stmts, float64(e.o.relayRuns), nil, 0)
 		printStatements("delegation round trip (depth-5 minus depth-1)", w.stmts, extra, one1.stmts, 1)
 		progress("per delegation round trip: %.1f PostgreSQL transactions, %s PostgreSQL CPU (%s)", c.TripXact, pgMicrosOf(w.cpu, c.TripPGMicros), pgCPUWhat)
