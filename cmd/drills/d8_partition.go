@@ -148,6 +148,15 @@ func (c *cluster) startCutOffWorker(ns *harness.Netns) (*cutOff, error) {
 	fc := c.fleetCfg
 	fc.RedisURL = fmt.Sprintf("redis://%s:%d/0", ns.HostAddr, c.redis.Port)
 	fc.DatabaseURL = strings.Replace(c.dbURL, "127.0.0.1", ns.HostAddr, 1)
+	// A connection for each of its tasks (the default pool is one per four):
+	// the drill needs the saves in flight at the cut to be written into their
+	// sockets, where they stall and arrive late, not waiting for a connection
+	// in the pool, where the cancelled step never sends them.
+	sep := "?"
+	if strings.Contains(fc.DatabaseURL, "?") {
+		sep = "&"
+	}
+	fc.DatabaseURL += fmt.Sprintf("%spool_max_conns=%d", sep, max(fc.Concurrency, 4))
 	cfg := filepath.Join(c.dir, "aetherium-netns.yaml")
 	if err := fc.Write(cfg); err != nil {
 		return nil, err
