@@ -142,8 +142,8 @@ func requireJaegerTrace(t *testing.T, f *fleettest.Fleet, j testinfra.Jaeger, id
 				return false
 			}
 		}
-		return finished(tr)
-	}, 60*time.Second, 250*time.Millisecond, "spans of %v reach Jaeger", services)
+		return finished(tr) && parented(tr, killed)
+	}, 60*time.Second, 250*time.Millisecond, "spans of %v reach Jaeger, every call's step with them", services)
 
 	spans := map[string]testinfra.JaegerSpan{}
 	var root testinfra.JaegerSpan
@@ -203,6 +203,24 @@ func requireJaegerTrace(t *testing.T, f *fleettest.Fleet, j testinfra.Jaeger, id
 
 // finished is whether the trace holds the run's last model call: its
 // supervisor's reply.
+// parented reports whether every model and tool call's span, but for
+// killed's, has its step's span in tr. A process exports in batches: a step's
+// span ends after its calls' and may reach Jaeger a batch later (the last step
+// of the supervisor ends after its reply, which finished waits for).
+func parented(tr testinfra.JaegerTrace, killed string) bool {
+	ids := map[string]bool{}
+	for _, s := range tr.Spans {
+		ids[s.SpanID] = true
+	}
+	for _, s := range tr.Spans {
+		op, _ := s.Tag(string(tracing.GenAIOperationName))
+		if (op == tracing.OpChat || op == tracing.OpExecuteTool) && !ids[s.Parent()] && tr.Service(s) != killed {
+			return false
+		}
+	}
+	return true
+}
+
 func finished(tr testinfra.JaegerTrace) bool {
 	for _, s := range tr.Spans {
 		if s.OperationName == "execute_tool reply" {
