@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -228,6 +229,10 @@ func New(rdb redis.UniversalClient, cfg Config, opts Options) (*Manager, error) 
 	cfg.EventsMaxLen = defaults.Positive(cfg.EventsMaxLen, 10000)
 	opts.Log = cmp.Or(opts.Log, slog.Default())
 	opts.EpochCheck = defaults.Positive(opts.EpochCheck, DefaultEpochCheck)
+	// The defaults are written into a copy: the caller's slice may back other
+	// managers' configs (one per process in a test, one per tenant), and writing
+	// into it raced with them.
+	cfg.Services = slices.Clone(cfg.Services)
 	m := &Manager{rdb: rdb, cfg: cfg, services: map[string]Service{}, opts: opts}
 	for i := range cfg.Services {
 		s := cfg.Services[i]

@@ -41,9 +41,7 @@ func matrix(t *testing.T, cfg lease.Config, body func(t *testing.T, e *env)) {
 
 func (e *env) proc(t *testing.T, metrics *lease.Metrics) *lease.Manager {
 	t.Helper()
-	cfg := e.cfg
-	cfg.Services = append([]lease.Service(nil), e.cfg.Services...)
-	m, err := lease.New(testdb.Connect(t, e.url), cfg, lease.Options{Metrics: metrics})
+	m, err := lease.New(testdb.Connect(t, e.url), e.cfg, lease.Options{Metrics: metrics})
 	require.NoError(t, err)
 	return m
 }
@@ -75,8 +73,11 @@ func TestConfigValidation(t *testing.T) {
 	}
 	_, err := lease.New(nil, lease.Config{Prefix: "a{b}", Services: []lease.Service{{Name: "s"}}}, lease.Options{})
 	require.ErrorContains(t, err, "must not contain", "a brace in the prefix would break the family's hash tag")
-	m, err := lease.New(nil, lease.Config{Services: []lease.Service{{Name: "qwen-tts"}, {Name: "comfyui", Capacity: 3}}}, lease.Options{})
+	declared := []lease.Service{{Name: "qwen-tts"}, {Name: "comfyui", Capacity: 3}}
+	m, err := lease.New(nil, lease.Config{Services: declared}, lease.Options{})
 	require.NoError(t, err)
+	require.Equal(t, []lease.Service{{Name: "qwen-tts"}, {Name: "comfyui", Capacity: 3}}, declared,
+		"New fills the defaults into its own copy: the caller's slice may be shared by other managers")
 	svcs := m.Services()
 	require.Equal(t, "comfyui", svcs[0].Name)
 	require.Equal(t, 3, svcs[0].Capacity)
