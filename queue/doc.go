@@ -17,7 +17,9 @@
 //
 // Task type names, payload field names, task id formats and SessionID.String are
 // stored outside this process (tasks waiting in a deployed Redis, session ids in
-// PostgreSQL). They never change; tests pin them byte for byte.
+// PostgreSQL). They do not change, but for a task id whose old form can at worst
+// run a task once more at the upgrade (WebhookTaskID gained its hook's digest);
+// tests pin them byte for byte.
 //
 // Payloads carry a contract version (field "v", none = 1): a worker reads
 // MinContractVersion through ContractVersion and refuses a newer one without

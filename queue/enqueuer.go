@@ -152,17 +152,18 @@ func (e *Enqueuer) ExpireApproval(ctx context.Context, approvalID string, at tim
 	return err
 }
 
-// DeliverWebhook enqueues the delivery of event eventID to webhook hook.
-func (e *Enqueuer) DeliverWebhook(ctx context.Context, hook int, eventID int64) error {
-	_, err := e.DeliverWebhookOnce(ctx, hook, eventID)
+// DeliverWebhook enqueues the delivery of event eventID to webhook hook (whose
+// URL has the given digest: webhook.Hook.Digest).
+func (e *Enqueuer) DeliverWebhook(ctx context.Context, hook int, digest string, eventID int64) error {
+	_, err := e.DeliverWebhookOnce(ctx, hook, digest, eventID)
 	return err
 }
 
 // DeliverWebhookOnce is DeliverWebhook saying whether this call enqueued the
 // delivery (false: it was enqueued before, and is pending, retrying, done or
 // archived within the retention).
-func (e *Enqueuer) DeliverWebhookOnce(ctx context.Context, hook int, eventID int64) (bool, error) {
-	return e.enqueue(ctx, WebhookTask(hook, eventID), options{queue: QueueMaintenance, id: WebhookTaskID(hook, eventID),
+func (e *Enqueuer) DeliverWebhookOnce(ctx context.Context, hook int, digest string, eventID int64) (bool, error) {
+	return e.enqueue(ctx, WebhookTask(hook, digest, eventID), options{queue: QueueMaintenance, id: WebhookTaskID(hook, digest, eventID),
 		maxRetry: webhookMaxRetry, retention: e.cfg.Retention, timeout: taskTimeout})
 }
 

@@ -49,7 +49,7 @@ func TestContractIsPinned(t *testing.T) {
 		queue.TurnTaskID("del_1", "start"):                                                        "turn:del_1:start",
 		queue.TurnTaskID("del_1", "after:del_3"):                                                  "turn:del_1:after:del_3",
 		queue.ApprovalExpireTaskID("apr_2"):                                                       "approval-expire:apr_2",
-		queue.WebhookTaskID(3, 42):                                                                "webhook:3:42",
+		queue.WebhookTaskID(3, "sha256:ab12", 42):                                                 "webhook:3:42:sha256:ab12",
 		queue.CleanupTaskID("r1"):                                                                 "cleanup:r1",
 		queue.FinishImageTaskID("r1"):                                                             "finish-image:r1",
 		queue.ReplayTaskID("r1", "sha256:0123"):                                                   "replay:r1:sha256:0123",
@@ -89,13 +89,17 @@ func TestPayloadsArePinned(t *testing.T) {
 		{queue.SuperviseTask("r1"), "run:supervise", `{"run_id":"r1"}`},
 		{queue.TurnTask("del_1"), "agent:turn", `{"delegation_id":"del_1"}`},
 		{queue.ApprovalExpireTask("apr_2"), "approval:expire", `{"approval_id":"apr_2"}`},
-		{queue.WebhookTask(3, 42), "webhook:deliver", `{"event_id":42,"hook":3}`},
+		{queue.WebhookTask(3, "sha256:ab12", 42), "webhook:deliver", `{"event_id":42,"hook":3,"hook_digest":"sha256:ab12"}`},
 		{queue.CleanupTask("r1"), "run:cleanup", `{"run_id":"r1"}`},
 	} {
 		require.Equal(t, c.typ, c.task.Type())
 		require.Equal(t, c.json, string(c.task.Payload()), c.typ)
 	}
-	p, err := queue.Decode[queue.WebhookPayload](queue.WebhookTask(3, 42))
+	p, err := queue.Decode[queue.WebhookPayload](queue.WebhookTask(3, "sha256:ab12", 42))
+	require.NoError(t, err)
+	require.Equal(t, queue.WebhookPayload{EventID: 42, Hook: 3, Digest: "sha256:ab12"}, p)
+	// A delivery an older build enqueued names its hook by index alone.
+	p, err = queue.Decode[queue.WebhookPayload](asynq.NewTask(queue.TypeWebhookDeliver, []byte(`{"v":2,"event_id":42,"hook":3}`)))
 	require.NoError(t, err)
 	require.Equal(t, queue.WebhookPayload{EventID: 42, Hook: 3}, p)
 }
@@ -167,7 +171,7 @@ func TestEnqueuerOnRedis(t *testing.T) {
 		{func() error { return q.Resume(ctx, rt, queue.SupervisorSession("r1"), "approval:apr_2") }, "supervisor", "supervise:r1:approval:apr_2", "run:supervise", `{"v":2,"route":{"k":"alice","p":3},"run_id":"r1"}`, 5, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
 		{func() error { return q.Resume(ctx, rt, queue.DelegationSession("del_1"), "after:del_3") }, "workers", "turn:del_1:after:del_3", "agent:turn", `{"v":2,"route":{"k":"alice","p":3},"delegation_id":"del_1"}`, 5, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
 		{func() error { return q.ExpireApproval(ctx, "apr_2", expiry) }, "supervisor", "approval-expire:apr_2", "approval:expire", `{"v":2,"approval_id":"apr_2"}`, 10, 24 * time.Hour, 30 * time.Minute, asynq.TaskStateScheduled},
-		{func() error { return q.DeliverWebhook(ctx, 3, 42) }, "maintenance", "webhook:3:42", "webhook:deliver", `{"v":2,"event_id":42,"hook":3}`, 12, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
+		{func() error { return q.DeliverWebhook(ctx, 3, "sha256:ab12", 42) }, "maintenance", "webhook:3:42:sha256:ab12", "webhook:deliver", `{"v":2,"event_id":42,"hook":3,"hook_digest":"sha256:ab12"}`, 12, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
 		{func() error { return q.CleanupRun(ctx, "r1") }, "maintenance", "cleanup:r1", "run:cleanup", `{"v":2,"run_id":"r1"}`, 10, 24 * time.Hour, 30 * time.Minute, asynq.TaskStatePending},
 		{func() error {
 			_, err := q.Maintenance(ctx, queue.TypeLeaseReap, tick, 15*time.Second)

@@ -98,11 +98,16 @@ type ApprovalExpirePayload struct {
 	ApprovalID string `json:"approval_id"`
 }
 
-// WebhookPayload names the event to deliver and the webhook (its index in the
-// configured list) to deliver it to.
+// WebhookPayload names the event to deliver and the webhook to deliver it to:
+// its index in the configured list when the delivery was enqueued, and a
+// digest of its URL, so a list changed meanwhile (a rolling restart with a new
+// configuration) cannot send the event to whichever receiver took the index.
+// The digest is absent in the payloads of builds before it (v2 readers ignore
+// it): those name the hook by index alone.
 type WebhookPayload struct {
-	EventID int64 `json:"event_id"`
-	Hook    int   `json:"hook"`
+	EventID int64  `json:"event_id"`
+	Hook    int    `json:"hook"`
+	Digest  string `json:"hook_digest,omitempty"`
 }
 
 // CleanupPayload names the finished run whose resources are released.
@@ -154,9 +159,10 @@ func ApprovalExpireTask(approvalID string) *asynq.Task {
 	return newTask(TypeApprovalExpire, ApprovalExpirePayload{ApprovalID: approvalID})
 }
 
-// WebhookTask is the delivery of event eventID to webhook hook.
-func WebhookTask(hook int, eventID int64) *asynq.Task {
-	return newTask(TypeWebhookDeliver, WebhookPayload{EventID: eventID, Hook: hook})
+// WebhookTask is the delivery of event eventID to webhook hook, whose URL has
+// the given digest.
+func WebhookTask(hook int, digest string, eventID int64) *asynq.Task {
+	return newTask(TypeWebhookDeliver, WebhookPayload{EventID: eventID, Hook: hook, Digest: digest})
 }
 
 // CleanupTask is the cleanup of a finished run.
@@ -193,7 +199,9 @@ func Decode[P any](t *asynq.Task) (P, error) {
 }
 
 // Task ids. Each is deterministic per cause, so a duplicate enqueue collapses; the
-// formats are the idempotency contract with tasks already in Redis: never change one.
+// formats are the idempotency contract with tasks already in Redis: a changed one
+// no longer collapses with the tasks of the old form, so change one only where
+// running such a task once more is harmless (WebhookTaskID).
 
 // SuperviseTaskID is the id of run's supervisor step for key: "start", or the cause
 // of a resume ("after:<delegation>", "approval:<approval>").
@@ -218,9 +226,14 @@ func PromoteTaskID(from, to, nonce string) string { return "promote:" + from + "
 // ApprovalExpireTaskID is the id of an approval's expiry.
 func ApprovalExpireTaskID(approvalID string) string { return "approval-expire:" + approvalID }
 
-// WebhookTaskID is the id of one event's delivery to one webhook.
-func WebhookTaskID(hook int, eventID int64) string {
-	return fmt.Sprintf("webhook:%d:%d", hook, eventID)
+// WebhookTaskID is the id of one event's delivery to one webhook: its index
+// and its URL's digest, so two configurations that put different receivers at
+// one index (processes of a rolling restart) do not collapse their deliveries
+// into one. The builds before the digest wrote webhook:<hook>:<event>; a
+// delivery they enqueued and this build enqueues again (the sweep, at the
+// upgrade) goes out twice under one webhook-id, which receivers deduplicate.
+func WebhookTaskID(hook int, digest string, eventID int64) string {
+	return fmt.Sprintf("webhook:%d:%d:%s", hook, eventID, digest)
 }
 
 // CleanupTaskID is the id of a run's cleanup.

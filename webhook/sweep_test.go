@@ -50,7 +50,7 @@ func TestSweepEnqueuesTheDeliveriesThatWereLost(t *testing.T) {
 		return id
 	}
 	enqueued := func(id int64) bool {
-		_, err := inspector.GetTaskInfo(queue.QueueMaintenance, queue.WebhookTaskID(0, id))
+		_, err := inspector.GetTaskInfo(queue.QueueMaintenance, queue.WebhookTaskID(0, d.Hooks[0].Digest(), id))
 		if err != nil {
 			require.ErrorIs(t, err, asynq.ErrTaskNotFound)
 			return false

@@ -73,7 +73,7 @@ func (d *Deliverer) OnEvent(ctx context.Context, e events.Stored) error {
 		if !wants(h, e.Type) {
 			continue
 		}
-		if err := d.Queue.DeliverWebhook(ctx, i, e.ID); err != nil {
+		if err := d.Queue.DeliverWebhook(ctx, i, h.Digest(), e.ID); err != nil {
 			return fmt.Errorf("enqueue webhook: %w", err)
 		}
 	}
@@ -94,14 +94,30 @@ const (
 	sweepBudget = 20 * time.Second
 )
 
-// Key names hook number i of the configuration in the sweep's cursor: its
-// place and a digest of its URL, so a hook moved, added or pointed elsewhere
-// starts a cursor of its own (at the events of the last moments:
-// store.WebhookCursor). Not the URL itself: a receiver's URL often is its
-// credential (a token in the path), and the database is not where it lives.
-func (h Hook) Key(i int) string {
+// Digest names the hook's receiver without holding its URL: a receiver's URL
+// often is its credential (a token in the path), and neither the database nor
+// the queue is where it lives. A delivery carries it (its payload and task id),
+// so one enqueued under an older configuration reaches the receiver it was
+// for, or none.
+func (h Hook) Digest() string {
 	sum := sha256.Sum256([]byte(h.URL))
-	return fmt.Sprintf("%d sha256:%x", i, sum[:12])
+	return fmt.Sprintf("sha256:%x", sum[:12])
+}
+
+// Key names hook number i of the configuration in the sweep's cursor: its
+// place and its Digest, so a hook moved, added or pointed elsewhere starts a
+// cursor of its own (at the events of the last moments: store.WebhookCursor).
+func (h Hook) Key(i int) string { return fmt.Sprintf("%d %s", i, h.Digest()) }
+
+// redacted is a hook's URL as errors may show it (they end up in the queue's
+// record of the task and in logs): the scheme and host, not the path or query
+// that may be its credential.
+func redacted(h Hook) string {
+	u, err := url.Parse(h.URL)
+	if err != nil || u.Host == "" {
+		return "(an unparsable URL)"
+	}
+	return u.Scheme + "://" + u.Host + "/…"
 }
 
 // Sweep enqueues the deliveries that storing their events never enqueued:
@@ -135,7 +151,7 @@ func (d *Deliverer) Sweep(ctx context.Context) (int, error) {
 					break
 				}
 				if wants(h, e.Type) {
-					made, err := d.Queue.DeliverWebhookOnce(ctx, i, e.ID)
+					made, err := d.Queue.DeliverWebhookOnce(ctx, i, h.Digest(), e.ID)
 					if err != nil {
 						return enqueued, fmt.Errorf("webhook sweep of api.webhooks[%d]: %w", i, err)
 					}
@@ -173,31 +189,37 @@ func wants(h Hook, typ string) bool {
 	return false
 }
 
-// Handle delivers one event (asynq handler).
+// Handle delivers one event (asynq handler) to the receiver it was enqueued
+// for: the configuration may have changed since (a restart, the processes of a
+// rolling one), and an event must not go to whichever receiver took the hook's
+// place, nor to one that no longer takes its type.
 func (d *Deliverer) Handle(ctx context.Context, t *asynq.Task) error {
 	p, err := queue.Decode[queue.WebhookPayload](t)
 	if err != nil {
 		return err
 	}
-	if p.Hook < 0 || p.Hook >= len(d.Hooks) {
-		return fmt.Errorf("%w: webhook %d is not configured (%d are)", asynq.SkipRetry, p.Hook, len(d.Hooks))
+	i, h, err := d.hookOf(p)
+	if err != nil {
+		return err
 	}
-	h := d.Hooks[p.Hook]
 	e, err := d.Store.GetEvent(ctx, p.EventID)
 	if err != nil {
 		return err
 	}
+	if !wants(h, e.Type) {
+		return fmt.Errorf("%w: api.webhooks[%d] no longer takes %s events (the configuration changed after this delivery was enqueued)", asynq.SkipRetry, i, e.Type)
+	}
 	body, _ := json.Marshal(map[string]any{"id": e.ID, "run_id": e.RunID, "type": e.Type, "agent": e.Agent, "data": e.Data, "time": e.CreatedAt})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("%w: webhook url: %v", asynq.SkipRetry, err)
+		return fmt.Errorf("%w: api.webhooks[%d].url does not make a request", asynq.SkipRetry, i)
 	}
 	// The id is the same on every retry; the timestamp is this attempt's, so a
 	// retry is signed afresh and a captured delivery ages out of the window.
-	id, now := fmt.Sprintf("%d-%d", p.Hook, e.ID), time.Now()
+	id, now := fmt.Sprintf("%d-%d", i, e.ID), time.Now()
 	sig, err := Sign(h.Secret, id, now, body)
 	if err != nil {
-		return fmt.Errorf("%w: api.webhooks[%d].secret: %v", asynq.SkipRetry, p.Hook, err)
+		return fmt.Errorf("%w: api.webhooks[%d].secret: %v", asynq.SkipRetry, i, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Aetherium-Event", e.Type)
@@ -210,12 +232,35 @@ func (d *Deliverer) Handle(ctx context.Context, t *asynq.Task) error {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("webhook %s: %w", h.URL, err)
+		// url.Error quotes the whole URL; its cause names the host at most.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("webhook api.webhooks[%d] %s: %w", i, redacted(h), err)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("webhook %s: HTTP %d", h.URL, resp.StatusCode)
+		return fmt.Errorf("webhook api.webhooks[%d] %s: HTTP %d", i, redacted(h), resp.StatusCode)
 	}
 	return nil
+}
+
+// hookOf is the hook a delivery was enqueued for: the one at its index if the
+// URL there is still the one it was enqueued for, else the one the URL moved to.
+// A delivery of a build before digests names its hook by index alone.
+func (d *Deliverer) hookOf(p queue.WebhookPayload) (int, Hook, error) {
+	if p.Hook >= 0 && p.Hook < len(d.Hooks) && (p.Digest == "" || d.Hooks[p.Hook].Digest() == p.Digest) {
+		return p.Hook, d.Hooks[p.Hook], nil
+	}
+	if p.Digest != "" {
+		for i, h := range d.Hooks {
+			if h.Digest() == p.Digest {
+				return i, h, nil
+			}
+		}
+		return 0, Hook{}, fmt.Errorf("%w: the receiver of this delivery (api.webhooks[%d] when it was enqueued, %s) is no longer configured", asynq.SkipRetry, p.Hook, p.Digest)
+	}
+	return 0, Hook{}, fmt.Errorf("%w: webhook %d is not configured (%d are)", asynq.SkipRetry, p.Hook, len(d.Hooks))
 }
