@@ -69,12 +69,7 @@ func TestContractVersionsAreReadAndRefused(t *testing.T) {
 // previous build lives, v2 once every process reads it.
 func TestEnqueuerWritesTheFleetsContract(t *testing.T) {
 	t.Parallel()
-	opt, err := asynq.ParseRedisURI(testdb.Redis(t))
-	require.NoError(t, err)
-	client := asynq.NewClient(opt)
-	t.Cleanup(func() { _ = client.Close() })
-	inspector := asynq.NewInspector(opt)
-	t.Cleanup(func() { _ = inspector.Close() })
+	client, inspector := testdb.Asynq(t, testdb.Redis(t))
 	for _, c := range []struct {
 		fleet   func() int
 		run     string

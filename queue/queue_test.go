@@ -144,12 +144,7 @@ func TestEnqueueErrorNamesTheTask(t *testing.T) {
 // enqueueing it again is no error and keeps the one task.
 func TestEnqueuerOnRedis(t *testing.T) {
 	t.Parallel()
-	opt, err := asynq.ParseRedisURI(testdb.Redis(t))
-	require.NoError(t, err)
-	client := asynq.NewClient(opt)
-	t.Cleanup(func() { _ = client.Close() })
-	inspector := asynq.NewInspector(opt)
-	t.Cleanup(func() { _ = inspector.Close() })
+	client, inspector := testdb.Asynq(t, testdb.Redis(t))
 	q, err := queue.NewEnqueuer(client, queue.Config{MaxRetry: 5})
 	require.NoError(t, err)
 	ctx := context.Background()

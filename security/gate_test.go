@@ -110,12 +110,7 @@ const ruleReason = "CI workflows are owned by the platform team"
 func setupGate(t *testing.T) *gateEnv {
 	t.Helper()
 	st := testdb.Store(t)
-	opt, err := asynq.ParseRedisURI(testdb.Redis(t))
-	require.NoError(t, err)
-	client := asynq.NewClient(opt)
-	t.Cleanup(func() { client.Close() })
-	inspector := asynq.NewInspector(opt)
-	t.Cleanup(func() { inspector.Close() })
+	client, inspector := testdb.Asynq(t, testdb.Redis(t))
 	log := testlog.Logger(t)
 	m := metrics.New()
 

@@ -27,12 +27,7 @@ func TestSweepEnqueuesTheDeliveriesThatWereLost(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := testdb.Store(t)
-	opt, err := asynq.ParseRedisURI(testdb.Redis(t))
-	require.NoError(t, err)
-	client := asynq.NewClient(opt)
-	t.Cleanup(func() { _ = client.Close() })
-	inspector := asynq.NewInspector(opt)
-	t.Cleanup(func() { _ = inspector.Close() })
+	client, inspector := testdb.Asynq(t, testdb.Redis(t))
 	q, err := queue.NewEnqueuer(client, queue.Config{})
 	require.NoError(t, err)
 	d := &webhook.Deliverer{Store: st, Queue: q, Hooks: []webhook.Hook{

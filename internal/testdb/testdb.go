@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
@@ -227,4 +228,20 @@ func TestTx(t testing.TB) pgx.Tx {
 		_ = conn.Close(context.Background())
 	})
 	return tx
+}
+
+// Asynq returns an asynq client and inspector on the Redis at url, closed when
+// the test ends: what a test of enqueueing needs to enqueue and to look.
+func Asynq(t testing.TB, url string) (*asynq.Client, *asynq.Inspector) {
+	t.Helper()
+	opt, err := asynq.ParseRedisURI(url)
+	if err != nil {
+		t.Fatalf("testdb: asynq redis url: %v", err)
+	}
+	client, inspector := asynq.NewClient(opt), asynq.NewInspector(opt)
+	t.Cleanup(func() {
+		_ = client.Close()
+		_ = inspector.Close()
+	})
+	return client, inspector
 }
