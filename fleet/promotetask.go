@@ -83,45 +83,32 @@ func (f *Fleet) promoteRemote(ctx context.Context, from, to string) error {
 	if err != nil {
 		return fmt.Errorf("promote %s: hand the copy to a worker: %w", from, err)
 	}
-	insp := asynq.NewInspectorFromRedisClient(f.Redis)
 	pickup := time.NewTimer(cfg.Wait)
 	defer pickup.Stop()
-	wait := replayPollFirst
-	for {
-		info, err := insp.GetTaskInfo(queue.QueueMaintenance, id)
-		switch {
-		case err != nil:
-			return fmt.Errorf("promote %s: task %s: %w", from, id, err)
-		case info.State == asynq.TaskStateCompleted:
-			var out promoteOutcome
-			if err := json.Unmarshal(info.Result, &out); err != nil {
-				return fmt.Errorf("promote %s: task %s: its result: %w", from, id, err)
+	insp := asynq.NewInspectorFromRedisClient(f.Redis)
+	info, err := f.awaitTask(ctx, "promote "+from, id, pickup.C, nil, func(state asynq.TaskState) error {
+		if state == asynq.TaskStatePending || state == asynq.TaskStateScheduled || state == asynq.TaskStateRetry {
+			if derr := insp.DeleteTask(queue.QueueMaintenance, id); derr == nil {
+				return &api.Error{Status: http.StatusServiceUnavailable, Field: "id", Message: fmt.Sprintf(
+					"no worker took the copy of workspace %s within replay.wait (%s): nothing was changed; promote again once workers run", from, cfg.Wait)}
 			}
-			if out.Kind == "" {
-				return nil
-			}
-			for _, k := range promoteKinds {
-				if k.name == out.Kind {
-					return &kindError{kind: k.err, msg: out.Message}
-				}
-			}
-			return fmt.Errorf("promote %s on a worker: %s", from, out.Message)
-		case info.State == asynq.TaskStateArchived:
-			return fmt.Errorf("promote %s: task %s failed on the worker: %s", from, id, info.LastErr)
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("promote %s: task %s: %w", from, id, ctx.Err())
-		case <-pickup.C:
-			if info.State == asynq.TaskStatePending || info.State == asynq.TaskStateScheduled || info.State == asynq.TaskStateRetry {
-				if derr := insp.DeleteTask(queue.QueueMaintenance, id); derr == nil {
-					return &api.Error{Status: http.StatusServiceUnavailable, Field: "id", Message: fmt.Sprintf(
-						"no worker took the copy of workspace %s within replay.wait (%s): nothing was changed; promote again once workers run", from, cfg.Wait)}
-				}
-			}
-			// A worker has it: wait for its outcome.
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, replayPollMax)
+		return nil // a worker has it: wait for its outcome
+	})
+	if err != nil {
+		return err
 	}
+	var out promoteOutcome
+	if err := json.Unmarshal(info.Result, &out); err != nil {
+		return fmt.Errorf("promote %s: task %s: its result: %w", from, id, err)
+	}
+	if out.Kind == "" {
+		return nil
+	}
+	for _, k := range promoteKinds {
+		if k.name == out.Kind {
+			return &kindError{kind: k.err, msg: out.Message}
+		}
+	}
+	return fmt.Errorf("promote %s on a worker: %s", from, out.Message)
 }

@@ -224,7 +224,6 @@ func (f *Fleet) awaitReplayTask(ctx context.Context, p queue.ReplayPayload, key 
 	// The wait bounds the polling only: the enqueue is the request's.
 	deadline := time.NewTimer(cfg.Wait)
 	defer deadline.Stop()
-	insp := asynq.NewInspectorFromRedisClient(f.Redis)
 	id := queue.ReplayTaskID(p.RunID, key)
 	enqueue := func() error {
 		if _, err := f.Queue.Replay(ctx, p, key, cfg.Keep); err != nil {
@@ -235,36 +234,61 @@ func (f *Fleet) awaitReplayTask(ctx context.Context, p queue.ReplayPayload, key 
 	if err := enqueue(); err != nil {
 		return replayOutcome{}, err
 	}
+	info, err := f.awaitTask(ctx, "replay run "+p.RunID, id, deadline.C,
+		// Its retention ran out between the enqueue that found it and a
+		// look: ask again.
+		enqueue,
+		func(asynq.TaskState) error {
+			return fmt.Errorf("%w: run %s, task %s (waited replay.wait, %s): ask again, the same request collects its result",
+				replay.ErrPending, p.RunID, id, cfg.Wait)
+		})
+	if err != nil {
+		return replayOutcome{}, err
+	}
+	var out replayOutcome
+	if err := json.Unmarshal(info.Result, &out); err != nil {
+		return replayOutcome{}, fmt.Errorf("replay run %s: task %s: its result: %w", p.RunID, id, err)
+	}
+	if out.Error != nil {
+		return out, out.Error.err()
+	}
+	return out, nil
+}
+
+// awaitTask polls task id of the maintenance queue until it completes (its
+// info, with the worker's result) or is given up (an error with the worker's
+// last error), the first look soon, later ones backing off; its own errors
+// begin with what. missing is called when the task is not there (nil: that is
+// an error); expired once, when deadline fires, with the task's state then:
+// its error ends the wait as it is, nil waits on (only ctx bounds it then).
+func (f *Fleet) awaitTask(ctx context.Context, what, id string, deadline <-chan time.Time, missing func() error, expired func(asynq.TaskState) error) (*asynq.TaskInfo, error) {
+	insp := asynq.NewInspectorFromRedisClient(f.Redis)
 	wait := replayPollFirst
 	for {
 		info, err := insp.GetTaskInfo(queue.QueueMaintenance, id)
+		state := asynq.TaskState(0)
 		switch {
-		case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):
-			// Its retention ran out between the enqueue that found it and
-			// this look: ask again.
-			if err := enqueue(); err != nil {
-				return replayOutcome{}, err
+		case missing != nil && (errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound)):
+			if err := missing(); err != nil {
+				return nil, err
 			}
 		case err != nil:
-			return replayOutcome{}, fmt.Errorf("replay run %s: task %s: %w", p.RunID, id, err)
+			return nil, fmt.Errorf("%s: task %s: %w", what, id, err)
 		case info.State == asynq.TaskStateCompleted:
-			var out replayOutcome
-			if err := json.Unmarshal(info.Result, &out); err != nil {
-				return replayOutcome{}, fmt.Errorf("replay run %s: task %s: its result: %w", p.RunID, id, err)
-			}
-			if out.Error != nil {
-				return out, out.Error.err()
-			}
-			return out, nil
+			return info, nil
 		case info.State == asynq.TaskStateArchived:
-			return replayOutcome{}, fmt.Errorf("replay run %s: task %s failed on the worker: %s", p.RunID, id, info.LastErr)
+			return nil, fmt.Errorf("%s: task %s failed on the worker: %s", what, id, info.LastErr)
+		default:
+			state = info.State
 		}
 		select {
 		case <-ctx.Done():
-			return replayOutcome{}, fmt.Errorf("replay run %s: task %s: %w", p.RunID, id, ctx.Err())
-		case <-deadline.C:
-			return replayOutcome{}, fmt.Errorf("%w: run %s, task %s (waited replay.wait, %s): ask again, the same request collects its result",
-				replay.ErrPending, p.RunID, id, cfg.Wait)
+			return nil, fmt.Errorf("%s: task %s: %w", what, id, ctx.Err())
+		case <-deadline:
+			if err := expired(state); err != nil {
+				return nil, err
+			}
+			deadline = nil // a nil channel: the deadline has had its say
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, replayPollMax)
