@@ -62,6 +62,7 @@ func TestDeliveriesGoToTheReceiverTheyWereEnqueuedFor(t *testing.T) {
 		{name: "unchanged", hooks: []webhook.Hook{a, b}, task: queue.WebhookTask(0, a.Digest(), ev), want: "/a/token-of-a"},
 		{name: "reordered", hooks: []webhook.Hook{b, a}, task: queue.WebhookTask(0, a.Digest(), ev), want: "/a/token-of-a"},
 		{name: "removed", hooks: []webhook.Hook{b}, task: queue.WebhookTask(0, a.Digest(), ev), err: "no longer configured"},
+		{name: "listed twice, the other entry takes the type", hooks: []webhook.Hook{aCompletedOnly, b, a}, task: queue.WebhookTask(0, a.Digest(), ev), want: "/a/token-of-a"},
 		{name: "no longer takes the type", hooks: []webhook.Hook{aCompletedOnly}, task: queue.WebhookTask(0, a.Digest(), ev), err: "no longer takes " + events.ModelAnswered + " events"},
 		{name: "an older build's payload names the index", hooks: []webhook.Hook{b, a},
 			task: asynq.NewTask(queue.TypeWebhookDeliver, []byte(`{"v":2,"event_id":`+strconv.FormatInt(ev, 10)+`,"hook":0}`)), want: "/b/token-of-b"},

@@ -198,16 +198,13 @@ func (d *Deliverer) Handle(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return err
 	}
-	i, h, err := d.hookOf(p)
-	if err != nil {
-		return err
-	}
 	e, err := d.Store.GetEvent(ctx, p.EventID)
 	if err != nil {
 		return err
 	}
-	if !wants(h, e.Type) {
-		return fmt.Errorf("%w: api.webhooks[%d] no longer takes %s events (the configuration changed after this delivery was enqueued)", asynq.SkipRetry, i, e.Type)
+	i, h, err := d.hookOf(p, e.Type)
+	if err != nil {
+		return err
 	}
 	body, _ := json.Marshal(map[string]any{"id": e.ID, "run_id": e.RunID, "type": e.Type, "agent": e.Agent, "data": e.Data, "time": e.CreatedAt})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(body))
@@ -247,20 +244,41 @@ func (d *Deliverer) Handle(ctx context.Context, t *asynq.Task) error {
 	return nil
 }
 
-// hookOf is the hook a delivery was enqueued for: the one at its index if the
-// URL there is still the one it was enqueued for, else the one the URL moved to.
-// A delivery of a build before digests names its hook by index alone.
-func (d *Deliverer) hookOf(p queue.WebhookPayload) (int, Hook, error) {
-	if p.Hook >= 0 && p.Hook < len(d.Hooks) && (p.Digest == "" || d.Hooks[p.Hook].Digest() == p.Digest) {
+// hookOf is the hook a delivery of an event of type typ was enqueued for: the
+// one at its index if the URL there is still the one it was enqueued for and
+// takes typ, else the first with that URL that takes it (moved, or listed twice
+// with other filters). A delivery of a build before digests names its hook by
+// index alone.
+func (d *Deliverer) hookOf(p queue.WebhookPayload, typ string) (int, Hook, error) {
+	changed := func(i int) error {
+		return fmt.Errorf("%w: api.webhooks[%d] no longer takes %s events (the configuration changed after this delivery was enqueued)", asynq.SkipRetry, i, typ)
+	}
+	if p.Digest == "" {
+		if p.Hook < 0 || p.Hook >= len(d.Hooks) {
+			return 0, Hook{}, fmt.Errorf("%w: webhook %d is not configured (%d are)", asynq.SkipRetry, p.Hook, len(d.Hooks))
+		}
+		if h := d.Hooks[p.Hook]; !wants(h, typ) {
+			return 0, Hook{}, changed(p.Hook)
+		}
 		return p.Hook, d.Hooks[p.Hook], nil
 	}
-	if p.Digest != "" {
-		for i, h := range d.Hooks {
-			if h.Digest() == p.Digest {
-				return i, h, nil
-			}
-		}
-		return 0, Hook{}, fmt.Errorf("%w: the receiver of this delivery (api.webhooks[%d] when it was enqueued, %s) is no longer configured", asynq.SkipRetry, p.Hook, p.Digest)
+	if p.Hook >= 0 && p.Hook < len(d.Hooks) && d.Hooks[p.Hook].Digest() == p.Digest && wants(d.Hooks[p.Hook], typ) {
+		return p.Hook, d.Hooks[p.Hook], nil
 	}
-	return 0, Hook{}, fmt.Errorf("%w: webhook %d is not configured (%d are)", asynq.SkipRetry, p.Hook, len(d.Hooks))
+	refusing := -1
+	for i, h := range d.Hooks {
+		if h.Digest() != p.Digest {
+			continue
+		}
+		if wants(h, typ) {
+			return i, h, nil
+		}
+		if refusing < 0 {
+			refusing = i
+		}
+	}
+	if refusing >= 0 {
+		return 0, Hook{}, changed(refusing)
+	}
+	return 0, Hook{}, fmt.Errorf("%w: the receiver of this delivery (api.webhooks[%d] when it was enqueued, %s) is no longer configured", asynq.SkipRetry, p.Hook, p.Digest)
 }
